@@ -1,0 +1,190 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/store/segment"
+)
+
+func (s *Store) compactLoop(ctx context.Context) {
+	t := time.NewTicker(s.cfg.CompactInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for ctx.Err() == nil {
+			did, err := s.CompactOnce(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.log.Warn("compaction failed", "err", err)
+				}
+				break
+			}
+			if !did {
+				break
+			}
+		}
+	}
+}
+
+// CompactOnce compacts the sealed segment with the most garbage, if any has more than
+// CompactRatio of its size (or no live data at all). It reports whether it did anything.
+func (s *Store) CompactOnce(ctx context.Context) (bool, error) {
+	s.compactMu.Lock()
+	defer s.compactMu.Unlock()
+	var best segment.Info
+	bestRatio := -1.0
+	s.liveMu.Lock()
+	for _, in := range s.segs.Segments() {
+		if in.Active {
+			continue
+		}
+		live := s.live[in.ID]
+		var ratio float64
+		if in.Size > 0 {
+			ratio = float64(in.Size-live) / float64(in.Size)
+		} else {
+			ratio = 1
+		}
+		if (ratio >= s.cfg.CompactRatio || live == 0) && ratio > bestRatio {
+			best, bestRatio = in, ratio
+		}
+	}
+	s.liveMu.Unlock()
+	if bestRatio < 0 {
+		return false, nil
+	}
+	return true, s.compactSegment(ctx, best)
+}
+
+type moved struct {
+	id       segment.ID
+	from, to segment.Loc
+}
+
+// compactSegment copies the live records of a sealed segment to the active one, re-points
+// their index entries, waits for reads that may use the old locations, and removes the file.
+func (s *Store) compactSegment(ctx context.Context, in segment.Info) error {
+	const op errors.Op = "store.compactSegment"
+	start := time.Now()
+	p := segPrefix(in.ID)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	if err != nil {
+		return errors.E(op, errors.IO, err)
+	}
+	type rec struct {
+		id  segment.ID
+		loc segment.Loc
+	}
+	var recs []rec
+	for ok := it.First(); ok; ok = it.Next() {
+		k, v := it.Key(), it.Value()
+		if len(v) != 20 || len(k) != len(p)+8 {
+			it.Close()
+			return errors.E(op, errors.Corrupt, "malformed segment index entry")
+		}
+		var r rec
+		copy(r.id[:], v[:16])
+		r.loc = segment.Loc{Seg: in.ID, Off: int64(beUint64(k[len(p):])), Len: beUint32(v[16:])}
+		recs = append(recs, r)
+	}
+	if err := it.Close(); err != nil {
+		return errors.E(op, errors.IO, err)
+	}
+
+	var bytesMoved int64
+	bp := s.bufPool.Get().(*[]byte)
+	defer s.bufPool.Put(bp)
+	for len(recs) > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		// Move in groups of about 64 MiB so the index commit stays small.
+		var group []moved
+		var size int64
+		for len(recs) > 0 && size < 64<<20 {
+			r := recs[0]
+			recs = recs[1:]
+			payload, err := s.segs.Read(r.loc, r.id, *bp)
+			if err != nil {
+				// A corrupt live record must not be lost by removing its segment.
+				return errors.E(op, err)
+			}
+			to, err := s.segs.Append(segment.KindChunk, r.id, payload)
+			if err != nil {
+				return errors.E(op, err)
+			}
+			group = append(group, moved{id: r.id, from: r.loc, to: to})
+			size += int64(len(payload))
+		}
+		if err := s.commitMoves(group); err != nil {
+			return errors.E(op, err)
+		}
+		bytesMoved += size
+	}
+	// Reads that took their snapshot before the moves may still use the old file.
+	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	err = s.readers.waitBefore(waitCtx, s.readers.mark())
+	cancel()
+	if err != nil {
+		return errors.E(op, errors.Transient, err)
+	}
+	if err := s.segs.Remove(in.ID); err != nil {
+		return errors.E(op, err)
+	}
+	s.liveMu.Lock()
+	delete(s.live, in.ID)
+	s.liveMu.Unlock()
+	s.log.Info("compacted segment", "segment", in.ID, "size", in.Size, "live_moved", bytesMoved, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// commitMoves syncs the new copies and re-points the chunks that are still live at their old
+// location; a chunk deleted meanwhile keeps its new copy as garbage.
+func (s *Store) commitMoves(group []moved) error {
+	seen := map[uint32]bool{}
+	for _, m := range group {
+		if !seen[m.to.Seg] {
+			seen[m.to.Seg] = true
+			if err := s.segs.Sync(m.to.Seg); err != nil {
+				return err
+			}
+		}
+	}
+	s.relocMu.Lock()
+	defer s.relocMu.Unlock()
+	b := s.db.NewBatch()
+	var done []moved
+	for _, m := range group {
+		cur, err := s.chunkLoc(s.db, m.id)
+		if errors.Is(errors.NotExist, err) {
+			continue
+		}
+		if err != nil {
+			b.Close()
+			return err
+		}
+		if cur != m.from {
+			continue
+		}
+		b.Set(chunkKey(m.id), encodeLoc(m.to), nil)
+		b.Delete(segKey(m.from), nil)
+		b.Set(segKey(m.to), segValue(m.id, m.to.Len), nil)
+		done = append(done, m)
+	}
+	if err := s.commit(b); err != nil {
+		return err
+	}
+	for _, m := range done {
+		s.addLive(m.from, -1)
+		s.addLive(m.to, 1)
+	}
+	return nil
+}

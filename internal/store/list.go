@@ -1,0 +1,113 @@
+package store
+
+import (
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/cairnfs/cairn/internal/errors"
+)
+
+// Sentinel errors the S3 layer maps to specific error codes. They are wrapped in
+// *errors.Error values carrying a kind.
+var (
+	ErrNoSuchBucket     = errors.New("the specified bucket does not exist")
+	ErrNoSuchKey        = errors.New("the specified key does not exist")
+	ErrNoSuchUpload     = errors.New("the specified multipart upload does not exist")
+	ErrInvalidPart      = errors.New("one or more of the specified parts could not be found or its entity tag did not match")
+	ErrInvalidPartOrder = errors.New("the list of parts was not in ascending order")
+	ErrEntityTooSmall   = errors.New("a part is smaller than the minimum allowed size")
+)
+
+// ListOptions selects the entries of a listing.
+type ListOptions struct {
+	Prefix    string
+	Delimiter string
+	// After lists only keys (and common prefixes) greater than After.
+	After string
+	// Max is the largest number of keys plus common prefixes to return.
+	Max int
+}
+
+// ListEntry is one object in a listing.
+type ListEntry struct {
+	Key    string
+	Object *Object
+}
+
+// ListResult is a page of a listing.
+type ListResult struct {
+	Objects        []ListEntry
+	CommonPrefixes []string
+	// Truncated reports that more entries follow; Next is the last key or common prefix
+	// returned, to pass as After for the next page.
+	Truncated bool
+	Next      string
+}
+
+// List returns a page of bucket's objects in key order. With a delimiter, keys that contain
+// it after the prefix are rolled up into common prefixes; the scan skips over each common
+// prefix with one seek, so a page costs O(page), not O(keys under the prefixes).
+func (s *Store) List(bucket string, opts ListOptions) (*ListResult, error) {
+	const op errors.Op = "store.List"
+	if _, err := s.bucket(bucket); err != nil {
+		return nil, errors.E(op, err)
+	}
+	base := objectPrefix(bucket, "")
+	lower := objectPrefix(bucket, opts.Prefix)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(lower)})
+	if err != nil {
+		return nil, errors.E(op, errors.IO, err)
+	}
+	defer it.Close()
+	res := &ListResult{}
+	if opts.Max <= 0 {
+		return res, nil
+	}
+	var ok bool
+	if opts.After != "" && opts.After >= opts.Prefix {
+		ok = it.SeekGE(append(objectPrefix(bucket, opts.After), 0))
+	} else {
+		ok = it.First()
+	}
+	count := 0
+	for ok {
+		key := string(it.Key()[len(base):])
+		if opts.Delimiter != "" {
+			if i := strings.Index(key[len(opts.Prefix):], opts.Delimiter); i >= 0 {
+				cp := key[:len(opts.Prefix)+i+len(opts.Delimiter)]
+				if cp > opts.After || opts.After == "" {
+					if count == opts.Max {
+						res.Truncated = true
+						break
+					}
+					res.CommonPrefixes = append(res.CommonPrefixes, cp)
+					res.Next = cp
+					count++
+				}
+				end := prefixEnd(objectPrefix(bucket, cp))
+				if end == nil {
+					break
+				}
+				ok = it.SeekGE(end)
+				continue
+			}
+		}
+		if count == opts.Max {
+			res.Truncated = true
+			break
+		}
+		o := new(Object)
+		if err := o.Unmarshal(it.Value()); err != nil {
+			return nil, errors.E(op, err)
+		}
+		res.Objects = append(res.Objects, ListEntry{Key: key, Object: o})
+		res.Next = key
+		count++
+		ok = it.Next()
+	}
+	if err := it.Error(); err != nil {
+		return nil, errors.E(op, errors.IO, err)
+	}
+	return res, nil
+}

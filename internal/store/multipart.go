@@ -1,0 +1,395 @@
+package store
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/store/segment"
+)
+
+const uploadIDLen = 32
+
+// Upload is a pending multipart upload.
+type Upload struct {
+	Key       string
+	UploadID  string
+	Initiated time.Time
+	Meta      *Object
+}
+
+// Part is an uploaded part: its record holds size, ETag, checksum and chunks.
+type Part struct {
+	Number int
+	*Object
+}
+
+// CompletePart names a part in a CompleteMultipartUpload request.
+type CompletePart struct {
+	Number int
+	ETag   string // hex MD5, without quotes
+}
+
+// CreateUpload starts a multipart upload of bucket/key whose object will get meta.
+func (s *Store) CreateUpload(bucket, key string, meta *Object) (string, error) {
+	const op errors.Op = "store.CreateUpload"
+	s.bucketMu.RLock()
+	defer s.bucketMu.RUnlock()
+	if _, err := s.bucket(bucket); err != nil {
+		return "", errors.E(op, err)
+	}
+	id := newID()
+	uploadID := hex.EncodeToString(id[:])
+	m := *meta
+	m.ModTime = time.Now().UnixNano()
+	b := s.db.NewBatch()
+	b.Set(uploadKey(bucket, key, uploadID), m.Marshal(), nil)
+	if err := s.commit(b); err != nil {
+		return "", errors.E(op, err)
+	}
+	return uploadID, nil
+}
+
+func validUploadID(id string) bool {
+	if len(id) != uploadIDLen {
+		return false
+	}
+	_, err := hex.DecodeString(id)
+	return err == nil
+}
+
+func (s *Store) upload(bucket, key, uploadID string) (*Object, error) {
+	if !validUploadID(uploadID) {
+		return nil, errors.E(errors.NotExist, ErrNoSuchUpload)
+	}
+	o, err := getObject(s.db, uploadKey(bucket, key, uploadID))
+	if errors.Is(errors.NotExist, err) {
+		if _, berr := s.bucket(bucket); berr != nil {
+			return nil, berr
+		}
+		return nil, errors.E(errors.NotExist, ErrNoSuchUpload)
+	}
+	return o, err
+}
+
+// PutPart stores part number n of an upload. finish, if set, fills in and may veto the
+// part record (ETag, checksum) once the body is durable.
+func (s *Store) PutPart(ctx context.Context, bucket, key, uploadID string, n int, src io.Reader, size int64, finish func(*Object) error) (*Object, error) {
+	const op errors.Op = "store.PutPart"
+	if _, err := s.upload(bucket, key, uploadID); err != nil {
+		return nil, errors.E(op, err)
+	}
+	bd, err := s.writeBody(ctx, src, size, false)
+	if err != nil {
+		return nil, errors.E(op, err)
+	}
+	p := &Object{Size: bd.size, ModTime: time.Now().UnixNano(), VersionID: newID()}
+	if finish != nil {
+		if err := finish(p); err != nil {
+			return nil, errors.E(op, err)
+		}
+	}
+	mu := s.keyLock(bucket, key)
+	mu.Lock()
+	defer mu.Unlock()
+	s.relocMu.RLock()
+	defer s.relocMu.RUnlock()
+	if _, err := s.upload(bucket, key, uploadID); err != nil {
+		return nil, errors.E(op, err)
+	}
+	pkey := partKey(uploadID, n)
+	old, err := getObject(s.db, pkey)
+	if err != nil && !errors.Is(errors.NotExist, err) {
+		return nil, errors.E(op, err)
+	}
+	b := s.db.NewBatch()
+	var freed []segment.Loc
+	if old != nil {
+		if freed, err = s.dropBody(b, old); err != nil {
+			b.Close()
+			return nil, errors.E(op, err)
+		}
+	}
+	p.Chunks = bd.chunks
+	for i, c := range bd.chunks {
+		b.Set(chunkKey(c.ID), encodeLoc(bd.locs[i]), nil)
+		b.Set(segKey(bd.locs[i]), segValue(c.ID, c.Size), nil)
+	}
+	b.Set(pkey, p.Marshal(), nil)
+	if err := s.commit(b); err != nil {
+		return nil, errors.E(op, err)
+	}
+	for _, l := range bd.locs {
+		s.addLive(l, 1)
+	}
+	for _, l := range freed {
+		s.addLive(l, -1)
+	}
+	return p, nil
+}
+
+func (s *Store) parts(uploadID string) ([]Part, error) {
+	p := partPrefix(uploadID)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	if err != nil {
+		return nil, errors.E(errors.IO, err)
+	}
+	defer it.Close()
+	var out []Part
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		o := new(Object)
+		if err := o.Unmarshal(it.Value()); err != nil {
+			return nil, err
+		}
+		out = append(out, Part{Number: int(beUint32(k[len(k)-4:])), Object: o})
+	}
+	return out, it.Error()
+}
+
+// ListParts returns up to max parts of an upload numbered above after.
+func (s *Store) ListParts(bucket, key, uploadID string, after, max int) (parts []Part, truncated bool, err error) {
+	const op errors.Op = "store.ListParts"
+	if _, err := s.upload(bucket, key, uploadID); err != nil {
+		return nil, false, errors.E(op, err)
+	}
+	all, err := s.parts(uploadID)
+	if err != nil {
+		return nil, false, errors.E(op, err)
+	}
+	for _, p := range all {
+		if p.Number <= after {
+			continue
+		}
+		if len(parts) == max {
+			return parts, true, nil
+		}
+		parts = append(parts, p)
+	}
+	return parts, false, nil
+}
+
+// CompleteUpload assembles the listed parts into bucket/key. Parts must be listed in
+// ascending order, exist with the given ETags, and all but the last be at least minPart
+// bytes. The parts' chunks become the object's chunks without being copied. The ETag is the
+// MD5 of the parts' binary MD5s, followed by "-" and the part count.
+func (s *Store) CompleteUpload(bucket, key, uploadID string, list []CompletePart, minPart int64, finish func(*Object) error) (*Object, error) {
+	const op errors.Op = "store.CompleteUpload"
+	if len(list) == 0 {
+		return nil, errors.E(op, errors.Invalid, "no parts given")
+	}
+	s.bucketMu.RLock()
+	defer s.bucketMu.RUnlock()
+	mu := s.keyLock(bucket, key)
+	mu.Lock()
+	defer mu.Unlock()
+	s.relocMu.RLock()
+	defer s.relocMu.RUnlock()
+	meta, err := s.upload(bucket, key, uploadID)
+	if err != nil {
+		return nil, errors.E(op, err)
+	}
+	all, err := s.parts(uploadID)
+	if err != nil {
+		return nil, errors.E(op, err)
+	}
+	byNum := make(map[int]*Object, len(all))
+	for _, p := range all {
+		byNum[p.Number] = p.Object
+	}
+	o := *meta
+	o.VersionID = newID()
+	o.ModTime = time.Now().UnixNano()
+	o.Size = 0
+	o.Inline = false
+	o.Chunks = nil
+	o.PartSizes = nil
+	md := md5.New()
+	used := map[int]bool{}
+	for i, cp := range list {
+		if i > 0 && cp.Number <= list[i-1].Number {
+			return nil, errors.E(op, errors.Invalid, ErrInvalidPartOrder)
+		}
+		p, ok := byNum[cp.Number]
+		if !ok || !strings.EqualFold(strings.Trim(cp.ETag, `"`), p.ETag) {
+			return nil, errors.E(op, errors.Invalid, fmt.Errorf("part %d: %w", cp.Number, ErrInvalidPart))
+		}
+		if i < len(list)-1 && p.Size < minPart {
+			return nil, errors.E(op, errors.Invalid, fmt.Errorf("part %d has %d bytes: %w", cp.Number, p.Size, ErrEntityTooSmall))
+		}
+		sum, err := hex.DecodeString(p.ETag)
+		if err != nil {
+			return nil, errors.E(op, errors.Corrupt, "part has a malformed ETag")
+		}
+		md.Write(sum)
+		o.Size += p.Size
+		o.Chunks = append(o.Chunks, p.Chunks...)
+		o.PartSizes = append(o.PartSizes, p.Size)
+		used[cp.Number] = true
+	}
+	o.ETag = fmt.Sprintf("%x-%d", md.Sum(nil), len(list))
+	if finish != nil {
+		if err := finish(&o); err != nil {
+			return nil, errors.E(op, err)
+		}
+	}
+	b := s.db.NewBatch()
+	var freed []segment.Loc
+	okey := objectKey(bucket, key)
+	old, err := getObject(s.db, okey)
+	if err != nil && !errors.Is(errors.NotExist, err) {
+		b.Close()
+		return nil, errors.E(op, err)
+	}
+	if old != nil {
+		f, err := s.dropBody(b, old)
+		if err != nil {
+			b.Close()
+			return nil, errors.E(op, err)
+		}
+		freed = append(freed, f...)
+	}
+	for _, p := range all {
+		if !used[p.Number] {
+			f, err := s.dropBody(b, p.Object)
+			if err != nil {
+				b.Close()
+				return nil, errors.E(op, err)
+			}
+			freed = append(freed, f...)
+		}
+		b.Delete(partKey(uploadID, p.Number), nil)
+	}
+	b.Delete(uploadKey(bucket, key, uploadID), nil)
+	if len(o.Chunks) == 0 {
+		o.Inline = true
+		b.Set(inlineKey(o.VersionID), nil, nil)
+	}
+	b.Set(okey, o.Marshal(), nil)
+	if err := s.commit(b); err != nil {
+		return nil, errors.E(op, err)
+	}
+	for _, l := range freed {
+		s.addLive(l, -1)
+	}
+	return &o, nil
+}
+
+// AbortUpload deletes an upload and its parts.
+func (s *Store) AbortUpload(bucket, key, uploadID string) error {
+	const op errors.Op = "store.AbortUpload"
+	mu := s.keyLock(bucket, key)
+	mu.Lock()
+	defer mu.Unlock()
+	s.relocMu.RLock()
+	defer s.relocMu.RUnlock()
+	if _, err := s.upload(bucket, key, uploadID); err != nil {
+		return errors.E(op, err)
+	}
+	all, err := s.parts(uploadID)
+	if err != nil {
+		return errors.E(op, err)
+	}
+	b := s.db.NewBatch()
+	var freed []segment.Loc
+	for _, p := range all {
+		f, err := s.dropBody(b, p.Object)
+		if err != nil {
+			b.Close()
+			return errors.E(op, err)
+		}
+		freed = append(freed, f...)
+		b.Delete(partKey(uploadID, p.Number), nil)
+	}
+	b.Delete(uploadKey(bucket, key, uploadID), nil)
+	if err := s.commit(b); err != nil {
+		return errors.E(op, err)
+	}
+	for _, l := range freed {
+		s.addLive(l, -1)
+	}
+	return nil
+}
+
+// UploadListOptions selects uploads in ListUploads.
+type UploadListOptions struct {
+	Prefix, Delimiter       string
+	KeyMarker, UploadMarker string
+	Max                     int
+}
+
+// UploadList is a page of uploads.
+type UploadList struct {
+	Uploads        []Upload
+	CommonPrefixes []string
+	Truncated      bool
+	NextKey        string
+	NextUpload     string
+}
+
+// ListUploads lists a bucket's pending uploads in key, then upload id, order.
+func (s *Store) ListUploads(bucket string, opts UploadListOptions) (*UploadList, error) {
+	const op errors.Op = "store.ListUploads"
+	if _, err := s.bucket(bucket); err != nil {
+		return nil, errors.E(op, err)
+	}
+	base := uploadPrefix(bucket, "")
+	lower := uploadPrefix(bucket, opts.Prefix)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(lower)})
+	if err != nil {
+		return nil, errors.E(op, errors.IO, err)
+	}
+	defer it.Close()
+	res := &UploadList{}
+	count := 0
+	lastCP := ""
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()[len(base):]
+		if len(k) < uploadIDLen+1 {
+			continue
+		}
+		key := string(k[:len(k)-uploadIDLen-1])
+		id := string(k[len(k)-uploadIDLen:])
+		if opts.KeyMarker != "" {
+			if key < opts.KeyMarker || (key == opts.KeyMarker && (opts.UploadMarker == "" || id <= opts.UploadMarker)) {
+				continue
+			}
+		}
+		if opts.Delimiter != "" {
+			if i := strings.Index(key[len(opts.Prefix):], opts.Delimiter); i >= 0 {
+				cp := key[:len(opts.Prefix)+i+len(opts.Delimiter)]
+				if cp == lastCP || (opts.KeyMarker != "" && cp <= opts.KeyMarker) {
+					continue
+				}
+				if count == opts.Max {
+					res.Truncated = true
+					break
+				}
+				lastCP = cp
+				res.CommonPrefixes = append(res.CommonPrefixes, cp)
+				res.NextKey, res.NextUpload = cp, ""
+				count++
+				continue
+			}
+		}
+		if count == opts.Max {
+			res.Truncated = true
+			break
+		}
+		o := new(Object)
+		if err := o.Unmarshal(it.Value()); err != nil {
+			return nil, errors.E(op, err)
+		}
+		res.Uploads = append(res.Uploads, Upload{Key: key, UploadID: id, Initiated: time.Unix(0, o.ModTime), Meta: o})
+		res.NextKey, res.NextUpload = key, id
+		count++
+	}
+	return res, it.Error()
+}

@@ -1,0 +1,379 @@
+package store
+
+import (
+	"context"
+	"io"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/store/segment"
+)
+
+// PutOptions adjusts a write.
+type PutOptions struct {
+	// IfNoneMatch makes the write fail with Precondition if the object exists.
+	IfNoneMatch bool
+	// Finish, if set, is called after the whole body has been read and made durable but
+	// before the object is committed. It may fill in o (ETag, checksums) and veto the
+	// write by returning an error, in which case nothing is stored.
+	Finish func(o *Object) error
+}
+
+// body is what writeBody stored: either inline bytes or chunks.
+type body struct {
+	size   int64
+	inline []byte
+	chunks []Chunk
+	locs   []segment.Loc
+}
+
+// writeBody reads src to EOF (exactly size bytes if size >= 0) and stores it: inline if it
+// fits in InlineMax (and inlineOK), else as durable chunks. Memory used is at most two chunk
+// buffers whatever the size.
+func (s *Store) writeBody(ctx context.Context, src io.Reader, size int64, inlineOK bool) (*body, error) {
+	const op errors.Op = "store.writeBody"
+	if size > 0 {
+		if err := s.checkSpace(size); err != nil {
+			return nil, err
+		}
+	}
+	bp := s.bufPool.Get().(*[]byte)
+	buf := (*bp)[:s.cfg.ChunkSize]
+	n, err := readFull(src, buf)
+	if err != nil && err != io.EOF {
+		s.bufPool.Put(bp)
+		return nil, errors.E(op, bodyErrKind(err), err)
+	}
+	if inlineOK && err == io.EOF && n <= s.cfg.InlineMax {
+		b := &body{size: int64(n), inline: append([]byte(nil), buf[:n]...)}
+		s.bufPool.Put(bp)
+		if size >= 0 && b.size != size {
+			return nil, errors.Errorf(op, errors.Invalid, "body has %d bytes, want %d", b.size, size)
+		}
+		return b, nil
+	}
+	if size < 0 && err != io.EOF {
+		// Unknown size: check space chunk by chunk.
+		if err := s.checkSpace(int64(n)); err != nil {
+			s.bufPool.Put(bp)
+			return nil, err
+		}
+	}
+
+	// Pipeline: this goroutine reads (and, through src, hashes) chunk i+1 while the writer
+	// appends chunk i to the segment.
+	type job struct {
+		bp *[]byte
+		n  int
+	}
+	jobs := make(chan job, 1)
+	b := &body{}
+	var werr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for j := range jobs {
+			if werr == nil {
+				id := segment.ID(newID())
+				loc, err := s.segs.Append(segment.KindChunk, id, (*j.bp)[:j.n])
+				if err != nil {
+					werr = err
+				} else {
+					b.chunks = append(b.chunks, Chunk{ID: id, Size: uint32(j.n)})
+					b.locs = append(b.locs, loc)
+				}
+			}
+			s.bufPool.Put(j.bp)
+		}
+	}()
+	var rerr error
+	for {
+		b.size += int64(n)
+		if n > 0 {
+			jobs <- job{bp, n}
+		} else {
+			s.bufPool.Put(bp)
+		}
+		if err == io.EOF || n < len(buf) {
+			break
+		}
+		if ctx.Err() != nil {
+			rerr = ctx.Err()
+			break
+		}
+		bp = s.bufPool.Get().(*[]byte)
+		buf = (*bp)[:s.cfg.ChunkSize]
+		n, err = readFull(src, buf)
+		if err != nil && err != io.EOF {
+			s.bufPool.Put(bp)
+			rerr = errors.E(op, bodyErrKind(err), err)
+			break
+		}
+		if size < 0 && n > 0 {
+			if e := s.checkSpace(int64(n)); e != nil {
+				s.bufPool.Put(bp)
+				rerr = e
+				break
+			}
+		}
+		if size >= 0 && b.size+int64(n) > size {
+			s.bufPool.Put(bp)
+			rerr = errors.Errorf(op, errors.Invalid, "body longer than %d bytes", size)
+			break
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if rerr != nil {
+		return nil, rerr
+	}
+	if werr != nil {
+		return nil, errors.E(op, werr)
+	}
+	if size >= 0 && b.size != size {
+		return nil, errors.Errorf(op, errors.Invalid, "body has %d bytes, want %d", b.size, size)
+	}
+	if err := s.syncLocs(b.locs); err != nil {
+		return nil, errors.E(op, err)
+	}
+	return b, nil
+}
+
+// readFull is io.ReadFull that reports a short final read as io.EOF with n > 0.
+func readFull(r io.Reader, buf []byte) (int, error) {
+	n, err := io.ReadFull(r, buf)
+	if err == io.ErrUnexpectedEOF {
+		return n, io.EOF
+	}
+	return n, err
+}
+
+func bodyErrKind(err error) errors.Kind {
+	if k := errors.KindOf(err); k != errors.Other {
+		return k
+	}
+	return errors.Invalid
+}
+
+func (s *Store) syncLocs(locs []segment.Loc) error {
+	seen := map[uint32]bool{}
+	for _, l := range locs {
+		if seen[l.Seg] {
+			continue
+		}
+		seen[l.Seg] = true
+		if err := s.segs.Sync(l.Seg); err != nil {
+			return err
+		}
+	}
+	if s.cfg.OnSegmentSync != nil && len(locs) > 0 {
+		s.cfg.OnSegmentSync(1)
+	}
+	return nil
+}
+
+// addBody adds the index entries of a stored body to batch b.
+func addBody(b *pebble.Batch, o *Object, bd *body) {
+	if bd.inline != nil || len(bd.chunks) == 0 {
+		o.Inline = true
+		o.Chunks = nil
+		b.Set(inlineKey(o.VersionID), bd.inline, nil)
+		return
+	}
+	o.Inline = false
+	o.Chunks = bd.chunks
+	for i, c := range bd.chunks {
+		b.Set(chunkKey(c.ID), encodeLoc(bd.locs[i]), nil)
+		b.Set(segKey(bd.locs[i]), segValue(c.ID, c.Size), nil)
+	}
+}
+
+// dropBody adds to b the deletion of o's body and returns the chunk locations freed (for the
+// live-bytes accounting after commit). The caller holds relocMu.RLock until it commits b.
+func (s *Store) dropBody(b *pebble.Batch, o *Object) ([]segment.Loc, error) {
+	if o.Inline {
+		b.Delete(inlineKey(o.VersionID), nil)
+		return nil, nil
+	}
+	var freed []segment.Loc
+	for _, c := range o.Chunks {
+		loc, err := s.chunkLoc(s.db, c.ID)
+		if errors.Is(errors.NotExist, err) {
+			continue // shared with another record already dropped in this batch
+		}
+		if err != nil {
+			return nil, err
+		}
+		b.Delete(chunkKey(c.ID), nil)
+		b.Delete(segKey(loc), nil)
+		freed = append(freed, loc)
+	}
+	return freed, nil
+}
+
+type getter interface {
+	Get(key []byte) ([]byte, io.Closer, error)
+}
+
+func (s *Store) chunkLoc(g getter, id segment.ID) (segment.Loc, error) {
+	v, c, err := g.Get(chunkKey(id))
+	if err == pebble.ErrNotFound {
+		return segment.Loc{}, errors.Errorf("", errors.NotExist, "chunk %s not in index", id)
+	}
+	if err != nil {
+		return segment.Loc{}, errors.E(errors.IO, err)
+	}
+	defer c.Close()
+	return decodeLoc(v)
+}
+
+func getObject(g getter, key []byte) (*Object, error) {
+	v, c, err := g.Get(key)
+	if err == pebble.ErrNotFound {
+		return nil, errors.E(errors.NotExist, ErrNoSuchKey)
+	}
+	if err != nil {
+		return nil, errors.E(errors.IO, err)
+	}
+	defer c.Close()
+	o := new(Object)
+	if err := o.Unmarshal(v); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// PutObject stores src (size bytes, or until EOF if size < 0) as bucket/key with the
+// metadata in meta, replacing any previous version. It returns the stored record.
+func (s *Store) PutObject(ctx context.Context, bucket, key string, meta *Object, src io.Reader, size int64, opts PutOptions) (*Object, error) {
+	const op errors.Op = "store.PutObject"
+	if _, err := s.bucket(bucket); err != nil {
+		return nil, errors.E(op, err)
+	}
+	if opts.IfNoneMatch {
+		if _, err := getObject(s.db, objectKey(bucket, key)); err == nil {
+			return nil, errors.E(op, errors.Precondition, "object exists")
+		}
+	}
+	bd, err := s.writeBody(ctx, src, size, true)
+	if err != nil {
+		return nil, errors.E(op, err)
+	}
+	o := *meta
+	o.Size = bd.size
+	return s.commitObject(op, bucket, key, &o, bd, opts)
+}
+
+// commitObject runs opts.Finish and commits o with its body bd as bucket/key, dropping the
+// previous version's body in the same batch.
+func (s *Store) commitObject(op errors.Op, bucket, key string, o *Object, bd *body, opts PutOptions) (*Object, error) {
+	o.VersionID = newID()
+	if o.ModTime == 0 {
+		o.ModTime = time.Now().UnixNano()
+	}
+	if opts.Finish != nil {
+		if err := opts.Finish(o); err != nil {
+			return nil, errors.E(op, err)
+		}
+	}
+	s.bucketMu.RLock()
+	defer s.bucketMu.RUnlock()
+	if _, err := s.bucket(bucket); err != nil {
+		return nil, errors.E(op, err)
+	}
+	mu := s.keyLock(bucket, key)
+	mu.Lock()
+	defer mu.Unlock()
+	s.relocMu.RLock()
+	defer s.relocMu.RUnlock()
+	okey := objectKey(bucket, key)
+	old, err := getObject(s.db, okey)
+	if err != nil && !errors.Is(errors.NotExist, err) {
+		return nil, errors.E(op, err)
+	}
+	if old != nil && opts.IfNoneMatch {
+		return nil, errors.E(op, errors.Precondition, "object exists")
+	}
+	b := s.db.NewBatch()
+	var freed []segment.Loc
+	if old != nil {
+		if freed, err = s.dropBody(b, old); err != nil {
+			b.Close()
+			return nil, errors.E(op, err)
+		}
+	}
+	addBody(b, o, bd)
+	b.Set(okey, o.Marshal(), nil)
+	if err := s.commit(b); err != nil {
+		return nil, errors.E(op, err)
+	}
+	for _, l := range bd.locs {
+		s.addLive(l, 1)
+	}
+	for _, l := range freed {
+		s.addLive(l, -1)
+	}
+	return o, nil
+}
+
+// StatObject returns an object's record without its body.
+func (s *Store) StatObject(bucket, key string) (*Object, error) {
+	const op errors.Op = "store.StatObject"
+	o, err := getObject(s.db, objectKey(bucket, key))
+	if errors.Is(errors.NotExist, err) {
+		if _, berr := s.bucket(bucket); berr != nil {
+			return nil, errors.E(op, berr)
+		}
+	}
+	if err != nil {
+		return nil, errors.E(op, err)
+	}
+	return o, nil
+}
+
+// DeleteObject deletes bucket/key. Deleting a missing object is not an error (S3 semantics);
+// a missing bucket is.
+func (s *Store) DeleteObject(bucket, key string) error {
+	const op errors.Op = "store.DeleteObject"
+	if _, err := s.bucket(bucket); err != nil {
+		return errors.E(op, err)
+	}
+	mu := s.keyLock(bucket, key)
+	mu.Lock()
+	defer mu.Unlock()
+	s.relocMu.RLock()
+	defer s.relocMu.RUnlock()
+	okey := objectKey(bucket, key)
+	old, err := getObject(s.db, okey)
+	if errors.Is(errors.NotExist, err) {
+		return nil
+	}
+	if err != nil {
+		return errors.E(op, err)
+	}
+	b := s.db.NewBatch()
+	freed, err := s.dropBody(b, old)
+	if err != nil {
+		b.Close()
+		return errors.E(op, err)
+	}
+	b.Delete(okey, nil)
+	if err := s.commit(b); err != nil {
+		return errors.E(op, err)
+	}
+	for _, l := range freed {
+		s.addLive(l, -1)
+	}
+	return nil
+}
+
+// sortUserMeta sorts user metadata pairs by name, as records store them.
+func sortUserMeta(m [][2]string) {
+	sort.Slice(m, func(i, j int) bool { return m[i][0] < m[j][0] })
+}
+

@@ -1,0 +1,224 @@
+package store
+
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/store/segment"
+)
+
+// Object is the metadata of one object version (or of one multipart part, or of a pending
+// multipart upload, which reuse the same record).
+type Object struct {
+	VersionID [16]byte
+	Size      int64
+	ModTime   int64 // Unix nanoseconds
+	ETag      string
+	// Standard headers stored and returned as given.
+	ContentType        string
+	ContentEncoding    string
+	ContentDisposition string
+	ContentLanguage    string
+	CacheControl       string
+	Expires            string
+	StorageClass       string
+	// UserMeta holds x-amz-meta-* pairs (names lower case, without the prefix), sorted.
+	UserMeta [][2]string
+	// ChecksumAlgo and Checksum are the S3 flexible checksum (e.g. "CRC32C" and its base64).
+	ChecksumAlgo string
+	Checksum     string
+	ChecksumType string // FULL_OBJECT or COMPOSITE
+	// Inline reports that the body is stored in the index, not in chunks.
+	Inline bool
+	// Chunks lists the body's chunks in order (empty when Inline).
+	Chunks []Chunk
+	// PartSizes lists the part sizes of an object made by a multipart upload.
+	PartSizes []int64
+}
+
+// Chunk is one piece of a body stored as a segment record.
+type Chunk struct {
+	ID   segment.ID
+	Size uint32
+}
+
+const recordVersion = 1
+
+// maxRecordList bounds list lengths in a record, so a corrupt record cannot make the decoder
+// allocate without limit.
+const maxRecordList = 1 << 22
+
+// Marshal encodes o.
+func (o *Object) Marshal() []byte {
+	b := make([]byte, 0, 128+len(o.Chunks)*20+len(o.PartSizes)*5)
+	b = append(b, recordVersion)
+	var flags byte
+	if o.Inline {
+		flags |= 1
+	}
+	b = append(b, flags)
+	b = append(b, o.VersionID[:]...)
+	b = binary.AppendVarint(b, o.Size)
+	b = binary.AppendVarint(b, o.ModTime)
+	for _, s := range []string{o.ETag, o.ContentType, o.ContentEncoding, o.ContentDisposition,
+		o.ContentLanguage, o.CacheControl, o.Expires, o.StorageClass, o.ChecksumAlgo, o.Checksum, o.ChecksumType} {
+		b = appendString(b, s)
+	}
+	b = binary.AppendUvarint(b, uint64(len(o.UserMeta)))
+	for _, kv := range o.UserMeta {
+		b = appendString(b, kv[0])
+		b = appendString(b, kv[1])
+	}
+	b = binary.AppendUvarint(b, uint64(len(o.Chunks)))
+	for _, c := range o.Chunks {
+		b = append(b, c.ID[:]...)
+		b = binary.AppendUvarint(b, uint64(c.Size))
+	}
+	b = binary.AppendUvarint(b, uint64(len(o.PartSizes)))
+	for _, s := range o.PartSizes {
+		b = binary.AppendVarint(b, s)
+	}
+	return b
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail() {
+	if d.err == nil {
+		d.err = errors.E(errors.Op("store.Unmarshal"), errors.Corrupt, "malformed object record")
+	}
+}
+
+func (d *decoder) bytes(n int) []byte {
+	if d.err != nil || n < 0 || n > len(d.b) {
+		d.fail()
+		return nil
+	}
+	v := d.b[:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) str() string {
+	n := d.uvarint()
+	if n > math.MaxInt32 {
+		d.fail()
+		return ""
+	}
+	return string(d.bytes(int(n)))
+}
+
+func (d *decoder) count() int {
+	n := d.uvarint()
+	if n > maxRecordList || n > uint64(len(d.b)) {
+		d.fail()
+		return 0
+	}
+	return int(n)
+}
+
+// Unmarshal decodes a record made by Marshal. A malformed record is an error of kind Corrupt.
+func (o *Object) Unmarshal(b []byte) error {
+	d := &decoder{b: b}
+	v := d.bytes(2)
+	if d.err != nil {
+		return d.err
+	}
+	if v[0] != recordVersion {
+		d.fail()
+		return d.err
+	}
+	*o = Object{Inline: v[1]&1 != 0}
+	copy(o.VersionID[:], d.bytes(16))
+	o.Size = d.varint()
+	o.ModTime = d.varint()
+	for _, p := range []*string{&o.ETag, &o.ContentType, &o.ContentEncoding, &o.ContentDisposition,
+		&o.ContentLanguage, &o.CacheControl, &o.Expires, &o.StorageClass, &o.ChecksumAlgo, &o.Checksum, &o.ChecksumType} {
+		*p = d.str()
+	}
+	if n := d.count(); n > 0 {
+		o.UserMeta = make([][2]string, n)
+		for i := range o.UserMeta {
+			o.UserMeta[i] = [2]string{d.str(), d.str()}
+		}
+	}
+	if n := d.count(); n > 0 {
+		o.Chunks = make([]Chunk, n)
+		for i := range o.Chunks {
+			copy(o.Chunks[i].ID[:], d.bytes(16))
+			s := d.uvarint()
+			if s > segment.MaxPayload {
+				d.fail()
+			}
+			o.Chunks[i].Size = uint32(s)
+		}
+	}
+	if n := d.count(); n > 0 {
+		o.PartSizes = make([]int64, n)
+		for i := range o.PartSizes {
+			o.PartSizes[i] = d.varint()
+		}
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.fail()
+	}
+	if d.err == nil && (o.Size < 0 || (o.Inline && len(o.Chunks) > 0)) {
+		d.fail()
+	}
+	return d.err
+}
+
+// chunk location value: seg u32, off u64, len u32.
+func encodeLoc(l segment.Loc) []byte {
+	b := make([]byte, 16)
+	binary.BigEndian.PutUint32(b[0:], l.Seg)
+	binary.BigEndian.PutUint64(b[4:], uint64(l.Off))
+	binary.BigEndian.PutUint32(b[12:], l.Len)
+	return b
+}
+
+func decodeLoc(b []byte) (segment.Loc, error) {
+	if len(b) != 16 {
+		return segment.Loc{}, errors.E(errors.Op("store.decodeLoc"), errors.Corrupt, "malformed chunk location")
+	}
+	return segment.Loc{
+		Seg: binary.BigEndian.Uint32(b[0:]),
+		Off: int64(binary.BigEndian.Uint64(b[4:])),
+		Len: binary.BigEndian.Uint32(b[12:]),
+	}, nil
+}

@@ -1,0 +1,507 @@
+// Package segment stores blobs as checksummed records in append-only segment files.
+//
+// A Set is a directory of numbered segment files. Append writes one record (a header and a
+// payload) to the active file at a reserved offset, in parallel with other appends; Sync
+// makes every record appended to a file so far durable with one shared fdatasync (group
+// commit). Read returns a record's payload only after verifying its checksums. The package
+// knows nothing of objects or of which records are live: the caller's index does (see
+// docs/design/20261122_storage_engine.md).
+package segment
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cairnfs/cairn/internal/errors"
+)
+
+// Record header layout; see the design note.
+const (
+	HeaderSize = 36
+	magic      = 0xCA1F5E61
+	version    = 1
+	// KindChunk is the record kind of an object chunk.
+	KindChunk = 1
+	// MaxPayload bounds a record's payload; larger lengths in a header are corruption.
+	MaxPayload = 64 << 20
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// ID names a record: a random 128-bit chunk id.
+type ID [16]byte
+
+// String returns the id in hex.
+func (id ID) String() string { return fmt.Sprintf("%x", id[:]) }
+
+// Loc is where a record lives: segment number, offset of its header and payload length.
+type Loc struct {
+	Seg uint32
+	Off int64
+	Len uint32
+}
+
+// End returns the offset just past the record.
+func (l Loc) End() int64 { return l.Off + HeaderSize + int64(l.Len) }
+
+// Header is a decoded record header.
+type Header struct {
+	Kind   uint8
+	ID     ID
+	Len    uint32
+	CRC    uint32 // CRC32C of the payload
+	Header uint32 // CRC32C of the header's first 32 bytes
+}
+
+// EncodeHeader writes h into b (len(b) >= HeaderSize), computing the header checksum.
+func EncodeHeader(b []byte, kind uint8, id ID, payload []byte) {
+	binary.LittleEndian.PutUint32(b[0:], magic)
+	b[4] = version
+	b[5] = kind
+	b[6], b[7] = 0, 0
+	copy(b[8:24], id[:])
+	binary.LittleEndian.PutUint32(b[24:], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(b[28:], crc32.Checksum(payload, castagnoli))
+	binary.LittleEndian.PutUint32(b[32:], crc32.Checksum(b[:32], castagnoli))
+}
+
+// DecodeHeader parses and checks a record header.
+func DecodeHeader(b []byte) (Header, error) {
+	const op errors.Op = "segment.DecodeHeader"
+	var h Header
+	if len(b) < HeaderSize {
+		return h, errors.E(op, errors.Corrupt, "short header")
+	}
+	if binary.LittleEndian.Uint32(b[0:]) != magic {
+		return h, errors.E(op, errors.Corrupt, "bad magic")
+	}
+	h.Header = binary.LittleEndian.Uint32(b[32:])
+	if crc32.Checksum(b[:32], castagnoli) != h.Header {
+		return h, errors.E(op, errors.Corrupt, "header checksum mismatch")
+	}
+	if b[4] != version {
+		return h, errors.Errorf(op, errors.Corrupt, "unknown record version %d", b[4])
+	}
+	h.Kind = b[5]
+	copy(h.ID[:], b[8:24])
+	h.Len = binary.LittleEndian.Uint32(b[24:])
+	h.CRC = binary.LittleEndian.Uint32(b[28:])
+	if h.Len > MaxPayload {
+		return h, errors.Errorf(op, errors.Corrupt, "payload length %d too large", h.Len)
+	}
+	return h, nil
+}
+
+// Config configures a Set.
+type Config struct {
+	// Dir holds the segment files. Required.
+	Dir string
+	// MaxSize is the size at which the active segment is sealed and a new one started.
+	// Zero means 256 MiB.
+	MaxSize int64
+	// Logger receives notable events. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Set is a directory of segment files. It is safe for concurrent use.
+type Set struct {
+	dir     string
+	maxSize int64
+	log     *slog.Logger
+
+	mu     sync.Mutex
+	files  map[uint32]*file
+	active *file
+	nextID uint32
+}
+
+type file struct {
+	id   uint32
+	f    *os.File
+	size atomic.Int64 // bytes reserved (the end of the last reserved record)
+
+	refs    int  // guarded by Set.mu
+	removed bool // guarded by Set.mu; close when refs reaches 0
+
+	smu     sync.Mutex
+	cond    *sync.Cond
+	started uint64 // syncs started
+	done    uint64 // syncs finished
+	running bool
+	syncErr error // sticky
+}
+
+func name(id uint32) string { return fmt.Sprintf("%08d.seg", id) }
+
+// Open opens (creating if needed) the segment files in cfg.Dir. New appends go to a new
+// segment, so that whatever a crash left at the tail of an older one is never appended to;
+// callers truncate unreferenced tails with Truncate.
+func Open(cfg Config) (*Set, error) {
+	const op errors.Op = "segment.Open"
+	if cfg.Dir == "" {
+		return nil, errors.E(op, errors.Invalid, "no directory")
+	}
+	if cfg.MaxSize <= 0 {
+		cfg.MaxSize = 256 << 20
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, errors.E(op, errors.IO, err)
+	}
+	s := &Set{dir: cfg.Dir, maxSize: cfg.MaxSize, log: cfg.Logger, files: map[uint32]*file{}, nextID: 1}
+	ents, err := os.ReadDir(cfg.Dir)
+	if err != nil {
+		return nil, errors.E(op, errors.IO, err)
+	}
+	for _, e := range ents {
+		n, ok := strings.CutSuffix(e.Name(), ".seg")
+		if !ok {
+			continue
+		}
+		id, err := strconv.ParseUint(n, 10, 32)
+		if err != nil {
+			continue
+		}
+		f, err := os.OpenFile(filepath.Join(cfg.Dir, e.Name()), os.O_RDWR, 0)
+		if err != nil {
+			s.closeAll()
+			return nil, errors.E(op, errors.IO, err)
+		}
+		st, err := f.Stat()
+		if err != nil {
+			f.Close()
+			s.closeAll()
+			return nil, errors.E(op, errors.IO, err)
+		}
+		sf := newFile(uint32(id), f)
+		sf.size.Store(st.Size())
+		s.files[sf.id] = sf
+		if uint32(id) >= s.nextID {
+			s.nextID = uint32(id) + 1
+		}
+	}
+	s.mu.Lock()
+	err = s.rollLocked()
+	s.mu.Unlock()
+	if err != nil {
+		s.closeAll()
+		return nil, errors.E(op, err)
+	}
+	return s, nil
+}
+
+func newFile(id uint32, f *os.File) *file {
+	sf := &file{id: id, f: f}
+	sf.cond = sync.NewCond(&sf.smu)
+	return sf
+}
+
+// rollLocked starts a new active segment. s.mu must be held.
+func (s *Set) rollLocked() error {
+	id := s.nextID
+	f, err := os.OpenFile(filepath.Join(s.dir, name(id)), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return errors.E(errors.IO, err)
+	}
+	if err := syncDir(s.dir); err != nil {
+		f.Close()
+		return errors.E(errors.IO, err)
+	}
+	s.nextID++
+	sf := newFile(id, f)
+	s.files[id] = sf
+	s.active = sf
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Active returns the number of the segment new records are appended to.
+func (s *Set) Active() uint32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.active.id
+}
+
+// Append writes a record with the given kind, id and payload and returns its location.
+// The record is not durable until Sync(loc.Seg) returns nil.
+func (s *Set) Append(kind uint8, id ID, payload []byte) (Loc, error) {
+	const op errors.Op = "segment.Append"
+	if len(payload) > MaxPayload {
+		return Loc{}, errors.E(op, errors.TooLarge, "payload too large")
+	}
+	n := int64(HeaderSize + len(payload))
+	s.mu.Lock()
+	sf := s.active
+	if sf.size.Load() > 0 && sf.size.Load()+n > s.maxSize {
+		if err := s.rollLocked(); err != nil {
+			s.mu.Unlock()
+			return Loc{}, errors.E(op, err)
+		}
+		sf = s.active
+	}
+	off := sf.size.Add(n) - n
+	sf.refs++
+	s.mu.Unlock()
+	defer s.release(sf)
+
+	var hdr [HeaderSize]byte
+	EncodeHeader(hdr[:], kind, id, payload)
+	if err := pwritev(sf.f, [][]byte{hdr[:], payload}, off); err != nil {
+		if errors.IsErr(err, unix.ENOSPC) {
+			return Loc{}, errors.E(op, errors.NoSpace, err)
+		}
+		return Loc{}, errors.E(op, errors.IO, err)
+	}
+	return Loc{Seg: sf.id, Off: off, Len: uint32(len(payload))}, nil
+}
+
+func pwritev(f *os.File, iov [][]byte, off int64) error {
+	fd := int(f.Fd())
+	for len(iov) > 0 {
+		n, err := unix.Pwritev(fd, iov, off)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return io.ErrShortWrite
+		}
+		off += int64(n)
+		for n > 0 && len(iov) > 0 {
+			if n >= len(iov[0]) {
+				n -= len(iov[0])
+				iov = iov[1:]
+			} else {
+				iov[0] = iov[0][n:]
+				n = 0
+			}
+		}
+		for len(iov) > 0 && len(iov[0]) == 0 {
+			iov = iov[1:]
+		}
+	}
+	return nil
+}
+
+// Sync makes every record whose Append returned before Sync was called durable. Concurrent
+// callers share fdatasync calls. An fdatasync error is permanent for that segment.
+func (s *Set) Sync(seg uint32) error {
+	const op errors.Op = "segment.Sync"
+	sf, err := s.acquire(seg)
+	if err != nil {
+		return errors.E(op, err)
+	}
+	defer s.release(sf)
+	if err := sf.sync(); err != nil {
+		return errors.E(op, errors.IO, err)
+	}
+	return nil
+}
+
+func (sf *file) sync() error {
+	sf.smu.Lock()
+	defer sf.smu.Unlock()
+	need := sf.started + 1 // a sync that starts after this call
+	for sf.done < need && sf.syncErr == nil {
+		if sf.running {
+			sf.cond.Wait()
+			continue
+		}
+		sf.running = true
+		sf.started++
+		gen := sf.started
+		sf.smu.Unlock()
+		err := unix.Fdatasync(int(sf.f.Fd()))
+		sf.smu.Lock()
+		sf.running = false
+		sf.done = gen
+		if err != nil && sf.syncErr == nil {
+			sf.syncErr = fmt.Errorf("fdatasync segment %d: %w", sf.id, err)
+		}
+		sf.cond.Broadcast()
+	}
+	return sf.syncErr
+}
+
+func (s *Set) acquire(seg uint32) (*file, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sf, ok := s.files[seg]
+	if !ok || sf.removed {
+		return nil, errors.Errorf("", errors.NotExist, "segment %d not found", seg)
+	}
+	sf.refs++
+	return sf, nil
+}
+
+func (s *Set) release(sf *file) {
+	s.mu.Lock()
+	sf.refs--
+	closeIt := sf.removed && sf.refs == 0
+	s.mu.Unlock()
+	if closeIt {
+		sf.f.Close()
+	}
+}
+
+// Read reads the record at loc into buf (grown if needed) and returns its payload after
+// checking both checksums and that the record's id is want. A checksum failure is an error
+// of kind Corrupt; a missing segment is NotExist.
+func (s *Set) Read(loc Loc, want ID, buf []byte) ([]byte, error) {
+	const op errors.Op = "segment.Read"
+	sf, err := s.acquire(loc.Seg)
+	if err != nil {
+		return nil, errors.E(op, err)
+	}
+	defer s.release(sf)
+	n := HeaderSize + int(loc.Len)
+	if cap(buf) < n {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	if _, err := sf.f.ReadAt(buf, loc.Off); err != nil {
+		if err == io.EOF {
+			return nil, errors.Errorf(op, errors.Corrupt, "record at segment %d offset %d is truncated", loc.Seg, loc.Off)
+		}
+		return nil, errors.E(op, errors.IO, err)
+	}
+	h, err := DecodeHeader(buf)
+	if err != nil {
+		return nil, errors.E(op, errors.Corrupt, fmt.Errorf("segment %d offset %d: %w", loc.Seg, loc.Off, err))
+	}
+	if h.ID != want || h.Len != loc.Len {
+		return nil, errors.Errorf(op, errors.Corrupt, "segment %d offset %d: record is %s/%d, want %s/%d", loc.Seg, loc.Off, h.ID, h.Len, want, loc.Len)
+	}
+	payload := buf[HeaderSize:]
+	if crc32.Checksum(payload, castagnoli) != h.CRC {
+		return nil, errors.Errorf(op, errors.Corrupt, "segment %d offset %d: payload checksum mismatch (chunk %s)", loc.Seg, loc.Off, want)
+	}
+	return payload, nil
+}
+
+// Segments returns the numbers and sizes of all segment files, in order.
+func (s *Set) Segments() []Info {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Info, 0, len(s.files))
+	for id, sf := range s.files {
+		if sf.removed {
+			continue
+		}
+		out = append(out, Info{ID: id, Size: sf.size.Load(), Active: sf == s.active})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Info describes one segment file.
+type Info struct {
+	ID     uint32
+	Size   int64
+	Active bool
+}
+
+// Truncate cuts a sealed segment at size (dropping a crash's unreferenced tail) and syncs it.
+func (s *Set) Truncate(seg uint32, size int64) error {
+	const op errors.Op = "segment.Truncate"
+	sf, err := s.acquire(seg)
+	if err != nil {
+		return errors.E(op, err)
+	}
+	defer s.release(sf)
+	if sf == s.activeFile() {
+		return errors.E(op, errors.Invalid, "cannot truncate the active segment")
+	}
+	if err := sf.f.Truncate(size); err != nil {
+		return errors.E(op, errors.IO, err)
+	}
+	if err := unix.Fdatasync(int(sf.f.Fd())); err != nil {
+		return errors.E(op, errors.IO, err)
+	}
+	sf.size.Store(size)
+	return nil
+}
+
+func (s *Set) activeFile() *file {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.active
+}
+
+// Remove unlinks a sealed segment. Reads already in progress finish; later reads fail with
+// NotExist.
+func (s *Set) Remove(seg uint32) error {
+	const op errors.Op = "segment.Remove"
+	s.mu.Lock()
+	sf, ok := s.files[seg]
+	if !ok || sf.removed {
+		s.mu.Unlock()
+		return errors.Errorf(op, errors.NotExist, "segment %d not found", seg)
+	}
+	if sf == s.active {
+		s.mu.Unlock()
+		return errors.E(op, errors.Invalid, "cannot remove the active segment")
+	}
+	sf.removed = true
+	delete(s.files, seg)
+	closeIt := sf.refs == 0
+	s.mu.Unlock()
+	err := os.Remove(filepath.Join(s.dir, name(seg)))
+	if closeIt {
+		sf.f.Close()
+	}
+	if err != nil {
+		return errors.E(op, errors.IO, err)
+	}
+	return syncDir(s.dir)
+}
+
+// Path returns the file name of a segment (for tools and tests).
+func (s *Set) Path(seg uint32) string { return filepath.Join(s.dir, name(seg)) }
+
+// Close syncs and closes every segment file.
+func (s *Set) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var first error
+	for _, sf := range s.files {
+		if err := unix.Fdatasync(int(sf.f.Fd())); err != nil && first == nil {
+			first = err
+		}
+		if err := sf.f.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	s.files = map[uint32]*file{}
+	return first
+}
+
+func (s *Set) closeAll() {
+	for _, sf := range s.files {
+		sf.f.Close()
+	}
+}

@@ -1,0 +1,514 @@
+// Package store is the storage-node engine: buckets, object records and multipart uploads
+// kept in an embedded ordered key-value store (pebble), small bodies inline in it, larger
+// bodies as checksummed chunks in append-only segment files (package segment).
+//
+// Every mutation is acknowledged only after it is durable: chunk records are synced with a
+// group fdatasync before the index batch that references them is committed, and index
+// batches are committed with a synced write-ahead log by a single committer that groups
+// concurrent commits. Store knows nothing of HTTP or S3 wire formats; package s3api does.
+// The design and on-disk format are in docs/design/20261122_storage_engine.md.
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/store/segment"
+)
+
+// Config configures a Store. Zero values mean the documented defaults.
+type Config struct {
+	// Dir is the data directory. Required.
+	Dir string
+	// InlineMax is the largest body stored inline in the index (default 128 KiB).
+	InlineMax int
+	// ChunkSize is the size of the chunks larger bodies are cut into (default 4 MiB).
+	ChunkSize int
+	// SegmentSize is the size at which a segment file is sealed (default 256 MiB).
+	SegmentSize int64
+	// Reserve is the free space kept on the data disk for compaction and the index: writes
+	// that would leave less are refused with NoSpace (default 2*SegmentSize + 64 MiB).
+	Reserve int64
+	// CacheSize is the index block cache (default 64 MiB).
+	CacheSize int64
+	// CompactRatio is the garbage share at which a sealed segment is compacted (default 0.5).
+	CompactRatio float64
+	// CompactInterval is how often compaction looks for work (default 30s).
+	CompactInterval time.Duration
+	// Logger receives events. Nil means slog.Default().
+	Logger *slog.Logger
+	// OnCommit, if set, is called with the number of batches in each synced index commit.
+	OnCommit func(batches int)
+	// OnSegmentSync, if set, is called with the number of writers served by each segment sync.
+	OnSegmentSync func(writers int)
+	// FreeSpace, if set, replaces statfs for the free-space check (tests of disk-full paths
+	// use a real small filesystem instead where they can).
+	FreeSpace func() (int64, error)
+}
+
+func (c *Config) setDefaults() {
+	if c.InlineMax <= 0 {
+		c.InlineMax = 128 << 10
+	}
+	if c.ChunkSize <= 0 {
+		c.ChunkSize = 4 << 20
+	}
+	if c.SegmentSize <= 0 {
+		c.SegmentSize = 256 << 20
+	}
+	if c.Reserve <= 0 {
+		c.Reserve = 2*c.SegmentSize + 64<<20
+	}
+	if c.CacheSize <= 0 {
+		c.CacheSize = 64 << 20
+	}
+	if c.CompactRatio <= 0 {
+		c.CompactRatio = 0.5
+	}
+	if c.CompactInterval <= 0 {
+		c.CompactInterval = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports whether the configuration is usable.
+func (c *Config) Validate() error {
+	if c.Dir == "" {
+		return errors.E(errors.Invalid, "store: no data directory")
+	}
+	if c.ChunkSize > segment.MaxPayload {
+		return errors.Errorf("", errors.Invalid, "store: chunk size %d over %d", c.ChunkSize, segment.MaxPayload)
+	}
+	if c.InlineMax > c.ChunkSize {
+		return errors.E(errors.Invalid, "store: inline max larger than chunk size")
+	}
+	return nil
+}
+
+// Store is a single node's object store. Its methods are safe for concurrent use.
+type Store struct {
+	cfg  Config
+	log  *slog.Logger
+	db   *pebble.DB
+	segs *segment.Set
+
+	commitCh chan *commitReq
+	wg       sync.WaitGroup
+	closed   atomic.Bool
+
+	keyLocks    [512]sync.Mutex // serialise read-modify-write of one object's record
+	bucketMu    sync.RWMutex    // object writes hold R; bucket create/delete hold W
+	relocMu     sync.RWMutex    // chunk-reference deletes hold R; compaction's commit holds W
+	readers     readerTracker
+	compactMu   sync.Mutex // one compaction at a time
+	compactStop context.CancelFunc
+
+	liveMu sync.Mutex
+	live   map[uint32]int64 // live bytes per segment (derived from the index at start)
+
+	bufPool sync.Pool
+
+	freeMu      sync.Mutex
+	freeAt      time.Time
+	freeBytes   int64
+	writtenSeen atomic.Int64 // bytes accepted since the last statfs
+}
+
+type commitReq struct {
+	b    *pebble.Batch
+	done chan error
+}
+
+// Open opens or creates the store in cfg.Dir and runs crash recovery.
+func Open(cfg Config) (*Store, error) {
+	const op errors.Op = "store.Open"
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, errors.E(op, err)
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, errors.E(op, errors.IO, err)
+	}
+	opts := &pebble.Options{
+		CacheSize:    cfg.CacheSize,
+		MemTableSize: 32 << 20,
+		Logger:       pebbleLogger{cfg.Logger.With("component", "index")},
+	}
+	db, err := pebble.Open(filepath.Join(cfg.Dir, "index"), opts)
+	if err != nil {
+		return nil, errors.E(op, errors.IO, err)
+	}
+	segs, err := segment.Open(segment.Config{Dir: filepath.Join(cfg.Dir, "segments"), MaxSize: cfg.SegmentSize, Logger: cfg.Logger})
+	if err != nil {
+		db.Close()
+		return nil, errors.E(op, err)
+	}
+	s := &Store{
+		cfg:      cfg,
+		log:      cfg.Logger.With("component", "store"),
+		db:       db,
+		segs:     segs,
+		commitCh: make(chan *commitReq, 4096),
+		live:     map[uint32]int64{},
+	}
+	s.readers.init()
+	s.bufPool.New = func() any {
+		b := make([]byte, cfg.ChunkSize+segment.HeaderSize)
+		return &b
+	}
+	if err := s.recover(); err != nil {
+		segs.Close()
+		db.Close()
+		return nil, errors.E(op, err)
+	}
+	s.wg.Add(1)
+	go s.committer()
+	ctx, cancel := context.WithCancel(context.Background())
+	s.compactStop = cancel
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.compactLoop(ctx)
+	}()
+	return s, nil
+}
+
+// recover derives the live bytes of every segment from the index and truncates each sealed
+// segment after its last referenced record: whatever a crash left there (torn or complete
+// but never committed) is dropped.
+func (s *Store) recover() error {
+	maxEnd := map[uint32]int64{}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(pfxSeg), UpperBound: prefixEnd([]byte(pfxSeg))})
+	if err != nil {
+		return errors.E(errors.IO, err)
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		k, v := it.Key(), it.Value()
+		if len(k) != len(pfxSeg)+12 || len(v) != 20 {
+			it.Close()
+			return errors.E(errors.Corrupt, "malformed segment index entry")
+		}
+		l := segment.Loc{
+			Seg: uint32(k[2])<<24 | uint32(k[3])<<16 | uint32(k[4])<<8 | uint32(k[5]),
+			Off: int64(beUint64(k[6:])),
+			Len: beUint32(v[16:]),
+		}
+		s.live[l.Seg] += segment.HeaderSize + int64(l.Len)
+		if l.End() > maxEnd[l.Seg] {
+			maxEnd[l.Seg] = l.End()
+		}
+	}
+	if err := it.Close(); err != nil {
+		return errors.E(errors.IO, err)
+	}
+	for _, info := range s.segs.Segments() {
+		if info.Active {
+			continue
+		}
+		end := maxEnd[info.ID]
+		switch {
+		case end == 0:
+			if err := s.segs.Remove(info.ID); err != nil {
+				return err
+			}
+			if info.Size > 0 {
+				s.log.Info("removed segment without live records", "segment", info.ID, "bytes", info.Size)
+			}
+		case info.Size > end:
+			if err := s.segs.Truncate(info.ID, end); err != nil {
+				return err
+			}
+			s.log.Info("dropped unreferenced segment tail", "segment", info.ID, "bytes", info.Size-end)
+		case info.Size < end:
+			s.log.Error("segment shorter than its index says: records lost", "segment", info.ID, "size", info.Size, "indexed_end", end)
+		}
+	}
+	return nil
+}
+
+func beUint64(b []byte) uint64 {
+	return uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 |
+		uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
+}
+
+func beUint32(b []byte) uint32 {
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
+
+// Close waits for background work to stop, then closes the index and the segment files.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.compactStop()
+	close(s.commitCh)
+	s.wg.Wait()
+	err1 := s.segs.Close()
+	err2 := s.db.Close()
+	if err1 != nil {
+		return errors.E(errors.Op("store.Close"), errors.IO, err1)
+	}
+	if err2 != nil {
+		return errors.E(errors.Op("store.Close"), errors.IO, err2)
+	}
+	return nil
+}
+
+// committer commits index batches with a synced WAL write, grouping every batch that arrived
+// while the previous commit was syncing into one commit (group commit).
+func (s *Store) committer() {
+	defer s.wg.Done()
+	group := make([]*commitReq, 0, 256)
+	for req := range s.commitCh {
+		group = append(group[:0], req)
+	drain:
+		for len(group) < cap(group) {
+			select {
+			case r, ok := <-s.commitCh:
+				if !ok {
+					break drain
+				}
+				group = append(group, r)
+			default:
+				break drain
+			}
+		}
+		var err error
+		if len(group) == 1 {
+			err = group[0].b.Commit(pebble.Sync)
+		} else {
+			merged := s.db.NewBatch()
+			for _, r := range group {
+				if err = merged.Apply(r.b, nil); err != nil {
+					break
+				}
+			}
+			if err == nil {
+				err = merged.Commit(pebble.Sync)
+			}
+			merged.Close()
+		}
+		if s.cfg.OnCommit != nil {
+			s.cfg.OnCommit(len(group))
+		}
+		for _, r := range group {
+			r.done <- err
+		}
+	}
+}
+
+// commit makes b durable and closes it.
+func (s *Store) commit(b *pebble.Batch) error {
+	defer b.Close()
+	if s.closed.Load() {
+		return errors.E(errors.Transient, "store is closed")
+	}
+	req := &commitReq{b: b, done: make(chan error, 1)}
+	s.commitCh <- req
+	if err := <-req.done; err != nil {
+		return errors.E(errors.Op("store.commit"), errors.IO, err)
+	}
+	return nil
+}
+
+func (s *Store) keyLock(bucket, key string) *sync.Mutex {
+	h := fnv.New32a()
+	io.WriteString(h, bucket)
+	h.Write([]byte{0})
+	io.WriteString(h, key)
+	return &s.keyLocks[h.Sum32()%uint32(len(s.keyLocks))]
+}
+
+// checkSpace refuses a write of n bytes that would leave less than the reserve free.
+func (s *Store) checkSpace(n int64) error {
+	s.freeMu.Lock()
+	defer s.freeMu.Unlock()
+	if time.Since(s.freeAt) > time.Second || s.writtenSeen.Load() > 64<<20 {
+		free, err := s.freeSpace()
+		if err != nil {
+			return errors.E(errors.Op("store.checkSpace"), errors.IO, err)
+		}
+		s.freeBytes, s.freeAt = free, time.Now()
+		s.writtenSeen.Store(0)
+	}
+	if s.freeBytes-s.writtenSeen.Load()-n < s.cfg.Reserve {
+		return errors.Errorf(errors.Op("store.checkSpace"), errors.NoSpace,
+			"not enough free space on the data disk (%d bytes free, %d reserved)", s.freeBytes-s.writtenSeen.Load(), s.cfg.Reserve)
+	}
+	s.writtenSeen.Add(n)
+	return nil
+}
+
+func (s *Store) freeSpace() (int64, error) {
+	if s.cfg.FreeSpace != nil {
+		return s.cfg.FreeSpace()
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(s.cfg.Dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
+}
+
+// Stats describes the store's disk use.
+type Stats struct {
+	SegmentBytes int64 // bytes in segment files
+	LiveBytes    int64 // bytes of referenced records
+	GarbageBytes int64 // SegmentBytes - LiveBytes: reclaimable by compaction
+	IndexBytes   int64 // size of the index on disk
+	FreeBytes    int64 // free space on the data disk
+	Segments     int
+}
+
+// Stats returns current disk-use figures.
+func (s *Store) Stats() Stats {
+	var st Stats
+	infos := s.segs.Segments()
+	st.Segments = len(infos)
+	for _, in := range infos {
+		st.SegmentBytes += in.Size
+	}
+	s.liveMu.Lock()
+	for _, v := range s.live {
+		st.LiveBytes += v
+	}
+	s.liveMu.Unlock()
+	st.GarbageBytes = max(st.SegmentBytes-st.LiveBytes, 0)
+	m := s.db.Metrics()
+	st.IndexBytes = int64(m.DiskSpaceUsage())
+	st.FreeBytes, _ = s.freeSpace()
+	return st
+}
+
+func (s *Store) addLive(l segment.Loc, sign int64) {
+	s.liveMu.Lock()
+	s.live[l.Seg] += sign * (segment.HeaderSize + int64(l.Len))
+	s.liveMu.Unlock()
+}
+
+// Bucket describes a bucket.
+type Bucket struct {
+	Name    string
+	Created time.Time
+}
+
+// CreateBucket creates a bucket; it is an Exist error if it is already there.
+func (s *Store) CreateBucket(name string) error {
+	const op errors.Op = "store.CreateBucket"
+	s.bucketMu.Lock()
+	defer s.bucketMu.Unlock()
+	if _, err := s.bucket(name); err == nil {
+		return errors.E(op, errors.Exist, fmt.Errorf("bucket %q exists", name))
+	} else if !errors.Is(errors.NotExist, err) {
+		return errors.E(op, err)
+	}
+	b := s.db.NewBatch()
+	b.Set(bucketKey(name), []byte(time.Now().UTC().Format(time.RFC3339Nano)), nil)
+	return s.commit(b)
+}
+
+func (s *Store) bucket(name string) (Bucket, error) {
+	v, c, err := s.db.Get(bucketKey(name))
+	if err == pebble.ErrNotFound {
+		return Bucket{}, errors.E(errors.NotExist, fmt.Errorf("bucket %q: %w", name, ErrNoSuchBucket))
+	}
+	if err != nil {
+		return Bucket{}, errors.E(errors.IO, err)
+	}
+	defer c.Close()
+	t, _ := time.Parse(time.RFC3339Nano, string(v))
+	return Bucket{Name: name, Created: t}, nil
+}
+
+// HeadBucket returns a bucket, or a NotExist error.
+func (s *Store) HeadBucket(name string) (Bucket, error) {
+	b, err := s.bucket(name)
+	if err != nil {
+		return b, errors.E(errors.Op("store.HeadBucket"), err)
+	}
+	return b, nil
+}
+
+// ListBuckets returns every bucket in name order.
+func (s *Store) ListBuckets() ([]Bucket, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(pfxBucket), UpperBound: prefixEnd([]byte(pfxBucket))})
+	if err != nil {
+		return nil, errors.E(errors.Op("store.ListBuckets"), errors.IO, err)
+	}
+	defer it.Close()
+	var out []Bucket
+	for ok := it.First(); ok; ok = it.Next() {
+		t, _ := time.Parse(time.RFC3339Nano, string(it.Value()))
+		out = append(out, Bucket{Name: string(it.Key()[len(pfxBucket):]), Created: t})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// DeleteBucket deletes an empty bucket (NotEmpty if it holds objects or uploads).
+func (s *Store) DeleteBucket(name string) error {
+	const op errors.Op = "store.DeleteBucket"
+	s.bucketMu.Lock()
+	defer s.bucketMu.Unlock()
+	if _, err := s.bucket(name); err != nil {
+		return errors.E(op, err)
+	}
+	for _, p := range [][]byte{objectPrefix(name, ""), uploadPrefix(name, "")} {
+		empty, err := s.emptyRange(p)
+		if err != nil {
+			return errors.E(op, err)
+		}
+		if !empty {
+			return errors.E(op, errors.NotEmpty, fmt.Errorf("bucket %q is not empty", name))
+		}
+	}
+	b := s.db.NewBatch()
+	b.Delete(bucketKey(name), nil)
+	return s.commit(b)
+}
+
+func (s *Store) emptyRange(p []byte) (bool, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	if err != nil {
+		return false, errors.E(errors.IO, err)
+	}
+	defer it.Close()
+	return !it.First(), nil
+}
+
+func newID() (id [16]byte) {
+	if _, err := rand.Read(id[:]); err != nil {
+		panic(err) // crypto/rand does not fail on Linux
+	}
+	return id
+}
+
+// pebbleLogger sends pebble's logs to slog: its chatter at debug level.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Debug(fmt.Sprintf(format, args...))
+}
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...))
+}
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...))
+	os.Exit(1)
+}
