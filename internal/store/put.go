@@ -376,4 +376,3 @@ func (s *Store) DeleteObject(bucket, key string) error {
 func sortUserMeta(m [][2]string) {
 	sort.Slice(m, func(i, j int) bool { return m[i][0] < m[j][0] })
 }
-
