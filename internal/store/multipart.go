@@ -180,7 +180,10 @@ func (s *Store) ListParts(bucket, key, uploadID string, after, max int) (parts [
 // ascending order, exist with the given ETags, and all but the last be at least minPart
 // bytes. The parts' chunks become the object's chunks without being copied. The ETag is the
 // MD5 of the parts' binary MD5s, followed by "-" and the part count.
-func (s *Store) CompleteUpload(bucket, key, uploadID string, list []CompletePart, minPart int64, finish func(*Object) error) (*Object, error) {
+//
+// finish, if set, sees the assembled record and the listed parts' records (in order) before
+// the commit; it may fill in o (e.g. a composite checksum) or veto the completion.
+func (s *Store) CompleteUpload(bucket, key, uploadID string, list []CompletePart, minPart int64, finish func(o *Object, parts []*Object) error) (*Object, error) {
 	const op errors.Op = "store.CompleteUpload"
 	if len(list) == 0 {
 		return nil, errors.E(op, errors.Invalid, "no parts given")
@@ -213,6 +216,7 @@ func (s *Store) CompleteUpload(bucket, key, uploadID string, list []CompletePart
 	o.PartSizes = nil
 	md := md5.New()
 	used := map[int]bool{}
+	var listed []*Object
 	for i, cp := range list {
 		if i > 0 && cp.Number <= list[i-1].Number {
 			return nil, errors.E(op, errors.Invalid, ErrInvalidPartOrder)
@@ -233,10 +237,11 @@ func (s *Store) CompleteUpload(bucket, key, uploadID string, list []CompletePart
 		o.Chunks = append(o.Chunks, p.Chunks...)
 		o.PartSizes = append(o.PartSizes, p.Size)
 		used[cp.Number] = true
+		listed = append(listed, p)
 	}
 	o.ETag = fmt.Sprintf("%x-%d", md.Sum(nil), len(list))
 	if finish != nil {
-		if err := finish(&o); err != nil {
+		if err := finish(&o, listed); err != nil {
 			return nil, errors.E(op, err)
 		}
 	}

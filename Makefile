@@ -1,0 +1,64 @@
+# cairn: the two commands are `make run` and `make test`. `make help` lists the rest.
+GO      ?= go
+BIN     := bin/cairn
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+VENV    := .venv
+# Packages fast enough to run under the race detector in CI.
+RACE_PKGS := ./internal/errors/... ./internal/store/... ./internal/sigv4/... ./internal/checksum/... ./internal/s3api/... ./internal/server/...
+FUZZTIME ?= 10s
+
+.PHONY: help build run test test-go test-race test-e2e test-python fuzz bench lint deps deps-python deps-apt clean
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+build: ## build bin/cairn
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/cairn
+
+run: build ## start a single-node cairn: S3 on 127.0.0.1:9000, data in ./data
+	./$(BIN) server --data ./data --listen 127.0.0.1:9000 --admin-listen 127.0.0.1:9001
+
+test: deps build lint test-race test-e2e fuzz test-python ## install test tools and run every test
+	@echo "make test: all suites passed"
+
+lint: ## gofmt and go vet
+	@out=$$(gofmt -l cmd internal tools 2>/dev/null); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+test-race: ## unit and API tests under the race detector
+	$(GO) test -race -count=1 $(RACE_PKGS)
+
+test-e2e: build ## process-level tests: crash safety, memory, the binary (no race detector: they are long)
+	CAIRN_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m ./cmd/... ./tools/...
+
+fuzz: ## run every fuzz target briefly (FUZZTIME=10s)
+	@set -e; for spec in $$($(GO) test -list '^Fuzz' ./internal/... | awk '/^Fuzz/{print}' | sort -u); do :; done; \
+	for pkg in $$($(GO) list ./internal/...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "fuzz $$pkg $$f"; $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg >/dev/null || { $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=1s $$pkg; exit 1; }; \
+	  done; \
+	done
+
+test-python: build deps-python ## boto3, aws cli and rclone against a real server
+	CAIRN_BIN=$(CURDIR)/$(BIN) PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/python -m pytest -q tests/python
+
+deps: deps-apt deps-python ## install test tools (Go modules, pip and apt packages)
+	$(GO) mod download
+
+deps-python:
+	@test -x $(VENV)/bin/python || python3 -m venv $(VENV)
+	@$(VENV)/bin/pip install -q -r tests/python/requirements.txt
+
+deps-apt:
+	@missing=""; for t in curl:curl rclone:rclone; do cmd=$${t%%:*}; pkg=$${t##*:}; command -v $$cmd >/dev/null || missing="$$missing $$pkg"; done; \
+	if [ -n "$$missing" ]; then echo "installing$$missing"; \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi; fi
+
+bench: build ## performance figures: cairn vs a bare net/http server, same run
+	$(GO) run ./tools/s3bench --cairn $(BIN)
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./internal/store/
+
+clean: ## remove build output (not ./data)
+	rm -rf bin $(VENV)

@@ -1,0 +1,118 @@
+// Command cairn is the one binary of the cairn storage system. Run "cairn help".
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+
+	"github.com/cairnfs/cairn/internal/server"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func versionString() string {
+	v := version
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += "+" + s.Value[:12]
+			}
+		}
+		v += " " + bi.GoVersion
+	}
+	return v
+}
+
+const usage = `cairn: distributed object and block storage.
+
+Usage:
+  cairn server [flags]   run a node (all roles; a complete single-node system by default)
+  cairn version          print the version
+  cairn help             this text
+
+Run "cairn server -h" for the server's flags.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "server":
+		err = runServer(os.Args[2:], os.Stdout, os.Stderr)
+	case "version", "--version", "-version":
+		fmt.Println("cairn", versionString())
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+	default:
+		fmt.Fprintf(os.Stderr, "cairn: unknown command %q\n\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cairn:", err)
+		os.Exit(1)
+	}
+}
+
+func runServer(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("cairn server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg server.Config
+	fs.StringVar(&cfg.DataDir, "data", "./data", "data directory")
+	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:9000", "S3 API address")
+	fs.StringVar(&cfg.AdminListen, "admin-listen", "127.0.0.1:9001", `metrics (/metrics) and health (/health) address, or "off"`)
+	fs.StringVar(&cfg.Region, "region", "us-east-1", "region reported to clients")
+	domains := fs.String("domain", "localhost", "comma-separated base domains for virtual-host-style requests (bucket.DOMAIN)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "text or json")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("server: unexpected argument %q", fs.Arg(0))
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("server: bad -log-level %q", *logLevel)
+	}
+	hopts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(stderr, hopts)
+	if *logFormat == "json" {
+		h = slog.NewJSONHandler(stderr, hopts)
+	}
+	cfg.Logger = slog.New(h)
+	for _, d := range strings.Split(*domains, ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			cfg.Domains = append(cfg.Domains, strings.ToLower(d))
+		}
+	}
+	cfg.AccessKey = os.Getenv("CAIRN_ACCESS_KEY")
+	cfg.SecretKey = os.Getenv("CAIRN_SECRET_KEY")
+	cfg.Ready = func(s3Addr, adminAddr string, c server.Credentials) {
+		fmt.Fprintf(stdout, "cairn %s\n", versionString())
+		fmt.Fprintf(stdout, "  S3 endpoint: http://%s\n", s3Addr)
+		if adminAddr != "" {
+			fmt.Fprintf(stdout, "  metrics:     http://%s/metrics   health: http://%s/health\n", adminAddr, adminAddr)
+		}
+		fmt.Fprintf(stdout, "  data:        %s\n", cfg.DataDir)
+		fmt.Fprintf(stdout, "  access key:  %s\n  secret key:  %s\n", c.AccessKey, c.SecretKey)
+		fmt.Fprintf(stdout, "  try: AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s aws --endpoint-url http://%s s3 ls\n", c.AccessKey, c.SecretKey, s3Addr)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return server.Run(ctx, cfg)
+}

@@ -1,0 +1,86 @@
+// Package metrics holds cairn's Prometheus metrics. A Metrics value owns its own registry
+// (no package globals) and implements the observer hooks of the S3 API and the store.
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/cairnfs/cairn/internal/store"
+)
+
+// Metrics is the set of a node's metrics.
+type Metrics struct {
+	reg         *prometheus.Registry
+	requests    *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+	bytesIn     prometheus.Counter
+	bytesOut    prometheus.Counter
+	commitBatch prometheus.Histogram
+	segSyncs    prometheus.Counter
+}
+
+// New creates the metrics and registers them, with Go runtime and process collectors.
+func New() *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cairn_s3_requests_total", Help: "S3 requests by operation and HTTP status.",
+	}, []string{"op", "status"})
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "cairn_s3_request_duration_seconds",
+		Help:    "S3 request latency by operation, until the handler returned.",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+	}, []string{"op"})
+	m.bytesIn = prometheus.NewCounter(prometheus.CounterOpts{Name: "cairn_s3_received_bytes_total", Help: "Object bytes received."})
+	m.bytesOut = prometheus.NewCounter(prometheus.CounterOpts{Name: "cairn_s3_sent_bytes_total", Help: "Response bytes sent."})
+	m.commitBatch = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "cairn_store_commit_batch_size",
+		Help:    "Index batches made durable by one synced commit (group commit).",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
+	})
+	m.segSyncs = prometheus.NewCounter(prometheus.CounterOpts{Name: "cairn_store_segment_syncs_total", Help: "Segment group syncs requested by writers."})
+	m.reg.MustRegister(m.requests, m.latency, m.bytesIn, m.bytesOut, m.commitBatch, m.segSyncs,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// ObserveRequest implements s3api.Observer.
+func (m *Metrics) ObserveRequest(op string, status int, d time.Duration, in, out int64) {
+	m.requests.WithLabelValues(op, strconv.Itoa(status)).Inc()
+	m.latency.WithLabelValues(op).Observe(d.Seconds())
+	m.bytesIn.Add(float64(in))
+	m.bytesOut.Add(float64(out))
+}
+
+// ObserveCommit records the size of one group commit.
+func (m *Metrics) ObserveCommit(batches int) { m.commitBatch.Observe(float64(batches)) }
+
+// ObserveSegmentSync counts segment syncs.
+func (m *Metrics) ObserveSegmentSync(int) { m.segSyncs.Inc() }
+
+// WatchStore exports the store's disk figures, read at scrape time.
+func (m *Metrics) WatchStore(s *store.Store) {
+	gauge := func(name, help string, f func(store.Stats) int64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
+			return float64(f(s.Stats()))
+		})
+	}
+	m.reg.MustRegister(
+		gauge("cairn_disk_used_bytes", "Bytes used by segment files and the index.", func(st store.Stats) int64 { return st.SegmentBytes + st.IndexBytes }),
+		gauge("cairn_disk_free_bytes", "Free bytes on the data disk.", func(st store.Stats) int64 { return st.FreeBytes }),
+		gauge("cairn_disk_garbage_bytes", "Bytes in segment files held by deleted or overwritten data, reclaimable by compaction.", func(st store.Stats) int64 { return st.GarbageBytes }),
+		gauge("cairn_disk_live_bytes", "Bytes of live chunk records in segment files.", func(st store.Stats) int64 { return st.LiveBytes }),
+		gauge("cairn_index_bytes", "Bytes used by the metadata index.", func(st store.Stats) int64 { return st.IndexBytes }),
+		gauge("cairn_segments", "Number of segment files.", func(st store.Stats) int64 { return int64(st.Segments) }),
+	)
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}

@@ -1,0 +1,347 @@
+package s3api
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/xml"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/store"
+)
+
+const xmlns = "http://s3.amazonaws.com/doc/2006-03-01/"
+
+type owner struct {
+	ID          string
+	DisplayName string
+}
+
+func (h *Handler) owner(rq *request) owner {
+	sum := sha256.Sum256([]byte(rq.auth.AccessKey))
+	return owner{ID: hex.EncodeToString(sum[:]), DisplayName: rq.auth.AccessKey}
+}
+
+func (h *Handler) listBuckets(w http.ResponseWriter, r *http.Request, rq *request) error {
+	bs, err := h.store.ListBuckets()
+	if err != nil {
+		return err
+	}
+	type bucket struct {
+		Name         string
+		CreationDate string
+	}
+	res := struct {
+		XMLName xml.Name `xml:"ListAllMyBucketsResult"`
+		Xmlns   string   `xml:"xmlns,attr"`
+		Owner   owner
+		Buckets []bucket `xml:"Buckets>Bucket"`
+	}{Xmlns: xmlns, Owner: h.owner(rq)}
+	for _, b := range bs {
+		res.Buckets = append(res.Buckets, bucket{Name: b.Name, CreationDate: isoTime(b.Created)})
+	}
+	return writeXML(w, res)
+}
+
+func (h *Handler) createBucket(w http.ResponseWriter, r *http.Request, rq *request) error {
+	if !validBucketName(rq.bucket) {
+		return errInvalidBucketName
+	}
+	var cfg struct {
+		LocationConstraint string
+	}
+	if r.ContentLength != 0 {
+		if err := readXML(r, rq, 64<<10, &cfg); err != nil {
+			// An empty (chunked) body is fine.
+			if ae, ok := err.(*apiError); !ok || ae != errMalformedXML {
+				return err
+			}
+		}
+	}
+	if err := h.store.CreateBucket(rq.bucket); err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/"+rq.bucket)
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+func (h *Handler) headBucket(w http.ResponseWriter, r *http.Request, rq *request) error {
+	if _, err := h.store.HeadBucket(rq.bucket); err != nil {
+		return err
+	}
+	w.Header().Set("x-amz-bucket-region", h.cfg.Region)
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+func (h *Handler) deleteBucket(w http.ResponseWriter, r *http.Request, rq *request) error {
+	if err := h.store.DeleteBucket(rq.bucket); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (h *Handler) getBucketLocation(w http.ResponseWriter, r *http.Request, rq *request) error {
+	if _, err := h.store.HeadBucket(rq.bucket); err != nil {
+		return err
+	}
+	loc := h.cfg.Region
+	if loc == "us-east-1" {
+		loc = "" // S3 reports the classic region as empty
+	}
+	return writeXML(w, struct {
+		XMLName xml.Name `xml:"LocationConstraint"`
+		Xmlns   string   `xml:"xmlns,attr"`
+		Value   string   `xml:",chardata"`
+	}{Xmlns: xmlns, Value: loc})
+}
+
+func (h *Handler) getBucketVersioning(w http.ResponseWriter, r *http.Request, rq *request) error {
+	if _, err := h.store.HeadBucket(rq.bucket); err != nil {
+		return err
+	}
+	// Versioning is not supported yet: report it as never enabled.
+	return writeXML(w, struct {
+		XMLName xml.Name `xml:"VersioningConfiguration"`
+		Xmlns   string   `xml:"xmlns,attr"`
+	}{Xmlns: xmlns})
+}
+
+func (h *Handler) getACL(w http.ResponseWriter, r *http.Request, rq *request) error {
+	if rq.key != "" {
+		if _, err := h.store.StatObject(rq.bucket, rq.key); err != nil {
+			return err
+		}
+	} else if _, err := h.store.HeadBucket(rq.bucket); err != nil {
+		return err
+	}
+	type grantee struct {
+		XMLNS       string `xml:"xmlns:xsi,attr"`
+		Type        string `xml:"xsi:type,attr"`
+		ID          string
+		DisplayName string
+	}
+	type grant struct {
+		Grantee    grantee
+		Permission string
+	}
+	o := h.owner(rq)
+	return writeXML(w, struct {
+		XMLName xml.Name `xml:"AccessControlPolicy"`
+		Xmlns   string   `xml:"xmlns,attr"`
+		Owner   owner
+		Grants  []grant `xml:"AccessControlList>Grant"`
+	}{Xmlns: xmlns, Owner: o, Grants: []grant{{
+		Grantee:    grantee{XMLNS: "http://www.w3.org/2001/XMLSchema-instance", Type: "CanonicalUser", ID: o.ID, DisplayName: o.DisplayName},
+		Permission: "FULL_CONTROL",
+	}}})
+}
+
+type listEntry struct {
+	Key          string
+	LastModified string
+	ETag         string
+	Size         int64
+	StorageClass string
+	Owner        *owner `xml:",omitempty"`
+}
+
+type commonPrefix struct {
+	Prefix string
+}
+
+// s3Escape encodes a key for encoding-type=url: every byte but unreserved characters and
+// '/' is percent-encoded (so both unquote and unquote_plus decode it).
+func s3Escape(s string) string {
+	const hexd = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == '~' || c == '/' {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hexd[c>>4])
+		b.WriteByte(hexd[c&15])
+	}
+	return b.String()
+}
+
+func maxKeys(q string) (int, error) {
+	if q == "" {
+		return 1000, nil
+	}
+	n, err := strconv.Atoi(q)
+	if err != nil || n < 0 {
+		return 0, errf(400, "InvalidArgument", "Argument max-keys must be an integer between 0 and 2147483647")
+	}
+	return min(n, 1000), nil
+}
+
+func (h *Handler) listObjects(w http.ResponseWriter, r *http.Request, rq *request, v2 bool) error {
+	q := r.URL.Query()
+	max, err := maxKeys(q.Get("max-keys"))
+	if err != nil {
+		return err
+	}
+	enc := q.Get("encoding-type")
+	if enc != "" && enc != "url" {
+		return errf(400, "InvalidArgument", "Invalid Encoding Method specified in Request")
+	}
+	esc := func(s string) string {
+		if enc == "url" {
+			return s3Escape(s)
+		}
+		return s
+	}
+	opts := store.ListOptions{Prefix: q.Get("prefix"), Delimiter: q.Get("delimiter"), Max: max}
+	token := q.Get("continuation-token")
+	if v2 {
+		opts.After = q.Get("start-after")
+		if _, ok := q["continuation-token"]; ok {
+			raw, err := base64.RawURLEncoding.DecodeString(token)
+			if err != nil || token == "" {
+				return errf(400, "InvalidArgument", "The continuation token provided is incorrect")
+			}
+			opts.After = string(raw)
+		}
+	} else {
+		opts.After = q.Get("marker")
+	}
+	res, err := h.store.List(rq.bucket, opts)
+	if err != nil {
+		return err
+	}
+	fetchOwner := !v2 || q.Get("fetch-owner") == "true"
+	o := h.owner(rq)
+	contents := make([]listEntry, 0, len(res.Objects))
+	for _, e := range res.Objects {
+		le := listEntry{
+			Key:          esc(e.Key),
+			LastModified: isoTime(time.Unix(0, e.Object.ModTime)),
+			ETag:         quote(e.Object.ETag),
+			Size:         e.Object.Size,
+			StorageClass: storageClass(e.Object),
+		}
+		if fetchOwner {
+			le.Owner = &o
+		}
+		contents = append(contents, le)
+	}
+	cps := make([]commonPrefix, 0, len(res.CommonPrefixes))
+	for _, p := range res.CommonPrefixes {
+		cps = append(cps, commonPrefix{esc(p)})
+	}
+	if v2 {
+		out := struct {
+			XMLName               xml.Name `xml:"ListBucketResult"`
+			Xmlns                 string   `xml:"xmlns,attr"`
+			Name                  string
+			Prefix                string
+			Delimiter             string `xml:",omitempty"`
+			MaxKeys               int
+			EncodingType          string `xml:",omitempty"`
+			KeyCount              int
+			IsTruncated           bool
+			ContinuationToken     string `xml:",omitempty"`
+			NextContinuationToken string `xml:",omitempty"`
+			StartAfter            string `xml:",omitempty"`
+			Contents              []listEntry
+			CommonPrefixes        []commonPrefix
+		}{Xmlns: xmlns, Name: rq.bucket, Prefix: esc(opts.Prefix), Delimiter: esc(opts.Delimiter), MaxKeys: max,
+			EncodingType: enc, KeyCount: len(contents) + len(cps), IsTruncated: res.Truncated,
+			ContinuationToken: token, StartAfter: esc(q.Get("start-after")), Contents: contents, CommonPrefixes: cps}
+		if res.Truncated {
+			out.NextContinuationToken = base64.RawURLEncoding.EncodeToString([]byte(res.Next))
+		}
+		return writeXML(w, out)
+	}
+	out := struct {
+		XMLName        xml.Name `xml:"ListBucketResult"`
+		Xmlns          string   `xml:"xmlns,attr"`
+		Name           string
+		Prefix         string
+		Marker         string
+		NextMarker     string `xml:",omitempty"`
+		MaxKeys        int
+		Delimiter      string `xml:",omitempty"`
+		EncodingType   string `xml:",omitempty"`
+		IsTruncated    bool
+		Contents       []listEntry
+		CommonPrefixes []commonPrefix
+	}{Xmlns: xmlns, Name: rq.bucket, Prefix: esc(opts.Prefix), Marker: esc(opts.After), MaxKeys: max,
+		Delimiter: esc(opts.Delimiter), EncodingType: enc, IsTruncated: res.Truncated, Contents: contents, CommonPrefixes: cps}
+	if res.Truncated {
+		out.NextMarker = esc(res.Next)
+	}
+	return writeXML(w, out)
+}
+
+func storageClass(o *store.Object) string {
+	if o.StorageClass != "" {
+		return o.StorageClass
+	}
+	return "STANDARD"
+}
+
+// deleteRequest is the body of DeleteObjects.
+type deleteRequest struct {
+	XMLName xml.Name `xml:"Delete"`
+	Quiet   bool
+	Objects []struct {
+		Key       string
+		VersionID string `xml:"VersionId"`
+	} `xml:"Object"`
+}
+
+func (h *Handler) deleteObjects(w http.ResponseWriter, r *http.Request, rq *request) error {
+	var req deleteRequest
+	if err := readXML(r, rq, 2<<20, &req); err != nil {
+		return err
+	}
+	if len(req.Objects) > 1000 || len(req.Objects) == 0 {
+		return errMalformedXML
+	}
+	if _, err := h.store.HeadBucket(rq.bucket); err != nil {
+		return err
+	}
+	type deleted struct {
+		Key string
+	}
+	type delErr struct {
+		Key     string
+		Code    string
+		Message string
+	}
+	res := struct {
+		XMLName xml.Name `xml:"DeleteResult"`
+		Xmlns   string   `xml:"xmlns,attr"`
+		Deleted []deleted
+		Errors  []delErr `xml:"Error"`
+	}{Xmlns: xmlns}
+	for _, o := range req.Objects {
+		var err error
+		if len(o.Key) > 1024 {
+			err = errKeyTooLong
+		} else if o.Key == "" {
+			err = errf(400, "InvalidArgument", "Key must not be empty")
+		} else {
+			err = h.store.DeleteObject(rq.bucket, o.Key)
+		}
+		if err != nil {
+			ae := toAPIError(err)
+			res.Errors = append(res.Errors, delErr{Key: o.Key, Code: ae.Code, Message: ae.Message})
+			continue
+		}
+		if !req.Quiet {
+			res.Deleted = append(res.Deleted, deleted{Key: o.Key})
+		}
+	}
+	return writeXML(w, res)
+}

@@ -1,0 +1,141 @@
+package s3api
+
+import (
+	"context"
+	"encoding/xml"
+	"fmt"
+	"net/http"
+
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/sigv4"
+	"github.com/cairnfs/cairn/internal/store"
+)
+
+// apiError is an S3 error response.
+type apiError struct {
+	Code    string
+	Message string
+	Status  int
+}
+
+func (e *apiError) Error() string { return e.Code + ": " + e.Message }
+
+func errf(status int, code, format string, args ...any) *apiError {
+	return &apiError{Code: code, Status: status, Message: fmt.Sprintf(format, args...)}
+}
+
+// Common errors.
+var (
+	errNoSuchBucket      = &apiError{"NoSuchBucket", "The specified bucket does not exist.", 404}
+	errNoSuchKey         = &apiError{"NoSuchKey", "The specified key does not exist.", 404}
+	errNoSuchUpload      = &apiError{"NoSuchUpload", "The specified multipart upload does not exist. The upload ID might be invalid, or the multipart upload might have been aborted or completed.", 404}
+	errInvalidPart       = &apiError{"InvalidPart", "One or more of the specified parts could not be found. The part might not have been uploaded, or the specified entity tag might not have matched the part's entity tag.", 400}
+	errInvalidPartOrder  = &apiError{"InvalidPartOrder", "The list of parts was not in ascending order. The parts list must be specified in order by part number.", 400}
+	errEntityTooSmall    = &apiError{"EntityTooSmall", "Your proposed upload is smaller than the minimum allowed object size.", 400}
+	errEntityTooLarge    = &apiError{"EntityTooLarge", "Your proposed upload exceeds the maximum allowed object size.", 400}
+	errMalformedXML      = &apiError{"MalformedXML", "The XML you provided was not well-formed or did not validate against our published schema.", 400}
+	errBucketNotEmpty    = &apiError{"BucketNotEmpty", "The bucket you tried to delete is not empty.", 409}
+	errBucketOwned       = &apiError{"BucketAlreadyOwnedByYou", "Your previous request to create the named bucket succeeded and you already own it.", 409}
+	errInvalidBucketName = &apiError{"InvalidBucketName", "The specified bucket is not valid.", 400}
+	errKeyTooLong        = &apiError{"KeyTooLongError", "Your key is too long.", 400}
+	errPrecondition      = &apiError{"PreconditionFailed", "At least one of the pre-conditions you specified did not hold.", 412}
+	errNotModified       = &apiError{"NotModified", "Not Modified", 304}
+	errInvalidRange      = &apiError{"InvalidRange", "The requested range is not satisfiable.", 416}
+	errBadDigest         = &apiError{"BadDigest", "The Content-MD5 you specified did not match what we received.", 400}
+	errInvalidDigest     = &apiError{"InvalidDigest", "The Content-MD5 you specified is not valid.", 400}
+	errIncompleteBody    = &apiError{"IncompleteBody", "You did not provide the number of bytes specified by the Content-Length HTTP header.", 400}
+	errMissingLength     = &apiError{"MissingContentLength", "You must provide the Content-Length HTTP header.", 411}
+	errNoSpace           = &apiError{"InsufficientStorage", "The server does not have enough free disk space to store the object; earlier data is intact.", 507}
+	errSlowDown          = &apiError{"SlowDown", "Please reduce your request rate.", 503}
+	errNotImplemented    = &apiError{"NotImplemented", "A header or query you provided implies functionality that is not implemented.", 501}
+	errMethodNotAllowed  = &apiError{"MethodNotAllowed", "The specified method is not allowed against this resource.", 405}
+	errInternal          = &apiError{"InternalError", "We encountered an internal error. Please try again.", 500}
+	errCorrupt           = &apiError{"InternalError", "The stored data failed its checksum; no corrupted bytes were returned. The object needs repair.", 500}
+	errInvalidStorage    = &apiError{"InvalidStorageClass", "The storage class you specified is not valid.", 400}
+)
+
+// toAPIError maps an error from any layer to the S3 error returned to the client. This is
+// the one table from internal kinds and sentinels to S3 codes.
+func toAPIError(err error) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	var se *sigv4.Error
+	if errors.As(err, &se) {
+		return &apiError{Code: se.Code, Message: se.Message, Status: se.Status}
+	}
+	switch {
+	case errors.IsErr(err, store.ErrNoSuchBucket):
+		return errNoSuchBucket
+	case errors.IsErr(err, store.ErrNoSuchKey):
+		return errNoSuchKey
+	case errors.IsErr(err, store.ErrNoSuchUpload):
+		return errNoSuchUpload
+	case errors.IsErr(err, store.ErrInvalidPart):
+		return errInvalidPart
+	case errors.IsErr(err, store.ErrInvalidPartOrder):
+		return errInvalidPartOrder
+	case errors.IsErr(err, store.ErrEntityTooSmall):
+		return errEntityTooSmall
+	case errors.IsErr(err, context.Canceled), errors.IsErr(err, context.DeadlineExceeded):
+		return &apiError{"RequestTimeout", "Your socket connection to the server was not read from or written to within the timeout period.", 400}
+	}
+	switch errors.KindOf(err) {
+	case errors.NotExist:
+		return errNoSuchKey
+	case errors.Precondition:
+		return errPrecondition
+	case errors.NoSpace:
+		return errNoSpace
+	case errors.Transient:
+		return errSlowDown
+	case errors.Corrupt:
+		return errCorrupt
+	case errors.Invalid:
+		return errIncompleteBody
+	case errors.NotEmpty:
+		return errBucketNotEmpty
+	case errors.Exist:
+		return errBucketOwned
+	case errors.TooLarge:
+		return errEntityTooLarge
+	}
+	return errInternal
+}
+
+type errorBody struct {
+	XMLName    xml.Name `xml:"Error"`
+	Code       string
+	Message    string
+	Resource   string `xml:",omitempty"`
+	RequestID  string `xml:"RequestId"`
+	BucketName string `xml:",omitempty"`
+	Key        string `xml:",omitempty"`
+}
+
+// writeError sends err as an S3 XML error (no body for HEAD or 304).
+func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, rq *request, err error) {
+	ae := toAPIError(err)
+	if ae.Status >= 500 {
+		h.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "code", ae.Code, "err", err)
+	} else {
+		h.log.Debug("request refused", "method", r.Method, "path", r.URL.Path, "code", ae.Code, "err", err)
+	}
+	rq.status = ae.Status
+	rq.code = ae.Code
+	if ae.Status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	if r.Method == http.MethodHead || ae.Status == http.StatusNotModified {
+		w.WriteHeader(ae.Status)
+		return
+	}
+	body := errorBody{Code: ae.Code, Message: ae.Message, Resource: r.URL.Path, RequestID: rq.id, BucketName: rq.bucket, Key: rq.key}
+	out, _ := xml.Marshal(body)
+	w.Header().Set("Content-Type", "application/xml")
+	w.Header().Set("Content-Length", fmt.Sprint(len(xml.Header)+len(out)))
+	w.WriteHeader(ae.Status)
+	w.Write([]byte(xml.Header))
+	w.Write(out)
+}

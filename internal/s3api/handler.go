@@ -1,0 +1,408 @@
+// Package s3api serves the S3 HTTP API: it authenticates requests (SigV4), parses them,
+// calls the store, and writes S3 XML responses and errors. It owns everything about the
+// wire format and nothing about how data is kept.
+package s3api
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/sigv4"
+	"github.com/cairnfs/cairn/internal/store"
+)
+
+// Observer receives one call per finished request, for metrics.
+type Observer interface {
+	ObserveRequest(op string, status int, d time.Duration, bytesIn, bytesOut int64)
+}
+
+// Config configures a Handler.
+type Config struct {
+	// Store keeps the data. Required.
+	Store *store.Store
+	// Lookup returns the secret key of an access key. Required.
+	Lookup sigv4.SecretLookup
+	// Region is reported by GetBucketLocation (default "us-east-1"). Requests signed for any
+	// region are accepted.
+	Region string
+	// Domains are the base domains for virtual-host-style addressing: a request for
+	// Host "bucket.<domain>" addresses bucket. Default: "localhost".
+	Domains []string
+	// Logger, nil means slog.Default().
+	Logger *slog.Logger
+	// Observer, if set, is told about every request.
+	Observer Observer
+	// MaxObjectSize is the largest single PUT (default 5 GiB, as S3).
+	MaxObjectSize int64
+	// MinPartSize is the smallest multipart part but the last (default 5 MiB, as S3).
+	MinPartSize int64
+	// Now, for tests; nil means time.Now.
+	Now func() time.Time
+}
+
+// Handler is the S3 API as an http.Handler.
+type Handler struct {
+	cfg      Config
+	log      *slog.Logger
+	store    *store.Store
+	verifier *sigv4.Verifier
+	reqSeq   atomic.Uint64
+	reqBase  string
+}
+
+// New returns a Handler.
+func New(cfg Config) *Handler {
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	if cfg.Domains == nil {
+		cfg.Domains = []string{"localhost"}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxObjectSize <= 0 {
+		cfg.MaxObjectSize = 5 << 30
+	}
+	if cfg.MinPartSize <= 0 {
+		cfg.MinPartSize = 5 << 20
+	}
+	var b [4]byte
+	rand.Read(b[:])
+	return &Handler{
+		cfg:      cfg,
+		log:      cfg.Logger.With("component", "s3api"),
+		store:    cfg.Store,
+		verifier: &sigv4.Verifier{Lookup: cfg.Lookup, Now: cfg.Now},
+		reqBase:  strings.ToUpper(hex.EncodeToString(b[:])),
+	}
+}
+
+// request is the per-request state shared by the handlers.
+type request struct {
+	id       string
+	op       string
+	bucket   string
+	key      string
+	status   int
+	code     string
+	bytesIn  int64
+	bytesOut int64
+	auth     *sigv4.Result
+}
+
+type countingWriter struct {
+	http.ResponseWriter
+	n      int64
+	status int
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	if c.status == 0 {
+		c.status = 200
+	}
+	n, err := c.ResponseWriter.Write(b)
+	c.n += int64(n)
+	return n, err
+}
+
+func (c *countingWriter) WriteHeader(code int) {
+	if c.status == 0 {
+		c.status = code
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+// ReadFrom keeps the sendfile/splice fast path of the underlying writer reachable.
+func (c *countingWriter) ReadFrom(r io.Reader) (int64, error) {
+	if c.status == 0 {
+		c.status = 200
+	}
+	n, err := io.Copy(c.ResponseWriter, r)
+	c.n += n
+	return n, err
+}
+
+func (c *countingWriter) Flush() {
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rq := &request{id: fmt.Sprintf("%s%012X", h.reqBase, h.reqSeq.Add(1))}
+	w := &countingWriter{ResponseWriter: rw}
+	hd := w.Header()
+	hd.Set("x-amz-request-id", rq.id)
+	hd.Set("x-amz-id-2", rq.id)
+	hd.Set("Server", "cairn")
+	defer func() {
+		if v := recover(); v != nil {
+			h.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", v)
+			if w.status == 0 {
+				h.writeError(w, r, rq, errInternal)
+			}
+		}
+		if rq.status == 0 {
+			rq.status = w.status
+		}
+		if h.cfg.Observer != nil {
+			h.cfg.Observer.ObserveRequest(rq.op, rq.status, time.Since(start), rq.bytesIn, w.n)
+		}
+	}()
+	rq.bucket, rq.key = h.bucketAndKey(r)
+	rq.op = operation(r, rq.bucket, rq.key)
+	auth, err := h.verifier.Verify(r)
+	if err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	rq.auth = auth
+	if err := h.route(w, r, rq); err != nil {
+		h.writeError(w, r, rq, err)
+	}
+}
+
+// bucketAndKey finds the bucket and key, virtual-host style first, then path style.
+func (h *Handler) bucketAndKey(r *http.Request) (bucket, key string) {
+	host := r.Host
+	if hh, _, err := net.SplitHostPort(host); err == nil {
+		host = hh
+	}
+	host = strings.ToLower(host)
+	path := r.URL.Path
+	for _, d := range h.cfg.Domains {
+		if b, ok := strings.CutSuffix(host, "."+d); ok && b != "" {
+			return b, strings.TrimPrefix(path, "/")
+		}
+	}
+	path = strings.TrimPrefix(path, "/")
+	bucket, key, _ = strings.Cut(path, "/")
+	return bucket, key
+}
+
+// operation names the S3 operation, for routing, metrics and logs.
+func operation(r *http.Request, bucket, key string) string {
+	q := r.URL.Query()
+	has := func(k string) bool { _, ok := q[k]; return ok }
+	switch {
+	case bucket == "":
+		if r.Method == http.MethodGet {
+			return "ListBuckets"
+		}
+	case key == "":
+		switch r.Method {
+		case http.MethodGet:
+			switch {
+			case has("location"):
+				return "GetBucketLocation"
+			case has("uploads"):
+				return "ListMultipartUploads"
+			case has("versioning"):
+				return "GetBucketVersioning"
+			case has("acl"):
+				return "GetBucketAcl"
+			case has("versions"), has("policy"), has("cors"), has("lifecycle"), has("tagging"),
+				has("encryption"), has("object-lock"), has("replication"), has("website"),
+				has("notification"), has("logging"), has("ownershipControls"), has("policyStatus"),
+				has("publicAccessBlock"), has("accelerate"), has("requestPayment"):
+				return "Unsupported"
+			case q.Get("list-type") == "2":
+				return "ListObjectsV2"
+			}
+			return "ListObjects"
+		case http.MethodPut:
+			if len(q) > 0 {
+				return "Unsupported"
+			}
+			return "CreateBucket"
+		case http.MethodHead:
+			return "HeadBucket"
+		case http.MethodDelete:
+			if len(q) > 0 {
+				return "Unsupported"
+			}
+			return "DeleteBucket"
+		case http.MethodPost:
+			if has("delete") {
+				return "DeleteObjects"
+			}
+		}
+	default:
+		switch r.Method {
+		case http.MethodPut:
+			switch {
+			case has("uploadId") && r.Header.Get("x-amz-copy-source") != "":
+				return "UploadPartCopy"
+			case has("uploadId"):
+				return "UploadPart"
+			case has("tagging"), has("acl"), has("retention"), has("legal-hold"):
+				return "Unsupported"
+			case r.Header.Get("x-amz-copy-source") != "":
+				return "CopyObject"
+			}
+			return "PutObject"
+		case http.MethodGet:
+			switch {
+			case has("uploadId"):
+				return "ListParts"
+			case has("acl"):
+				return "GetObjectAcl"
+			case has("tagging"), has("attributes"), has("retention"), has("legal-hold"), has("torrent"):
+				return "Unsupported"
+			}
+			return "GetObject"
+		case http.MethodHead:
+			return "HeadObject"
+		case http.MethodDelete:
+			if has("uploadId") {
+				return "AbortMultipartUpload"
+			}
+			if has("tagging") {
+				return "Unsupported"
+			}
+			return "DeleteObject"
+		case http.MethodPost:
+			switch {
+			case has("uploads"):
+				return "CreateMultipartUpload"
+			case has("uploadId"):
+				return "CompleteMultipartUpload"
+			}
+		}
+	}
+	return "Unknown"
+}
+
+func (h *Handler) route(w http.ResponseWriter, r *http.Request, rq *request) error {
+	if rq.bucket != "" && rq.op != "CreateBucket" && !validBucketName(rq.bucket) {
+		// An invalid name cannot exist.
+		return errNoSuchBucket
+	}
+	if len(rq.key) > 1024 {
+		return errKeyTooLong
+	}
+	switch rq.op {
+	case "ListBuckets":
+		return h.listBuckets(w, r, rq)
+	case "CreateBucket":
+		return h.createBucket(w, r, rq)
+	case "HeadBucket":
+		return h.headBucket(w, r, rq)
+	case "DeleteBucket":
+		return h.deleteBucket(w, r, rq)
+	case "GetBucketLocation":
+		return h.getBucketLocation(w, r, rq)
+	case "GetBucketVersioning":
+		return h.getBucketVersioning(w, r, rq)
+	case "GetBucketAcl", "GetObjectAcl":
+		return h.getACL(w, r, rq)
+	case "ListObjects":
+		return h.listObjects(w, r, rq, false)
+	case "ListObjectsV2":
+		return h.listObjects(w, r, rq, true)
+	case "ListMultipartUploads":
+		return h.listUploads(w, r, rq)
+	case "DeleteObjects":
+		return h.deleteObjects(w, r, rq)
+	case "PutObject":
+		return h.putObject(w, r, rq)
+	case "CopyObject":
+		return h.copyObject(w, r, rq)
+	case "GetObject", "HeadObject":
+		return h.getObject(w, r, rq)
+	case "DeleteObject":
+		return h.deleteObject(w, r, rq)
+	case "CreateMultipartUpload":
+		return h.createUpload(w, r, rq)
+	case "UploadPart", "UploadPartCopy":
+		return h.uploadPart(w, r, rq)
+	case "CompleteMultipartUpload":
+		return h.completeUpload(w, r, rq)
+	case "AbortMultipartUpload":
+		return h.abortUpload(w, r, rq)
+	case "ListParts":
+		return h.listParts(w, r, rq)
+	case "Unsupported":
+		return errNotImplemented
+	}
+	return errMethodNotAllowed
+}
+
+// writeXML sends v as an XML document with status 200.
+func writeXML(w http.ResponseWriter, v any) error {
+	out, err := xml.Marshal(v)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/xml")
+	w.Header().Set("Content-Length", strconv.Itoa(len(xml.Header)+len(out)))
+	w.WriteHeader(http.StatusOK)
+	io.WriteString(w, xml.Header)
+	_, err = w.Write(out)
+	return err
+}
+
+// readXML decodes a small XML request body into v.
+func readXML(r *http.Request, rq *request, limit int64, v any) error {
+	body := rq.auth.Body
+	data, err := io.ReadAll(io.LimitReader(body, limit+1))
+	if err != nil {
+		return err
+	}
+	if int64(len(data)) > limit {
+		return errf(400, "MalformedXML", "The XML you provided was larger than %d bytes.", limit)
+	}
+	rq.bytesIn += int64(len(data))
+	if err := xml.Unmarshal(data, v); err != nil {
+		return errMalformedXML
+	}
+	return nil
+}
+
+// validBucketName applies S3's bucket naming rules.
+func validBucketName(b string) bool {
+	if len(b) < 3 || len(b) > 63 {
+		return false
+	}
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case c == '-' || c == '.':
+			if i == 0 || i == len(b)-1 {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	if strings.Contains(b, "..") || strings.Contains(b, ".-") || strings.Contains(b, "-.") {
+		return false
+	}
+	if net.ParseIP(b) != nil {
+		return false
+	}
+	if strings.HasPrefix(b, "xn--") || strings.HasSuffix(b, "-s3alias") {
+		return false
+	}
+	return true
+}
+
+const s3Time = "2006-01-02T15:04:05.000Z"
+
+func isoTime(t time.Time) string { return t.UTC().Format(s3Time) }
+
+func quote(etag string) string { return `"` + etag + `"` }

@@ -1,0 +1,348 @@
+package s3api
+
+import (
+	"crypto/md5"
+	"encoding/base64"
+	"encoding/xml"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/checksum"
+	"github.com/cairnfs/cairn/internal/store"
+)
+
+func (h *Handler) createUpload(w http.ResponseWriter, r *http.Request, rq *request) error {
+	meta, err := metaFromHeaders(r.Header)
+	if err != nil {
+		return err
+	}
+	if a := r.Header.Get("x-amz-checksum-algorithm"); a != "" {
+		algo, ok := checksum.ParseAlgorithm(a)
+		if !ok {
+			return errf(400, "InvalidRequest", "Invalid checksum algorithm %q.", a)
+		}
+		meta.ChecksumAlgo = string(algo)
+		meta.ChecksumType = "COMPOSITE"
+		if t := r.Header.Get("x-amz-checksum-type"); t != "" {
+			if t != "COMPOSITE" && t != "FULL_OBJECT" {
+				return errf(400, "InvalidRequest", "Invalid checksum type %q.", t)
+			}
+			meta.ChecksumType = t
+		}
+	}
+	id, err := h.store.CreateUpload(rq.bucket, rq.key, meta)
+	if err != nil {
+		return err
+	}
+	if meta.ChecksumAlgo != "" {
+		w.Header().Set("x-amz-checksum-algorithm", meta.ChecksumAlgo)
+		w.Header().Set("x-amz-checksum-type", meta.ChecksumType)
+	}
+	return writeXML(w, struct {
+		XMLName  xml.Name `xml:"InitiateMultipartUploadResult"`
+		Xmlns    string   `xml:"xmlns,attr"`
+		Bucket   string
+		Key      string
+		UploadID string `xml:"UploadId"`
+	}{Xmlns: xmlns, Bucket: rq.bucket, Key: rq.key, UploadID: id})
+}
+
+func partNumber(q string) (int, error) {
+	n, err := strconv.Atoi(q)
+	if err != nil || n < 1 || n > 10000 {
+		return 0, errf(400, "InvalidArgument", "Part number must be an integer between 1 and 10000, inclusive")
+	}
+	return n, nil
+}
+
+func (h *Handler) uploadPart(w http.ResponseWriter, r *http.Request, rq *request) error {
+	q := r.URL.Query()
+	n, err := partNumber(q.Get("partNumber"))
+	if err != nil {
+		return err
+	}
+	uploadID := q.Get("uploadId")
+	if rq.op == "UploadPartCopy" {
+		return h.uploadPartCopy(w, r, rq, uploadID, n)
+	}
+	size, err := bodySize(r, rq)
+	if err != nil {
+		return err
+	}
+	if size > h.cfg.MaxObjectSize {
+		return errEntityTooLarge
+	}
+	bc, err := newBodyCheck(r.Header, rq, rq.auth.Body)
+	if err != nil {
+		return err
+	}
+	p, err := h.store.PutPart(r.Context(), rq.bucket, rq.key, uploadID, n, bc, size, bc.finish)
+	rq.bytesIn = bc.n
+	if err != nil {
+		return bodyError(err)
+	}
+	w.Header().Set("ETag", quote(p.ETag))
+	setChecksumHeaders(w.Header(), p)
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+func (h *Handler) uploadPartCopy(w http.ResponseWriter, r *http.Request, rq *request, uploadID string, n int) error {
+	rd, _, _, err := h.openCopySource(r)
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+	off, size := int64(0), rd.Object.Size
+	if rg := r.Header.Get("x-amz-copy-source-range"); rg != "" {
+		a, b, ok, err := parseRange(rg, rd.Object.Size)
+		if err != nil || !ok || strings.HasPrefix(strings.TrimPrefix(rg, "bytes="), "-") {
+			return errf(400, "InvalidArgument", "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy")
+		}
+		off, size = a, b
+	}
+	if size > h.cfg.MaxObjectSize {
+		return errEntityTooLarge
+	}
+	body := pipeRange(r.Context(), rd, off, size)
+	defer body.Close()
+	bc := &bodyCheck{src: body, md5: md5.New()}
+	p, err := h.store.PutPart(r.Context(), rq.bucket, rq.key, uploadID, n, bc, size, bc.finish)
+	if err != nil {
+		return err
+	}
+	return writeXML(w, struct {
+		XMLName      xml.Name `xml:"CopyPartResult"`
+		Xmlns        string   `xml:"xmlns,attr"`
+		LastModified string
+		ETag         string
+	}{Xmlns: xmlns, LastModified: isoTime(time.Unix(0, p.ModTime)), ETag: quote(p.ETag)})
+}
+
+type completeRequest struct {
+	XMLName xml.Name `xml:"CompleteMultipartUpload"`
+	Parts   []struct {
+		PartNumber        int
+		ETag              string
+		ChecksumCRC32     string
+		ChecksumCRC32C    string
+		ChecksumCRC64NVME string
+		ChecksumSHA1      string
+		ChecksumSHA256    string
+	} `xml:"Part"`
+}
+
+func (h *Handler) completeUpload(w http.ResponseWriter, r *http.Request, rq *request) error {
+	uploadID := r.URL.Query().Get("uploadId")
+	var req completeRequest
+	if err := readXML(r, rq, 4<<20, &req); err != nil {
+		return err
+	}
+	if len(req.Parts) == 0 || len(req.Parts) > 10000 {
+		return errMalformedXML
+	}
+	list := make([]store.CompletePart, len(req.Parts))
+	given := make([]string, len(req.Parts))
+	for i, p := range req.Parts {
+		list[i] = store.CompletePart{Number: p.PartNumber, ETag: strings.Trim(p.ETag, `"`)}
+		for _, v := range []string{p.ChecksumCRC32, p.ChecksumCRC32C, p.ChecksumCRC64NVME, p.ChecksumSHA1, p.ChecksumSHA256} {
+			if v != "" {
+				given[i] = v
+			}
+		}
+	}
+	finish := func(o *store.Object, parts []*store.Object) error {
+		if o.ChecksumAlgo == "" {
+			return nil
+		}
+		algo, ok := checksum.ParseAlgorithm(o.ChecksumAlgo)
+		if !ok {
+			o.ChecksumAlgo, o.ChecksumType = "", ""
+			return nil
+		}
+		for i, p := range parts {
+			if given[i] != "" && p.Checksum != "" && given[i] != p.Checksum {
+				return errf(400, "InvalidPart", "The checksum of part %d does not match the uploaded part.", list[i].Number)
+			}
+		}
+		if o.ChecksumType == "FULL_OBJECT" {
+			// Combining per-part CRCs into a whole-object CRC is not implemented: the
+			// object is stored without a checksum rather than with a wrong one.
+			o.ChecksumAlgo, o.ChecksumType, o.Checksum = "", "", ""
+			return nil
+		}
+		hs := algo.New()
+		for _, p := range parts {
+			raw, err := base64.StdEncoding.DecodeString(p.Checksum)
+			if p.Checksum == "" || err != nil {
+				o.ChecksumAlgo, o.ChecksumType, o.Checksum = "", "", ""
+				return nil
+			}
+			hs.Write(raw)
+		}
+		o.Checksum = fmt.Sprintf("%s-%d", checksum.Encode(hs.Sum(nil)), len(parts))
+		o.ChecksumType = "COMPOSITE"
+		return nil
+	}
+	o, err := h.store.CompleteUpload(rq.bucket, rq.key, uploadID, list, h.cfg.MinPartSize, finish)
+	if err != nil {
+		return err
+	}
+	setChecksumHeaders(w.Header(), o)
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return writeXML(w, struct {
+		XMLName  xml.Name `xml:"CompleteMultipartUploadResult"`
+		Xmlns    string   `xml:"xmlns,attr"`
+		Location string
+		Bucket   string
+		Key      string
+		ETag     string
+	}{Xmlns: xmlns, Location: fmt.Sprintf("%s://%s/%s/%s", scheme, r.Host, rq.bucket, s3Escape(rq.key)),
+		Bucket: rq.bucket, Key: rq.key, ETag: quote(o.ETag)})
+}
+
+func (h *Handler) abortUpload(w http.ResponseWriter, r *http.Request, rq *request) error {
+	if err := h.store.AbortUpload(rq.bucket, rq.key, r.URL.Query().Get("uploadId")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func intParam(q string, def, max int, name string) (int, error) {
+	if q == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(q)
+	if err != nil || n < 0 {
+		return 0, errf(400, "InvalidArgument", "Argument %s must be a non-negative integer", name)
+	}
+	return min(n, max), nil
+}
+
+func (h *Handler) listParts(w http.ResponseWriter, r *http.Request, rq *request) error {
+	q := r.URL.Query()
+	uploadID := q.Get("uploadId")
+	max, err := intParam(q.Get("max-parts"), 1000, 1000, "max-parts")
+	if err != nil {
+		return err
+	}
+	marker, err := intParam(q.Get("part-number-marker"), 0, 10000, "part-number-marker")
+	if err != nil {
+		return err
+	}
+	parts, truncated, err := h.store.ListParts(rq.bucket, rq.key, uploadID, marker, max)
+	if err != nil {
+		return err
+	}
+	type part struct {
+		PartNumber        int
+		LastModified      string
+		ETag              string
+		Size              int64
+		ChecksumCRC32     string `xml:",omitempty"`
+		ChecksumCRC32C    string `xml:",omitempty"`
+		ChecksumCRC64NVME string `xml:",omitempty"`
+		ChecksumSHA1      string `xml:",omitempty"`
+		ChecksumSHA256    string `xml:",omitempty"`
+	}
+	o := h.owner(rq)
+	res := struct {
+		XMLName              xml.Name `xml:"ListPartsResult"`
+		Xmlns                string   `xml:"xmlns,attr"`
+		Bucket               string
+		Key                  string
+		UploadID             string `xml:"UploadId"`
+		Initiator            owner
+		Owner                owner
+		StorageClass         string
+		PartNumberMarker     int
+		NextPartNumberMarker int
+		MaxParts             int
+		IsTruncated          bool
+		Parts                []part `xml:"Part"`
+	}{Xmlns: xmlns, Bucket: rq.bucket, Key: rq.key, UploadID: uploadID, Initiator: o, Owner: o,
+		StorageClass: "STANDARD", PartNumberMarker: marker, MaxParts: max, IsTruncated: truncated}
+	for _, p := range parts {
+		pp := part{PartNumber: p.Number, LastModified: isoTime(time.Unix(0, p.ModTime)), ETag: quote(p.ETag), Size: p.Size}
+		switch p.ChecksumAlgo {
+		case "CRC32":
+			pp.ChecksumCRC32 = p.Checksum
+		case "CRC32C":
+			pp.ChecksumCRC32C = p.Checksum
+		case "CRC64NVME":
+			pp.ChecksumCRC64NVME = p.Checksum
+		case "SHA1":
+			pp.ChecksumSHA1 = p.Checksum
+		case "SHA256":
+			pp.ChecksumSHA256 = p.Checksum
+		}
+		res.Parts = append(res.Parts, pp)
+		res.NextPartNumberMarker = p.Number
+	}
+	return writeXML(w, res)
+}
+
+func (h *Handler) listUploads(w http.ResponseWriter, r *http.Request, rq *request) error {
+	q := r.URL.Query()
+	max, err := intParam(q.Get("max-uploads"), 1000, 1000, "max-uploads")
+	if err != nil {
+		return err
+	}
+	enc := q.Get("encoding-type")
+	esc := func(s string) string {
+		if enc == "url" {
+			return s3Escape(s)
+		}
+		return s
+	}
+	opts := store.UploadListOptions{Prefix: q.Get("prefix"), Delimiter: q.Get("delimiter"),
+		KeyMarker: q.Get("key-marker"), UploadMarker: q.Get("upload-id-marker"), Max: max}
+	res, err := h.store.ListUploads(rq.bucket, opts)
+	if err != nil {
+		return err
+	}
+	type upload struct {
+		Key          string
+		UploadID     string `xml:"UploadId"`
+		Initiator    owner
+		Owner        owner
+		StorageClass string
+		Initiated    string
+	}
+	o := h.owner(rq)
+	out := struct {
+		XMLName            xml.Name `xml:"ListMultipartUploadsResult"`
+		Xmlns              string   `xml:"xmlns,attr"`
+		Bucket             string
+		KeyMarker          string
+		UploadIDMarker     string `xml:"UploadIdMarker"`
+		NextKeyMarker      string
+		NextUploadIDMarker string `xml:"NextUploadIdMarker"`
+		Prefix             string
+		Delimiter          string `xml:",omitempty"`
+		MaxUploads         int
+		EncodingType       string `xml:",omitempty"`
+		IsTruncated        bool
+		Uploads            []upload `xml:"Upload"`
+		CommonPrefixes     []commonPrefix
+	}{Xmlns: xmlns, Bucket: rq.bucket, KeyMarker: esc(opts.KeyMarker), UploadIDMarker: opts.UploadMarker,
+		Prefix: esc(opts.Prefix), Delimiter: esc(opts.Delimiter), MaxUploads: max, EncodingType: enc, IsTruncated: res.Truncated}
+	if res.Truncated {
+		out.NextKeyMarker, out.NextUploadIDMarker = esc(res.NextKey), res.NextUpload
+	}
+	for _, u := range res.Uploads {
+		out.Uploads = append(out.Uploads, upload{Key: esc(u.Key), UploadID: u.UploadID, Initiator: o, Owner: o,
+			StorageClass: storageClass(u.Meta), Initiated: isoTime(u.Initiated)})
+	}
+	for _, p := range res.CommonPrefixes {
+		out.CommonPrefixes = append(out.CommonPrefixes, commonPrefix{esc(p)})
+	}
+	return writeXML(w, out)
+}

@@ -1,0 +1,562 @@
+package s3api
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/xml"
+	"fmt"
+	"hash"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/checksum"
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/store"
+)
+
+// storageClasses are the S3 storage class names accepted on PUT. A single node keeps one
+// copy whatever the class; the name is stored and returned.
+var storageClasses = map[string]bool{
+	"STANDARD": true, "REDUCED_REDUNDANCY": true, "STANDARD_IA": true, "ONEZONE_IA": true,
+	"INTELLIGENT_TIERING": true, "GLACIER": true, "DEEP_ARCHIVE": true, "GLACIER_IR": true,
+}
+
+// metaFromHeaders builds an object record's metadata from request headers.
+func metaFromHeaders(hd http.Header) (*store.Object, error) {
+	o := &store.Object{
+		ContentType:        hd.Get("Content-Type"),
+		ContentEncoding:    hd.Get("Content-Encoding"),
+		ContentDisposition: hd.Get("Content-Disposition"),
+		ContentLanguage:    hd.Get("Content-Language"),
+		CacheControl:       hd.Get("Cache-Control"),
+		Expires:            hd.Get("Expires"),
+	}
+	// aws-chunked is a transfer detail, not part of the stored encoding.
+	if ce := o.ContentEncoding; ce != "" {
+		var keep []string
+		for _, p := range strings.Split(ce, ",") {
+			if p = strings.TrimSpace(p); p != "" && !strings.EqualFold(p, "aws-chunked") {
+				keep = append(keep, p)
+			}
+		}
+		o.ContentEncoding = strings.Join(keep, ",")
+	}
+	if sc := hd.Get("x-amz-storage-class"); sc != "" {
+		if !storageClasses[sc] {
+			return nil, errInvalidStorage
+		}
+		if sc != "STANDARD" {
+			o.StorageClass = sc
+		}
+	}
+	size := 0
+	for k, v := range hd {
+		lk := strings.ToLower(k)
+		if name, ok := strings.CutPrefix(lk, "x-amz-meta-"); ok {
+			val := strings.Join(v, ",")
+			o.UserMeta = append(o.UserMeta, [2]string{name, val})
+			size += len(name) + len(val)
+		}
+	}
+	if size > 2048 {
+		return nil, errf(400, "MetadataTooLarge", "Your metadata headers exceed the maximum allowed metadata size.")
+	}
+	sort.Slice(o.UserMeta, func(i, j int) bool { return o.UserMeta[i][0] < o.UserMeta[j][0] })
+	return o, nil
+}
+
+// bodyCheck hashes a request body as it streams and verifies it at the end: the MD5 (the
+// ETag, compared with Content-MD5 if given) and the flexible checksum the client declared.
+type bodyCheck struct {
+	src        io.Reader
+	md5        hash.Hash
+	contentMD5 []byte
+	expect     checksum.Expect
+	sum        hash.Hash
+	trailers   func() http.Header
+	n          int64
+}
+
+func newBodyCheck(hd http.Header, rq *request, src io.Reader) (*bodyCheck, error) {
+	bc := &bodyCheck{src: src, md5: md5.New()}
+	if cm := hd.Get("Content-MD5"); cm != "" {
+		v, err := base64.StdEncoding.DecodeString(cm)
+		if err != nil || len(v) != md5.Size {
+			return nil, errInvalidDigest
+		}
+		bc.contentMD5 = v
+	}
+	exp, err := checksum.FromHeaders(hd)
+	if err != nil {
+		return nil, errf(400, "InvalidRequest", "%v", err)
+	}
+	bc.expect = exp
+	if exp.Algo != "" {
+		bc.sum = exp.Algo.New()
+	}
+	if rq.auth != nil {
+		bc.trailers = rq.auth.Trailers
+	}
+	return bc, nil
+}
+
+func (bc *bodyCheck) Read(p []byte) (int, error) {
+	n, err := bc.src.Read(p)
+	if n > 0 {
+		bc.md5.Write(p[:n])
+		if bc.sum != nil {
+			bc.sum.Write(p[:n])
+		}
+		bc.n += int64(n)
+	}
+	return n, err
+}
+
+// finish verifies the digests and records the ETag and checksum in o.
+func (bc *bodyCheck) finish(o *store.Object) error {
+	sum := bc.md5.Sum(nil)
+	if bc.contentMD5 != nil && !bytes.Equal(sum, bc.contentMD5) {
+		return errBadDigest
+	}
+	o.ETag = hex.EncodeToString(sum)
+	if bc.sum == nil {
+		return nil
+	}
+	want := bc.expect.Value
+	if bc.expect.Trailer {
+		var tr http.Header
+		if bc.trailers != nil {
+			tr = bc.trailers()
+		}
+		want = tr.Get(bc.expect.Algo.HeaderName())
+		if want == "" {
+			return errf(400, "InvalidRequest", "The trailing checksum %s was announced but not sent.", bc.expect.Algo.HeaderName())
+		}
+	}
+	got := checksum.Encode(bc.sum.Sum(nil))
+	if want != "" && want != got {
+		return errf(400, "BadDigest", "The %s you specified did not match the calculated checksum.", bc.expect.Algo)
+	}
+	o.ChecksumAlgo = string(bc.expect.Algo)
+	o.Checksum = got
+	o.ChecksumType = "FULL_OBJECT"
+	return nil
+}
+
+// bodySize returns the payload length of a request that carries an object body.
+func bodySize(r *http.Request, rq *request) (int64, error) {
+	if rq.auth.Streaming {
+		return rq.auth.DecodedLength, nil
+	}
+	if r.ContentLength < 0 {
+		return 0, errMissingLength
+	}
+	return r.ContentLength, nil
+}
+
+func (h *Handler) putObject(w http.ResponseWriter, r *http.Request, rq *request) error {
+	meta, err := metaFromHeaders(r.Header)
+	if err != nil {
+		return err
+	}
+	size, err := bodySize(r, rq)
+	if err != nil {
+		return err
+	}
+	if size > h.cfg.MaxObjectSize {
+		return errEntityTooLarge
+	}
+	bc, err := newBodyCheck(r.Header, rq, rq.auth.Body)
+	if err != nil {
+		return err
+	}
+	opts := store.PutOptions{Finish: bc.finish}
+	switch inm := r.Header.Get("If-None-Match"); inm {
+	case "":
+	case "*":
+		opts.IfNoneMatch = true
+	default:
+		return errf(501, "NotImplemented", "If-None-Match on PUT supports only '*'.")
+	}
+	if im := r.Header.Get("If-Match"); im != "" {
+		cur, err := h.store.StatObject(rq.bucket, rq.key)
+		if err != nil {
+			return err
+		}
+		if !etagMatches(im, cur.ETag) {
+			return errPrecondition
+		}
+	}
+	o, err := h.store.PutObject(r.Context(), rq.bucket, rq.key, meta, bc, size, opts)
+	rq.bytesIn = bc.n
+	if err != nil {
+		return bodyError(err)
+	}
+	w.Header().Set("ETag", quote(o.ETag))
+	setChecksumHeaders(w.Header(), o)
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+// bodyError turns a failure to read or store a body into the S3 error: a short or
+// malformed body is IncompleteBody, an authentication failure inside the body keeps its code.
+func bodyError(err error) error {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	if errors.IsErr(err, io.ErrUnexpectedEOF) {
+		return errIncompleteBody
+	}
+	return err
+}
+
+func setChecksumHeaders(hd http.Header, o *store.Object) {
+	if o.ChecksumAlgo == "" {
+		return
+	}
+	if a, ok := checksum.ParseAlgorithm(o.ChecksumAlgo); ok {
+		hd.Set(a.HeaderName(), o.Checksum)
+		if o.ChecksumType != "" {
+			hd.Set("x-amz-checksum-type", o.ChecksumType)
+		}
+	}
+}
+
+func etagMatches(header, etag string) bool {
+	for _, t := range strings.Split(header, ",") {
+		t = strings.TrimSpace(t)
+		t = strings.TrimPrefix(t, "W/")
+		if t == "*" || strings.Trim(t, `"`) == etag {
+			return true
+		}
+	}
+	return false
+}
+
+// checkConditions evaluates If-Match, If-None-Match, If-Modified-Since and
+// If-Unmodified-Since (under the given header names) as S3 does.
+func checkConditions(hd http.Header, prefix string, o *store.Object, get bool) error {
+	mod := time.Unix(0, o.ModTime).Truncate(time.Second)
+	im := hd.Get(prefix + "If-Match")
+	inm := hd.Get(prefix + "If-None-Match")
+	ims := hd.Get(prefix + "If-Modified-Since")
+	ius := hd.Get(prefix + "If-Unmodified-Since")
+	notModified := errNotModified
+	if !get {
+		notModified = errPrecondition
+	}
+	if im != "" {
+		if !etagMatches(im, o.ETag) {
+			return errPrecondition
+		}
+	} else if ius != "" {
+		if t, err := http.ParseTime(ius); err == nil && mod.After(t) {
+			return errPrecondition
+		}
+	}
+	if inm != "" {
+		if etagMatches(inm, o.ETag) {
+			return notModified
+		}
+	} else if ims != "" {
+		if t, err := http.ParseTime(ims); err == nil && !mod.After(t) {
+			return notModified
+		}
+	}
+	return nil
+}
+
+// parseRange parses a single "bytes=" range against size. ok=false means serve the whole
+// object (no or unsupported Range header).
+func parseRange(hv string, size int64) (off, n int64, ok bool, err error) {
+	spec, found := strings.CutPrefix(strings.TrimSpace(hv), "bytes=")
+	if !found || strings.Contains(spec, ",") {
+		return 0, 0, false, nil
+	}
+	first, last, found := strings.Cut(spec, "-")
+	if !found {
+		return 0, 0, false, nil
+	}
+	first, last = strings.TrimSpace(first), strings.TrimSpace(last)
+	if first == "" {
+		k, perr := strconv.ParseInt(last, 10, 64)
+		if perr != nil {
+			return 0, 0, false, nil
+		}
+		if k == 0 || size == 0 {
+			return 0, 0, false, errInvalidRange
+		}
+		k = min(k, size)
+		return size - k, k, true, nil
+	}
+	a, perr := strconv.ParseInt(first, 10, 64)
+	if perr != nil || a < 0 {
+		return 0, 0, false, nil
+	}
+	if a >= size {
+		return 0, 0, false, errInvalidRange
+	}
+	b := size - 1
+	if last != "" {
+		bb, perr := strconv.ParseInt(last, 10, 64)
+		if perr != nil || bb < a {
+			return 0, 0, false, nil
+		}
+		b = min(bb, size-1)
+	}
+	return a, b - a + 1, true, nil
+}
+
+func setObjectHeaders(hd http.Header, o *store.Object) {
+	ct := o.ContentType
+	if ct == "" {
+		ct = "binary/octet-stream"
+	}
+	hd.Set("Content-Type", ct)
+	hd.Set("ETag", quote(o.ETag))
+	hd.Set("Last-Modified", time.Unix(0, o.ModTime).UTC().Format(http.TimeFormat))
+	hd.Set("Accept-Ranges", "bytes")
+	for _, kv := range []struct{ name, v string }{
+		{"Content-Encoding", o.ContentEncoding}, {"Content-Disposition", o.ContentDisposition},
+		{"Content-Language", o.ContentLanguage}, {"Cache-Control", o.CacheControl},
+		{"Expires", o.Expires}, {"x-amz-storage-class", o.StorageClass},
+	} {
+		if kv.v != "" {
+			hd.Set(kv.name, kv.v)
+		}
+	}
+	for _, kv := range o.UserMeta {
+		hd["X-Amz-Meta-"+kv[0]] = []string{kv[1]}
+	}
+}
+
+var responseOverrides = []struct{ query, header string }{
+	{"response-content-type", "Content-Type"},
+	{"response-content-language", "Content-Language"},
+	{"response-expires", "Expires"},
+	{"response-cache-control", "Cache-Control"},
+	{"response-content-disposition", "Content-Disposition"},
+	{"response-content-encoding", "Content-Encoding"},
+}
+
+func (h *Handler) getObject(w http.ResponseWriter, r *http.Request, rq *request) error {
+	head := r.Method == http.MethodHead
+	var o *store.Object
+	var rd *store.Reader
+	if head {
+		var err error
+		if o, err = h.store.StatObject(rq.bucket, rq.key); err != nil {
+			return err
+		}
+	} else {
+		var err error
+		if rd, err = h.store.OpenObject(rq.bucket, rq.key); err != nil {
+			return err
+		}
+		defer rd.Close()
+		o = rd.Object
+	}
+	if err := checkConditions(r.Header, "", o, true); err != nil {
+		if err == errNotModified {
+			w.Header().Set("ETag", quote(o.ETag))
+			w.Header().Set("Last-Modified", time.Unix(0, o.ModTime).UTC().Format(http.TimeFormat))
+		}
+		return err
+	}
+	hd := w.Header()
+	setObjectHeaders(hd, o)
+	q := r.URL.Query()
+	for _, ov := range responseOverrides {
+		if v := q.Get(ov.query); v != "" {
+			hd.Set(ov.header, v)
+		}
+	}
+	off, n := int64(0), o.Size
+	partial := false
+	if pn := q.Get("partNumber"); pn != "" {
+		num, err := strconv.Atoi(pn)
+		if err != nil || num < 1 || num > 10000 {
+			return errf(400, "InvalidArgument", "Part number must be an integer between 1 and 10000, inclusive")
+		}
+		if len(o.PartSizes) == 0 {
+			if num != 1 {
+				return errInvalidRange
+			}
+		} else {
+			if num > len(o.PartSizes) {
+				return errInvalidRange
+			}
+			for i := 0; i < num-1; i++ {
+				off += o.PartSizes[i]
+			}
+			n = o.PartSizes[num-1]
+			partial = true
+			hd.Set("x-amz-mp-parts-count", strconv.Itoa(len(o.PartSizes)))
+		}
+	} else if rg := r.Header.Get("Range"); rg != "" {
+		a, b, ok, err := parseRange(rg, o.Size)
+		if err != nil {
+			hd.Del("ETag")
+			return err
+		}
+		if ok {
+			off, n, partial = a, b, true
+		}
+	}
+	if partial {
+		hd.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", off, off+n-1, o.Size))
+	} else if strings.EqualFold(r.Header.Get("x-amz-checksum-mode"), "ENABLED") {
+		setChecksumHeaders(hd, o)
+	}
+	hd.Set("Content-Length", strconv.FormatInt(n, 10))
+	status := http.StatusOK
+	if partial {
+		status = http.StatusPartialContent
+	}
+	w.WriteHeader(status)
+	rq.status = status
+	if head || n == 0 {
+		return nil
+	}
+	written, err := rd.WriteRange(r.Context(), w, off, n)
+	rq.bytesOut = written
+	if err != nil {
+		// Headers are gone; the client sees a short body and its length check fails. Log
+		// it: a corrupt chunk needs an operator's (or, later, the cluster's) attention.
+		if errors.Is(errors.Corrupt, err) {
+			h.log.Error("GET aborted: stored data failed its checksum", "bucket", rq.bucket, "key", rq.key, "err", err)
+		} else {
+			h.log.Debug("GET aborted", "bucket", rq.bucket, "key", rq.key, "err", err)
+		}
+		panic(http.ErrAbortHandler)
+	}
+	return nil
+}
+
+func (h *Handler) deleteObject(w http.ResponseWriter, r *http.Request, rq *request) error {
+	if err := h.store.DeleteObject(rq.bucket, rq.key); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// copySource parses x-amz-copy-source.
+func copySource(hv string) (bucket, key string, err error) {
+	src, _, _ := strings.Cut(hv, "?versionId=")
+	src, uerr := url.PathUnescape(src)
+	if uerr != nil {
+		return "", "", errf(400, "InvalidArgument", "Copy Source must mention the source bucket and key: sourcebucket/sourcekey")
+	}
+	src = strings.TrimPrefix(src, "/")
+	bucket, key, ok := strings.Cut(src, "/")
+	if !ok || bucket == "" || key == "" {
+		return "", "", errf(400, "InvalidArgument", "Copy Source must mention the source bucket and key: sourcebucket/sourcekey")
+	}
+	if len(key) > 1024 {
+		return "", "", errKeyTooLong
+	}
+	return bucket, key, nil
+}
+
+// openCopySource opens and checks the source of CopyObject or UploadPartCopy.
+func (h *Handler) openCopySource(r *http.Request) (*store.Reader, string, string, error) {
+	sb, sk, err := copySource(r.Header.Get("x-amz-copy-source"))
+	if err != nil {
+		return nil, "", "", err
+	}
+	rd, err := h.store.OpenObject(sb, sk)
+	if err != nil {
+		return nil, "", "", err
+	}
+	if err := checkConditions(r.Header, "x-amz-copy-source-", rd.Object, false); err != nil {
+		rd.Close()
+		return nil, "", "", err
+	}
+	return rd, sb, sk, nil
+}
+
+// pipeRange streams [off, off+n) of rd through a pipe, for the store to read as a body.
+func pipeRange(ctx context.Context, rd *store.Reader, off, n int64) io.ReadCloser {
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := rd.WriteRange(ctx, pw, off, n)
+		pw.CloseWithError(err)
+	}()
+	return pr
+}
+
+func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request) error {
+	rd, sb, sk, err := h.openCopySource(r)
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+	src := rd.Object
+	var meta *store.Object
+	switch d := r.Header.Get("x-amz-metadata-directive"); d {
+	case "", "COPY":
+		if sb == rq.bucket && sk == rq.key && r.Header.Get("x-amz-storage-class") == "" {
+			return errf(400, "InvalidRequest", "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.")
+		}
+		m := *src
+		m.Chunks, m.PartSizes, m.Inline = nil, nil, false
+		m.ModTime = 0
+		meta = &m
+		if sc := r.Header.Get("x-amz-storage-class"); sc != "" {
+			if !storageClasses[sc] {
+				return errInvalidStorage
+			}
+			meta.StorageClass = sc
+			if sc == "STANDARD" {
+				meta.StorageClass = ""
+			}
+		}
+	case "REPLACE":
+		if meta, err = metaFromHeaders(r.Header); err != nil {
+			return err
+		}
+	default:
+		return errf(400, "InvalidArgument", "Unknown metadata directive.")
+	}
+	if src.Size > h.cfg.MaxObjectSize {
+		return errEntityTooLarge
+	}
+	body := pipeRange(r.Context(), rd, 0, src.Size)
+	defer body.Close()
+	bc := &bodyCheck{src: body, md5: md5.New()}
+	algo := r.Header.Get("x-amz-checksum-algorithm")
+	if algo == "" {
+		algo = src.ChecksumAlgo
+	}
+	if algo != "" {
+		a, ok := checksum.ParseAlgorithm(algo)
+		if !ok {
+			return errf(400, "InvalidRequest", "Invalid checksum algorithm %q.", algo)
+		}
+		bc.expect = checksum.Expect{Algo: a}
+		bc.sum = a.New()
+	}
+	o, err := h.store.PutObject(r.Context(), rq.bucket, rq.key, meta, bc, src.Size, store.PutOptions{Finish: bc.finish})
+	if err != nil {
+		return err
+	}
+	if sb != rq.bucket {
+		w.Header().Set("x-amz-copy-source-version-id", "null")
+	}
+	return writeXML(w, struct {
+		XMLName      xml.Name `xml:"CopyObjectResult"`
+		Xmlns        string   `xml:"xmlns,attr"`
+		LastModified string
+		ETag         string
+	}{Xmlns: xmlns, LastModified: isoTime(time.Unix(0, o.ModTime)), ETag: quote(o.ETag)})
+}
