@@ -184,10 +184,10 @@ func TestServerStartStop(t *testing.T) {
 	p := startProc(t, dir)
 	c := p.client()
 	ctx := context.Background()
-	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("b")}); err != nil {
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("bkt")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("b"), Key: aws.String("k"), Body: strings.NewReader("v")}); err != nil {
+	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String("k"), Body: strings.NewReader("v")}); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := http.Get("http://" + p.admin + "/health")
@@ -216,7 +216,7 @@ func TestServerStartStop(t *testing.T) {
 	}
 	// Restart on the same data: the object is there.
 	p2 := startProc(t, dir)
-	out, err := p2.client().GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("b"), Key: aws.String("k")})
+	out, err := p2.client().GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("bkt"), Key: aws.String("k")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -496,6 +496,10 @@ func pipeRange(ctx context.Context, rd *store.Reader, off, n int64) io.ReadClose
 }
 
 func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request) error {
+	directive := r.Header.Get("x-amz-metadata-directive")
+	if directive != "" && directive != "COPY" && directive != "REPLACE" {
+		return errf(400, "InvalidArgument", "Unknown metadata directive.")
+	}
 	rd, sb, sk, err := h.openCopySource(r)
 	if err != nil {
 		return err
@@ -503,7 +507,7 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 	defer rd.Close()
 	src := rd.Object
 	var meta *store.Object
-	switch d := r.Header.Get("x-amz-metadata-directive"); d {
+	switch directive {
 	case "", "COPY":
 		if sb == rq.bucket && sk == rq.key && r.Header.Get("x-amz-storage-class") == "" {
 			return errf(400, "InvalidRequest", "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.")
@@ -525,8 +529,6 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 		if meta, err = metaFromHeaders(r.Header); err != nil {
 			return err
 		}
-	default:
-		return errf(400, "InvalidArgument", "Unknown metadata directive.")
 	}
 	if src.Size > h.cfg.MaxObjectSize {
 		return errEntityTooLarge

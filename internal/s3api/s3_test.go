@@ -738,3 +738,7 @@ func TestKeysAreNotPaths(t *testing.T) {
 	_, err := c.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String(strings.Repeat("k", 1025)), Body: strings.NewReader("x")})
 	wantCode(t, err, "KeyTooLongError")
 }
+
+func asStatus(err error, target *interface{ HTTPStatusCode() int }) bool {
+	return errors.As(err, target)
+}

@@ -22,13 +22,9 @@ func parseAuthorization(h string) (authorization, *Error) {
 	var a authorization
 	h = strings.TrimLeft(h, " \t")
 	rest, ok := strings.CutPrefix(h, algorithm)
-	if !ok || rest != "" && rest[0] != ' ' && rest[0] != '\t' {
-		scheme, _, _ := strings.Cut(h, " ")
-		switch {
-		case scheme == "AWS", scheme == "AWS4-ECDSA-P256-SHA256":
+	if !ok || rest != "" && !isSep(rest[0]) {
+		if scheme, _, _ := strings.Cut(h, " "); scheme == "AWS" || scheme == "AWS4-ECDSA-P256-SHA256" {
 			return a, errUnsupported()
-		case strings.HasPrefix(h, algorithm):
-			// e.g. "AWS4-HMAC-SHA256Credential=...": fall through to the error below.
 		}
 		return a, errMalformed("the authorization header requires the AWS4-HMAC-SHA256 algorithm.")
 	}

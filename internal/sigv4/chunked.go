@@ -237,7 +237,7 @@ func (c *chunkReader) nextChunk() error {
 	if c.signed() {
 		const prefix = "chunk-signature="
 		sig, ok := bytes.CutPrefix(ext, []byte(prefix))
-		if !hasExt || !ok || len(sig) != 64 || !isHex(string(sig)) {
+		if !hasExt || !ok || len(sig) != 64 || !isHex(sig) {
 			return errFraming("missing or invalid chunk-signature")
 		}
 		hex.Decode(c.sig[:], sig)
@@ -381,7 +381,7 @@ func (c *chunkReader) readTrailers() error {
 			return errTrailer("invalid trailer line")
 		}
 		if c.kind == payloadSignedTrailer && strings.EqualFold(string(name), "x-amz-trailer-signature") {
-			if len(value) != 64 || !isHex(string(value)) {
+			if len(value) != 64 || !isHex(value) {
 				return errTrailer("invalid x-amz-trailer-signature")
 			}
 			hex.Decode(c.sig[:], value)

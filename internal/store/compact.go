@@ -39,29 +39,52 @@ func (s *Store) compactLoop(ctx context.Context) {
 func (s *Store) CompactOnce(ctx context.Context) (bool, error) {
 	s.compactMu.Lock()
 	defer s.compactMu.Unlock()
-	var best segment.Info
+	for attempt := 0; attempt < 2; attempt++ {
+		best, ok, rolled, err := s.pickSegment()
+		if err != nil {
+			return false, err
+		}
+		if ok {
+			return true, s.compactSegment(ctx, best)
+		}
+		if !rolled {
+			break
+		}
+	}
+	return false, nil
+}
+
+// pickSegment chooses the sealed segment with the largest garbage share above CompactRatio
+// (or without live data) that has no writes in flight. If the active segment is worth
+// compacting it is sealed (rolled=true) so that the next pick can choose it.
+func (s *Store) pickSegment() (best segment.Info, ok, rolled bool, err error) {
 	bestRatio := -1.0
 	s.liveMu.Lock()
+	defer s.liveMu.Unlock()
 	for _, in := range s.segs.Segments() {
+		live := s.live[in.ID]
 		if in.Active {
+			// Garbage in the active segment is reclaimable once it is sealed.
+			if in.Size >= s.cfg.SegmentSize/4 && float64(in.Size-live) >= s.cfg.CompactRatio*float64(in.Size) {
+				if err := s.segs.Roll(); err != nil {
+					return best, false, false, err
+				}
+				rolled = true
+			}
 			continue
 		}
-		live := s.live[in.ID]
-		var ratio float64
+		if in.Pending > 0 {
+			continue // records being written right now are not live yet, but will be
+		}
+		ratio := 1.0
 		if in.Size > 0 {
 			ratio = float64(in.Size-live) / float64(in.Size)
-		} else {
-			ratio = 1
 		}
 		if (ratio >= s.cfg.CompactRatio || live == 0) && ratio > bestRatio {
 			best, bestRatio = in, ratio
 		}
 	}
-	s.liveMu.Unlock()
-	if bestRatio < 0 {
-		return false, nil
-	}
-	return true, s.compactSegment(ctx, best)
+	return best, bestRatio >= 0, rolled, nil
 }
 
 type moved struct {
@@ -113,16 +136,19 @@ func (s *Store) compactSegment(ctx context.Context, in segment.Info) error {
 			r := recs[0]
 			recs = recs[1:]
 			payload, err := s.segs.Read(r.loc, r.id, *bp)
-			if err != nil {
-				// A corrupt live record must not be lost by removing its segment.
-				return errors.E(op, err)
+			if err == nil {
+				var to segment.Loc
+				if to, err = s.segs.Append(segment.KindChunk, r.id, payload); err == nil {
+					group = append(group, moved{id: r.id, from: r.loc, to: to})
+					size += int64(len(payload))
+					continue
+				}
 			}
-			to, err := s.segs.Append(segment.KindChunk, r.id, payload)
-			if err != nil {
-				return errors.E(op, err)
+			// A corrupt live record must not be lost by removing its segment: stop here.
+			for _, m := range group {
+				s.segs.Done(m.to.Seg)
 			}
-			group = append(group, moved{id: r.id, from: r.loc, to: to})
-			size += int64(len(payload))
+			return errors.E(op, err)
 		}
 		if err := s.commitMoves(group); err != nil {
 			return errors.E(op, err)
@@ -149,6 +175,11 @@ func (s *Store) compactSegment(ctx context.Context, in segment.Info) error {
 // commitMoves syncs the new copies and re-points the chunks that are still live at their old
 // location; a chunk deleted meanwhile keeps its new copy as garbage.
 func (s *Store) commitMoves(group []moved) error {
+	defer func() {
+		for _, m := range group {
+			s.segs.Done(m.to.Seg)
+		}
+	}()
 	seen := map[uint32]bool{}
 	for _, m := range group {
 		if !seen[m.to.Seg] {

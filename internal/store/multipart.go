@@ -90,6 +90,7 @@ func (s *Store) PutPart(ctx context.Context, bucket, key, uploadID string, n int
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
+	defer s.release(bd.locs)
 	p := &Object{Size: bd.size, ModTime: time.Now().UnixNano(), VersionID: newID()}
 	if finish != nil {
 		if err := finish(p); err != nil {

@@ -31,15 +31,21 @@ type body struct {
 	locs   []segment.Loc
 }
 
+// release tells the segment set that the body's records are committed or abandoned, so
+// their segments may be compacted again. Call it once, after the commit or the failure.
+func (s *Store) release(locs []segment.Loc) {
+	for _, l := range locs {
+		s.segs.Done(l.Seg)
+	}
+}
+
 // writeBody reads src to EOF (exactly size bytes if size >= 0) and stores it: inline if it
 // fits in InlineMax (and inlineOK), else as durable chunks. Memory used is at most two chunk
 // buffers whatever the size.
 func (s *Store) writeBody(ctx context.Context, src io.Reader, size int64, inlineOK bool) (*body, error) {
 	const op errors.Op = "store.writeBody"
-	if size > 0 {
-		if err := s.checkSpace(size); err != nil {
-			return nil, err
-		}
+	if err := s.checkSpace(max(size, 0)); err != nil {
+		return nil, err
 	}
 	bp := s.bufPool.Get().(*[]byte)
 	buf := (*bp)[:s.cfg.ChunkSize]
@@ -129,17 +135,20 @@ func (s *Store) writeBody(ctx context.Context, src io.Reader, size int64, inline
 	}
 	close(jobs)
 	wg.Wait()
+	if rerr == nil && werr != nil {
+		rerr = errors.E(op, werr)
+	}
+	if rerr == nil && size >= 0 && b.size != size {
+		rerr = errors.Errorf(op, errors.Invalid, "body has %d bytes, want %d", b.size, size)
+	}
+	if rerr == nil {
+		if err := s.syncLocs(b.locs); err != nil {
+			rerr = errors.E(op, err)
+		}
+	}
 	if rerr != nil {
+		s.release(b.locs)
 		return nil, rerr
-	}
-	if werr != nil {
-		return nil, errors.E(op, werr)
-	}
-	if size >= 0 && b.size != size {
-		return nil, errors.Errorf(op, errors.Invalid, "body has %d bytes, want %d", b.size, size)
-	}
-	if err := s.syncLocs(b.locs); err != nil {
-		return nil, errors.E(op, err)
 	}
 	return b, nil
 }
@@ -264,6 +273,7 @@ func (s *Store) PutObject(ctx context.Context, bucket, key string, meta *Object,
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
+	defer s.release(bd.locs)
 	o := *meta
 	o.Size = bd.size
 	return s.commitObject(op, bucket, key, &o, bd, opts)

@@ -123,11 +123,6 @@ type Store struct {
 	live   map[uint32]int64 // live bytes per segment (derived from the index at start)
 
 	bufPool sync.Pool
-
-	freeMu      sync.Mutex
-	freeAt      time.Time
-	freeBytes   int64
-	writtenSeen atomic.Int64 // bytes accepted since the last statfs
 }
 
 type commitReq struct {
@@ -335,23 +330,18 @@ func (s *Store) keyLock(bucket, key string) *sync.Mutex {
 	return &s.keyLocks[h.Sum32()%uint32(len(s.keyLocks))]
 }
 
-// checkSpace refuses a write of n bytes that would leave less than the reserve free.
+// checkSpace refuses a write of n bytes that would leave less than the reserve free. It asks
+// the filesystem every time (statfs costs about a microsecond), so space freed by deletes and
+// compaction is seen at once.
 func (s *Store) checkSpace(n int64) error {
-	s.freeMu.Lock()
-	defer s.freeMu.Unlock()
-	if time.Since(s.freeAt) > time.Second || s.writtenSeen.Load() > 64<<20 {
-		free, err := s.freeSpace()
-		if err != nil {
-			return errors.E(errors.Op("store.checkSpace"), errors.IO, err)
-		}
-		s.freeBytes, s.freeAt = free, time.Now()
-		s.writtenSeen.Store(0)
+	free, err := s.freeSpace()
+	if err != nil {
+		return errors.E(errors.Op("store.checkSpace"), errors.IO, err)
 	}
-	if s.freeBytes-s.writtenSeen.Load()-n < s.cfg.Reserve {
+	if free-n < s.cfg.Reserve {
 		return errors.Errorf(errors.Op("store.checkSpace"), errors.NoSpace,
-			"not enough free space on the data disk (%d bytes free, %d reserved)", s.freeBytes-s.writtenSeen.Load(), s.cfg.Reserve)
+			"not enough free space on the data disk (%d bytes free, %d reserved, %d needed)", free, s.cfg.Reserve, n)
 	}
-	s.writtenSeen.Add(n)
 	return nil
 }
 

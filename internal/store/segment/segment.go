@@ -133,6 +133,7 @@ type file struct {
 	size atomic.Int64 // bytes reserved (the end of the last reserved record)
 
 	refs    int  // guarded by Set.mu
+	pending int  // guarded by Set.mu: appended records whose writer has not called Done
 	removed bool // guarded by Set.mu; close when refs reaches 0
 
 	smu     sync.Mutex
@@ -263,12 +264,14 @@ func (s *Set) Append(kind uint8, id ID, payload []byte) (Loc, error) {
 	}
 	off := sf.size.Add(n) - n
 	sf.refs++
+	sf.pending++
 	s.mu.Unlock()
 	defer s.release(sf)
 
 	var hdr [HeaderSize]byte
 	EncodeHeader(hdr[:], kind, id, payload)
 	if err := pwritev(sf.f, [][]byte{hdr[:], payload}, off); err != nil {
+		s.Done(sf.id)
 		if errors.IsErr(err, unix.ENOSPC) {
 			return Loc{}, errors.E(op, errors.NoSpace, err)
 		}
@@ -305,6 +308,27 @@ func pwritev(f *os.File, iov [][]byte, off int64) error {
 		}
 	}
 	return nil
+}
+
+// Done tells the set that the writer of a record appended to seg has committed or abandoned
+// it. Until every Append to a segment is matched by a Done, Info.Pending is non-zero and the
+// segment must not be compacted: its records may be referenced any moment now.
+func (s *Set) Done(seg uint32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sf, ok := s.files[seg]; ok && sf.pending > 0 {
+		sf.pending--
+	}
+}
+
+// Roll seals the active segment, if it holds anything, and starts a new one.
+func (s *Set) Roll() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.active.size.Load() == 0 {
+		return nil
+	}
+	return s.rollLocked()
 }
 
 // Sync makes every record whose Append returned before Sync was called durable. Concurrent
@@ -412,7 +436,7 @@ func (s *Set) Segments() []Info {
 		if sf.removed {
 			continue
 		}
-		out = append(out, Info{ID: id, Size: sf.size.Load(), Active: sf == s.active})
+		out = append(out, Info{ID: id, Size: sf.size.Load(), Active: sf == s.active, Pending: sf.pending})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
@@ -420,9 +444,10 @@ func (s *Set) Segments() []Info {
 
 // Info describes one segment file.
 type Info struct {
-	ID     uint32
-	Size   int64
-	Active bool
+	ID      uint32
+	Size    int64
+	Active  bool
+	Pending int // appends not yet matched by Done
 }
 
 // Truncate cuts a sealed segment at size (dropping a crash's unreferenced tail) and syncs it.
