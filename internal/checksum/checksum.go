@@ -212,6 +212,7 @@ type Error struct {
 	Message string
 }
 
+// Error returns the code and message.
 func (e *Error) Error() string {
 	return "checksum: " + e.Code + ": " + e.Message
 }

@@ -1,9 +1,6 @@
 package sigv4
 
-import (
-	"encoding/hex"
-	"strings"
-)
+import "strings"
 
 // authorization is a parsed Authorization header.
 type authorization struct {
@@ -71,7 +68,7 @@ func parseAuthorization(h string) (authorization, *Error) {
 		seen[idx] = true
 	}
 	switch {
-	case !seen[0]:
+	case !seen[0] || a.credential == "":
 		return a, errMalformed("the authorization header requires a Credential.")
 	case !seen[1]:
 		return a, errMalformed("the authorization header requires SignedHeaders.")
@@ -81,7 +78,7 @@ func parseAuthorization(h string) (authorization, *Error) {
 	if len(sig) != 64 || !isHex(sig) {
 		return a, errMalformed("the Signature must be 64 hexadecimal digits.")
 	}
-	hex.Decode(a.signature[:], []byte(sig))
+	decodeHex(a.signature[:], sig)
 	if msg := checkSignedHeaders(a.signedHeaders); msg != "" {
 		return a, errMalformed(msg)
 	}

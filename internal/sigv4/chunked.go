@@ -103,7 +103,8 @@ func newChunkReader(src io.ReadCloser, kind payloadType, expected int64, want []
 // setSigning prepares a reader of a signed kind to verify signatures made with
 // key, the request's date and scope, seeded with the request signature.
 func (c *chunkReader) setSigning(key *[32]byte, amzDate, scope string, seed *[32]byte) {
-	c.mac = hmac.New(sha256.New, key[:])
+	k := *key // a copy, so that the caller's key can stay on its stack
+	c.mac = hmac.New(sha256.New, k[:])
 	c.sha = sha256.New()
 	c.amzDate = amzDate
 	c.scope = scope
@@ -240,7 +241,7 @@ func (c *chunkReader) nextChunk() error {
 		if !hasExt || !ok || len(sig) != 64 || !isHex(sig) {
 			return errFraming("missing or invalid chunk-signature")
 		}
-		hex.Decode(c.sig[:], sig)
+		decodeHex(c.sig[:], sig)
 		if size > MaxChunkSize {
 			return errFraming("chunk larger than 16 MiB")
 		}
@@ -384,7 +385,7 @@ func (c *chunkReader) readTrailers() error {
 			if len(value) != 64 || !isHex(value) {
 				return errTrailer("invalid x-amz-trailer-signature")
 			}
-			hex.Decode(c.sig[:], value)
+			decodeHex(c.sig[:], value)
 			sigSeen = true
 			continue
 		}

@@ -1,6 +1,7 @@
 package sigv4
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"strings"
@@ -15,11 +16,7 @@ const smallMsg = 512
 // strings to sign.
 func hmacSHA256(key, msg []byte) [32]byte {
 	if len(key) > smallMsg || len(msg) > smallMsg {
-		m := hmac.New(sha256.New, key)
-		m.Write(msg)
-		var out [32]byte
-		m.Sum(out[:0])
-		return out
+		return hmacLarge(bytes.Clone(key), bytes.Clone(msg))
 	}
 	const block = sha256.BlockSize
 	var k [block]byte
@@ -41,6 +38,16 @@ func hmacSHA256(key, msg []byte) [32]byte {
 	}
 	copy(out[block:], inner[:])
 	return sha256.Sum256(out[:])
+}
+
+// hmacLarge is hmacSHA256 for large inputs. Its arguments escape, which is
+// why hmacSHA256 passes copies: its own stay on the caller's stack.
+func hmacLarge(key, msg []byte) [32]byte {
+	m := hmac.New(sha256.New, key)
+	m.Write(msg)
+	var out [32]byte
+	m.Sum(out[:0])
+	return out
 }
 
 // deriveKey computes the SigV4 signing key for secret, date (YYYYMMDD) and

@@ -16,7 +16,6 @@ package sigv4
 import (
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/hex"
 	"io"
 	"net/http"
 	"strconv"
@@ -27,14 +26,15 @@ import (
 // Payload hash values of x-amz-content-sha256 (or the X-Amz-Content-Sha256
 // query parameter) that are not a hex SHA-256.
 const (
-	// UnsignedPayload: the body is not covered by the signature.
+	// UnsignedPayload means the body is not covered by the signature.
 	UnsignedPayload = "UNSIGNED-PAYLOAD"
-	// StreamingPayload: an aws-chunked body whose chunks are each signed.
+	// StreamingPayload means an aws-chunked body whose chunks are each signed.
 	StreamingPayload = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
-	// StreamingPayloadTrailer: as StreamingPayload, followed by signed trailing headers.
+	// StreamingPayloadTrailer means an aws-chunked body as for
+	// StreamingPayload, followed by signed trailing headers.
 	StreamingPayloadTrailer = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER"
-	// StreamingUnsignedPayloadTrailer: an aws-chunked body without signatures,
-	// followed by trailing headers.
+	// StreamingUnsignedPayloadTrailer means an aws-chunked body without
+	// signatures, followed by trailing headers.
 	StreamingUnsignedPayloadTrailer = "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
 	// EmptySHA256 is the hex SHA-256 of the empty string.
 	EmptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
@@ -87,6 +87,7 @@ type Error struct {
 	Status  int    // HTTP status code
 }
 
+// Error returns the code and message.
 func (e *Error) Error() string {
 	return "sigv4: " + e.Code + ": " + e.Message
 }
@@ -158,13 +159,20 @@ type Result struct {
 	Streaming bool
 }
 
+// header returns the values of the header with the given canonical name,
+// tolerating a non-canonical key in r.Header.
+func header(r *http.Request, name string) []string {
+	vs, _ := lookupHeader(r.Header, name)
+	return vs
+}
+
 // noTrailers is Result.Trailers for bodies that cannot carry trailers.
 func noTrailers() http.Header { return nil }
 
 // HasAuth reports whether r carries any authentication: an Authorization header
 // or presigned-URL query parameters (of Signature Version 4 or 2).
 func HasAuth(r *http.Request) bool {
-	if len(r.Header["Authorization"]) > 0 {
+	if len(header(r, "Authorization")) > 0 {
 		return true
 	}
 	q := r.URL.RawQuery
@@ -187,11 +195,16 @@ func HasAuth(r *http.Request) bool {
 // The canonical URI is r.URL.Path URI-encoded per segment with the S3 rules;
 // if that does not verify and the client's own encoding (r.URL.EscapedPath())
 // differs, that is tried too.
+//
+// Verify checks everything that precedes the body; failures found while the
+// body is read (chunk signatures, framing, payload hash) are returned by
+// Result.Body's Read, so the caller must not commit an upload before Body has
+// returned io.EOF.
 func (v *Verifier) Verify(r *http.Request) (*Result, error) {
 	var qa [16]queryParam
 	params := parseQuery(qa[:0], r.URL.RawQuery)
 
-	authz := r.Header["Authorization"]
+	authz := header(r, "Authorization")
 	presigned := false
 	v2 := false
 	for i := range params {
@@ -221,6 +234,16 @@ func (v *Verifier) Verify(r *http.Request) (*Result, error) {
 
 func errUnsupported() *Error {
 	return errInvalidRequest("The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.")
+}
+
+// parseAmzDate parses a time in the ISO 8601 basic format of X-Amz-Date,
+// exactly 16 characters: 20060102T150405Z.
+func parseAmzDate(s string) (time.Time, bool) {
+	if len(s) != len(timeFormat) {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(timeFormat, s)
+	return t, err == nil
 }
 
 func (v *Verifier) now() time.Time {
@@ -272,14 +295,13 @@ func (v *Verifier) verifyHeader(r *http.Request, authz string, params []queryPar
 	}
 
 	var t time.Time
-	if d := r.Header["X-Amz-Date"]; len(d) > 0 {
-		var perr error
-		t, perr = time.Parse(timeFormat, d[0])
-		if perr != nil {
+	if d := header(r, "X-Amz-Date"); len(d) > 0 {
+		var ok bool
+		if t, ok = parseAmzDate(d[0]); !ok {
 			return nil, newError(CodeAccessDenied, http.StatusForbidden, "AWS authentication requires a valid Date or x-amz-date header")
 		}
 		s.amzDate = d[0]
-	} else if d := r.Header["Date"]; len(d) > 0 {
+	} else if d := header(r, "Date"); len(d) > 0 {
 		var perr error
 		t, perr = http.ParseTime(d[0])
 		if perr != nil {
@@ -297,7 +319,7 @@ func (v *Verifier) verifyHeader(r *http.Request, authz string, params []queryPar
 			"The difference between the request time and the current time is too large.")
 	}
 
-	ph := r.Header["X-Amz-Content-Sha256"]
+	ph := header(r, "X-Amz-Content-Sha256")
 	if len(ph) == 0 {
 		return nil, errInvalidRequest("Missing required header for this request: x-amz-content-sha256")
 	}
@@ -342,8 +364,8 @@ func (v *Verifier) verifyPresigned(r *http.Request, params []queryParam) (*Resul
 	if cerr != "" {
 		return nil, errQuery("Error parsing the X-Amz-Credential parameter; " + cerr)
 	}
-	t, err := time.Parse(timeFormat, date)
-	if err != nil {
+	t, ok := parseAmzDate(date)
+	if !ok {
 		return nil, errQuery("X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"")
 	}
 	secs, err := strconv.ParseInt(expires, 10, 64)
@@ -366,9 +388,10 @@ func (v *Verifier) verifyPresigned(r *http.Request, params []queryParam) (*Resul
 		payload:       payload,
 		presigned:     true,
 	}
-	if _, err := hex.Decode(s.signature[:], []byte(signature)); err != nil {
+	if !isHex(signature) {
 		return nil, errQuery("X-Amz-Signature must be 64 hexadecimal digits")
 	}
+	decodeHex(s.signature[:], signature)
 	if err := checkSignedHeaders(signedHeaders); err != "" {
 		return nil, errQuery("X-Amz-SignedHeaders is invalid: " + err)
 	}
@@ -443,11 +466,11 @@ func (v *Verifier) finish(r *http.Request, s *signed, params []queryParam) (*Res
 			break
 		}
 		h := &hashReader{src: res.Body, h: sha256.New()}
-		hex.Decode(h.want[:], []byte(s.payload)) // validated by payloadKind
+		decodeHex(h.want[:], s.payload) // validated by payloadKind
 		res.Body = h
 	default:
 		n := int64(-1)
-		if d := r.Header["X-Amz-Decoded-Content-Length"]; len(d) > 0 {
+		if d := header(r, "X-Amz-Decoded-Content-Length"); len(d) > 0 {
 			var err error
 			n, err = strconv.ParseInt(d[0], 10, 64)
 			if err != nil || n < 0 || len(d) > 1 {
@@ -455,7 +478,7 @@ func (v *Verifier) finish(r *http.Request, s *signed, params []queryParam) (*Res
 			}
 		}
 		var want []string
-		for _, line := range r.Header["X-Amz-Trailer"] {
+		for _, line := range header(r, "X-Amz-Trailer") {
 			for name := range strings.SplitSeq(line, ",") {
 				if name = strings.TrimSpace(name); name != "" {
 					want = append(want, strings.ToLower(name))
@@ -511,6 +534,24 @@ func payloadKind(p string) (payloadType, *Error) {
 	}
 	return 0, newError(CodeInvalidArgument, http.StatusBadRequest,
 		"x-amz-content-sha256 must be UNSIGNED-PAYLOAD, STREAMING-UNSIGNED-PAYLOAD-TRAILER, STREAMING-AWS4-HMAC-SHA256-PAYLOAD, STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER or a valid sha256 value.")
+}
+
+// decodeHex decodes the hexadecimal digits s, which must be valid and
+// 2*len(dst) long, into dst.
+func decodeHex[T string | []byte](dst []byte, s T) {
+	for i := range dst {
+		dst[i] = unhex(s[2*i])<<4 | unhex(s[2*i+1])
+	}
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c >= 'a':
+		return c - 'a' + 10
+	}
+	return c - 'A' + 10
 }
 
 // isHex reports whether s is all hexadecimal digits.

@@ -252,7 +252,9 @@ func TestVerifyTampered(t *testing.T) {
 		{"no auth", func(r *http.Request) { r.Header.Del("Authorization") }, CodeAccessDenied},
 		{"two auth headers", func(r *http.Request) { r.Header.Add("Authorization", r.Header.Get("Authorization")) }, CodeAuthorizationHeaderMalformed},
 		{"header and query auth", func(r *http.Request) { r.URL.RawQuery += "&X-Amz-Algorithm=AWS4-HMAC-SHA256" }, CodeInvalidArgument},
-		{"sigv2", func(r *http.Request) { r.Header.Set("Authorization", "AWS "+testAccessKey+":frJIUN8DYpKDtOLCwo//yllqDzg=") }, CodeInvalidRequest},
+		{"sigv2", func(r *http.Request) {
+			r.Header.Set("Authorization", "AWS "+testAccessKey+":frJIUN8DYpKDtOLCwo//yllqDzg=")
+		}, CodeInvalidRequest},
 		{"sigv2 query", func(r *http.Request) {
 			r.Header.Del("Authorization")
 			r.URL.RawQuery = "AWSAccessKeyId=AKID&Expires=1&Signature=abc"
@@ -468,7 +470,7 @@ func TestVerifySDKPresigned(t *testing.T) {
 	for _, c := range headerCases {
 		t.Run(c.name, func(t *testing.T) {
 			sr := sdkPresign(t, c, "900", testTime)
-			res, err := newVerifier(testTime.Add(10*time.Minute)).Verify(sr)
+			res, err := newVerifier(testTime.Add(10 * time.Minute)).Verify(sr)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, sr.RequestURI)
 			}
@@ -776,5 +778,21 @@ func TestVerifyPresignedParams(t *testing.T) {
 			_, err := newVerifier(testTime).Verify(toServer(t, r))
 			wantCode(t, err, tt.code)
 		})
+	}
+}
+
+// TestVerifyAllocs guards the allocation-light hot path of header auth.
+func TestVerifyAllocs(t *testing.T) {
+	c := reqCase{method: "GET", path: "/bucket/some/object key.txt", query: "versionId=3&partNumber=1",
+		headers: [][2]string{{"Range", "bytes=0-1023"}, {"X-Amz-Meta-A", "b  c"}}}
+	sr := toServer(t, sdkRequest(t, c, EmptySHA256, testTime))
+	v := newVerifier(testTime)
+	n := testing.AllocsPerRun(100, func() {
+		if _, err := v.Verify(sr); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n > 3 {
+		t.Errorf("Verify allocates %v times per request", n)
 	}
 }
