@@ -277,6 +277,11 @@ func (s *Set) Append(kind uint8, id ID, payload []byte) (Loc, error) {
 		}
 		return Loc{}, errors.E(op, errors.IO, err)
 	}
+	if n >= 1<<20 {
+		// Start writing large records back now, so that the fdatasync that makes them
+		// durable finds little left to do (and the page cache does not fill with dirty data).
+		unix.SyncFileRange(int(sf.f.Fd()), off, n, unix.SYNC_FILE_RANGE_WRITE)
+	}
 	return Loc{Seg: sf.id, Off: off, Len: uint32(len(payload))}, nil
 }
 

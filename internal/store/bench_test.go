@@ -1,0 +1,83 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"sync/atomic"
+	"testing"
+)
+
+func benchStore(b *testing.B) *Store {
+	b.Helper()
+	s, err := Open(Config{Dir: b.TempDir(), Reserve: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	if err := s.CreateBucket("bench"); err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// BenchmarkPut measures durable PUTs (data and index synced) with concurrent writers.
+func BenchmarkPut(b *testing.B) {
+	for _, tc := range []struct {
+		size, par int
+	}{{4 << 10, 16}, {16 << 20, 4}} {
+		b.Run(fmt.Sprintf("size=%d/writers=%d", tc.size, tc.par), func(b *testing.B) {
+			s := benchStore(b)
+			data := randBytes(1, tc.size)
+			var n atomic.Int64
+			b.SetBytes(int64(tc.size))
+			b.SetParallelism(max(1, tc.par/max(1, runtimeProcs())))
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					key := fmt.Sprintf("k%d", n.Add(1))
+					if _, err := s.PutObject(context.Background(), "bench", key, &Object{}, bytes.NewReader(data), int64(len(data)), PutOptions{}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkGet measures reads of objects already written (served from the page cache).
+func BenchmarkGet(b *testing.B) {
+	for _, size := range []int{4 << 10, 16 << 20} {
+		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
+			s := benchStore(b)
+			data := randBytes(1, size)
+			const keys = 64
+			for i := 0; i < keys; i++ {
+				if _, err := s.PutObject(context.Background(), "bench", fmt.Sprint("k", i), &Object{}, bytes.NewReader(data), int64(size), PutOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var n atomic.Int64
+			b.SetBytes(int64(size))
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					r, err := s.OpenObject("bench", fmt.Sprint("k", n.Add(1)%keys))
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					if _, err := r.WriteRange(context.Background(), io.Discard, 0, r.Object.Size); err != nil {
+						b.Error(err)
+					}
+					r.Close()
+				}
+			})
+		})
+	}
+}
+
+func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
