@@ -32,11 +32,11 @@ test-race: ## unit and API tests under the race detector
 test-e2e: build ## process-level tests: crash safety, memory, the binary (no race detector: they are long)
 	CAIRN_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m ./cmd/... ./tools/...
 
-fuzz: ## run every fuzz target briefly (FUZZTIME=10s)
-	@set -e; for spec in $$($(GO) test -list '^Fuzz' ./internal/... | awk '/^Fuzz/{print}' | sort -u); do :; done; \
-	for pkg in $$($(GO) list ./internal/...); do \
+fuzz: ## run every fuzz target briefly (FUZZTIME=10s each), seeded from the table tests
+	@set -e; for pkg in $$($(GO) list ./internal/...); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
-	    echo "fuzz $$pkg $$f"; $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg >/dev/null || { $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=1s $$pkg; exit 1; }; \
+	    echo "fuzz $$f ($$pkg, $(FUZZTIME))"; \
+	    $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg > /tmp/cairn-fuzz.log 2>&1 || { cat /tmp/cairn-fuzz.log; exit 1; }; \
 	  done; \
 	done
 
