@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// cairnBinary returns $CAIRN_BIN, or builds ./cmd/cairn into a temporary directory.
+func cairnBinary(t *testing.T) string {
+	t.Helper()
+	if bin := os.Getenv("CAIRN_BIN"); bin != "" {
+		return bin
+	}
+	bin := filepath.Join(t.TempDir(), "cairn")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/cairnfs/cairn/cmd/cairn").CombinedOutput()
+	if err != nil {
+		t.Fatalf("building cairn: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func TestBenchAllPhases(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cairn server")
+	}
+	bin := cairnBinary(t)
+	jsonPath := filepath.Join(t.TempDir(), "bench.json")
+	args := []string{"--cairn", bin, "--dir", t.TempDir(), "--duration", "300ms",
+		"--small-clients", "4", "--large-clients", "2", "--large-size", "256KiB", "--json", jsonPath}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	if err := run(ctx, args, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\nstdout:\n%s\nstderr:\n%s", err, &stdout, &stderr)
+	}
+	t.Logf("\n%s", &stdout)
+	data, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Phases) != len(allPhases) {
+		t.Fatalf("got %d phases, want %d", len(rep.Phases), len(allPhases))
+	}
+	for _, p := range rep.Phases {
+		checkPhase(t, p)
+	}
+	if len(rep.Ratios) != 2 || rep.Server == nil || rep.Server.ExitStatus != "0" {
+		t.Errorf("ratios %v, server %+v", rep.Ratios, rep.Server)
+	}
+}
+
+func checkPhase(t *testing.T, p phaseResult) {
+	t.Helper()
+	if p.Ops <= 0 || p.Errors != 0 {
+		t.Errorf("%s: %d ops, %d errors (%s)", p.Name, p.Ops, p.Errors, p.FirstError)
+	}
+	if !(p.P50Ms <= p.P99Ms && p.P99Ms <= p.MaxMs) || p.MaxMs <= 0 {
+		t.Errorf("%s: p50 %v, p99 %v, max %v ms", p.Name, p.P50Ms, p.P99Ms, p.MaxMs)
+	}
+	if strings.HasPrefix(p.Name, "get-") && p.Verified == 0 {
+		t.Errorf("%s: no body verified", p.Name)
+	}
+}
+
+// TestGetSeedsObjects runs a GET phase alone: the harness must write objects first.
+func TestGetSeedsObjects(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cairn server")
+	}
+	args := []string{"--cairn", cairnBinary(t), "--dir", t.TempDir(), "--duration", "200ms",
+		"--small-clients", "2", "--phases", "get-4k"}
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), args, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\n%s", err, &stderr)
+	}
+	if !strings.Contains(stderr.String(), "writing 64 objects for get-4k") {
+		t.Errorf("no seeding in:\n%s", &stderr)
+	}
+}
+
+func TestStartFailures(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cairn", "/nonexistent/cairn"}, "not found"},
+		{[]string{"--cairn", "/bin/false"}, "exited before serving"},
+		{[]string{"--endpoint", "http://127.0.0.1:1", "--access-key", "a", "--secret-key", "b"}, "cannot create bucket"},
+		{[]string{"--phases", "get-1g"}, "unknown phase"},
+		{[]string{"--endpoint", "http://127.0.0.1:1"}, "needs --access-key"},
+	} {
+		start := time.Now()
+		err := run(context.Background(), append(tc.args, "--dir", t.TempDir()), &bytes.Buffer{}, &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: got %v, want an error with %q", tc.args, err, tc.want)
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Errorf("%v: took %v", tc.args, time.Since(start))
+		}
+	}
+}
+
+func TestHistogram(t *testing.T) {
+	var h histogram
+	for i := 1; i <= 1000; i++ {
+		h.record(time.Duration(i) * time.Microsecond)
+	}
+	for _, c := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 500 * time.Microsecond}, {0.99, 990 * time.Microsecond}, {1, time.Millisecond}} {
+		got := h.quantile(c.q)
+		if d := got - c.want; d < 0 || d > c.want/64 {
+			t.Errorf("quantile(%v) = %v, want %v (+1/64)", c.q, got, c.want)
+		}
+	}
+	for _, v := range []uint64{0, 1, 127, 128, 129, 1000, 1 << 20, 1<<40 + 12345, 1<<63 - 1} {
+		if i := bucketOf(v); i >= numBuckets || bucketHigh(i) < v || (i > 0 && bucketHigh(i-1) >= v) {
+			t.Errorf("value %d: bucket %d spans up to %d", v, i, bucketHigh(i))
+		}
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"4096": 4096, "4KiB": 4096, "4k": 4096, "16MiB": 16 << 20, "1g": 1 << 30} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "x", "-1", "4XB", "0"} {
+		if _, err := parseSize(in); err == nil {
+			t.Errorf("parseSize(%q): no error", in)
+		}
+	}
+}

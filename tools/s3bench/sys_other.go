@@ -1,0 +1,16 @@
+//go:build !linux
+
+package main
+
+import (
+	"syscall"
+	"time"
+)
+
+func selfCPU() time.Duration          { return 0 }
+func procCPU(int) time.Duration       { return -1 }
+func childAttr() *syscall.SysProcAttr { return nil }
+func fsType(string) string            { return "" }
+func machineBusy() time.Duration      { return -1 }
+
+func procTimes() map[int]procTime { return nil }
