@@ -17,7 +17,7 @@ import (
 
 // genReader yields n pseudo-random bytes cheaply: a random 1 MiB block, varied per block.
 type genReader struct {
-	block []byte
+	block  []byte
 	n, off int64
 }
 

@@ -79,13 +79,29 @@ func New(cfg Config) *Handler {
 	}
 	var b [4]byte
 	rand.Read(b[:])
-	return &Handler{
-		cfg:      cfg,
-		log:      cfg.Logger.With("component", "s3api"),
-		store:    cfg.Store,
-		verifier: &sigv4.Verifier{Lookup: cfg.Lookup, Now: cfg.Now},
-		reqBase:  strings.ToUpper(hex.EncodeToString(b[:])),
+	h := &Handler{
+		cfg:     cfg,
+		log:     cfg.Logger.With("component", "s3api"),
+		store:   cfg.Store,
+		reqBase: strings.ToUpper(hex.EncodeToString(b[:])),
 	}
+	h.verifier = &sigv4.Verifier{Lookup: cfg.Lookup, Now: cfg.Now, VirtualHostBucket: h.vhostBucket}
+	return h
+}
+
+// vhostBucket returns the bucket named by a virtual-host-style Host header, or "".
+func (h *Handler) vhostBucket(r *http.Request) string {
+	host := r.Host
+	if hh, _, err := net.SplitHostPort(host); err == nil {
+		host = hh
+	}
+	host = strings.ToLower(host)
+	for _, d := range h.cfg.Domains {
+		if b, ok := strings.CutSuffix(host, "."+d); ok && b != "" {
+			return b
+		}
+	}
+	return ""
 }
 
 // request is the per-request state shared by the handlers.
@@ -117,7 +133,7 @@ func (c *countingWriter) Write(b []byte) (int, error) {
 }
 
 func (c *countingWriter) WriteHeader(code int) {
-	if c.status == 0 {
+	if c.status == 0 && code >= 200 {
 		c.status = code
 	}
 	c.ResponseWriter.WriteHeader(code)
@@ -170,6 +186,12 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rq.auth = auth
+	if r.ContentLength == 0 && strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+		// net/http sends "100 Continue" only when a body is read; some clients (the
+		// botocore bundled with aws cli v1) then misparse the next response on the
+		// connection. Answer the expectation explicitly.
+		w.WriteHeader(http.StatusContinue)
+	}
 	if err := h.route(w, r, rq); err != nil {
 		h.writeError(w, r, rq, err)
 	}
@@ -177,18 +199,10 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 
 // bucketAndKey finds the bucket and key, virtual-host style first, then path style.
 func (h *Handler) bucketAndKey(r *http.Request) (bucket, key string) {
-	host := r.Host
-	if hh, _, err := net.SplitHostPort(host); err == nil {
-		host = hh
+	if b := h.vhostBucket(r); b != "" {
+		return b, strings.TrimPrefix(r.URL.Path, "/")
 	}
-	host = strings.ToLower(host)
-	path := r.URL.Path
-	for _, d := range h.cfg.Domains {
-		if b, ok := strings.CutSuffix(host, "."+d); ok && b != "" {
-			return b, strings.TrimPrefix(path, "/")
-		}
-	}
-	path = strings.TrimPrefix(path, "/")
+	path := strings.TrimPrefix(r.URL.Path, "/")
 	bucket, key, _ = strings.Cut(path, "/")
 	return bucket, key
 }

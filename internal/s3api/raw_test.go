@@ -429,3 +429,34 @@ func TestDiskFull(t *testing.T) {
 		}
 	}
 }
+
+// TestSigV2 covers Signature Version 2, which botocore uses by default for presigned URLs.
+func TestSigV2(t *testing.T) {
+	srv, c := setup(t)
+	mustCreateBucket(t, c, "bkt")
+	mustPut(t, c, "bkt", "dir/a b+c.txt", []byte("v2 body"))
+	u, err := sigv4.SignV2Query("GET", srv.URL+"/bkt/dir/a%20b%2Bc.txt", testutil.AccessKey, testutil.SecretKey, time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(u string) (int, string) {
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if st, body := get(u); st != 200 || body != "v2 body" {
+		t.Fatalf("v2 presigned GET: %d %s", st, body)
+	}
+	st, body := get(strings.Replace(u, "Signature=", "Signature=AAAA", 1))
+	expectS3Error(t, st, body, 403, "SignatureDoesNotMatch")
+	expired, _ := sigv4.SignV2Query("GET", srv.URL+"/bkt/dir/a%20b%2Bc.txt", testutil.AccessKey, testutil.SecretKey, time.Now().Add(-time.Second))
+	st, body = get(expired)
+	expectS3Error(t, st, body, 403, "AccessDenied")
+	unknown, _ := sigv4.SignV2Query("GET", srv.URL+"/bkt/dir/a%20b%2Bc.txt", "NOPE", testutil.SecretKey, time.Now().Add(time.Minute))
+	st, body = get(unknown)
+	expectS3Error(t, st, body, 403, "InvalidAccessKeyId")
+}

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"time"
@@ -163,6 +164,9 @@ func Run(ctx context.Context, cfg Config) error {
 		adminAddr = aln.Addr().String()
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", m.Handler())
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {
 			if ctx.Err() != nil {
 				http.Error(w, "shutting down\n", http.StatusServiceUnavailable)

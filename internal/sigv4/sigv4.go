@@ -134,6 +134,9 @@ type Verifier struct {
 	MaxSkew time.Duration    // 0 means DefaultMaxSkew
 
 	keys keyCache
+	// VirtualHostBucket, if set, returns the bucket of a virtual-host-style request ("" for
+	// path style): Signature Version 2 signs "/bucket" followed by the path.
+	VirtualHostBucket func(r *http.Request) string
 }
 
 // Result describes an authenticated request.
@@ -223,11 +226,14 @@ func (v *Verifier) Verify(r *http.Request) (*Result, error) {
 		if len(authz) > 1 {
 			return nil, errMalformed("more than one Authorization header")
 		}
+		if strings.HasPrefix(authz[0], "AWS ") {
+			return v.verifyV2Header(r, authz[0])
+		}
 		return v.verifyHeader(r, authz[0], params)
 	case presigned:
 		return v.verifyPresigned(r, params)
 	case v2:
-		return nil, errUnsupported()
+		return v.verifyV2Query(r)
 	}
 	return nil, newError(CodeAccessDenied, http.StatusForbidden, "Access Denied. Anonymous access is not supported.")
 }

@@ -1,0 +1,68 @@
+package s3api_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/sigv4"
+	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/testutil"
+)
+
+// BenchmarkGetSmall measures 4 KiB GETs through HTTP on loopback, client in-process.
+func BenchmarkGetSmall(b *testing.B) {
+	srv := testutil.StartServer(b, store.Config{Reserve: 1}, nil)
+	if err := srv.Store.CreateBucket("bench"); err != nil {
+		b.Fatal(err)
+	}
+	data := make([]byte, 4096)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	for i := 0; i < 100; i++ {
+		r, _ := http.NewRequest("PUT", fmt.Sprintf("%s/bench/k%d", srv.URL, i), nil)
+		r.Body = io.NopCloser(bytesReader(data))
+		r.ContentLength = int64(len(data))
+		sigv4.SignRequest(r, testutil.AccessKey, testutil.SecretKey, "us-east-1", "UNSIGNED-PAYLOAD", time.Now())
+		resp, err := client.Do(r)
+		if err != nil || resp.StatusCode != 200 {
+			b.Fatal(resp, err)
+		}
+		resp.Body.Close()
+	}
+	b.SetBytes(4096)
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			i++
+			r, _ := http.NewRequest("GET", fmt.Sprintf("%s/bench/k%d", srv.URL, i%100), nil)
+			sigv4.SignRequest(r, testutil.AccessKey, testutil.SecretKey, "us-east-1", "UNSIGNED-PAYLOAD", time.Now())
+			resp, err := client.Do(r)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	})
+}
+
+type byteReader struct {
+	b []byte
+	i int
+}
+
+func bytesReader(b []byte) *byteReader { return &byteReader{b: b} }
+
+func (r *byteReader) Read(p []byte) (int, error) {
+	if r.i >= len(r.b) {
+		return 0, io.EOF
+	}
+	n := copy(p, r.b[r.i:])
+	r.i += n
+	return n, nil
+}
