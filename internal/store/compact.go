@@ -138,7 +138,13 @@ func (s *Store) compactSegment(ctx context.Context, in segment.Info) error {
 			payload, err := s.segs.Read(r.loc, r.id, *bp)
 			if err == nil {
 				var to segment.Loc
-				if to, err = s.segs.Append(segment.KindChunk, r.id, payload); err == nil {
+				if len(payload) > 0 && &payload[0] == &(*bp)[segment.HeaderSize] {
+					// Read left the whole record at the start of the pooled buffer.
+					to, err = s.appendChunk(r.id, *bp, len(payload))
+				} else {
+					to, err = s.segs.Append(segment.KindChunk, r.id, payload)
+				}
+				if err == nil {
 					group = append(group, moved{id: r.id, from: r.loc, to: to})
 					size += int64(len(payload))
 					continue

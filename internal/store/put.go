@@ -48,7 +48,7 @@ func (s *Store) writeBody(ctx context.Context, src io.Reader, size int64, inline
 		return nil, err
 	}
 	bp := s.bufPool.Get().(*[]byte)
-	buf := (*bp)[:s.cfg.ChunkSize]
+	buf := s.payloadBuf(bp)
 	n, err := readFull(src, buf)
 	if err != nil && err != io.EOF {
 		s.bufPool.Put(bp)
@@ -86,7 +86,7 @@ func (s *Store) writeBody(ctx context.Context, src io.Reader, size int64, inline
 		for j := range jobs {
 			if werr == nil {
 				id := segment.ID(newID())
-				loc, err := s.segs.Append(segment.KindChunk, id, (*j.bp)[:j.n])
+				loc, err := s.appendChunk(id, *j.bp, j.n)
 				if err != nil {
 					werr = err
 				} else {
@@ -113,7 +113,7 @@ func (s *Store) writeBody(ctx context.Context, src io.Reader, size int64, inline
 			break
 		}
 		bp = s.bufPool.Get().(*[]byte)
-		buf = (*bp)[:s.cfg.ChunkSize]
+		buf = s.payloadBuf(bp)
 		n, err = readFull(src, buf)
 		if err != nil && err != io.EOF {
 			s.bufPool.Put(bp)
@@ -151,6 +151,24 @@ func (s *Store) writeBody(ctx context.Context, src io.Reader, size int64, inline
 		return nil, rerr
 	}
 	return b, nil
+}
+
+// payloadBuf returns the part of a pooled buffer that a chunk's payload is read into: after
+// room for the record header, so the record can be written from the buffer as it is.
+func (s *Store) payloadBuf(bp *[]byte) []byte {
+	return (*bp)[segment.HeaderSize : segment.HeaderSize+s.cfg.ChunkSize]
+}
+
+// directMin is the payload size from which chunk records are written aligned, with direct
+// I/O; smaller ones go through the page cache (padding them would waste space).
+const directMin = 64 << 10
+
+// appendChunk appends a record whose payload is buf[HeaderSize:HeaderSize+n].
+func (s *Store) appendChunk(id segment.ID, buf []byte, n int) (segment.Loc, error) {
+	if n >= directMin && len(buf) >= segment.AlignedSize(n) {
+		return s.segs.AppendAligned(segment.KindChunk, id, buf, n)
+	}
+	return s.segs.Append(segment.KindChunk, id, buf[segment.HeaderSize:segment.HeaderSize+n])
 }
 
 // readFull is io.ReadFull that reports a short final read as io.EOF with n > 0.

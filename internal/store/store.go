@@ -164,7 +164,8 @@ func Open(cfg Config) (*Store, error) {
 	}
 	s.readers.init()
 	s.bufPool.New = func() any {
-		b := make([]byte, cfg.ChunkSize+segment.HeaderSize)
+		// Room for a whole aligned chunk record: header, payload, padding.
+		b := segment.AlignedBuffer(segment.AlignedSize(cfg.ChunkSize))
 		return &b
 	}
 	if err := s.recover(); err != nil {
