@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -74,6 +75,7 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.AdminListen, "admin-listen", "127.0.0.1:9001", `metrics (/metrics) and health (/health) address, or "off"`)
 	fs.StringVar(&cfg.Region, "region", "us-east-1", "region reported to clients")
 	domains := fs.String("domain", "localhost", "comma-separated base domains for virtual-host-style requests (bucket.DOMAIN)")
+	cacheSize := fs.String("cache-size", "64MiB", "index block cache (bounds the metadata memory; e.g. 16MiB, 1GiB)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
 	if err := fs.Parse(args); err != nil {
@@ -85,6 +87,11 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("server: unexpected argument %q", fs.Arg(0))
 	}
+	cache, err := parseSize(*cacheSize)
+	if err != nil || cache < 1<<20 {
+		return fmt.Errorf("server: bad --cache-size %q (want e.g. 64MiB, at least 1MiB)", *cacheSize)
+	}
+	cfg.Store.CacheSize = cache
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fmt.Errorf("server: bad -log-level %q", *logLevel)
@@ -115,4 +122,24 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	return server.Run(ctx, cfg)
+}
+
+// parseSize parses a byte count with an optional KiB, MiB, GiB or TiB suffix (or K, M, G, T).
+func parseSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40}} {
+		if v, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mult = v, u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("bad size %q", s)
+	}
+	return n * mult, nil
 }

@@ -256,6 +256,10 @@ func (s *Store) Close() error {
 	close(s.commitCh)
 	s.wg.Wait()
 	err1 := s.segs.Close()
+	// Flush the memtable so that the next start need not replay the log.
+	if err := s.db.Flush(); err != nil {
+		s.log.Warn("flushing the index on close", "err", err)
+	}
 	err2 := s.db.Close()
 	if err1 != nil {
 		return errors.E(errors.Op("store.Close"), errors.IO, err1)

@@ -131,8 +131,8 @@ type Set struct {
 type file struct {
 	id     uint32
 	f      *os.File
-	direct *os.File // the same file opened with O_DIRECT, nil where unsupported
-	size atomic.Int64 // bytes reserved (the end of the last reserved record)
+	direct *os.File     // the same file opened with O_DIRECT, nil where unsupported
+	size   atomic.Int64 // bytes reserved (the end of the last reserved record)
 
 	refs    int  // guarded by Set.mu
 	pending int  // guarded by Set.mu: appended records whose writer has not called Done

@@ -1,0 +1,20 @@
+package main
+
+import "testing"
+
+func TestParseSize(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"64MiB", 64 << 20, true}, {"1GiB", 1 << 30, true}, {"512K", 512 << 10, true},
+		{"1048576", 1 << 20, true}, {" 2 MiB ", 2 << 20, true}, {"12x", 0, false},
+		{"-1MiB", 0, false}, {"", 0, false}, {"MiB", 0, false},
+	} {
+		got, err := parseSize(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d, ok=%v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
