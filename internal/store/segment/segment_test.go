@@ -1,0 +1,156 @@
+package segment
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/cairnfs/cairn/internal/errors"
+)
+
+func open(t *testing.T, max int64) *Set {
+	t.Helper()
+	s, err := Open(Config{Dir: t.TempDir(), MaxSize: max})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func payload(seed, n int) []byte {
+	b := make([]byte, n)
+	r := rand.New(rand.NewPCG(uint64(seed), 1))
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+func TestAppendReadConcurrent(t *testing.T) {
+	s := open(t, 1<<20)
+	type rec struct {
+		id   ID
+		loc  Loc
+		data []byte
+	}
+	var mu sync.Mutex
+	var recs []rec
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < 40; i++ {
+				n := []int{0, 1, 100, 70 << 10, 200 << 10}[i%5]
+				data := payload(w*1000+i, n)
+				id := ID{byte(w), byte(i)}
+				var loc Loc
+				var err error
+				if n >= 64<<10 {
+					buf := AlignedBuffer(AlignedSize(n))
+					copy(buf[HeaderSize:], data)
+					loc, err = s.AppendAligned(KindChunk, id, buf, n)
+				} else {
+					loc, err = s.Append(KindChunk, id, data)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := s.Sync(loc.Seg); err != nil {
+					t.Error(err)
+				}
+				s.Done(loc.Seg)
+				mu.Lock()
+				recs = append(recs, rec{id, loc, data})
+				mu.Unlock()
+			}
+		}(w)
+	}
+	wg.Wait()
+	if len(s.Segments()) < 2 {
+		t.Fatal("segments did not roll")
+	}
+	for _, r := range recs {
+		got, err := s.Read(r.loc, r.id, nil)
+		if err != nil {
+			t.Fatalf("read %v: %v", r.loc, err)
+		}
+		if !bytes.Equal(got, r.data) {
+			t.Fatalf("record %v differs", r.loc)
+		}
+		if r.loc.Len >= 64<<10 && r.loc.Off%Alignment != 0 {
+			t.Fatalf("large record at unaligned offset %d", r.loc.Off)
+		}
+	}
+	for _, in := range s.Segments() {
+		if in.Pending != 0 {
+			t.Fatalf("segment %d has %d pending appends", in.ID, in.Pending)
+		}
+	}
+	// Wrong id or length is corruption, not data.
+	r := recs[0]
+	if _, err := s.Read(r.loc, ID{0xff}, nil); !errors.Is(errors.Corrupt, err) {
+		t.Fatalf("wrong id: %v", err)
+	}
+}
+
+func TestCorruptionDetected(t *testing.T) {
+	s := open(t, 1<<20)
+	data := payload(1, 5000)
+	loc, err := s.Append(KindChunk, ID{1}, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Sync(loc.Seg)
+	for _, off := range []int64{0, 10, 30, HeaderSize + 100, HeaderSize + 4999} {
+		t.Run(fmt.Sprint(off), func(t *testing.T) {
+			f, _ := os.OpenFile(s.Path(loc.Seg), os.O_RDWR, 0)
+			var b [1]byte
+			f.ReadAt(b[:], loc.Off+off)
+			b[0] ^= 1
+			f.WriteAt(b[:], loc.Off+off)
+			defer func() { b[0] ^= 1; f.WriteAt(b[:], loc.Off+off); f.Close() }()
+			if _, err := s.Read(loc, ID{1}, nil); !errors.Is(errors.Corrupt, err) {
+				t.Fatalf("flip at %d: %v", off, err)
+			}
+		})
+	}
+	if got, err := s.Read(loc, ID{1}, nil); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("restored record: %v", err)
+	}
+}
+
+func TestRemoveWhileReading(t *testing.T) {
+	s := open(t, 4096)
+	loc, _ := s.Append(KindChunk, ID{1}, payload(1, 5000))
+	s.Sync(loc.Seg)
+	s.Done(loc.Seg)
+	// Roll so that the segment is sealed.
+	if err := s.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	sf, err := s.acquire(loc.Seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove(loc.Seg); err != nil {
+		t.Fatal(err)
+	}
+	// The reader that holds the file can still read it; new reads cannot.
+	var hdr [HeaderSize]byte
+	if _, err := sf.f.ReadAt(hdr[:], loc.Off); err != nil {
+		t.Fatalf("held file unreadable after remove: %v", err)
+	}
+	s.release(sf)
+	if _, err := s.Read(loc, ID{1}, nil); !errors.Is(errors.NotExist, err) {
+		t.Fatalf("read after remove: %v", err)
+	}
+	if err := s.Remove(s.Active()); err == nil {
+		t.Fatal("removed the active segment")
+	}
+}
