@@ -289,7 +289,7 @@ func parseRange(hv string, size int64) (off, n int64, ok bool, err error) {
 	first, last = strings.TrimSpace(first), strings.TrimSpace(last)
 	if first == "" {
 		k, perr := strconv.ParseInt(last, 10, 64)
-		if perr != nil {
+		if perr != nil || k < 0 || strings.HasPrefix(last, "+") {
 			return 0, 0, false, nil
 		}
 		if k == 0 || size == 0 {
@@ -299,7 +299,7 @@ func parseRange(hv string, size int64) (off, n int64, ok bool, err error) {
 		return size - k, k, true, nil
 	}
 	a, perr := strconv.ParseInt(first, 10, 64)
-	if perr != nil || a < 0 {
+	if perr != nil || a < 0 || strings.HasPrefix(first, "+") {
 		return 0, 0, false, nil
 	}
 	if a >= size {
@@ -308,7 +308,7 @@ func parseRange(hv string, size int64) (off, n int64, ok bool, err error) {
 	b := size - 1
 	if last != "" {
 		bb, perr := strconv.ParseInt(last, 10, 64)
-		if perr != nil || bb < a {
+		if perr != nil || bb < a || strings.HasPrefix(last, "+") {
 			return 0, 0, false, nil
 		}
 		b = min(bb, size-1)
