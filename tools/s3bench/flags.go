@@ -31,6 +31,7 @@ type config struct {
 	smallSize    int64
 	largeSize    int64
 	verify       int
+	hotLarge     int
 	jsonPath     string
 	phases       []string
 }
@@ -99,6 +100,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.Var(sizeFlag{&c.smallSize}, "small-size", "size of small objects and of the bare server's GET body")
 	fs.Var(sizeFlag{&c.largeSize}, "large-size", "size of large objects")
 	fs.IntVar(&c.verify, "verify", 100, "GETs per phase whose body is compared with what was PUT")
+	fs.IntVar(&c.hotLarge, "hot-large", 0, "large GETs read only this many of the written objects (0: all); a set that fits in RAM measures warm reads")
 	fs.StringVar(&c.jsonPath, "json", "", "also write all figures as JSON to this file")
 	phases := fs.String("phases", "all", "comma-separated phases: "+strings.Join(allPhases, ","))
 	if err := fs.Parse(args); err != nil {

@@ -144,6 +144,7 @@ func (b *bench) startTarget(ctx context.Context, client *http.Client) error {
 	b.small = newDataset("small/", b.cfg.smallSize, b.cfg.smallClients)
 	if b.cfg.has("put-16m") || b.cfg.has("get-16m") {
 		b.large = newDataset("large/", b.cfg.largeSize, b.cfg.largeClients)
+		b.large.hot = b.cfg.hotLarge
 	}
 	return nil
 }

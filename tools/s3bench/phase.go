@@ -22,6 +22,9 @@ type dataset struct {
 	size    int64
 	content []byte
 	written []int // written[w]: objects 0..written[w]-1 of writer w exist
+	// hot, if > 0, restricts GETs to that many of the written objects (a working set that
+	// fits in the server's page cache, so warm reads are measured).
+	hot int
 }
 
 func newDataset(prefix string, size int64, writers int) *dataset {
@@ -60,7 +63,11 @@ func (d *dataset) count() int {
 
 // pick chooses a written object uniformly; count must be > 0.
 func (d *dataset) pick(r *rand.Rand) (w, idx int) {
-	n := r.IntN(d.count())
+	total := d.count()
+	if d.hot > 0 && d.hot < total {
+		total = d.hot
+	}
+	n := r.IntN(total)
 	for w, c := range d.written {
 		if n < c {
 			return w, n
