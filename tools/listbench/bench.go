@@ -48,13 +48,15 @@ type benchConfig struct {
 	timeout time.Duration
 	settle  time.Duration
 	ready   time.Duration
+	// serverArgs are extra arguments for "cairn server".
+	serverArgs []string
 }
 
 // runServer starts the server on dataDir, measures the listings of an n-object bucket
 // whose keys in order are keys (creating the bucket first if create), and stops it.
 func runServer(ctx context.Context, cfg benchConfig, dataDir string, keys []string, create bool) (*ServerRun, error) {
 	run := &ServerRun{DataDir: dataDir, Objects: len(keys), settleDuration: cfg.settle}
-	p, startup, err := startServer(ctx, cfg.bin, dataDir, cfg.ready)
+	p, startup, err := startServer(ctx, cfg.bin, dataDir, cfg.ready, cfg.serverArgs)
 	if err != nil {
 		return nil, err
 	}

@@ -73,6 +73,7 @@ func run() error {
 	scans := fs.Int("scans", 3, "full scans of the bucket per server")
 	timeout := fs.Duration("timeout", 30*time.Second, "timeout of every HTTP request")
 	readyTimeout := fs.Duration("ready-timeout", 5*time.Minute, "longest wait for the server to start")
+	serverArgs := fs.String("server-args", "", "extra arguments for cairn server, e.g. \"--cache-size 8MiB\"")
 	settle := fs.Duration("settle", 2*time.Second, "idle time after the server starts, before measuring")
 	progress := fs.Duration("progress", 5*time.Second, "load progress interval")
 	keep := fs.Bool("keep", false, "keep the data directories at the end")
@@ -177,7 +178,7 @@ func run() error {
 	rep.Load.DiskBytes = dirSize(fullDir)
 	rep.Load.IndexBytes = dirSize(filepath.Join(fullDir, "index"))
 
-	cfg := benchConfig{bin: binPath, reps: *reps, scans: *scans, timeout: *timeout, settle: *settle, ready: *readyTimeout}
+	cfg := benchConfig{bin: binPath, reps: *reps, scans: *scans, timeout: *timeout, settle: *settle, ready: *readyTimeout, serverArgs: strings.Fields(*serverArgs)}
 	if rep.Full, err = runServer(ctx, cfg, fullDir, keys, false); err != nil {
 		return fmt.Errorf("server with %d objects: %w", n, err)
 	}

@@ -45,7 +45,7 @@ func freeAddr() (string, error) {
 
 // startServer runs bin server on dataDir and waits (at most timeout) until it prints its
 // S3 endpoint. It returns the time that took.
-func startServer(ctx context.Context, bin, dataDir string, timeout time.Duration) (*proc, time.Duration, error) {
+func startServer(ctx context.Context, bin, dataDir string, timeout time.Duration, extra []string) (*proc, time.Duration, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, 0, err
@@ -55,7 +55,7 @@ func startServer(ctx context.Context, bin, dataDir string, timeout time.Duration
 		return nil, 0, err
 	}
 	p := &proc{addr: addr, admin: admin, exited: make(chan struct{})}
-	p.cmd = exec.Command(bin, "server", "--data", dataDir, "--listen", addr, "--admin-listen", admin)
+	p.cmd = exec.Command(bin, append([]string{"server", "--data", dataDir, "--listen", addr, "--admin-listen", admin}, extra...)...)
 	p.cmd.Env = append(os.Environ(), "CAIRN_ACCESS_KEY="+accessKey, "CAIRN_SECRET_KEY="+secretKey)
 	p.cmd.SysProcAttr = childAttr()
 	stdout, err := p.cmd.StdoutPipe()

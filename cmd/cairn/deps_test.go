@@ -1,0 +1,51 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestDependencyRules checks that internal packages import each other only along the
+// allowed edges (docs/architecture.md): the storage engine knows nothing of HTTP or S3,
+// and nothing imports the layers above it.
+func TestDependencyRules(t *testing.T) {
+	const mod = "github.com/cairnfs/cairn/"
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "../../internal/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	allowed := map[string][]string{
+		"internal/errors":        {},
+		"internal/checksum":      {},
+		"internal/sigv4":         {},
+		"internal/store/segment": {"internal/errors"},
+		"internal/store":         {"internal/errors", "internal/store/segment"},
+		"internal/s3api":         {"internal/errors", "internal/store", "internal/sigv4", "internal/checksum"},
+		"internal/metrics":       {"internal/store"},
+		"internal/server":        {"internal/errors", "internal/store", "internal/s3api", "internal/metrics"},
+		"internal/testutil":      {"internal/store", "internal/s3api"},
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(fields[0], mod)
+		ok, known := allowed[pkg]
+		if !known {
+			t.Errorf("package %s has no dependency rule: add it here and to docs/architecture.md", pkg)
+			continue
+		}
+		for _, imp := range fields[1:] {
+			if !strings.HasPrefix(imp, mod) {
+				continue
+			}
+			dep := strings.TrimPrefix(imp, mod)
+			found := false
+			for _, a := range ok {
+				found = found || a == dep
+			}
+			if !found {
+				t.Errorf("%s must not import %s", pkg, dep)
+			}
+		}
+	}
+}
