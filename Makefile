@@ -56,9 +56,10 @@ deps-apt:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi; fi
 
-bench: build ## performance figures: cairn vs a bare net/http server, same run
-	$(GO) run ./tools/s3bench --cairn $(BIN)
-	$(GO) test -run '^$$' -bench . -benchtime 1x ./internal/store/
+bench: build ## performance figures (docs/benchmarks.md): cairn vs a bare net/http server, listing, engine
+	$(GO) run ./tools/s3bench --cairn $(BIN) --hot-large 64
+	$(GO) run ./tools/listbench --cairn $(BIN) --objects 100000
+	$(GO) test -run '^$$' -bench . -benchtime 3s ./internal/store/ ./internal/sigv4/ ./internal/checksum/
 
 clean: ## remove build output (not ./data)
 	rm -rf bin $(VENV)
