@@ -68,14 +68,7 @@ func (h *Handler) uploadPart(w http.ResponseWriter, r *http.Request, rq *request
 	if rq.op == "UploadPartCopy" {
 		return h.uploadPartCopy(w, r, rq, uploadID, n)
 	}
-	size, err := bodySize(r, rq)
-	if err != nil {
-		return err
-	}
-	if size > h.cfg.MaxObjectSize {
-		return errEntityTooLarge
-	}
-	bc, err := newBodyCheck(r.Header, rq, rq.auth.Body)
+	bc, size, err := h.requestBody(r, rq)
 	if err != nil {
 		return err
 	}

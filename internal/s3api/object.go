@@ -162,19 +162,26 @@ func bodySize(r *http.Request, rq *request) (int64, error) {
 	return r.ContentLength, nil
 }
 
+// requestBody returns the verified, hashed body of a PUT or UploadPart and its size (-1 if
+// the client streams without announcing it).
+func (h *Handler) requestBody(r *http.Request, rq *request) (*bodyCheck, int64, error) {
+	size, err := bodySize(r, rq)
+	if err != nil {
+		return nil, 0, err
+	}
+	if size > h.cfg.MaxObjectSize {
+		return nil, 0, errEntityTooLarge
+	}
+	bc, err := newBodyCheck(r.Header, rq, rq.auth.Body)
+	return bc, size, err
+}
+
 func (h *Handler) putObject(w http.ResponseWriter, r *http.Request, rq *request) error {
 	meta, err := metaFromHeaders(r.Header)
 	if err != nil {
 		return err
 	}
-	size, err := bodySize(r, rq)
-	if err != nil {
-		return err
-	}
-	if size > h.cfg.MaxObjectSize {
-		return errEntityTooLarge
-	}
-	bc, err := newBodyCheck(r.Header, rq, rq.auth.Body)
+	bc, size, err := h.requestBody(r, rq)
 	if err != nil {
 		return err
 	}
