@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -70,9 +71,10 @@ func TestCrashSafety(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	acked := 0
+	acked, compactions := 0, 0
 	for round := 0; round < rounds; round++ {
-		p := startProc(t, dir)
+		// Small segments compacted often, so that kills also land in the middle of compactions.
+		p := startProc(t, dir, "--segment-size", "8MiB", "--compact-interval", "100ms")
 		c := p.client()
 		if round == 0 {
 			if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("crash")}); err != nil {
@@ -149,10 +151,14 @@ func TestCrashSafety(t *testing.T) {
 		p.kill()
 		close(stop)
 		wg.Wait()
+		compactions += strings.Count(p.output(), "compacted segment")
 	}
 	p := startProc(t, dir)
 	verify(t, p.client(), rounds, keys, state)
-	t.Logf("%d rounds, %d acknowledged writes and deletes, all verified", rounds, acked)
+	t.Logf("%d rounds, %d acknowledged writes and deletes, %d compactions finished between kills, all verified", rounds, acked, compactions)
+	if compactions == 0 {
+		t.Fatal("no compaction ran: the crash test does not cover compaction")
+	}
 	if acked < rounds*5 {
 		t.Fatalf("only %d operations acknowledged: the load did not run", acked)
 	}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/cairnfs/cairn/internal/server"
 )
@@ -76,6 +77,8 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.Region, "region", "us-east-1", "region reported to clients")
 	domains := fs.String("domain", "localhost", "comma-separated base domains for virtual-host-style requests (bucket.DOMAIN)")
 	cacheSize := fs.String("cache-size", "64MiB", "index block cache (bounds the metadata memory; e.g. 16MiB, 1GiB)")
+	segmentSize := fs.String("segment-size", "256MiB", "size at which a segment file is sealed (compaction granularity)")
+	fs.DurationVar(&cfg.Store.CompactInterval, "compact-interval", 30*time.Second, "how often compaction looks for segments to reclaim")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
 	if err := fs.Parse(args); err != nil {
@@ -92,6 +95,9 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("server: bad --cache-size %q (want e.g. 64MiB, at least 1MiB)", *cacheSize)
 	}
 	cfg.Store.CacheSize = cache
+	if cfg.Store.SegmentSize, err = parseSize(*segmentSize); err != nil || cfg.Store.SegmentSize < 1<<20 {
+		return fmt.Errorf("server: bad --segment-size %q (want e.g. 256MiB, at least 1MiB)", *segmentSize)
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fmt.Errorf("server: bad -log-level %q", *logLevel)
