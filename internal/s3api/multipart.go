@@ -30,6 +30,9 @@ func (h *Handler) createUpload(w http.ResponseWriter, r *http.Request, rq *reque
 			if t != "COMPOSITE" && t != "FULL_OBJECT" {
 				return errf(400, "InvalidRequest", "Invalid checksum type %q.", t)
 			}
+			if t == "FULL_OBJECT" && (algo == checksum.SHA1 || algo == checksum.SHA256) {
+				return errf(400, "InvalidRequest", "The FULL_OBJECT checksum type cannot be used with the %s checksum algorithm.", algo)
+			}
 			meta.ChecksumType = t
 		}
 	}
@@ -161,23 +164,38 @@ func (h *Handler) completeUpload(w http.ResponseWriter, r *http.Request, rq *req
 				return errf(400, "InvalidPart", "The checksum of part %d does not match the uploaded part.", list[i].Number)
 			}
 		}
-		if o.ChecksumType == "FULL_OBJECT" {
-			// Combining per-part CRCs into a whole-object CRC is not implemented: the
-			// object is stored without a checksum rather than with a wrong one.
-			o.ChecksumAlgo, o.ChecksumType, o.Checksum = "", "", ""
-			return nil
-		}
-		hs := algo.New()
+		var sums [][]byte
 		for _, p := range parts {
 			raw, err := base64.StdEncoding.DecodeString(p.Checksum)
-			if p.Checksum == "" || err != nil {
+			if p.Checksum == "" || err != nil || p.ChecksumAlgo != o.ChecksumAlgo {
+				// A part was uploaded without its checksum: store none rather than a wrong one.
 				o.ChecksumAlgo, o.ChecksumType, o.Checksum = "", "", ""
 				return nil
 			}
-			hs.Write(raw)
+			sums = append(sums, raw)
 		}
-		o.Checksum = fmt.Sprintf("%s-%d", checksum.Encode(hs.Sum(nil)), len(parts))
-		o.ChecksumType = "COMPOSITE"
+		if o.ChecksumType == "FULL_OBJECT" {
+			// The CRC of the whole object, combined from the parts' CRCs and sizes.
+			full := sums[0]
+			for i := 1; i < len(sums); i++ {
+				var ok bool
+				if full, ok = algo.Combine(full, sums[i], parts[i].Size); !ok {
+					return errf(400, "InvalidRequest", "The FULL_OBJECT checksum type is not supported for %s.", algo)
+				}
+			}
+			o.Checksum = checksum.Encode(full)
+		} else {
+			hs := algo.New()
+			for _, raw := range sums {
+				hs.Write(raw)
+			}
+			o.Checksum = fmt.Sprintf("%s-%d", checksum.Encode(hs.Sum(nil)), len(parts))
+			o.ChecksumType = "COMPOSITE"
+		}
+		// The client may state the object's checksum on completion: it must agree.
+		if want := r.Header.Get(algo.HeaderName()); want != "" && want != o.Checksum {
+			return errf(400, "BadDigest", "The %s you specified did not match the calculated checksum.", algo)
+		}
 		return nil
 	}
 	o, err := h.store.CompleteUpload(rq.bucket, rq.key, uploadID, list, h.cfg.MinPartSize, finish)

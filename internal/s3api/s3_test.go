@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/cairnfs/cairn/internal/checksum"
 	"github.com/cairnfs/cairn/internal/store"
 	"github.com/cairnfs/cairn/internal/testutil"
 )
@@ -741,4 +742,81 @@ func TestKeysAreNotPaths(t *testing.T) {
 
 func asStatus(err error, target *interface{ HTTPStatusCode() int }) bool {
 	return errors.As(err, target)
+}
+
+func TestMultipartChecksums(t *testing.T) {
+	_, c := setup(t)
+	ctx := context.Background()
+	mustCreateBucket(t, c, "bkt")
+	const partSize = 5 << 20
+	data := randBytes(41, 2*partSize+777)
+	for _, tc := range []struct {
+		algo types.ChecksumAlgorithm
+		typ  types.ChecksumType
+	}{
+		{types.ChecksumAlgorithmCrc32c, types.ChecksumTypeFullObject},
+		{types.ChecksumAlgorithmCrc64nvme, types.ChecksumTypeFullObject},
+		{types.ChecksumAlgorithmCrc32, types.ChecksumTypeComposite},
+		{types.ChecksumAlgorithmSha256, types.ChecksumTypeComposite},
+	} {
+		t.Run(string(tc.algo)+"/"+string(tc.typ), func(t *testing.T) {
+			key := "mp-" + string(tc.algo)
+			cr, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("bkt"), Key: aws.String(key), ChecksumAlgorithm: tc.algo, ChecksumType: tc.typ})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var parts []types.CompletedPart
+			for i := 0; i*partSize < len(data); i++ {
+				up, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String("bkt"), Key: aws.String(key), UploadId: cr.UploadId,
+					PartNumber: aws.Int32(int32(i + 1)), Body: bytes.NewReader(data[i*partSize : min(len(data), (i+1)*partSize)]), ChecksumAlgorithm: tc.algo})
+				if err != nil {
+					t.Fatal(err)
+				}
+				parts = append(parts, types.CompletedPart{ETag: up.ETag, PartNumber: aws.Int32(int32(i + 1)),
+					ChecksumCRC32: up.ChecksumCRC32, ChecksumCRC32C: up.ChecksumCRC32C, ChecksumCRC64NVME: up.ChecksumCRC64NVME, ChecksumSHA256: up.ChecksumSHA256})
+			}
+			if _, err := c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String("bkt"), Key: aws.String(key), UploadId: cr.UploadId,
+				MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}}); err != nil {
+				t.Fatal(err)
+			}
+			h, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("bkt"), Key: aws.String(key), ChecksumMode: types.ChecksumModeEnabled})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got *string
+			switch tc.algo {
+			case types.ChecksumAlgorithmCrc32:
+				got = h.ChecksumCRC32
+			case types.ChecksumAlgorithmCrc32c:
+				got = h.ChecksumCRC32C
+			case types.ChecksumAlgorithmCrc64nvme:
+				got = h.ChecksumCRC64NVME
+			case types.ChecksumAlgorithmSha256:
+				got = h.ChecksumSHA256
+			}
+			if got == nil {
+				t.Fatal("no checksum returned")
+			}
+			if tc.typ == types.ChecksumTypeFullObject {
+				a, _ := checksum.ParseAlgorithm(string(tc.algo))
+				hs := a.New()
+				hs.Write(data)
+				if want := checksum.Encode(hs.Sum(nil)); *got != want {
+					t.Fatalf("full-object checksum %s, want %s", *got, want)
+				}
+			} else if !strings.HasSuffix(*got, "-3") {
+				t.Fatalf("composite checksum %s", *got)
+			}
+			// The SDK validates a full-object checksum while reading.
+			g, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("bkt"), Key: aws.String(key), ChecksumMode: types.ChecksumModeEnabled})
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := io.ReadAll(g.Body)
+			g.Body.Close()
+			if err != nil || !bytes.Equal(body, data) {
+				t.Fatalf("get: %v", err)
+			}
+		})
+	}
 }
