@@ -520,7 +520,7 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 			return errf(400, "InvalidRequest", "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.")
 		}
 		m := *src
-		m.Chunks, m.PartSizes, m.Inline = nil, nil, false
+		m.Chunks, m.PartSizes, m.Inline, m.Embedded, m.Body = nil, nil, false, false, nil
 		m.ModTime = 0
 		meta = &m
 		if sc := r.Header.Get("x-amz-storage-class"); sc != "" {

@@ -101,6 +101,7 @@ func (s *Store) List(bucket string, opts ListOptions) (*ListResult, error) {
 		if err := o.Unmarshal(it.Value()); err != nil {
 			return nil, errors.E(op, err)
 		}
+		o.Body = nil // points into the iterator's buffer
 		res.Objects = append(res.Objects, ListEntry{Key: key, Object: o})
 		res.Next = key
 		count++

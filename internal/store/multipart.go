@@ -212,7 +212,7 @@ func (s *Store) CompleteUpload(bucket, key, uploadID string, list []CompletePart
 	o.VersionID = newID()
 	o.ModTime = time.Now().UnixNano()
 	o.Size = 0
-	o.Inline = false
+	o.Inline, o.Embedded, o.Body = false, false, nil
 	o.Chunks = nil
 	o.PartSizes = nil
 	md := md5.New()
@@ -275,8 +275,7 @@ func (s *Store) CompleteUpload(bucket, key, uploadID string, list []CompletePart
 	}
 	b.Delete(uploadKey(bucket, key, uploadID), nil)
 	if len(o.Chunks) == 0 {
-		o.Inline = true
-		b.Set(inlineKey(o.VersionID), nil, nil)
+		o.Inline, o.Embedded, o.Body = true, true, []byte{}
 	}
 	b.Set(okey, o.Marshal(), nil)
 	if err := s.commit(b); err != nil {

@@ -204,11 +204,23 @@ func (s *Store) syncLocs(locs []segment.Loc) error {
 	return nil
 }
 
+// embedMax is the largest body embedded in its object record: a GET of such an object is
+// one index lookup. Larger inline bodies have their own key, so that listings do not read
+// them.
+const embedMax = 8 << 10
+
 // addBody adds the index entries of a stored body to batch b.
 func addBody(b *pebble.Batch, o *Object, bd *body) {
 	if bd.inline != nil || len(bd.chunks) == 0 {
 		o.Inline = true
 		o.Chunks = nil
+		if len(bd.inline) <= embedMax {
+			o.Embedded, o.Body = true, bd.inline
+			if o.Body == nil {
+				o.Body = []byte{}
+			}
+			return
+		}
 		b.Set(inlineKey(o.VersionID), bd.inline, nil)
 		return
 	}
@@ -223,6 +235,9 @@ func addBody(b *pebble.Batch, o *Object, bd *body) {
 // dropBody adds to b the deletion of o's body and returns the chunk locations freed (for the
 // live-bytes accounting after commit). The caller holds relocMu.RLock until it commits b.
 func (s *Store) dropBody(b *pebble.Batch, o *Object) ([]segment.Loc, error) {
+	if o.Embedded {
+		return nil, nil
+	}
 	if o.Inline {
 		b.Delete(inlineKey(o.VersionID), nil)
 		return nil, nil
@@ -271,6 +286,9 @@ func getObject(g getter, key []byte) (*Object, error) {
 	o := new(Object)
 	if err := o.Unmarshal(v); err != nil {
 		return nil, err
+	}
+	if o.Body != nil {
+		o.Body = append([]byte{}, o.Body...) // v is only valid until c.Close
 	}
 	return o, nil
 }

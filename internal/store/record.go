@@ -29,8 +29,15 @@ type Object struct {
 	ChecksumAlgo string
 	Checksum     string
 	ChecksumType string // FULL_OBJECT or COMPOSITE
-	// Inline reports that the body is stored in the index, not in chunks.
+	// Inline reports that the body is stored in the index, not in chunks: in Body if it
+	// is embedded in the record itself (small bodies: one lookup serves a GET), else under
+	// its own key.
 	Inline bool
+	// Body is the embedded body of a small object (nil otherwise). Unmarshal makes it a
+	// sub-slice of its input: copy it to keep it longer than the input.
+	Body []byte
+	// Embedded reports that Body holds the whole body.
+	Embedded bool
 	// Chunks lists the body's chunks in order (empty when Inline).
 	Chunks []Chunk
 	// PartSizes lists the part sizes of an object made by a multipart upload.
@@ -57,6 +64,9 @@ func (o *Object) Marshal() []byte {
 	if o.Inline {
 		flags |= 1
 	}
+	if o.Embedded {
+		flags |= 2
+	}
 	b = append(b, flags)
 	b = append(b, o.VersionID[:]...)
 	b = binary.AppendVarint(b, o.Size)
@@ -78,6 +88,10 @@ func (o *Object) Marshal() []byte {
 	b = binary.AppendUvarint(b, uint64(len(o.PartSizes)))
 	for _, s := range o.PartSizes {
 		b = binary.AppendVarint(b, s)
+	}
+	if o.Embedded {
+		b = binary.AppendUvarint(b, uint64(len(o.Body)))
+		b = append(b, o.Body...)
 	}
 	return b
 }
@@ -163,7 +177,7 @@ func (o *Object) Unmarshal(b []byte) error {
 		d.fail()
 		return d.err
 	}
-	*o = Object{Inline: v[1]&1 != 0}
+	*o = Object{Inline: v[1]&1 != 0, Embedded: v[1]&2 != 0}
 	copy(o.VersionID[:], d.bytes(16))
 	o.Size = d.varint()
 	o.ModTime = d.varint()
@@ -194,10 +208,18 @@ func (o *Object) Unmarshal(b []byte) error {
 			o.PartSizes[i] = d.varint()
 		}
 	}
+	if o.Embedded {
+		n := d.uvarint()
+		if n > uint64(len(d.b)) {
+			d.fail()
+		} else {
+			o.Body = d.bytes(int(n))
+		}
+	}
 	if d.err == nil && len(d.b) != 0 {
 		d.fail()
 	}
-	if d.err == nil && (o.Size < 0 || (o.Inline && len(o.Chunks) > 0)) {
+	if d.err == nil && (o.Size < 0 || (o.Inline && len(o.Chunks) > 0) || (o.Embedded && (!o.Inline || int64(len(o.Body)) != o.Size))) {
 		d.fail()
 	}
 	return d.err
