@@ -142,15 +142,6 @@ func (h *Handler) getACL(w http.ResponseWriter, r *http.Request, rq *request) er
 	}}})
 }
 
-type listEntry struct {
-	Key          string
-	LastModified string
-	ETag         string
-	Size         int64
-	StorageClass string
-	Owner        *owner `xml:",omitempty"`
-}
-
 type commonPrefix struct {
 	Prefix string
 }
@@ -219,68 +210,66 @@ func (h *Handler) listObjects(w http.ResponseWriter, r *http.Request, rq *reques
 		return err
 	}
 	fetchOwner := !v2 || q.Get("fetch-owner") == "true"
-	o := h.owner(rq)
-	contents := make([]listEntry, 0, len(res.Objects))
-	for _, e := range res.Objects {
-		le := listEntry{
-			Key:          esc(e.Key),
-			LastModified: isoTime(time.Unix(0, e.Object.ModTime)),
-			ETag:         quote(e.Object.ETag),
-			Size:         e.Object.Size,
-			StorageClass: storageClass(e.Object),
-		}
-		if fetchOwner {
-			le.Owner = &o
-		}
-		contents = append(contents, le)
-	}
-	cps := make([]commonPrefix, 0, len(res.CommonPrefixes))
-	for _, p := range res.CommonPrefixes {
-		cps = append(cps, commonPrefix{esc(p)})
-	}
+	x := newXMLWriter()
+	x.open("ListBucketResult", `xmlns="`+xmlns+`"`)
+	x.elem("Name", rq.bucket)
+	x.elem("Prefix", esc(opts.Prefix))
 	if v2 {
-		out := struct {
-			XMLName               xml.Name `xml:"ListBucketResult"`
-			Xmlns                 string   `xml:"xmlns,attr"`
-			Name                  string
-			Prefix                string
-			Delimiter             string `xml:",omitempty"`
-			MaxKeys               int
-			EncodingType          string `xml:",omitempty"`
-			KeyCount              int
-			IsTruncated           bool
-			ContinuationToken     string `xml:",omitempty"`
-			NextContinuationToken string `xml:",omitempty"`
-			StartAfter            string `xml:",omitempty"`
-			Contents              []listEntry
-			CommonPrefixes        []commonPrefix
-		}{Xmlns: xmlns, Name: rq.bucket, Prefix: esc(opts.Prefix), Delimiter: esc(opts.Delimiter), MaxKeys: max,
-			EncodingType: enc, KeyCount: len(contents) + len(cps), IsTruncated: res.Truncated,
-			ContinuationToken: token, StartAfter: esc(q.Get("start-after")), Contents: contents, CommonPrefixes: cps}
-		if res.Truncated {
-			out.NextContinuationToken = base64.RawURLEncoding.EncodeToString([]byte(res.Next))
+		if opts.Delimiter != "" {
+			x.elem("Delimiter", esc(opts.Delimiter))
 		}
-		return writeXML(w, out)
+		x.elemInt("MaxKeys", int64(max))
+		if enc != "" {
+			x.elem("EncodingType", enc)
+		}
+		x.elemInt("KeyCount", int64(len(res.Objects)+len(res.CommonPrefixes)))
+		x.elemBool("IsTruncated", res.Truncated)
+		if token != "" {
+			x.elem("ContinuationToken", token)
+		}
+		if res.Truncated {
+			x.elem("NextContinuationToken", base64.RawURLEncoding.EncodeToString([]byte(res.Next)))
+		}
+		if sa := q.Get("start-after"); sa != "" {
+			x.elem("StartAfter", esc(sa))
+		}
+	} else {
+		x.elem("Marker", esc(opts.After))
+		if res.Truncated {
+			x.elem("NextMarker", esc(res.Next))
+		}
+		x.elemInt("MaxKeys", int64(max))
+		if opts.Delimiter != "" {
+			x.elem("Delimiter", esc(opts.Delimiter))
+		}
+		if enc != "" {
+			x.elem("EncodingType", enc)
+		}
+		x.elemBool("IsTruncated", res.Truncated)
 	}
-	out := struct {
-		XMLName        xml.Name `xml:"ListBucketResult"`
-		Xmlns          string   `xml:"xmlns,attr"`
-		Name           string
-		Prefix         string
-		Marker         string
-		NextMarker     string `xml:",omitempty"`
-		MaxKeys        int
-		Delimiter      string `xml:",omitempty"`
-		EncodingType   string `xml:",omitempty"`
-		IsTruncated    bool
-		Contents       []listEntry
-		CommonPrefixes []commonPrefix
-	}{Xmlns: xmlns, Name: rq.bucket, Prefix: esc(opts.Prefix), Marker: esc(opts.After), MaxKeys: max,
-		Delimiter: esc(opts.Delimiter), EncodingType: enc, IsTruncated: res.Truncated, Contents: contents, CommonPrefixes: cps}
-	if res.Truncated {
-		out.NextMarker = esc(res.Next)
+	o := h.owner(rq)
+	for _, e := range res.Objects {
+		x.open("Contents", "")
+		x.elem("Key", esc(e.Key))
+		x.elemTime("LastModified", time.Unix(0, e.Object.ModTime))
+		x.elem("ETag", quote(e.Object.ETag))
+		x.elemInt("Size", e.Object.Size)
+		x.elem("StorageClass", storageClass(e.Object))
+		if fetchOwner {
+			x.open("Owner", "")
+			x.elem("ID", o.ID)
+			x.elem("DisplayName", o.DisplayName)
+			x.close("Owner")
+		}
+		x.close("Contents")
 	}
-	return writeXML(w, out)
+	for _, p := range res.CommonPrefixes {
+		x.open("CommonPrefixes", "")
+		x.elem("Prefix", esc(p))
+		x.close("CommonPrefixes")
+	}
+	x.close("ListBucketResult")
+	return x.send(w)
 }
 
 func storageClass(o *store.Object) string {

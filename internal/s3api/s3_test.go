@@ -820,3 +820,49 @@ func TestMultipartChecksums(t *testing.T) {
 		})
 	}
 }
+
+// TestListingEscapes checks the hand-written listing XML with keys that need escaping.
+func TestListingEscapes(t *testing.T) {
+	_, c := setup(t)
+	ctx := context.Background()
+	mustCreateBucket(t, c, "bkt")
+	keys := []string{`a&b`, `<tag>`, `quote"s`, `apos'`, "tab\tkey", "ünïcode/ключ", "x]]>y"}
+	for _, k := range keys {
+		mustPut(t, c, "bkt", k, []byte(k))
+	}
+	for _, v2 := range []bool{true, false} {
+		var got []string
+		if v2 {
+			out, err := c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("bkt"), FetchOwner: aws.Bool(true)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range out.Contents {
+				got = append(got, *o.Key)
+				if o.Owner == nil || *o.Owner.DisplayName != testutil.AccessKey || *o.Size != int64(len(*o.Key)) {
+					t.Fatalf("entry %+v", o)
+				}
+			}
+		} else {
+			out, err := c.ListObjects(ctx, &s3.ListObjectsInput{Bucket: aws.String("bkt")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range out.Contents {
+				got = append(got, *o.Key)
+			}
+		}
+		if len(got) != len(keys) {
+			t.Fatalf("v2=%v: listed %q", v2, got)
+		}
+		seen := map[string]bool{}
+		for _, k := range got {
+			seen[k] = true
+		}
+		for _, k := range keys {
+			if !seen[k] {
+				t.Fatalf("v2=%v: key %q missing from %q", v2, k, got)
+			}
+		}
+	}
+}
