@@ -46,6 +46,10 @@ type Config struct {
 	MaxObjectSize int64
 	// MinPartSize is the smallest multipart part but the last (default 5 MiB, as S3).
 	MinPartSize int64
+	// IdleTimeout bounds how long a request body may stall (no byte received) and a response
+	// may wait for the client to take bytes, before the connection is closed (default 2m).
+	// Large transfers are not limited in total, only in how long they may make no progress.
+	IdleTimeout time.Duration
 	// Now, for tests; nil means time.Now.
 	Now func() time.Time
 }
@@ -76,6 +80,9 @@ func New(cfg Config) *Handler {
 	}
 	if cfg.MinPartSize <= 0 {
 		cfg.MinPartSize = 5 << 20
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 2 * time.Minute
 	}
 	var b [4]byte
 	rand.Read(b[:])
@@ -119,6 +126,8 @@ type request struct {
 
 type countingWriter struct {
 	http.ResponseWriter
+	rc     *http.ResponseController
+	idle   time.Duration
 	n      int64
 	status int
 }
@@ -127,6 +136,7 @@ func (c *countingWriter) Write(b []byte) (int, error) {
 	if c.status == 0 {
 		c.status = 200
 	}
+	c.rc.SetWriteDeadline(time.Now().Add(c.idle))
 	n, err := c.ResponseWriter.Write(b)
 	c.n += int64(n)
 	return n, err
@@ -155,11 +165,29 @@ func (c *countingWriter) Flush() {
 	}
 }
 
+// idleBody extends the connection's read deadline before every read of a request body, so a
+// client that stops sending is cut off after the idle timeout however large its upload.
+type idleBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	idle time.Duration
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	b.rc.SetReadDeadline(time.Now().Add(b.idle))
+	return b.ReadCloser.Read(p)
+}
+
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rq := &request{id: fmt.Sprintf("%s%012X", h.reqBase, h.reqSeq.Add(1))}
-	w := &countingWriter{ResponseWriter: rw}
+	rc := http.NewResponseController(rw)
+	w := &countingWriter{ResponseWriter: rw, rc: rc, idle: h.cfg.IdleTimeout}
+	rc.SetWriteDeadline(time.Now().Add(h.cfg.IdleTimeout)) // clear what an earlier request on this connection left
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = &idleBody{ReadCloser: r.Body, rc: rc, idle: h.cfg.IdleTimeout}
+	}
 	hd := w.Header()
 	hd.Set("x-amz-request-id", rq.id)
 	hd.Set("x-amz-id-2", rq.id)

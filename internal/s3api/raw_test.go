@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/cairnfs/cairn/internal/checksum"
+	"github.com/cairnfs/cairn/internal/s3api"
 	"github.com/cairnfs/cairn/internal/sigv4"
 	"github.com/cairnfs/cairn/internal/store"
 	"github.com/cairnfs/cairn/internal/testutil"
@@ -459,4 +460,36 @@ func TestSigV2(t *testing.T) {
 	unknown, _ := sigv4.SignV2Query("GET", srv.URL+"/bkt/dir/a%20b%2Bc.txt", "NOPE", testutil.SecretKey, time.Now().Add(time.Minute))
 	st, body = get(unknown)
 	expectS3Error(t, st, body, 403, "InvalidAccessKeyId")
+}
+
+// TestStalledUpload checks that a client that stops sending mid-body is cut off after the
+// idle timeout, and nothing is stored.
+func TestStalledUpload(t *testing.T) {
+	srv := testutil.StartServer(t, store.Config{Reserve: 1}, func(c *s3api.Config) { c.IdleTimeout = 300 * time.Millisecond })
+	c := newClient(t, srv.URL, testutil.AccessKey, testutil.SecretKey)
+	mustCreateBucket(t, c, "bkt")
+	r := signed(t, "PUT", srv.URL+"/bkt/stalled", nil, nil, time.Now())
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var head bytes.Buffer
+	fmt.Fprintf(&head, "PUT /bkt/stalled HTTP/1.1\r\nHost: %s\r\nContent-Length: 1000000\r\n", r.Host)
+	for k, v := range r.Header {
+		fmt.Fprintf(&head, "%s: %s\r\n", k, v[0])
+	}
+	head.WriteString("\r\n")
+	conn.Write(head.Bytes())
+	conn.Write(bytes.Repeat([]byte("x"), 1000))
+	// Send nothing more: the server must give up on its own.
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	start := time.Now()
+	io.ReadAll(conn) // returns when the server closes the connection (or a response then close)
+	if waited := time.Since(start); waited > 8*time.Second {
+		t.Fatalf("server kept a stalled upload open for %v", waited)
+	}
+	if _, err := srv.Store.StatObject("bkt", "stalled"); err == nil {
+		t.Fatal("stalled upload stored")
+	}
 }
