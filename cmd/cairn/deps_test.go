@@ -25,6 +25,8 @@ func TestDependencyRules(t *testing.T) {
 		"internal/metrics":       {"internal/store"},
 		"internal/server":        {"internal/errors", "internal/store", "internal/s3api", "internal/metrics"},
 		"internal/testutil":      {"internal/store", "internal/s3api"},
+		"internal/bench":         {"internal/sigv4"},
+		"internal/bench/plot":    {"internal/bench"},
 	}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		fields := strings.Fields(line)

@@ -38,6 +38,7 @@ const usage = `cairn: distributed object and block storage.
 
 Usage:
   cairn server [flags]   run a node (all roles; a complete single-node system by default)
+  cairn bench WORKLOAD   benchmark an S3 endpoint (cairn or another); "cairn bench -h" lists workloads
   cairn version          print the version
   cairn help             this text
 
@@ -53,6 +54,8 @@ func main() {
 	switch os.Args[1] {
 	case "server":
 		err = runServer(os.Args[2:], os.Stdout, os.Stderr)
+	case "bench":
+		os.Exit(runBench(os.Args[2:], os.Stdout, os.Stderr))
 	case "version", "--version", "-version":
 		fmt.Println("cairn", versionString())
 	case "help", "-h", "--help":
