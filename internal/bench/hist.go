@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// The histogram is log-linear, like HDR histograms: values below 2^(subBits+1) ns have
+// The Histogram is log-linear, like HDR histograms: values below 2^(subBits+1) ns have
 // their own bucket, above that every power of two is split into 2^subBits buckets, so a
 // bucket's width is at most 1/64 of its value (relative error < 1.6%).
 const (
@@ -16,8 +16,8 @@ const (
 	numBuckets  = linearLimit + (64-subBits-1)*subCount
 )
 
-// histogram records latencies without allocating. The zero value is ready to use.
-type histogram struct {
+// Histogram records latencies without allocating. The zero value is ready to use.
+type Histogram struct {
 	counts [numBuckets]uint64
 	n      uint64
 	sum    uint64
@@ -44,7 +44,7 @@ func bucketHigh(i int) uint64 {
 	return (top+1)<<s - 1
 }
 
-func (h *histogram) record(d time.Duration) {
+func (h *Histogram) Record(d time.Duration) {
 	v := uint64(max(d, 0))
 	h.counts[bucketOf(v)]++
 	if h.n == 0 || v < h.min {
@@ -55,7 +55,7 @@ func (h *histogram) record(d time.Duration) {
 	h.sum += v
 }
 
-func (h *histogram) merge(o *histogram) {
+func (h *Histogram) Merge(o *Histogram) {
 	if o.n == 0 {
 		return
 	}
@@ -72,7 +72,7 @@ func (h *histogram) merge(o *histogram) {
 
 // quantile returns the latency below which a fraction q of the values fall, to within a
 // bucket's width, never above the maximum nor below the minimum recorded.
-func (h *histogram) quantile(q float64) time.Duration {
+func (h *Histogram) Quantile(q float64) time.Duration {
 	if h.n == 0 {
 		return 0
 	}
@@ -88,27 +88,30 @@ func (h *histogram) quantile(q float64) time.Duration {
 	return time.Duration(h.max)
 }
 
-func (h *histogram) mean() time.Duration {
+func (h *Histogram) Mean() time.Duration {
 	if h.n == 0 {
 		return 0
 	}
 	return time.Duration(h.sum / h.n)
 }
 
-// reset empties the histogram.
-func (h *histogram) reset() { *h = histogram{} }
+// reset empties the Histogram.
+func (h *Histogram) reset() { *h = Histogram{} }
 
-// latency summarises the histogram in milliseconds.
-func (h *histogram) latency() Latency {
+// latency summarises the Histogram in milliseconds.
+func (h *Histogram) latency() Latency {
 	if h.n == 0 {
 		return Latency{}
 	}
 	return Latency{
-		Min: ms(time.Duration(h.min)), Avg: ms(h.mean()),
-		P50: ms(h.quantile(0.50)), P90: ms(h.quantile(0.90)), P99: ms(h.quantile(0.99)),
+		Min: ms(time.Duration(h.min)), Avg: ms(h.Mean()),
+		P50: ms(h.Quantile(0.50)), P90: ms(h.Quantile(0.90)), P99: ms(h.Quantile(0.99)),
 		Max: ms(time.Duration(h.max)),
 	}
 }
 
 // ms converts a duration to fractional milliseconds.
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Max returns the largest latency recorded.
+func (h *Histogram) Max() time.Duration { return time.Duration(h.max) }

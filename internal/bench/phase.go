@@ -33,7 +33,7 @@ type phase struct {
 type opStats struct {
 	mu     sync.Mutex
 	total  opTotal
-	window histogram
+	window Histogram
 	wCount int64
 	wBytes int64
 	wErrs  int64
@@ -41,7 +41,7 @@ type opStats struct {
 
 // opTotal is the figures of one operation over a phase (or, merged, over a run).
 type opTotal struct {
-	hist     histogram
+	hist     Histogram
 	count    int64 // successful operations
 	bytes    int64 // body bytes sent or received by successful operations
 	errs     int64
@@ -53,8 +53,8 @@ type opTotal struct {
 }
 
 // merge adds o to t.
-func (t *opTotal) merge(o *opTotal) {
-	t.hist.merge(&o.hist)
+func (t *opTotal) Merge(o *opTotal) {
+	t.hist.Merge(&o.hist)
 	t.count += o.count
 	t.bytes += o.bytes
 	t.errs += o.errs
@@ -88,10 +88,10 @@ func (w *worker) ok(op int, start time.Time, n int64) {
 	d := time.Since(start)
 	s := &w.stats[op]
 	s.mu.Lock()
-	s.total.hist.record(d)
+	s.total.hist.Record(d)
 	s.total.count++
 	s.total.bytes += n
-	s.window.record(d)
+	s.window.Record(d)
 	s.wCount++
 	s.wBytes += n
 	s.mu.Unlock()
@@ -132,7 +132,7 @@ func (w *worker) fail(ctx context.Context, op int, err error) {
 
 // windowStats is one operation's figures over a tick.
 type windowStats struct {
-	hist                 histogram
+	hist                 Histogram
 	count, bytes, errors int64
 }
 
@@ -143,7 +143,7 @@ func takeWindow(workers []*worker, op int, ws *windowStats) {
 	for _, w := range workers {
 		s := &w.stats[op]
 		s.mu.Lock()
-		ws.hist.merge(&s.window)
+		ws.hist.Merge(&s.window)
 		s.window.reset()
 		ws.count += s.wCount
 		ws.bytes += s.wBytes
@@ -209,7 +209,7 @@ func (env *phaseEnv) runPhase(ctx context.Context, p *phase) *phaseResult {
 		workers: workers, interrupted: ctx.Err() != nil}
 	for i := range res.ops {
 		for _, w := range workers {
-			res.ops[i].merge(&w.stats[i].total)
+			res.ops[i].Merge(&w.stats[i].total)
 		}
 		res.ops[i].elapsed = elapsed
 	}
@@ -284,7 +284,7 @@ func (tk *ticker) tick(now time.Time) {
 			tk.samples = append(tk.samples, Sample{
 				T: now.Sub(tk.env.t0).Seconds(), Op: op,
 				OpsPerSec: float64(ws.count) / secs, MiBPerSec: float64(ws.bytes) / MiB / secs,
-				P50: ms(ws.hist.quantile(0.5)), P99: ms(ws.hist.quantile(0.99)), Errors: ws.errors,
+				P50: ms(ws.hist.Quantile(0.5)), P99: ms(ws.hist.Quantile(0.99)), Errors: ws.errors,
 			})
 		}
 	}

@@ -90,7 +90,7 @@ type namedTotal struct {
 type levelAcc struct {
 	conc  int
 	rates []float64
-	hist  histogram
+	hist  Histogram
 }
 
 func newRunner(cfg *Config, wl *workload, progress io.Writer) (*runner, error) {
@@ -313,7 +313,7 @@ func addTotals(list []namedTotal, p *phase, res *phaseResult) []namedTotal {
 			list = append(list, namedTotal{op: op})
 			j = len(list) - 1
 		}
-		list[j].merge(&res.ops[i])
+		list[j].Merge(&res.ops[i])
 		list[j].elapsed += res.ops[i].elapsed
 	}
 	return list
@@ -330,7 +330,7 @@ func (r *runner) addLevel(conc int, res *phaseResult) {
 	if secs := res.elapsed.Seconds(); secs > 0 {
 		l.rates = append(l.rates, float64(res.ops[0].count)/secs)
 	}
-	l.hist.merge(&res.ops[0].hist)
+	l.hist.Merge(&res.ops[0].hist)
 }
 
 // cleanup deletes what the run created, unless Keep.

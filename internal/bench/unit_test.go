@@ -16,9 +16,9 @@ import (
 )
 
 func TestBenchHistogram(t *testing.T) {
-	var h histogram
+	var h Histogram
 	for i := 1; i <= 1000; i++ {
-		h.record(time.Duration(i) * time.Microsecond)
+		h.Record(time.Duration(i) * time.Microsecond)
 	}
 	l := h.latency()
 	for _, c := range []struct {
@@ -29,9 +29,9 @@ func TestBenchHistogram(t *testing.T) {
 			t.Errorf("%s = %v ms, want %v ± 2 %%", c.name, c.got, c.want)
 		}
 	}
-	var other histogram
-	other.record(5 * time.Millisecond)
-	h.merge(&other)
+	var other Histogram
+	other.Record(5 * time.Millisecond)
+	h.Merge(&other)
 	if h.n != 1001 || h.latency().Max != 5 {
 		t.Errorf("after merge: n %d, max %v", h.n, h.latency().Max)
 	}

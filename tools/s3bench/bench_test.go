@@ -113,27 +113,6 @@ func TestStartFailures(t *testing.T) {
 	}
 }
 
-func TestHistogram(t *testing.T) {
-	var h histogram
-	for i := 1; i <= 1000; i++ {
-		h.record(time.Duration(i) * time.Microsecond)
-	}
-	for _, c := range []struct {
-		q    float64
-		want time.Duration
-	}{{0.5, 500 * time.Microsecond}, {0.99, 990 * time.Microsecond}, {1, time.Millisecond}} {
-		got := h.quantile(c.q)
-		if d := got - c.want; d < 0 || d > c.want/64 {
-			t.Errorf("quantile(%v) = %v, want %v (+1/64)", c.q, got, c.want)
-		}
-	}
-	for _, v := range []uint64{0, 1, 127, 128, 129, 1000, 1 << 20, 1<<40 + 12345, 1<<63 - 1} {
-		if i := bucketOf(v); i >= numBuckets || bucketHigh(i) < v || (i > 0 && bucketHigh(i-1) >= v) {
-			t.Errorf("value %d: bucket %d spans up to %d", v, i, bucketHigh(i))
-		}
-	}
-}
-
 func TestParseSize(t *testing.T) {
 	for in, want := range map[string]int64{"4096": 4096, "4KiB": 4096, "4k": 4096, "16MiB": 16 << 20, "1g": 1 << 30} {
 		if got, err := parseSize(in); err != nil || got != want {

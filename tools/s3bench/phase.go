@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	benchlib "github.com/cairnfs/cairn/internal/bench"
 	"math/rand/v2"
 	"runtime"
 	"strconv"
@@ -104,7 +105,7 @@ type worker struct {
 	buf    []byte // receives bodies being verified
 	ops    int64
 	errs   int64
-	hist   histogram
+	hist   benchlib.Histogram
 }
 
 func (p *phase) newWorkers() []*worker {
@@ -159,7 +160,7 @@ func (p *phase) loop(ctx context.Context, w *worker, deadline time.Time) {
 			p.noteError(err)
 			continue
 		}
-		w.hist.record(time.Since(start))
+		w.hist.Record(time.Since(start))
 		w.ops++
 	}
 }

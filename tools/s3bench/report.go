@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	benchlib "github.com/cairnfs/cairn/internal/bench"
 	"io"
 	"os"
 	"runtime"
@@ -52,9 +53,9 @@ func (p *phase) emptyResult() phaseResult {
 // result sums up the workers' figures, and the CPU used between two samples.
 func (p *phase) result(workers []*worker, before, after cpuSample) phaseResult {
 	r := p.emptyResult()
-	var h histogram
+	var h benchlib.Histogram
 	for _, w := range workers {
-		h.merge(&w.hist)
+		h.Merge(&w.hist)
 		r.Ops += w.ops
 		r.Errors += w.errs
 	}
@@ -62,8 +63,8 @@ func (p *phase) result(workers []*worker, before, after cpuSample) phaseResult {
 	r.Seconds = elapsed.Seconds()
 	r.OpsPerSec = float64(r.Ops) / r.Seconds
 	r.MiBPerSec = r.OpsPerSec * float64(p.data.size) / (1 << 20)
-	r.MeanMs, r.P50Ms, r.P90Ms = ms(h.mean()), ms(h.quantile(0.50)), ms(h.quantile(0.90))
-	r.P99Ms, r.MaxMs = ms(h.quantile(0.99)), ms(time.Duration(h.max))
+	r.MeanMs, r.P50Ms, r.P90Ms = ms(h.Mean()), ms(h.Quantile(0.50)), ms(h.Quantile(0.90))
+	r.P99Ms, r.MaxMs = ms(h.Quantile(0.99)), ms(h.Max())
 	if workers[0].buf != nil {
 		r.Verified = min(p.checked.Load(), int64(p.verify))
 	}
