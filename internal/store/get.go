@@ -24,12 +24,12 @@ type Reader struct {
 func (s *Store) OpenObject(bucket, key string) (*Reader, error) {
 	const op errors.Op = "store.OpenObject"
 	// A small object's record holds its body: one lookup, no snapshot needed.
-	if o, err := getObject(s.db, objectKey(bucket, key)); err == nil && o.Embedded {
+	if o, err := getLive(s.db, objectKey(bucket, key)); err == nil && o.Embedded {
 		return &Reader{Object: o, s: s}, nil
 	}
 	ticket := s.readers.begin()
 	snap := s.db.NewSnapshot()
-	o, err := getObject(snap, objectKey(bucket, key))
+	o, err := getLive(snap, objectKey(bucket, key))
 	if err != nil {
 		snap.Close()
 		s.readers.end(ticket)

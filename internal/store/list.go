@@ -27,6 +27,10 @@ type ListOptions struct {
 	After string
 	// Max is the largest number of keys plus common prefixes to return.
 	Max int
+	// Tombstones includes deleted objects' tombstones as entries (Object.Deleted set), for
+	// a cluster gateway merging replicas' listings. Common prefixes never come from
+	// tombstones alone.
+	Tombstones bool
 }
 
 // ListEntry is one object in a listing.
@@ -73,6 +77,11 @@ func (s *Store) List(bucket string, opts ListOptions) (*ListResult, error) {
 	count := 0
 	for ok {
 		key := string(it.Key()[len(base):])
+		dead := isTombstone(it.Value())
+		if dead && (!opts.Tombstones || (opts.Delimiter != "" && strings.Contains(key[len(opts.Prefix):], opts.Delimiter))) {
+			ok = it.Next()
+			continue
+		}
 		if opts.Delimiter != "" {
 			if i := strings.Index(key[len(opts.Prefix):], opts.Delimiter); i >= 0 {
 				cp := key[:len(opts.Prefix)+i+len(opts.Delimiter)]

@@ -39,22 +39,41 @@ type CompletePart struct {
 
 // CreateUpload starts a multipart upload of bucket/key whose object will get meta.
 func (s *Store) CreateUpload(bucket, key string, meta *Object) (string, error) {
+	id := NewUploadID()
+	return id, s.CreateUploadID(bucket, key, id, meta)
+}
+
+// NewUploadID returns a new random upload id.
+func NewUploadID() string {
+	id := newID()
+	return hex.EncodeToString(id[:])
+}
+
+// CreateUploadID is CreateUpload with an id chosen by the caller (a cluster gateway
+// creates the same upload on every replica). Creating an upload that exists is a no-op.
+func (s *Store) CreateUploadID(bucket, key, uploadID string, meta *Object) error {
 	const op errors.Op = "store.CreateUpload"
+	if !validUploadID(uploadID) {
+		return errors.E(op, errors.Invalid, "malformed upload id")
+	}
 	s.bucketMu.RLock()
 	defer s.bucketMu.RUnlock()
 	if _, err := s.bucket(bucket); err != nil {
-		return "", errors.E(op, err)
+		return errors.E(op, err)
 	}
-	id := newID()
-	uploadID := hex.EncodeToString(id[:])
+	if _, err := s.upload(bucket, key, uploadID); err == nil {
+		return nil
+	}
 	m := *meta
-	m.ModTime = time.Now().UnixNano()
+	if m.ModTime == 0 {
+		m.ModTime = time.Now().UnixNano()
+	}
 	b := s.db.NewBatch()
 	b.Set(uploadKey(bucket, key, uploadID), m.Marshal(), nil)
 	if err := s.commit(b); err != nil {
-		return "", errors.E(op, err)
+		return errors.E(op, err)
 	}
-	return uploadID, nil
+	return nil
 }
 
 func validUploadID(id string) bool {
@@ -185,6 +204,14 @@ func (s *Store) ListParts(bucket, key, uploadID string, after, max int) (parts [
 // finish, if set, sees the assembled record and the listed parts' records (in order) before
 // the commit; it may fill in o (e.g. a composite checksum) or veto the completion.
 func (s *Store) CompleteUpload(bucket, key, uploadID string, list []CompletePart, minPart int64, finish func(o *Object, parts []*Object) error) (*Object, error) {
+	return s.CompleteUploadVersion(bucket, key, uploadID, list, minPart, 0, 0, finish)
+}
+
+// CompleteUploadVersion is CompleteUpload with the HLC version and modification time of the
+// new object chosen by the caller (zero: now), as for PutOptions.Version. If a newer record
+// is stored, the upload is consumed but the object is left as it is, and that newer record is
+// returned.
+func (s *Store) CompleteUploadVersion(bucket, key, uploadID string, list []CompletePart, minPart int64, version uint64, modTime int64, finish func(o *Object, parts []*Object) error) (*Object, error) {
 	const op errors.Op = "store.CompleteUpload"
 	if len(list) == 0 {
 		return nil, errors.E(op, errors.Invalid, "no parts given")
@@ -210,7 +237,12 @@ func (s *Store) CompleteUpload(bucket, key, uploadID string, list []CompletePart
 	}
 	o := *meta
 	o.VersionID = newID()
-	o.ModTime = time.Now().UnixNano()
+	o.ModTime = modTime
+	if o.ModTime == 0 {
+		o.ModTime = time.Now().UnixNano()
+	}
+	o.HLC = s.version(version)
+	o.Deleted = false
 	o.Size = 0
 	o.Inline, o.Embedded, o.Body = false, false, nil
 	o.Chunks = nil
@@ -254,7 +286,8 @@ func (s *Store) CompleteUpload(bucket, key, uploadID string, list []CompletePart
 		b.Close()
 		return nil, errors.E(op, err)
 	}
-	if old != nil {
+	superseded := old != nil && old.HLC >= o.HLC
+	if old != nil && !superseded {
 		f, err := s.dropBody(b, old)
 		if err != nil {
 			b.Close()
@@ -263,7 +296,7 @@ func (s *Store) CompleteUpload(bucket, key, uploadID string, list []CompletePart
 		freed = append(freed, f...)
 	}
 	for _, p := range all {
-		if !used[p.Number] {
+		if !used[p.Number] || superseded {
 			f, err := s.dropBody(b, p.Object)
 			if err != nil {
 				b.Close()
@@ -277,12 +310,17 @@ func (s *Store) CompleteUpload(bucket, key, uploadID string, list []CompletePart
 	if len(o.Chunks) == 0 {
 		o.Inline, o.Embedded, o.Body = true, true, []byte{}
 	}
-	b.Set(okey, o.Marshal(), nil)
+	if !superseded {
+		b.Set(okey, o.Marshal(), nil)
+	}
 	if err := s.commit(b); err != nil {
 		return nil, errors.E(op, err)
 	}
 	for _, l := range freed {
 		s.addLive(l, -1)
+	}
+	if superseded {
+		return old, nil
 	}
 	return &o, nil
 }

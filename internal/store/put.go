@@ -21,6 +21,11 @@ type PutOptions struct {
 	// before the object is committed. It may fill in o (ETag, checksums) and veto the
 	// write by returning an error, in which case nothing is stored.
 	Finish func(o *Object) error
+	// Version, if non-zero, is the HLC timestamp of this version, chosen by the cluster
+	// gateway that coordinates the write (otherwise the store's clock assigns one). The
+	// write takes effect only if the stored record (object or tombstone) is older; if it
+	// is newer, the write is dropped and PutObject returns the newer record.
+	Version uint64
 }
 
 // body is what writeBody stored: either inline bytes or chunks.
@@ -274,6 +279,16 @@ func (s *Store) chunkLoc(g getter, id segment.ID) (segment.Loc, error) {
 	return decodeLoc(v)
 }
 
+// getLive is getObject for callers that must not see tombstones.
+func getLive(g getter, key []byte) (*Object, error) {
+	o, err := getObject(g, key)
+	if err == nil && o.Deleted {
+		return nil, errors.E(errors.NotExist, ErrNoSuchKey)
+	}
+	return o, err
+}
+
+// getObject returns the record under key, a tombstone included.
 func getObject(g getter, key []byte) (*Object, error) {
 	v, c, err := g.Get(key)
 	if err == pebble.ErrNotFound {
@@ -301,7 +316,7 @@ func (s *Store) PutObject(ctx context.Context, bucket, key string, meta *Object,
 		return nil, errors.E(op, err)
 	}
 	if opts.IfNoneMatch {
-		if _, err := getObject(s.db, objectKey(bucket, key)); err == nil {
+		if _, err := getLive(s.db, objectKey(bucket, key)); err == nil {
 			return nil, errors.E(op, errors.Precondition, "object exists")
 		}
 	}
@@ -319,9 +334,11 @@ func (s *Store) PutObject(ctx context.Context, bucket, key string, meta *Object,
 // previous version's body in the same batch.
 func (s *Store) commitObject(op errors.Op, bucket, key string, o *Object, bd *body, opts PutOptions) (*Object, error) {
 	o.VersionID = newID()
+	o.Deleted = false
 	if o.ModTime == 0 {
 		o.ModTime = time.Now().UnixNano()
 	}
+	o.HLC = s.version(opts.Version)
 	if opts.Finish != nil {
 		if err := opts.Finish(o); err != nil {
 			return nil, errors.E(op, err)
@@ -342,8 +359,11 @@ func (s *Store) commitObject(op errors.Op, bucket, key string, o *Object, bd *bo
 	if err != nil && !errors.Is(errors.NotExist, err) {
 		return nil, errors.E(op, err)
 	}
-	if old != nil && opts.IfNoneMatch {
+	if old != nil && opts.IfNoneMatch && !old.Deleted {
 		return nil, errors.E(op, errors.Precondition, "object exists")
+	}
+	if old != nil && old.HLC >= o.HLC {
+		return old, nil // a newer version (or delete) is already here
 	}
 	b := s.db.NewBatch()
 	var freed []segment.Loc
@@ -367,10 +387,28 @@ func (s *Store) commitObject(op errors.Op, bucket, key string, o *Object, bd *bo
 	return o, nil
 }
 
+// version returns v, or a new timestamp from the store's clock if v is zero.
+func (s *Store) version(v uint64) uint64 {
+	if v == 0 {
+		return s.clock.Next()
+	}
+	s.clock.Observe(v)
+	return v
+}
+
 // StatObject returns an object's record without its body.
 func (s *Store) StatObject(bucket, key string) (*Object, error) {
-	const op errors.Op = "store.StatObject"
-	o, err := getObject(s.db, objectKey(bucket, key))
+	return s.stat(errors.Op("store.StatObject"), getLive, bucket, key)
+}
+
+// StatVersion is StatObject that also returns tombstones (records with Deleted set), for
+// replicas comparing versions.
+func (s *Store) StatVersion(bucket, key string) (*Object, error) {
+	return s.stat(errors.Op("store.StatVersion"), getObject, bucket, key)
+}
+
+func (s *Store) stat(op errors.Op, get func(getter, []byte) (*Object, error), bucket, key string) (*Object, error) {
+	o, err := get(s.db, objectKey(bucket, key))
 	if errors.Is(errors.NotExist, err) {
 		if _, berr := s.bucket(bucket); berr != nil {
 			return nil, errors.E(op, berr)
@@ -416,6 +454,50 @@ func (s *Store) DeleteObject(bucket, key string) error {
 		s.addLive(l, -1)
 	}
 	return nil
+}
+
+// DeleteVersion deletes bucket/key as of version (an HLC timestamp; zero means now): it
+// replaces the object with a tombstone unless the stored record is newer. It returns the
+// record that is current afterwards (the tombstone, or the newer record).
+func (s *Store) DeleteVersion(bucket, key string, version uint64, modTime int64) (*Object, error) {
+	const op errors.Op = "store.DeleteVersion"
+	if _, err := s.bucket(bucket); err != nil {
+		return nil, errors.E(op, err)
+	}
+	version = s.version(version)
+	if modTime == 0 {
+		modTime = time.Now().UnixNano()
+	}
+	mu := s.keyLock(bucket, key)
+	mu.Lock()
+	defer mu.Unlock()
+	s.relocMu.RLock()
+	defer s.relocMu.RUnlock()
+	okey := objectKey(bucket, key)
+	old, err := getObject(s.db, okey)
+	if err != nil && !errors.Is(errors.NotExist, err) {
+		return nil, errors.E(op, err)
+	}
+	if old != nil && old.HLC >= version {
+		return old, nil
+	}
+	b := s.db.NewBatch()
+	var freed []segment.Loc
+	if old != nil {
+		if freed, err = s.dropBody(b, old); err != nil {
+			b.Close()
+			return nil, errors.E(op, err)
+		}
+	}
+	t := &Object{VersionID: newID(), HLC: version, ModTime: modTime, Deleted: true, Inline: true, Embedded: true, Body: []byte{}}
+	b.Set(okey, t.Marshal(), nil)
+	if err := s.commit(b); err != nil {
+		return nil, errors.E(op, err)
+	}
+	for _, l := range freed {
+		s.addLive(l, -1)
+	}
+	return t, nil
 }
 
 // sortUserMeta sorts user metadata pairs by name, as records store them.

@@ -12,9 +12,15 @@ import (
 // multipart upload, which reuse the same record).
 type Object struct {
 	VersionID [16]byte
-	Size      int64
-	ModTime   int64 // Unix nanoseconds
-	ETag      string
+	// HLC is the version's hybrid-logical-clock timestamp (package hlc): across the
+	// replicas of an object the record with the largest HLC wins.
+	HLC     uint64
+	Size    int64
+	ModTime int64 // Unix nanoseconds
+	// Deleted marks a tombstone: the object was deleted at HLC. Tombstones keep a newer
+	// delete from losing to an older write that reaches a replica late; they have no body.
+	Deleted bool
+	ETag    string
 	// Standard headers stored and returned as given.
 	ContentType        string
 	ContentEncoding    string
@@ -50,7 +56,9 @@ type Chunk struct {
 	Size uint32
 }
 
-const recordVersion = 1
+// recordVersion 2 added HLC and the Deleted flag; version 1 records are still read (their
+// HLC is derived from ModTime).
+const recordVersion = 2
 
 // maxRecordList bounds list lengths in a record, so a corrupt record cannot make the decoder
 // allocate without limit.
@@ -67,10 +75,14 @@ func (o *Object) Marshal() []byte {
 	if o.Embedded {
 		flags |= 2
 	}
+	if o.Deleted {
+		flags |= 4
+	}
 	b = append(b, flags)
 	b = append(b, o.VersionID[:]...)
 	b = binary.AppendVarint(b, o.Size)
 	b = binary.AppendVarint(b, o.ModTime)
+	b = binary.AppendUvarint(b, o.HLC)
 	for _, s := range []string{o.ETag, o.ContentType, o.ContentEncoding, o.ContentDisposition,
 		o.ContentLanguage, o.CacheControl, o.Expires, o.StorageClass, o.ChecksumAlgo, o.Checksum, o.ChecksumType} {
 		b = appendString(b, s)
@@ -173,14 +185,19 @@ func (o *Object) Unmarshal(b []byte) error {
 	if d.err != nil {
 		return d.err
 	}
-	if v[0] != recordVersion {
+	if v[0] != recordVersion && v[0] != 1 {
 		d.fail()
 		return d.err
 	}
-	*o = Object{Inline: v[1]&1 != 0, Embedded: v[1]&2 != 0}
+	*o = Object{Inline: v[1]&1 != 0, Embedded: v[1]&2 != 0, Deleted: v[1]&4 != 0}
 	copy(o.VersionID[:], d.bytes(16))
 	o.Size = d.varint()
 	o.ModTime = d.varint()
+	if v[0] >= 2 {
+		o.HLC = d.uvarint()
+	} else if o.ModTime > 0 {
+		o.HLC = uint64(o.ModTime/1e6) << 16 // hlc.FromTime of the record's modification time
+	}
 	for _, p := range []*string{&o.ETag, &o.ContentType, &o.ContentEncoding, &o.ContentDisposition,
 		&o.ContentLanguage, &o.CacheControl, &o.Expires, &o.StorageClass, &o.ChecksumAlgo, &o.Checksum, &o.ChecksumType} {
 		*p = d.str()

@@ -27,6 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/hlc"
 	"github.com/cairnfs/cairn/internal/store/segment"
 )
 
@@ -58,6 +59,9 @@ type Config struct {
 	// FreeSpace, if set, replaces statfs for the free-space check (tests of disk-full paths
 	// use a real small filesystem instead where they can).
 	FreeSpace func() (int64, error)
+	// Clock assigns HLC versions to writes that do not bring their own (nil: a private
+	// clock). A node shares one clock between its store and its gateway.
+	Clock *hlc.Clock
 }
 
 func (c *Config) setDefaults() {
@@ -123,6 +127,7 @@ type Store struct {
 	live   map[uint32]int64 // live bytes per segment (derived from the index at start)
 
 	bufPool sync.Pool
+	clock   *hlc.Clock
 }
 
 type commitReq struct {
@@ -161,6 +166,10 @@ func Open(cfg Config) (*Store, error) {
 		segs:     segs,
 		commitCh: make(chan *commitReq, 4096),
 		live:     map[uint32]int64{},
+		clock:    cfg.Clock,
+	}
+	if s.clock == nil {
+		s.clock = new(hlc.Clock)
 	}
 	s.readers.init()
 	s.bufPool.New = func() any {
@@ -474,18 +483,30 @@ func (s *Store) DeleteBucket(name string) error {
 		}
 	}
 	b := s.db.NewBatch()
+	objs := objectPrefix(name, "")
+	b.DeleteRange(objs, prefixEnd(objs), nil) // tombstones
 	b.Delete(bucketKey(name), nil)
 	return s.commit(b)
 }
 
+// emptyRange reports whether the range under prefix p holds no records other than
+// tombstones.
 func (s *Store) emptyRange(p []byte) (bool, error) {
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
 	if err != nil {
 		return false, errors.E(errors.IO, err)
 	}
 	defer it.Close()
-	return !it.First(), nil
+	for ok := it.First(); ok; ok = it.Next() {
+		if !isTombstone(it.Value()) {
+			return false, nil
+		}
+	}
+	return true, it.Error()
 }
+
+// isTombstone reports whether an encoded record is a tombstone, without decoding it.
+func isTombstone(v []byte) bool { return len(v) >= 2 && v[0] >= 2 && v[1]&4 != 0 }
 
 func newID() (id [16]byte) {
 	if _, err := rand.Read(id[:]); err != nil {

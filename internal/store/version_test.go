@@ -1,0 +1,184 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"testing"
+
+	"github.com/cairnfs/cairn/internal/errors"
+)
+
+// Replica writes carry HLC versions: the newest wins whatever the arrival order, and a
+// delete leaves a tombstone that an older write arriving late cannot overturn.
+func TestVersionsNewestWins(t *testing.T) {
+	s := openStore(t, testConfig(t))
+	if err := s.CreateBucket("b"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	putV := func(key string, v uint64, data []byte) *Object {
+		t.Helper()
+		o, err := s.PutObject(ctx, "b", key, &Object{}, bytes.NewReader(data), int64(len(data)), PutOptions{Version: v})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	small, big := []byte("small body"), randBytes(7, 200<<10)
+	for _, tc := range []struct {
+		name string
+		data []byte
+	}{{"inline", small}, {"chunked", big}} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := "k-" + tc.name
+			putV(key, 100, tc.data)
+			if o := putV(key, 50, []byte("older")); o.HLC != 100 {
+				t.Fatalf("older write replaced the newer one: stored HLC %d", o.HLC)
+			}
+			if got := readAll(t, s, "b", key); !bytes.Equal(got, tc.data) {
+				t.Fatal("body changed by an older write")
+			}
+			// An older delete does nothing.
+			if o, err := s.DeleteVersion("b", key, 90, 0); err != nil || o.Deleted || o.HLC != 100 {
+				t.Fatalf("older delete: %+v %v", o, err)
+			}
+			// A newer delete leaves a tombstone.
+			if o, err := s.DeleteVersion("b", key, 200, 0); err != nil || !o.Deleted {
+				t.Fatalf("newer delete: %+v %v", o, err)
+			}
+			if _, err := s.StatObject("b", key); !errors.Is(errors.NotExist, err) {
+				t.Fatalf("stat after delete: %v", err)
+			}
+			if _, err := s.OpenObject("b", key); !errors.Is(errors.NotExist, err) {
+				t.Fatalf("open after delete: %v", err)
+			}
+			if o, err := s.StatVersion("b", key); err != nil || !o.Deleted || o.HLC != 200 {
+				t.Fatalf("raw stat after delete: %+v %v", o, err)
+			}
+			// A write older than the tombstone stays deleted; a newer one revives the key.
+			putV(key, 150, []byte("late"))
+			if _, err := s.StatObject("b", key); !errors.Is(errors.NotExist, err) {
+				t.Fatalf("late write overturned the delete: %v", err)
+			}
+			putV(key, 300, tc.data)
+			if got := readAll(t, s, "b", key); !bytes.Equal(got, tc.data) {
+				t.Fatal("newer write after delete not readable")
+			}
+		})
+	}
+	// Conditional create treats a tombstone as absent.
+	if _, err := s.DeleteVersion("b", "cond", 10, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutObject(ctx, "b", "cond", &Object{}, bytes.NewReader(small), int64(len(small)), PutOptions{IfNoneMatch: true}); err != nil {
+		t.Fatalf("If-None-Match over a tombstone: %v", err)
+	}
+}
+
+func TestTombstonesHiddenFromListingAndBucketDelete(t *testing.T) {
+	s := openStore(t, testConfig(t))
+	if err := s.CreateBucket("b"); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"a", "dir/x", "dir/y", "gone/z", "z"} {
+		put(t, s, "b", k, []byte(k))
+	}
+	for _, k := range []string{"a", "dir/y", "gone/z"} {
+		if _, err := s.DeleteVersion("b", k, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := s.List("b", ListOptions{Delimiter: "/", Max: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range res.Objects {
+		got = append(got, e.Key)
+	}
+	got = append(got, res.CommonPrefixes...)
+	if want := "[z dir/]"; fmtList(got) != want {
+		t.Fatalf("listing = %v, want %s (no tombstones, no prefix of only tombstones)", got, want)
+	}
+	raw, err := s.List("b", ListOptions{Max: 10, Tombstones: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := 0
+	for _, e := range raw.Objects {
+		if e.Object.Deleted {
+			dead++
+		}
+	}
+	if len(raw.Objects) != 5 || dead != 3 {
+		t.Fatalf("raw listing: %d entries, %d tombstones; want 5 and 3", len(raw.Objects), dead)
+	}
+	for _, k := range []string{"dir/x", "z"} {
+		if _, err := s.DeleteVersion("b", k, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.DeleteBucket("b"); err != nil {
+		t.Fatalf("bucket with only tombstones must be deletable: %v", err)
+	}
+	if err := s.CreateBucket("b"); err != nil {
+		t.Fatal(err)
+	}
+	if raw, _ := s.List("b", ListOptions{Max: 10, Tombstones: true}); len(raw.Objects) != 0 {
+		t.Fatalf("recreated bucket shows %d old tombstones", len(raw.Objects))
+	}
+}
+
+func fmtList(l []string) string {
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i, s := range l {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(s)
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+// Replicas create an upload under the id the gateway chose, and completing it with an
+// older version than the stored record leaves the newer record.
+func TestUploadWithIDAndVersion(t *testing.T) {
+	s := openStore(t, testConfig(t))
+	if err := s.CreateBucket("b"); err != nil {
+		t.Fatal(err)
+	}
+	id := NewUploadID()
+	for i := 0; i < 2; i++ { // idempotent
+		if err := s.CreateUploadID("b", "k", id, &Object{ContentType: "text/plain"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.CreateUploadID("b", "k", "not-an-id", &Object{}); !errors.Is(errors.Invalid, err) {
+		t.Fatalf("malformed id: %v", err)
+	}
+	data := randBytes(3, 100<<10)
+	p, err := s.PutPart(context.Background(), "b", "k", id, 1, bytes.NewReader(data), int64(len(data)), func(o *Object) error { o.ETag = md5hex(data); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, s, "b", "k", []byte("newer")) // store clock: newer than version 5 below
+	o, err := s.CompleteUploadVersion("b", "k", id, []CompletePart{{1, p.ETag}}, 0, 5, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Size != 5 {
+		t.Fatalf("older completion replaced the newer object (size %d)", o.Size)
+	}
+	if _, _, err := s.ListParts("b", "k", id, 0, 10); !errors.Is(errors.NotExist, err) {
+		t.Fatalf("upload must be consumed: %v", err)
+	}
+}
+
+func md5hex(b []byte) string {
+	sum := md5.Sum(b)
+	return hex.EncodeToString(sum[:])
+}
