@@ -38,6 +38,8 @@ const usage = `cairn: distributed object and block storage.
 
 Usage:
   cairn server [flags]   run a node (all roles; a complete single-node system by default)
+  cairn admin COMMAND    cluster administration: status, nodes, placement, drain, remove ("cairn admin help")
+  cairn dev cluster      start a local multi-node cluster on loopback for trying things and tests
   cairn bench WORKLOAD   benchmark an S3 endpoint (cairn or another); "cairn bench -h" lists workloads
   cairn version          print the version
   cairn help             this text
@@ -56,6 +58,10 @@ func main() {
 		err = runServer(os.Args[2:], os.Stdout, os.Stderr)
 	case "bench":
 		os.Exit(runBench(os.Args[2:], os.Stdout, os.Stderr))
+	case "admin":
+		err = runAdmin(os.Args[2:], os.Stdout, os.Stderr)
+	case "dev":
+		err = runDev(os.Args[2:], os.Stdout, os.Stderr)
 	case "version", "--version", "-version":
 		fmt.Println("cairn", versionString())
 	case "help", "-h", "--help":
@@ -82,6 +88,15 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	cacheSize := fs.String("cache-size", "64MiB", "index block cache (bounds the metadata memory; e.g. 16MiB, 1GiB)")
 	segmentSize := fs.String("segment-size", "256MiB", "size at which a segment file is sealed (compaction granularity)")
 	fs.DurationVar(&cfg.Store.CompactInterval, "compact-interval", 30*time.Second, "how often compaction looks for segments to reclaim")
+	fs.StringVar(&cfg.NodeAddr, "node-addr", "127.0.0.1:0", "internode address (RPC and Raft) other nodes reach this node at")
+	fs.StringVar(&cfg.Join, "join", "", "node address of any member of an existing cluster to join (empty: bootstrap a new cluster, or restart a member)")
+	fs.StringVar(&cfg.Zone, "zone", "", "failure domain of this node (data center or rack); replicas go to distinct zones")
+	fs.StringVar(&cfg.NodeID, "node-id", "", "node id (default: generated on first start and kept in DATA/node-id)")
+	roles := fs.String("roles", "gateway,storage,manager", "comma-separated roles this node runs")
+	fs.IntVar(&cfg.Replicas, "replicas", 3, "copies of STANDARD objects (N) for a new cluster; W and D are a majority of N, R is 1")
+	fs.IntVar(&cfg.Partitions, "partitions", 4096, "partition count of a new cluster (fixed for its life)")
+	fs.IntVar(&cfg.Voters, "voters", 3, "voting managers kept in the Raft group (odd)")
+	secretFile := fs.String("cluster-secret-file", "", "file holding the cluster secret (default: $CAIRN_CLUSTER_SECRET, then DATA/cluster-secret)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
 	if err := fs.Parse(args); err != nil {
@@ -116,17 +131,37 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 			cfg.Domains = append(cfg.Domains, strings.ToLower(d))
 		}
 	}
+	cfg.Roles = nil
+	for _, r := range strings.Split(*roles, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			cfg.Roles = append(cfg.Roles, r)
+		}
+	}
+	cfg.ClusterSecret = os.Getenv("CAIRN_CLUSTER_SECRET")
+	if *secretFile != "" {
+		data, err := os.ReadFile(*secretFile)
+		if err != nil {
+			return fmt.Errorf("server: --cluster-secret-file: %w", err)
+		}
+		cfg.ClusterSecret = strings.TrimSpace(string(data))
+	}
 	cfg.AccessKey = os.Getenv("CAIRN_ACCESS_KEY")
 	cfg.SecretKey = os.Getenv("CAIRN_SECRET_KEY")
-	cfg.Ready = func(s3Addr, adminAddr string, c server.Credentials) {
+	cfg.Ready = func(r server.Ready) {
+		c := r.Creds
 		fmt.Fprintf(stdout, "cairn %s\n", versionString())
-		fmt.Fprintf(stdout, "  S3 endpoint: http://%s\n", s3Addr)
-		if adminAddr != "" {
-			fmt.Fprintf(stdout, "  metrics:     http://%s/metrics   health: http://%s/health\n", adminAddr, adminAddr)
+		fmt.Fprintf(stdout, "  S3 endpoint: http://%s\n", r.S3Addr)
+		if r.AdminAddr != "" {
+			fmt.Fprintf(stdout, "  metrics:     http://%s/metrics   health: http://%s/health\n", r.AdminAddr, r.AdminAddr)
 		}
 		fmt.Fprintf(stdout, "  data:        %s\n", cfg.DataDir)
+		fmt.Fprintf(stdout, "  node:        %s at %s\n", r.NodeID, r.NodeAddr)
 		fmt.Fprintf(stdout, "  access key:  %s\n  secret key:  %s\n", c.AccessKey, c.SecretKey)
-		fmt.Fprintf(stdout, "  try: AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s aws --endpoint-url http://%s s3 ls\n", c.AccessKey, c.SecretKey, s3Addr)
+		fmt.Fprintf(stdout, "  try: AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s aws --endpoint-url http://%s s3 ls\n", c.AccessKey, c.SecretKey, r.S3Addr)
+		if r.SecretGenerated {
+			fmt.Fprintf(stdout, "  new cluster; its secret is kept in %s/cluster-secret. To add a node:\n", cfg.DataDir)
+			fmt.Fprintf(stdout, "    CAIRN_CLUSTER_SECRET=%s cairn server --data DIR --listen ADDR --node-addr ADDR --join %s\n", r.Secret, r.NodeAddr)
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

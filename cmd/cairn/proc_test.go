@@ -70,6 +70,8 @@ func freePort(t testing.TB) string {
 // proc is a cairn server running as a separate process.
 type proc struct {
 	t       testing.TB
+	args    []string
+	env     []string
 	cmd     *exec.Cmd
 	addr    string
 	admin   string
@@ -82,10 +84,36 @@ type proc struct {
 
 func startProc(t testing.TB, dataDir string, extra ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, addr: freePort(t), admin: freePort(t), dataDir: dataDir, exited: make(chan struct{}), logs: &strings.Builder{}}
-	args := append([]string{"server", "--data", dataDir, "--listen", p.addr, "--admin-listen", p.admin}, extra...)
-	p.cmd = exec.Command(cairnBin(t), args...)
-	p.cmd.Env = append(os.Environ(), "CAIRN_ACCESS_KEY="+testAccess, "CAIRN_SECRET_KEY="+testSecret)
+	return startProcEnv(t, dataDir, nil, extra...)
+}
+
+// startProcEnv is startProc with more environment variables.
+func startProcEnv(t testing.TB, dataDir string, env []string, extra ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, addr: freePort(t), admin: freePort(t), dataDir: dataDir}
+	p.args = append([]string{"server", "--data", dataDir, "--listen", p.addr, "--admin-listen", p.admin}, extra...)
+	p.env = append(append(os.Environ(), "CAIRN_ACCESS_KEY="+testAccess, "CAIRN_SECRET_KEY="+testSecret), env...)
+	p.start()
+	t.Cleanup(p.kill)
+	return p
+}
+
+// restart starts a stopped or killed proc again with the same arguments.
+func (p *proc) restart() {
+	p.t.Helper()
+	p.kill()
+	p.start()
+}
+
+func (p *proc) start() {
+	t := p.t
+	t.Helper()
+	p.exited = make(chan struct{})
+	p.logsMu.Lock()
+	p.logs = &strings.Builder{}
+	p.logsMu.Unlock()
+	p.cmd = exec.Command(cairnBin(t), p.args...)
+	p.cmd.Env = p.env
 	stdout, _ := p.cmd.StdoutPipe()
 	stderr, _ := p.cmd.StderrPipe()
 	if err := p.cmd.Start(); err != nil {
@@ -106,9 +134,13 @@ func startProc(t testing.TB, dataDir string, extra ...string) *proc {
 	}
 	go scan(bufio.NewScanner(stdout))
 	go scan(bufio.NewScanner(stderr))
+	cmd, exited := p.cmd, p.exited
 	go func() {
-		p.waitErr = p.cmd.Wait()
-		close(p.exited)
+		err := cmd.Wait()
+		p.logsMu.Lock()
+		p.waitErr = err
+		p.logsMu.Unlock()
+		close(exited)
 	}()
 	select {
 	case <-ready:
@@ -118,8 +150,6 @@ func startProc(t testing.TB, dataDir string, extra ...string) *proc {
 		p.kill()
 		t.Fatalf("cairn not ready after 60s\n%s", p.output())
 	}
-	t.Cleanup(p.kill)
-	return p
 }
 
 func (p *proc) output() string {

@@ -1,7 +1,9 @@
 // Package hlc is a hybrid logical clock: 64-bit timestamps that follow wall-clock time
-// (milliseconds in the high 48 bits) but never go backwards on one node and always exceed
-// every timestamp the node has observed from others (a 16-bit logical counter in the low
-// bits breaks ties). Object versions are ordered by these timestamps, so a node whose wall
+// (microseconds since 1970 in the high 52 bits, enough until the year 2112) but never go
+// backwards on one node and always exceed every timestamp the node has observed from
+// others (a 12-bit logical counter in the low bits breaks ties). Microseconds, not
+// milliseconds: two gateways on clocks that agree order writes made one after the other
+// by their wall time, as a write takes far longer than a microsecond. Object versions are ordered by these timestamps, so a node whose wall
 // clock is behind cannot make an older write win over a newer one it has seen.
 package hlc
 
@@ -13,13 +15,14 @@ import (
 // Timestamp is a hybrid logical clock value; larger is newer. Zero means "none".
 type Timestamp = uint64
 
-const logicalBits = 16
+// LogicalBits is the width of the logical counter.
+const LogicalBits = 12
 
 // FromTime returns the smallest timestamp at wall time t.
-func FromTime(t time.Time) Timestamp { return uint64(t.UnixMilli()) << logicalBits }
+func FromTime(t time.Time) Timestamp { return uint64(t.UnixMicro()) << LogicalBits }
 
 // Time returns the wall-clock part of ts.
-func Time(ts Timestamp) time.Time { return time.UnixMilli(int64(ts >> logicalBits)) }
+func Time(ts Timestamp) time.Time { return time.UnixMicro(int64(ts >> LogicalBits)) }
 
 // Clock issues timestamps. The zero value is ready to use; it is safe for concurrent use.
 type Clock struct {

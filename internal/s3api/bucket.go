@@ -26,7 +26,7 @@ func (h *Handler) owner(rq *request) owner {
 }
 
 func (h *Handler) listBuckets(w http.ResponseWriter, r *http.Request, rq *request) error {
-	bs, err := h.store.ListBuckets()
+	bs, err := h.store.ListBuckets(r.Context())
 	if err != nil {
 		return err
 	}
@@ -61,7 +61,7 @@ func (h *Handler) createBucket(w http.ResponseWriter, r *http.Request, rq *reque
 			}
 		}
 	}
-	if err := h.store.CreateBucket(rq.bucket); err != nil {
+	if err := h.store.CreateBucket(r.Context(), rq.bucket); err != nil {
 		return err
 	}
 	w.Header().Set("Location", "/"+rq.bucket)
@@ -70,7 +70,7 @@ func (h *Handler) createBucket(w http.ResponseWriter, r *http.Request, rq *reque
 }
 
 func (h *Handler) headBucket(w http.ResponseWriter, r *http.Request, rq *request) error {
-	if _, err := h.store.HeadBucket(rq.bucket); err != nil {
+	if _, err := h.store.HeadBucket(r.Context(), rq.bucket); err != nil {
 		return err
 	}
 	w.Header().Set("x-amz-bucket-region", h.cfg.Region)
@@ -79,7 +79,7 @@ func (h *Handler) headBucket(w http.ResponseWriter, r *http.Request, rq *request
 }
 
 func (h *Handler) deleteBucket(w http.ResponseWriter, r *http.Request, rq *request) error {
-	if err := h.store.DeleteBucket(rq.bucket); err != nil {
+	if err := h.store.DeleteBucket(r.Context(), rq.bucket); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -87,7 +87,7 @@ func (h *Handler) deleteBucket(w http.ResponseWriter, r *http.Request, rq *reque
 }
 
 func (h *Handler) getBucketLocation(w http.ResponseWriter, r *http.Request, rq *request) error {
-	if _, err := h.store.HeadBucket(rq.bucket); err != nil {
+	if _, err := h.store.HeadBucket(r.Context(), rq.bucket); err != nil {
 		return err
 	}
 	loc := h.cfg.Region
@@ -102,7 +102,7 @@ func (h *Handler) getBucketLocation(w http.ResponseWriter, r *http.Request, rq *
 }
 
 func (h *Handler) getBucketVersioning(w http.ResponseWriter, r *http.Request, rq *request) error {
-	if _, err := h.store.HeadBucket(rq.bucket); err != nil {
+	if _, err := h.store.HeadBucket(r.Context(), rq.bucket); err != nil {
 		return err
 	}
 	// Versioning is not supported yet: report it as never enabled.
@@ -114,10 +114,10 @@ func (h *Handler) getBucketVersioning(w http.ResponseWriter, r *http.Request, rq
 
 func (h *Handler) getACL(w http.ResponseWriter, r *http.Request, rq *request) error {
 	if rq.key != "" {
-		if _, err := h.store.StatObject(rq.bucket, rq.key); err != nil {
+		if _, err := h.store.StatObject(r.Context(), rq.bucket, rq.key); err != nil {
 			return err
 		}
-	} else if _, err := h.store.HeadBucket(rq.bucket); err != nil {
+	} else if _, err := h.store.HeadBucket(r.Context(), rq.bucket); err != nil {
 		return err
 	}
 	type grantee struct {
@@ -205,7 +205,7 @@ func (h *Handler) listObjects(w http.ResponseWriter, r *http.Request, rq *reques
 	} else {
 		opts.After = q.Get("marker")
 	}
-	res, err := h.store.List(rq.bucket, opts)
+	res, err := h.store.List(r.Context(), rq.bucket, opts)
 	if err != nil {
 		return err
 	}
@@ -297,7 +297,7 @@ func (h *Handler) deleteObjects(w http.ResponseWriter, r *http.Request, rq *requ
 	if len(req.Objects) > 1000 || len(req.Objects) == 0 {
 		return errMalformedXML
 	}
-	if _, err := h.store.HeadBucket(rq.bucket); err != nil {
+	if _, err := h.store.HeadBucket(r.Context(), rq.bucket); err != nil {
 		return err
 	}
 	type deleted struct {
@@ -321,7 +321,7 @@ func (h *Handler) deleteObjects(w http.ResponseWriter, r *http.Request, rq *requ
 		} else if o.Key == "" {
 			err = errf(400, "InvalidArgument", "Key must not be empty")
 		} else {
-			err = h.store.DeleteObject(rq.bucket, o.Key)
+			err = h.store.DeleteObject(r.Context(), rq.bucket, o.Key)
 		}
 		if err != nil {
 			ae := toAPIError(err)

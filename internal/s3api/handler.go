@@ -4,6 +4,7 @@
 package s3api
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/xml"
@@ -17,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cairnfs/cairn/internal/gateway"
 	"github.com/cairnfs/cairn/internal/sigv4"
 	"github.com/cairnfs/cairn/internal/store"
 )
@@ -26,10 +28,40 @@ type Observer interface {
 	ObserveRequest(op string, status int, d time.Duration, bytesIn, bytesOut int64)
 }
 
+// Backend is what the S3 API needs of the storage system: bucket, object and multipart
+// operations with S3 semantics. gateway.Gateway implements it over the cluster.
+type Backend interface {
+	ListBuckets(ctx context.Context) ([]store.Bucket, error)
+	CreateBucket(ctx context.Context, name string) error
+	HeadBucket(ctx context.Context, name string) (store.Bucket, error)
+	DeleteBucket(ctx context.Context, name string) error
+	ObjectBackend
+	MultipartBackend
+}
+
+// ObjectBackend is the object part of Backend.
+type ObjectBackend interface {
+	PutObject(ctx context.Context, bucket, key string, meta *store.Object, src io.Reader, size int64, opts store.PutOptions) (*store.Object, error)
+	StatObject(ctx context.Context, bucket, key string) (*store.Object, error)
+	OpenObject(ctx context.Context, bucket, key string) (gateway.ObjectReader, error)
+	DeleteObject(ctx context.Context, bucket, key string) error
+	List(ctx context.Context, bucket string, opts store.ListOptions) (*store.ListResult, error)
+}
+
+// MultipartBackend is the multipart-upload part of Backend.
+type MultipartBackend interface {
+	CreateUpload(ctx context.Context, bucket, key string, meta *store.Object) (string, error)
+	PutPart(ctx context.Context, bucket, key, uploadID string, n int, src io.Reader, size int64, finish func(*store.Object) error) (*store.Object, error)
+	ListParts(ctx context.Context, bucket, key, uploadID string, after, max int) ([]store.Part, bool, error)
+	CompleteUpload(ctx context.Context, bucket, key, uploadID string, list []store.CompletePart, minPart int64, finish func(o *store.Object, parts []*store.Object) error) (*store.Object, error)
+	AbortUpload(ctx context.Context, bucket, key, uploadID string) error
+	ListUploads(ctx context.Context, bucket string, opts store.UploadListOptions) (*store.UploadList, error)
+}
+
 // Config configures a Handler.
 type Config struct {
-	// Store keeps the data. Required.
-	Store *store.Store
+	// Store keeps the data: the cluster gateway. Required.
+	Store Backend
 	// Lookup returns the secret key of an access key. Required.
 	Lookup sigv4.SecretLookup
 	// Region is reported by GetBucketLocation (default "us-east-1"). Requests signed for any
@@ -58,7 +90,7 @@ type Config struct {
 type Handler struct {
 	cfg      Config
 	log      *slog.Logger
-	store    *store.Store
+	store    Backend
 	verifier *sigv4.Verifier
 	reqSeq   atomic.Uint64
 	reqBase  string

@@ -36,7 +36,7 @@ func (h *Handler) createUpload(w http.ResponseWriter, r *http.Request, rq *reque
 			meta.ChecksumType = t
 		}
 	}
-	id, err := h.store.CreateUpload(rq.bucket, rq.key, meta)
+	id, err := h.store.CreateUpload(r.Context(), rq.bucket, rq.key, meta)
 	if err != nil {
 		return err
 	}
@@ -92,9 +92,9 @@ func (h *Handler) uploadPartCopy(w http.ResponseWriter, r *http.Request, rq *req
 		return err
 	}
 	defer rd.Close()
-	off, size := int64(0), rd.Object.Size
+	off, size := int64(0), rd.Info().Size
 	if rg := r.Header.Get("x-amz-copy-source-range"); rg != "" {
-		a, b, ok, err := parseRange(rg, rd.Object.Size)
+		a, b, ok, err := parseRange(rg, rd.Info().Size)
 		if err != nil || !ok || strings.HasPrefix(strings.TrimPrefix(rg, "bytes="), "-") {
 			return errf(400, "InvalidArgument", "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy")
 		}
@@ -198,7 +198,7 @@ func (h *Handler) completeUpload(w http.ResponseWriter, r *http.Request, rq *req
 		}
 		return nil
 	}
-	o, err := h.store.CompleteUpload(rq.bucket, rq.key, uploadID, list, h.cfg.MinPartSize, finish)
+	o, err := h.store.CompleteUpload(r.Context(), rq.bucket, rq.key, uploadID, list, h.cfg.MinPartSize, finish)
 	if err != nil {
 		return err
 	}
@@ -219,7 +219,7 @@ func (h *Handler) completeUpload(w http.ResponseWriter, r *http.Request, rq *req
 }
 
 func (h *Handler) abortUpload(w http.ResponseWriter, r *http.Request, rq *request) error {
-	if err := h.store.AbortUpload(rq.bucket, rq.key, r.URL.Query().Get("uploadId")); err != nil {
+	if err := h.store.AbortUpload(r.Context(), rq.bucket, rq.key, r.URL.Query().Get("uploadId")); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -248,7 +248,7 @@ func (h *Handler) listParts(w http.ResponseWriter, r *http.Request, rq *request)
 	if err != nil {
 		return err
 	}
-	parts, truncated, err := h.store.ListParts(rq.bucket, rq.key, uploadID, marker, max)
+	parts, truncated, err := h.store.ListParts(r.Context(), rq.bucket, rq.key, uploadID, marker, max)
 	if err != nil {
 		return err
 	}
@@ -315,7 +315,7 @@ func (h *Handler) listUploads(w http.ResponseWriter, r *http.Request, rq *reques
 	}
 	opts := store.UploadListOptions{Prefix: q.Get("prefix"), Delimiter: q.Get("delimiter"),
 		KeyMarker: q.Get("key-marker"), UploadMarker: q.Get("upload-id-marker"), Max: max}
-	res, err := h.store.ListUploads(rq.bucket, opts)
+	res, err := h.store.ListUploads(r.Context(), rq.bucket, opts)
 	if err != nil {
 		return err
 	}

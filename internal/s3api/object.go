@@ -19,6 +19,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/checksum"
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/gateway"
 	"github.com/cairnfs/cairn/internal/store"
 )
 
@@ -194,7 +195,7 @@ func (h *Handler) putObject(w http.ResponseWriter, r *http.Request, rq *request)
 		return errf(501, "NotImplemented", "If-None-Match on PUT supports only '*'.")
 	}
 	if im := r.Header.Get("If-Match"); im != "" {
-		cur, err := h.store.StatObject(rq.bucket, rq.key)
+		cur, err := h.store.StatObject(r.Context(), rq.bucket, rq.key)
 		if err != nil {
 			return err
 		}
@@ -358,19 +359,19 @@ var responseOverrides = []struct{ query, header string }{
 func (h *Handler) getObject(w http.ResponseWriter, r *http.Request, rq *request) error {
 	head := r.Method == http.MethodHead
 	var o *store.Object
-	var rd *store.Reader
+	var rd gateway.ObjectReader
 	if head {
 		var err error
-		if o, err = h.store.StatObject(rq.bucket, rq.key); err != nil {
+		if o, err = h.store.StatObject(r.Context(), rq.bucket, rq.key); err != nil {
 			return err
 		}
 	} else {
 		var err error
-		if rd, err = h.store.OpenObject(rq.bucket, rq.key); err != nil {
+		if rd, err = h.store.OpenObject(r.Context(), rq.bucket, rq.key); err != nil {
 			return err
 		}
 		defer rd.Close()
-		o = rd.Object
+		o = rd.Info()
 	}
 	if err := checkConditions(r.Header, "", o, true); err != nil {
 		if err == errNotModified {
@@ -450,7 +451,7 @@ func (h *Handler) getObject(w http.ResponseWriter, r *http.Request, rq *request)
 }
 
 func (h *Handler) deleteObject(w http.ResponseWriter, r *http.Request, rq *request) error {
-	if err := h.store.DeleteObject(rq.bucket, rq.key); err != nil {
+	if err := h.store.DeleteObject(r.Context(), rq.bucket, rq.key); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -476,16 +477,16 @@ func copySource(hv string) (bucket, key string, err error) {
 }
 
 // openCopySource opens and checks the source of CopyObject or UploadPartCopy.
-func (h *Handler) openCopySource(r *http.Request) (*store.Reader, string, string, error) {
+func (h *Handler) openCopySource(r *http.Request) (gateway.ObjectReader, string, string, error) {
 	sb, sk, err := copySource(r.Header.Get("x-amz-copy-source"))
 	if err != nil {
 		return nil, "", "", err
 	}
-	rd, err := h.store.OpenObject(sb, sk)
+	rd, err := h.store.OpenObject(r.Context(), sb, sk)
 	if err != nil {
 		return nil, "", "", err
 	}
-	if err := checkConditions(r.Header, "x-amz-copy-source-", rd.Object, false); err != nil {
+	if err := checkConditions(r.Header, "x-amz-copy-source-", rd.Info(), false); err != nil {
 		rd.Close()
 		return nil, "", "", err
 	}
@@ -493,7 +494,7 @@ func (h *Handler) openCopySource(r *http.Request) (*store.Reader, string, string
 }
 
 // pipeRange streams [off, off+n) of rd through a pipe, for the store to read as a body.
-func pipeRange(ctx context.Context, rd *store.Reader, off, n int64) io.ReadCloser {
+func pipeRange(ctx context.Context, rd gateway.ObjectReader, off, n int64) io.ReadCloser {
 	pr, pw := io.Pipe()
 	go func() {
 		_, err := rd.WriteRange(ctx, pw, off, n)
@@ -512,7 +513,7 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 		return err
 	}
 	defer rd.Close()
-	src := rd.Object
+	src := rd.Info()
 	var meta *store.Object
 	switch directive {
 	case "", "COPY":

@@ -84,6 +84,15 @@ func validUploadID(id string) bool {
 	return err == nil
 }
 
+// Upload returns a pending upload's record (the metadata the object will get).
+func (s *Store) Upload(bucket, key, uploadID string) (*Object, error) {
+	o, err := s.upload(bucket, key, uploadID)
+	if err != nil {
+		return nil, errors.E(errors.Op("store.Upload"), err)
+	}
+	return o, nil
+}
+
 func (s *Store) upload(bucket, key, uploadID string) (*Object, error) {
 	if !validUploadID(uploadID) {
 		return nil, errors.E(errors.NotExist, ErrNoSuchUpload)

@@ -3,8 +3,10 @@ package store
 import (
 	"encoding/binary"
 	"math"
+	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/hlc"
 	"github.com/cairnfs/cairn/internal/store/segment"
 )
 
@@ -196,7 +198,7 @@ func (o *Object) Unmarshal(b []byte) error {
 	if v[0] >= 2 {
 		o.HLC = d.uvarint()
 	} else if o.ModTime > 0 {
-		o.HLC = uint64(o.ModTime/1e6) << 16 // hlc.FromTime of the record's modification time
+		o.HLC = hlc.FromTime(time.Unix(0, o.ModTime))
 	}
 	for _, p := range []*string{&o.ETag, &o.ContentType, &o.ContentEncoding, &o.ContentDisposition,
 		&o.ContentLanguage, &o.CacheControl, &o.Expires, &o.StorageClass, &o.ChecksumAlgo, &o.Checksum, &o.ChecksumType} {

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/cairnfs/cairn/internal/gateway"
 	"github.com/cairnfs/cairn/internal/s3api"
 	"github.com/cairnfs/cairn/internal/store"
 )
@@ -53,7 +54,7 @@ func StartServer(tb testing.TB, cfg store.Config, mod func(*s3api.Config)) *Serv
 		tb.Fatal(err)
 	}
 	acfg := s3api.Config{
-		Store:  st,
+		Store:  gateway.Local(st, cfg.Logger),
 		Lookup: func(ak string) (string, bool) { return SecretKey, ak == AccessKey },
 		Logger: cfg.Logger,
 	}

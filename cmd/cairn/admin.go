@@ -1,0 +1,303 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/clustermap"
+	"github.com/cairnfs/cairn/internal/rpc"
+	"github.com/cairnfs/cairn/internal/server"
+)
+
+const adminUsage = `Usage: cairn admin [--admin ADDR] [--json] COMMAND [ARGS]
+
+Commands:
+  status                 map epoch, managers and leader, nodes (state, zone, capacity, used, partitions), warnings
+  nodes                  the nodes of the cluster map
+  placement BUCKET KEY   the nodes that hold an object, and each replica's version
+  drain NODE             mark a node draining (no new data; its data moves off with automatic recovery)
+  remove NODE            remove a node that is out (or drained) from the cluster map
+  mark NODE up|down|out  set a node's state by hand
+  class set NAME --replicas N [--w W] [--r R] [--d D]
+                         define or change a replicated storage class (STANDARD is the default class)
+
+The admin address is --admin, else $CAIRN_ADMIN, else 127.0.0.1:9001. Requests are signed
+with the cluster secret: $CAIRN_CLUSTER_SECRET, else --cluster-secret-file, else
+DATA/cluster-secret with DATA from --data (default ./data).
+`
+
+func runAdmin(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("cairn admin", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, adminUsage) }
+	addr := fs.String("admin", os.Getenv("CAIRN_ADMIN"), "admin address of any node")
+	asJSON := fs.Bool("json", false, "print JSON")
+	secretFile := fs.String("cluster-secret-file", "", "file holding the cluster secret")
+	dataDir := fs.String("data", "./data", "data directory to read the cluster secret from")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return nil
+		}
+		return err
+	}
+	if *addr == "" {
+		*addr = "127.0.0.1:9001"
+	}
+	if fs.NArg() == 0 || fs.Arg(0) == "help" {
+		fmt.Fprint(stdout, adminUsage)
+		return nil
+	}
+	secretS := os.Getenv("CAIRN_CLUSTER_SECRET")
+	if secretS == "" {
+		path := *secretFile
+		if path == "" {
+			path = filepath.Join(*dataDir, "cluster-secret")
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("admin: no cluster secret: set CAIRN_CLUSTER_SECRET or --cluster-secret-file (%v)", err)
+		}
+		secretS = strings.TrimSpace(string(data))
+	}
+	secret, err := rpc.NewSecret(secretS)
+	if err != nil {
+		return fmt.Errorf("admin: %w", err)
+	}
+	c := &adminClient{addr: *addr, secret: secret}
+	cmd, rest := fs.Arg(0), fs.Args()[1:]
+	need := func(n int, usage string) error {
+		if len(rest) != n {
+			return fmt.Errorf("admin: usage: cairn admin %s", usage)
+		}
+		return nil
+	}
+	switch cmd {
+	case "status", "nodes":
+		if err := need(0, cmd); err != nil {
+			return err
+		}
+		var st server.Status
+		if err := c.do(http.MethodGet, "status", &st); err != nil {
+			return err
+		}
+		if cmd == "nodes" {
+			if *asJSON {
+				return printJSON(stdout, st.Nodes)
+			}
+			printNodes(stdout, &st)
+			return nil
+		}
+		if *asJSON {
+			return printJSON(stdout, &st)
+		}
+		printStatus(stdout, &st)
+	case "placement":
+		if err := need(2, "placement BUCKET KEY"); err != nil {
+			return err
+		}
+		var pl struct {
+			Bucket    string `json:"bucket"`
+			Key       string `json:"key"`
+			Partition int    `json:"partition"`
+			Nodes     []string
+			Replicas  []struct {
+				Node    string `json:"node"`
+				HLC     uint64 `json:"hlc"`
+				ETag    string `json:"etag"`
+				Size    int64  `json:"size"`
+				Deleted bool   `json:"deleted"`
+				Missing bool   `json:"missing"`
+				Error   string `json:"error"`
+			} `json:"replicas"`
+		}
+		q := "placement?bucket=" + urlQuery(rest[0]) + "&key=" + urlQuery(rest[1])
+		if err := c.do(http.MethodGet, q, &pl); err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(stdout, &pl)
+		}
+		fmt.Fprintf(stdout, "%s/%s: partition %d, nodes %s\n", pl.Bucket, pl.Key, pl.Partition, strings.Join(pl.Nodes, ", "))
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NODE\tVERSION\tSIZE\tETAG\tSTATE")
+		for _, r := range pl.Replicas {
+			state := "ok"
+			switch {
+			case r.Error != "":
+				state = "error: " + r.Error
+			case r.Missing:
+				state = "missing"
+			case r.Deleted:
+				state = "deleted"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", r.Node, r.HLC, r.Size, r.ETag, state)
+		}
+		tw.Flush()
+	case "drain", "remove":
+		if err := need(1, cmd+" NODE"); err != nil {
+			return err
+		}
+		return c.nodeAction(stdout, rest[0], cmd, *asJSON)
+	case "mark":
+		if err := need(2, "mark NODE up|down|out"); err != nil {
+			return err
+		}
+		switch rest[1] {
+		case "up", "down", "out":
+		default:
+			return fmt.Errorf("admin: mark: unknown state %q (want up, down or out)", rest[1])
+		}
+		return c.nodeAction(stdout, rest[0], rest[1], *asJSON)
+	case "class":
+		return c.classCmd(stdout, rest)
+	default:
+		return fmt.Errorf("admin: unknown command %q (cairn admin help)", cmd)
+	}
+	return nil
+}
+
+func urlQuery(s string) string {
+	return strings.NewReplacer("%", "%25", "&", "%26", "+", "%2B", "=", "%3D", "#", "%23", " ", "%20", "?", "%3F").Replace(s)
+}
+
+func (c *adminClient) nodeAction(stdout io.Writer, node, action string, asJSON bool) error {
+	var st server.Status
+	if err := c.do(http.MethodPost, "node/"+node+"/"+action, &st); err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(stdout, &st)
+	}
+	fmt.Fprintf(stdout, "%s %s: done (map epoch %d)\n", action, node, st.Epoch)
+	printNodes(stdout, &st)
+	return nil
+}
+
+type adminClient struct {
+	addr   string
+	secret *rpc.Secret
+}
+
+func (c *adminClient) do(method, path string, out any) error { return c.doBody(method, path, nil, out) }
+
+func (c *adminClient) doBody(method, path string, body []byte, out any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+c.addr+"/admin/v1/"+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	c.secret.Sign(req, "cairn-admin", 0, time.Now())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("admin: cannot reach %s: %w", c.addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 400 {
+		return fmt.Errorf("admin: %w", rpc.DecodeError(resp))
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func printStatus(w io.Writer, st *server.Status) {
+	fmt.Fprintf(w, "map epoch %d (digest %.12s), %d partitions, %d bucket(s)\n", st.Epoch, st.Digest, st.Partitions, st.Buckets)
+	fmt.Fprintf(w, "STANDARD: N=%d W=%d R=%d D=%d (in force: N=%d W=%d R=%d D=%d)\n", st.Class.N, st.Class.W, st.Class.R, st.Class.D,
+		st.Effective.N, st.Effective.W, st.Effective.R, st.Effective.D)
+	var ms []string
+	for _, m := range st.Managers {
+		s := m.ID
+		if m.Voter {
+			s += " (voter)"
+		}
+		if m.ID == st.Leader {
+			s += " *leader*"
+		}
+		ms = append(ms, s)
+	}
+	fmt.Fprintf(w, "managers: %s\n\n", strings.Join(ms, ", "))
+	printNodes(w, st)
+	for _, warn := range st.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warn)
+	}
+}
+
+func printNodes(w io.Writer, st *server.Status) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tADDR\tS3\tZONE\tSTATE\tCAPACITY\tUSED\tGARBAGE\tPARTITIONS\tHINTS")
+	for _, n := range st.Nodes {
+		used, garbage, hints := "-", "-", "-"
+		if n.Stats != nil {
+			used, garbage, hints = human(n.Stats.UsedBytes), human(n.Stats.GarbageBytes), fmt.Sprint(n.Stats.HintsPending)
+		}
+		state := string(n.State)
+		if n.Error != "" && n.State == "up" {
+			state += " (not answering)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", n.ID, n.Addr, n.S3Addr, n.Zone, state, human(n.Capacity), used, garbage, n.Partitions, hints)
+	}
+	tw.Flush()
+}
+
+func human(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
+	f := float64(n)
+	i := 0
+	for f >= 1024 && i < len(units)-1 {
+		f /= 1024
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%d B", n)
+	}
+	return fmt.Sprintf("%.1f %s", f, units[i])
+}
+
+func (c *adminClient) classCmd(stdout io.Writer, args []string) error {
+	if len(args) < 2 || args[0] != "set" {
+		return fmt.Errorf("admin: usage: cairn admin class set NAME --replicas N [--w W] [--r R] [--d D]")
+	}
+	name := args[1]
+	fs := flag.NewFlagSet("cairn admin class set", flag.ContinueOnError)
+	n := fs.Int("replicas", 0, "copies (N)")
+	w := fs.Int("w", 0, "write quorum (default: a majority of N)")
+	r := fs.Int("r", 1, "read quorum")
+	d := fs.Int("d", 0, "delete quorum (default: a majority of N)")
+	if err := fs.Parse(args[2:]); err != nil {
+		return err
+	}
+	if *n < 1 {
+		return fmt.Errorf("admin: class set: --replicas must be at least 1")
+	}
+	if *w == 0 {
+		*w = *n/2 + 1
+	}
+	if *d == 0 {
+		*d = *n/2 + 1
+	}
+	cls := clustermap.Class{Name: name, N: *n, W: *w, R: *r, D: *d}
+	body, _ := json.Marshal(clustermap.Command{Op: clustermap.OpPutClass, Class: &cls})
+	var ans struct {
+		Epoch uint64 `json:"epoch"`
+	}
+	if err := c.doBody(http.MethodPost, "apply", body, &ans); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "class %s: N=%d W=%d R=%d D=%d (map epoch %d)\n", name, cls.N, cls.W, cls.R, cls.D, ans.Epoch)
+	return nil
+}

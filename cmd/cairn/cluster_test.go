@@ -1,0 +1,510 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/cairnfs/cairn/internal/server"
+)
+
+const testClusterSecret = "test-cluster-secret-0123456789abcdef"
+
+// testCluster is a cluster of cairn processes on loopback.
+type testCluster struct {
+	t     *testing.T
+	procs []*proc
+	addrs []string // node addresses
+}
+
+// startCluster starts n nodes: the first bootstraps, the others join it.
+func startCluster(t *testing.T, n int, extra ...string) *testCluster {
+	t.Helper()
+	tc := &testCluster{t: t}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for i, p := range tc.procs {
+			lines := strings.Split(p.output(), "\n")
+			if len(lines) > 60 {
+				lines = lines[len(lines)-60:]
+			}
+			t.Logf("node%d log (tail):\n%s", i+1, strings.Join(lines, "\n"))
+		}
+	})
+	for i := 0; i < n; i++ {
+		tc.add(extra...)
+	}
+	return tc
+}
+
+// add starts one more node, joining the first.
+func (tc *testCluster) add(extra ...string) *proc {
+	tc.t.Helper()
+	i := len(tc.procs)
+	addr := freePort(tc.t)
+	args := []string{"--node-addr", addr, "--node-id", fmt.Sprintf("node%d", i+1), "--zone", fmt.Sprintf("z%d", i%3+1)}
+	if i > 0 {
+		args = append(args, "--join", tc.addrs[0])
+	}
+	p := startProcEnv(tc.t, tc.t.TempDir(), []string{"CAIRN_CLUSTER_SECRET=" + testClusterSecret}, append(args, extra...)...)
+	tc.procs = append(tc.procs, p)
+	tc.addrs = append(tc.addrs, addr)
+	return p
+}
+
+// waitVoters waits until the Raft group has n voting managers.
+func (tc *testCluster) waitVoters(n int) *server.Status {
+	tc.t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		st := tc.status(0)
+		voters := 0
+		for _, m := range st.Managers {
+			if m.Voter {
+				voters++
+			}
+		}
+		if voters == n {
+			return st
+		}
+		if time.Now().After(deadline) {
+			tc.t.Fatalf("%d voting managers, want %d: %+v", voters, n, st.Managers)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// admin runs `cairn admin` against node i.
+func (tc *testCluster) admin(i int, args ...string) (string, error) {
+	cmd := exec.Command(cairnBin(tc.t), append([]string{"admin", "--admin", tc.procs[i].admin}, args...)...)
+	cmd.Env = []string{"CAIRN_CLUSTER_SECRET=" + testClusterSecret}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (tc *testCluster) status(i int) *server.Status {
+	tc.t.Helper()
+	out, err := tc.admin(i, "--json", "status")
+	if err != nil {
+		tc.t.Fatalf("admin status: %v\n%s", err, out)
+	}
+	var st server.Status
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		tc.t.Fatalf("admin status --json: %v\n%s", err, out)
+	}
+	return &st
+}
+
+type replicaView struct {
+	Nodes    []string `json:"nodes"`
+	Replicas []struct {
+		Node    string `json:"node"`
+		ETag    string `json:"etag"`
+		Size    int64  `json:"size"`
+		Deleted bool   `json:"deleted"`
+		Missing bool   `json:"missing"`
+		Error   string `json:"error"`
+	} `json:"replicas"`
+}
+
+// replicas reads each replica of bucket/key directly, through node i's admin API.
+func (tc *testCluster) replicas(i int, bucket, key string) *replicaView {
+	tc.t.Helper()
+	out, err := tc.admin(i, "--json", "placement", bucket, key)
+	if err != nil {
+		tc.t.Fatalf("admin placement: %v\n%s", err, out)
+	}
+	var v replicaView
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		tc.t.Fatalf("admin placement --json: %v\n%s", err, out)
+	}
+	return &v
+}
+
+// waitAllReplicas waits until every replica of each key holds the expected ETag ("" for
+// deleted), and fails the test after timeout.
+func (tc *testCluster) waitAllReplicas(via int, bucket string, want map[string]string, n int, timeout time.Duration) {
+	tc.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		bad := ""
+		for k, etag := range want {
+			v := tc.replicas(via, bucket, k)
+			if len(v.Replicas) != n {
+				bad = fmt.Sprintf("%s: %d replicas, want %d", k, len(v.Replicas), n)
+				break
+			}
+			for _, r := range v.Replicas {
+				ok := (etag == "" && (r.Deleted || r.Missing)) || (etag != "" && r.ETag == etag && !r.Deleted && r.Error == "")
+				if !ok {
+					bad = fmt.Sprintf("%s on %s: %+v, want etag %q", k, r.Node, r, etag)
+					break
+				}
+			}
+			if bad != "" {
+				break
+			}
+		}
+		if bad == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			tc.t.Fatalf("replicas did not converge within %s: %s", timeout, bad)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+func md5hex(b []byte) string {
+	s := md5.Sum(b)
+	return hex.EncodeToString(s[:])
+}
+
+func getBody(ctx context.Context, c *s3.Client, bucket, key string) ([]byte, error) {
+	out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if err != nil {
+		return nil, err
+	}
+	defer out.Body.Close()
+	return io.ReadAll(out.Body)
+}
+
+func listAll(ctx context.Context, t *testing.T, c *s3.Client, bucket, delim string, page int32) []string {
+	t.Helper()
+	var out []string
+	var token *string
+	for {
+		in := &s3.ListObjectsV2Input{Bucket: aws.String(bucket), MaxKeys: aws.Int32(page), ContinuationToken: token}
+		if delim != "" {
+			in.Delimiter = aws.String(delim)
+		}
+		res, err := c.ListObjectsV2(ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range res.Contents {
+			out = append(out, *o.Key+"="+strings.Trim(aws.ToString(o.ETag), `"`))
+		}
+		for _, p := range res.CommonPrefixes {
+			out = append(out, *p.Prefix+"/")
+		}
+		if !aws.ToBool(res.IsTruncated) {
+			return out
+		}
+		token = res.NextContinuationToken
+	}
+}
+
+// Objects written through one gateway are read through every other; listings agree.
+func TestClusterReadWriteEverywhere(t *testing.T) {
+	for _, n := range []int{3, 5} {
+		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) {
+			tc := startCluster(t, n)
+			ctx := context.Background()
+			if _, err := tc.procs[0].client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("bkt")}); err != nil {
+				t.Fatal(err)
+			}
+			want := map[string][]byte{}
+			for i := 0; i < 40; i++ {
+				key := fmt.Sprintf("dir%d/obj%03d", i%4, i)
+				size := 100 + i*37
+				if i%10 == 3 {
+					size = 2<<20 + i // streamed through pipes, chunked on disk
+				}
+				data := bytes.Repeat([]byte{byte(i)}, size)
+				if _, err := tc.procs[i%n].client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String(key), Body: bytes.NewReader(data)}); err != nil {
+					t.Fatalf("put %s via node %d: %v", key, i%n, err)
+				}
+				want[key] = data
+			}
+			// A multipart upload through one gateway, completed through another.
+			c1, c2 := tc.procs[1].client(), tc.procs[2%n].client()
+			mp, err := c1.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("bkt"), Key: aws.String("big/mp")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var parts []types.CompletedPart
+			var whole []byte
+			for pn := int32(1); pn <= 2; pn++ {
+				data := bytes.Repeat([]byte{byte('a' + pn)}, 5<<20+int(pn))
+				up, err := c1.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String("bkt"), Key: aws.String("big/mp"), UploadId: mp.UploadId, PartNumber: aws.Int32(pn), Body: bytes.NewReader(data)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				parts = append(parts, types.CompletedPart{PartNumber: aws.Int32(pn), ETag: up.ETag})
+				whole = append(whole, data...)
+			}
+			if _, err := c2.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String("bkt"), Key: aws.String("big/mp"), UploadId: mp.UploadId,
+				MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}}); err != nil {
+				t.Fatal(err)
+			}
+			want["big/mp"] = whole
+			var lists [][]string
+			for i, p := range tc.procs {
+				c := p.client()
+				for k, data := range want {
+					got, err := getBody(ctx, c, "bkt", k)
+					if err != nil || !bytes.Equal(got, data) {
+						t.Fatalf("get %s via node %d: %v (%d bytes, want %d)", k, i, err, len(got), len(data))
+					}
+				}
+				l := listAll(ctx, t, c, "bkt", "", 7)
+				if len(l) != len(want) {
+					t.Fatalf("node %d lists %d keys, want %d", i, len(l), len(want))
+				}
+				lists = append(lists, append(l, listAll(ctx, t, c, "bkt", "/", 2)...))
+			}
+			for i := 1; i < len(lists); i++ {
+				if strings.Join(lists[i], ",") != strings.Join(lists[0], ",") {
+					t.Fatalf("listing through node %d differs from node 0:\n%v\n%v", i, lists[i], lists[0])
+				}
+			}
+			// Deletes are seen everywhere, including in listings.
+			if _, err := tc.procs[n-1].client().DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("bkt"), Key: aws.String("dir0/obj000")}); err != nil {
+				t.Fatal(err)
+			}
+			for i, p := range tc.procs {
+				if _, err := getBody(ctx, p.client(), "bkt", "dir0/obj000"); err == nil || !strings.Contains(err.Error(), "NoSuchKey") {
+					t.Fatalf("deleted object via node %d: %v", i, err)
+				}
+				if l := listAll(ctx, t, p.client(), "bkt", "", 1000); len(l) != len(want)-1 {
+					t.Fatalf("node %d lists %d keys after a delete, want %d", i, len(l), len(want)-1)
+				}
+			}
+			st := tc.status(0)
+			if len(st.Nodes) != n || st.Effective.N != 3 || st.Effective.W != 2 {
+				t.Fatalf("status: %d nodes, class %+v", len(st.Nodes), st.Effective)
+			}
+			tc.waitVoters(3)
+			// Each object is on 3 distinct nodes.
+			v := tc.replicas(0, "bkt", "dir1/obj001")
+			if len(v.Nodes) != 3 {
+				t.Fatalf("placement: %v", v.Nodes)
+			}
+		})
+	}
+}
+
+// N=3, W=2: one node killed mid-load, writes and reads go on; two killed, writes fail
+// with a clear error and reads still work; after restarts every acknowledged write is on
+// all three replicas.
+func TestClusterNodeFailures(t *testing.T) {
+	tc := startCluster(t, 3)
+	ctx := context.Background()
+	c0, c1 := tc.procs[0].client(), tc.procs[1].client()
+	if _, err := c0.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("bkt")}); err != nil {
+		t.Fatal(err)
+	}
+	acked := map[string]string{}
+	var mu sync.Mutex
+	put := func(c *s3.Client, key string, size int) error {
+		data := make([]byte, size)
+		for i := range data {
+			data[i] = byte(rand.Uint32())
+		}
+		_, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String(key), Body: bytes.NewReader(data)})
+		if err == nil {
+			mu.Lock()
+			acked[key] = md5hex(data)
+			mu.Unlock()
+		}
+		return err
+	}
+	// Load through the gateways of nodes 0 and 1 while node 2 is killed.
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	stop := make(chan struct{})
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := []*s3.Client{c0, c1}[w%2]
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				size := 1000
+				if i%7 == 0 {
+					size = 1<<20 + 5000
+				}
+				if err := put(c, fmt.Sprintf("w%d/k%d", w, i), size); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(1500 * time.Millisecond)
+	tc.procs[2].kill()
+	time.Sleep(2 * time.Second)
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("a write failed with one of three nodes down: %v", err)
+	}
+	mu.Lock()
+	n := len(acked)
+	mu.Unlock()
+	if n < 20 {
+		t.Fatalf("only %d writes during the test", n)
+	}
+	// Reads of everything acknowledged, with one node down.
+	for k, etag := range acked {
+		got, err := getBody(ctx, c1, "bkt", k)
+		if err != nil || md5hex(got) != etag {
+			t.Fatalf("read %s with one node down: %v", k, err)
+		}
+	}
+	// Two of three down: writes are refused with a clear error, reads still work (R=1).
+	tc.procs[1].kill()
+	err := put(c0, "refused", 100)
+	if err == nil || !(strings.Contains(err.Error(), "SlowDown") || strings.Contains(err.Error(), "503")) {
+		t.Fatalf("write with 2 of 3 nodes down: %v, want 503 SlowDown", err)
+	}
+	delete(acked, "refused")
+	for k, etag := range acked {
+		got, err := getBody(ctx, c0, "bkt", k)
+		if err != nil || md5hex(got) != etag {
+			t.Fatalf("read %s with two nodes down: %v", k, err)
+		}
+	}
+	// Restart both; the retry queue brings every replica up to date.
+	tc.procs[1].restart()
+	tc.procs[2].restart()
+	tc.waitAllReplicas(0, "bkt", acked, 3, 90*time.Second)
+}
+
+// Killing the Raft leader: a new leader is elected, the map can still change (a node
+// joins), and S3 traffic through the other gateways never stops.
+func TestClusterManagerFailover(t *testing.T) {
+	tc := startCluster(t, 3)
+	ctx := context.Background()
+	if _, err := tc.procs[0].client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("bkt")}); err != nil {
+		t.Fatal(err)
+	}
+	leader := tc.waitVoters(3).Leader
+	li := -1
+	for i := range tc.procs {
+		if fmt.Sprintf("node%d", i+1) == leader {
+			li = i
+		}
+	}
+	if li < 0 {
+		t.Fatalf("leader %q is not one of the nodes", leader)
+	}
+	others := []int{}
+	for i := range tc.procs {
+		if i != li {
+			others = append(others, i)
+		}
+	}
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		c := tc.procs[others[0]].client()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			key := fmt.Sprintf("k%d", i)
+			if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String(key), Body: strings.NewReader(key)}); err != nil {
+				done <- fmt.Errorf("put %s during failover: %w", key, err)
+				return
+			}
+			if _, err := getBody(ctx, c, "bkt", key); err != nil {
+				done <- fmt.Errorf("get %s during failover: %w", key, err)
+				return
+			}
+		}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	tc.procs[li].kill()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st := tc.status(others[0])
+		if st.Leader != "" && st.Leader != leader {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no new leader 30s after killing %s", leader)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// The map still changes: a fourth node joins through a surviving node.
+	tc.addrs[0] = tc.addrs[others[0]]
+	tc.add()
+	if st := tc.status(others[1]); len(st.Nodes) != 4 {
+		t.Fatalf("after the join: %d nodes in the map", len(st.Nodes))
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Joining with a wrong secret, a duplicate node id, or an address that does not answer
+// fails with a clear error and leaves the cluster unchanged.
+func TestClusterBadJoin(t *testing.T) {
+	tc := startCluster(t, 1)
+	before := tc.status(0)
+	cases := []struct {
+		name   string
+		env    string
+		args   []string
+		expect string
+	}{
+		{"wrong secret", "CAIRN_CLUSTER_SECRET=not-the-right-secret-at-all", []string{"--join", tc.addrs[0]}, "refused"},
+		{"duplicate id", "CAIRN_CLUSTER_SECRET=" + testClusterSecret, []string{"--join", tc.addrs[0], "--node-id", "node1"}, "duplicate node id"},
+		{"no answer", "CAIRN_CLUSTER_SECRET=" + testClusterSecret, []string{"--join", freePort(t)}, "cannot join"},
+		{"no secret", "CAIRN_CLUSTER_SECRET=", []string{"--join", tc.addrs[0]}, "needs its secret"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{"server", "--data", t.TempDir(), "--listen", freePort(t), "--admin-listen", "off", "--node-addr", freePort(t)}, c.args...)
+			cmd := exec.Command(cairnBin(t), args...)
+			cmd.Env = []string{c.env, "PATH=/usr/bin:/bin"}
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("join succeeded:\n%s", out)
+			}
+			if !strings.Contains(string(out), c.expect) {
+				t.Fatalf("error does not say %q:\n%s", c.expect, out)
+			}
+		})
+	}
+	after := tc.status(0)
+	if len(after.Nodes) != len(before.Nodes) {
+		t.Fatalf("the map changed: %d nodes, was %d", len(after.Nodes), len(before.Nodes))
+	}
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,346 @@
+package clustermap
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/cairnfs/cairn/internal/errors"
+)
+
+// Command is one change to the map, replicated through the Raft log. Which
+// fields are used depends on Op.
+type Command struct {
+	Op     string    `json:"op"` // one of the Op constants
+	Node   *Node     `json:"node,omitempty"`
+	NodeID string    `json:"node_id,omitempty"`
+	State  NodeState `json:"state,omitempty"`
+	Bucket *Bucket   `json:"bucket,omitempty"`
+	Name   string    `json:"name,omitempty"`
+	User   *User     `json:"user,omitempty"`
+	Class  *Class    `json:"class,omitempty"`
+	Init   *Map      `json:"init,omitempty"`
+}
+
+// The command operations.
+//
+//   - OpInit (Init): only on an empty map (epoch 0); sets the whole map, epoch 1.
+//   - OpAddNode (Node): adds a node in state up. If a node with the same ID and
+//     Addr exists, its fields are updated and its state set to up (rejoin).
+//     Exist if the ID exists with another Addr or another node uses the Addr.
+//   - OpUpdateNode (Node): replaces the mutable fields of an existing node:
+//     Addr, S3Addr, AdminAddr, Zone, DeviceClass, Capacity, Weight, and Roles if
+//     non-nil. State is kept. NotExist if absent; Exist if Addr is taken.
+//   - OpSetState (NodeID, State): NotExist if unknown node, Invalid if unknown state.
+//   - OpRemoveNode (NodeID): NotExist if unknown.
+//   - OpCreateBucket (Bucket): Exist if present.
+//   - OpDeleteBucket (Name): NotExist if absent.
+//   - OpPutUser (User): creates or replaces a user.
+//   - OpPutClass (Class): creates or replaces a class; requires N >= 1 and
+//     1 <= W, R, D <= N.
+//
+// Every command other than OpInit requires an initialized map (Precondition
+// otherwise). Every accepted command increments the epoch by one; a rejected
+// command changes nothing.
+const (
+	OpInit         = "init"
+	OpAddNode      = "add_node"
+	OpUpdateNode   = "update_node"
+	OpSetState     = "set_state"
+	OpRemoveNode   = "remove_node"
+	OpCreateBucket = "create_bucket"
+	OpDeleteBucket = "delete_bucket"
+	OpPutUser      = "put_user"
+	OpPutClass     = "put_class"
+)
+
+const opFSM errors.Op = "clustermap.apply"
+
+// applyCommand returns the map that results from applying c to m, or an error
+// if c is rejected. m is not modified. It is deterministic: it depends only on
+// m and c.
+func applyCommand(m *Map, c Command) (*Map, error) {
+	if c.Op == OpInit {
+		if m.Epoch != 0 {
+			return nil, errors.E(opFSM, errors.Exist, "map already initialized")
+		}
+		if c.Init == nil {
+			return nil, errors.E(opFSM, errors.Invalid, "init: missing map")
+		}
+		nm := c.Init.Clone()
+		if err := validateInit(nm); err != nil {
+			return nil, err
+		}
+		nm.Epoch = 1
+		return nm, nil
+	}
+	if m.Epoch == 0 {
+		return nil, errors.Errorf(opFSM, errors.Precondition, "%s: map not initialized", c.Op)
+	}
+	nm := m.Clone()
+	switch c.Op {
+	case OpAddNode:
+		if err := validateNode(c.Node); err != nil {
+			return nil, err
+		}
+		n := *c.Node
+		n.Roles = append([]string(nil), n.Roles...)
+		for _, o := range nm.Nodes {
+			if o.ID != n.ID && o.Addr == n.Addr {
+				return nil, errors.Errorf(opFSM, errors.Exist, "node %s: address %s already used by node %s", n.ID, n.Addr, o.ID)
+			}
+		}
+		n.State = StateUp
+		i, ok := nm.nodeIndex(n.ID)
+		if ok {
+			if nm.Nodes[i].Addr != n.Addr {
+				return nil, errors.Errorf(opFSM, errors.Exist, "duplicate node id %s (registered with address %s)", n.ID, nm.Nodes[i].Addr)
+			}
+			nm.Nodes[i] = n
+		} else {
+			nm.Nodes = slices.Insert(nm.Nodes, i, n)
+		}
+	case OpUpdateNode:
+		if err := validateNode(c.Node); err != nil {
+			return nil, err
+		}
+		u := c.Node
+		i, ok := nm.nodeIndex(u.ID)
+		if !ok {
+			return nil, errors.Errorf(opFSM, errors.NotExist, "update_node: unknown node %s", u.ID)
+		}
+		for _, o := range nm.Nodes {
+			if o.ID != u.ID && o.Addr == u.Addr {
+				return nil, errors.Errorf(opFSM, errors.Exist, "node %s: address %s already used by node %s", u.ID, u.Addr, o.ID)
+			}
+		}
+		n := &nm.Nodes[i]
+		n.Addr = u.Addr
+		n.S3Addr = u.S3Addr
+		n.AdminAddr = u.AdminAddr
+		n.Zone = u.Zone
+		n.DeviceClass = u.DeviceClass
+		n.Capacity = u.Capacity
+		n.Weight = u.Weight
+		if u.Roles != nil {
+			n.Roles = append([]string(nil), u.Roles...)
+		}
+	case OpSetState:
+		i, ok := nm.nodeIndex(c.NodeID)
+		if !ok {
+			return nil, errors.Errorf(opFSM, errors.NotExist, "set_state: unknown node %q", c.NodeID)
+		}
+		if !c.State.Valid() {
+			return nil, errors.Errorf(opFSM, errors.Invalid, "set_state: unknown state %q", c.State)
+		}
+		nm.Nodes[i].State = c.State
+	case OpRemoveNode:
+		i, ok := nm.nodeIndex(c.NodeID)
+		if !ok {
+			return nil, errors.Errorf(opFSM, errors.NotExist, "remove_node: unknown node %q", c.NodeID)
+		}
+		nm.Nodes = append(nm.Nodes[:i], nm.Nodes[i+1:]...)
+	case OpCreateBucket:
+		if c.Bucket == nil || c.Bucket.Name == "" {
+			return nil, errors.E(opFSM, errors.Invalid, "create_bucket: missing bucket name")
+		}
+		if _, ok := nm.Buckets[c.Bucket.Name]; ok {
+			return nil, errors.Errorf(opFSM, errors.Exist, "bucket %s already exists", c.Bucket.Name)
+		}
+		nm.Buckets[c.Bucket.Name] = *c.Bucket
+	case OpDeleteBucket:
+		name := c.Name
+		if name == "" && c.Bucket != nil {
+			name = c.Bucket.Name
+		}
+		if _, ok := nm.Buckets[name]; !ok {
+			return nil, errors.Errorf(opFSM, errors.NotExist, "bucket %q does not exist", name)
+		}
+		delete(nm.Buckets, name)
+	case OpPutUser:
+		if c.User == nil || c.User.AccessKey == "" {
+			return nil, errors.E(opFSM, errors.Invalid, "put_user: missing access key")
+		}
+		nm.Users[c.User.AccessKey] = *c.User
+	case OpPutClass:
+		if c.Class == nil {
+			return nil, errors.E(opFSM, errors.Invalid, "put_class: missing class")
+		}
+		if err := validateClass(*c.Class); err != nil {
+			return nil, err
+		}
+		nm.Classes[c.Class.Name] = *c.Class
+	default:
+		return nil, errors.Errorf(opFSM, errors.Invalid, "unknown command %q", c.Op)
+	}
+	nm.Epoch = m.Epoch + 1
+	return nm, nil
+}
+
+func validateNode(n *Node) error {
+	if n == nil {
+		return errors.E(opFSM, errors.Invalid, "missing node")
+	}
+	if n.ID == "" {
+		return errors.E(opFSM, errors.Invalid, "node without id")
+	}
+	if n.Addr == "" {
+		return errors.Errorf(opFSM, errors.Invalid, "node %s without address", n.ID)
+	}
+	for _, r := range n.Roles {
+		switch r {
+		case RoleGateway, RoleStorage, RoleManager:
+		default:
+			return errors.Errorf(opFSM, errors.Invalid, "node %s: unknown role %q", n.ID, r)
+		}
+	}
+	if n.Capacity < 0 || n.Weight < 0 {
+		return errors.Errorf(opFSM, errors.Invalid, "node %s: negative capacity or weight", n.ID)
+	}
+	return nil
+}
+
+func validateClass(c Class) error {
+	if c.Name == "" {
+		return errors.E(opFSM, errors.Invalid, "class without name")
+	}
+	if c.N < 1 || c.W < 1 || c.R < 1 || c.D < 1 || c.W > c.N || c.R > c.N || c.D > c.N {
+		return errors.Errorf(opFSM, errors.Invalid, "class %s: need 1 <= W,R,D <= N (N=%d W=%d R=%d D=%d)", c.Name, c.N, c.W, c.R, c.D)
+	}
+	return nil
+}
+
+// validateInit checks and normalizes (sorts nodes, fills empty states with up)
+// an initial map.
+func validateInit(m *Map) error {
+	if m.Partitions < 1 {
+		return errors.E(opFSM, errors.Invalid, "init: partitions must be >= 1")
+	}
+	if m.Replicas < 0 {
+		return errors.E(opFSM, errors.Invalid, "init: negative replicas")
+	}
+	sortNodes(m.Nodes)
+	addrs := make(map[string]string)
+	for i := range m.Nodes {
+		n := &m.Nodes[i]
+		if err := validateNode(n); err != nil {
+			return err
+		}
+		if i > 0 && m.Nodes[i-1].ID == n.ID {
+			return errors.Errorf(opFSM, errors.Exist, "init: duplicate node id %s", n.ID)
+		}
+		if o, ok := addrs[n.Addr]; ok {
+			return errors.Errorf(opFSM, errors.Exist, "init: address %s used by nodes %s and %s", n.Addr, o, n.ID)
+		}
+		addrs[n.Addr] = n.ID
+		if n.State == "" {
+			n.State = StateUp
+		}
+		if !n.State.Valid() {
+			return errors.Errorf(opFSM, errors.Invalid, "init: node %s: unknown state %q", n.ID, n.State)
+		}
+	}
+	for k, c := range m.Classes {
+		if c.Name != k {
+			return errors.Errorf(opFSM, errors.Invalid, "init: class %q stored under key %q", c.Name, k)
+		}
+		if err := validateClass(c); err != nil {
+			return err
+		}
+	}
+	for k, b := range m.Buckets {
+		if b.Name != k {
+			return errors.Errorf(opFSM, errors.Invalid, "init: bucket %q stored under key %q", b.Name, k)
+		}
+	}
+	for k, u := range m.Users {
+		if u.AccessKey != k {
+			return errors.Errorf(opFSM, errors.Invalid, "init: user %q stored under key %q", u.AccessKey, k)
+		}
+	}
+	return nil
+}
+
+// fsm is the raft.FSM that holds the map. Raft calls Apply, Snapshot and
+// Restore from a single goroutine; Current may be called from anywhere.
+type fsm struct {
+	cur      atomic.Pointer[Map]
+	onChange func(*Map) // called after every change, from the raft FSM goroutine
+}
+
+func newFSM(onChange func(*Map)) *fsm {
+	f := &fsm{onChange: onChange}
+	f.cur.Store(emptyMap())
+	return f
+}
+
+func emptyMap() *Map {
+	return &Map{
+		Nodes:   []Node{},
+		Classes: map[string]Class{},
+		Buckets: map[string]Bucket{},
+		Users:   map[string]User{},
+	}
+}
+
+func (f *fsm) set(m *Map) {
+	if f.onChange != nil {
+		f.onChange(m) // stores and publishes under the watchers' lock
+	} else {
+		f.cur.Store(m)
+	}
+}
+
+// Apply implements raft.FSM. It returns the new *Map or an error.
+func (f *fsm) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	var c Command
+	if err := json.Unmarshal(l.Data, &c); err != nil {
+		return errors.E(opFSM, errors.Invalid, fmt.Errorf("decode command: %w", err))
+	}
+	nm, err := applyCommand(f.cur.Load(), c)
+	if err != nil {
+		return err
+	}
+	f.set(nm)
+	return nm
+}
+
+// Snapshot implements raft.FSM. Maps are immutable, so the snapshot just keeps
+// the pointer.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	return &fsmSnapshot{m: f.cur.Load()}, nil
+}
+
+// Restore implements raft.FSM: it replaces the map with the snapshot's.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	var m Map
+	if err := json.NewDecoder(rc).Decode(&m); err != nil {
+		return errors.E(errors.Op("clustermap.restore"), errors.Corrupt, err)
+	}
+	f.set(m.canonical())
+	return nil
+}
+
+type fsmSnapshot struct{ m *Map }
+
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	b, err := json.Marshal(s.m)
+	if err == nil {
+		_, err = sink.Write(b)
+	}
+	if err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (s *fsmSnapshot) Release() {}

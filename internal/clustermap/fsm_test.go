@@ -1,0 +1,306 @@
+package clustermap
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"testing"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/cairnfs/cairn/internal/errors"
+)
+
+func initMap() *Map {
+	return &Map{
+		Partitions: 64,
+		Replicas:   3,
+		Nodes: []Node{
+			{ID: "n2", Addr: "h2:7000", Zone: "b", Roles: []string{RoleStorage}},
+			{ID: "n1", Addr: "h1:7000", Zone: "a", Roles: []string{RoleManager, RoleGateway, RoleStorage}},
+		},
+		Classes: map[string]Class{StandardClass: {Name: StandardClass, N: 3, W: 2, R: 2, D: 2}},
+	}
+}
+
+// initialized returns the map after OpInit with initMap.
+func initialized(t *testing.T) *Map {
+	t.Helper()
+	m, err := applyCommand(emptyMap(), Command{Op: OpInit, Init: initMap()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestApplyInit(t *testing.T) {
+	m := initialized(t)
+	if m.Epoch != 1 || len(m.Nodes) != 2 || m.Nodes[0].ID != "n1" || m.Nodes[1].ID != "n2" {
+		t.Fatalf("after init: %+v", m)
+	}
+	for _, n := range m.Nodes {
+		if n.State != StateUp {
+			t.Errorf("node %s state %q, want up", n.ID, n.State)
+		}
+	}
+	if m.Buckets == nil || m.Users == nil {
+		t.Fatal("nil maps after init")
+	}
+	if _, err := applyCommand(m, Command{Op: OpInit, Init: initMap()}); !errors.Is(errors.Exist, err) {
+		t.Fatalf("second init: %v, want Exist", err)
+	}
+	bad := []func(*Map){
+		func(m *Map) { m.Partitions = 0 },
+		func(m *Map) { m.Nodes[1].ID = "n2" },                    // duplicate id
+		func(m *Map) { m.Nodes[1].Addr = "h2:7000" },             // duplicate addr
+		func(m *Map) { m.Nodes[0].Roles = []string{"chef"} },     // bad role
+		func(m *Map) { m.Nodes[0].State = "sleepy" },             // bad state
+		func(m *Map) { m.Classes["X"] = Class{Name: "X", N: 1} }, // bad class
+		func(m *Map) { m.Classes["X"] = Class{Name: "Y", N: 1, W: 1, R: 1, D: 1} },
+		func(m *Map) { m.Buckets = map[string]Bucket{"a": {Name: "b"}} },
+	}
+	for i, f := range bad {
+		im := initMap()
+		f(im)
+		if _, err := applyCommand(emptyMap(), Command{Op: OpInit, Init: im}); err == nil {
+			t.Errorf("bad init %d accepted", i)
+		}
+	}
+	if _, err := applyCommand(emptyMap(), Command{Op: OpInit}); !errors.Is(errors.Invalid, err) {
+		t.Errorf("init without map: %v", err)
+	}
+	if _, err := applyCommand(emptyMap(), Command{Op: OpCreateBucket, Bucket: &Bucket{Name: "x"}}); !errors.Is(errors.Precondition, err) {
+		t.Errorf("command before init: %v, want Precondition", err)
+	}
+}
+
+func TestApplyCommands(t *testing.T) {
+	n3 := &Node{ID: "n3", Addr: "h3:7000", Zone: "c", Capacity: 10, Weight: 1, Roles: []string{RoleStorage}}
+	tests := []struct {
+		name  string
+		cmd   Command
+		kind  errors.Kind // expected error kind, or Other for success
+		check func(t *testing.T, m *Map)
+	}{
+		{"add node", Command{Op: OpAddNode, Node: n3}, errors.Other, func(t *testing.T, m *Map) {
+			n, ok := m.Node("n3")
+			if !ok || n.State != StateUp || n.Zone != "c" || len(m.Nodes) != 3 || m.Nodes[2].ID != "n3" {
+				t.Fatalf("n3 = %+v %v; nodes %+v", n, ok, m.Nodes)
+			}
+		}},
+		{"add node sorted", Command{Op: OpAddNode, Node: &Node{ID: "n0", Addr: "h0:1"}}, errors.Other, func(t *testing.T, m *Map) {
+			if m.Nodes[0].ID != "n0" || m.Nodes[1].ID != "n1" {
+				t.Fatalf("nodes not sorted: %+v", m.Nodes)
+			}
+		}},
+		{"add node duplicate id", Command{Op: OpAddNode, Node: &Node{ID: "n1", Addr: "other:1"}}, errors.Exist, nil},
+		{"add node duplicate addr", Command{Op: OpAddNode, Node: &Node{ID: "n9", Addr: "h1:7000"}}, errors.Exist, nil},
+		{"add node rejoin", Command{Op: OpAddNode, Node: &Node{ID: "n2", Addr: "h2:7000", S3Addr: "h2:9000", Zone: "z", Capacity: 5, Roles: []string{RoleStorage, RoleGateway}}}, errors.Other, func(t *testing.T, m *Map) {
+			n, _ := m.Node("n2")
+			if n.S3Addr != "h2:9000" || n.Zone != "z" || n.Capacity != 5 || !n.HasRole(RoleGateway) || n.State != StateUp || len(m.Nodes) != 2 {
+				t.Fatalf("n2 = %+v", n)
+			}
+		}},
+		{"add node missing", Command{Op: OpAddNode}, errors.Invalid, nil},
+		{"add node no addr", Command{Op: OpAddNode, Node: &Node{ID: "x"}}, errors.Invalid, nil},
+		{"add node bad role", Command{Op: OpAddNode, Node: &Node{ID: "x", Addr: "x:1", Roles: []string{"boss"}}}, errors.Invalid, nil},
+		{"update node", Command{Op: OpUpdateNode, Node: &Node{ID: "n2", Addr: "h2b:7000", AdminAddr: "h2:8000", Capacity: 99, Weight: 2, DeviceClass: "ssd", Zone: "q", State: StateOut}}, errors.Other, func(t *testing.T, m *Map) {
+			n, _ := m.Node("n2")
+			if n.Addr != "h2b:7000" || n.AdminAddr != "h2:8000" || n.Capacity != 99 || n.Weight != 2 || n.DeviceClass != "ssd" || n.Zone != "q" {
+				t.Fatalf("n2 = %+v", n)
+			}
+			if n.State != StateUp || !n.HasRole(RoleStorage) {
+				t.Fatalf("update_node changed state or roles: %+v", n)
+			}
+		}},
+		{"update node unknown", Command{Op: OpUpdateNode, Node: &Node{ID: "n9", Addr: "h9:1"}}, errors.NotExist, nil},
+		{"update node addr taken", Command{Op: OpUpdateNode, Node: &Node{ID: "n2", Addr: "h1:7000"}}, errors.Exist, nil},
+		{"set state", Command{Op: OpSetState, NodeID: "n2", State: StateDown}, errors.Other, func(t *testing.T, m *Map) {
+			if n, _ := m.Node("n2"); n.State != StateDown {
+				t.Fatalf("n2 state %q", n.State)
+			}
+		}},
+		{"set state unknown node", Command{Op: OpSetState, NodeID: "n9", State: StateDown}, errors.NotExist, nil},
+		{"set state bad state", Command{Op: OpSetState, NodeID: "n2", State: "asleep"}, errors.Invalid, nil},
+		{"remove node", Command{Op: OpRemoveNode, NodeID: "n1"}, errors.Other, func(t *testing.T, m *Map) {
+			if _, ok := m.Node("n1"); ok || len(m.Nodes) != 1 {
+				t.Fatalf("nodes %+v", m.Nodes)
+			}
+		}},
+		{"remove node unknown", Command{Op: OpRemoveNode, NodeID: "n9"}, errors.NotExist, nil},
+		{"create bucket", Command{Op: OpCreateBucket, Bucket: &Bucket{Name: "photos", Created: 123}}, errors.Other, func(t *testing.T, m *Map) {
+			if b := m.Buckets["photos"]; b.Created != 123 {
+				t.Fatalf("bucket %+v", b)
+			}
+		}},
+		{"create bucket exists", Command{Op: OpCreateBucket, Bucket: &Bucket{Name: "old"}}, errors.Exist, nil},
+		{"create bucket no name", Command{Op: OpCreateBucket, Bucket: &Bucket{}}, errors.Invalid, nil},
+		{"delete bucket", Command{Op: OpDeleteBucket, Name: "old"}, errors.Other, func(t *testing.T, m *Map) {
+			if _, ok := m.Buckets["old"]; ok {
+				t.Fatal("bucket still there")
+			}
+		}},
+		{"delete bucket absent", Command{Op: OpDeleteBucket, Name: "nope"}, errors.NotExist, nil},
+		{"put user", Command{Op: OpPutUser, User: &User{AccessKey: "AK", SecretKey: "SK"}}, errors.Other, func(t *testing.T, m *Map) {
+			if m.Users["AK"].SecretKey != "SK" {
+				t.Fatal("user not stored")
+			}
+		}},
+		{"put user replaces", Command{Op: OpPutUser, User: &User{AccessKey: "OLD", SecretKey: "new"}}, errors.Other, func(t *testing.T, m *Map) {
+			if m.Users["OLD"].SecretKey != "new" {
+				t.Fatal("user not replaced")
+			}
+		}},
+		{"put user no key", Command{Op: OpPutUser, User: &User{}}, errors.Invalid, nil},
+		{"put class", Command{Op: OpPutClass, Class: &Class{Name: "REDUCED", N: 2, W: 1, R: 1, D: 2}}, errors.Other, func(t *testing.T, m *Map) {
+			if c, ok := m.Class("REDUCED"); !ok || c.N != 2 {
+				t.Fatalf("class %+v", c)
+			}
+		}},
+		{"put class W > N", Command{Op: OpPutClass, Class: &Class{Name: "X", N: 2, W: 3, R: 1, D: 1}}, errors.Invalid, nil},
+		{"put class R 0", Command{Op: OpPutClass, Class: &Class{Name: "X", N: 2, W: 1, R: 0, D: 1}}, errors.Invalid, nil},
+		{"put class D > N", Command{Op: OpPutClass, Class: &Class{Name: "X", N: 1, W: 1, R: 1, D: 2}}, errors.Invalid, nil},
+		{"put class no name", Command{Op: OpPutClass, Class: &Class{N: 1, W: 1, R: 1, D: 1}}, errors.Invalid, nil},
+		{"put class nil", Command{Op: OpPutClass}, errors.Invalid, nil},
+		{"unknown op", Command{Op: "launch_rockets"}, errors.Invalid, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := initialized(t)
+			base.Buckets["old"] = Bucket{Name: "old"}
+			base.Users["OLD"] = User{AccessKey: "OLD", SecretKey: "old"}
+			before := base.Digest()
+			got, err := applyCommand(base, tt.cmd)
+			if base.Digest() != before {
+				t.Fatal("applyCommand modified its input")
+			}
+			if tt.kind != errors.Other {
+				if err == nil || !errors.Is(tt.kind, err) {
+					t.Fatalf("err = %v, want kind %v", err, tt.kind)
+				}
+				if got != nil {
+					t.Fatal("rejected command returned a map")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Epoch != base.Epoch+1 {
+				t.Fatalf("epoch %d, want %d", got.Epoch, base.Epoch+1)
+			}
+			tt.check(t, got)
+		})
+	}
+}
+
+// logOf returns a sequence of raft log entries exercising every command,
+// including rejected ones.
+func logOf(t *testing.T) []*raft.Log {
+	cmds := []Command{
+		{Op: OpInit, Init: initMap()},
+		{Op: OpAddNode, Node: &Node{ID: "n3", Addr: "h3:7000", Roles: []string{RoleStorage}}},
+		{Op: OpAddNode, Node: &Node{ID: "n3", Addr: "hX:7000"}}, // rejected
+		{Op: OpCreateBucket, Bucket: &Bucket{Name: "b", Created: 5}},
+		{Op: OpCreateBucket, Bucket: &Bucket{Name: "b", Created: 6}}, // rejected
+		{Op: OpSetState, NodeID: "n2", State: StateDown},
+		{Op: OpUpdateNode, Node: &Node{ID: "n3", Addr: "h3:7000", Capacity: 77}},
+		{Op: OpPutUser, User: &User{AccessKey: "a", SecretKey: "s"}},
+		{Op: OpPutClass, Class: &Class{Name: "ONE", N: 1, W: 1, R: 1, D: 1}},
+		{Op: OpDeleteBucket, Name: "b"},
+		{Op: OpRemoveNode, NodeID: "n2"},
+		{Op: OpRemoveNode, NodeID: "n2"}, // rejected
+	}
+	var logs []*raft.Log
+	for i, c := range cmds {
+		b, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs = append(logs, &raft.Log{Index: uint64(i + 1), Term: 1, Type: raft.LogCommand, Data: b})
+	}
+	logs = append(logs, &raft.Log{Index: uint64(len(logs) + 1), Term: 1, Type: raft.LogCommand, Data: []byte("{garbage")})
+	return logs
+}
+
+func TestFSMDeterministic(t *testing.T) {
+	var seen []*Map
+	f1 := newFSM(nil)
+	f2 := newFSM(nil)
+	f2.onChange = func(m *Map) { f2.cur.Store(m); seen = append(seen, m) }
+	rejected := 0
+	for _, l := range logOf(t) {
+		r1 := f1.Apply(l)
+		r2 := f2.Apply(l)
+		if _, ok := r1.(error); ok {
+			rejected++
+			if _, ok := r2.(error); !ok {
+				t.Fatalf("entry %d: fsm1 rejected, fsm2 accepted", l.Index)
+			}
+			continue
+		}
+		if r1.(*Map).Digest() != r2.(*Map).Digest() {
+			t.Fatalf("entry %d: digests differ", l.Index)
+		}
+	}
+	if rejected != 4 {
+		t.Fatalf("%d rejected entries, want 4", rejected)
+	}
+	m := f1.cur.Load()
+	if m.Epoch != 9 || m.Digest() != f2.cur.Load().Digest() {
+		t.Fatalf("final epoch %d; digests %s %s", m.Epoch, m.Digest(), f2.cur.Load().Digest())
+	}
+	if len(seen) != 9 {
+		t.Fatalf("onChange called %d times, want 9", len(seen))
+	}
+	// Non-command entries are ignored.
+	if r := f1.Apply(&raft.Log{Type: raft.LogNoop}); r != nil || f1.cur.Load() != m {
+		t.Fatal("noop entry changed the map")
+	}
+}
+
+type memSink struct {
+	bytes.Buffer
+	canceled, closed bool
+}
+
+func (s *memSink) ID() string                  { return "mem" }
+func (s *memSink) Cancel() error               { s.canceled = true; return nil }
+func (s *memSink) Close() error                { s.closed = true; return nil }
+func (s *memSink) Write(p []byte) (int, error) { return s.Buffer.Write(p) }
+
+func TestFSMSnapshotRestore(t *testing.T) {
+	f1 := newFSM(nil)
+	for _, l := range logOf(t) {
+		f1.Apply(l)
+	}
+	snap, err := f1.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Changes after the snapshot do not affect it.
+	f1.Apply(&raft.Log{Type: raft.LogCommand, Data: []byte(`{"op":"put_user","user":{"access_key":"late","secret_key":"x"}}`)})
+	var sink memSink
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+	if !sink.closed || sink.canceled {
+		t.Fatal("sink not closed properly")
+	}
+	var notified *Map
+	f2 := newFSM(nil)
+	f2.onChange = func(m *Map) { f2.cur.Store(m); notified = m }
+	if err := f2.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	want := f1.cur.Load().Clone()
+	delete(want.Users, "late")
+	want.Epoch--
+	if got := f2.cur.Load(); got.Digest() != want.Digest() || notified != got {
+		t.Fatalf("restored %+v, want %+v", got, want)
+	}
+	if err := f2.Restore(io.NopCloser(bytes.NewReader([]byte("not json")))); !errors.Is(errors.Corrupt, err) {
+		t.Fatalf("restore garbage: %v", err)
+	}
+}

@@ -1,0 +1,236 @@
+// Package clustermap holds the cluster map (nodes, partitions, storage classes,
+// buckets, users) and replicates it with Raft among the nodes.
+//
+// It is the only package that imports the raft library. The map is changed only
+// through Commands applied by the Raft leader (Manager.Apply) and is applied by a
+// deterministic state machine on every member, so every node holds a local copy.
+// The data path only reads Manager.Current, which is a cheap atomic load of an
+// immutable *Map; it never waits on Raft.
+package clustermap
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"slices"
+	"sort"
+)
+
+// NodeState is the administrative/health state of a node in the map.
+type NodeState string
+
+// The node states.
+const (
+	// StateJoining is reserved for a node whose join is in progress. Nodes added
+	// with OpAddNode become StateUp as soon as the add is committed.
+	StateJoining NodeState = "joining"
+	// StateUp: the node is a healthy member.
+	StateUp NodeState = "up"
+	// StateDown: the node is (believed to be) temporarily unavailable. It keeps
+	// its data and its place in placement.
+	StateDown NodeState = "down"
+	// StateOut: the node has left the cluster for good; it holds no data and is
+	// removed from the Raft group.
+	StateOut NodeState = "out"
+	// StateDraining: the node is being emptied before going out.
+	StateDraining NodeState = "draining"
+)
+
+// Valid reports whether s is one of the defined states.
+func (s NodeState) Valid() bool {
+	switch s {
+	case StateJoining, StateUp, StateDown, StateOut, StateDraining:
+		return true
+	}
+	return false
+}
+
+// Node roles.
+const (
+	RoleGateway = "gateway"
+	RoleStorage = "storage"
+	RoleManager = "manager"
+)
+
+// StandardClass is the name of the default storage class.
+const StandardClass = "STANDARD"
+
+// Node is one member of the cluster.
+type Node struct {
+	ID          string    `json:"id"`
+	Addr        string    `json:"addr"` // internode address (RPC and Raft), host:port
+	S3Addr      string    `json:"s3_addr"`
+	AdminAddr   string    `json:"admin_addr"`
+	Zone        string    `json:"zone"`
+	DeviceClass string    `json:"device_class"`
+	Capacity    int64     `json:"capacity"` // bytes
+	Weight      float64   `json:"weight"`
+	State       NodeState `json:"state"`
+	Roles       []string  `json:"roles"` // subset of "gateway","storage","manager"
+}
+
+// HasRole reports whether the node has role r.
+func (n *Node) HasRole(r string) bool {
+	return slices.Contains(n.Roles, r)
+}
+
+// Class is a storage class: N replicas, write quorum W, read quorum R and
+// delete quorum D.
+type Class struct {
+	Name string `json:"name"`
+	N    int    `json:"n"`
+	W    int    `json:"w"`
+	R    int    `json:"r"`
+	D    int    `json:"d"`
+}
+
+// Bucket is a bucket's map entry.
+type Bucket struct {
+	Name    string `json:"name"`
+	Created int64  `json:"created"` // unix nanoseconds
+}
+
+// User is an S3 user.
+type User struct {
+	AccessKey string `json:"access_key"`
+	SecretKey string `json:"secret_key"`
+}
+
+// Map is the cluster map. A *Map obtained from a Manager is shared and must not
+// be modified; use Clone to get a private copy.
+type Map struct {
+	Epoch      uint64            `json:"epoch"`
+	Partitions int               `json:"partitions"`
+	Replicas   int               `json:"replicas"` // N of STANDARD requested at bootstrap
+	Nodes      []Node            `json:"nodes"`    // sorted by ID
+	Classes    map[string]Class  `json:"classes"`
+	Buckets    map[string]Bucket `json:"buckets"`
+	Users      map[string]User   `json:"users"` // by access key
+}
+
+// Node returns the node with the given ID.
+func (m *Map) Node(id string) (Node, bool) {
+	if i, ok := m.nodeIndex(id); ok {
+		return m.Nodes[i], true
+	}
+	return Node{}, false
+}
+
+// nodeIndex finds id in the sorted Nodes slice.
+func (m *Map) nodeIndex(id string) (int, bool) {
+	i := sort.Search(len(m.Nodes), func(i int) bool { return m.Nodes[i].ID >= id })
+	if i < len(m.Nodes) && m.Nodes[i].ID == id {
+		return i, true
+	}
+	return i, false
+}
+
+// Clone returns a deep copy of m. The maps of the copy are never nil.
+func (m *Map) Clone() *Map {
+	c := &Map{
+		Epoch:      m.Epoch,
+		Partitions: m.Partitions,
+		Replicas:   m.Replicas,
+		Classes:    make(map[string]Class, len(m.Classes)),
+		Buckets:    make(map[string]Bucket, len(m.Buckets)),
+		Users:      make(map[string]User, len(m.Users)),
+	}
+	if m.Nodes != nil {
+		c.Nodes = make([]Node, len(m.Nodes))
+		for i, n := range m.Nodes {
+			n.Roles = slices.Clone(n.Roles)
+			c.Nodes[i] = n
+		}
+	}
+	for k, v := range m.Classes {
+		c.Classes[k] = v
+	}
+	for k, v := range m.Buckets {
+		c.Buckets[k] = v
+	}
+	for k, v := range m.Users {
+		c.Users[k] = v
+	}
+	return c
+}
+
+// canonical returns a copy of m in canonical form: nodes sorted by ID, no nil
+// slices or maps.
+func (m *Map) canonical() *Map {
+	c := m.Clone()
+	if c.Nodes == nil {
+		c.Nodes = []Node{}
+	}
+	for i := range c.Nodes {
+		if c.Nodes[i].Roles == nil {
+			c.Nodes[i].Roles = []string{}
+		}
+	}
+	sortNodes(c.Nodes)
+	return c
+}
+
+// Digest returns the hex SHA-256 of m's canonical JSON encoding. Two maps with
+// the same content (including the epoch) have the same digest; nil and empty
+// collections are treated alike.
+func (m *Map) Digest() string {
+	b, err := json.Marshal(m.canonical()) // encoding/json sorts map keys
+	if err != nil {
+		panic("clustermap: marshal map: " + err.Error()) // cannot happen: plain data
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// StorageNodes returns the nodes that take part in data placement: those with
+// the storage role whose state is not StateOut. Down and draining nodes are
+// included so that placement does not move on transient failures; it is up to
+// the caller to skip them when reading or writing. The result is sorted by ID
+// and is a fresh slice (the Roles slices are shared with m).
+func (m *Map) StorageNodes() []Node {
+	var out []Node
+	for _, n := range m.Nodes {
+		if n.HasRole(RoleStorage) && n.State != StateOut {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Class returns the storage class with the given name; "" means STANDARD.
+func (m *Map) Class(name string) (Class, bool) {
+	if name == "" {
+		name = StandardClass
+	}
+	c, ok := m.Classes[name]
+	return c, ok
+}
+
+// EffectiveClass returns c adjusted to the cluster: N is capped at the number
+// of storage nodes (as returned by StorageNodes, i.e. not out), and W, R and D
+// are capped at that N. All four are at least 1, even in a cluster without
+// storage nodes.
+func (m *Map) EffectiveClass(c Class) Class {
+	n := len(m.StorageNodes())
+	c.N = clamp(c.N, 1, max(n, 1))
+	c.W = clamp(c.W, 1, c.N)
+	c.R = clamp(c.R, 1, c.N)
+	c.D = clamp(c.D, 1, c.N)
+	return c
+}
+
+func clamp(v, lo, hi int) int {
+	return max(lo, min(v, hi))
+}
+
+func sortNodes(ns []Node) {
+	slices.SortFunc(ns, func(a, b Node) int {
+		switch {
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
+}

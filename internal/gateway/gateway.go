@@ -1,0 +1,333 @@
+// Package gateway gives S3 object semantics over the cluster: it places each object on the
+// replicas its partition maps to (package placement), writes them in parallel with a write
+// quorum, reads with a read quorum and repairs stale replicas, keeps a durable queue of
+// replica writes that failed (hinted retry), and merges the replicas' listings. The local
+// store is used directly when this node is one of the replicas; other nodes are reached
+// through package rpc. It knows nothing of HTTP or S3 wire formats (package s3api does).
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/clustermap"
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/hlc"
+	"github.com/cairnfs/cairn/internal/placement"
+	"github.com/cairnfs/cairn/internal/rpc"
+	"github.com/cairnfs/cairn/internal/store"
+)
+
+// MapSource gives the newest cluster map this node knows.
+type MapSource interface {
+	Current() *clustermap.Map
+}
+
+// Config configures a Gateway.
+type Config struct {
+	// NodeID is this node's id in the map.
+	NodeID string
+	// Store is this node's store, nil if it has no storage role.
+	Store *store.Store
+	// Maps gives the cluster map. Required.
+	Maps MapSource
+	// RPC reaches other nodes; nil for a single node that never needs to.
+	RPC *rpc.Client
+	// Apply changes the cluster map (bucket create and delete). Nil means buckets are kept
+	// in the local store only (a single node without a cluster map, as in unit tests).
+	Apply func(ctx context.Context, c clustermap.Command) (*clustermap.Map, error)
+	// Hints is the durable retry queue of replica writes; nil disables hinted retry.
+	Hints *Hints
+	// Clock issues versions (shared with the store). Nil: a private clock.
+	Clock *hlc.Clock
+	// StragglerWait is how long a write that has its quorum still waits for the other
+	// replicas before answering (default 2s), so that a read right after a write usually
+	// finds every replica current. Replicas that fail later are queued as hints.
+	StragglerWait time.Duration
+	// Timeout bounds a metadata call to a replica (default 10s).
+	Timeout time.Duration
+	Logger  *slog.Logger
+}
+
+// Gateway implements the object operations of the S3 API over the cluster.
+type Gateway struct {
+	cfg   Config
+	log   *slog.Logger
+	clock *hlc.Clock
+	tab   atomic.Pointer[tableCache]
+	tabMu sync.Mutex
+	// bg tracks background replica work (stragglers, read repair) for Close.
+	bg sync.WaitGroup
+}
+
+type tableCache struct {
+	digest string
+	t      *placement.Table
+}
+
+// New returns a Gateway.
+func New(cfg Config) *Gateway {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.StragglerWait <= 0 {
+		cfg.StragglerWait = 2 * time.Second
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	g := &Gateway{cfg: cfg, log: cfg.Logger.With("component", "gateway"), clock: cfg.Clock}
+	if g.clock == nil {
+		g.clock = new(hlc.Clock)
+	}
+	return g
+}
+
+// Close waits for background replica work to finish.
+func (g *Gateway) Close() { g.bg.Wait() }
+
+// target is one replica of an object.
+type target struct {
+	id, addr string
+	local    bool
+	down     bool // marked down in the map: not tried, hinted
+}
+
+func (t target) String() string { return t.id }
+
+// placementNodes are the nodes that hold data: storage role, not out.
+func placementNodes(m *clustermap.Map) []placement.Node {
+	var ns []placement.Node
+	for _, n := range m.Nodes {
+		if !n.HasRole(clustermap.RoleStorage) || n.State == clustermap.StateOut {
+			continue
+		}
+		w := n.Weight
+		if w <= 0 {
+			w = 1
+		}
+		ns = append(ns, placement.Node{ID: n.ID, Zone: n.Zone, Host: hostOf(n.Addr), Weight: w})
+	}
+	return ns
+}
+
+func hostOf(addr string) string {
+	for i := len(addr) - 1; i >= 0; i-- {
+		if addr[i] == ':' {
+			return addr[:i]
+		}
+	}
+	return addr
+}
+
+// table returns the placement table of m (cached by digest of the placement inputs).
+func (g *Gateway) table(m *clustermap.Map) (*placement.Table, error) {
+	ns := placementNodes(m)
+	cls := m.EffectiveClass(standard(m))
+	p := m.Partitions
+	if p <= 0 {
+		p = 1
+	}
+	d := fmt.Sprint(p, cls.N, ns)
+	if c := g.tab.Load(); c != nil && c.digest == d {
+		return c.t, nil
+	}
+	g.tabMu.Lock()
+	defer g.tabMu.Unlock()
+	if c := g.tab.Load(); c != nil && c.digest == d {
+		return c.t, nil
+	}
+	if len(ns) == 0 {
+		return nil, errors.E(errors.Transient, "no storage nodes in the cluster map")
+	}
+	t, err := placement.New(ns, p, cls.N)
+	if err != nil {
+		return nil, errors.E(errors.Invalid, err)
+	}
+	g.tab.Store(&tableCache{digest: d, t: t})
+	return t, nil
+}
+
+func standard(m *clustermap.Map) clustermap.Class {
+	if c, ok := m.Class(clustermap.StandardClass); ok {
+		return c
+	}
+	n := m.Replicas
+	if n <= 0 {
+		n = 1
+	}
+	return clustermap.Class{Name: clustermap.StandardClass, N: n, W: n/2 + 1, R: 1, D: n/2 + 1}
+}
+
+// replicas returns the class in force and the targets of bucket/key, local one first
+// where it holds a copy (reads prefer it; writes go to all in parallel anyway).
+func (g *Gateway) replicas(bucket, key string) (clustermap.Class, []target, error) {
+	m := g.cfg.Maps.Current()
+	t, err := g.table(m)
+	if err != nil {
+		return clustermap.Class{}, nil, err
+	}
+	cls := m.EffectiveClass(standard(m))
+	ids := t.Lookup(bucket, key)
+	ts := make([]target, 0, len(ids))
+	for _, id := range ids {
+		n, ok := m.Node(id)
+		if !ok {
+			continue
+		}
+		tg := target{id: id, addr: n.Addr, local: id == g.cfg.NodeID && g.cfg.Store != nil, down: n.State == clustermap.StateDown}
+		if tg.local {
+			ts = append([]target{tg}, ts...)
+		} else {
+			ts = append(ts, tg)
+		}
+	}
+	return cls, ts, nil
+}
+
+// Table returns the placement table of the current map.
+func (g *Gateway) Table() (*placement.Table, error) { return g.table(g.cfg.Maps.Current()) }
+
+// Placement returns the ordered node ids that hold bucket/key (primary first).
+func (g *Gateway) Placement(bucket, key string) ([]string, int, error) {
+	m := g.cfg.Maps.Current()
+	t, err := g.table(m)
+	if err != nil {
+		return nil, 0, err
+	}
+	return t.Lookup(bucket, key), placement.Partition(bucket, key, t.Partitions()), nil
+}
+
+// quorumError is the error of a request that reached fewer replicas than its quorum.
+func quorumError(what string, got, need, of int, last error) error {
+	msg := fmt.Sprintf("%s quorum not reached: %d of %d replicas answered, %d needed", what, got, of, need)
+	if last != nil {
+		msg += " (last error: " + last.Error() + ")"
+	}
+	return errors.E(errors.Transient, msg)
+}
+
+// ensureBucket checks that bucket exists (in the map, or in the local store without one).
+func (g *Gateway) ensureBucket(bucket string) error {
+	if g.cfg.Apply == nil {
+		_, err := g.cfg.Store.HeadBucket(bucket)
+		return err
+	}
+	if _, ok := g.cfg.Maps.Current().Buckets[bucket]; !ok {
+		return errors.E(errors.NotExist, fmt.Errorf("bucket %q: %w", bucket, store.ErrNoSuchBucket))
+	}
+	return nil
+}
+
+// EnsureLocalBucket creates bucket in the local store if the map has it: replicas learn of
+// buckets from the map.
+func (g *Gateway) EnsureLocalBucket(bucket string) error {
+	if err := g.ensureBucket(bucket); err != nil {
+		return err
+	}
+	if _, err := g.cfg.Store.HeadBucket(bucket); err == nil {
+		return nil
+	}
+	if err := g.cfg.Store.CreateBucket(bucket); err != nil && !errors.Is(errors.Exist, err) {
+		return err
+	}
+	return nil
+}
+
+// ListBuckets returns every bucket in name order.
+func (g *Gateway) ListBuckets(ctx context.Context) ([]store.Bucket, error) {
+	if g.cfg.Apply == nil {
+		return g.cfg.Store.ListBuckets()
+	}
+	m := g.cfg.Maps.Current()
+	out := make([]store.Bucket, 0, len(m.Buckets))
+	for _, b := range m.Buckets {
+		out = append(out, store.Bucket{Name: b.Name, Created: time.Unix(0, b.Created).UTC()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// HeadBucket returns a bucket or a NotExist error.
+func (g *Gateway) HeadBucket(ctx context.Context, name string) (store.Bucket, error) {
+	if g.cfg.Apply == nil {
+		return g.cfg.Store.HeadBucket(name)
+	}
+	b, ok := g.cfg.Maps.Current().Buckets[name]
+	if !ok {
+		return store.Bucket{}, errors.E(errors.Op("gateway.HeadBucket"), errors.NotExist, fmt.Errorf("bucket %q: %w", name, store.ErrNoSuchBucket))
+	}
+	return store.Bucket{Name: b.Name, Created: time.Unix(0, b.Created).UTC()}, nil
+}
+
+// CreateBucket creates a bucket in the cluster map (Exist if it is there).
+func (g *Gateway) CreateBucket(ctx context.Context, name string) error {
+	const op errors.Op = "gateway.CreateBucket"
+	if g.cfg.Apply == nil {
+		return g.cfg.Store.CreateBucket(name)
+	}
+	if _, err := g.cfg.Apply(ctx, clustermap.Command{Op: clustermap.OpCreateBucket, Bucket: &clustermap.Bucket{Name: name, Created: time.Now().UnixNano()}}); err != nil {
+		return errors.E(op, err)
+	}
+	return nil
+}
+
+// DeleteBucket deletes an empty bucket: no live object and no pending upload on any node.
+func (g *Gateway) DeleteBucket(ctx context.Context, name string) error {
+	const op errors.Op = "gateway.DeleteBucket"
+	if g.cfg.Apply == nil {
+		return g.cfg.Store.DeleteBucket(name)
+	}
+	if _, err := g.HeadBucket(ctx, name); err != nil {
+		return errors.E(op, err)
+	}
+	res, err := g.List(ctx, name, store.ListOptions{Max: 1})
+	if err != nil {
+		return errors.E(op, err)
+	}
+	ups, err := g.ListUploads(ctx, name, store.UploadListOptions{Max: 1})
+	if err != nil {
+		return errors.E(op, err)
+	}
+	if len(res.Objects) > 0 || len(ups.Uploads) > 0 {
+		return errors.E(op, errors.NotEmpty, fmt.Errorf("bucket %q is not empty", name))
+	}
+	if _, err := g.cfg.Apply(ctx, clustermap.Command{Op: clustermap.OpDeleteBucket, Name: name}); err != nil {
+		return errors.E(op, err)
+	}
+	return nil
+}
+
+// gather runs fn for every target in parallel and returns the results in target order.
+func gather[T any](ts []target, fn func(target) (T, error)) ([]T, []error) {
+	out := make([]T, len(ts))
+	errs := make([]error, len(ts))
+	var wg sync.WaitGroup
+	for i, t := range ts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i], errs[i] = fn(t)
+		}()
+	}
+	wg.Wait()
+	return out, errs
+}
+
+// staticMap is a MapSource that never changes.
+type staticMap struct{ m *clustermap.Map }
+
+func (s staticMap) Current() *clustermap.Map { return s.m }
+
+// Local returns a Gateway over one store with no cluster: one replica, buckets kept in
+// the store. Tests of the S3 layer use it.
+func Local(st *store.Store, log *slog.Logger) *Gateway {
+	m := &clustermap.Map{Epoch: 1, Partitions: 1, Replicas: 1, Nodes: []clustermap.Node{{
+		ID: "local", Roles: []string{clustermap.RoleStorage, clustermap.RoleGateway}, State: clustermap.StateUp, Weight: 1}}}
+	return New(Config{NodeID: "local", Store: st, Maps: staticMap{m}, Logger: log})
+}

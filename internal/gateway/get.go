@@ -1,0 +1,168 @@
+package gateway
+
+import (
+	"context"
+
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/store"
+)
+
+// versions asks the replicas for their record of bucket/key and returns the newest record
+// (tombstones included) and the targets that hold it, once r replicas answered. With r = 1
+// it asks one replica at a time, the local one first, and stops at the first that has a
+// live version: the common read costs one lookup and no network hop when this node holds
+// a copy. Replicas that answered with an older record are repaired in the background.
+func (g *Gateway) versions(ctx context.Context, ts []target, r int, bucket, key string) (*store.Object, []target, error) {
+	type answer struct {
+		t   target
+		o   *store.Object // nil: the replica has no record
+		err error
+	}
+	var answers []answer
+	var lastErr error
+	live := 0
+	for _, t := range ts {
+		if t.down {
+			continue
+		}
+		live++
+	}
+	if r > live {
+		return nil, nil, quorumError("read", live, r, len(ts), errors.E(errors.Transient, "replicas marked down"))
+	}
+	if r <= 1 {
+		for _, t := range ts {
+			if t.down {
+				continue
+			}
+			o, err := g.statReplica(ctx, t, bucket, key)
+			if err != nil && !errors.Is(errors.NotExist, err) {
+				lastErr = err
+				continue
+			}
+			answers = append(answers, answer{t: t, o: o})
+			if o != nil && !o.Deleted {
+				break
+			}
+		}
+	} else {
+		os, errs := gather(ts, func(t target) (*store.Object, error) {
+			if t.down {
+				return nil, errors.E(errors.Transient, "down")
+			}
+			return g.statReplica(ctx, t, bucket, key)
+		})
+		for i, t := range ts {
+			if errs[i] != nil && !errors.Is(errors.NotExist, errs[i]) {
+				lastErr = errs[i]
+				continue
+			}
+			answers = append(answers, answer{t: t, o: os[i]})
+		}
+	}
+	if len(answers) < r || len(answers) == 0 {
+		return nil, nil, quorumError("read", len(answers), max(r, 1), len(ts), lastErr)
+	}
+	var best *store.Object
+	for _, a := range answers {
+		if a.o != nil {
+			g.clock.Observe(a.o.HLC)
+		}
+		if a.o != nil && (best == nil || a.o.HLC > best.HLC) {
+			best = a.o
+		}
+	}
+	var holders []target
+	for _, a := range answers {
+		if a.o != nil && a.o.HLC == best.HLC {
+			holders = append(holders, a.t)
+		} else if best != nil {
+			g.repair(a.t, bucket, key, best.HLC)
+		}
+	}
+	return best, holders, nil
+}
+
+// repair brings a stale replica up to version in the background (read repair): the hint
+// queue delivers it.
+func (g *Gateway) repair(t target, bucket, key string, version uint64) {
+	if g.cfg.Hints == nil {
+		return
+	}
+	if err := g.cfg.Hints.Add(t.id, bucket, key, version); err != nil {
+		g.log.Warn("cannot queue a read repair", "node", t.id, "bucket", bucket, "key", key, "err", err)
+		return
+	}
+	g.log.Debug("read repair queued", "node", t.id, "bucket", bucket, "key", key)
+}
+
+func noSuchKey(op errors.Op) error {
+	return errors.E(op, errors.NotExist, store.ErrNoSuchKey)
+}
+
+// StatObject returns bucket/key's newest record among a read quorum of replicas.
+func (g *Gateway) StatObject(ctx context.Context, bucket, key string) (*store.Object, error) {
+	const op errors.Op = "gateway.StatObject"
+	if err := g.ensureBucket(bucket); err != nil {
+		return nil, errors.E(op, err)
+	}
+	cls, ts, err := g.replicas(bucket, key)
+	if err != nil {
+		return nil, errors.E(op, err)
+	}
+	o, _, err := g.versions(ctx, ts, cls.R, bucket, key)
+	if err != nil {
+		return nil, errors.E(op, err)
+	}
+	if o == nil || o.Deleted {
+		return nil, noSuchKey(op)
+	}
+	return o, nil
+}
+
+// OpenObject opens bucket/key's newest version among a read quorum of replicas.
+func (g *Gateway) OpenObject(ctx context.Context, bucket, key string) (ObjectReader, error) {
+	const op errors.Op = "gateway.OpenObject"
+	if err := g.ensureBucket(bucket); err != nil {
+		return nil, errors.E(op, err)
+	}
+	cls, ts, err := g.replicas(bucket, key)
+	if err != nil {
+		return nil, errors.E(op, err)
+	}
+	if cls.R <= 1 {
+		// Fast path: open on the first replica that answers; one round trip.
+		for _, t := range ts {
+			if t.down {
+				continue
+			}
+			rd, err := g.openReplica(ctx, t, bucket, key, 0)
+			if err == nil {
+				return rd, nil
+			}
+			if errors.Is(errors.NotExist, err) {
+				break // perhaps a stale replica: ask them all below
+			}
+		}
+	}
+	for attempt := 0; attempt < 3; attempt++ {
+		o, holders, err := g.versions(ctx, ts, cls.R, bucket, key)
+		if err != nil {
+			return nil, errors.E(op, err)
+		}
+		if o == nil || o.Deleted {
+			return nil, noSuchKey(op)
+		}
+		for _, t := range holders {
+			rd, err := g.openReplica(ctx, t, bucket, key, o.HLC)
+			if err == nil {
+				return rd, nil
+			}
+			if !errors.Is(errors.Precondition, err) && !errors.Is(errors.NotExist, err) && !errors.Is(errors.Transient, err) {
+				return nil, errors.E(op, err)
+			}
+		}
+		// The version changed between the stat and the open: look again.
+	}
+	return nil, errors.E(op, errors.Transient, "the object keeps changing while being read")
+}

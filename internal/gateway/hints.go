@@ -1,0 +1,285 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"io"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/store"
+)
+
+// Hints is the durable retry queue of replica writes that failed (LeoFS's repair queue,
+// Dynamo's hinted handoff): one entry per (node, bucket, key) with the newest version the
+// node must reach. It lives in its own small pebble database so an entry is synced before
+// the write it belongs to is acknowledged.
+type Hints struct {
+	db      *pebble.DB
+	pending atomic.Int64
+}
+
+// OpenHints opens (or creates) the queue in dir.
+func OpenHints(dir string) (*Hints, error) {
+	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}})
+	if err != nil {
+		return nil, errors.E(errors.Op("gateway.OpenHints"), errors.IO, err)
+	}
+	h := &Hints{db: db}
+	it, err := db.NewIter(nil)
+	if err == nil {
+		n := int64(0)
+		for ok := it.First(); ok; ok = it.Next() {
+			n++
+		}
+		it.Close()
+		h.pending.Store(n)
+	}
+	return h, nil
+}
+
+// Close closes the queue.
+func (h *Hints) Close() error { return h.db.Close() }
+
+// Len is the number of queued entries.
+func (h *Hints) Len() int64 { return h.pending.Load() }
+
+func hintKey(node, bucket, key string) []byte {
+	b := make([]byte, 0, len(node)+len(bucket)+len(key)+2)
+	b = append(b, node...)
+	b = append(b, 0)
+	b = append(b, bucket...)
+	b = append(b, 0)
+	return append(b, key...)
+}
+
+func splitHint(k []byte) (node, bucket, key string, ok bool) {
+	i := bytes.IndexByte(k, 0)
+	if i < 0 {
+		return "", "", "", false
+	}
+	j := bytes.IndexByte(k[i+1:], 0)
+	if j < 0 {
+		return "", "", "", false
+	}
+	return string(k[:i]), string(k[i+1 : i+1+j]), string(k[i+2+j:]), true
+}
+
+// Add queues (node, bucket, key) to reach at least version, durably.
+func (h *Hints) Add(node, bucket, key string, version uint64) error {
+	k := hintKey(node, bucket, key)
+	if v, c, err := h.db.Get(k); err == nil {
+		old := binary.BigEndian.Uint64(v)
+		c.Close()
+		if old >= version {
+			return nil
+		}
+	} else {
+		h.pending.Add(1)
+	}
+	var v [16]byte
+	binary.BigEndian.PutUint64(v[:], version)
+	binary.BigEndian.PutUint64(v[8:], uint64(time.Now().UnixNano()))
+	if err := h.db.Set(k, v[:], pebble.Sync); err != nil {
+		return errors.E(errors.IO, err)
+	}
+	return nil
+}
+
+// hintEntry is one queued replica write.
+type hintEntry struct {
+	node, bucket, key string
+	version           uint64
+	added             time.Time
+	raw               []byte
+}
+
+// entries returns up to n queued entries.
+func (h *Hints) entries(n int) ([]hintEntry, error) {
+	it, err := h.db.NewIter(nil)
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var out []hintEntry
+	for ok := it.First(); ok && len(out) < n; ok = it.Next() {
+		nd, b, k, ok := splitHint(it.Key())
+		v := it.Value()
+		if !ok || len(v) != 16 {
+			continue
+		}
+		out = append(out, hintEntry{node: nd, bucket: b, key: k, version: binary.BigEndian.Uint64(v),
+			added: time.Unix(0, int64(binary.BigEndian.Uint64(v[8:]))), raw: append([]byte{}, v...)})
+	}
+	return out, it.Error()
+}
+
+// done removes e unless a newer version was queued meanwhile.
+func (h *Hints) done(e hintEntry) {
+	k := hintKey(e.node, e.bucket, e.key)
+	v, c, err := h.db.Get(k)
+	if err != nil {
+		return
+	}
+	same := bytes.Equal(v, e.raw)
+	c.Close()
+	if same && h.db.Delete(k, pebble.NoSync) == nil {
+		h.pending.Add(-1)
+	}
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any)  {}
+func (quietLogger) Errorf(string, ...any) {}
+func (quietLogger) Fatalf(format string, args ...any) {
+	panic("pebble: fatal error in the hint queue")
+}
+
+// RunHints delivers queued replica writes to their nodes until ctx ends: every interval it
+// takes the queue's entries for nodes that are up, finds the newest record of each object
+// among its replicas, and copies it (or its tombstone) to the node.
+func (g *Gateway) RunHints(ctx context.Context, interval time.Duration) {
+	if g.cfg.Hints == nil {
+		return
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		es, err := g.cfg.Hints.entries(512)
+		if err != nil {
+			g.log.Error("reading the hint queue", "err", err)
+			continue
+		}
+		m := g.cfg.Maps.Current()
+		for _, e := range es {
+			if ctx.Err() != nil {
+				return
+			}
+			n, ok := m.Node(e.node)
+			if !ok || n.State == "out" {
+				g.cfg.Hints.done(e) // the node left: recovery re-creates its copies elsewhere
+				continue
+			}
+			if n.State == "down" {
+				continue
+			}
+			err := g.deliver(ctx, target{id: n.ID, addr: n.Addr, local: n.ID == g.cfg.NodeID && g.cfg.Store != nil}, e)
+			if err == nil {
+				g.cfg.Hints.done(e)
+				continue
+			}
+			g.log.Debug("hint not delivered yet", "node", e.node, "bucket", e.bucket, "key", e.key, "err", err)
+		}
+	}
+}
+
+// errNotYet means the version a hint asks for is not on any replica (yet).
+var errNotYet = errors.E(errors.Transient, "version not found on any replica yet")
+
+// deliver brings dst up to the newest version of e's object known among its replicas.
+func (g *Gateway) deliver(ctx context.Context, dst target, e hintEntry) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	if _, err := g.HeadBucket(ctx, e.bucket); err != nil {
+		return nil // the bucket is gone: nothing to deliver
+	}
+	_, ts, err := g.replicas(e.bucket, e.key)
+	if err != nil {
+		return err
+	}
+	var srcs []target
+	for _, t := range ts {
+		if t.id != dst.id && !t.down {
+			srcs = append(srcs, t)
+		}
+	}
+	if g.cfg.Store != nil && dst.id != g.cfg.NodeID {
+		srcs = append(srcs, target{id: g.cfg.NodeID, local: true})
+	}
+	os, _ := gather(srcs, func(t target) (*store.Object, error) { return g.statReplica(ctx, t, e.bucket, e.key) })
+	var best *store.Object
+	var src target
+	for i, o := range os {
+		if o != nil && (best == nil || o.HLC > best.HLC) {
+			best, src = o, srcs[i]
+		}
+	}
+	if best == nil || best.HLC < e.version {
+		if time.Since(e.added) > time.Minute {
+			return nil // the write never landed anywhere (it failed as a whole): drop the hint
+		}
+		return errNotYet
+	}
+	if cur, err := g.statReplica(ctx, dst, e.bucket, e.key); err == nil && cur.HLC >= best.HLC {
+		return nil
+	} else if err != nil && !errors.Is(errors.NotExist, err) {
+		return err
+	}
+	if best.Deleted {
+		_, err := g.deleteReplica(ctx, dst, e.bucket, e.key, best.HLC, best.ModTime)
+		return err
+	}
+	return g.copyReplica(ctx, src, dst, e.bucket, e.key, best)
+}
+
+// copyReplica copies version o of bucket/key from src to dst, streaming.
+func (g *Gateway) copyReplica(ctx context.Context, src, dst target, bucket, key string, o *store.Object) error {
+	rd, err := g.openReplica(ctx, src, bucket, key, o.HLC)
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := rd.WriteRange(ctx, pw, 0, o.Size)
+		pw.CloseWithError(err)
+	}()
+	meta := *rd.Info()
+	meta.Body, meta.Chunks = nil, nil
+	_, err = g.putReplica(ctx, dst, bucket, key, &meta, pr, o.Size, o.HLC, "", 0, nil, &meta)
+	pr.CloseWithError(errReplicaGone)
+	return err
+}
+
+// ReplicaState is one replica's record of an object, for operators and tests.
+type ReplicaState struct {
+	Node    string `json:"node"`
+	HLC     uint64 `json:"hlc"`
+	ETag    string `json:"etag,omitempty"`
+	Size    int64  `json:"size"`
+	Deleted bool   `json:"deleted,omitempty"`
+	Missing bool   `json:"missing,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// Replicas reads bucket/key's record directly from each of its replicas.
+func (g *Gateway) Replicas(ctx context.Context, bucket, key string) ([]ReplicaState, error) {
+	_, ts, err := g.replicas(bucket, key)
+	if err != nil {
+		return nil, err
+	}
+	os, errs := gather(ts, func(t target) (*store.Object, error) { return g.statReplica(ctx, t, bucket, key) })
+	out := make([]ReplicaState, len(ts))
+	for i, t := range ts {
+		out[i].Node = t.id
+		switch {
+		case errors.Is(errors.NotExist, errs[i]):
+			out[i].Missing = true
+		case errs[i] != nil:
+			out[i].Error = errs[i].Error()
+		default:
+			out[i].HLC, out[i].ETag, out[i].Size, out[i].Deleted = os[i].HLC, os[i].ETag, os[i].Size, os[i].Deleted
+		}
+	}
+	return out, nil
+}

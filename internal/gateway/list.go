@@ -1,0 +1,159 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+
+	"github.com/cairnfs/cairn/internal/clustermap"
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/node"
+	"github.com/cairnfs/cairn/internal/rpc"
+	"github.com/cairnfs/cairn/internal/store"
+)
+
+// listTargets are the nodes whose stores together hold every object: all storage nodes
+// that are not down or out.
+func (g *Gateway) listTargets() []target {
+	m := g.cfg.Maps.Current()
+	var ts []target
+	for _, n := range m.Nodes {
+		if !n.HasRole(clustermap.RoleStorage) || n.State == clustermap.StateOut || n.State == clustermap.StateDown {
+			continue
+		}
+		ts = append(ts, target{id: n.ID, addr: n.Addr, local: n.ID == g.cfg.NodeID && g.cfg.Store != nil})
+	}
+	return ts
+}
+
+func (g *Gateway) listReplica(ctx context.Context, t target, bucket string, opts store.ListOptions) (*store.ListResult, error) {
+	if t.local {
+		if err := g.EnsureLocalBucket(bucket); err != nil {
+			return nil, err
+		}
+		return g.cfg.Store.List(bucket, opts)
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
+	defer cancel()
+	q := url.Values{"b": {bucket}, "prefix": {opts.Prefix}, "delim": {opts.Delimiter}, "after": {opts.After}, "max": {strconv.Itoa(opts.Max)}}
+	var res store.ListResult
+	err := g.cfg.RPC.DoJSON(ctx, &rpc.Request{Method: http.MethodGet, Addr: t.addr, Path: node.PathList, Query: q,
+		Cap: &[3]string{rpc.CapList, bucket, opts.Prefix}}, &res)
+	if err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// List returns a page of bucket's objects, merged from every storage node's store: for
+// each key the newest record wins, and keys whose newest record is a tombstone are left
+// out. A page is complete up to the smallest last entry of the nodes whose answers were
+// truncated; pages that come out short because of tombstones are topped up.
+func (g *Gateway) List(ctx context.Context, bucket string, opts store.ListOptions) (*store.ListResult, error) {
+	const op errors.Op = "gateway.List"
+	if err := g.ensureBucket(bucket); err != nil {
+		return nil, errors.E(op, err)
+	}
+	if g.cfg.Apply == nil {
+		return g.cfg.Store.List(bucket, opts)
+	}
+	out := &store.ListResult{}
+	if opts.Max <= 0 {
+		return out, nil
+	}
+	ts := g.listTargets()
+	if len(ts) == 0 {
+		return nil, errors.E(op, errors.Transient, "no storage node is up")
+	}
+	want := opts.Max
+	ropts := opts
+	ropts.Tombstones = true
+	for round := 0; round < 8; round++ {
+		ress, errs := gather(ts, func(t target) (*store.ListResult, error) { return g.listReplica(ctx, t, bucket, ropts) })
+		for _, err := range errs {
+			if err != nil {
+				// A listing that silently missed a node could miss objects only it holds.
+				return nil, errors.E(op, err)
+			}
+		}
+		page, truncated, next := mergeList(ress, want-len(out.Objects)-len(out.CommonPrefixes))
+		out.Objects = append(out.Objects, page.Objects...)
+		out.CommonPrefixes = append(out.CommonPrefixes, page.CommonPrefixes...)
+		if next != "" {
+			out.Next = next
+		}
+		out.Truncated = truncated
+		if !truncated || len(out.Objects)+len(out.CommonPrefixes) >= want {
+			break
+		}
+		ropts.After = next
+	}
+	return out, nil
+}
+
+// mergeList merges replica listings (each sorted, each holding up to Max entries past the
+// same After) into at most max live entries, and says whether more may follow and the
+// last key or prefix considered.
+func mergeList(ress []*store.ListResult, max int) (page *store.ListResult, truncated bool, next string) {
+	// Entries past the smallest "last" of a truncated answer are not known from every node.
+	limit, limited := "", false
+	for _, r := range ress {
+		if r.Truncated && (!limited || r.Next < limit) {
+			limit, limited = r.Next, true
+		}
+	}
+	type item struct {
+		key    string
+		o      *store.Object
+		prefix bool
+	}
+	byKey := map[string]*item{}
+	for _, r := range ress {
+		for _, e := range r.Objects {
+			if limited && e.Key > limit {
+				continue
+			}
+			if it, ok := byKey[e.Key]; !ok || (!it.prefix && e.Object.HLC > it.o.HLC) {
+				byKey[e.Key] = &item{key: e.Key, o: e.Object}
+			}
+		}
+		for _, p := range r.CommonPrefixes {
+			if limited && p > limit {
+				continue
+			}
+			byKey[p] = &item{key: p, prefix: true}
+		}
+	}
+	keys := make([]string, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	page = &store.ListResult{}
+	n := 0
+	for _, k := range keys {
+		it := byKey[k]
+		switch {
+		case it.prefix:
+			if n == max {
+				return page, true, page.Next
+			}
+			page.CommonPrefixes = append(page.CommonPrefixes, k)
+		case !it.o.Deleted:
+			if n == max {
+				return page, true, page.Next
+			}
+			page.Objects = append(page.Objects, store.ListEntry{Key: k, Object: it.o})
+		default:
+			continue // a tombstone hides the key
+		}
+		page.Next = k
+		n++
+	}
+	if limited {
+		return page, true, limit // everything up to limit was considered
+	}
+	return page, false, page.Next
+}

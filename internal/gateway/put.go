@@ -1,0 +1,340 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/store"
+)
+
+// smallBody is the largest body read into memory before it is sent to the replicas; larger
+// bodies stream through pipes, one per replica, in bounded memory.
+const smallBody = 1 << 20
+
+// pumpBuf is the buffer a streaming write copies through.
+const pumpBuf = 256 << 10
+
+// replicaResult is the outcome of one replica write.
+type replicaResult struct {
+	t   target
+	o   *store.Object
+	err error
+}
+
+// fanOut runs write on every target in parallel and returns once need of them succeeded
+// and the others finished or StragglerWait passed (whichever is later), or once need can
+// no longer be reached. Failed replicas, including those still failing after the return,
+// are queued as hints for (bucket, key) at version when hint is true.
+func (g *Gateway) fanOut(ctx context.Context, ts []target, need int, bucket, key string, version uint64, hint bool,
+	write func(ctx context.Context, t target) (*store.Object, error)) (ok []replicaResult, failed []replicaResult) {
+	results := make(chan replicaResult, len(ts))
+	// Replica writes outlive the request if they straggle: their context is detached
+	// from the client's, bounded by the write itself.
+	wctx := context.WithoutCancel(ctx)
+	started := 0
+	for _, t := range ts {
+		if t.down {
+			failed = append(failed, replicaResult{t: t, err: errors.E(errors.Transient, "node "+t.id+" is down")})
+			continue
+		}
+		started++
+		g.bg.Add(1)
+		go func() {
+			defer g.bg.Done()
+			o, err := write(wctx, t)
+			results <- replicaResult{t: t, o: o, err: err}
+		}()
+	}
+	var straggle <-chan time.Time
+	pending := started
+	for pending > 0 {
+		if len(ok) >= need && straggle == nil {
+			straggle = time.After(g.cfg.StragglerWait)
+		}
+		if len(ok)+pending < need {
+			break // the quorum can no longer be reached; the rest are collected below
+		}
+		select {
+		case r := <-results:
+			pending--
+			if r.o != nil {
+				g.clock.Observe(r.o.HLC)
+			}
+			if r.err != nil {
+				failed = append(failed, r)
+			} else {
+				ok = append(ok, r)
+			}
+		case <-straggle:
+			goto done
+		}
+	}
+done:
+	if hint {
+		for _, f := range failed {
+			g.hint(f.t, bucket, key, version, f.err)
+		}
+	}
+	hint = hint && len(ok) > 0
+	if pending > 0 {
+		// Collect the stragglers in the background and hint the ones that fail.
+		g.bg.Add(1)
+		go func() {
+			defer g.bg.Done()
+			for ; pending > 0; pending-- {
+				if r := <-results; r.err != nil && hint {
+					g.hint(r.t, bucket, key, version, r.err)
+				}
+			}
+		}()
+	}
+	return ok, failed
+}
+
+// hint queues a failed replica write for retry. Refusals (a malformed or abandoned
+// write, a bad signature) are not retried: only unreachable or failing nodes are.
+func (g *Gateway) hint(t target, bucket, key string, version uint64, cause error) {
+	switch errors.KindOf(cause) {
+	case errors.Invalid, errors.Precondition, errors.Permission, errors.NotExist:
+		return
+	}
+	if g.cfg.Hints == nil {
+		return
+	}
+	if err := g.cfg.Hints.Add(t.id, bucket, key, version); err != nil {
+		g.log.Error("cannot queue a replica write for retry: the replica stays stale until anti-entropy", "node", t.id, "bucket", bucket, "key", key, "err", err)
+		return
+	}
+	g.log.Warn("replica write failed, queued for retry", "node", t.id, "bucket", bucket, "key", key, "err", cause)
+}
+
+// bodyErr classifies an error reading the client's body: errors with a kind (a failed
+// signature or checksum) keep it, others mean the body was cut short.
+func bodyErr(err error) error {
+	if errors.KindOf(err) != errors.Other {
+		return err
+	}
+	if err == io.ErrUnexpectedEOF || err == io.EOF {
+		return errors.E(errors.Invalid, fmt.Errorf("reading the body: %w", err))
+	}
+	return errors.E(errors.Invalid, err)
+}
+
+// quorumFailure is the error of a write that got fewer than need acknowledgements: the
+// replicas' own refusal when none accepted it and one said why (a full disk, a bad part
+// list), else a Transient quorum error.
+func quorumFailure(what string, ok, failed []replicaResult, need, of int) error {
+	if len(ok) == 0 {
+		for _, r := range failed {
+			if r.err != nil && !errors.Is(errors.Transient, r.err) && errors.KindOf(r.err) != errors.Other {
+				return r.err
+			}
+		}
+	}
+	return quorumError(what, len(ok), need, of, firstErr(failed))
+}
+
+func firstErr(rs []replicaResult) error {
+	for _, r := range rs {
+		if r.err != nil && !errors.Is(errors.Transient, r.err) {
+			return r.err // a refusal (bad request, precondition) says more than "unreachable"
+		}
+	}
+	if len(rs) > 0 {
+		return rs[0].err
+	}
+	return nil
+}
+
+// PutObject stores src as bucket/key on the object's replicas and returns once the write
+// quorum holds durable copies.
+func (g *Gateway) PutObject(ctx context.Context, bucket, key string, meta *store.Object, src io.Reader, size int64, opts store.PutOptions) (*store.Object, error) {
+	const op errors.Op = "gateway.PutObject"
+	if err := g.ensureBucket(bucket); err != nil {
+		return nil, errors.E(op, err)
+	}
+	cls, ts, err := g.replicas(bucket, key)
+	if err != nil {
+		return nil, errors.E(op, err)
+	}
+	if opts.IfNoneMatch {
+		if _, err := g.StatObject(ctx, bucket, key); err == nil {
+			return nil, errors.E(op, errors.Precondition, "object exists")
+		} else if !errors.Is(errors.NotExist, err) {
+			return nil, errors.E(op, err)
+		}
+	}
+	m := *meta
+	m.ModTime = time.Now().UnixNano()
+	version := g.clock.Next()
+	o, err := g.write(ctx, ts, cls.W, bucket, key, &m, src, size, version, "", 0, opts.Finish)
+	if err != nil {
+		return nil, errors.E(op, err)
+	}
+	return o, nil
+}
+
+// write sends a body to the replicas ts (object, or part when part > 0) and waits for
+// need acknowledgements.
+func (g *Gateway) write(ctx context.Context, ts []target, need int, bucket, key string, meta *store.Object, src io.Reader, size int64,
+	version uint64, uploadID string, part int, finish func(*store.Object) error) (*store.Object, error) {
+	fin := *meta
+	fin.HLC = version
+	hint := part == 0
+	var ok, failed []replicaResult
+	if size >= 0 && size <= smallBody {
+		buf := make([]byte, size)
+		if _, err := io.ReadFull(src, buf); err != nil {
+			return nil, bodyErr(err)
+		}
+		// Read to EOF: signed and checksummed bodies are verified there.
+		var one [1]byte
+		for {
+			n, err := src.Read(one[:])
+			if n > 0 {
+				return nil, errors.E(errors.Invalid, "the body is longer than its declared length")
+			}
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return nil, bodyErr(err)
+			}
+		}
+		fin.Size = size
+		if finish != nil {
+			if err := finish(&fin); err != nil {
+				return nil, err
+			}
+		}
+		ok, failed = g.fanOut(ctx, ts, need, bucket, key, version, hint, func(ctx context.Context, t target) (*store.Object, error) {
+			return g.putReplica(ctx, t, bucket, key, meta, bytes.NewReader(buf), size, version, uploadID, part, nil, &fin)
+		})
+	} else {
+		var err error
+		ok, failed, err = g.stream(ctx, ts, need, bucket, key, meta, &fin, src, size, version, uploadID, part, finish)
+		if err != nil {
+			return nil, err
+		}
+	}
+	if len(ok) < need {
+		return nil, quorumFailure("write", ok, failed, need, len(ts))
+	}
+	for _, r := range ok {
+		if r.o != nil && r.o.HLC > version {
+			g.log.Debug("a newer version was already stored", "bucket", bucket, "key", key)
+		}
+	}
+	fin.Body = nil
+	return &fin, nil
+}
+
+// stream copies src to every live replica through a pipe each, so memory stays at one
+// buffer whatever the size. A replica that fails is dropped from the copy; the write
+// fails if fewer than need remain. finish runs once src is exhausted; only then do the
+// replicas receive the final metadata that lets them commit.
+func (g *Gateway) stream(ctx context.Context, ts []target, need int, bucket, key string, meta, fin *store.Object, src io.Reader, size int64,
+	version uint64, uploadID string, part int, finish func(*store.Object) error) (ok, failed []replicaResult, err error) {
+	var finalMu sync.Mutex
+	var final *store.Object
+	getFinal := func() *store.Object { finalMu.Lock(); defer finalMu.Unlock(); return final }
+	pws := map[string]*io.PipeWriter{}
+	prs := map[string]*io.PipeReader{}
+	for _, t := range ts {
+		if !t.down {
+			pr, pw := io.Pipe()
+			pws[t.id], prs[t.id] = pw, pr
+		}
+	}
+	type outcome struct{ ok, failed []replicaResult }
+	res := make(chan outcome, 1)
+	go func() {
+		o, f := g.fanOut(ctx, ts, need, bucket, key, version, part == 0, func(ctx context.Context, t target) (*store.Object, error) {
+			o, err := g.putReplica(ctx, t, bucket, key, meta, prs[t.id], -1, version, uploadID, part, getFinal, nil)
+			prs[t.id].CloseWithError(errReplicaGone) // unblock the pump if the replica stopped reading
+			return o, err
+		})
+		res <- outcome{o, f}
+	}()
+	abort := func(cause error) {
+		for _, pw := range pws {
+			pw.CloseWithError(cause)
+		}
+	}
+	buf := make([]byte, pumpBuf)
+	var total int64
+	for {
+		n, rerr := src.Read(buf)
+		if n > 0 {
+			total += int64(n)
+			for id, pw := range pws {
+				if _, werr := pw.Write(buf[:n]); werr != nil {
+					delete(pws, id) // this replica failed; its error comes through fanOut
+				}
+			}
+			if len(pws) < need {
+				abort(errors.E(errors.Transient, "too few replicas left"))
+				out := <-res
+				return nil, nil, quorumFailure("write", out.ok, out.failed, need, len(ts))
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			abort(rerr)
+			<-res
+			return nil, nil, bodyErr(rerr)
+		}
+	}
+	if size >= 0 && total != size {
+		abort(io.ErrUnexpectedEOF)
+		<-res
+		return nil, nil, errors.E(errors.Invalid, fmt.Sprintf("the body has %d bytes, %d were declared", total, size))
+	}
+	fin.Size = total
+	if finish != nil {
+		if err := finish(fin); err != nil {
+			abort(err)
+			<-res
+			return nil, nil, err
+		}
+	}
+	finalMu.Lock()
+	f := *fin
+	final = &f
+	finalMu.Unlock()
+	for _, pw := range pws {
+		pw.Close()
+	}
+	out := <-res
+	return out.ok, out.failed, nil
+}
+
+var errReplicaGone = errors.New("replica stopped reading")
+
+// DeleteObject deletes bucket/key: a tombstone on the replicas, acknowledged by the delete
+// quorum.
+func (g *Gateway) DeleteObject(ctx context.Context, bucket, key string) error {
+	const op errors.Op = "gateway.DeleteObject"
+	if err := g.ensureBucket(bucket); err != nil {
+		return errors.E(op, err)
+	}
+	cls, ts, err := g.replicas(bucket, key)
+	if err != nil {
+		return errors.E(op, err)
+	}
+	version, mod := g.clock.Next(), time.Now().UnixNano()
+	ok, failed := g.fanOut(ctx, ts, cls.D, bucket, key, version, true, func(ctx context.Context, t target) (*store.Object, error) {
+		return g.deleteReplica(ctx, t, bucket, key, version, mod)
+	})
+	if len(ok) < cls.D {
+		return errors.E(op, quorumFailure("delete", ok, failed, cls.D, len(ts)))
+	}
+	return nil
+}

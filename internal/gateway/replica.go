@@ -1,0 +1,226 @@
+package gateway
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/node"
+	"github.com/cairnfs/cairn/internal/rpc"
+	"github.com/cairnfs/cairn/internal/store"
+)
+
+// This file holds the per-replica operations: each is a direct store call when the
+// target is this node and an internode request otherwise.
+
+func objQuery(bucket, key string, kv ...string) url.Values {
+	q := url.Values{"b": {bucket}, "k": {key}}
+	for i := 0; i+1 < len(kv); i += 2 {
+		q.Set(kv[i], kv[i+1])
+	}
+	return q
+}
+
+func u64(v uint64) string { return strconv.FormatUint(v, 10) }
+func i64(v int64) string  { return strconv.FormatInt(v, 10) }
+
+// copyFinal copies the fields only the coordinator knows once the body is complete.
+func copyFinal(dst, src *store.Object) {
+	dst.ETag, dst.ChecksumAlgo, dst.Checksum, dst.ChecksumType = src.ETag, src.ChecksumAlgo, src.Checksum, src.ChecksumType
+}
+
+// metaOf reads the record a node sent with a response.
+func metaOf(resp *http.Response) (*store.Object, error) {
+	return node.DecodeMeta(resp.Header.Get(rpc.HdrMeta))
+}
+
+// putReplica writes one replica of an object (or, with part > 0, of a multipart part).
+// body streams the bytes; final returns the coordinator's final metadata once body has
+// returned EOF (nil means the write is abandoned). If finalNow is non-nil the final
+// metadata is already known (small bodies) and sent as a header.
+func (g *Gateway) putReplica(ctx context.Context, t target, bucket, key string, meta *store.Object, body io.Reader, size int64,
+	version uint64, uploadID string, part int, final func() *store.Object, finalNow *store.Object) (*store.Object, error) {
+	if t.local {
+		finish := func(o *store.Object) error {
+			f := finalNow
+			if f == nil {
+				f = final()
+			}
+			if f == nil {
+				return errors.E(errors.Invalid, "write abandoned by the coordinator")
+			}
+			copyFinal(o, f)
+			return nil
+		}
+		if part > 0 {
+			return g.cfg.Store.PutPart(ctx, bucket, key, uploadID, part, body, size, finish)
+		}
+		if err := g.EnsureLocalBucket(bucket); err != nil {
+			return nil, err
+		}
+		m := *meta
+		return g.cfg.Store.PutObject(ctx, bucket, key, &m, body, size, store.PutOptions{Version: version, Finish: finish})
+	}
+	hdr := http.Header{}
+	req := &rpc.Request{Method: http.MethodPut, Addr: t.addr, Header: hdr, Body: body, Size: size, Cap: &[3]string{rpc.CapWrite, bucket, key}}
+	if part > 0 {
+		req.Path, req.Query = node.PathPart, objQuery(bucket, key, "id", uploadID, "n", strconv.Itoa(part))
+	} else {
+		req.Path, req.Query = node.PathObject, objQuery(bucket, key, "v", u64(version), "mod", i64(meta.ModTime))
+		hdr.Set(rpc.HdrMeta, node.EncodeMeta(meta))
+	}
+	if finalNow != nil {
+		hdr.Set(rpc.HdrFinal, node.EncodeMeta(finalNow))
+	} else {
+		tr := http.Header{rpc.HdrFinal: nil}
+		req.Trailer, req.Size = tr, -1
+		req.Body = &trailerReader{r: body, fill: func() {
+			if f := final(); f != nil {
+				tr.Set(rpc.HdrFinal, node.EncodeMeta(f))
+			}
+		}}
+	}
+	resp, err := g.cfg.RPC.Do(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	return metaOf(resp)
+}
+
+// trailerReader calls fill just before it returns EOF, so the trailers it sets are sent.
+type trailerReader struct {
+	r    io.Reader
+	fill func()
+	done bool
+}
+
+func (t *trailerReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if err == io.EOF && !t.done {
+		t.done = true
+		t.fill()
+	}
+	return n, err
+}
+
+// statReplica returns the replica's record of bucket/key, tombstones included.
+func (g *Gateway) statReplica(ctx context.Context, t target, bucket, key string) (*store.Object, error) {
+	if t.local {
+		return g.cfg.Store.StatVersion(bucket, key)
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
+	defer cancel()
+	resp, err := g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodHead, Addr: t.addr, Path: node.PathObject,
+		Query: objQuery(bucket, key), Cap: &[3]string{rpc.CapRead, bucket, key}})
+	if err != nil {
+		return nil, err
+	}
+	resp.Body.Close()
+	return metaOf(resp)
+}
+
+// deleteReplica writes a tombstone at version.
+func (g *Gateway) deleteReplica(ctx context.Context, t target, bucket, key string, version uint64, mod int64) (*store.Object, error) {
+	if t.local {
+		if err := g.EnsureLocalBucket(bucket); err != nil {
+			return nil, err
+		}
+		return g.cfg.Store.DeleteVersion(bucket, key, version, mod)
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
+	defer cancel()
+	resp, err := g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodDelete, Addr: t.addr, Path: node.PathObject,
+		Query: objQuery(bucket, key, "v", u64(version), "mod", i64(mod)), Cap: &[3]string{rpc.CapDelete, bucket, key}})
+	if err != nil {
+		return nil, err
+	}
+	resp.Body.Close()
+	return metaOf(resp)
+}
+
+// ObjectReader reads one object version.
+type ObjectReader interface {
+	// Info is the object's record.
+	Info() *store.Object
+	// WriteRange writes n bytes from off to w; corrupt data is an error, never written.
+	WriteRange(ctx context.Context, w io.Writer, off, n int64) (int64, error)
+	Close() error
+}
+
+type localReader struct{ *store.Reader }
+
+func (r localReader) Info() *store.Object { return r.Object }
+
+// openReplica opens bucket/key on a replica; version, if non-zero, must match.
+func (g *Gateway) openReplica(ctx context.Context, t target, bucket, key string, version uint64) (ObjectReader, error) {
+	if t.local {
+		rd, err := g.cfg.Store.OpenObject(bucket, key)
+		if err != nil {
+			return nil, err
+		}
+		if version != 0 && rd.Object.HLC != version {
+			rd.Close()
+			return nil, errors.E(errors.Precondition, "replica changed")
+		}
+		return localReader{rd}, nil
+	}
+	rr := &remoteReader{g: g, t: t, bucket: bucket, key: key}
+	resp, err := g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodGet, Addr: t.addr, Path: node.PathObject,
+		Query: objQuery(bucket, key, "v", u64(version)), Cap: &[3]string{rpc.CapRead, bucket, key}})
+	if err != nil {
+		return nil, err
+	}
+	if rr.o, err = metaOf(resp); err != nil {
+		resp.Body.Close()
+		return nil, err
+	}
+	rr.resp = resp
+	return rr, nil
+}
+
+// remoteReader reads an object from another node: the whole body from the response of
+// the open, or a range with a new request pinned to the same version.
+type remoteReader struct {
+	g           *Gateway
+	t           target
+	bucket, key string
+	o           *store.Object
+	resp        *http.Response
+}
+
+func (r *remoteReader) Info() *store.Object { return r.o }
+
+func (r *remoteReader) WriteRange(ctx context.Context, w io.Writer, off, n int64) (int64, error) {
+	body := r.resp
+	r.resp = nil
+	if body == nil || off != 0 || n != r.o.Size {
+		if body != nil {
+			body.Body.Close()
+		}
+		resp, err := r.g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodGet, Addr: r.t.addr, Path: node.PathObject,
+			Query: objQuery(r.bucket, r.key, "v", u64(r.o.HLC), "off", i64(off), "n", i64(n)), Cap: &[3]string{rpc.CapRead, r.bucket, r.key}})
+		if err != nil {
+			return 0, err
+		}
+		body = resp
+	}
+	defer body.Body.Close()
+	got, err := io.CopyN(w, body.Body, n)
+	if err != nil {
+		return got, errors.E(errors.IO, err)
+	}
+	return got, nil
+}
+
+func (r *remoteReader) Close() error {
+	if r.resp != nil {
+		r.resp.Body.Close()
+		r.resp = nil
+	}
+	return nil
+}

@@ -1,0 +1,375 @@
+// Package node serves a storage node's local store to the other nodes of the cluster: the
+// replica side of object and multipart writes (with versions chosen by the coordinating
+// gateway), reads, version stats including tombstones, and raw listings for the gateway to
+// merge. Every request must carry a valid internode signature (checked by the caller's
+// middleware) and a capability for its bucket, key and operation (checked here). It knows
+// nothing of S3 or users.
+package node
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/rpc"
+	"github.com/cairnfs/cairn/internal/store"
+)
+
+// Paths of the replica protocol.
+const (
+	PathObject   = "/internal/v1/o"
+	PathUpload   = "/internal/v1/upload"
+	PathPart     = "/internal/v1/part"
+	PathParts    = "/internal/v1/parts"
+	PathComplete = "/internal/v1/complete"
+	PathList     = "/internal/v1/list"
+	PathUploads  = "/internal/v1/uploads"
+)
+
+// Config configures a Handler.
+type Config struct {
+	Store  *store.Store
+	Secret *rpc.Secret
+	// EnsureBucket creates the bucket locally if the cluster map has it (replicas learn of
+	// buckets from the map, not from a create call), or returns a NotExist error.
+	EnsureBucket func(name string) error
+	Logger       *slog.Logger
+}
+
+// Handler is the replica side of the internode protocol.
+type Handler struct {
+	cfg Config
+	mux *http.ServeMux
+	log *slog.Logger
+}
+
+// New returns a Handler.
+func New(cfg Config) *Handler {
+	h := &Handler{cfg: cfg, mux: http.NewServeMux(), log: cfg.Logger.With("component", "node")}
+	h.mux.HandleFunc(PathObject, h.object)
+	h.mux.HandleFunc(PathUpload, h.upload)
+	h.mux.HandleFunc(PathPart, h.part)
+	h.mux.HandleFunc(PathParts, h.parts)
+	h.mux.HandleFunc(PathComplete, h.complete)
+	h.mux.HandleFunc(PathList, h.list)
+	h.mux.HandleFunc(PathUploads, h.uploads)
+	return h
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// Meta is an object record on the wire: everything but the body and chunk list.
+type Meta = store.Object
+
+// EncodeMeta returns o's metadata as a header value.
+func EncodeMeta(o *store.Object) string {
+	c := *o
+	c.Body, c.Chunks, c.VersionID = nil, nil, [16]byte{}
+	b, _ := json.Marshal(&c)
+	return string(b)
+}
+
+// DecodeMeta parses a header value made by EncodeMeta.
+func DecodeMeta(s string) (*store.Object, error) {
+	o := new(store.Object)
+	if err := json.Unmarshal([]byte(s), o); err != nil {
+		return nil, errors.E(errors.Invalid, "malformed object metadata")
+	}
+	return o, nil
+}
+
+// capFor checks the request's capability for op on the bucket and key in its query.
+func (h *Handler) capFor(r *http.Request, op string) (bucket, key string, err error) {
+	q := r.URL.Query()
+	bucket, key = q.Get("b"), q.Get("k")
+	if op == rpc.CapList {
+		key = q.Get("prefix")
+	}
+	if err := h.cfg.Secret.CheckCap(r.Header.Get(rpc.HdrCap), op, bucket, key, time.Now()); err != nil {
+		h.log.Warn("refused an internode request", "path", r.URL.Path, "from", r.Header.Get(rpc.HdrNode), "remote", r.RemoteAddr, "err", err)
+		return "", "", err
+	}
+	return bucket, key, nil
+}
+
+func uintParam(r *http.Request, name string) uint64 {
+	v, _ := strconv.ParseUint(r.URL.Query().Get(name), 10, 64)
+	return v
+}
+
+func intParam(r *http.Request, name string) int64 {
+	v, _ := strconv.ParseInt(r.URL.Query().Get(name), 10, 64)
+	return v
+}
+
+func writeMeta(w http.ResponseWriter, o *store.Object) {
+	w.Header().Set(rpc.HdrMeta, EncodeMeta(o))
+	w.Header().Set(rpc.HdrVersion, strconv.FormatUint(o.HLC, 10))
+}
+
+// finalFrom returns a Finish function that copies the gateway's final metadata (ETag,
+// checksums) into the record: sent as a trailer once a streamed body is complete, or as a
+// header with a body the gateway had in memory. A missing trailer means the gateway gave
+// up on the write: nothing is committed.
+func finalFrom(r *http.Request) func(o *store.Object) error {
+	return func(o *store.Object) error {
+		f := r.Trailer.Get(rpc.HdrFinal)
+		if f == "" {
+			f = r.Header.Get(rpc.HdrFinal) // small bodies: known before they were sent
+		}
+		if f == "" {
+			return errors.E(errors.Invalid, "the coordinator did not confirm the body (no final metadata)")
+		}
+		fin, err := DecodeMeta(f)
+		if err != nil {
+			return err
+		}
+		if fin.Size != o.Size {
+			return errors.Errorf("", errors.Invalid, "received %d bytes, the coordinator sent %d", o.Size, fin.Size)
+		}
+		o.ETag, o.ChecksumAlgo, o.Checksum, o.ChecksumType = fin.ETag, fin.ChecksumAlgo, fin.Checksum, fin.ChecksumType
+		return nil
+	}
+}
+
+func (h *Handler) object(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodPut:
+		bucket, key, err := h.capFor(r, rpc.CapWrite)
+		if err == nil {
+			err = h.cfg.EnsureBucket(bucket)
+		}
+		var meta *store.Object
+		if err == nil {
+			meta, err = DecodeMeta(r.Header.Get(rpc.HdrMeta))
+		}
+		if err != nil {
+			rpc.WriteError(w, err)
+			return
+		}
+		meta.ModTime = intParam(r, "mod")
+		o, err := h.cfg.Store.PutObject(r.Context(), bucket, key, meta, r.Body, r.ContentLength,
+			store.PutOptions{Version: uintParam(r, "v"), Finish: finalFrom(r)})
+		if err != nil {
+			rpc.WriteError(w, err)
+			return
+		}
+		writeMeta(w, o)
+	case http.MethodHead:
+		bucket, key, err := h.capFor(r, rpc.CapRead)
+		if err != nil {
+			rpc.WriteError(w, err)
+			return
+		}
+		o, err := h.cfg.Store.StatVersion(bucket, key)
+		if err != nil {
+			rpc.WriteError(w, err)
+			return
+		}
+		writeMeta(w, o)
+	case http.MethodGet:
+		bucket, key, err := h.capFor(r, rpc.CapRead)
+		if err != nil {
+			rpc.WriteError(w, err)
+			return
+		}
+		rd, err := h.cfg.Store.OpenObject(bucket, key)
+		if err != nil {
+			rpc.WriteError(w, err)
+			return
+		}
+		defer rd.Close()
+		if v := uintParam(r, "v"); v != 0 && v != rd.Object.HLC {
+			rpc.WriteError(w, errors.E(errors.Precondition, "the object changed since it was opened"))
+			return
+		}
+		off, n := intParam(r, "off"), intParam(r, "n")
+		if r.URL.Query().Get("n") == "" {
+			n = rd.Object.Size - off
+		}
+		if off < 0 || n < 0 || off+n > rd.Object.Size {
+			rpc.WriteError(w, errors.E(errors.Invalid, "range out of bounds"))
+			return
+		}
+		writeMeta(w, rd.Object)
+		w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+		if _, err := rd.WriteRange(r.Context(), w, off, n); err != nil {
+			// Headers are sent: the short body tells the gateway; no corrupt byte was sent.
+			h.log.Error("replica read failed", "bucket", bucket, "key", key, "err", err)
+			panic(http.ErrAbortHandler)
+		}
+	case http.MethodDelete:
+		bucket, key, err := h.capFor(r, rpc.CapDelete)
+		if err == nil {
+			err = h.cfg.EnsureBucket(bucket)
+		}
+		if err != nil {
+			rpc.WriteError(w, err)
+			return
+		}
+		o, err := h.cfg.Store.DeleteVersion(bucket, key, uintParam(r, "v"), intParam(r, "mod"))
+		if err != nil {
+			rpc.WriteError(w, err)
+			return
+		}
+		writeMeta(w, o)
+	default:
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	}
+}
+
+func (h *Handler) upload(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("id")
+	switch r.Method {
+	case http.MethodPost:
+		bucket, key, err := h.capFor(r, rpc.CapWrite)
+		if err == nil {
+			err = h.cfg.EnsureBucket(bucket)
+		}
+		var meta *store.Object
+		if err == nil {
+			meta, err = DecodeMeta(r.Header.Get(rpc.HdrMeta))
+		}
+		if err == nil {
+			err = h.cfg.Store.CreateUploadID(bucket, key, id, meta)
+		}
+		if err != nil {
+			rpc.WriteError(w, err)
+		}
+	case http.MethodDelete:
+		bucket, key, err := h.capFor(r, rpc.CapDelete)
+		if err == nil {
+			err = h.cfg.Store.AbortUpload(bucket, key, id)
+		}
+		if err != nil {
+			rpc.WriteError(w, err)
+		}
+	default:
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	}
+}
+
+func (h *Handler) part(w http.ResponseWriter, r *http.Request) {
+	bucket, key, err := h.capFor(r, rpc.CapWrite)
+	if err != nil {
+		rpc.WriteError(w, err)
+		return
+	}
+	p, err := h.cfg.Store.PutPart(r.Context(), bucket, key, r.URL.Query().Get("id"), int(intParam(r, "n")), r.Body, r.ContentLength, finalFrom(r))
+	if err != nil {
+		rpc.WriteError(w, err)
+		return
+	}
+	writeMeta(w, p)
+}
+
+// PartsAnswer is the answer to a parts listing: the upload's own record and a page of parts.
+type PartsAnswer struct {
+	Upload    *store.Object `json:"upload"`
+	Parts     []WirePart    `json:"parts"`
+	Truncated bool          `json:"truncated"`
+}
+
+// WirePart is one part in PartsAnswer.
+type WirePart struct {
+	Number int           `json:"number"`
+	Object *store.Object `json:"object"`
+}
+
+func (h *Handler) parts(w http.ResponseWriter, r *http.Request) {
+	bucket, key, err := h.capFor(r, rpc.CapRead)
+	if err != nil {
+		rpc.WriteError(w, err)
+		return
+	}
+	id := r.URL.Query().Get("id")
+	up, err := h.cfg.Store.Upload(bucket, key, id)
+	if err != nil {
+		rpc.WriteError(w, err)
+		return
+	}
+	parts, trunc, err := h.cfg.Store.ListParts(bucket, key, id, int(intParam(r, "after")), int(intParam(r, "max")))
+	if err != nil {
+		rpc.WriteError(w, err)
+		return
+	}
+	ans := PartsAnswer{Upload: up, Truncated: trunc}
+	for _, p := range parts {
+		o := *p.Object
+		o.Chunks = nil
+		ans.Parts = append(ans.Parts, WirePart{Number: p.Number, Object: &o})
+	}
+	writeJSON(w, ans)
+}
+
+// CompleteRequest is the body of a completion.
+type CompleteRequest struct {
+	Parts   []store.CompletePart `json:"parts"`
+	MinPart int64                `json:"min_part"`
+	// Final carries the checksum fields the gateway computed from the parts.
+	Final *store.Object `json:"final"`
+}
+
+func (h *Handler) complete(w http.ResponseWriter, r *http.Request) {
+	bucket, key, err := h.capFor(r, rpc.CapWrite)
+	if err != nil {
+		rpc.WriteError(w, err)
+		return
+	}
+	var req CompleteRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 4<<20)).Decode(&req); err != nil || req.Final == nil {
+		rpc.WriteError(w, errors.E(errors.Invalid, "malformed completion"))
+		return
+	}
+	o, err := h.cfg.Store.CompleteUploadVersion(bucket, key, r.URL.Query().Get("id"), req.Parts, req.MinPart,
+		uintParam(r, "v"), intParam(r, "mod"), func(o *store.Object, _ []*store.Object) error {
+			o.ChecksumAlgo, o.Checksum, o.ChecksumType = req.Final.ChecksumAlgo, req.Final.Checksum, req.Final.ChecksumType
+			return nil
+		})
+	if err != nil {
+		rpc.WriteError(w, err)
+		return
+	}
+	writeMeta(w, o)
+}
+
+func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
+	bucket, _, err := h.capFor(r, rpc.CapList)
+	if err != nil {
+		rpc.WriteError(w, err)
+		return
+	}
+	q := r.URL.Query()
+	res, err := h.cfg.Store.List(bucket, store.ListOptions{Prefix: q.Get("prefix"), Delimiter: q.Get("delim"),
+		After: q.Get("after"), Max: int(intParam(r, "max")), Tombstones: true})
+	if err != nil {
+		rpc.WriteError(w, err)
+		return
+	}
+	writeJSON(w, res)
+}
+
+func (h *Handler) uploads(w http.ResponseWriter, r *http.Request) {
+	bucket, _, err := h.capFor(r, rpc.CapList)
+	if err != nil {
+		rpc.WriteError(w, err)
+		return
+	}
+	q := r.URL.Query()
+	res, err := h.cfg.Store.ListUploads(bucket, store.UploadListOptions{Prefix: q.Get("prefix"), Delimiter: q.Get("delim"),
+		KeyMarker: q.Get("km"), UploadMarker: q.Get("um"), Max: int(intParam(r, "max"))})
+	if err != nil {
+		rpc.WriteError(w, err)
+		return
+	}
+	writeJSON(w, res)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,200 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/store"
+)
+
+// Client sends signed requests to other nodes. It is safe for concurrent use.
+type Client struct {
+	Secret *Secret
+	Node   string        // this node's id
+	Epoch  func() uint64 // this node's current map epoch
+	// OnEpoch, if set, is called when a response carries a newer epoch than ours, with
+	// the address that answered (the caller fetches the newer map from it).
+	OnEpoch func(epoch uint64, addr string)
+	HTTP    *http.Client
+	// CapTTL is the lifetime of minted capabilities (default 5 minutes).
+	CapTTL time.Duration
+}
+
+// NewTransport returns an HTTP transport tuned for internode traffic: keep-alive, many
+// idle connections per peer, no compression, no proxy.
+func NewTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		DisableCompression:    true,
+		ResponseHeaderTimeout: 0, // large bodies: the caller's context bounds the call
+		WriteBufferSize:       256 << 10,
+		ReadBufferSize:        256 << 10,
+	}
+}
+
+// Request is one internode call.
+type Request struct {
+	Method string
+	Addr   string // host:port of the node
+	Path   string
+	Query  url.Values
+	Header http.Header
+	Body   io.Reader
+	Size   int64 // body length, -1 if unknown (chunked; needed for trailers)
+	// Trailer names trailers the body will fill in before it returns EOF.
+	Trailer http.Header
+	// Cap, if set, is (op, bucket, key) for which a capability is minted.
+	Cap *[3]string
+}
+
+// Do sends r. A response with a status of 400 or more is turned into an error carrying
+// the remote error's kind (its body is consumed); a network failure is Transient.
+func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
+	u := "http://" + r.Addr + r.Path
+	if len(r.Query) > 0 {
+		u += "?" + r.Query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, r.Method, u, r.Body)
+	if err != nil {
+		return nil, errors.E(errors.Invalid, err)
+	}
+	for k, v := range r.Header {
+		req.Header[k] = v
+	}
+	if r.Body != nil {
+		req.ContentLength = r.Size
+		if r.Size == 0 {
+			req.Body = http.NoBody
+		}
+	}
+	req.Trailer = r.Trailer
+	now := time.Now()
+	if r.Cap != nil {
+		ttl := c.CapTTL
+		if ttl <= 0 {
+			ttl = 5 * time.Minute
+		}
+		req.Header.Set(HdrCap, c.Secret.MintCap(r.Cap[0], r.Cap[1], r.Cap[2], now, ttl))
+	}
+	var epoch uint64
+	if c.Epoch != nil {
+		epoch = c.Epoch()
+	}
+	c.Secret.Sign(req, c.Node, epoch, now)
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, errors.E(ctx.Err())
+		}
+		return nil, errors.E(errors.Transient, fmt.Errorf("node %s: %w", r.Addr, err))
+	}
+	if e, err := strconv.ParseUint(resp.Header.Get(HdrEpoch), 10, 64); err == nil && e > epoch && c.OnEpoch != nil {
+		c.OnEpoch(e, r.Addr)
+	}
+	if resp.StatusCode >= 400 {
+		defer resp.Body.Close()
+		return nil, DecodeError(resp)
+	}
+	return resp, nil
+}
+
+// DoJSON sends r and decodes a JSON answer into out (if non-nil).
+func (c *Client) DoJSON(ctx context.Context, r *Request, out any) error {
+	resp, err := c.Do(ctx, r)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return errors.E(errors.IO, fmt.Errorf("node %s: malformed answer: %w", r.Addr, err))
+	}
+	return nil
+}
+
+// sentinels are the store errors that cross the wire by name, so that the S3 layer of the
+// gateway maps them to the same S3 codes as a local error.
+var sentinels = map[string]error{
+	"NoSuchBucket":     store.ErrNoSuchBucket,
+	"NoSuchKey":        store.ErrNoSuchKey,
+	"NoSuchUpload":     store.ErrNoSuchUpload,
+	"InvalidPart":      store.ErrInvalidPart,
+	"InvalidPartOrder": store.ErrInvalidPartOrder,
+	"EntityTooSmall":   store.ErrEntityTooSmall,
+}
+
+// WriteError answers an internode request with err: its kind and sentinel in a header,
+// its message in the body.
+func WriteError(w http.ResponseWriter, err error) {
+	name := ""
+	for n, s := range sentinels {
+		if errors.IsErr(err, s) {
+			name = n
+			break
+		}
+	}
+	kind := errors.KindOf(err)
+	status := http.StatusInternalServerError
+	switch kind {
+	case errors.NotExist:
+		status = http.StatusNotFound
+	case errors.Permission:
+		status = http.StatusForbidden
+	case errors.Invalid:
+		status = http.StatusBadRequest
+	case errors.Precondition:
+		status = http.StatusPreconditionFailed
+	case errors.Transient:
+		status = http.StatusServiceUnavailable
+	case errors.NoSpace:
+		status = http.StatusInsufficientStorage
+	case errors.Exist, errors.NotEmpty:
+		status = http.StatusConflict
+	}
+	w.Header().Set(HdrError, strconv.Itoa(int(kind))+" "+name)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(status)
+	io.WriteString(w, err.Error())
+}
+
+// DecodeError rebuilds the error a node sent with WriteError.
+func DecodeError(resp *http.Response) error {
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	text := strings.TrimSpace(string(msg))
+	kindS, name, _ := strings.Cut(resp.Header.Get(HdrError), " ")
+	k, err := strconv.Atoi(kindS)
+	if err != nil {
+		// Not one of ours (a proxy, an old node): classify by status.
+		switch {
+		case resp.StatusCode == http.StatusForbidden:
+			k = int(errors.Permission)
+		case resp.StatusCode >= 500:
+			k = int(errors.Transient)
+		default:
+			k = int(errors.Invalid)
+		}
+	}
+	if s, ok := sentinels[name]; ok {
+		return errors.E(errors.Kind(k), fmt.Errorf("%s: %w", text, s))
+	}
+	if text == "" {
+		text = resp.Status
+	}
+	return errors.E(errors.Kind(k), text)
+}

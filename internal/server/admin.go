@@ -1,0 +1,232 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/clustermap"
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/gateway"
+	"github.com/cairnfs/cairn/internal/rpc"
+	"github.com/cairnfs/cairn/internal/store"
+)
+
+// NodeStats is what a node reports about itself to `cairn admin status`.
+type NodeStats struct {
+	Node         string `json:"node"`
+	Epoch        uint64 `json:"epoch"`
+	UsedBytes    int64  `json:"used_bytes"`
+	FreeBytes    int64  `json:"free_bytes"`
+	GarbageBytes int64  `json:"garbage_bytes"`
+	IndexBytes   int64  `json:"index_bytes"`
+	HintsPending int64  `json:"hints_pending"`
+}
+
+func nodeStats(st *store.Store, h *gateway.Hints, mgr *clustermap.Manager) any {
+	ns := NodeStats{Epoch: mgr.Current().Epoch, HintsPending: h.Len()}
+	if st != nil {
+		s := st.Stats()
+		ns.UsedBytes, ns.FreeBytes, ns.GarbageBytes, ns.IndexBytes = s.LiveBytes+s.IndexBytes, s.FreeBytes, s.GarbageBytes, s.IndexBytes
+	}
+	return ns
+}
+
+// adminHandler serves `cairn admin`: requests are signed with the cluster secret like
+// internode requests (the operator's CLI holds the secret).
+type adminHandler struct {
+	secret *rpc.Secret
+	mgr    *clustermap.Manager
+	gw     *gateway.Gateway
+	apply  *applyer
+	rpc    *rpc.Client
+	self   string
+	log    *slog.Logger
+}
+
+// Status is the answer of /admin/v1/status.
+type Status struct {
+	Epoch      uint64               `json:"epoch"`
+	Digest     string               `json:"digest"`
+	Partitions int                  `json:"partitions"`
+	Replicas   int                  `json:"replicas"`
+	Class      clustermap.Class     `json:"standard"`
+	Effective  clustermap.Class     `json:"effective"`
+	Leader     string               `json:"leader"`
+	Managers   []clustermap.Member  `json:"managers"`
+	Nodes      []NodeStatus         `json:"nodes"`
+	Warnings   []string             `json:"warnings,omitempty"`
+	Buckets    int                  `json:"buckets"`
+	Map        *clustermap.Map      `json:"-"`
+	Answered   map[string]NodeStats `json:"-"`
+}
+
+// NodeStatus is one node in Status.
+type NodeStatus struct {
+	ID         string               `json:"id"`
+	Addr       string               `json:"addr"`
+	S3Addr     string               `json:"s3_addr"`
+	AdminAddr  string               `json:"admin_addr"`
+	Zone       string               `json:"zone"`
+	State      clustermap.NodeState `json:"state"`
+	Roles      []string             `json:"roles"`
+	Capacity   int64                `json:"capacity"`
+	Partitions int                  `json:"partitions"`
+	Stats      *NodeStats           `json:"stats,omitempty"`
+	Error      string               `json:"error,omitempty"`
+}
+
+func (a *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, _, err := a.secret.Verify(r, time.Now()); err != nil {
+		a.log.Warn("refused an admin request", "remote", r.RemoteAddr, "path", r.URL.Path, "err", err)
+		rpc.WriteError(w, err)
+		return
+	}
+	path := strings.TrimPrefix(r.URL.Path, "/admin/v1/")
+	q := r.URL.Query()
+	switch {
+	case path == "status" || path == "nodes":
+		writeJSON(w, a.status(r.Context()))
+	case path == "placement":
+		ids, part, err := a.gw.Placement(q.Get("bucket"), q.Get("key"))
+		if err != nil {
+			rpc.WriteError(w, err)
+			return
+		}
+		reps, err := a.gw.Replicas(r.Context(), q.Get("bucket"), q.Get("key"))
+		if err != nil {
+			rpc.WriteError(w, err)
+			return
+		}
+		writeJSON(w, map[string]any{"bucket": q.Get("bucket"), "key": q.Get("key"), "partition": part, "nodes": ids, "replicas": reps})
+	case strings.HasPrefix(path, "node/") && r.Method == http.MethodPost:
+		// node/{id}/{action}
+		parts := strings.Split(strings.TrimPrefix(path, "node/"), "/")
+		if len(parts) != 2 {
+			http.NotFound(w, r)
+			return
+		}
+		if err := a.nodeAction(r.Context(), parts[0], parts[1]); err != nil {
+			rpc.WriteError(w, err)
+			return
+		}
+		writeJSON(w, a.status(r.Context()))
+	case path == "apply" && r.Method == http.MethodPost:
+		var c clustermap.Command
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&c); err != nil {
+			rpc.WriteError(w, errors.E(errors.Invalid, "malformed command"))
+			return
+		}
+		m, err := a.apply.Apply(r.Context(), c)
+		if err != nil {
+			rpc.WriteError(w, err)
+			return
+		}
+		writeJSON(w, map[string]uint64{"epoch": m.Epoch})
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// nodeAction drains, removes or marks a node.
+func (a *adminHandler) nodeAction(ctx context.Context, id, action string) error {
+	m := a.mgr.Current()
+	n, ok := m.Node(id)
+	if !ok {
+		return errors.Errorf("", errors.NotExist, "no node %q in the cluster map (see cairn admin nodes)", id)
+	}
+	var c clustermap.Command
+	switch action {
+	case "drain":
+		c = clustermap.Command{Op: clustermap.OpSetState, NodeID: id, State: clustermap.StateDraining}
+	case "out":
+		c = clustermap.Command{Op: clustermap.OpSetState, NodeID: id, State: clustermap.StateOut}
+	case "down", "up":
+		c = clustermap.Command{Op: clustermap.OpSetState, NodeID: id, State: clustermap.NodeState(action)}
+	case "remove":
+		if n.State != clustermap.StateOut && n.State != clustermap.StateDraining {
+			return errors.Errorf("", errors.Precondition, "node %q is %s: drain it (cairn admin drain %s) or mark it out before removing it", id, n.State, id)
+		}
+		if n.HasRole(clustermap.RoleStorage) && n.State == clustermap.StateDraining {
+			return errors.Errorf("", errors.Precondition, "node %q is still draining: its data has not been moved off yet; data movement arrives with automatic recovery (see docs/operations.md); mark it out to remove it anyway", id)
+		}
+		c = clustermap.Command{Op: clustermap.OpRemoveNode, NodeID: id}
+	default:
+		return errors.Errorf("", errors.Invalid, "unknown node action %q", action)
+	}
+	if c.Op == clustermap.OpSetState && n.HasRole(clustermap.RoleStorage) && c.State != clustermap.StateUp {
+		// Refuse to take away the last copies: at least one storage node must stay up.
+		up := 0
+		for _, x := range m.StorageNodes() {
+			if x.ID != id && x.State == clustermap.StateUp {
+				up++
+			}
+		}
+		if up == 0 {
+			return errors.Errorf("", errors.Precondition, "node %q is the last storage node that is up: refusing", id)
+		}
+	}
+	_, err := a.apply.Apply(ctx, c)
+	return err
+}
+
+// status gathers the map, the managers and every node's own figures.
+func (a *adminHandler) status(ctx context.Context) *Status {
+	m := a.mgr.Current()
+	st := &Status{Epoch: m.Epoch, Digest: m.Digest(), Partitions: m.Partitions, Replicas: m.Replicas, Buckets: len(m.Buckets), Map: m}
+	st.Class, _ = m.Class("")
+	st.Effective = m.EffectiveClass(st.Class)
+	st.Leader, _ = a.mgr.Leader()
+	st.Managers, _ = a.mgr.Members()
+	counts := map[string]int{}
+	if t, err := a.gw.Table(); err == nil {
+		counts = t.Counts()
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	st.Nodes = make([]NodeStatus, len(m.Nodes))
+	for i, n := range m.Nodes {
+		st.Nodes[i] = NodeStatus{ID: n.ID, Addr: n.Addr, S3Addr: n.S3Addr, AdminAddr: n.AdminAddr, Zone: n.Zone, State: n.State,
+			Roles: n.Roles, Capacity: n.Capacity, Partitions: counts[n.ID]}
+		if n.State == clustermap.StateOut {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var ns NodeStats
+			err := a.rpc.DoJSON(ctx, &rpc.Request{Method: http.MethodGet, Addr: n.Addr, Path: pathStats}, &ns)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				st.Nodes[i].Error = err.Error()
+				return
+			}
+			st.Nodes[i].Stats = &ns
+		}()
+	}
+	wg.Wait()
+	storage := len(m.StorageNodes())
+	if st.Class.N > storage {
+		st.Warnings = append(st.Warnings, "under-replicated: STANDARD asks for "+itoa(st.Class.N)+" copies but the cluster has "+itoa(storage)+
+			" storage node(s); objects have one copy per node until more nodes join")
+	}
+	for _, n := range st.Nodes {
+		if n.State == clustermap.StateDown || n.Error != "" {
+			st.Warnings = append(st.Warnings, "node "+n.ID+" is not answering: its replicas are served by the others, writes for it are queued")
+		}
+	}
+	sort.Strings(st.Warnings)
+	return st
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

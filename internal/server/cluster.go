@@ -1,0 +1,243 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/clustermap"
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/rpc"
+)
+
+// Paths of the cluster protocol served on the node address (signed with the secret).
+const (
+	pathMap   = "/internal/v1/map"
+	pathJoin  = "/internal/v1/join"
+	pathApply = "/internal/v1/apply"
+	pathStats = "/internal/v1/stats"
+)
+
+// writeFileAtomic writes data to path via a synced temporary file and a rename.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// loadNodeID returns the node's id: the one stored in the data directory, else the one
+// configured, else a new random one; it is stored on first start. A configured id that
+// differs from the stored one is an error (the data belongs to another node).
+func loadNodeID(dir, configured string) (string, error) {
+	path := filepath.Join(dir, "node-id")
+	data, err := os.ReadFile(path)
+	if err == nil {
+		id := strings.TrimSpace(string(data))
+		if configured != "" && configured != id {
+			return "", errors.Errorf("", errors.Invalid, "this data directory belongs to node %q, not %q (--node-id)", id, configured)
+		}
+		return id, nil
+	}
+	if !os.IsNotExist(err) {
+		return "", errors.E(errors.IO, err)
+	}
+	id := configured
+	if id == "" {
+		var b [4]byte
+		rand.Read(b[:])
+		host, _ := os.Hostname()
+		if i := strings.IndexByte(host, '.'); i > 0 {
+			host = host[:i]
+		}
+		id = "n-" + hex.EncodeToString(b[:])
+		if host != "" {
+			id = host + "-" + hex.EncodeToString(b[:])
+		}
+	}
+	if err := writeFileAtomic(path, []byte(id+"\n"), 0o644); err != nil {
+		return "", errors.E(errors.IO, err)
+	}
+	return id, nil
+}
+
+// loadSecret returns the cluster secret: the configured one, else the one stored in the
+// data directory; a bootstrap node without either generates one. It is stored (0600) so
+// restarts need no flag.
+func loadSecret(dir, configured string, mayGenerate bool) (string, bool, error) {
+	path := filepath.Join(dir, "cluster-secret")
+	stored := ""
+	if data, err := os.ReadFile(path); err == nil {
+		stored = strings.TrimSpace(string(data))
+	}
+	s, generated := configured, false
+	switch {
+	case s != "":
+	case stored != "":
+		s = stored
+	case mayGenerate:
+		var b [24]byte
+		rand.Read(b[:])
+		s, generated = hex.EncodeToString(b[:]), true
+	default:
+		return "", false, errors.E(errors.Invalid, "joining a cluster needs its secret: set CAIRN_CLUSTER_SECRET or --cluster-secret-file (the bootstrap node printed it and keeps it in DATA/cluster-secret)")
+	}
+	if len(s) < 16 {
+		return "", false, errors.E(errors.Invalid, "the cluster secret must be at least 16 characters")
+	}
+	if s != stored {
+		if err := writeFileAtomic(path, []byte(s+"\n"), 0o600); err != nil {
+			return "", false, errors.E(errors.IO, err)
+		}
+	}
+	return s, generated, nil
+}
+
+// applyer changes the cluster map through the Raft leader, from any node.
+type applyer struct {
+	mgr *clustermap.Manager
+	rpc *rpc.Client
+}
+
+// Apply runs c on the leader (forwarding it if this node is not the leader, retrying
+// while an election is in progress) and waits until this node's map has the result.
+func (a *applyer) Apply(ctx context.Context, c clustermap.Command) (*clustermap.Map, error) {
+	const op errors.Op = "server.Apply"
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	var lastErr error
+	for {
+		var m *clustermap.Map
+		var err error
+		if a.mgr.IsLeader() {
+			m, err = a.mgr.Apply(ctx, c)
+		} else if _, addr := a.mgr.Leader(); addr != "" {
+			body, _ := json.Marshal(c)
+			var ans struct {
+				Epoch uint64 `json:"epoch"`
+			}
+			err = a.rpc.DoJSON(ctx, &rpc.Request{Method: http.MethodPost, Addr: addr, Path: pathApply, Body: bytes.NewReader(body), Size: int64(len(body))}, &ans)
+			if err == nil {
+				m, err = a.mgr.WaitEpoch(ctx, ans.Epoch)
+			}
+		} else {
+			err = errors.E(errors.Transient, "no raft leader (election in progress, or a majority of managers is down)")
+		}
+		if err == nil {
+			return m, nil
+		}
+		if !errors.Is(errors.Transient, err) {
+			return nil, errors.E(op, err)
+		}
+		lastErr = err
+		select {
+		case <-ctx.Done():
+			return nil, errors.E(op, errors.Transient, fmt.Errorf("cluster map change not committed: %w", lastErr))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// join asks the cluster at addr to add self; the answer is the cluster map.
+func join(ctx context.Context, c *rpc.Client, addr string, self clustermap.Node) (*clustermap.Map, error) {
+	const op errors.Op = "server.join"
+	body, _ := json.Marshal(self)
+	var m clustermap.Map
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		err := c.DoJSON(ctx, &rpc.Request{Method: http.MethodPost, Addr: addr, Path: pathJoin, Body: bytes.NewReader(body), Size: int64(len(body))}, &m)
+		if err == nil {
+			return &m, nil
+		}
+		switch {
+		case errors.Is(errors.Permission, err):
+			return nil, errors.E(op, errors.Permission, fmt.Errorf("the cluster at %s refused this node: %w", addr, err))
+		case errors.Is(errors.Exist, err), errors.Is(errors.Invalid, err):
+			return nil, errors.E(op, fmt.Errorf("the cluster at %s refused the join: %w", addr, err))
+		case ctx.Err() != nil:
+			return nil, errors.E(op, errors.Transient, fmt.Errorf("cannot join through %s: %w", addr, err))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, errors.E(op, errors.Transient, fmt.Errorf("cannot join through %s: %w", addr, err))
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// clusterHandler serves the cluster protocol: the map, joins and forwarded map changes.
+type clusterHandler struct {
+	mgr   *clustermap.Manager
+	apply *applyer
+	stats func() any
+}
+
+func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case pathMap:
+		writeJSON(w, h.mgr.Current())
+	case pathStats:
+		writeJSON(w, h.stats())
+	case pathJoin:
+		var n clustermap.Node
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&n); err != nil || n.ID == "" || n.Addr == "" {
+			rpc.WriteError(w, errors.E(errors.Invalid, "malformed join request"))
+			return
+		}
+		n.State = clustermap.StateUp
+		m, err := h.apply.Apply(r.Context(), clustermap.Command{Op: clustermap.OpAddNode, Node: &n})
+		if err != nil {
+			rpc.WriteError(w, err)
+			return
+		}
+		writeJSON(w, m)
+	case pathApply:
+		if !h.mgr.IsLeader() {
+			rpc.WriteError(w, errors.E(errors.Transient, clustermap.ErrNotLeader))
+			return
+		}
+		var c clustermap.Command
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&c); err != nil {
+			rpc.WriteError(w, errors.E(errors.Invalid, "malformed command"))
+			return
+		}
+		m, err := h.mgr.Apply(r.Context(), c)
+		if err != nil {
+			rpc.WriteError(w, err)
+			return
+		}
+		writeJSON(w, map[string]uint64{"epoch": m.Epoch})
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
