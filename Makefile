@@ -5,7 +5,8 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 VENV    := .venv
 # Packages fast enough to run under the race detector in CI.
-RACE_PKGS := ./internal/errors/... ./internal/store/... ./internal/sigv4/... ./internal/checksum/... ./internal/s3api/... ./internal/server/... ./internal/bench/...
+RACE_PKGS := ./internal/errors/... ./internal/store/... ./internal/sigv4/... ./internal/checksum/... ./internal/s3api/... ./internal/server/... ./internal/bench/... \
+             ./internal/hlc/... ./internal/placement/... ./internal/clustermap/... ./internal/rpc/... ./internal/node/... ./internal/gateway/...
 FUZZTIME ?= 10s
 
 .PHONY: help build run test test-go test-race test-e2e test-python fuzz bench lint deps deps-python deps-apt clean
@@ -17,7 +18,7 @@ build: ## build bin/cairn
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/cairn
 
 run: build ## start a single-node cairn: S3 on 127.0.0.1:9000, data in ./data
-	./$(BIN) server --data ./data --listen 127.0.0.1:9000 --admin-listen 127.0.0.1:9001
+	./$(BIN) server --data ./data --listen 127.0.0.1:9000 --admin-listen 127.0.0.1:9001 --node-addr 127.0.0.1:9002
 
 test: deps build lint test-race test-e2e fuzz test-python ## install test tools and run every test
 	@echo "make test: all suites passed"

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/md5"
@@ -9,14 +10,18 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
@@ -507,4 +512,75 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// `cairn dev cluster` starts a working cluster, prints its endpoints, and stops it on
+// Ctrl-C.
+func TestDevCluster(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(cairnBin(t), "dev", "cluster", "--nodes", "3", "--dir", dir)
+	stdout, _ := cmd.StdoutPipe()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	sc := bufio.NewScanner(stdout)
+	var out strings.Builder
+	ready := false
+	for sc.Scan() {
+		out.WriteString(sc.Text() + "\n")
+		if strings.Contains(sc.Text(), "cluster ready") {
+			ready = true
+			break
+		}
+	}
+	if !ready {
+		t.Fatalf("dev cluster did not get ready:\n%s\n%s", out.String(), stderr.String())
+	}
+	go io.Copy(io.Discard, stdout)
+	data, err := os.ReadFile(filepath.Join(dir, "cluster.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dc devCluster
+	if err := json.Unmarshal(data, &dc); err != nil || len(dc.Nodes) != 3 {
+		t.Fatalf("cluster.json: %v %s", err, data)
+	}
+	for _, n := range dc.Nodes {
+		if !strings.Contains(out.String(), "http://"+n.S3) {
+			t.Fatalf("endpoint %s not printed:\n%s", n.S3, out.String())
+		}
+	}
+	client := func(i int) *s3.Client {
+		return s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String("http://" + dc.Nodes[i].S3), UsePathStyle: true,
+			Credentials: credentials.NewStaticCredentialsProvider(dc.AccessKey, dc.SecretKey, ""), RetryMaxAttempts: 1})
+	}
+	ctx := context.Background()
+	if _, err := client(0).CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("dev")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client(0).PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("dev"), Key: aws.String("hello"), Body: strings.NewReader("world")}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := getBody(ctx, client(2), "dev", "hello"); err != nil || string(b) != "world" {
+		t.Fatalf("get via node 3: %q %v", b, err)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("dev cluster exit: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("dev cluster did not stop 60s after Ctrl-C")
+	}
+	for _, n := range dc.Nodes {
+		if syscall.Kill(n.PID, 0) == nil {
+			t.Fatalf("node %s (pid %d) still running after the dev cluster stopped", n.ID, n.PID)
+		}
+	}
 }

@@ -268,8 +268,11 @@ func validateInit(m *Map) error {
 // fsm is the raft.FSM that holds the map. Raft calls Apply, Snapshot and
 // Restore from a single goroutine; Current may be called from anywhere.
 type fsm struct {
-	cur      atomic.Pointer[Map]
-	onChange func(*Map) // called after every change, from the raft FSM goroutine
+	cur atomic.Pointer[Map]
+	// onChange, if set, is called with every new map from the raft FSM
+	// goroutine and is responsible for storing it in cur (the Manager does so
+	// under the lock that orders notifications); if nil, set stores it.
+	onChange func(*Map)
 }
 
 func newFSM(onChange func(*Map)) *fsm {
