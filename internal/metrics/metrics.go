@@ -80,6 +80,16 @@ func (m *Metrics) WatchStore(s *store.Store) {
 	)
 }
 
+// CounterFunc registers a counter whose value fn reads (fn must be safe for concurrent use).
+func (m *Metrics) CounterFunc(name, help string, fn func() float64) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, fn))
+}
+
+// GaugeFunc registers a gauge whose value fn reads.
+func (m *Metrics) GaugeFunc(name, help string, fn func() float64) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, fn))
+}
+
 // Handler serves the metrics in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
@@ -27,6 +28,31 @@ type Client struct {
 	HTTP    *http.Client
 	// CapTTL is the lifetime of minted capabilities (default 5 minutes).
 	CapTTL time.Duration
+
+	sent, received atomic.Int64
+}
+
+// Sent returns the request body bytes sent to other nodes so far.
+func (c *Client) Sent() int64 { return c.sent.Load() }
+
+// Received returns the response body bytes received from other nodes so far.
+func (c *Client) Received() int64 { return c.received.Load() }
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+type countingBody struct {
+	countingReader
+	io.Closer
 }
 
 // NewTransport returns an HTTP transport tuned for internode traffic: keep-alive, many
@@ -67,7 +93,11 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 	if len(r.Query) > 0 {
 		u += "?" + r.Query.Encode()
 	}
-	req, err := http.NewRequestWithContext(ctx, r.Method, u, r.Body)
+	body := r.Body
+	if body != nil {
+		body = countingReader{r: body, n: &c.sent}
+	}
+	req, err := http.NewRequestWithContext(ctx, r.Method, u, body)
 	if err != nil {
 		return nil, errors.E(errors.Invalid, err)
 	}
@@ -108,6 +138,7 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 		defer resp.Body.Close()
 		return nil, DecodeError(resp)
 	}
+	resp.Body = countingBody{countingReader{r: resp.Body, n: &c.received}, resp.Body}
 	return resp, nil
 }
 

@@ -32,6 +32,9 @@ type Mux struct {
 
 // NewMux starts accepting on ln.
 func NewMux(ln net.Listener, secret *Secret, log *slog.Logger) *Mux {
+	if log == nil {
+		log = slog.Default()
+	}
 	m := &Mux{ln: ln, secret: secret, log: log, httpCh: make(chan net.Conn), raftCh: make(chan net.Conn), done: make(chan struct{})}
 	go m.accept()
 	return m

@@ -28,10 +28,13 @@ type NodeStats struct {
 	GarbageBytes int64  `json:"garbage_bytes"`
 	IndexBytes   int64  `json:"index_bytes"`
 	HintsPending int64  `json:"hints_pending"`
+	// Internode body bytes this node sent and received as a client of other nodes.
+	SentBytes     int64 `json:"internode_sent_bytes"`
+	ReceivedBytes int64 `json:"internode_received_bytes"`
 }
 
-func nodeStats(st *store.Store, h *gateway.Hints, mgr *clustermap.Manager) any {
-	ns := NodeStats{Epoch: mgr.Current().Epoch, HintsPending: h.Len()}
+func nodeStats(id string, st *store.Store, h *gateway.Hints, mgr *clustermap.Manager, c *rpc.Client) any {
+	ns := NodeStats{Node: id, Epoch: mgr.Current().Epoch, HintsPending: h.Len(), SentBytes: c.Sent(), ReceivedBytes: c.Received()}
 	if st != nil {
 		s := st.Stats()
 		ns.UsedBytes, ns.FreeBytes, ns.GarbageBytes, ns.IndexBytes = s.LiveBytes+s.IndexBytes, s.FreeBytes, s.GarbageBytes, s.IndexBytes

@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
+	mrand "math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -25,7 +27,59 @@ const (
 	pathJoin  = "/internal/v1/join"
 	pathApply = "/internal/v1/apply"
 	pathStats = "/internal/v1/stats"
+	// pathMapInfo answers the epoch and digest of a node's map (the ring monitor).
+	pathMapInfo = "/internal/v1/mapinfo"
 )
+
+type mapInfo struct {
+	Epoch  uint64 `json:"epoch"`
+	Digest string `json:"digest"`
+}
+
+// ringMonitor compares this node's map with a random peer's every few seconds (LeoFS's
+// RING monitor). Maps arrive through the Raft log; a node that stays behind a peer, or a
+// map that differs at the same epoch, is logged so an operator sees it.
+func ringMonitor(ctx context.Context, mgr *clustermap.Manager, c *rpc.Client, self string, log *slog.Logger) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		m := mgr.Current()
+		var peers []clustermap.Node
+		for _, n := range m.Nodes {
+			if n.ID != self && n.State == clustermap.StateUp {
+				peers = append(peers, n)
+			}
+		}
+		if len(peers) == 0 {
+			continue
+		}
+		p := peers[mrand.IntN(len(peers))]
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		var info mapInfo
+		err := c.DoJSON(rctx, &rpc.Request{Method: http.MethodGet, Addr: p.Addr, Path: pathMapInfo}, &info)
+		cancel()
+		if err != nil {
+			continue // a peer that does not answer is the failure detector's business
+		}
+		mine := mgr.Current()
+		switch {
+		case info.Epoch == mine.Epoch && info.Digest != mine.Digest():
+			log.Error("cluster map differs from a peer's at the same epoch", "peer", p.ID, "epoch", info.Epoch, "ours", mine.Digest(), "theirs", info.Digest)
+		case info.Epoch > mine.Epoch:
+			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := mgr.WaitEpoch(wctx, info.Epoch)
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				log.Warn("this node's cluster map is behind a peer's (raft log not reaching it?)", "peer", p.ID, "ours", mgr.Current().Epoch, "theirs", info.Epoch)
+			}
+		}
+	}
+}
 
 // writeFileAtomic writes data to path via a synced temporary file and a rename.
 func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
@@ -199,6 +253,9 @@ func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case pathMap:
 		writeJSON(w, h.mgr.Current())
+	case pathMapInfo:
+		m := h.mgr.Current()
+		writeJSON(w, mapInfo{Epoch: m.Epoch, Digest: m.Digest()})
 	case pathStats:
 		writeJSON(w, h.stats())
 	case pathJoin:

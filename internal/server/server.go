@@ -319,23 +319,34 @@ func Run(ctx context.Context, cfg Config) error {
 	client := &rpc.Client{Secret: secret, Node: nodeID, Epoch: func() uint64 { return mgr.Current().Epoch },
 		HTTP: &http.Client{Transport: rpc.NewTransport()}}
 	app := &applyer{mgr: mgr, rpc: client}
+	m.CounterFunc("cairn_internode_sent_bytes_total", "Body bytes this node sent to other nodes (replica writes, reads it served to gateways are counted by them).", func() float64 { return float64(client.Sent()) })
+	m.CounterFunc("cairn_internode_received_bytes_total", "Body bytes this node received in answers from other nodes.", func() float64 { return float64(client.Received()) })
+	m.GaugeFunc("cairn_map_epoch", "Epoch of the cluster map this node holds.", func() float64 { return float64(mgr.Current().Epoch) })
+	m.GaugeFunc("cairn_raft_leader", "1 if this node is the Raft leader of the managers.", func() float64 {
+		if mgr.IsLeader() {
+			return 1
+		}
+		return 0
+	})
 
 	var hints *gateway.Hints
 	if hints, err = gateway.OpenHints(filepath.Join(cfg.DataDir, "hints")); err != nil {
 		return errors.E(op, err)
 	}
 	defer hints.Close()
+	m.GaugeFunc("cairn_hints_pending", "Replica writes queued for retry on this node (hinted retry and read repair).", func() float64 { return float64(hints.Len()) })
 	gw := gateway.New(gateway.Config{NodeID: nodeID, Store: st, Maps: mgr, RPC: client, Apply: app.Apply,
 		Hints: hints, Clock: clock, Logger: log, StragglerWait: cfg.StragglerWait})
 	defer gw.Close()
 
 	// Internode HTTP: every request signed with the cluster secret.
 	imux := http.NewServeMux()
-	ch := &clusterHandler{mgr: mgr, apply: app, stats: func() any { return nodeStats(st, hints, mgr) }}
+	ch := &clusterHandler{mgr: mgr, apply: app, stats: func() any { return nodeStats(nodeID, st, hints, mgr, client) }}
 	imux.Handle("/internal/v1/map", ch)
 	imux.Handle("/internal/v1/join", ch)
 	imux.Handle("/internal/v1/apply", ch)
 	imux.Handle("/internal/v1/stats", ch)
+	imux.Handle(pathMapInfo, ch)
 	if st != nil {
 		imux.Handle("/internal/v1/", node.New(node.Config{Store: st, Secret: secret, EnsureBucket: gw.EnsureLocalBucket, Logger: log}))
 	}
@@ -388,6 +399,7 @@ func Run(ctx context.Context, cfg Config) error {
 	hctx, hcancel := context.WithCancel(ctx)
 	defer hcancel()
 	go gw.RunHints(hctx, cfg.HintInterval)
+	go ringMonitor(hctx, mgr, client, nodeID, log)
 
 	api := s3api.New(s3api.Config{
 		Store: gw,

@@ -1,0 +1,216 @@
+// Command clusterbench measures a loopback cairn cluster against a single node in the same
+// run (docs/benchmarks.md): 4 KiB and 16 MiB PUT and GET with `cairn bench`, and the
+// internode bytes each 16 MiB PUT costs, read from the nodes' own counters.
+//
+//	go run ./tools/clusterbench --cairn bin/cairn [--nodes 3] [--duration 10s]
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type opResult struct {
+	Op        string  `json:"op"`
+	Count     int64   `json:"count"`
+	Errors    int64   `json:"errors"`
+	OpsPerSec float64 `json:"ops_per_sec"`
+	MiBPerSec float64 `json:"mib_per_sec"`
+	Latency   struct {
+		P50 float64 `json:"p50"`
+		P99 float64 `json:"p99"`
+	} `json:"latency_ms"`
+}
+
+type report struct {
+	Results []opResult `json:"results"`
+}
+
+type target struct {
+	endpoint, access, secret string
+	admins                   []string // admin addresses of every node (cluster only)
+	clusterSecret            string
+}
+
+type phase struct {
+	name, workload, size string
+	conc                 int
+}
+
+var phases = []phase{
+	{"4 KiB PUT", "put", "4KiB", 16},
+	{"4 KiB GET", "get", "4KiB", 16},
+	{"16 MiB PUT", "put", "16MiB", 4},
+	{"16 MiB GET", "get", "16MiB", 4},
+}
+
+func main() {
+	bin := flag.String("cairn", "bin/cairn", "cairn binary")
+	nodes := flag.Int("nodes", 3, "cluster size")
+	dur := flag.Duration("duration", 10*time.Second, "length of each measured phase")
+	flag.Parse()
+	dir, err := os.MkdirTemp("", "clusterbench-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	single, stop := startSingle(*bin, filepath.Join(dir, "single"))
+	sres, _ := runAll(*bin, single, *dur, dir, "single")
+	stop()
+
+	cl, stopCl := startCluster(*bin, filepath.Join(dir, "cluster"), *nodes)
+	cres, traffic := runAll(*bin, cl, *dur, dir, "cluster")
+	stopCl()
+
+	fmt.Printf("\n| workload | single node | %d-node cluster (N=3 W=2 R=1) | ratio |\n|---|---|---|---|\n", *nodes)
+	for i, p := range phases {
+		s, c := sres[i], cres[i]
+		if strings.HasPrefix(p.name, "4 KiB") {
+			fmt.Printf("| %s | %.0f ops/s, p99 %.1f ms | %.0f ops/s, p99 %.1f ms | %.2f |\n", p.name, s.OpsPerSec, s.Latency.P99, c.OpsPerSec, c.Latency.P99, c.OpsPerSec/s.OpsPerSec)
+		} else {
+			fmt.Printf("| %s | %.0f MiB/s, p99 %.0f ms | %.0f MiB/s, p99 %.0f ms | %.2f |\n", p.name, s.MiBPerSec, s.Latency.P99, c.MiBPerSec, c.Latency.P99, c.MiBPerSec/s.MiBPerSec)
+		}
+	}
+	fmt.Printf("\ninternode bytes per 16 MiB PUT: %.1f MiB (%.2f x the object; N-1 = %d)\n", traffic/(1<<20), traffic/(16<<20), 2)
+}
+
+// runAll runs every phase against t; it returns the results and the internode bytes sent
+// per 16 MiB PUT (cluster only).
+func runAll(bin string, t target, dur time.Duration, dir, label string) ([]opResult, float64) {
+	var out []opResult
+	var perPut float64
+	for i, p := range phases {
+		before := internode(bin, t)
+		jf := filepath.Join(dir, fmt.Sprintf("%s-%d.json", label, i))
+		args := []string{"bench", p.workload, "--endpoint", t.endpoint, "--access-key", t.access, "--secret-key", t.secret,
+			"--size", p.size, "--concurrency", fmt.Sprint(p.conc), "--duration", dur.String(), "--json", jf, "--quiet"}
+		if p.workload == "get" && p.size == "16MiB" {
+			args = append(args, "--keys", "64")
+		}
+		cmd := exec.Command(bin, args...)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		log.Printf("%s: %s", label, p.name)
+		if err := cmd.Run(); err != nil {
+			log.Fatalf("%s %s: %v", label, p.name, err)
+		}
+		data, err := os.ReadFile(jf)
+		if err != nil {
+			log.Fatal(err)
+		}
+		var r report
+		if err := json.Unmarshal(data, &r); err != nil || len(r.Results) == 0 {
+			log.Fatalf("%s: bad report: %v", jf, err)
+		}
+		res := r.Results[0]
+		out = append(out, res)
+		if p.workload == "put" && p.size == "16MiB" && len(t.admins) > 0 && res.Count > 0 {
+			perPut = float64(internode(bin, t)-before) / float64(res.Count)
+		}
+	}
+	return out, perPut
+}
+
+// internode sums the internode bytes every node has sent so far.
+func internode(bin string, t target) int64 {
+	var sum int64
+	for _, a := range t.admins {
+		cmd := exec.Command(bin, "admin", "--admin", a, "--json", "status")
+		cmd.Env = append(os.Environ(), "CAIRN_CLUSTER_SECRET="+t.clusterSecret)
+		out, err := cmd.Output()
+		if err != nil {
+			log.Fatalf("admin status: %v", err)
+		}
+		var st struct {
+			Nodes []struct {
+				ID    string `json:"id"`
+				Admin string `json:"admin_addr"`
+				Stats *struct {
+					Sent int64 `json:"internode_sent_bytes"`
+				} `json:"stats"`
+			} `json:"nodes"`
+		}
+		json.Unmarshal(out, &st)
+		for _, n := range st.Nodes {
+			if n.Admin == a && n.Stats != nil {
+				sum += n.Stats.Sent
+			}
+		}
+	}
+	return sum
+}
+
+func freeAddr() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func startSingle(bin, dir string) (target, func()) {
+	s3, admin, node := freeAddr(), freeAddr(), freeAddr()
+	t := target{endpoint: "http://" + s3, access: "CAIRNBENCH000000001", secret: "clusterbench-secret-key-0123456789"}
+	cmd := exec.Command(bin, "server", "--data", dir, "--listen", s3, "--admin-listen", admin, "--node-addr", node, "--replicas", "1")
+	cmd.Env = append(os.Environ(), "CAIRN_ACCESS_KEY="+t.access, "CAIRN_SECRET_KEY="+t.secret)
+	waitLine(cmd, "S3 endpoint:")
+	return t, func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }
+}
+
+func startCluster(bin, dir string, n int) (target, func()) {
+	os.MkdirAll(dir, 0o755)
+	cmd := exec.Command(bin, "dev", "cluster", "--nodes", fmt.Sprint(n), "--dir", dir)
+	waitLine(cmd, "cluster ready")
+	data, err := os.ReadFile(filepath.Join(dir, "cluster.json"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	var c struct {
+		AccessKey     string `json:"access_key"`
+		SecretKey     string `json:"secret_key"`
+		ClusterSecret string `json:"cluster_secret"`
+		Nodes         []struct {
+			S3    string `json:"s3"`
+			Admin string `json:"admin"`
+		} `json:"nodes"`
+	}
+	if err := json.Unmarshal(data, &c); err != nil {
+		log.Fatal(err)
+	}
+	t := target{endpoint: "http://" + c.Nodes[0].S3, access: c.AccessKey, secret: c.SecretKey, clusterSecret: c.ClusterSecret}
+	for _, nd := range c.Nodes {
+		t.admins = append(t.admins, nd.Admin)
+	}
+	return t, func() { cmd.Process.Signal(syscall.SIGINT); cmd.Wait() }
+}
+
+// waitLine starts cmd and waits for a line of its stdout containing s.
+func waitLine(cmd *exec.Cmd, s string) {
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = nil
+	if err := cmd.Start(); err != nil {
+		log.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), s) {
+			go func() {
+				for sc.Scan() {
+				}
+			}()
+			return
+		}
+	}
+	log.Fatalf("%s exited before printing %q", cmd.Path, s)
+}
