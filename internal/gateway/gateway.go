@@ -65,9 +65,13 @@ type Gateway struct {
 	bg sync.WaitGroup
 }
 
+// tableCache is the placement of one map: recomputed when the map changes, and only if
+// what placement depends on changed (bucket and user changes do not move data).
 type tableCache struct {
+	m      *clustermap.Map
 	digest string
 	t      *placement.Table
+	cls    clustermap.Class // STANDARD in force
 }
 
 // New returns a Gateway.
@@ -125,8 +129,17 @@ func hostOf(addr string) string {
 	return addr
 }
 
-// table returns the placement table of m (cached by digest of the placement inputs).
-func (g *Gateway) table(m *clustermap.Map) (*placement.Table, error) {
+// table returns the placement of m: its table and the STANDARD class in force.
+func (g *Gateway) table(m *clustermap.Map) (*tableCache, error) {
+	if c := g.tab.Load(); c != nil && c.m == m {
+		return c, nil
+	}
+	g.tabMu.Lock()
+	defer g.tabMu.Unlock()
+	c := g.tab.Load()
+	if c != nil && c.m == m {
+		return c, nil
+	}
 	ns := placementNodes(m)
 	cls := m.EffectiveClass(standard(m))
 	p := m.Partitions
@@ -134,13 +147,11 @@ func (g *Gateway) table(m *clustermap.Map) (*placement.Table, error) {
 		p = 1
 	}
 	d := fmt.Sprint(p, cls.N, ns)
-	if c := g.tab.Load(); c != nil && c.digest == d {
-		return c.t, nil
-	}
-	g.tabMu.Lock()
-	defer g.tabMu.Unlock()
-	if c := g.tab.Load(); c != nil && c.digest == d {
-		return c.t, nil
+	if c != nil && c.digest == d {
+		nc := *c
+		nc.m, nc.cls = m, cls
+		g.tab.Store(&nc)
+		return &nc, nil
 	}
 	if len(ns) == 0 {
 		return nil, errors.E(errors.Transient, "no storage nodes in the cluster map")
@@ -149,8 +160,9 @@ func (g *Gateway) table(m *clustermap.Map) (*placement.Table, error) {
 	if err != nil {
 		return nil, errors.E(errors.Invalid, err)
 	}
-	g.tab.Store(&tableCache{digest: d, t: t})
-	return t, nil
+	nc := &tableCache{m: m, digest: d, t: t, cls: cls}
+	g.tab.Store(nc)
+	return nc, nil
 }
 
 func standard(m *clustermap.Map) clustermap.Class {
@@ -168,12 +180,12 @@ func standard(m *clustermap.Map) clustermap.Class {
 // where it holds a copy (reads prefer it; writes go to all in parallel anyway).
 func (g *Gateway) replicas(bucket, key string) (clustermap.Class, []target, error) {
 	m := g.cfg.Maps.Current()
-	t, err := g.table(m)
+	tc, err := g.table(m)
 	if err != nil {
 		return clustermap.Class{}, nil, err
 	}
-	cls := m.EffectiveClass(standard(m))
-	ids := t.Lookup(bucket, key)
+	cls := tc.cls
+	ids := tc.t.Lookup(bucket, key)
 	ts := make([]target, 0, len(ids))
 	for _, id := range ids {
 		n, ok := m.Node(id)
@@ -191,16 +203,21 @@ func (g *Gateway) replicas(bucket, key string) (clustermap.Class, []target, erro
 }
 
 // Table returns the placement table of the current map.
-func (g *Gateway) Table() (*placement.Table, error) { return g.table(g.cfg.Maps.Current()) }
+func (g *Gateway) Table() (*placement.Table, error) {
+	tc, err := g.table(g.cfg.Maps.Current())
+	if err != nil {
+		return nil, err
+	}
+	return tc.t, nil
+}
 
 // Placement returns the ordered node ids that hold bucket/key (primary first).
 func (g *Gateway) Placement(bucket, key string) ([]string, int, error) {
-	m := g.cfg.Maps.Current()
-	t, err := g.table(m)
+	tc, err := g.table(g.cfg.Maps.Current())
 	if err != nil {
 		return nil, 0, err
 	}
-	return t.Lookup(bucket, key), placement.Partition(bucket, key, t.Partitions()), nil
+	return tc.t.Lookup(bucket, key), placement.Partition(bucket, key, tc.t.Partitions()), nil
 }
 
 // quorumError is the error of a request that reached fewer replicas than its quorum.
