@@ -68,7 +68,8 @@ type Meta = store.Object
 // EncodeMeta returns o's metadata as a header value.
 func EncodeMeta(o *store.Object) string {
 	c := *o
-	c.Body, c.Chunks, c.VersionID = nil, nil, [16]byte{}
+	// Only what describes the object; how a store lays it out is each store's business.
+	c.Body, c.Chunks, c.VersionID, c.Inline, c.Embedded = nil, nil, [16]byte{}, false, false
 	b, _ := json.Marshal(&c)
 	return string(b)
 }
@@ -79,6 +80,7 @@ func DecodeMeta(s string) (*store.Object, error) {
 	if err := json.Unmarshal([]byte(s), o); err != nil {
 		return nil, errors.E(errors.Invalid, "malformed object metadata")
 	}
+	o.Body, o.Chunks, o.Inline, o.Embedded = nil, nil, false, false
 	return o, nil
 }
 
@@ -191,7 +193,7 @@ func (h *Handler) object(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("n") == "" {
 			n = rd.Object.Size - off
 		}
-		if off < 0 || n < 0 || off+n > rd.Object.Size {
+		if off < 0 || n < 0 || off > rd.Object.Size || n > rd.Object.Size-off {
 			rpc.WriteError(w, errors.E(errors.Invalid, "range out of bounds"))
 			return
 		}

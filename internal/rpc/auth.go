@@ -56,11 +56,15 @@ func NewSecret(s string) (*Secret, error) {
 	return &Secret{req: derive("request"), capa: derive("capability"), raft: derive("raft")}, nil
 }
 
+// mac is the HMAC of parts, each prefixed with its length so that no two lists of parts
+// (a key holding a separator, say) give the same input.
 func mac(key []byte, parts ...string) []byte {
 	m := hmac.New(sha256.New, key)
+	var n [8]byte
 	for _, p := range parts {
+		binary.BigEndian.PutUint64(n[:], uint64(len(p)))
+		m.Write(n[:])
 		m.Write([]byte(p))
-		m.Write([]byte{'\n'})
 	}
 	return m.Sum(nil)
 }

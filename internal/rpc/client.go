@@ -210,6 +210,9 @@ func DecodeError(resp *http.Response) error {
 	text := strings.TrimSpace(string(msg))
 	kindS, name, _ := strings.Cut(resp.Header.Get(HdrError), " ")
 	k, err := strconv.Atoi(kindS)
+	if err == nil && (k < 0 || k > int(errors.TooLarge)) {
+		err = strconv.ErrRange // not a kind we know
+	}
 	if err != nil {
 		// Not one of ours (a proxy, an old node): classify by status.
 		switch {

@@ -216,6 +216,7 @@ const embedMax = 8 << 10
 
 // addBody adds the index entries of a stored body to batch b.
 func addBody(b *pebble.Batch, o *Object, bd *body) {
+	o.Embedded, o.Body = false, nil // set below if the body is embedded, whatever o held
 	if bd.inline != nil || len(bd.chunks) == 0 {
 		o.Inline = true
 		o.Chunks = nil

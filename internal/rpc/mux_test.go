@@ -1,0 +1,372 @@
+package rpc
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// logBuffer collects a Mux's log lines; safe for concurrent use.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+type muxEnv struct {
+	secret *Secret
+	mux    *Mux
+	addr   string
+	log    *logBuffer
+	http   *http.Client
+	raft   chan net.Conn // connections accepted from mux.Raft()
+}
+
+// startMux serves HTTP on mux.HTTP() of a loopback listener and collects the connections
+// accepted from mux.Raft().
+func startMux(t *testing.T) *muxEnv {
+	t.Helper()
+	secret, err := NewSecret("cluster-secret-for-mux-tests-0123")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &muxEnv{secret: secret, addr: ln.Addr().String(), log: &logBuffer{}, raft: make(chan net.Conn, 16)}
+	e.mux = NewMux(ln, secret, slog.New(slog.NewTextHandler(e.log, nil)))
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "hello "+r.URL.Path)
+	}), ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		srv.Serve(e.mux.HTTP())
+	}()
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := e.mux.Raft().Accept()
+			if err != nil {
+				return
+			}
+			e.raft <- c
+		}
+	}()
+	tr := &http.Transport{Proxy: nil, DisableKeepAlives: true}
+	e.http = &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	t.Cleanup(func() {
+		tr.CloseIdleConnections()
+		srv.Close()
+		e.mux.Close()
+		<-served
+		<-accepted
+		for {
+			select {
+			case c := <-e.raft:
+				c.Close()
+			default:
+				return
+			}
+		}
+	})
+	return e
+}
+
+func (e *muxEnv) get(t *testing.T, path string) string {
+	t.Helper()
+	resp, err := e.http.Get("http://" + e.addr + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", path, resp.Status)
+	}
+	return string(b)
+}
+
+// nextRaft returns the next connection accepted from mux.Raft().
+func (e *muxEnv) nextRaft(t *testing.T) net.Conn {
+	t.Helper()
+	select {
+	case c := <-e.raft:
+		t.Cleanup(func() { c.Close() })
+		return c
+	case <-time.After(5 * time.Second):
+		t.Fatal("no raft connection accepted")
+		return nil
+	}
+}
+
+func readN(t *testing.T, c net.Conn, n int) []byte {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	b := make([]byte, n)
+	if _, err := io.ReadFull(c, b); err != nil {
+		t.Fatalf("read %d bytes: %v", n, err)
+	}
+	c.SetReadDeadline(time.Time{})
+	return b
+}
+
+func TestMuxHTTP(t *testing.T) {
+	e := startMux(t)
+	for _, p := range []string{"/", "/internal/v1/o", "/CRFT"} {
+		if got, want := e.get(t, p), "hello "+p; got != want {
+			t.Errorf("GET %s = %q, want %q", p, got, want)
+		}
+	}
+	// Several connections at once, each served.
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := "/c" + strconv.Itoa(i)
+			resp, err := e.http.Get("http://" + e.addr + p)
+			if err != nil {
+				t.Errorf("GET %s: %v", p, err)
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(b) != "hello "+p {
+				t.Errorf("GET %s = %q", p, b)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func TestMuxRaft(t *testing.T) {
+	e := startMux(t)
+	c, err := e.secret.DialRaft(e.addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Bytes that look like the start of an HTTP request or of another hello must arrive
+	// as they are.
+	payload := append([]byte("GET / HTTP/1.1\r\n"+raftMagic), make([]byte, 100_000)...)
+	rand.Read(payload[20:])
+	werr := make(chan error, 1)
+	go func() {
+		_, err := c.Write(payload)
+		werr <- err
+	}()
+	rc := e.nextRaft(t)
+	if got := readN(t, rc, len(payload)); !bytes.Equal(got, payload) {
+		t.Fatal("bytes written after the hello arrived altered")
+	}
+	if err := <-werr; err != nil {
+		t.Fatal(err)
+	}
+	// And the other way.
+	if _, err := rc.Write([]byte("pong")); err != nil {
+		t.Fatal(err)
+	}
+	if got := readN(t, c, 4); string(got) != "pong" {
+		t.Fatalf("client read %q", got)
+	}
+	if rc.LocalAddr().String() != e.addr {
+		t.Errorf("raft conn local address %s, want %s", rc.LocalAddr(), e.addr)
+	}
+	// HTTP still works next to it.
+	if got := e.get(t, "/x"); got != "hello /x" {
+		t.Errorf("GET /x = %q", got)
+	}
+	if a := e.mux.Raft().Addr().String(); a != e.addr {
+		t.Errorf("Raft().Addr() = %s, want %s", a, e.addr)
+	}
+}
+
+// hello returns a raft hello for unix time ts signed with key.
+func hello(key []byte, ts int64) []byte {
+	b := append([]byte(raftMagic), binary.BigEndian.AppendUint64(nil, uint64(ts))...)
+	return append(b, mac(key, strconv.FormatInt(ts, 10))...)
+}
+
+func TestMuxRefusesBadRaftHello(t *testing.T) {
+	e := startMux(t)
+	other, err := NewSecret("another-cluster-secret-for-mux-01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().Unix()
+	random := make([]byte, raftHello-len(raftMagic))
+	rand.Read(random)
+	flipped := hello(e.secret.raft, now)
+	flipped[len(flipped)-1] ^= 1
+	for _, tc := range []struct {
+		name  string
+		hello []byte
+		dial  func() (net.Conn, error) // instead of sending hello on a raw connection
+	}{
+		{name: "random mac", hello: append([]byte(raftMagic), random...)},
+		{name: "zero mac", hello: append(append([]byte(raftMagic), binary.BigEndian.AppendUint64(nil, uint64(now))...), make([]byte, 32)...)},
+		{name: "flipped bit", hello: flipped},
+		{name: "other secret", hello: hello(other.raft, now)},
+		{name: "other secret dialer", dial: func() (net.Conn, error) { return other.DialRaft(e.addr, 2*time.Second) }},
+		{name: "request key", hello: hello(e.secret.req, now)},
+		{name: "capability key", hello: hello(e.secret.capa, now)},
+		{name: "stale", hello: hello(e.secret.raft, now-int64(MaxSkew/time.Second)-60)},
+		{name: "future", hello: hello(e.secret.raft, now+int64(MaxSkew/time.Second)+60)},
+		{name: "epoch zero", hello: hello(e.secret.raft, 0)},
+		{name: "mac of another time", hello: append(append([]byte(raftMagic), binary.BigEndian.AppendUint64(nil, uint64(now+1))...), mac(e.secret.raft, strconv.FormatInt(now, 10))...)},
+		{name: "short", hello: hello(e.secret.raft, now)[:raftHello-1]},
+		{name: "magic only", hello: []byte(raftMagic)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c net.Conn
+			var err error
+			if tc.dial != nil {
+				c, err = tc.dial()
+			} else {
+				c, err = net.Dial("tcp", e.addr)
+				if err == nil {
+					_, err = c.Write(tc.hello)
+				}
+				if err == nil {
+					// A short hello then ends: the mux must not wait for the rest.
+					err = c.(*net.TCPConn).CloseWrite()
+				}
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			// Anything the peer sends after the hello is never read: the mux closes.
+			c.Write([]byte("append entries"))
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			n, err := c.Read(make([]byte, 1))
+			if n != 0 || err == nil {
+				t.Fatalf("read %d bytes, %v: the connection was not closed", n, err)
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Fatal("the connection was left open")
+			}
+			if err != io.EOF && !errors.Is(err, syscall.ECONNRESET) {
+				t.Logf("closed with %v", err)
+			}
+			select {
+			case rc := <-e.raft:
+				rc.Close()
+				t.Fatal("a connection with a bad hello reached Raft()")
+			default:
+			}
+		})
+	}
+	// A good connection after all of those is the first (and only) one Raft() delivers.
+	c, err := e.secret.DialRaft(e.addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("good")); err != nil {
+		t.Fatal(err)
+	}
+	if got := readN(t, e.nextRaft(t), 4); string(got) != "good" {
+		t.Fatalf("the first raft connection delivered read %q, want the good one", got)
+	}
+	if !strings.Contains(e.log.String(), "refused a raft connection") {
+		t.Errorf("refusals not logged; log:\n%s", e.log.String())
+	}
+	// HTTP is unaffected.
+	if got := e.get(t, "/after"); got != "hello /after" {
+		t.Errorf("GET /after = %q", got)
+	}
+}
+
+func TestMuxCloseUnblocksAccept(t *testing.T) {
+	secret, err := NewSecret("cluster-secret-for-mux-tests-0123")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, closer := range []string{"mux", "http listener", "raft listener", "underlying listener"} {
+		t.Run(closer, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := ln.Addr().String()
+			m := NewMux(ln, secret, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			httpL, raftL := m.HTTP(), m.Raft()
+			errs := make(chan error, 2)
+			for _, l := range []net.Listener{httpL, raftL} {
+				go func() {
+					c, err := l.Accept()
+					if c != nil {
+						c.Close()
+					}
+					errs <- err
+				}()
+			}
+			time.Sleep(20 * time.Millisecond) // let both block in Accept
+			switch closer {
+			case "mux":
+				m.Close()
+			case "http listener":
+				httpL.Close()
+			case "raft listener":
+				raftL.Close()
+			case "underlying listener":
+				ln.Close()
+			}
+			for i := 0; i < 2; i++ {
+				select {
+				case err := <-errs:
+					if !errors.Is(err, net.ErrClosed) {
+						t.Errorf("Accept returned %v, want net.ErrClosed", err)
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatal("Accept still blocked after Close")
+				}
+			}
+			// Closed for good: Accept returns at once, Close again is harmless, and the
+			// address no longer accepts connections.
+			if _, err := httpL.Accept(); !errors.Is(err, net.ErrClosed) {
+				t.Errorf("Accept after Close: %v", err)
+			}
+			if err := m.Close(); err != nil {
+				t.Errorf("second Close: %v", err)
+			}
+			if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+				c.Close()
+				t.Error("the listener still accepts connections")
+			} else if !errors.Is(err, syscall.ECONNREFUSED) && !os.IsTimeout(err) {
+				t.Logf("dial after Close: %v", err)
+			}
+		})
+	}
+}
