@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"io"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 type Hints struct {
 	db      *pebble.DB
 	pending atomic.Int64
+	mu      sync.Mutex // serialises the read-modify-writes of Add and done
 }
 
 // OpenHints opens (or creates) the queue in dir.
@@ -71,6 +73,8 @@ func splitHint(k []byte) (node, bucket, key string, ok bool) {
 
 // Add queues (node, bucket, key) to reach at least version, durably.
 func (h *Hints) Add(node, bucket, key string, version uint64) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	k := hintKey(node, bucket, key)
 	if v, c, err := h.db.Get(k); err == nil {
 		old := binary.BigEndian.Uint64(v)
@@ -79,12 +83,13 @@ func (h *Hints) Add(node, bucket, key string, version uint64) error {
 			return nil
 		}
 	} else {
-		h.pending.Add(1)
+		h.pending.Add(1) // undone below if the write fails
 	}
 	var v [16]byte
 	binary.BigEndian.PutUint64(v[:], version)
 	binary.BigEndian.PutUint64(v[8:], uint64(time.Now().UnixNano()))
 	if err := h.db.Set(k, v[:], pebble.Sync); err != nil {
+		h.pending.Add(-1)
 		return errors.E(errors.IO, err)
 	}
 	return nil
@@ -98,18 +103,27 @@ type hintEntry struct {
 	raw               []byte
 }
 
-// entries returns up to n queued entries.
-func (h *Hints) entries(n int) ([]hintEntry, error) {
+// entries returns up to n queued entries, skipping every entry of a node for which skip
+// is true (one seek per skipped node, so a long queue for a node that is down does not
+// hide the others).
+func (h *Hints) entries(n int, skip func(node string) bool) ([]hintEntry, error) {
 	it, err := h.db.NewIter(nil)
 	if err != nil {
 		return nil, err
 	}
 	defer it.Close()
 	var out []hintEntry
-	for ok := it.First(); ok && len(out) < n; ok = it.Next() {
+	for valid := it.First(); valid && len(out) < n; valid = it.Next() {
 		nd, b, k, ok := splitHint(it.Key())
 		v := it.Value()
 		if !ok || len(v) != 16 {
+			continue
+		}
+		if skip(nd) {
+			if !it.SeekGE(append([]byte(nd), 1)) { // past "node\x00..."
+				break
+			}
+			it.Prev() // the loop's Next lands on the first entry of the next node
 			continue
 		}
 		out = append(out, hintEntry{node: nd, bucket: b, key: k, version: binary.BigEndian.Uint64(v),
@@ -120,6 +134,8 @@ func (h *Hints) entries(n int) ([]hintEntry, error) {
 
 // done removes e unless a newer version was queued meanwhile.
 func (h *Hints) done(e hintEntry) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	k := hintKey(e.node, e.bucket, e.key)
 	v, c, err := h.db.Get(k)
 	if err != nil {
@@ -155,12 +171,15 @@ func (g *Gateway) RunHints(ctx context.Context, interval time.Duration) {
 			return
 		case <-t.C:
 		}
-		es, err := g.cfg.Hints.entries(512)
+		m := g.cfg.Maps.Current()
+		es, err := g.cfg.Hints.entries(512, func(id string) bool {
+			n, ok := m.Node(id)
+			return ok && n.State == "down"
+		})
 		if err != nil {
 			g.log.Error("reading the hint queue", "err", err)
 			continue
 		}
-		m := g.cfg.Maps.Current()
 		for _, e := range es {
 			if ctx.Err() != nil {
 				return

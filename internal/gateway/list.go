@@ -67,6 +67,10 @@ func (g *Gateway) List(ctx context.Context, bucket string, opts store.ListOption
 	if len(ts) == 0 {
 		return nil, errors.E(op, errors.Transient, "no storage node is up")
 	}
+	need := 1
+	if tc, err := g.table(g.cfg.Maps.Current()); err == nil {
+		need = tc.cls.N
+	}
 	want := opts.Max
 	ropts := opts
 	ropts.Tombstones = true
@@ -80,7 +84,11 @@ func (g *Gateway) List(ctx context.Context, bucket string, opts store.ListOption
 		}
 		page, truncated, next := mergeList(ress, want-len(out.Objects)-len(out.CommonPrefixes))
 		out.Objects = append(out.Objects, page.Objects...)
-		out.CommonPrefixes = append(out.CommonPrefixes, page.CommonPrefixes...)
+		prefixes, err := g.livePrefixes(ctx, bucket, page.CommonPrefixes, prefixReports(ress), min(need, len(ts)))
+		if err != nil {
+			return nil, errors.E(op, err)
+		}
+		out.CommonPrefixes = append(out.CommonPrefixes, prefixes...)
 		if next != "" {
 			out.Next = next
 		}
@@ -89,6 +97,39 @@ func (g *Gateway) List(ctx context.Context, bucket string, opts store.ListOption
 			break
 		}
 		ropts.After = next
+	}
+	return out, nil
+}
+
+// prefixReports counts, for each common prefix, the nodes that reported it.
+func prefixReports(ress []*store.ListResult) map[string]int {
+	n := map[string]int{}
+	for _, r := range ress {
+		for _, p := range r.CommonPrefixes {
+			n[p]++
+		}
+	}
+	return n
+}
+
+// livePrefixes drops the common prefixes under which no live key remains. A node rolls up
+// only its own live keys, so a prefix reported by every replica of some key is real; one
+// reported by fewer nodes than a key has replicas may come from a stale replica whose key
+// was deleted elsewhere, and is checked with a flat listing (which merges tombstones).
+func (g *Gateway) livePrefixes(ctx context.Context, bucket string, prefixes []string, reports map[string]int, need int) ([]string, error) {
+	out := prefixes[:0:0]
+	for _, p := range prefixes {
+		if reports[p] >= need {
+			out = append(out, p)
+			continue
+		}
+		res, err := g.List(ctx, bucket, store.ListOptions{Prefix: p, Max: 1})
+		if err != nil {
+			return nil, err
+		}
+		if len(res.Objects) > 0 || res.Truncated {
+			out = append(out, p) // a live key, or too many tombstones to tell: keep it
+		}
 	}
 	return out, nil
 }

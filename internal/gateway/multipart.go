@@ -38,7 +38,7 @@ func (g *Gateway) CreateUpload(ctx context.Context, bucket, key string, meta *st
 	id := store.NewUploadID()
 	m := *meta
 	m.ModTime = time.Now().UnixNano()
-	ok, failed := g.fanOut(ctx, ts, cls.W, bucket, key, 0, false, func(ctx context.Context, t target) (*store.Object, error) {
+	ok, failed := g.fanOut(ctx, ts, cls.W, bucket, key, 0, never, func(ctx context.Context, t target) (*store.Object, error) {
 		if t.local {
 			if err := g.EnsureLocalBucket(bucket); err != nil {
 				return nil, err
@@ -207,7 +207,7 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucket, key, uploadID stri
 	}
 	version, mod := g.clock.Next(), time.Now().UnixNano()
 	body, _ := json.Marshal(node.CompleteRequest{Parts: list, MinPart: minPart, Final: &o})
-	ok, failed := g.fanOut(ctx, ts, cls.W, bucket, key, version, true, func(ctx context.Context, t target) (*store.Object, error) {
+	ok, failed := g.fanOut(ctx, ts, cls.W, bucket, key, version, always, func(ctx context.Context, t target) (*store.Object, error) {
 		if t.local {
 			return g.cfg.Store.CompleteUploadVersion(bucket, key, uploadID, list, minPart, version, mod, func(x *store.Object, _ []*store.Object) error {
 				x.ChecksumAlgo, x.Checksum, x.ChecksumType = o.ChecksumAlgo, o.Checksum, o.ChecksumType
@@ -226,6 +226,18 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucket, key, uploadID stri
 	if len(ok) < cls.W {
 		return nil, errors.E(op, quorumFailure("write", ok, failed, cls.W, len(ts)))
 	}
+	// A replica that refused while the quorum completed lacks a part (it was away when the
+	// part was written): drop its upload and have it receive the object by hinted retry.
+	for _, f := range failed {
+		if errors.Is(errors.Invalid, f.err) {
+			g.queueHint(f.t, bucket, key, version, f.err)
+			if _, err := g.fanOut(ctx, []target{f.t}, 1, bucket, key, 0, never, func(ctx context.Context, t target) (*store.Object, error) {
+				return nil, g.abortReplica(ctx, t, bucket, key, uploadID)
+			}); len(err) > 0 {
+				g.log.Warn("could not drop the upload of a replica that missed a part", "node", f.t.id, "err", err[0].err)
+			}
+		}
+	}
 	res := ok[0].o
 	res.Body = nil
 	return res, nil
@@ -241,21 +253,26 @@ func (g *Gateway) AbortUpload(ctx context.Context, bucket, key, uploadID string)
 	if err != nil {
 		return errors.E(op, err)
 	}
-	ok, failed := g.fanOut(ctx, ts, cls.D, bucket, key, 0, false, func(ctx context.Context, t target) (*store.Object, error) {
-		if t.local {
-			return nil, g.cfg.Store.AbortUpload(bucket, key, uploadID)
-		}
-		resp, err := g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodDelete, Addr: t.addr, Path: node.PathUpload,
-			Query: objQuery(bucket, key, "id", uploadID), Cap: &[3]string{rpc.CapDelete, bucket, key}})
-		if err != nil {
-			return nil, err
-		}
-		resp.Body.Close()
-		return nil, nil
+	ok, failed := g.fanOut(ctx, ts, cls.D, bucket, key, 0, never, func(ctx context.Context, t target) (*store.Object, error) {
+		return nil, g.abortReplica(ctx, t, bucket, key, uploadID)
 	})
 	if len(ok) < cls.D {
 		return errors.E(op, quorumFailure("delete", ok, failed, cls.D, len(ts)))
 	}
+	return nil
+}
+
+// abortReplica deletes an upload on one replica.
+func (g *Gateway) abortReplica(ctx context.Context, t target, bucket, key, uploadID string) error {
+	if t.local {
+		return g.cfg.Store.AbortUpload(bucket, key, uploadID)
+	}
+	resp, err := g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodDelete, Addr: t.addr, Path: node.PathUpload,
+		Query: objQuery(bucket, key, "id", uploadID), Cap: &[3]string{rpc.CapDelete, bucket, key}})
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
 	return nil
 }
 
@@ -267,6 +284,9 @@ func (g *Gateway) ListUploads(ctx context.Context, bucket string, opts store.Upl
 	}
 	if g.cfg.Apply == nil {
 		return g.cfg.Store.ListUploads(bucket, opts)
+	}
+	if opts.Max <= 0 {
+		opts.Max = 1000
 	}
 	ts := g.listTargets()
 	ress, errs := gather(ts, func(t target) (*store.UploadList, error) {
@@ -316,9 +336,6 @@ func (g *Gateway) ListUploads(ctx context.Context, bucket string, opts store.Upl
 		return all[i].id < all[j].id
 	})
 	max := opts.Max
-	if max <= 0 {
-		max = 1000
-	}
 	if len(all) > max {
 		all, out.Truncated = all[:max], true
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
@@ -29,8 +30,9 @@ type replicaResult struct {
 // fanOut runs write on every target in parallel and returns once need of them succeeded
 // and the others finished or StragglerWait passed (whichever is later), or once need can
 // no longer be reached. Failed replicas, including those still failing after the return,
-// are queued as hints for (bucket, key) at version when hint is true.
-func (g *Gateway) fanOut(ctx context.Context, ts []target, need int, bucket, key string, version uint64, hint bool,
+// are queued as hints for (bucket, key) at version when hint, asked at the time of each
+// failure, says so (a streamed write the client abandoned stops wanting hints).
+func (g *Gateway) fanOut(ctx context.Context, ts []target, need int, bucket, key string, version uint64, hint func() bool,
 	write func(ctx context.Context, t target) (*store.Object, error)) (ok []replicaResult, failed []replicaResult) {
 	results := make(chan replicaResult, len(ts))
 	// Replica writes outlive the request if they straggle: their context is detached
@@ -75,19 +77,19 @@ func (g *Gateway) fanOut(ctx context.Context, ts []target, need int, bucket, key
 		}
 	}
 done:
-	if hint {
+	if hint() {
 		for _, f := range failed {
 			g.hint(f.t, bucket, key, version, f.err)
 		}
 	}
-	hint = hint && len(ok) > 0
+	anyOK := len(ok) > 0
 	if pending > 0 {
 		// Collect the stragglers in the background and hint the ones that fail.
 		g.bg.Add(1)
 		go func() {
 			defer g.bg.Done()
 			for ; pending > 0; pending-- {
-				if r := <-results; r.err != nil && hint {
+				if r := <-results; r.err != nil && anyOK && hint() {
 					g.hint(r.t, bucket, key, version, r.err)
 				}
 			}
@@ -103,6 +105,11 @@ func (g *Gateway) hint(t target, bucket, key string, version uint64, cause error
 	case errors.Invalid, errors.Precondition, errors.Permission, errors.NotExist:
 		return
 	}
+	g.queueHint(t, bucket, key, version, cause)
+}
+
+// queueHint queues t to receive bucket/key at version.
+func (g *Gateway) queueHint(t target, bucket, key string, version uint64, cause error) {
 	if g.cfg.Hints == nil {
 		return
 	}
@@ -185,7 +192,7 @@ func (g *Gateway) write(ctx context.Context, ts []target, need int, bucket, key 
 	version uint64, uploadID string, part int, finish func(*store.Object) error) (*store.Object, error) {
 	fin := *meta
 	fin.HLC = version
-	hint := part == 0
+	hint := func() bool { return part == 0 }
 	var ok, failed []replicaResult
 	if size >= 0 && size <= smallBody {
 		buf := make([]byte, size)
@@ -253,8 +260,9 @@ func (g *Gateway) stream(ctx context.Context, ts []target, need int, bucket, key
 	}
 	type outcome struct{ ok, failed []replicaResult }
 	res := make(chan outcome, 1)
+	var abandoned atomic.Bool // the client's body failed or was refused: replicas failing now need no retry
 	go func() {
-		o, f := g.fanOut(ctx, ts, need, bucket, key, version, part == 0, func(ctx context.Context, t target) (*store.Object, error) {
+		o, f := g.fanOut(ctx, ts, need, bucket, key, version, func() bool { return part == 0 && !abandoned.Load() }, func(ctx context.Context, t target) (*store.Object, error) {
 			o, err := g.putReplica(ctx, t, bucket, key, meta, prs[t.id], -1, version, uploadID, part, getFinal, nil)
 			prs[t.id].CloseWithError(errReplicaGone) // unblock the pump if the replica stopped reading
 			return o, err
@@ -262,6 +270,7 @@ func (g *Gateway) stream(ctx context.Context, ts []target, need int, bucket, key
 		res <- outcome{o, f}
 	}()
 	abort := func(cause error) {
+		abandoned.Store(true)
 		for _, pw := range pws {
 			pw.CloseWithError(cause)
 		}
@@ -316,6 +325,9 @@ func (g *Gateway) stream(ctx context.Context, ts []target, need int, bucket, key
 	return out.ok, out.failed, nil
 }
 
+func always() bool { return true }
+func never() bool  { return false }
+
 var errReplicaGone = errors.New("replica stopped reading")
 
 // DeleteObject deletes bucket/key: a tombstone on the replicas, acknowledged by the delete
@@ -330,7 +342,7 @@ func (g *Gateway) DeleteObject(ctx context.Context, bucket, key string) error {
 		return errors.E(op, err)
 	}
 	version, mod := g.clock.Next(), time.Now().UnixNano()
-	ok, failed := g.fanOut(ctx, ts, cls.D, bucket, key, version, true, func(ctx context.Context, t target) (*store.Object, error) {
+	ok, failed := g.fanOut(ctx, ts, cls.D, bucket, key, version, always, func(ctx context.Context, t target) (*store.Object, error) {
 		return g.deleteReplica(ctx, t, bucket, key, version, mod)
 	})
 	if len(ok) < cls.D {

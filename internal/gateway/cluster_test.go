@@ -1,0 +1,523 @@
+package gateway
+
+// An in-process test cluster: every node has its own store, hint queue and Gateway, and
+// serves the replica protocol (package node) on a real loopback listener behind a
+// middleware that checks the internode signature, as internal/server does. The cluster map
+// is a plain mutable value shared by all nodes (no Raft).
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/clustermap"
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/hlc"
+	"github.com/cairnfs/cairn/internal/node"
+	"github.com/cairnfs/cairn/internal/rpc"
+	"github.com/cairnfs/cairn/internal/store"
+)
+
+const testSecret = "cairn-test-cluster-secret-0123456789"
+
+// testMaps is a mutable MapSource.
+type testMaps struct {
+	mu sync.Mutex // serializes updates
+	p  atomic.Pointer[clustermap.Map]
+}
+
+func (m *testMaps) Current() *clustermap.Map { return m.p.Load() }
+
+// Set replaces the map.
+func (m *testMaps) Set(nm *clustermap.Map) { m.p.Store(nm) }
+
+// Update applies fn to a clone of the current map and installs it with the next epoch.
+func (m *testMaps) Update(fn func(*clustermap.Map) error) (*clustermap.Map, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.p.Load().Clone()
+	if err := fn(c); err != nil {
+		return nil, err
+	}
+	c.Epoch++
+	m.p.Store(c)
+	return c, nil
+}
+
+// apply is the gateway's Apply: bucket commands applied directly to the map.
+func (m *testMaps) apply(_ context.Context, c clustermap.Command) (*clustermap.Map, error) {
+	return m.Update(func(nm *clustermap.Map) error {
+		switch c.Op {
+		case clustermap.OpCreateBucket:
+			if c.Bucket == nil || c.Bucket.Name == "" {
+				return errors.E(errors.Invalid, "missing bucket name")
+			}
+			if _, ok := nm.Buckets[c.Bucket.Name]; ok {
+				return errors.E(errors.Exist, fmt.Sprintf("bucket %s already exists", c.Bucket.Name))
+			}
+			nm.Buckets[c.Bucket.Name] = *c.Bucket
+		case clustermap.OpDeleteBucket:
+			name := c.Name
+			if name == "" && c.Bucket != nil {
+				name = c.Bucket.Name
+			}
+			if _, ok := nm.Buckets[name]; !ok {
+				return errors.E(errors.NotExist, fmt.Sprintf("bucket %q does not exist", name))
+			}
+			delete(nm.Buckets, name)
+		default:
+			return errors.E(errors.Invalid, "unsupported command "+c.Op)
+		}
+		return nil
+	})
+}
+
+// testNode is one node of a testCluster.
+type testNode struct {
+	id      string
+	store   *store.Store
+	hints   *Hints
+	gw      *Gateway
+	tr      *http.Transport
+	handler http.Handler
+
+	mu  sync.Mutex
+	srv *httptest.Server // nil while stopped
+}
+
+// testCluster is an in-process cluster.
+type testCluster struct {
+	tb     testing.TB
+	maps   *testMaps
+	secret *rpc.Secret
+	nodes  []*testNode
+
+	stopMu sync.Mutex
+	stops  []func() // background work (RunHints) to stop before the stores close
+}
+
+// clusterConfig adjusts a test cluster.
+type clusterConfig struct {
+	class     clustermap.Class // STANDARD; default N=3 W=2 R=1 D=2
+	straggler time.Duration    // default 200ms
+}
+
+func testLogger() *slog.Logger {
+	if os.Getenv("CAIRN_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// testStoreConfig is a small store configuration (like store_test.go's testConfig).
+func testStoreConfig(dir string, clock *hlc.Clock) store.Config {
+	return store.Config{
+		Dir:             dir,
+		InlineMax:       1 << 10,
+		ChunkSize:       256 << 10,
+		SegmentSize:     16 << 20,
+		Reserve:         1,
+		CompactInterval: time.Hour,
+		Logger:          testLogger(),
+		Clock:           clock,
+	}
+}
+
+// newCluster starts n nodes named n1..nN in zones z1..z3, all with the storage and gateway
+// roles, and creates no bucket.
+func newCluster(tb testing.TB, n int, cfg clusterConfig) *testCluster {
+	tb.Helper()
+	if cfg.class.N == 0 {
+		cfg.class = clustermap.Class{Name: clustermap.StandardClass, N: 3, W: 2, R: 1, D: 2}
+	}
+	if cfg.straggler == 0 {
+		cfg.straggler = 200 * time.Millisecond
+	}
+	secret, err := rpc.NewSecret(testSecret)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c := &testCluster{tb: tb, maps: &testMaps{}, secret: secret}
+	// The directories first: cleanups run last-in first-out, and the stores must be closed
+	// before their directories are removed.
+	dirs := make([][2]string, n)
+	for i := range dirs {
+		dirs[i] = [2]string{tb.TempDir(), tb.TempDir()}
+	}
+	tb.Cleanup(c.close)
+	m := &clustermap.Map{Epoch: 1, Partitions: 64, Replicas: 3,
+		Classes: map[string]clustermap.Class{clustermap.StandardClass: cfg.class},
+		Buckets: map[string]clustermap.Bucket{}, Users: map[string]clustermap.User{}}
+	for i := range n {
+		id := "n" + strconv.Itoa(i+1)
+		clock := new(hlc.Clock)
+		st, err := store.Open(testStoreConfig(dirs[i][0], clock))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		nd := &testNode{id: id, store: st, tr: rpc.NewTransport()}
+		c.nodes = append(c.nodes, nd)
+		if nd.hints, err = OpenHints(dirs[i][1]); err != nil {
+			tb.Fatal(err)
+		}
+		nd.gw = New(Config{
+			NodeID:        id,
+			Store:         st,
+			Maps:          c.maps,
+			RPC:           &rpc.Client{Secret: secret, Node: id, HTTP: &http.Client{Transport: nd.tr}},
+			Apply:         c.maps.apply,
+			Hints:         nd.hints,
+			Clock:         clock,
+			StragglerWait: cfg.straggler,
+			Logger:        testLogger().With("node", id),
+		})
+		nh := node.New(node.Config{Store: st, Secret: secret, EnsureBucket: nd.gw.EnsureLocalBucket, Logger: testLogger().With("node", id)})
+		nd.handler = c.internodeAuth(nh)
+		nd.srv = c.serve(nd.handler)
+		m.Nodes = append(m.Nodes, clustermap.Node{ID: id, Addr: nd.srv.Listener.Addr().String(),
+			Zone: "z" + strconv.Itoa(i%3+1), Weight: 1, State: clustermap.StateUp,
+			Roles: []string{clustermap.RoleStorage, clustermap.RoleGateway}})
+	}
+	slices.SortFunc(m.Nodes, func(a, b clustermap.Node) int { return strings.Compare(a.ID, b.ID) })
+	c.maps.Set(m)
+	return c
+}
+
+// internodeAuth is internal/server's middleware without the wait for a newer epoch.
+func (c *testCluster) internodeAuth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, _, err := c.secret.Verify(r, time.Now()); err != nil {
+			rpc.WriteError(w, err)
+			return
+		}
+		w.Header().Set(rpc.HdrEpoch, strconv.FormatUint(c.maps.Current().Epoch, 10))
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (c *testCluster) serve(h http.Handler) *httptest.Server {
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.Start()
+	return srv
+}
+
+// stop closes node i's server: its listener and every connection, as a crash would.
+// Its store, hint queue and gateway stay as they are.
+func (c *testCluster) stop(i int) {
+	nd := c.nodes[i]
+	nd.mu.Lock()
+	srv := nd.srv
+	nd.srv = nil
+	nd.mu.Unlock()
+	if srv == nil {
+		return
+	}
+	srv.Listener.Close()
+	srv.CloseClientConnections()
+	srv.Close()
+}
+
+// restart serves node i again on a new address and puts the address in the map.
+func (c *testCluster) restart(i int) {
+	nd := c.nodes[i]
+	nd.mu.Lock()
+	if nd.srv != nil {
+		nd.mu.Unlock()
+		return
+	}
+	srv := c.serve(nd.handler)
+	nd.srv = srv
+	nd.mu.Unlock()
+	c.setNode(nd.id, func(n *clustermap.Node) { n.Addr = srv.Listener.Addr().String() })
+}
+
+// setNode changes node id in the map.
+func (c *testCluster) setNode(id string, fn func(*clustermap.Node)) {
+	if _, err := c.maps.Update(func(m *clustermap.Map) error {
+		for i := range m.Nodes {
+			if m.Nodes[i].ID == id {
+				fn(&m.Nodes[i])
+				return nil
+			}
+		}
+		return fmt.Errorf("no node %s", id)
+	}); err != nil {
+		c.tb.Fatal(err)
+	}
+}
+
+// setClass replaces the STANDARD class.
+func (c *testCluster) setClass(cls clustermap.Class) {
+	cls.Name = clustermap.StandardClass
+	if _, err := c.maps.Update(func(m *clustermap.Map) error { m.Classes[cls.Name] = cls; return nil }); err != nil {
+		c.tb.Fatal(err)
+	}
+}
+
+// runHints runs node i's hint delivery until the cluster closes or the returned stop is
+// called.
+func (c *testCluster) runHints(i int, interval time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.nodes[i].gw.RunHints(ctx, interval)
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	c.stopMu.Lock()
+	c.stops = append(c.stops, stop)
+	c.stopMu.Unlock()
+	return stop
+}
+
+func (c *testCluster) close() {
+	c.stopMu.Lock()
+	stops := c.stops
+	c.stops = nil
+	c.stopMu.Unlock()
+	for _, s := range stops {
+		s()
+	}
+	for _, nd := range c.nodes {
+		if nd.gw != nil {
+			nd.gw.Close()
+		}
+	}
+	for i := range c.nodes {
+		c.stop(i)
+	}
+	for _, nd := range c.nodes {
+		nd.tr.CloseIdleConnections()
+		if nd.hints != nil {
+			nd.hints.Close()
+		}
+		nd.store.Close()
+	}
+}
+
+// index returns the index of node id.
+func (c *testCluster) index(id string) int {
+	for i, nd := range c.nodes {
+		if nd.id == id {
+			return i
+		}
+	}
+	c.tb.Fatalf("no node %s", id)
+	return -1
+}
+
+// replicaSet returns the indexes of bucket/key's replicas (primary first) and of the
+// other nodes.
+func (c *testCluster) replicaSet(bucket, key string) (replicas, others []int) {
+	ids, _, err := c.nodes[0].gw.Placement(bucket, key)
+	if err != nil {
+		c.tb.Fatal(err)
+	}
+	in := map[int]bool{}
+	for _, id := range ids {
+		i := c.index(id)
+		replicas = append(replicas, i)
+		in[i] = true
+	}
+	for i := range c.nodes {
+		if !in[i] {
+			others = append(others, i)
+		}
+	}
+	return replicas, others
+}
+
+// keyWhere returns the first key prefix+i whose replica indexes (primary first) satisfy ok.
+func (c *testCluster) keyWhere(bucket, prefix string, ok func(replicas []int) bool) string {
+	for i := range 10000 {
+		k := prefix + strconv.Itoa(i)
+		if r, _ := c.replicaSet(bucket, k); ok(r) {
+			return k
+		}
+	}
+	c.tb.Fatal("no key with the wanted placement")
+	return ""
+}
+
+func (c *testCluster) createBucket(name string) {
+	c.tb.Helper()
+	if err := c.nodes[0].gw.CreateBucket(context.Background(), name); err != nil {
+		c.tb.Fatal(err)
+	}
+}
+
+// hintsFor returns the queued entries of node i's hint queue that target node dst.
+func (c *testCluster) hintsFor(i int, dst, bucket, key string) []hintEntry {
+	es, err := c.nodes[i].hints.entries(1<<20, func(string) bool { return false })
+	if err != nil {
+		c.tb.Fatal(err)
+	}
+	var out []hintEntry
+	for _, e := range es {
+		if e.node == dst && e.bucket == bucket && e.key == key {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// md5Finish returns a reader over src and a Finish that sets the ETag to the hex MD5 of
+// what was read, as the S3 layer does.
+func md5Finish(src io.Reader) (io.Reader, func(*store.Object) error) {
+	h := md5.New()
+	return io.TeeReader(src, h), func(o *store.Object) error {
+		o.ETag = hex.EncodeToString(h.Sum(nil))
+		return nil
+	}
+}
+
+func md5Hex(b []byte) string {
+	s := md5.Sum(b)
+	return hex.EncodeToString(s[:])
+}
+
+// put stores body as bucket/key through g with an MD5 ETag. size -1 sends it with an
+// unknown length.
+func put(ctx context.Context, g *Gateway, bucket, key string, body []byte, size int64) (*store.Object, error) {
+	src, fin := md5Finish(bytes.NewReader(body))
+	return g.PutObject(ctx, bucket, key, &store.Object{ContentType: "application/octet-stream"}, src, size, store.PutOptions{Finish: fin})
+}
+
+func mustPut(tb testing.TB, g *Gateway, bucket, key string, body []byte) *store.Object {
+	tb.Helper()
+	o, err := put(context.Background(), g, bucket, key, body, int64(len(body)))
+	if err != nil {
+		tb.Fatalf("put %s: %v", key, err)
+	}
+	return o
+}
+
+// get reads n bytes at off of bucket/key through g (n < 0: to the end).
+func get(ctx context.Context, g *Gateway, bucket, key string, off, n int64) ([]byte, *store.Object, error) {
+	rd, err := g.OpenObject(ctx, bucket, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rd.Close()
+	info := *rd.Info()
+	if n < 0 {
+		n = info.Size - off
+	}
+	var buf bytes.Buffer
+	got, err := rd.WriteRange(ctx, &buf, off, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	if got != n || int64(buf.Len()) != n {
+		return nil, nil, fmt.Errorf("read %d bytes (buffer %d), want %d", got, buf.Len(), n)
+	}
+	return buf.Bytes(), &info, nil
+}
+
+func randBody(seed uint64, n int) []byte {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	b := make([]byte, n)
+	for i := 0; i+8 <= n; i += 8 {
+		v := r.Uint64()
+		for j := range 8 {
+			b[i+j] = byte(v >> (8 * j))
+		}
+	}
+	for i := n &^ 7; i < n; i++ {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// converged reports whether every replica holds version hlc (a live object with etag and
+// size, or a tombstone when deleted).
+func converged(rs []ReplicaState, hlc uint64, deleted bool) bool {
+	for _, r := range rs {
+		if r.Missing || r.Error != "" || r.HLC != hlc || r.Deleted != deleted {
+			return false
+		}
+	}
+	return len(rs) > 0
+}
+
+// waitFor polls cond every 20ms until it holds or d passes.
+func waitFor(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// replicaStates returns bucket/key's replicas as seen from node i.
+func (c *testCluster) replicaStates(i int, bucket, key string) []ReplicaState {
+	c.tb.Helper()
+	rs, err := c.nodes[i].gw.Replicas(context.Background(), bucket, key)
+	if err != nil {
+		c.tb.Fatal(err)
+	}
+	return rs
+}
+
+func stateOf(rs []ReplicaState, id string) ReplicaState {
+	for _, r := range rs {
+		if r.Node == id {
+			return r
+		}
+	}
+	return ReplicaState{Node: id, Error: "not a replica"}
+}
+
+var _ MapSource = (*testMaps)(nil)
+
+// TestClusterRefusesUnsignedWrites checks the helper's internode middleware and the
+// gateway's handling of refusals: a node with the wrong cluster secret reaches no other
+// replica, its write fails its quorum, and refusals are not queued for retry.
+func TestClusterRefusesUnsignedWrites(t *testing.T) {
+	c := newCluster(t, 3, clusterConfig{})
+	c.createBucket("b")
+	bad, err := rpc.NewSecret("another-cluster-secret-entirely")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd := c.nodes[0]
+	g := New(Config{NodeID: nd.id, Store: nd.store, Maps: c.maps, Apply: c.maps.apply, Hints: nd.hints, StragglerWait: 50 * time.Millisecond,
+		RPC: &rpc.Client{Secret: bad, Node: nd.id, HTTP: &http.Client{Transport: nd.tr}}, Logger: testLogger()})
+	defer g.Close()
+	_, err = put(context.Background(), g, "b", "k", []byte("data"), 4)
+	if !errors.Is(errors.Transient, err) || !strings.Contains(err.Error(), "quorum") || !strings.Contains(err.Error(), "signature") {
+		t.Fatalf("write with a wrong secret: %v; want a quorum error naming the bad signature", err)
+	}
+	g.Close()
+	if n := nd.hints.Len(); n != 0 {
+		t.Errorf("%d hints queued for refused writes", n)
+	}
+	for _, other := range c.nodes[1:] {
+		if _, err := other.store.StatVersion("b", "k"); !errors.Is(errors.NotExist, err) {
+			t.Errorf("%s stored a write with a bad signature: %v", other.id, err)
+		}
+	}
+}
