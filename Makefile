@@ -60,7 +60,9 @@ deps-apt:
 bench: build ## performance figures (docs/benchmarks.md): cairn vs a bare net/http server, listing, engine
 	$(GO) run ./tools/s3bench --cairn $(BIN) --hot-large 64
 	$(GO) run ./tools/listbench --cairn $(BIN) --objects 100000
-	$(GO) test -run '^$$' -bench . -benchtime 3s ./internal/store/ ./internal/sigv4/ ./internal/checksum/
+	$(GO) run ./tools/clusterbench --cairn $(BIN) --duration 10s
+	$(GO) test -run '^$$' -bench . -benchtime 3s ./internal/store/ ./internal/sigv4/ ./internal/checksum/ ./internal/rpc/ ./internal/placement/
+	$(GO) test -run '^$$' -bench . -benchtime 200x ./internal/gateway/
 
 clean: ## remove build output (not ./data)
 	rm -rf bin $(VENV)

@@ -382,7 +382,7 @@ func TestClusterNodeFailures(t *testing.T) {
 	// Two of three down: writes are refused with a clear error, reads still work (R=1).
 	tc.procs[1].kill()
 	err := put(c0, "refused", 100)
-	if err == nil || !(strings.Contains(err.Error(), "SlowDown") || strings.Contains(err.Error(), "503")) {
+	if err == nil || !(strings.Contains(err.Error(), "ServiceUnavailable") && strings.Contains(err.Error(), "503")) {
 		t.Fatalf("write with 2 of 3 nodes down: %v, want 503 SlowDown", err)
 	}
 	delete(acked, "refused")

@@ -220,13 +220,30 @@ func (g *Gateway) Placement(bucket, key string) ([]string, int, error) {
 	return tc.t.Lookup(bucket, key), placement.Partition(bucket, key, tc.t.Partitions()), nil
 }
 
+// ErrQuorum is wrapped by the errors of requests that reached fewer replicas than their
+// quorum: nothing was acknowledged, and the client may retry later.
+var ErrQuorum = errors.New("quorum not reached")
+
+// QuorumError describes a request that reached fewer replicas than its quorum.
+type QuorumError struct {
+	What          string // write, read, delete
+	Got, Need, Of int
+	Last          error // the last replica error seen
+}
+
+func (e *QuorumError) Error() string {
+	msg := fmt.Sprintf("%s quorum not reached: %d of %d replicas answered, %d needed", e.What, e.Got, e.Of, e.Need)
+	if e.Last != nil {
+		msg += " (last error: " + e.Last.Error() + ")"
+	}
+	return msg
+}
+
+func (e *QuorumError) Unwrap() error { return ErrQuorum }
+
 // quorumError is the error of a request that reached fewer replicas than its quorum.
 func quorumError(what string, got, need, of int, last error) error {
-	msg := fmt.Sprintf("%s quorum not reached: %d of %d replicas answered, %d needed", what, got, of, need)
-	if last != nil {
-		msg += " (last error: " + last.Error() + ")"
-	}
-	return errors.E(errors.Transient, msg)
+	return errors.E(errors.Transient, &QuorumError{What: what, Got: got, Need: need, Of: of, Last: last})
 }
 
 // ensureBucket checks that bucket exists (in the map, or in the local store without one).

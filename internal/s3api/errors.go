@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/gateway"
 	"github.com/cairnfs/cairn/internal/sigv4"
 	"github.com/cairnfs/cairn/internal/store"
 )
@@ -64,6 +65,11 @@ func toAPIError(err error) *apiError {
 	var se *sigv4.Error
 	if errors.As(err, &se) {
 		return &apiError{Code: se.Code, Message: se.Message, Status: se.Status}
+	}
+	var qe *gateway.QuorumError
+	if errors.As(err, &qe) {
+		return &apiError{Code: "ServiceUnavailable", Status: 503, Message: fmt.Sprintf(
+			"Too few replicas are reachable: %d of %d answered, the %s quorum is %d. Nothing was acknowledged; retry later.", qe.Got, qe.Of, qe.What, qe.Need)}
 	}
 	switch {
 	case errors.IsErr(err, store.ErrNoSuchBucket):
