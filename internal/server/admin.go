@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"sort"
@@ -122,17 +120,7 @@ func (a *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, a.status(r.Context()))
 	case path == "apply" && r.Method == http.MethodPost:
-		var c clustermap.Command
-		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&c); err != nil {
-			rpc.WriteError(w, errors.E(errors.Invalid, "malformed command"))
-			return
-		}
-		m, err := a.apply.Apply(r.Context(), c)
-		if err != nil {
-			rpc.WriteError(w, err)
-			return
-		}
-		writeJSON(w, map[string]uint64{"epoch": m.Epoch})
+		serveApply(w, r, a.apply.Apply)
 	default:
 		http.NotFound(w, r)
 	}

@@ -276,20 +276,25 @@ func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			rpc.WriteError(w, errors.E(errors.Transient, clustermap.ErrNotLeader))
 			return
 		}
-		var c clustermap.Command
-		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&c); err != nil {
-			rpc.WriteError(w, errors.E(errors.Invalid, "malformed command"))
-			return
-		}
-		m, err := h.mgr.Apply(r.Context(), c)
-		if err != nil {
-			rpc.WriteError(w, err)
-			return
-		}
-		writeJSON(w, map[string]uint64{"epoch": m.Epoch})
+		serveApply(w, r, h.mgr.Apply)
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// serveApply decodes a map command from r, applies it and answers the new epoch.
+func serveApply(w http.ResponseWriter, r *http.Request, apply func(context.Context, clustermap.Command) (*clustermap.Map, error)) {
+	var c clustermap.Command
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&c); err != nil {
+		rpc.WriteError(w, errors.E(errors.Invalid, "malformed command"))
+		return
+	}
+	m, err := apply(r.Context(), c)
+	if err != nil {
+		rpc.WriteError(w, err)
+		return
+	}
+	writeJSON(w, map[string]uint64{"epoch": m.Epoch})
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -328,14 +328,15 @@ func (s *Store) PutObject(ctx context.Context, bucket, key string, meta *Object,
 	defer s.release(bd.locs)
 	o := *meta
 	o.Size = bd.size
+	o.Deleted = false
 	return s.commitObject(op, bucket, key, &o, bd, opts)
 }
 
-// commitObject runs opts.Finish and commits o with its body bd as bucket/key, dropping the
-// previous version's body in the same batch.
+// commitObject runs opts.Finish and commits o (an object, or a tombstone if o.Deleted)
+// with its body bd as bucket/key, dropping the previous version's body in the same batch,
+// unless the stored record is newer.
 func (s *Store) commitObject(op errors.Op, bucket, key string, o *Object, bd *body, opts PutOptions) (*Object, error) {
 	o.VersionID = newID()
-	o.Deleted = false
 	if o.ModTime == 0 {
 		o.ModTime = time.Now().UnixNano()
 	}
@@ -465,40 +466,7 @@ func (s *Store) DeleteVersion(bucket, key string, version uint64, modTime int64)
 	if _, err := s.bucket(bucket); err != nil {
 		return nil, errors.E(op, err)
 	}
-	version = s.version(version)
-	if modTime == 0 {
-		modTime = time.Now().UnixNano()
-	}
-	mu := s.keyLock(bucket, key)
-	mu.Lock()
-	defer mu.Unlock()
-	s.relocMu.RLock()
-	defer s.relocMu.RUnlock()
-	okey := objectKey(bucket, key)
-	old, err := getObject(s.db, okey)
-	if err != nil && !errors.Is(errors.NotExist, err) {
-		return nil, errors.E(op, err)
-	}
-	if old != nil && old.HLC >= version {
-		return old, nil
-	}
-	b := s.db.NewBatch()
-	var freed []segment.Loc
-	if old != nil {
-		if freed, err = s.dropBody(b, old); err != nil {
-			b.Close()
-			return nil, errors.E(op, err)
-		}
-	}
-	t := &Object{VersionID: newID(), HLC: version, ModTime: modTime, Deleted: true, Inline: true, Embedded: true, Body: []byte{}}
-	b.Set(okey, t.Marshal(), nil)
-	if err := s.commit(b); err != nil {
-		return nil, errors.E(op, err)
-	}
-	for _, l := range freed {
-		s.addLive(l, -1)
-	}
-	return t, nil
+	return s.commitObject(op, bucket, key, &Object{Deleted: true, ModTime: modTime}, &body{inline: []byte{}}, PutOptions{Version: version})
 }
 
 // sortUserMeta sorts user metadata pairs by name, as records store them.
