@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 VENV    := .venv
 # Packages fast enough to run under the race detector in CI.
-RACE_PKGS := ./internal/errors/... ./internal/store/... ./internal/sigv4/... ./internal/checksum/... ./internal/s3api/... ./internal/server/... ./internal/bench/... \
+RACE_PKGS := ./internal/errors/... ./internal/store/... ./internal/sigv4/... ./internal/checksum/... ./internal/s3api/... ./internal/server/... ./internal/bench \
              ./internal/hlc/... ./internal/placement/... ./internal/clustermap/... ./internal/rpc/... ./internal/node/... ./internal/gateway/...
 FUZZTIME ?= 10s
 
@@ -30,8 +30,8 @@ lint: ## gofmt and go vet
 test-race: ## unit and API tests under the race detector
 	$(GO) test -race -count=1 $(RACE_PKGS)
 
-test-e2e: build ## process-level tests: crash safety, memory, the binary (no race detector: they are long)
-	CAIRN_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m ./cmd/... ./tools/...
+test-e2e: build ## process-level tests: crash safety, memory, clusters, the binary; chart rendering (no race detector: they are long)
+	CAIRN_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m ./cmd/... ./tools/... ./internal/bench/plot
 
 fuzz: ## run every fuzz target briefly (FUZZTIME=10s each), seeded from the table tests
 	@set -e; for pkg in $$($(GO) list ./internal/...); do \

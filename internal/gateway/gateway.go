@@ -63,6 +63,9 @@ type Gateway struct {
 	tabMu sync.Mutex
 	// bg tracks background replica work (stragglers, read repair) for Close.
 	bg sync.WaitGroup
+	// suspect holds, by node id, when a replica last failed to answer within
+	// StragglerWait; reads try such nodes last and writes do not wait for them.
+	suspect sync.Map
 }
 
 // tableCache is the placement of one map: recomputed when the map changes, and only if
@@ -199,6 +202,8 @@ func (g *Gateway) replicas(bucket, key string) (clustermap.Class, []target, erro
 			ts = append(ts, tg)
 		}
 	}
+	// Reads go in this order: replicas that were slow recently go last.
+	sort.SliceStable(ts, func(i, j int) bool { return !g.isSuspect(ts[i].id) && g.isSuspect(ts[j].id) })
 	return cls, ts, nil
 }
 

@@ -45,6 +45,8 @@ func (g *Gateway) CreateUpload(ctx context.Context, bucket, key string, meta *st
 			}
 			return nil, g.cfg.Store.CreateUploadID(bucket, key, id, &m)
 		}
+		ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
+		defer cancel()
 		resp, err := g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodPost, Addr: t.addr, Path: node.PathUpload,
 			Query: objQuery(bucket, key, "id", id), Header: http.Header{rpc.HdrMeta: {node.EncodeMeta(&m)}}, Cap: &[3]string{rpc.CapWrite, bucket, key}})
 		if err != nil {
@@ -214,6 +216,8 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucket, key, uploadID stri
 				return nil
 			})
 		}
+		ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
+		defer cancel()
 		resp, err := g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodPost, Addr: t.addr, Path: node.PathComplete,
 			Query: objQuery(bucket, key, "id", uploadID, "v", u64(version), "mod", i64(mod)),
 			Body:  strings.NewReader(string(body)), Size: int64(len(body)), Cap: &[3]string{rpc.CapWrite, bucket, key}})
@@ -267,6 +271,8 @@ func (g *Gateway) abortReplica(ctx context.Context, t target, bucket, key, uploa
 	if t.local {
 		return g.cfg.Store.AbortUpload(bucket, key, uploadID)
 	}
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
+	defer cancel()
 	resp, err := g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodDelete, Addr: t.addr, Path: node.PathUpload,
 		Query: objQuery(bucket, key, "id", uploadID), Cap: &[3]string{rpc.CapDelete, bucket, key}})
 	if err != nil {

@@ -54,8 +54,15 @@ func (g *Gateway) fanOut(ctx context.Context, ts []target, need int, bucket, key
 	}
 	var straggle <-chan time.Time
 	pending := started
+	waiting := map[string]bool{}
+	for _, t := range ts {
+		waiting[t.id] = !t.down
+	}
 	for pending > 0 {
 		if len(ok) >= need && straggle == nil {
+			if g.allSuspect(waiting) {
+				break // the others were slow to answer recently: do not wait for them again
+			}
 			straggle = time.After(g.cfg.StragglerWait)
 		}
 		if len(ok)+pending < need {
@@ -64,6 +71,8 @@ func (g *Gateway) fanOut(ctx context.Context, ts []target, need int, bucket, key
 		select {
 		case r := <-results:
 			pending--
+			waiting[r.t.id] = false
+			g.suspect.Delete(r.t.id)
 			if r.o != nil {
 				g.clock.Observe(r.o.HLC)
 			}
@@ -73,6 +82,11 @@ func (g *Gateway) fanOut(ctx context.Context, ts []target, need int, bucket, key
 				ok = append(ok, r)
 			}
 		case <-straggle:
+			for id, w := range waiting {
+				if w {
+					g.suspect.Store(id, time.Now())
+				}
+			}
 			goto done
 		}
 	}
@@ -96,6 +110,31 @@ done:
 		}()
 	}
 	return ok, failed
+}
+
+// suspectFor is how long a replica that did not answer within StragglerWait is not
+// waited for again beyond the quorum (a paused or overloaded node does not slow every
+// write down by StragglerWait).
+const suspectFor = 30 * time.Second
+
+// allSuspect reports whether every target still awaited was slow recently.
+func (g *Gateway) allSuspect(waiting map[string]bool) bool {
+	any := false
+	for id, w := range waiting {
+		if !w {
+			continue
+		}
+		any = true
+		if !g.isSuspect(id) {
+			return false
+		}
+	}
+	return any
+}
+
+func (g *Gateway) isSuspect(id string) bool {
+	v, ok := g.suspect.Load(id)
+	return ok && time.Since(v.(time.Time)) < suspectFor
 }
 
 // hint queues a failed replica write for retry. Refusals (a malformed or abandoned
@@ -133,14 +172,22 @@ func bodyErr(err error) error {
 }
 
 // quorumFailure is the error of a write that got fewer than need acknowledgements: the
-// replicas' own refusal when none accepted it and one said why (a full disk, a bad part
-// list), else a Transient quorum error.
+// replicas' own refusal when every one of them refused (a full disk, a bad part list),
+// else a Transient quorum error.
 func quorumFailure(what string, ok, failed []replicaResult, need, of int) error {
-	if len(ok) == 0 {
+	if len(ok) == 0 && len(failed) == of {
+		var refusal error
 		for _, r := range failed {
-			if r.err != nil && !errors.Is(errors.Transient, r.err) && errors.KindOf(r.err) != errors.Other {
-				return r.err
+			if r.err == nil || errors.Is(errors.Transient, r.err) || errors.KindOf(r.err) == errors.Other {
+				refusal = nil
+				break
 			}
+			if refusal == nil {
+				refusal = r.err
+			}
+		}
+		if refusal != nil {
+			return refusal // every replica refused, for a reason the client should see
 		}
 	}
 	return quorumError(what, len(ok), need, of, firstErr(failed))
@@ -220,6 +267,8 @@ func (g *Gateway) write(ctx context.Context, ts []target, need int, bucket, key 
 			}
 		}
 		ok, failed = g.fanOut(ctx, ts, need, bucket, key, version, hint, func(ctx context.Context, t target) (*store.Object, error) {
+			ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout+time.Duration(size/(1<<20))*time.Second)
+			defer cancel()
 			return g.putReplica(ctx, t, bucket, key, meta, bytes.NewReader(buf), size, version, uploadID, part, nil, &fin)
 		})
 	} else {
@@ -277,12 +326,30 @@ func (g *Gateway) stream(ctx context.Context, ts []target, need int, bucket, key
 	}
 	buf := make([]byte, pumpBuf)
 	var total int64
+	// A replica that takes no bytes for Timeout is cut off, so a paused node cannot stall
+	// the upload for the others.
+	var stalled *io.PipeReader
+	var stallMu sync.Mutex
+	watchdog := time.AfterFunc(time.Hour, func() {
+		stallMu.Lock()
+		defer stallMu.Unlock()
+		if stalled != nil {
+			stalled.CloseWithError(errors.E(errors.Transient, "replica stopped taking the body"))
+		}
+	})
+	defer watchdog.Stop()
 	for {
 		n, rerr := src.Read(buf)
 		if n > 0 {
 			total += int64(n)
 			for id, pw := range pws {
-				if _, werr := pw.Write(buf[:n]); werr != nil {
+				stallMu.Lock()
+				stalled = prs[id]
+				stallMu.Unlock()
+				watchdog.Reset(g.cfg.Timeout)
+				_, werr := pw.Write(buf[:n])
+				watchdog.Stop()
+				if werr != nil {
 					delete(pws, id) // this replica failed; its error comes through fanOut
 				}
 			}

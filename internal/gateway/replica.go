@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/node"
@@ -170,11 +172,23 @@ func (g *Gateway) openReplica(ctx context.Context, t target, bucket, key string,
 		return localReader{rd}, nil
 	}
 	rr := &remoteReader{g: g, t: t, bucket: bucket, key: key}
-	resp, err := g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodGet, Addr: t.addr, Path: node.PathObject,
+	// The answer's headers must come within Timeout (a paused node must not hang the
+	// read); the body then streams for as long as it takes.
+	hctx, cancel := context.WithCancel(ctx)
+	timer := time.AfterFunc(g.cfg.Timeout, func() {
+		g.suspect.Store(t.id, time.Now())
+		cancel()
+	})
+	resp, err := g.cfg.RPC.Do(hctx, &rpc.Request{Method: http.MethodGet, Addr: t.addr, Path: node.PathObject,
 		Query: objQuery(bucket, key, "v", u64(version)), Cap: &[3]string{rpc.CapRead, bucket, key}})
+	if !timer.Stop() && err != nil {
+		return nil, errors.E(errors.Transient, fmt.Errorf("node %s did not answer within %s", t.id, g.cfg.Timeout))
+	}
 	if err != nil {
+		cancel()
 		return nil, err
 	}
+	rr.cancel = cancel
 	if rr.o, err = metaOf(resp); err != nil {
 		resp.Body.Close()
 		return nil, err
@@ -191,6 +205,7 @@ type remoteReader struct {
 	bucket, key string
 	o           *store.Object
 	resp        *http.Response
+	cancel      context.CancelFunc
 }
 
 func (r *remoteReader) Info() *store.Object { return r.o }
@@ -221,6 +236,9 @@ func (r *remoteReader) Close() error {
 	if r.resp != nil {
 		r.resp.Body.Close()
 		r.resp = nil
+	}
+	if r.cancel != nil {
+		r.cancel()
 	}
 	return nil
 }
