@@ -97,6 +97,8 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Partitions, "partitions", 4096, "partition count of a new cluster (fixed for its life)")
 	fs.IntVar(&cfg.Voters, "voters", 3, "voting managers kept in the Raft group (odd)")
 	secretFile := fs.String("cluster-secret-file", "", "file holding the cluster secret (default: $CAIRN_CLUSTER_SECRET, then DATA/cluster-secret)")
+	fs.DurationVar(&cfg.DownAfter, "down-after", 5*time.Second, "a node silent this long is marked down (reads and writes route around it)")
+	fs.DurationVar(&cfg.HintInterval, "hint-interval", time.Second, "how often replica writes queued for nodes that were away are retried")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
 	if err := fs.Parse(args); err != nil {

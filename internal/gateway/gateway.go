@@ -63,6 +63,8 @@ type Gateway struct {
 	tabMu sync.Mutex
 	// bg tracks background replica work (stragglers, read repair) for Close.
 	bg sync.WaitGroup
+	// catchUp is when (unix ns) this node's copies are trusted again after it was away.
+	catchUp atomic.Int64
 	// suspect holds, by node id, when a replica last failed to answer within
 	// StragglerWait; reads try such nodes last and writes do not wait for them.
 	suspect sync.Map
@@ -93,6 +95,29 @@ func New(cfg Config) *Gateway {
 		g.clock = new(hlc.Clock)
 	}
 	return g
+}
+
+// CatchUp makes reads through this gateway ask at least two replicas (R >= 2) for d:
+// after this node was away its own copies may be stale until queued writes and repairs
+// reach it, and a read with R = 1 would be served from them.
+func (g *Gateway) CatchUp(d time.Duration) {
+	g.catchUp.Store(time.Now().Add(d).UnixNano())
+	g.log.Info("reading from two replicas while this node catches up", "for", d)
+}
+
+// readQuorum is the read quorum in force for the targets ts.
+func (g *Gateway) readQuorum(cls clustermap.Class, ts []target) int {
+	r := cls.R
+	if r < 2 && time.Now().UnixNano() < g.catchUp.Load() {
+		live := 0
+		for _, t := range ts {
+			if !t.down {
+				live++
+			}
+		}
+		r = max(r, min(2, live))
+	}
+	return r
 }
 
 // Close waits for background replica work to finish.

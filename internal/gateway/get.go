@@ -110,7 +110,7 @@ func (g *Gateway) StatObject(ctx context.Context, bucket, key string) (*store.Ob
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
-	o, _, err := g.versions(ctx, ts, cls.R, bucket, key)
+	o, _, err := g.versions(ctx, ts, g.readQuorum(cls, ts), bucket, key)
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
@@ -130,7 +130,8 @@ func (g *Gateway) OpenObject(ctx context.Context, bucket, key string) (ObjectRea
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
-	if cls.R <= 1 {
+	r := g.readQuorum(cls, ts)
+	if r <= 1 {
 		// Fast path: open on the first replica that answers; one round trip.
 		for _, t := range ts {
 			if t.down {
@@ -146,7 +147,7 @@ func (g *Gateway) OpenObject(ctx context.Context, bucket, key string) (ObjectRea
 		}
 	}
 	for attempt := 0; attempt < 3; attempt++ {
-		o, holders, err := g.versions(ctx, ts, cls.R, bucket, key)
+		o, holders, err := g.versions(ctx, ts, r, bucket, key)
 		if err != nil {
 			return nil, errors.E(op, err)
 		}

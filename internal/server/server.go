@@ -75,6 +75,11 @@ type Config struct {
 	HintInterval time.Duration
 	// Capacity overrides the capacity reported in the map (default: the data disk's size).
 	Capacity int64
+	// DownAfter is how long a node may stay silent before the node-state monitor marks it
+	// down (default 5s).
+	DownAfter time.Duration
+	// CatchUp is how long a node that was away reads from two replicas (default 60s).
+	CatchUp time.Duration
 }
 
 // Ready describes a node that serves.
@@ -165,6 +170,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.HintInterval <= 0 {
 		c.HintInterval = time.Second
+	}
+	if c.DownAfter <= 0 {
+		c.DownAfter = 5 * time.Second
+	}
+	if c.CatchUp <= 0 {
+		c.CatchUp = time.Minute
 	}
 }
 
@@ -400,6 +411,11 @@ func Run(ctx context.Context, cfg Config) error {
 	defer hcancel()
 	go gw.RunHints(hctx, cfg.HintInterval)
 	go ringMonitor(hctx, mgr, client, nodeID, log)
+	go (&monitor{mgr: mgr, rpc: client, apply: app, self: nodeID, downAfter: cfg.DownAfter, log: log.With("component", "monitor")}).run(hctx)
+	if member {
+		gw.CatchUp(cfg.CatchUp) // restarted: what it missed while away is on its way
+	}
+	go watchSelf(hctx, mgr, nodeID, func() { gw.CatchUp(cfg.CatchUp) })
 
 	api := s3api.New(s3api.Config{
 		Store: gw,
@@ -474,6 +490,22 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	log.Info("stopped cleanly")
 	return nil
+}
+
+// watchSelf calls back when this node's state in the map goes from down to up: it was
+// cut off, and writes it missed are being delivered to it.
+func watchSelf(ctx context.Context, mgr *clustermap.Manager, id string, back func()) {
+	var prev clustermap.NodeState
+	for m := range mgr.Watch(ctx) {
+		n, ok := m.Node(id)
+		if !ok {
+			continue
+		}
+		if prev == clustermap.StateDown && n.State == clustermap.StateUp {
+			back()
+		}
+		prev = n.State
+	}
 }
 
 // waitForSelf waits until the local map lists this node.
