@@ -686,3 +686,72 @@ func TestClusterNodeStateMonitor(t *testing.T) {
 	waitState("node3", clustermap.StateUp)
 	tc.waitAllReplicas(0, "bkt", now, 3, 60*time.Second)
 }
+
+// writeObjects puts n objects of mixed sizes through node via and returns their ETags.
+func (tc *testCluster) writeObjects(via int, bucket string, n int) map[string]string {
+	tc.t.Helper()
+	ctx := context.Background()
+	c := tc.procs[via].client()
+	want := map[string]string{}
+	for i := 0; i < n; i++ {
+		size := 500 + 97*i
+		if i%9 == 4 {
+			size = 1<<20 + 3000 // a streamed, chunked object
+		}
+		data := bytes.Repeat([]byte{byte(i)}, size)
+		key := fmt.Sprintf("obj/%03d", i)
+		if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(data)}); err != nil {
+			tc.t.Fatalf("put %s: %v", key, err)
+		}
+		want[key] = md5hex(data)
+	}
+	return want
+}
+
+// A node marked out: the partitions it held get a new holder, which copies the objects from
+// the survivors, until every object has N copies again.
+func TestClusterNodeOutRecovers(t *testing.T) {
+	tc := startCluster(t, 4)
+	ctx := context.Background()
+	if _, err := tc.procs[0].client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("bkt")}); err != nil {
+		t.Fatal(err)
+	}
+	want := tc.writeObjects(0, "bkt", 40)
+	tc.waitAllReplicas(0, "bkt", want, 3, 30*time.Second)
+	tc.procs[3].kill()
+	if out, err := tc.admin(0, "mark", "node4", "out"); err != nil {
+		t.Fatalf("mark out: %v\n%s", err, out)
+	}
+	// Placement now uses the three survivors; each must hold every object.
+	tc.waitAllReplicas(0, "bkt", want, 3, 90*time.Second)
+	for k, etag := range want {
+		got, err := getBody(ctx, tc.procs[1].client(), "bkt", k)
+		if err != nil || md5hex(got) != etag {
+			t.Fatalf("read %s after recovery: %v", k, err)
+		}
+	}
+}
+
+// A node that joins gets its share: the objects whose placement now includes it are
+// copied to it.
+func TestClusterNodeAddGetsShare(t *testing.T) {
+	tc := startCluster(t, 3)
+	ctx := context.Background()
+	if _, err := tc.procs[0].client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("bkt")}); err != nil {
+		t.Fatal(err)
+	}
+	want := tc.writeObjects(1, "bkt", 40)
+	tc.add()
+	moved := 0
+	for k := range want {
+		for _, n := range tc.replicas(0, "bkt", k).Nodes {
+			if n == "node4" {
+				moved++
+			}
+		}
+	}
+	if moved == 0 || moved == len(want) {
+		t.Fatalf("%d of %d objects placed on the new node; want a share", moved, len(want))
+	}
+	tc.waitAllReplicas(0, "bkt", want, 3, 90*time.Second)
+}

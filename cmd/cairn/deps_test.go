@@ -25,7 +25,7 @@ func TestDependencyRules(t *testing.T) {
 		"internal/placement":     {},
 		"internal/clustermap":    {"internal/errors"},
 		"internal/rpc":           {"internal/errors", "internal/store"},
-		"internal/node":          {"internal/errors", "internal/rpc", "internal/store"},
+		"internal/node":          {"internal/errors", "internal/placement", "internal/rpc", "internal/store"},
 		"internal/gateway":       {"internal/clustermap", "internal/errors", "internal/hlc", "internal/node", "internal/placement", "internal/rpc", "internal/store"},
 		"internal/s3api":         {"internal/errors", "internal/gateway", "internal/store", "internal/sigv4", "internal/checksum"},
 		"internal/metrics":       {"internal/store"},

@@ -99,6 +99,7 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	secretFile := fs.String("cluster-secret-file", "", "file holding the cluster secret (default: $CAIRN_CLUSTER_SECRET, then DATA/cluster-secret)")
 	fs.DurationVar(&cfg.DownAfter, "down-after", 5*time.Second, "a node silent this long is marked down (reads and writes route around it)")
 	fs.DurationVar(&cfg.HintInterval, "hint-interval", time.Second, "how often replica writes queued for nodes that were away are retried")
+	fs.DurationVar(&cfg.SyncInterval, "sync-interval", 10*time.Minute, "how often a node compares its partitions with their other holders and copies what it lacks (also on placement changes)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
 	if err := fs.Parse(args); err != nil {

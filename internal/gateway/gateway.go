@@ -41,6 +41,9 @@ type Config struct {
 	// Apply changes the cluster map (bucket create and delete). Nil means buckets are kept
 	// in the local store only (a single node without a cluster map, as in unit tests).
 	Apply func(ctx context.Context, c clustermap.Command) (*clustermap.Map, error)
+	// Refresh, if set, brings this node's map up to the leader's (used before answering
+	// NoSuchBucket, so a bucket just created through another gateway is found).
+	Refresh func(ctx context.Context) error
 	// Hints is the durable retry queue of replica writes; nil disables hinted retry.
 	Hints *Hints
 	// Clock issues versions (shared with the store). Nil: a private clock.
@@ -277,7 +280,16 @@ func quorumError(what string, got, need, of int, last error) error {
 }
 
 // ensureBucket checks that bucket exists (in the map, or in the local store without one).
-func (g *Gateway) ensureBucket(bucket string) error {
+func (g *Gateway) ensureBucket(ctx context.Context, bucket string) error {
+	err := g.bucketKnown(bucket)
+	if errors.Is(errors.NotExist, err) && g.cfg.Refresh != nil && g.cfg.Refresh(ctx) == nil {
+		err = g.bucketKnown(bucket) // the bucket may have been created through another gateway just now
+	}
+	return err
+}
+
+// bucketKnown checks bucket in this node's map (or store, without a map).
+func (g *Gateway) bucketKnown(bucket string) error {
 	if g.cfg.Apply == nil {
 		_, err := g.cfg.Store.HeadBucket(bucket)
 		return err
@@ -291,7 +303,7 @@ func (g *Gateway) ensureBucket(bucket string) error {
 // EnsureLocalBucket creates bucket in the local store if the map has it: replicas learn of
 // buckets from the map.
 func (g *Gateway) EnsureLocalBucket(bucket string) error {
-	if err := g.ensureBucket(bucket); err != nil {
+	if err := g.bucketKnown(bucket); err != nil {
 		return err
 	}
 	if _, err := g.cfg.Store.HeadBucket(bucket); err == nil {
@@ -322,10 +334,10 @@ func (g *Gateway) HeadBucket(ctx context.Context, name string) (store.Bucket, er
 	if g.cfg.Apply == nil {
 		return g.cfg.Store.HeadBucket(name)
 	}
-	b, ok := g.cfg.Maps.Current().Buckets[name]
-	if !ok {
-		return store.Bucket{}, errors.E(errors.Op("gateway.HeadBucket"), errors.NotExist, fmt.Errorf("bucket %q: %w", name, store.ErrNoSuchBucket))
+	if err := g.ensureBucket(ctx, name); err != nil {
+		return store.Bucket{}, errors.E(errors.Op("gateway.HeadBucket"), err)
 	}
+	b := g.cfg.Maps.Current().Buckets[name]
 	return store.Bucket{Name: b.Name, Created: time.Unix(0, b.Created).UTC()}, nil
 }
 

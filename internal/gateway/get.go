@@ -103,7 +103,7 @@ func noSuchKey(op errors.Op) error {
 // StatObject returns bucket/key's newest record among a read quorum of replicas.
 func (g *Gateway) StatObject(ctx context.Context, bucket, key string) (*store.Object, error) {
 	const op errors.Op = "gateway.StatObject"
-	if err := g.ensureBucket(bucket); err != nil {
+	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return nil, errors.E(op, err)
 	}
 	cls, ts, err := g.replicas(bucket, key)
@@ -123,7 +123,7 @@ func (g *Gateway) StatObject(ctx context.Context, bucket, key string) (*store.Ob
 // OpenObject opens bucket/key's newest version among a read quorum of replicas.
 func (g *Gateway) OpenObject(ctx context.Context, bucket, key string) (ObjectReader, error) {
 	const op errors.Op = "gateway.OpenObject"
-	if err := g.ensureBucket(bucket); err != nil {
+	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return nil, errors.E(op, err)
 	}
 	cls, ts, err := g.replicas(bucket, key)

@@ -53,7 +53,7 @@ func (g *Gateway) listReplica(ctx context.Context, t target, bucket string, opts
 // truncated; pages that come out short because of tombstones are topped up.
 func (g *Gateway) List(ctx context.Context, bucket string, opts store.ListOptions) (*store.ListResult, error) {
 	const op errors.Op = "gateway.List"
-	if err := g.ensureBucket(bucket); err != nil {
+	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return nil, errors.E(op, err)
 	}
 	if g.cfg.Apply == nil {

@@ -28,7 +28,7 @@ import (
 // CreateUpload starts an upload of bucket/key on its replicas.
 func (g *Gateway) CreateUpload(ctx context.Context, bucket, key string, meta *store.Object) (string, error) {
 	const op errors.Op = "gateway.CreateUpload"
-	if err := g.ensureBucket(bucket); err != nil {
+	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return "", errors.E(op, err)
 	}
 	cls, ts, err := g.replicas(bucket, key)
@@ -64,7 +64,7 @@ func (g *Gateway) CreateUpload(ctx context.Context, bucket, key string, meta *st
 // PutPart stores part n of an upload on the object's replicas.
 func (g *Gateway) PutPart(ctx context.Context, bucket, key, uploadID string, n int, src io.Reader, size int64, finish func(*store.Object) error) (*store.Object, error) {
 	const op errors.Op = "gateway.PutPart"
-	if err := g.ensureBucket(bucket); err != nil {
+	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return nil, errors.E(op, err)
 	}
 	cls, ts, err := g.replicas(bucket, key)
@@ -132,7 +132,7 @@ func (g *Gateway) partsReplica(ctx context.Context, t target, bucket, key, uploa
 // ListParts returns a page of an upload's parts.
 func (g *Gateway) ListParts(ctx context.Context, bucket, key, uploadID string, after, max int) ([]store.Part, bool, error) {
 	const op errors.Op = "gateway.ListParts"
-	if err := g.ensureBucket(bucket); err != nil {
+	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return nil, false, errors.E(op, err)
 	}
 	_, ts, err := g.replicas(bucket, key)
@@ -155,7 +155,7 @@ func (g *Gateway) ListParts(ctx context.Context, bucket, key, uploadID string, a
 // the object's checksum; every replica then validates the list against its own parts.
 func (g *Gateway) CompleteUpload(ctx context.Context, bucket, key, uploadID string, list []store.CompletePart, minPart int64, finish func(o *store.Object, parts []*store.Object) error) (*store.Object, error) {
 	const op errors.Op = "gateway.CompleteUpload"
-	if err := g.ensureBucket(bucket); err != nil {
+	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return nil, errors.E(op, err)
 	}
 	cls, ts, err := g.replicas(bucket, key)
@@ -250,7 +250,7 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucket, key, uploadID stri
 // AbortUpload deletes an upload and its parts from the replicas.
 func (g *Gateway) AbortUpload(ctx context.Context, bucket, key, uploadID string) error {
 	const op errors.Op = "gateway.AbortUpload"
-	if err := g.ensureBucket(bucket); err != nil {
+	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return errors.E(op, err)
 	}
 	cls, ts, err := g.replicas(bucket, key)
@@ -285,7 +285,7 @@ func (g *Gateway) abortReplica(ctx context.Context, t target, bucket, key, uploa
 // ListUploads lists pending uploads, merged from every storage node.
 func (g *Gateway) ListUploads(ctx context.Context, bucket string, opts store.UploadListOptions) (*store.UploadList, error) {
 	const op errors.Op = "gateway.ListUploads"
-	if err := g.ensureBucket(bucket); err != nil {
+	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return nil, errors.E(op, err)
 	}
 	if g.cfg.Apply == nil {

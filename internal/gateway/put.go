@@ -209,7 +209,7 @@ func firstErr(rs []replicaResult) error {
 // quorum holds durable copies.
 func (g *Gateway) PutObject(ctx context.Context, bucket, key string, meta *store.Object, src io.Reader, size int64, opts store.PutOptions) (*store.Object, error) {
 	const op errors.Op = "gateway.PutObject"
-	if err := g.ensureBucket(bucket); err != nil {
+	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return nil, errors.E(op, err)
 	}
 	cls, ts, err := g.replicas(bucket, key)
@@ -401,7 +401,7 @@ var errReplicaGone = errors.New("replica stopped reading")
 // quorum.
 func (g *Gateway) DeleteObject(ctx context.Context, bucket, key string) error {
 	const op errors.Op = "gateway.DeleteObject"
-	if err := g.ensureBucket(bucket); err != nil {
+	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return errors.E(op, err)
 	}
 	cls, ts, err := g.replicas(bucket, key)

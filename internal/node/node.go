@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/placement"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/store"
 )
@@ -28,6 +29,7 @@ const (
 	PathComplete = "/internal/v1/complete"
 	PathList     = "/internal/v1/list"
 	PathUploads  = "/internal/v1/uploads"
+	PathScan     = "/internal/v1/scan"
 )
 
 // Config configures a Handler.
@@ -57,6 +59,7 @@ func New(cfg Config) *Handler {
 	h.mux.HandleFunc(PathComplete, h.complete)
 	h.mux.HandleFunc(PathList, h.list)
 	h.mux.HandleFunc(PathUploads, h.uploads)
+	h.mux.HandleFunc(PathScan, h.scan)
 	return h
 }
 
@@ -369,6 +372,42 @@ func (h *Handler) uploads(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, res)
+}
+
+// ScanRequest asks for the versions of every object in some partitions.
+type ScanRequest struct {
+	Partitions int   `json:"partitions"` // partition count of the map
+	Parts      []int `json:"parts"`
+}
+
+// scan streams, as JSON lines, the version of every object record (tombstones included)
+// in the requested partitions: replicas compare them to find what they lack.
+func (h *Handler) scan(w http.ResponseWriter, r *http.Request) {
+	if _, _, err := h.capFor(r, rpc.CapList); err != nil {
+		rpc.WriteError(w, err)
+		return
+	}
+	var req ScanRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 16<<20)).Decode(&req); err != nil || req.Partitions <= 0 {
+		rpc.WriteError(w, errors.E(errors.Invalid, "malformed scan request"))
+		return
+	}
+	want := make([]bool, req.Partitions)
+	for _, p := range req.Parts {
+		if p >= 0 && p < req.Partitions {
+			want[p] = true
+		}
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	enc := json.NewEncoder(w)
+	err := h.cfg.Store.Scan(func(b, k string) bool { return want[placement.Partition(b, k, req.Partitions)] },
+		func(e store.VersionEntry) error { return enc.Encode(e) })
+	if err != nil {
+		// Lines were sent: the missing end marker tells the caller.
+		h.log.Error("scan failed", "err", err)
+		return
+	}
+	enc.Encode(store.VersionEntry{}) // end marker: an entry with no bucket
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

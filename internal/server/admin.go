@@ -29,9 +29,11 @@ type NodeStats struct {
 	// Internode body bytes this node sent and received as a client of other nodes.
 	SentBytes     int64 `json:"internode_sent_bytes"`
 	ReceivedBytes int64 `json:"internode_received_bytes"`
+	// LastSync is the last anti-entropy round of this node's partitions.
+	LastSync *gateway.SyncStats `json:"last_sync,omitempty"`
 }
 
-func nodeStats(id string, st *store.Store, h *gateway.Hints, mgr *clustermap.Manager, c *rpc.Client) any {
+func nodeStats(id string, st *store.Store, h *gateway.Hints, mgr *clustermap.Manager, c *rpc.Client) NodeStats {
 	ns := NodeStats{Node: id, Epoch: mgr.Current().Epoch, HintsPending: h.Len(), SentBytes: c.Sent(), ReceivedBytes: c.Received()}
 	if st != nil {
 		s := st.Stats()

@@ -214,6 +214,26 @@ func (a *applyer) Apply(ctx context.Context, c clustermap.Command) (*clustermap.
 	}
 }
 
+// Refresh waits until this node's map has every change the leader had committed when
+// asked (at most 2 s): a read-your-writes barrier for map changes made through another node.
+func (a *applyer) Refresh(ctx context.Context) error {
+	if a.mgr.IsLeader() {
+		return nil
+	}
+	_, addr := a.mgr.Leader()
+	if addr == "" {
+		return errors.E(errors.Transient, "no raft leader")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var info mapInfo
+	if err := a.rpc.DoJSON(ctx, &rpc.Request{Method: http.MethodGet, Addr: addr, Path: pathMapInfo}, &info); err != nil {
+		return err
+	}
+	_, err := a.mgr.WaitEpoch(ctx, info.Epoch)
+	return err
+}
+
 // join asks the cluster at addr to add self; the answer is the cluster map.
 func join(ctx context.Context, c *rpc.Client, addr string, self clustermap.Node) (*clustermap.Map, error) {
 	const op errors.Op = "server.join"

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/clustermap"
@@ -80,6 +81,9 @@ type Config struct {
 	DownAfter time.Duration
 	// CatchUp is how long a node that was away reads from two replicas (default 60s).
 	CatchUp time.Duration
+	// SyncInterval is how often a node compares its partitions with the other holders
+	// and copies what it lacks (default 10m; also on every placement change and at start).
+	SyncInterval time.Duration
 }
 
 // Ready describes a node that serves.
@@ -176,6 +180,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.CatchUp <= 0 {
 		c.CatchUp = time.Minute
+	}
+	if c.SyncInterval <= 0 {
+		c.SyncInterval = 10 * time.Minute
 	}
 }
 
@@ -346,13 +353,18 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer hints.Close()
 	m.GaugeFunc("cairn_hints_pending", "Replica writes queued for retry on this node (hinted retry and read repair).", func() float64 { return float64(hints.Len()) })
-	gw := gateway.New(gateway.Config{NodeID: nodeID, Store: st, Maps: mgr, RPC: client, Apply: app.Apply,
+	gw := gateway.New(gateway.Config{NodeID: nodeID, Store: st, Maps: mgr, RPC: client, Apply: app.Apply, Refresh: app.Refresh,
 		Hints: hints, Clock: clock, Logger: log, StragglerWait: cfg.StragglerWait})
 	defer gw.Close()
 
 	// Internode HTTP: every request signed with the cluster secret.
 	imux := http.NewServeMux()
-	ch := &clusterHandler{mgr: mgr, apply: app, stats: func() any { return nodeStats(nodeID, st, hints, mgr, client) }}
+	var lastSync atomic.Pointer[gateway.SyncStats]
+	ch := &clusterHandler{mgr: mgr, apply: app, stats: func() any {
+		ns := nodeStats(nodeID, st, hints, mgr, client)
+		ns.LastSync = lastSync.Load()
+		return ns
+	}}
 	imux.Handle("/internal/v1/map", ch)
 	imux.Handle("/internal/v1/join", ch)
 	imux.Handle("/internal/v1/apply", ch)
@@ -416,6 +428,7 @@ func Run(ctx context.Context, cfg Config) error {
 		gw.CatchUp(cfg.CatchUp) // restarted: what it missed while away is on its way
 	}
 	go watchSelf(hctx, mgr, nodeID, func() { gw.CatchUp(cfg.CatchUp) })
+	go gw.RunSync(hctx, cfg.SyncInterval, func(s gateway.SyncStats) { lastSync.Store(&s) })
 
 	api := s3api.New(s3api.Config{
 		Store: gw,

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -120,4 +121,49 @@ func (s *Store) List(bucket string, opts ListOptions) (*ListResult, error) {
 		return nil, errors.E(op, errors.IO, err)
 	}
 	return res, nil
+}
+
+// VersionEntry is one object record as Scan reports it: enough to compare replicas.
+type VersionEntry struct {
+	Bucket  string `json:"b"`
+	Key     string `json:"k"`
+	HLC     uint64 `json:"v"`
+	Deleted bool   `json:"d,omitempty"`
+}
+
+// Scan calls fn for every object record of every bucket (tombstones included) whose
+// bucket and key keep returns true, in key order, reading a consistent snapshot. It reads
+// the whole index of objects: replicas use it to compare what they hold.
+func (s *Store) Scan(keep func(bucket, key string) bool, fn func(VersionEntry) error) error {
+	const op errors.Op = "store.Scan"
+	p := []byte(pfxObject)
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	if err != nil {
+		return errors.E(op, errors.IO, err)
+	}
+	defer it.Close()
+	var o Object
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()[len(p):]
+		i := bytes.IndexByte(k, 0)
+		if i < 0 {
+			continue
+		}
+		bucket, key := string(k[:i]), string(k[i+1:])
+		if keep != nil && !keep(bucket, key) {
+			continue
+		}
+		if err := o.Unmarshal(it.Value()); err != nil {
+			return errors.E(op, err)
+		}
+		if err := fn(VersionEntry{Bucket: bucket, Key: key, HLC: o.HLC, Deleted: o.Deleted}); err != nil {
+			return err
+		}
+	}
+	if err := it.Error(); err != nil {
+		return errors.E(op, errors.IO, err)
+	}
+	return nil
 }
