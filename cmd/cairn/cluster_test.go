@@ -755,3 +755,96 @@ func TestClusterNodeAddGetsShare(t *testing.T) {
 	}
 	tc.waitAllReplicas(0, "bkt", want, 3, 90*time.Second)
 }
+
+// A node down past --out-after is marked out and its copies are re-created on the others;
+// a second failure that would leave fewer than N storage nodes is not taken out.
+func TestClusterAutoOut(t *testing.T) {
+	tc := startCluster(t, 4, "--down-after", "2s", "--out-after", "5s")
+	ctx := context.Background()
+	if _, err := tc.procs[0].client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("bkt")}); err != nil {
+		t.Fatal(err)
+	}
+	want := tc.writeObjects(0, "bkt", 30)
+	tc.waitAllReplicas(0, "bkt", want, 3, 30*time.Second)
+	stateOf := func(id string) clustermap.NodeState {
+		for _, n := range tc.status(0).Nodes {
+			if n.ID == id {
+				return n.State
+			}
+		}
+		return ""
+	}
+	tc.procs[3].kill()
+	deadline := time.Now().Add(60 * time.Second)
+	for stateOf("node4") != clustermap.StateOut {
+		if time.Now().After(deadline) {
+			t.Fatalf("node4 not out 60s after it died (state %s)", stateOf("node4"))
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	tc.waitAllReplicas(0, "bkt", want, 3, 90*time.Second)
+	tc.procs[2].kill()
+	time.Sleep(9 * time.Second) // past down-after + out-after
+	if s := stateOf("node3"); s != clustermap.StateDown {
+		t.Fatalf("node3 is %s; want down (marking it out would leave 2 storage nodes for 3 copies)", s)
+	}
+}
+
+// The whole cluster stops and restarts one node at a time: a node waits for a majority of
+// managers without exiting, and every object is readable afterwards. A node that was
+// marked out while it was stopped comes back up.
+func TestClusterFullRestart(t *testing.T) {
+	tc := startCluster(t, 4)
+	tc.waitVoters(3)
+	ctx := context.Background()
+	if _, err := tc.procs[0].client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("bkt")}); err != nil {
+		t.Fatal(err)
+	}
+	want := tc.writeObjects(0, "bkt", 12)
+	tc.waitAllReplicas(0, "bkt", want, 3, 30*time.Second)
+	tc.procs[3].kill()
+	if out, err := tc.admin(0, "mark", "node4", "out"); err != nil {
+		t.Fatalf("mark out: %v\n%s", err, out)
+	}
+	for _, p := range tc.procs[:3] {
+		if err := p.stop(); err != nil {
+			t.Fatalf("stop: %v\n%s", err, p.output())
+		}
+	}
+	tc.procs[0].restart()
+	time.Sleep(6 * time.Second) // alone: no majority; it must keep running
+	select {
+	case <-tc.procs[0].exited:
+		t.Fatalf("a node restarted without a majority exited:\n%s", tc.procs[0].output())
+	default:
+	}
+	tc.procs[1].restart()
+	tc.procs[2].restart()
+	tc.procs[3].restart()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		st := tc.status(0)
+		up := 0
+		for _, n := range st.Nodes {
+			if n.State == clustermap.StateUp {
+				up++
+			}
+		}
+		if up == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not all nodes up after the restart: %+v", st.Nodes)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	tc.waitAllReplicas(0, "bkt", want, 3, 60*time.Second)
+	for i, p := range tc.procs {
+		for k, etag := range want {
+			got, err := getBody(ctx, p.client(), "bkt", k)
+			if err != nil || md5hex(got) != etag {
+				t.Fatalf("read %s via node %d after the restart: %v", k, i+1, err)
+			}
+		}
+	}
+}

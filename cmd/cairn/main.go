@@ -98,6 +98,7 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Voters, "voters", 3, "voting managers kept in the Raft group (odd)")
 	secretFile := fs.String("cluster-secret-file", "", "file holding the cluster secret (default: $CAIRN_CLUSTER_SECRET, then DATA/cluster-secret)")
 	fs.DurationVar(&cfg.DownAfter, "down-after", 5*time.Second, "a node silent this long is marked down (reads and writes route around it)")
+	fs.DurationVar(&cfg.OutAfter, "out-after", 10*time.Minute, "a node down this long is marked out and its copies re-created on the others (-1s: never)")
 	fs.DurationVar(&cfg.HintInterval, "hint-interval", time.Second, "how often replica writes queued for nodes that were away are retried")
 	fs.DurationVar(&cfg.SyncInterval, "sync-interval", 10*time.Minute, "how often a node compares its partitions with their other holders and copies what it lacks (also on placement changes)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")

@@ -14,14 +14,16 @@ import (
 // monitor is the node-state monitor (LeoFS's NodeState monitor): on the Raft leader it
 // probes every node each second, marks a node that has not answered for downAfter
 // `down` (gateways then route around it and queue its writes at once), and marks it `up`
-// again when it answers. Marking a node `out` stays an operator's decision (`cairn admin
-// mark NODE out`) until automatic recovery can re-create its copies elsewhere.
+// again when it answers. A node down for outAfter (if non-zero) is marked `out`: its
+// partitions get new holders, which copy the data from the survivors (sync). It never
+// marks out a node if fewer than N storage nodes would remain.
 type monitor struct {
 	mgr       *clustermap.Manager
 	rpc       *rpc.Client
 	apply     *applyer
 	self      string
 	downAfter time.Duration
+	outAfter  time.Duration
 	log       *slog.Logger
 }
 
@@ -63,8 +65,12 @@ func (mo *monitor) run(ctx context.Context) {
 				}
 				continue
 			}
-			if n.State == clustermap.StateUp && now.Sub(lastSeen[n.ID]) > mo.downAfter {
-				mo.set(ctx, n.ID, clustermap.StateDown, "node silent for "+now.Sub(lastSeen[n.ID]).Round(time.Second).String())
+			silent := now.Sub(lastSeen[n.ID])
+			switch {
+			case n.State == clustermap.StateUp && silent > mo.downAfter:
+				mo.set(ctx, n.ID, clustermap.StateDown, "node silent for "+silent.Round(time.Second).String())
+			case n.State == clustermap.StateDown && mo.outAfter > 0 && silent > mo.outAfter && mo.canTakeOut(m):
+				mo.set(ctx, n.ID, clustermap.StateOut, "node down for "+silent.Round(time.Second).String()+": its copies are re-created on the others")
 			}
 		}
 	}
@@ -98,6 +104,14 @@ func (mo *monitor) probe(ctx context.Context, m *clustermap.Map) map[string]bool
 	return answered
 }
 
+// canTakeOut reports whether one more storage node may be marked out: N storage nodes
+// must remain (so that a wide outage does not shrink the cluster below its replica count
+// and trigger mass re-replication onto too few nodes).
+func (mo *monitor) canTakeOut(m *clustermap.Map) bool {
+	cls, _ := m.Class("")
+	return len(m.StorageNodes())-1 >= max(cls.N, 1)
+}
+
 func (mo *monitor) set(ctx context.Context, id string, st clustermap.NodeState, why string) {
 	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -105,9 +119,12 @@ func (mo *monitor) set(ctx context.Context, id string, st clustermap.NodeState, 
 		mo.log.Warn("node-state monitor could not change a node's state", "node", id, "state", st, "err", err)
 		return
 	}
-	if st == clustermap.StateDown {
+	switch st {
+	case clustermap.StateDown:
 		mo.log.Warn("node marked down", "node", id, "why", why)
-	} else {
+	case clustermap.StateOut:
+		mo.log.Warn("node marked out", "node", id, "why", why)
+	default:
 		mo.log.Info("node marked up", "node", id, "why", why)
 	}
 }

@@ -79,6 +79,9 @@ type Config struct {
 	// DownAfter is how long a node may stay silent before the node-state monitor marks it
 	// down (default 5s).
 	DownAfter time.Duration
+	// OutAfter is how long a node may stay down before it is marked out and its copies are
+	// re-created on the others (default 10m; negative disables).
+	OutAfter time.Duration
 	// CatchUp is how long a node that was away reads from two replicas (default 60s).
 	CatchUp time.Duration
 	// SyncInterval is how often a node compares its partitions with the other holders
@@ -177,6 +180,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.DownAfter <= 0 {
 		c.DownAfter = 5 * time.Second
+	}
+	if c.OutAfter == 0 {
+		c.OutAfter = 10 * time.Minute
 	}
 	if c.CatchUp <= 0 {
 		c.CatchUp = time.Minute
@@ -388,33 +394,56 @@ func Run(ctx context.Context, cfg Config) error {
 		log.Info("joined the cluster", "via", cfg.Join, "node", nodeID)
 	}
 	// Wait until this node's map has itself (the join's or bootstrap's commit reached us).
-	if err := waitForSelf(ctx, mgr, nodeID); err != nil {
-		return errors.E(op, err)
-	}
-	if member {
+	// A member that restarts serves at once: while a majority of the managers is not back
+	// (a whole cluster restarting) its map may be empty, and requests get 503 until it
+	// arrives; what needs the map is done in the background.
+	settle := func() {
 		// Addresses may change across restarts (ports chosen at random): tell the map.
-		if n, _ := mgr.Current().Node(nodeID); n.Addr != self.Addr || n.S3Addr != self.S3Addr || n.AdminAddr != self.AdminAddr || n.State != clustermap.StateUp {
-			go func() {
-				c := clustermap.Command{Op: clustermap.OpAddNode, Node: &self}
-				if n.Addr != self.Addr {
-					c = clustermap.Command{Op: clustermap.OpUpdateNode, Node: &self}
-				}
-				if _, err := app.Apply(ctx, c); err != nil {
-					log.Warn("could not update this node in the cluster map", "err", err)
-				} else if n.Addr != self.Addr {
-					app.Apply(ctx, clustermap.Command{Op: clustermap.OpSetState, NodeID: nodeID, State: clustermap.StateUp})
-				}
-			}()
-		}
-	}
-	if !bootstrap && cfg.AccessKey != "" && cfg.SecretKey != "" {
-		// Credentials given to a member: make sure the cluster accepts them.
-		creds = Credentials{AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey}
-		if u, ok := mgr.Current().Users[cfg.AccessKey]; !ok || u.SecretKey != cfg.SecretKey {
-			if _, err := app.Apply(ctx, clustermap.Command{Op: clustermap.OpPutUser, User: &clustermap.User{AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey}}); err != nil {
-				return errors.E(op, fmt.Errorf("registering CAIRN_ACCESS_KEY in the cluster map: %w", err))
+		n, _ := mgr.Current().Node(nodeID)
+		if n.Addr != self.Addr || n.S3Addr != self.S3Addr || n.AdminAddr != self.AdminAddr || n.State != clustermap.StateUp {
+			c := clustermap.Command{Op: clustermap.OpAddNode, Node: &self}
+			if n.Addr != "" && n.Addr != self.Addr {
+				c = clustermap.Command{Op: clustermap.OpUpdateNode, Node: &self}
+			}
+			if _, err := app.Apply(ctx, c); err != nil {
+				log.Warn("could not update this node in the cluster map", "err", err)
+			} else if c.Op == clustermap.OpUpdateNode {
+				app.Apply(ctx, clustermap.Command{Op: clustermap.OpSetState, NodeID: nodeID, State: clustermap.StateUp})
 			}
 		}
+		if cfg.AccessKey != "" && cfg.SecretKey != "" {
+			// Credentials given to a member: make sure the cluster accepts them.
+			if u, ok := mgr.Current().Users[cfg.AccessKey]; !ok || u.SecretKey != cfg.SecretKey {
+				if _, err := app.Apply(ctx, clustermap.Command{Op: clustermap.OpPutUser, User: &clustermap.User{AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey}}); err != nil {
+					log.Error("could not register CAIRN_ACCESS_KEY in the cluster map", "err", err)
+				}
+			}
+		}
+	}
+	switch {
+	case !member:
+		if err := waitForSelf(ctx, mgr, nodeID, 60*time.Second); err != nil {
+			return errors.E(op, err)
+		}
+		if !bootstrap {
+			settle()
+		}
+	case waitForSelf(ctx, mgr, nodeID, 5*time.Second) == nil:
+		go settle()
+	default:
+		go func() {
+			rejoinIfCutOff(ctx, mgr, client, nodeID, self, cfg.Join, log)
+			for waitForSelf(ctx, mgr, nodeID, 30*time.Second) != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				log.Warn("waiting for the cluster map: is a majority of the managers up?")
+			}
+			settle()
+		}()
+	}
+	if !bootstrap && cfg.AccessKey != "" && cfg.SecretKey != "" {
+		creds = Credentials{AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey}
 	}
 	if creds.AccessKey == "" {
 		creds = firstUser(mgr.Current())
@@ -423,7 +452,7 @@ func Run(ctx context.Context, cfg Config) error {
 	defer hcancel()
 	go gw.RunHints(hctx, cfg.HintInterval)
 	go ringMonitor(hctx, mgr, client, nodeID, log)
-	go (&monitor{mgr: mgr, rpc: client, apply: app, self: nodeID, downAfter: cfg.DownAfter, log: log.With("component", "monitor")}).run(hctx)
+	go (&monitor{mgr: mgr, rpc: client, apply: app, self: nodeID, downAfter: cfg.DownAfter, outAfter: max(cfg.OutAfter, 0), log: log.With("component", "monitor")}).run(hctx)
 	if member {
 		gw.CatchUp(cfg.CatchUp) // restarted: what it missed while away is on its way
 	}
@@ -521,20 +550,59 @@ func watchSelf(ctx context.Context, mgr *clustermap.Manager, id string, back fun
 	}
 }
 
-// waitForSelf waits until the local map lists this node.
-func waitForSelf(ctx context.Context, mgr *clustermap.Manager, id string) error {
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+// waitForSelf waits until the local map lists this node and a Raft leader is known.
+func waitForSelf(ctx context.Context, mgr *clustermap.Manager, id string, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	w := mgr.Watch(ctx)
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
 	for {
-		if _, ok := mgr.Current().Node(id); ok {
+		_, leader := mgr.Leader()
+		if _, ok := mgr.Current().Node(id); ok && leader != "" {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
 			return errors.E(errors.Transient, "this node did not receive a cluster map that includes it (is a majority of the managers up?)")
 		case <-w:
+		case <-tick.C:
 		}
+	}
+}
+
+// rejoinIfCutOff handles a member that restarts after the cluster dropped it (it was
+// marked out and removed from the Raft group): no leader contacts it, so it asks to join
+// again through any peer it knows (--join, its Raft configuration, its last map).
+func rejoinIfCutOff(ctx context.Context, mgr *clustermap.Manager, c *rpc.Client, id string, self clustermap.Node, hint string, log *slog.Logger) {
+	var peers []string
+	if hint != "" {
+		peers = append(peers, hint)
+	}
+	if ms, err := mgr.Members(); err == nil {
+		for _, m := range ms {
+			peers = append(peers, m.Addr)
+		}
+	}
+	for _, n := range mgr.Current().Nodes {
+		peers = append(peers, n.Addr)
+	}
+	var last error
+	for _, p := range peers {
+		if p == self.Addr {
+			continue
+		}
+		jctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := join(jctx, c, p, self)
+		cancel()
+		if err == nil {
+			log.Info("this node was cut off from the cluster; joined again", "via", p)
+			return
+		}
+		last = err
+	}
+	if last != nil {
+		log.Warn("this node hears no leader and could not join again through a known peer", "err", last)
 	}
 }
 
