@@ -848,3 +848,60 @@ func TestClusterFullRestart(t *testing.T) {
 		}
 	}
 }
+
+// A replica whose copy fails its checksum: the read goes on from another replica (the
+// client gets every byte, correct), and the damaged copy is replaced by a good one.
+func TestClusterBitRotFailover(t *testing.T) {
+	tc := startCluster(t, 3)
+	ctx := context.Background()
+	c := tc.procs[0].client()
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("bkt")}); err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 2<<20)
+	for i := range data {
+		data[i] = byte(i * 7 / 3)
+	}
+	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String("rot"), Body: bytes.NewReader(data)}); err != nil {
+		t.Fatal(err)
+	}
+	tc.waitAllReplicas(0, "bkt", map[string]string{"rot": md5hex(data)}, 3, 30*time.Second)
+	segs, _ := filepath.Glob(filepath.Join(tc.procs[0].dataDir, "segments", "*.seg"))
+	flipped := 0
+	for _, s := range segs {
+		st, _ := os.Stat(s)
+		if st.Size() < 700<<10 {
+			continue
+		}
+		f, err := os.OpenFile(s, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b [1]byte
+		f.ReadAt(b[:], 600<<10)
+		b[0] ^= 0x40
+		f.WriteAt(b[:], 600<<10)
+		f.Close()
+		flipped++
+	}
+	if flipped == 0 {
+		t.Fatalf("no segment with the object's bytes in %v", segs)
+	}
+	got, err := getBody(ctx, c, "bkt", "rot")
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read through the node with the damaged copy: %d bytes, %v; want all %d, correct", len(got), err, len(data))
+	}
+	// The damaged copy is replaced: with the two other nodes gone it still reads right.
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(tc.procs[0].output(), "repaired a damaged copy"); {
+		if time.Now().After(deadline) {
+			t.Fatal("the damaged copy was not repaired within 30s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	tc.procs[1].kill()
+	tc.procs[2].kill()
+	got, err = getBody(ctx, c, "bkt", "rot")
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read of the repaired copy alone: %d bytes, %v", len(got), err)
+	}
+}

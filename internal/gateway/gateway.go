@@ -66,6 +66,8 @@ type Gateway struct {
 	tabMu sync.Mutex
 	// bg tracks background replica work (stragglers, read repair) for Close.
 	bg sync.WaitGroup
+	// repairing holds the objects whose damaged local copy is being replaced.
+	repairing sync.Map
 	// catchUp is when (unix ns) this node's copies are trusted again after it was away.
 	catchUp atomic.Int64
 	// suspect holds, by node id, when a replica last failed to answer within

@@ -139,7 +139,7 @@ func (g *Gateway) OpenObject(ctx context.Context, bucket, key string) (ObjectRea
 			}
 			rd, err := g.openReplica(ctx, t, bucket, key, 0)
 			if err == nil {
-				return rd, nil
+				return g.failover(rd, t, ts, bucket, key), nil
 			}
 			if errors.Is(errors.NotExist, err) {
 				break // perhaps a stale replica: ask them all below
@@ -157,7 +157,7 @@ func (g *Gateway) OpenObject(ctx context.Context, bucket, key string) (ObjectRea
 		for _, t := range holders {
 			rd, err := g.openReplica(ctx, t, bucket, key, o.HLC)
 			if err == nil {
-				return rd, nil
+				return g.failover(rd, t, ts, bucket, key), nil
 			}
 			if !errors.Is(errors.Precondition, err) && !errors.Is(errors.NotExist, err) && !errors.Is(errors.Transient, err) {
 				return nil, errors.E(op, err)

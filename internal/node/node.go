@@ -39,7 +39,10 @@ type Config struct {
 	// EnsureBucket creates the bucket locally if the cluster map has it (replicas learn of
 	// buckets from the map, not from a create call), or returns a NotExist error.
 	EnsureBucket func(name string) error
-	Logger       *slog.Logger
+	// OnCorrupt, if set, is told when a read finds this node's copy of a version damaged
+	// (it fetches a good copy from another replica).
+	OnCorrupt func(bucket, key string, version uint64)
+	Logger    *slog.Logger
 }
 
 // Handler is the replica side of the internode protocol.
@@ -205,6 +208,9 @@ func (h *Handler) object(w http.ResponseWriter, r *http.Request) {
 		if _, err := rd.WriteRange(r.Context(), w, off, n); err != nil {
 			// Headers are sent: the short body tells the gateway; no corrupt byte was sent.
 			h.log.Error("replica read failed", "bucket", bucket, "key", key, "err", err)
+			if errors.Is(errors.Corrupt, err) && h.cfg.OnCorrupt != nil {
+				h.cfg.OnCorrupt(bucket, key, rd.Object.HLC)
+			}
 			panic(http.ErrAbortHandler)
 		}
 	case http.MethodDelete:

@@ -377,7 +377,7 @@ func Run(ctx context.Context, cfg Config) error {
 	imux.Handle("/internal/v1/stats", ch)
 	imux.Handle(pathMapInfo, ch)
 	if st != nil {
-		imux.Handle("/internal/v1/", node.New(node.Config{Store: st, Secret: secret, EnsureBucket: gw.EnsureLocalBucket, Logger: log}))
+		imux.Handle("/internal/v1/", node.New(node.Config{Store: st, Secret: secret, EnsureBucket: gw.EnsureLocalBucket, OnCorrupt: gw.RepairLocal, Logger: log}))
 	}
 	isrv := &http.Server{Handler: internodeAuth(secret, mgr, log, imux), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 5 * time.Minute,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}

@@ -26,6 +26,9 @@ type PutOptions struct {
 	// write takes effect only if the stored record (object or tombstone) is older; if it
 	// is newer, the write is dropped and PutObject returns the newer record.
 	Version uint64
+	// Repair also replaces a stored record of the same Version: a copy of that version
+	// fetched from another replica replaces a local one that failed its checksum.
+	Repair bool
 }
 
 // body is what writeBody stored: either inline bytes or chunks.
@@ -364,7 +367,7 @@ func (s *Store) commitObject(op errors.Op, bucket, key string, o *Object, bd *bo
 	if old != nil && opts.IfNoneMatch && !old.Deleted {
 		return nil, errors.E(op, errors.Precondition, "object exists")
 	}
-	if old != nil && old.HLC >= o.HLC {
+	if old != nil && (old.HLC > o.HLC || (old.HLC == o.HLC && !opts.Repair)) {
 		return old, nil // a newer version (or delete) is already here
 	}
 	b := s.db.NewBatch()

@@ -1,0 +1,136 @@
+package gateway
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/store"
+)
+
+// failoverReader reads one version of an object from a replica and, if that replica
+// fails part-way (a chunk that fails its checksum, a node that dies), goes on from the
+// same offset on another replica holding the same version. Bytes already written were
+// verified, so the client gets the whole body, correct, or an error; never wrong bytes.
+type failoverReader struct {
+	g           *Gateway
+	bucket, key string
+	ts          []target
+	cur         ObjectReader
+	curT        target
+	tried       map[string]bool
+}
+
+// failover wraps rd, opened on t, so that reads continue on the other targets ts.
+func (g *Gateway) failover(rd ObjectReader, t target, ts []target, bucket, key string) ObjectReader {
+	return &failoverReader{g: g, bucket: bucket, key: key, ts: ts, cur: rd, curT: t, tried: map[string]bool{t.id: true}}
+}
+
+func (r *failoverReader) Info() *store.Object { return r.cur.Info() }
+
+func (r *failoverReader) Close() error { return r.cur.Close() }
+
+// clientWriter remembers whether writing to the client failed (then there is no point in
+// trying another replica).
+type clientWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (c *clientWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	if err != nil {
+		c.err = err
+	}
+	return n, err
+}
+
+func (r *failoverReader) WriteRange(ctx context.Context, w io.Writer, off, n int64) (int64, error) {
+	cw := &clientWriter{w: w}
+	version := r.cur.Info().HLC
+	var done int64
+	for {
+		m, err := r.cur.WriteRange(ctx, cw, off+done, n-done)
+		done += m
+		if err == nil || cw.err != nil || ctx.Err() != nil {
+			return done, err
+		}
+		if errors.Is(errors.Corrupt, err) && r.curT.local {
+			r.g.RepairLocal(r.bucket, r.key, version)
+		}
+		next, nt, oerr := r.next(ctx, version)
+		if oerr != nil {
+			return done, err // no other replica can continue: the original error
+		}
+		r.g.log.Warn("a replica failed during a read; continuing from another", "bucket", r.bucket, "key", r.key,
+			"failed", r.curT.id, "next", nt.id, "offset", off+done, "err", err)
+		r.cur.Close()
+		r.cur, r.curT = next, nt
+	}
+}
+
+// next opens the same version on a replica not tried yet.
+func (r *failoverReader) next(ctx context.Context, version uint64) (ObjectReader, target, error) {
+	for _, t := range r.ts {
+		if r.tried[t.id] || t.down {
+			continue
+		}
+		r.tried[t.id] = true
+		rd, err := r.g.openReplica(ctx, t, r.bucket, r.key, version)
+		if err == nil {
+			return rd, t, nil
+		}
+	}
+	return nil, target{}, errors.E(errors.NotExist, "no other replica holds this version")
+}
+
+// RepairLocal replaces this node's copy of version of bucket/key, which failed its
+// checksum, with a copy from another replica, in the background. Concurrent requests for
+// the same object are merged.
+func (g *Gateway) RepairLocal(bucket, key string, version uint64) {
+	if g.cfg.Store == nil || g.cfg.RPC == nil {
+		return
+	}
+	id := bucket + "\x00" + key
+	if _, busy := g.repairing.LoadOrStore(id, true); busy {
+		return
+	}
+	g.bg.Add(1)
+	go func() {
+		defer g.bg.Done()
+		defer g.repairing.Delete(id)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		_, ts, err := g.replicas(bucket, key)
+		if err != nil {
+			return
+		}
+		for _, t := range ts {
+			if t.local || t.down {
+				continue
+			}
+			rd, err := g.openReplica(ctx, t, bucket, key, version)
+			if err != nil {
+				continue
+			}
+			o := rd.Info()
+			pr, pw := io.Pipe()
+			go func() {
+				_, err := rd.WriteRange(ctx, pw, 0, o.Size)
+				pw.CloseWithError(err)
+			}()
+			meta := *o
+			meta.Body, meta.Chunks, meta.Inline, meta.Embedded = nil, nil, false, false
+			_, err = g.cfg.Store.PutObject(ctx, bucket, key, &meta, pr, o.Size, store.PutOptions{Version: version, Repair: true,
+				Finish: func(x *store.Object) error { copyFinal(x, o); return nil }})
+			pr.CloseWithError(errReplicaGone)
+			rd.Close()
+			if err == nil {
+				g.log.Warn("repaired a damaged copy from another replica", "bucket", bucket, "key", key, "from", t.id)
+				return
+			}
+			g.log.Warn("repair of a damaged copy failed", "bucket", bucket, "key", key, "from", t.id, "err", err)
+		}
+	}()
+}
