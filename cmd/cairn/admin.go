@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/clustermap"
+	"github.com/cairnfs/cairn/internal/gateway"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/server"
 )
@@ -28,6 +29,8 @@ Commands:
   drain NODE             mark a node draining (no new data; its data moves off with automatic recovery)
   remove NODE            remove a node that is out (or drained) from the cluster map
   mark NODE up|down|out  set a node's state by hand
+  scrub start|pause|status [NODE]
+                         deep scrub: read and verify every byte, repair damaged copies from replicas
   class set NAME --replicas N [--w W] [--r R] [--d D]
                          define or change a replicated storage class (STANDARD is the default class)
 
@@ -160,6 +163,43 @@ func runAdmin(args []string, stdout, stderr io.Writer) error {
 		return c.nodeAction(stdout, rest[0], rest[1], *asJSON)
 	case "class":
 		return c.classCmd(stdout, rest)
+	case "scrub":
+		if len(rest) < 1 || len(rest) > 2 {
+			return fmt.Errorf("admin: usage: cairn admin scrub start|pause|status [NODE]")
+		}
+		q, method := "scrub", http.MethodGet
+		switch rest[0] {
+		case "start", "pause":
+			q, method = "scrub?action="+rest[0], http.MethodPost
+		case "status":
+		default:
+			return fmt.Errorf("admin: scrub: unknown action %q (want start, pause or status)", rest[0])
+		}
+		if len(rest) == 2 {
+			if strings.Contains(q, "?") {
+				q += "&node=" + urlQuery(rest[1])
+			} else {
+				q += "?node=" + urlQuery(rest[1])
+			}
+		}
+		var sts []gateway.ScrubStatus
+		if err := c.do(method, q, &sts); err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(stdout, sts)
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NODE\tSTATE\tOBJECTS\tBYTES\tCORRUPT\tREPAIRED\tERRORS\tRATE\tSTARTED\tFINISHED\tNEXT PASS")
+		for _, s := range sts {
+			rate := "unpaced"
+			if s.RateBytes > 0 {
+				rate = human(s.RateBytes) + "/s"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", s.Node, s.State, s.Objects, human(s.Bytes), s.Corrupt, s.Repaired, s.Errors,
+				rate, when(s.Started), when(s.Finished), when(s.NextPass))
+		}
+		tw.Flush()
 	default:
 		return fmt.Errorf("admin: unknown command %q (cairn admin help)", cmd)
 	}
@@ -252,6 +292,13 @@ func printNodes(w io.Writer, st *server.Status) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", n.ID, n.Addr, n.S3Addr, n.Zone, state, human(n.Capacity), used, garbage, n.Partitions, hints)
 	}
 	tw.Flush()
+}
+
+func when(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05")
 }
 
 func human(n int64) string {

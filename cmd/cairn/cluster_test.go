@@ -26,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/cairnfs/cairn/internal/clustermap"
+	"github.com/cairnfs/cairn/internal/gateway"
 	"github.com/cairnfs/cairn/internal/server"
 )
 
@@ -903,5 +904,82 @@ func TestClusterBitRotFailover(t *testing.T) {
 	got, err = getBody(ctx, c, "bkt", "rot")
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("read of the repaired copy alone: %d bytes, %v", len(got), err)
+	}
+}
+
+// Deep scrub: a damaged copy nobody reads is found, counted and repaired from a replica.
+func TestClusterDeepScrub(t *testing.T) {
+	tc := startCluster(t, 3)
+	ctx := context.Background()
+	c := tc.procs[0].client()
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("bkt")}); err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 2<<20)
+	for i := range data {
+		data[i] = byte(i * 5 / 3)
+	}
+	want := map[string]string{"big": md5hex(data)}
+	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String("big"), Body: bytes.NewReader(data)}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		k := fmt.Sprintf("small%d", i)
+		if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String(k), Body: strings.NewReader(k)}); err != nil {
+			t.Fatal(err)
+		}
+		want[k] = md5hex([]byte(k))
+	}
+	tc.waitAllReplicas(0, "bkt", want, 3, 30*time.Second)
+	segs, _ := filepath.Glob(filepath.Join(tc.procs[1].dataDir, "segments", "*.seg"))
+	flipped := 0
+	for _, s := range segs {
+		if st, _ := os.Stat(s); st.Size() < 700<<10 {
+			continue
+		}
+		f, _ := os.OpenFile(s, os.O_RDWR, 0)
+		var b [1]byte
+		f.ReadAt(b[:], 600<<10)
+		b[0] ^= 0x10
+		f.WriteAt(b[:], 600<<10)
+		f.Close()
+		flipped++
+	}
+	if flipped != 1 {
+		t.Fatalf("flipped a byte in %d segments of %v", flipped, segs)
+	}
+	if out, err := tc.admin(0, "scrub", "start", "nosuchnode"); err == nil || !strings.Contains(out, "no storage node") {
+		t.Fatalf("scrub of an unknown node: %v\n%s", err, out)
+	}
+	if out, err := tc.admin(0, "scrub", "start", "node2"); err != nil {
+		t.Fatalf("scrub start: %v\n%s", err, out)
+	}
+	var st []gateway.ScrubStatus
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		out, err := tc.admin(0, "--json", "scrub", "status", "node2")
+		if err != nil {
+			t.Fatalf("scrub status: %v\n%s", err, out)
+		}
+		if err := json.Unmarshal([]byte(out), &st); err != nil || len(st) != 1 {
+			t.Fatalf("scrub status --json: %v\n%s", err, out)
+		}
+		if st[0].State == "idle" && !st[0].Finished.IsZero() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("scrub did not finish: %+v", st)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if s := st[0]; s.Objects != 6 || s.Corrupt != 1 || s.Repaired != 1 || s.Errors != 0 || s.Bytes == 0 {
+		t.Fatalf("scrub figures: %+v; want 6 objects, 1 damaged copy found and repaired", s)
+	}
+	tc.procs[0].kill()
+	tc.procs[2].kill()
+	for k, etag := range want {
+		got, err := getBody(ctx, tc.procs[1].client(), "bkt", k)
+		if err != nil || md5hex(got) != etag {
+			t.Fatalf("read %s from the scrubbed node alone: %v", k, err)
+		}
 	}
 }

@@ -99,6 +99,8 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	secretFile := fs.String("cluster-secret-file", "", "file holding the cluster secret (default: $CAIRN_CLUSTER_SECRET, then DATA/cluster-secret)")
 	fs.DurationVar(&cfg.DownAfter, "down-after", 5*time.Second, "a node silent this long is marked down (reads and writes route around it)")
 	fs.DurationVar(&cfg.OutAfter, "out-after", 10*time.Minute, "a node down this long is marked out and its copies re-created on the others (-1s: never)")
+	fs.DurationVar(&cfg.ScrubInterval, "scrub-interval", 30*24*time.Hour, "every object is read in full and verified once per interval (deep scrub)")
+	scrubRate := fs.String("scrub-rate", "32MiB", "deep scrub pace in bytes per second (0: unpaced)")
 	fs.DurationVar(&cfg.HintInterval, "hint-interval", time.Second, "how often replica writes queued for nodes that were away are retried")
 	fs.DurationVar(&cfg.SyncInterval, "sync-interval", 10*time.Minute, "how often a node compares its partitions with their other holders and copies what it lacks (also on placement changes)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -111,6 +113,13 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("server: unexpected argument %q", fs.Arg(0))
+	}
+	var err error
+	if cfg.ScrubRate, err = parseSize(*scrubRate); err != nil {
+		return fmt.Errorf("server: bad --scrub-rate %q (want e.g. 32MiB)", *scrubRate)
+	}
+	if cfg.ScrubRate == 0 {
+		cfg.ScrubRate = -1 // unpaced
 	}
 	cache, err := parseSize(*cacheSize)
 	if err != nil || cache < 1<<20 {

@@ -92,45 +92,57 @@ func (g *Gateway) RepairLocal(bucket, key string, version uint64) {
 	if g.cfg.Store == nil || g.cfg.RPC == nil {
 		return
 	}
-	id := bucket + "\x00" + key
-	if _, busy := g.repairing.LoadOrStore(id, true); busy {
-		return
-	}
 	g.bg.Add(1)
 	go func() {
 		defer g.bg.Done()
-		defer g.repairing.Delete(id)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		_, ts, err := g.replicas(bucket, key)
-		if err != nil {
-			return
-		}
-		for _, t := range ts {
-			if t.local || t.down {
-				continue
-			}
-			rd, err := g.openReplica(ctx, t, bucket, key, version)
-			if err != nil {
-				continue
-			}
-			o := rd.Info()
-			pr, pw := io.Pipe()
-			go func() {
-				_, err := rd.WriteRange(ctx, pw, 0, o.Size)
-				pw.CloseWithError(err)
-			}()
-			meta := *o
-			meta.Body, meta.Chunks, meta.Inline, meta.Embedded = nil, nil, false, false
-			_, err = g.cfg.Store.PutObject(ctx, bucket, key, &meta, pr, o.Size, store.PutOptions{Version: version, Repair: true,
-				Finish: func(x *store.Object) error { copyFinal(x, o); return nil }})
-			pr.CloseWithError(errReplicaGone)
-			rd.Close()
-			if err == nil {
-				g.log.Warn("repaired a damaged copy from another replica", "bucket", bucket, "key", key, "from", t.id)
-				return
-			}
-			g.log.Warn("repair of a damaged copy failed", "bucket", bucket, "key", key, "from", t.id, "err", err)
-		}
+		g.repairLocal(ctx, bucket, key, version)
 	}()
+}
+
+// repairLocal is RepairLocal, waiting for the outcome.
+func (g *Gateway) repairLocal(ctx context.Context, bucket, key string, version uint64) error {
+	if g.cfg.Store == nil || g.cfg.RPC == nil {
+		return errors.E(errors.NotExist, "no other replica to repair from")
+	}
+	id := bucket + "\x00" + key
+	if _, busy := g.repairing.LoadOrStore(id, true); busy {
+		return nil
+	}
+	defer g.repairing.Delete(id)
+	_, ts, err := g.replicas(bucket, key)
+	if err != nil {
+		return err
+	}
+	last := errors.E(errors.NotExist, "no other replica holds this version")
+	for _, t := range ts {
+		if t.local || t.down {
+			continue
+		}
+		rd, err := g.openReplica(ctx, t, bucket, key, version)
+		if err != nil {
+			last = err
+			continue
+		}
+		o := rd.Info()
+		pr, pw := io.Pipe()
+		go func() {
+			_, err := rd.WriteRange(ctx, pw, 0, o.Size)
+			pw.CloseWithError(err)
+		}()
+		meta := *o
+		meta.Body, meta.Chunks, meta.Inline, meta.Embedded = nil, nil, false, false
+		_, err = g.cfg.Store.PutObject(ctx, bucket, key, &meta, pr, o.Size, store.PutOptions{Version: version, Repair: true,
+			Finish: func(x *store.Object) error { copyFinal(x, o); return nil }})
+		pr.CloseWithError(errReplicaGone)
+		rd.Close()
+		if err == nil {
+			g.log.Warn("repaired a damaged copy from another replica", "bucket", bucket, "key", key, "from", t.id)
+			return nil
+		}
+		last = err
+		g.log.Warn("repair of a damaged copy failed", "bucket", bucket, "key", key, "from", t.id, "err", err)
+	}
+	return last
 }

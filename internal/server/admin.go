@@ -121,6 +121,13 @@ func (a *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeJSON(w, a.status(r.Context()))
+	case path == "scrub":
+		sts, err := a.scrub(r.Context(), r.Method, q.Get("action"), q.Get("node"))
+		if err != nil {
+			rpc.WriteError(w, err)
+			return
+		}
+		writeJSON(w, sts)
 	case path == "apply" && r.Method == http.MethodPost:
 		serveApply(w, r, a.apply.Apply)
 	default:
@@ -168,6 +175,42 @@ func (a *adminHandler) nodeAction(ctx context.Context, id, action string) error 
 	}
 	_, err := a.apply.Apply(ctx, c)
 	return err
+}
+
+// scrub forwards a scrub action (or a status request) to one node or every storage node.
+func (a *adminHandler) scrub(ctx context.Context, method, action, node string) ([]gateway.ScrubStatus, error) {
+	m := a.mgr.Current()
+	var nodes []clustermap.Node
+	for _, n := range m.StorageNodes() {
+		if node == "" || n.ID == node {
+			nodes = append(nodes, n)
+		}
+	}
+	if node != "" && len(nodes) == 0 {
+		return nil, errors.Errorf("", errors.NotExist, "no storage node %q in the cluster map (see cairn admin nodes)", node)
+	}
+	if method == http.MethodPost && action != "start" && action != "pause" {
+		return nil, errors.Errorf("", errors.Invalid, "unknown scrub action %q (want start or pause)", action)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	out := make([]gateway.ScrubStatus, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := &rpc.Request{Method: http.MethodGet, Addr: n.Addr, Path: pathScrub}
+			if method == http.MethodPost {
+				req.Method, req.Query = http.MethodPost, map[string][]string{"action": {action}}
+			}
+			if err := a.rpc.DoJSON(ctx, req, &out[i]); err != nil {
+				out[i] = gateway.ScrubStatus{Node: n.ID, State: "unreachable: " + err.Error()}
+			}
+		}()
+	}
+	wg.Wait()
+	return out, nil
 }
 
 // status gathers the map, the managers and every node's own figures.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/gateway"
 	"github.com/cairnfs/cairn/internal/rpc"
 )
 
@@ -29,6 +30,8 @@ const (
 	pathStats = "/internal/v1/stats"
 	// pathMapInfo answers the epoch and digest of a node's map (the ring monitor).
 	pathMapInfo = "/internal/v1/mapinfo"
+	// pathScrub answers a node's deep-scrub status; POST ?action=start|pause acts on it.
+	pathScrub = "/internal/v1/scrub"
 )
 
 type mapInfo struct {
@@ -266,6 +269,7 @@ func join(ctx context.Context, c *rpc.Client, addr string, self clustermap.Node)
 type clusterHandler struct {
 	mgr   *clustermap.Manager
 	apply *applyer
+	scrub *gateway.Scrub // nil without the storage role
 	stats func() any
 }
 
@@ -273,6 +277,23 @@ func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case pathMap:
 		writeJSON(w, h.mgr.Current())
+	case pathScrub:
+		if h.scrub == nil {
+			rpc.WriteError(w, errors.E(errors.NotExist, "this node has no storage role: nothing to scrub"))
+			return
+		}
+		if r.Method == http.MethodPost {
+			switch r.URL.Query().Get("action") {
+			case "start":
+				h.scrub.Start()
+			case "pause":
+				h.scrub.Pause()
+			default:
+				rpc.WriteError(w, errors.E(errors.Invalid, "unknown scrub action (want start or pause)"))
+				return
+			}
+		}
+		writeJSON(w, h.scrub.Status())
 	case pathMapInfo:
 		m := h.mgr.Current()
 		writeJSON(w, mapInfo{Epoch: m.Epoch, Digest: m.Digest()})

@@ -84,6 +84,10 @@ type Config struct {
 	OutAfter time.Duration
 	// CatchUp is how long a node that was away reads from two replicas (default 60s).
 	CatchUp time.Duration
+	// ScrubInterval is how often each object is read in full and verified (default 30
+	// days); ScrubRate paces the deep scrub in bytes per second (default 32 MiB/s).
+	ScrubInterval time.Duration
+	ScrubRate     int64
 	// SyncInterval is how often a node compares its partitions with the other holders
 	// and copies what it lacks (default 10m; also on every placement change and at start).
 	SyncInterval time.Duration
@@ -186,6 +190,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.CatchUp <= 0 {
 		c.CatchUp = time.Minute
+	}
+	if c.ScrubInterval <= 0 {
+		c.ScrubInterval = 30 * 24 * time.Hour
+	}
+	if c.ScrubRate == 0 {
+		c.ScrubRate = 32 << 20
 	}
 	if c.SyncInterval <= 0 {
 		c.SyncInterval = 10 * time.Minute
@@ -366,7 +376,11 @@ func Run(ctx context.Context, cfg Config) error {
 	// Internode HTTP: every request signed with the cluster secret.
 	imux := http.NewServeMux()
 	var lastSync atomic.Pointer[gateway.SyncStats]
-	ch := &clusterHandler{mgr: mgr, apply: app, stats: func() any {
+	var scrub *gateway.Scrub
+	if st != nil {
+		scrub = gw.NewScrub(cfg.ScrubInterval, max(cfg.ScrubRate, 0))
+	}
+	ch := &clusterHandler{mgr: mgr, apply: app, scrub: scrub, stats: func() any {
 		ns := nodeStats(nodeID, st, hints, mgr, client)
 		ns.LastSync = lastSync.Load()
 		return ns
@@ -376,6 +390,7 @@ func Run(ctx context.Context, cfg Config) error {
 	imux.Handle("/internal/v1/apply", ch)
 	imux.Handle("/internal/v1/stats", ch)
 	imux.Handle(pathMapInfo, ch)
+	imux.Handle(pathScrub, ch)
 	if st != nil {
 		imux.Handle("/internal/v1/", node.New(node.Config{Store: st, Secret: secret, EnsureBucket: gw.EnsureLocalBucket, OnCorrupt: gw.RepairLocal, Logger: log}))
 	}
@@ -458,6 +473,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	go watchSelf(hctx, mgr, nodeID, func() { gw.CatchUp(cfg.CatchUp) })
 	go gw.RunSync(hctx, cfg.SyncInterval, func(s gateway.SyncStats) { lastSync.Store(&s) })
+	if scrub != nil {
+		go scrub.Run(hctx)
+	}
 
 	api := s3api.New(s3api.Config{
 		Store: gw,
