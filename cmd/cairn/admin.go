@@ -29,6 +29,8 @@ Commands:
   drain NODE             mark a node draining (no new data; its data moves off with automatic recovery)
   remove NODE            remove a node that is out (or drained) from the cluster map
   mark NODE up|down|out  set a node's state by hand
+  recovery               what each node is copying in (recovery, rebalance), done, rate and ETA
+  recovery set --rate R  limit each node's copy rate (e.g. 50MiB per second; "unlimited")
   scrub start|pause|status [NODE]
                          deep scrub: read and verify every byte, repair damaged copies from replicas
   class set NAME --replicas N [--w W] [--r R] [--d D]
@@ -163,6 +165,8 @@ func runAdmin(args []string, stdout, stderr io.Writer) error {
 		return c.nodeAction(stdout, rest[0], rest[1], *asJSON)
 	case "class":
 		return c.classCmd(stdout, rest)
+	case "recovery":
+		return c.recoveryCmd(stdout, rest, *asJSON)
 	case "scrub":
 		if len(rest) < 1 || len(rest) > 2 {
 			return fmt.Errorf("admin: usage: cairn admin scrub start|pause|status [NODE]")
@@ -346,5 +350,62 @@ func (c *adminClient) classCmd(stdout io.Writer, args []string) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "class %s: N=%d W=%d R=%d D=%d (map epoch %d)\n", name, cls.N, cls.W, cls.R, cls.D, ans.Epoch)
+	return nil
+}
+
+func (c *adminClient) recoveryCmd(stdout io.Writer, args []string, asJSON bool) error {
+	method, q := http.MethodGet, "recovery"
+	if len(args) > 0 {
+		if args[0] != "set" {
+			return fmt.Errorf("admin: usage: cairn admin recovery [set --rate R]")
+		}
+		fs := flag.NewFlagSet("cairn admin recovery set", flag.ContinueOnError)
+		rate := fs.String("rate", "", "bytes per second each node may copy in (e.g. 50MiB), or unlimited")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		var v int64
+		switch *rate {
+		case "":
+			return fmt.Errorf("admin: recovery set: --rate is required (e.g. 50MiB, or unlimited)")
+		case "unlimited":
+		default:
+			n, err := parseSize(*rate)
+			if err != nil || n <= 0 {
+				return fmt.Errorf("admin: recovery set: bad --rate %q: want a positive rate such as 50MiB (per second), or unlimited", *rate)
+			}
+			v = n
+		}
+		method, q = http.MethodPost, fmt.Sprintf("recovery?rate=%d", v)
+	}
+	var rec server.Recovery
+	if err := c.do(method, q, &rec); err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(stdout, &rec)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tSTATE\tOBJECTS DONE/TO MOVE\tBYTES DONE/TO MOVE\tRATE LIMIT")
+	for _, n := range rec.Nodes {
+		state := "idle"
+		switch {
+		case n.Error != "":
+			state = n.Error
+		case n.Running:
+			state = "copying"
+		}
+		limit := "unlimited"
+		if n.RateBytes > 0 {
+			limit = human(n.RateBytes) + "/s"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s/%s\t%s\n", n.Node, state, n.ObjectsDone, n.ObjectsToDo, human(n.BytesDone), human(n.BytesToDo), limit)
+	}
+	tw.Flush()
+	eta := "-"
+	if rec.ETASeconds >= 0 {
+		eta = (time.Duration(rec.ETASeconds) * time.Second).String()
+	}
+	fmt.Fprintf(stdout, "total: %d/%d objects, %s/%s, %s/s, ETA %s\n", rec.ObjectsDone, rec.ObjectsToDo, human(rec.BytesDone), human(rec.BytesToDo), human(int64(rec.RateBytes)), eta)
 	return nil
 }

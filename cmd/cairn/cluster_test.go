@@ -719,9 +719,43 @@ func TestClusterNodeOutRecovers(t *testing.T) {
 	}
 	want := tc.writeObjects(0, "bkt", 40)
 	tc.waitAllReplicas(0, "bkt", want, 3, 30*time.Second)
+	for _, bad := range []string{"0", "-5", "fast"} {
+		if out, err := tc.admin(0, "recovery", "set", "--rate", bad); err == nil {
+			t.Fatalf("recovery set --rate %s accepted:\n%s", bad, out)
+		}
+	}
+	if out, err := tc.admin(0, "recovery", "set", "--rate", "256KiB"); err != nil {
+		t.Fatalf("recovery set: %v\n%s", err, out)
+	}
 	tc.procs[3].kill()
 	if out, err := tc.admin(0, "mark", "node4", "out"); err != nil {
 		t.Fatalf("mark out: %v\n%s", err, out)
+	}
+	// Throttled to 256 KiB/s, the copying is visible while it runs.
+	var rec server.Recovery
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		out, err := tc.admin(0, "--json", "recovery")
+		if err != nil {
+			t.Fatalf("recovery: %v\n%s", err, out)
+		}
+		if err := json.Unmarshal([]byte(out), &rec); err != nil {
+			t.Fatalf("recovery --json: %v\n%s", err, out)
+		}
+		if rec.ObjectsToDo > 0 && rec.ObjectsDone < rec.ObjectsToDo {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no recovery in progress seen: %+v", rec)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, n := range rec.Nodes {
+		if n.Error == "" && n.RateBytes != 256<<10 {
+			t.Fatalf("node %s copies at %d bytes/s, want the 256 KiB/s set", n.Node, n.RateBytes)
+		}
+	}
+	if out, err := tc.admin(0, "recovery", "set", "--rate", "unlimited"); err != nil {
+		t.Fatalf("recovery set unlimited: %v\n%s", err, out)
 	}
 	// Placement now uses the three survivors; each must hold every object.
 	tc.waitAllReplicas(0, "bkt", want, 3, 90*time.Second)

@@ -66,6 +66,8 @@ type Gateway struct {
 	tabMu sync.Mutex
 	// bg tracks background replica work (stragglers, read repair) for Close.
 	bg sync.WaitGroup
+	// sync is the live state of partition sync (recovery progress and rate limit).
+	sync syncState
 	// repairing holds the objects whose damaged local copy is being replaced.
 	repairing sync.Map
 	// catchUp is when (unix ns) this node's copies are trusted again after it was away.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +32,44 @@ type SyncStats struct {
 	Bytes      int64         `json:"bytes"`      // body bytes copied
 	Errors     int           `json:"errors"`
 	Err        string        `json:"error,omitempty"`
+}
+
+// SyncProgress is the copying of the round in progress: what this node lacks and how
+// far it got (the figures `cairn admin recovery` shows).
+type SyncProgress struct {
+	Running     bool      `json:"running"`
+	Started     time.Time `json:"started,omitzero"`
+	ObjectsToDo int64     `json:"objects_to_move"`
+	BytesToDo   int64     `json:"bytes_to_move"`
+	ObjectsDone int64     `json:"objects_done"`
+	BytesDone   int64     `json:"bytes_done"`
+	RateBytes   int64     `json:"rate_limit_bytes_per_sec"` // 0: unlimited
+}
+
+// syncState is the live state of Sync, shared with status readers.
+type syncState struct {
+	mu   sync.Mutex
+	p    SyncProgress
+	rate atomic.Int64 // bytes per second, 0 = unlimited
+}
+
+// SetRecoveryRate limits the bytes per second Sync copies to this node (0: unlimited); it
+// applies at once, also to a round in progress.
+func (g *Gateway) SetRecoveryRate(bytesPerSec int64) { g.sync.rate.Store(max(bytesPerSec, 0)) }
+
+// Progress returns the copying of the current (or last) Sync round.
+func (g *Gateway) Progress() SyncProgress {
+	g.sync.mu.Lock()
+	defer g.sync.mu.Unlock()
+	p := g.sync.p
+	p.RateBytes = g.sync.rate.Load()
+	return p
+}
+
+func (g *Gateway) progress(fn func(*SyncProgress)) {
+	g.sync.mu.Lock()
+	fn(&g.sync.p)
+	g.sync.mu.Unlock()
 }
 
 // Sync brings this node's copies of the partitions it holds (in the current map) up to
@@ -84,8 +123,9 @@ func (g *Gateway) Sync(ctx context.Context) (SyncStats, error) {
 		return st, errors.E(op, err)
 	}
 	type want struct {
-		e   store.VersionEntry
-		src target
+		e       store.VersionEntry
+		src     target
+		holders int // peers holding this newest version: fewer means more urgent
 	}
 	best := map[string]want{}
 	for id, parts := range peerParts {
@@ -98,8 +138,13 @@ func (g *Gateway) Sync(ctx context.Context) (SyncStats, error) {
 		err := g.scanPeer(ctx, src, P, parts, func(e store.VersionEntry) {
 			st.Compared++
 			k := e.Bucket + "\x00" + e.Key
-			if e.HLC > local[k] && e.HLC > best[k].e.HLC {
-				best[k] = want{e, src}
+			switch b := best[k]; {
+			case e.HLC <= local[k]:
+			case e.HLC > b.e.HLC:
+				best[k] = want{e, src, 1}
+			case e.HLC == b.e.HLC:
+				b.holders++
+				best[k] = b
 			}
 		})
 		if err != nil {
@@ -107,6 +152,19 @@ func (g *Gateway) Sync(ctx context.Context) (SyncStats, error) {
 			g.log.Warn("sync: could not compare with a peer", "peer", id, "err", err)
 		}
 	}
+	// Objects with the fewest surviving copies first.
+	todo := make([]want, 0, len(best))
+	var bytesToDo int64
+	for _, x := range best {
+		todo = append(todo, x)
+		bytesToDo += x.e.Size
+	}
+	sort.Slice(todo, func(i, j int) bool { return todo[i].holders < todo[j].holders })
+	g.progress(func(p *SyncProgress) {
+		*p = SyncProgress{Running: true, Started: st.Start, ObjectsToDo: int64(len(todo)), BytesToDo: bytesToDo}
+	})
+	defer g.progress(func(p *SyncProgress) { p.Running = false })
+	limiter := newPacer(&g.sync.rate)
 	work := make(chan want)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -116,7 +174,9 @@ func (g *Gateway) Sync(ctx context.Context) (SyncStats, error) {
 		go func() {
 			defer wg.Done()
 			for x := range work {
+				limiter.wait(ctx, x.e.Size)
 				n, err := g.pull(ctx, x.src, x.e)
+				g.progress(func(p *SyncProgress) { p.ObjectsDone++; p.BytesDone += x.e.Size })
 				mu.Lock()
 				switch {
 				case err != nil:
@@ -132,7 +192,7 @@ func (g *Gateway) Sync(ctx context.Context) (SyncStats, error) {
 			}
 		}()
 	}
-	for _, x := range best {
+	for _, x := range todo {
 		if ctx.Err() != nil {
 			break
 		}
@@ -142,6 +202,37 @@ func (g *Gateway) Sync(ctx context.Context) (SyncStats, error) {
 	wg.Wait()
 	st.Bytes = bytesCopied.Load()
 	return st, ctx.Err()
+}
+
+// pacer spaces copies so that bytes per second stay under a limit read at each call (so
+// a new limit applies at once).
+type pacer struct {
+	limit *atomic.Int64
+	mu    sync.Mutex
+	start time.Time
+	sent  int64
+}
+
+func newPacer(limit *atomic.Int64) *pacer { return &pacer{limit: limit, start: time.Now()} }
+
+// wait blocks until n more bytes may go.
+func (p *pacer) wait(ctx context.Context, n int64) {
+	p.mu.Lock()
+	r := p.limit.Load()
+	if r <= 0 {
+		p.start, p.sent = time.Now(), 0
+		p.mu.Unlock()
+		return
+	}
+	p.sent += n
+	due := p.start.Add(time.Duration(float64(p.sent) / float64(r) * float64(time.Second)))
+	p.mu.Unlock()
+	if d := time.Until(due); d > 0 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(d):
+		}
+	}
 }
 
 // scanPeer streams the versions a peer holds in parts.

@@ -31,6 +31,26 @@ type NodeStats struct {
 	ReceivedBytes int64 `json:"internode_received_bytes"`
 	// LastSync is the last anti-entropy round of this node's partitions.
 	LastSync *gateway.SyncStats `json:"last_sync,omitempty"`
+	// Recovery is the copying in progress (or last done) to this node.
+	Recovery *gateway.SyncProgress `json:"recovery,omitempty"`
+}
+
+// NodeRecovery is one node's line of `cairn admin recovery`.
+type NodeRecovery struct {
+	Node string `json:"node"`
+	gateway.SyncProgress
+	Error string `json:"error,omitempty"`
+}
+
+// Recovery is the answer of /admin/v1/recovery: per node and in total.
+type Recovery struct {
+	Nodes       []NodeRecovery `json:"nodes"`
+	ObjectsToDo int64          `json:"objects_to_move"`
+	BytesToDo   int64          `json:"bytes_to_move"`
+	ObjectsDone int64          `json:"objects_done"`
+	BytesDone   int64          `json:"bytes_done"`
+	RateBytes   float64        `json:"rate_bytes_per_sec"` // observed, over the rounds in progress
+	ETASeconds  float64        `json:"eta_seconds"`        // -1 when unknown
 }
 
 func nodeStats(id string, st *store.Store, h *gateway.Hints, mgr *clustermap.Manager, c *rpc.Client) NodeStats {
@@ -121,6 +141,13 @@ func (a *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeJSON(w, a.status(r.Context()))
+	case path == "recovery":
+		rec, err := a.recovery(r.Context(), r.Method, q.Get("rate"))
+		if err != nil {
+			rpc.WriteError(w, err)
+			return
+		}
+		writeJSON(w, rec)
 	case path == "scrub":
 		sts, err := a.scrub(r.Context(), r.Method, q.Get("action"), q.Get("node"))
 		if err != nil {
@@ -175,6 +202,60 @@ func (a *adminHandler) nodeAction(ctx context.Context, id, action string) error 
 	}
 	_, err := a.apply.Apply(ctx, c)
 	return err
+}
+
+// recovery gathers every storage node's recovery progress, after setting their copy rate
+// when method is POST (rate: bytes per second, "0" for unlimited).
+func (a *adminHandler) recovery(ctx context.Context, method, rate string) (*Recovery, error) {
+	if method == http.MethodPost {
+		v, err := strconv.ParseInt(rate, 10, 64)
+		if err != nil || v < 0 {
+			return nil, errors.Errorf("", errors.Invalid, "bad rate %q: want bytes per second, 0 for unlimited", rate)
+		}
+	}
+	m := a.mgr.Current()
+	nodes := m.StorageNodes()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	out := &Recovery{Nodes: make([]NodeRecovery, len(nodes)), ETASeconds: -1}
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		out.Nodes[i].Node = n.ID
+		if n.State == clustermap.StateDown {
+			out.Nodes[i].Error = "down"
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := &rpc.Request{Method: http.MethodGet, Addr: n.Addr, Path: pathRecovery}
+			if method == http.MethodPost {
+				req.Method, req.Query = http.MethodPost, map[string][]string{"rate": {rate}}
+			}
+			if err := a.rpc.DoJSON(ctx, req, &out.Nodes[i].SyncProgress); err != nil {
+				out.Nodes[i].Error = err.Error()
+			}
+		}()
+	}
+	wg.Wait()
+	var elapsed float64
+	for _, n := range out.Nodes {
+		if !n.Running {
+			continue
+		}
+		out.ObjectsToDo += n.ObjectsToDo
+		out.BytesToDo += n.BytesToDo
+		out.ObjectsDone += n.ObjectsDone
+		out.BytesDone += n.BytesDone
+		elapsed = max(elapsed, time.Since(n.Started).Seconds())
+	}
+	if elapsed > 0 && out.BytesDone > 0 {
+		out.RateBytes = float64(out.BytesDone) / elapsed
+		out.ETASeconds = float64(out.BytesToDo-out.BytesDone) / out.RateBytes
+	} else if out.ObjectsToDo == 0 {
+		out.ETASeconds = 0
+	}
+	return out, nil
 }
 
 // scrub forwards a scrub action (or a status request) to one node or every storage node.

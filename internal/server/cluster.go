@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,6 +33,8 @@ const (
 	pathMapInfo = "/internal/v1/mapinfo"
 	// pathScrub answers a node's deep-scrub status; POST ?action=start|pause acts on it.
 	pathScrub = "/internal/v1/scrub"
+	// pathRecovery answers a node's recovery progress; POST ?rate=N sets its copy rate.
+	pathRecovery = "/internal/v1/recovery"
 )
 
 type mapInfo struct {
@@ -270,6 +273,7 @@ type clusterHandler struct {
 	mgr   *clustermap.Manager
 	apply *applyer
 	scrub *gateway.Scrub // nil without the storage role
+	gw    *gateway.Gateway
 	stats func() any
 }
 
@@ -294,6 +298,16 @@ func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		writeJSON(w, h.scrub.Status())
+	case pathRecovery:
+		if r.Method == http.MethodPost {
+			rate, err := strconv.ParseInt(r.URL.Query().Get("rate"), 10, 64)
+			if err != nil || rate < 0 {
+				rpc.WriteError(w, errors.E(errors.Invalid, "rate must be a number of bytes per second, 0 for unlimited"))
+				return
+			}
+			h.gw.SetRecoveryRate(rate)
+		}
+		writeJSON(w, h.gw.Progress())
 	case pathMapInfo:
 		m := h.mgr.Current()
 		writeJSON(w, mapInfo{Epoch: m.Epoch, Digest: m.Digest()})

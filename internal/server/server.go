@@ -88,6 +88,9 @@ type Config struct {
 	// days); ScrubRate paces the deep scrub in bytes per second (default 32 MiB/s).
 	ScrubInterval time.Duration
 	ScrubRate     int64
+	// RecoveryRate limits the bytes per second a node copies in to recover or rebalance
+	// (default 64 MiB/s; negative: unlimited). `cairn admin recovery set` changes it at run time.
+	RecoveryRate int64
 	// SyncInterval is how often a node compares its partitions with the other holders
 	// and copies what it lacks (default 10m; also on every placement change and at start).
 	SyncInterval time.Duration
@@ -190,6 +193,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.CatchUp <= 0 {
 		c.CatchUp = time.Minute
+	}
+	if c.RecoveryRate == 0 {
+		c.RecoveryRate = 64 << 20
 	}
 	if c.ScrubInterval <= 0 {
 		c.ScrubInterval = 30 * 24 * time.Hour
@@ -375,14 +381,17 @@ func Run(ctx context.Context, cfg Config) error {
 
 	// Internode HTTP: every request signed with the cluster secret.
 	imux := http.NewServeMux()
+	gw.SetRecoveryRate(max(cfg.RecoveryRate, 0))
 	var lastSync atomic.Pointer[gateway.SyncStats]
 	var scrub *gateway.Scrub
 	if st != nil {
 		scrub = gw.NewScrub(cfg.ScrubInterval, max(cfg.ScrubRate, 0))
 	}
-	ch := &clusterHandler{mgr: mgr, apply: app, scrub: scrub, stats: func() any {
+	ch := &clusterHandler{mgr: mgr, apply: app, scrub: scrub, gw: gw, stats: func() any {
 		ns := nodeStats(nodeID, st, hints, mgr, client)
 		ns.LastSync = lastSync.Load()
+		p := gw.Progress()
+		ns.Recovery = &p
 		return ns
 	}}
 	imux.Handle("/internal/v1/map", ch)
@@ -391,6 +400,7 @@ func Run(ctx context.Context, cfg Config) error {
 	imux.Handle("/internal/v1/stats", ch)
 	imux.Handle(pathMapInfo, ch)
 	imux.Handle(pathScrub, ch)
+	imux.Handle(pathRecovery, ch)
 	if st != nil {
 		imux.Handle("/internal/v1/", node.New(node.Config{Store: st, Secret: secret, EnsureBucket: gw.EnsureLocalBucket, OnCorrupt: gw.RepairLocal, Logger: log}))
 	}

@@ -129,6 +129,7 @@ type VersionEntry struct {
 	Key     string `json:"k"`
 	HLC     uint64 `json:"v"`
 	Deleted bool   `json:"d,omitempty"`
+	Size    int64  `json:"s,omitempty"`
 }
 
 // Scan calls fn for every object record of every bucket (tombstones included) whose
@@ -158,7 +159,7 @@ func (s *Store) Scan(keep func(bucket, key string) bool, fn func(VersionEntry) e
 		if err := o.Unmarshal(it.Value()); err != nil {
 			return errors.E(op, err)
 		}
-		if err := fn(VersionEntry{Bucket: bucket, Key: key, HLC: o.HLC, Deleted: o.Deleted}); err != nil {
+		if err := fn(VersionEntry{Bucket: bucket, Key: key, HLC: o.HLC, Deleted: o.Deleted, Size: o.Size}); err != nil {
 			return err
 		}
 	}
