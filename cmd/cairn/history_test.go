@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -73,7 +74,7 @@ func checkRead(r *histOp, writes []*histOp) error {
 }
 
 // A history checker: clients write, overwrite, delete and read a few keys through random
-// gateways while nodes are killed and restarted one at a time. With N=3, W=2, R=2 no read
+// gateways while nodes are killed and restarted, or paused and resumed, one at a time. With N=3, W=2, R=2 no read
 // may return data older than a write acknowledged before it started, and after recovery
 // every key reads as its last acknowledged write (or a write whose outcome was unknown)
 // from every gateway, with all three replicas equal.
@@ -146,19 +147,26 @@ func TestClusterHistory(t *testing.T) {
 			}
 		}()
 	}
-	// Kill and restart one node at a time.
+	// Kill and restart, or pause (SIGSTOP) and resume, one node at a time.
 	r := rand.New(rand.NewPCG(seed, 99))
-	kills := 0
+	kills, pauses := 0, 0
 	for time.Now().Add(4 * time.Second).Before(deadline) {
 		time.Sleep(time.Duration(500+r.IntN(1000)) * time.Millisecond)
 		v := r.IntN(3)
 		aliveMu.Lock()
 		alive[v] = false
 		aliveMu.Unlock()
-		tc.procs[v].kill()
-		kills++
-		time.Sleep(time.Duration(500+r.IntN(1500)) * time.Millisecond)
-		tc.procs[v].restart()
+		if r.IntN(3) == 0 {
+			tc.procs[v].cmd.Process.Signal(syscall.SIGSTOP)
+			pauses++
+			time.Sleep(time.Duration(500+r.IntN(2500)) * time.Millisecond)
+			tc.procs[v].cmd.Process.Signal(syscall.SIGCONT)
+		} else {
+			tc.procs[v].kill()
+			kills++
+			time.Sleep(time.Duration(500+r.IntN(1500)) * time.Millisecond)
+			tc.procs[v].restart()
+		}
 		aliveMu.Lock()
 		alive[v] = true
 		aliveMu.Unlock()
@@ -176,7 +184,7 @@ func TestClusterHistory(t *testing.T) {
 			reads++
 		}
 	}
-	t.Logf("%d operations (%d acknowledged writes, %d answered reads), %d node kills", len(ops), acked, reads, kills)
+	t.Logf("%d operations (%d acknowledged writes, %d answered reads), %d node kills, %d pauses", len(ops), acked, reads, kills, pauses)
 	if acked < 50 || reads < 20 {
 		t.Fatalf("too little traffic to check: %d writes, %d reads", acked, reads)
 	}

@@ -46,18 +46,42 @@ func (g *Gateway) versions(ctx context.Context, ts []target, r int, bucket, key 
 			}
 		}
 	} else {
-		os, errs := gather(ts, func(t target) (*store.Object, error) {
+		// Ask every replica; answer as soon as r of them did (any r answers meet every
+		// acknowledged write when W + R > N), so a paused replica does not slow reads.
+		ch := make(chan answer, len(ts))
+		asked := 0
+		sctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		for _, t := range ts {
 			if t.down {
-				return nil, errors.E(errors.Transient, "down")
-			}
-			return g.statReplica(ctx, t, bucket, key)
-		})
-		for i, t := range ts {
-			if errs[i] != nil && !errors.Is(errors.NotExist, errs[i]) {
-				lastErr = errs[i]
 				continue
 			}
-			answers = append(answers, answer{t: t, o: os[i]})
+			asked++
+			go func() {
+				o, err := g.statReplica(sctx, t, bucket, key)
+				ch <- answer{t: t, o: o, err: err}
+			}()
+		}
+		for ; asked > 0 && len(answers) < r; asked-- {
+			a := <-ch
+			if a.err != nil && !errors.Is(errors.NotExist, a.err) {
+				lastErr = a.err
+				continue
+			}
+			a.err = nil
+			answers = append(answers, a)
+		}
+		// Answers already in are used too (newest wins, stale ones get repaired).
+		for more := true; more && asked > 0; {
+			select {
+			case a := <-ch:
+				asked--
+				if a.err == nil || errors.Is(errors.NotExist, a.err) {
+					answers = append(answers, answer{t: a.t, o: a.o})
+				}
+			default:
+				more = false
+			}
 		}
 	}
 	if len(answers) < r || len(answers) == 0 {
