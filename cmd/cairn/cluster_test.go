@@ -789,6 +789,22 @@ func TestClusterNodeAddGetsShare(t *testing.T) {
 		t.Fatalf("%d of %d objects placed on the new node; want a share", moved, len(want))
 	}
 	tc.waitAllReplicas(0, "bkt", want, 3, 90*time.Second)
+	// Two more at once: some objects now have no replica left on the nodes that hold them
+	// (all their copies move), and still reach their new holders.
+	tc.add()
+	tc.add()
+	allNew := 0
+	for k := range want {
+		fresh := true
+		for _, n := range tc.replicas(0, "bkt", k).Nodes {
+			fresh = fresh && n != "node1" && n != "node2" && n != "node3"
+		}
+		if fresh {
+			allNew++
+		}
+	}
+	t.Logf("%d of %d objects have all their replicas on nodes added after they were written", allNew, len(want))
+	tc.waitAllReplicas(0, "bkt", want, 3, 90*time.Second)
 }
 
 // A node down past --out-after is marked out and its copies are re-created on the others;

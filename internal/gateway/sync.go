@@ -73,7 +73,7 @@ func (g *Gateway) progress(fn func(*SyncProgress)) {
 }
 
 // Sync brings this node's copies of the partitions it holds (in the current map) up to
-// the newest version any other holder has: pull-based anti-entropy. It is how a node that
+// the newest version any other storage node has: pull-based anti-entropy. It is how a node that
 // joined gets its share, how the new holder of a partition of a node marked out gets the
 // data, and how replicas converge if a queued write was lost. Each node compares the
 // versions it holds with every other holder's (one scan of each store), then copies what
@@ -93,22 +93,24 @@ func (g *Gateway) Sync(ctx context.Context) (SyncStats, error) {
 	}
 	P := tc.t.Partitions()
 	mine := make([]bool, P)
-	peerParts := map[string][]int{}
+	var myParts []int
 	for p := 0; p < P; p++ {
-		ids := tc.t.Nodes(p)
-		in := false
-		for _, id := range ids {
-			in = in || id == g.cfg.NodeID
-		}
-		if !in {
-			continue
-		}
-		mine[p] = true
-		st.Partitions++
-		for _, id := range ids {
-			if id != g.cfg.NodeID {
-				peerParts[id] = append(peerParts[id], p)
+		for _, id := range tc.t.Nodes(p) {
+			if id == g.cfg.NodeID {
+				mine[p] = true
+				myParts = append(myParts, p)
+				st.Partitions++
+				break
 			}
+		}
+	}
+	// Every other storage node is asked, not only the partitions' current co-holders: when
+	// several nodes join at once a partition's data may sit only on nodes that held it
+	// under an older map (they keep it until it is handed off).
+	peerParts := map[string][]int{}
+	for _, n := range m.StorageNodes() {
+		if n.ID != g.cfg.NodeID {
+			peerParts[n.ID] = myParts
 		}
 	}
 	if st.Partitions == 0 {

@@ -382,6 +382,11 @@ func Run(ctx context.Context, cfg Config) error {
 	// Internode HTTP: every request signed with the cluster secret.
 	imux := http.NewServeMux()
 	gw.SetRecoveryRate(max(cfg.RecoveryRate, 0))
+	m.GaugeFunc("cairn_recovery_objects_to_move", "Objects this node is copying in during the current sync round (recovery, rebalance).", func() float64 { return float64(gw.Progress().ObjectsToDo) })
+	m.GaugeFunc("cairn_recovery_objects_done", "Objects copied in so far in the current sync round.", func() float64 { return float64(gw.Progress().ObjectsDone) })
+	m.GaugeFunc("cairn_recovery_bytes_to_move", "Bytes this node is copying in during the current sync round.", func() float64 { return float64(gw.Progress().BytesToDo) })
+	m.GaugeFunc("cairn_recovery_bytes_done", "Bytes copied in so far in the current sync round.", func() float64 { return float64(gw.Progress().BytesDone) })
+	m.GaugeFunc("cairn_recovery_rate_limit_bytes", "Bytes per second this node may copy in (0: unlimited).", func() float64 { return float64(gw.Progress().RateBytes) })
 	var lastSync atomic.Pointer[gateway.SyncStats]
 	var scrub *gateway.Scrub
 	if st != nil {
