@@ -2,10 +2,15 @@ package gateway
 
 import (
 	"context"
+	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/store"
 )
+
+// readGrace is how long a read that has its quorum still waits for the other replicas'
+// answers (to repair stale ones).
+const readGrace = 50 * time.Millisecond
 
 // versions asks the replicas for their record of bucket/key and returns the newest record
 // (tombstones included) and the targets that hold it, once r replicas answered. With r = 1
@@ -71,16 +76,35 @@ func (g *Gateway) versions(ctx context.Context, ts []target, r int, bucket, key 
 			a.err = nil
 			answers = append(answers, a)
 		}
-		// Answers already in are used too (newest wins, stale ones get repaired).
-		for more := true; more && asked > 0; {
-			select {
-			case a := <-ch:
-				asked--
-				if a.err == nil || errors.Is(errors.NotExist, a.err) {
-					answers = append(answers, answer{t: a.t, o: a.o})
+		// The others get a short grace (not the ones that were slow recently): their answers
+		// are used too (newest wins) and stale ones get repaired.
+		pending := map[string]bool{}
+		for _, t := range ts {
+			if !t.down {
+				pending[t.id] = true
+			}
+		}
+		for _, a := range answers {
+			delete(pending, a.t.id)
+		}
+		if asked > 0 && !g.allSuspect(pending) {
+			grace := time.NewTimer(readGrace)
+			defer grace.Stop()
+		more:
+			for asked > 0 {
+				select {
+				case a := <-ch:
+					asked--
+					delete(pending, a.t.id)
+					if a.err == nil || errors.Is(errors.NotExist, a.err) {
+						answers = append(answers, answer{t: a.t, o: a.o})
+					}
+				case <-grace.C:
+					for id := range pending {
+						g.suspect.Store(id, time.Now()) // slow: later reads do not wait for it
+					}
+					break more
 				}
-			default:
-				more = false
 			}
 		}
 	}
