@@ -74,7 +74,8 @@ type Gateway struct {
 	catchUp atomic.Int64
 	// suspect holds, by node id, when a replica last failed to answer within
 	// StragglerWait; reads try such nodes last and writes do not wait for them.
-	suspect sync.Map
+	suspect  sync.Map
+	suspects atomic.Int64 // entries in suspect
 }
 
 // tableCache is the placement of one map: recomputed when the map changes, and only if
@@ -235,7 +236,9 @@ func (g *Gateway) replicas(bucket, key string) (clustermap.Class, []target, erro
 		}
 	}
 	// Reads go in this order: replicas that were slow recently go last.
-	sort.SliceStable(ts, func(i, j int) bool { return !g.isSuspect(ts[i].id) && g.isSuspect(ts[j].id) })
+	if g.suspects.Load() > 0 {
+		sort.SliceStable(ts, func(i, j int) bool { return !g.isSuspect(ts[i].id) && g.isSuspect(ts[j].id) })
+	}
 	return cls, ts, nil
 }
 

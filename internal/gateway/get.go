@@ -101,7 +101,7 @@ func (g *Gateway) versions(ctx context.Context, ts []target, r int, bucket, key 
 					}
 				case <-grace.C:
 					for id := range pending {
-						g.suspect.Store(id, time.Now()) // slow: later reads do not wait for it
+						g.markSuspect(id) // slow: later reads do not wait for it
 					}
 					break more
 				}

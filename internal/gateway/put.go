@@ -72,7 +72,7 @@ func (g *Gateway) fanOut(ctx context.Context, ts []target, need int, bucket, key
 		case r := <-results:
 			pending--
 			waiting[r.t.id] = false
-			g.suspect.Delete(r.t.id)
+			g.clearSuspect(r.t.id)
 			if r.o != nil {
 				g.clock.Observe(r.o.HLC)
 			}
@@ -84,7 +84,7 @@ func (g *Gateway) fanOut(ctx context.Context, ts []target, need int, bucket, key
 		case <-straggle:
 			for id, w := range waiting {
 				if w {
-					g.suspect.Store(id, time.Now())
+					g.markSuspect(id)
 				}
 			}
 			goto done
@@ -132,7 +132,25 @@ func (g *Gateway) allSuspect(waiting map[string]bool) bool {
 	return any
 }
 
+func (g *Gateway) markSuspect(id string) {
+	if _, loaded := g.suspect.Swap(id, time.Now()); !loaded {
+		g.suspects.Add(1)
+	}
+}
+
+func (g *Gateway) clearSuspect(id string) {
+	if g.suspects.Load() == 0 {
+		return // the common case: nothing to clear, no map access
+	}
+	if _, ok := g.suspect.LoadAndDelete(id); ok {
+		g.suspects.Add(-1)
+	}
+}
+
 func (g *Gateway) isSuspect(id string) bool {
+	if g.suspects.Load() == 0 {
+		return false
+	}
 	v, ok := g.suspect.Load(id)
 	return ok && time.Since(v.(time.Time)) < suspectFor
 }

@@ -176,7 +176,7 @@ func (g *Gateway) openReplica(ctx context.Context, t target, bucket, key string,
 	// read); the body then streams for as long as it takes.
 	hctx, cancel := context.WithCancel(ctx)
 	timer := time.AfterFunc(g.cfg.Timeout, func() {
-		g.suspect.Store(t.id, time.Now())
+		g.markSuspect(t.id)
 		cancel()
 	})
 	resp, err := g.cfg.RPC.Do(hctx, &rpc.Request{Method: http.MethodGet, Addr: t.addr, Path: node.PathObject,
