@@ -917,26 +917,8 @@ func TestClusterBitRotFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	tc.waitAllReplicas(0, "bkt", map[string]string{"rot": md5hex(data)}, 3, 30*time.Second)
-	segs, _ := filepath.Glob(filepath.Join(tc.procs[0].dataDir, "segments", "*.seg"))
-	flipped := 0
-	for _, s := range segs {
-		st, _ := os.Stat(s)
-		if st.Size() < 700<<10 {
-			continue
-		}
-		f, err := os.OpenFile(s, os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var b [1]byte
-		f.ReadAt(b[:], 600<<10)
-		b[0] ^= 0x40
-		f.WriteAt(b[:], 600<<10)
-		f.Close()
-		flipped++
-	}
-	if flipped == 0 {
-		t.Fatalf("no segment with the object's bytes in %v", segs)
+	if flipped := flipSegmentByte(t, tc.procs[0].dataDir); flipped == 0 {
+		t.Fatal("no segment holds the object's bytes")
 	}
 	got, err := getBody(ctx, c, "bkt", "rot")
 	if err != nil || !bytes.Equal(got, data) {
@@ -981,22 +963,8 @@ func TestClusterDeepScrub(t *testing.T) {
 		want[k] = md5hex([]byte(k))
 	}
 	tc.waitAllReplicas(0, "bkt", want, 3, 30*time.Second)
-	segs, _ := filepath.Glob(filepath.Join(tc.procs[1].dataDir, "segments", "*.seg"))
-	flipped := 0
-	for _, s := range segs {
-		if st, _ := os.Stat(s); st.Size() < 700<<10 {
-			continue
-		}
-		f, _ := os.OpenFile(s, os.O_RDWR, 0)
-		var b [1]byte
-		f.ReadAt(b[:], 600<<10)
-		b[0] ^= 0x10
-		f.WriteAt(b[:], 600<<10)
-		f.Close()
-		flipped++
-	}
-	if flipped != 1 {
-		t.Fatalf("flipped a byte in %d segments of %v", flipped, segs)
+	if flipped := flipSegmentByte(t, tc.procs[1].dataDir); flipped != 1 {
+		t.Fatalf("flipped a byte in %d segments, want the one holding the object", flipped)
 	}
 	if out, err := tc.admin(0, "scrub", "start", "nosuchnode"); err == nil || !strings.Contains(out, "no storage node") {
 		t.Fatalf("scrub of an unknown node: %v\n%s", err, out)
@@ -1032,4 +1000,28 @@ func TestClusterDeepScrub(t *testing.T) {
 			t.Fatalf("read %s from the scrubbed node alone: %v", k, err)
 		}
 	}
+}
+
+// flipSegmentByte flips one bit 600 KiB into every segment file of dataDir large enough to
+// hold a 2 MiB object's chunks (bit rot), and returns how many files it changed.
+func flipSegmentByte(t *testing.T, dataDir string) int {
+	t.Helper()
+	segs, _ := filepath.Glob(filepath.Join(dataDir, "segments", "*.seg"))
+	flipped := 0
+	for _, s := range segs {
+		if st, err := os.Stat(s); err != nil || st.Size() < 700<<10 {
+			continue
+		}
+		f, err := os.OpenFile(s, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b [1]byte
+		f.ReadAt(b[:], 600<<10)
+		b[0] ^= 0x40
+		f.WriteAt(b[:], 600<<10)
+		f.Close()
+		flipped++
+	}
+	return flipped
 }

@@ -120,29 +120,15 @@ func (g *Gateway) repairLocal(ctx context.Context, bucket, key string, version u
 		if t.local || t.down {
 			continue
 		}
-		rd, err := g.openReplica(ctx, t, bucket, key, version)
-		if err != nil {
-			last = err
-			continue
-		}
-		o := rd.Info()
-		pr, pw := io.Pipe()
-		go func() {
-			_, err := rd.WriteRange(ctx, pw, 0, o.Size)
-			pw.CloseWithError(err)
-		}()
-		meta := *o
-		meta.Body, meta.Chunks, meta.Inline, meta.Embedded = nil, nil, false, false
-		_, err = g.cfg.Store.PutObject(ctx, bucket, key, &meta, pr, o.Size, store.PutOptions{Version: version, Repair: true,
-			Finish: func(x *store.Object) error { copyFinal(x, o); return nil }})
-		pr.CloseWithError(errReplicaGone)
-		rd.Close()
+		_, err := g.copyVersion(ctx, t, target{id: g.cfg.NodeID, local: true}, bucket, key, version, true)
 		if err == nil {
 			g.log.Warn("repaired a damaged copy from another replica", "bucket", bucket, "key", key, "from", t.id)
 			return nil
 		}
 		last = err
-		g.log.Warn("repair of a damaged copy failed", "bucket", bucket, "key", key, "from", t.id, "err", err)
+		if !errors.Is(errors.NotExist, err) && !errors.Is(errors.Precondition, err) {
+			g.log.Warn("repair of a damaged copy failed", "bucket", bucket, "key", key, "from", t.id, "err", err)
+		}
 	}
 	return last
 }

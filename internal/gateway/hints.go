@@ -248,26 +248,38 @@ func (g *Gateway) deliver(ctx context.Context, dst target, e hintEntry) error {
 		_, err := g.deleteReplica(ctx, dst, e.bucket, e.key, best.HLC, best.ModTime)
 		return err
 	}
-	return g.copyReplica(ctx, src, dst, e.bucket, e.key, best)
+	_, err = g.copyVersion(ctx, src, dst, e.bucket, e.key, best.HLC, false)
+	return err
 }
 
-// copyReplica copies version o of bucket/key from src to dst, streaming.
-func (g *Gateway) copyReplica(ctx context.Context, src, dst target, bucket, key string, o *store.Object) error {
-	rd, err := g.openReplica(ctx, src, bucket, key, o.HLC)
+// copyVersion copies version of bucket/key from src to dst, streaming, and returns the
+// body bytes copied. With repair (dst local only) it replaces a record of the same
+// version: a damaged copy.
+func (g *Gateway) copyVersion(ctx context.Context, src, dst target, bucket, key string, version uint64, repair bool) (int64, error) {
+	rd, err := g.openReplica(ctx, src, bucket, key, version)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer rd.Close()
+	o := rd.Info()
 	pr, pw := io.Pipe()
 	go func() {
 		_, err := rd.WriteRange(ctx, pw, 0, o.Size)
 		pw.CloseWithError(err)
 	}()
-	meta := *rd.Info()
-	meta.Body, meta.Chunks = nil, nil
-	_, err = g.putReplica(ctx, dst, bucket, key, &meta, pr, o.Size, o.HLC, "", 0, nil, &meta)
-	pr.CloseWithError(errReplicaGone)
-	return err
+	defer pr.CloseWithError(errReplicaGone)
+	meta := *o
+	meta.Body, meta.Chunks, meta.Inline, meta.Embedded = nil, nil, false, false
+	if repair && dst.local {
+		_, err = g.cfg.Store.PutObject(ctx, bucket, key, &meta, pr, o.Size, store.PutOptions{Version: o.HLC, Repair: true,
+			Finish: func(x *store.Object) error { copyFinal(x, o); return nil }})
+	} else {
+		_, err = g.putReplica(ctx, dst, bucket, key, &meta, pr, o.Size, o.HLC, "", 0, nil, &meta)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return o.Size, nil
 }
 
 // ReplicaState is one replica's record of an object, for operators and tests.

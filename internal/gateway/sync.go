@@ -272,26 +272,7 @@ func (g *Gateway) pull(ctx context.Context, src target, e store.VersionEntry) (i
 		_, err := g.cfg.Store.DeleteVersion(e.Bucket, e.Key, e.HLC, 0)
 		return 0, err
 	}
-	rd, err := g.openReplica(ctx, src, e.Bucket, e.Key, e.HLC)
-	if err != nil {
-		return 0, err
-	}
-	defer rd.Close()
-	o := rd.Info()
-	pr, pw := io.Pipe()
-	go func() {
-		_, err := rd.WriteRange(ctx, pw, 0, o.Size)
-		pw.CloseWithError(err)
-	}()
-	meta := *o
-	meta.Body, meta.Chunks = nil, nil
-	local := target{id: g.cfg.NodeID, local: true}
-	_, err = g.putReplica(ctx, local, e.Bucket, e.Key, &meta, pr, o.Size, o.HLC, "", 0, nil, &meta)
-	pr.CloseWithError(errReplicaGone)
-	if err != nil {
-		return 0, err
-	}
-	return o.Size, nil
+	return g.copyVersion(ctx, src, target{id: g.cfg.NodeID, local: true}, e.Bucket, e.Key, e.HLC, false)
 }
 
 // RunSync runs Sync when placement changes (a node joined, left or was marked out), when
