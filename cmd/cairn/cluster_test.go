@@ -76,6 +76,14 @@ func (tc *testCluster) add(extra ...string) *proc {
 	return p
 }
 
+// createBucket creates bucket through node i.
+func (tc *testCluster) createBucket(i int, bucket string) {
+	tc.t.Helper()
+	if _, err := tc.procs[i].client().CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		tc.t.Fatalf("create bucket %s: %v", bucket, err)
+	}
+}
+
 // waitVoters waits until the Raft group has n voting managers.
 func (tc *testCluster) waitVoters(n int) *server.Status {
 	tc.t.Helper()
@@ -315,9 +323,7 @@ func TestClusterNodeFailures(t *testing.T) {
 	tc := startCluster(t, 3)
 	ctx := context.Background()
 	c0, c1 := tc.procs[0].client(), tc.procs[1].client()
-	if _, err := c0.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("bkt")}); err != nil {
-		t.Fatal(err)
-	}
+	tc.createBucket(0, "bkt")
 	acked := map[string]string{}
 	var mu sync.Mutex
 	put := func(c *s3.Client, key string, size int) error {
@@ -405,9 +411,7 @@ func TestClusterNodeFailures(t *testing.T) {
 func TestClusterManagerFailover(t *testing.T) {
 	tc := startCluster(t, 3)
 	ctx := context.Background()
-	if _, err := tc.procs[0].client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("bkt")}); err != nil {
-		t.Fatal(err)
-	}
+	tc.createBucket(0, "bkt")
 	leader := tc.waitVoters(3).Leader
 	li := -1
 	for i := range tc.procs {
@@ -593,9 +597,7 @@ func TestClusterPausedNode(t *testing.T) {
 	tc := startCluster(t, 3)
 	ctx := context.Background()
 	c := tc.procs[0].client()
-	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("bkt")}); err != nil {
-		t.Fatal(err)
-	}
+	tc.createBucket(0, "bkt")
 	paused := tc.procs[2]
 	if err := paused.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -637,9 +639,7 @@ func TestClusterNodeStateMonitor(t *testing.T) {
 	tc := startCluster(t, 3, "--hint-interval", "8s")
 	ctx := context.Background()
 	c := tc.procs[0].client()
-	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("bkt")}); err != nil {
-		t.Fatal(err)
-	}
+	tc.createBucket(0, "bkt")
 	put := func(key, val string) string {
 		t.Helper()
 		if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String(key), Body: strings.NewReader(val)}); err != nil {
@@ -714,9 +714,7 @@ func (tc *testCluster) writeObjects(via int, bucket string, n int) map[string]st
 func TestClusterNodeOutRecovers(t *testing.T) {
 	tc := startCluster(t, 4)
 	ctx := context.Background()
-	if _, err := tc.procs[0].client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("bkt")}); err != nil {
-		t.Fatal(err)
-	}
+	tc.createBucket(0, "bkt")
 	want := tc.writeObjects(0, "bkt", 40)
 	tc.waitAllReplicas(0, "bkt", want, 3, 30*time.Second)
 	for _, bad := range []string{"0", "-5", "fast"} {
@@ -771,10 +769,7 @@ func TestClusterNodeOutRecovers(t *testing.T) {
 // copied to it.
 func TestClusterNodeAddGetsShare(t *testing.T) {
 	tc := startCluster(t, 3)
-	ctx := context.Background()
-	if _, err := tc.procs[0].client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("bkt")}); err != nil {
-		t.Fatal(err)
-	}
+	tc.createBucket(0, "bkt")
 	want := tc.writeObjects(1, "bkt", 40)
 	tc.add()
 	moved := 0
@@ -811,10 +806,7 @@ func TestClusterNodeAddGetsShare(t *testing.T) {
 // a second failure that would leave fewer than N storage nodes is not taken out.
 func TestClusterAutoOut(t *testing.T) {
 	tc := startCluster(t, 4, "--down-after", "2s", "--out-after", "5s")
-	ctx := context.Background()
-	if _, err := tc.procs[0].client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("bkt")}); err != nil {
-		t.Fatal(err)
-	}
+	tc.createBucket(0, "bkt")
 	want := tc.writeObjects(0, "bkt", 30)
 	tc.waitAllReplicas(0, "bkt", want, 3, 30*time.Second)
 	stateOf := func(id string) clustermap.NodeState {
@@ -848,9 +840,7 @@ func TestClusterFullRestart(t *testing.T) {
 	tc := startCluster(t, 4)
 	tc.waitVoters(3)
 	ctx := context.Background()
-	if _, err := tc.procs[0].client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("bkt")}); err != nil {
-		t.Fatal(err)
-	}
+	tc.createBucket(0, "bkt")
 	want := tc.writeObjects(0, "bkt", 12)
 	tc.waitAllReplicas(0, "bkt", want, 3, 30*time.Second)
 	tc.procs[3].kill()
@@ -906,9 +896,7 @@ func TestClusterBitRotFailover(t *testing.T) {
 	tc := startCluster(t, 3)
 	ctx := context.Background()
 	c := tc.procs[0].client()
-	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("bkt")}); err != nil {
-		t.Fatal(err)
-	}
+	tc.createBucket(0, "bkt")
 	data := make([]byte, 2<<20)
 	for i := range data {
 		data[i] = byte(i * 7 / 3)
@@ -944,9 +932,7 @@ func TestClusterDeepScrub(t *testing.T) {
 	tc := startCluster(t, 3)
 	ctx := context.Background()
 	c := tc.procs[0].client()
-	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("bkt")}); err != nil {
-		t.Fatal(err)
-	}
+	tc.createBucket(0, "bkt")
 	data := make([]byte, 2<<20)
 	for i := range data {
 		data[i] = byte(i * 5 / 3)
