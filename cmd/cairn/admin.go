@@ -26,10 +26,13 @@ Commands:
   status                 map epoch, managers and leader, nodes (state, zone, capacity, used, partitions), warnings
   nodes                  the nodes of the cluster map
   placement BUCKET KEY   the nodes that hold an object, and each replica's version
-  drain NODE             mark a node draining (no new data; its data moves off with automatic recovery)
-  remove NODE            remove a node that is out (or drained) from the cluster map
+  drain NODE             move every partition off a node (its copies go to the others, then it
+                         removes its own once they confirmed them; see recovery)
+  remove NODE            remove a drained node (or one marked out) from the cluster map; refused
+                         while it still holds copies their new holders have not confirmed
   mark NODE up|down|out  set a node's state by hand
-  recovery               what each node is copying in (recovery, rebalance), done, rate and ETA
+  recovery               what each node is copying in (recovery, rebalance), done, rate and ETA,
+                         and what it still has to hand off
   recovery set --rate R  limit each node's copy rate (e.g. 50MiB per second; "unlimited")
   scrub start|pause|status [NODE]
                          deep scrub: read and verify every byte, repair damaged copies from replicas
@@ -386,7 +389,8 @@ func (c *adminClient) recoveryCmd(stdout io.Writer, args []string, asJSON bool) 
 		return printJSON(stdout, &rec)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tSTATE\tOBJECTS DONE/TO MOVE\tBYTES DONE/TO MOVE\tRATE LIMIT")
+	fmt.Fprintln(tw, "NODE\tSTATE\tOBJECTS DONE/TO MOVE\tBYTES DONE/TO MOVE\tTO HAND OFF\tRATE LIMIT")
+	var handoff int64
 	for _, n := range rec.Nodes {
 		state := "idle"
 		switch {
@@ -394,14 +398,21 @@ func (c *adminClient) recoveryCmd(stdout io.Writer, args []string, asJSON bool) 
 			state = n.Error
 		case n.Running:
 			state = "copying"
+		case n.HandoffObjects > 0:
+			state = "handing off"
 		}
+		handoff += n.HandoffObjects
 		limit := "unlimited"
 		if n.RateBytes > 0 {
 			limit = human(n.RateBytes) + "/s"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s/%s\t%s\n", n.Node, state, n.ObjectsDone, n.ObjectsToDo, human(n.BytesDone), human(n.BytesToDo), limit)
+		fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s/%s\t%d (%s)\t%s\n", n.Node, state, n.ObjectsDone, n.ObjectsToDo, human(n.BytesDone), human(n.BytesToDo),
+			n.HandoffObjects, human(n.HandoffBytes), limit)
 	}
 	tw.Flush()
+	if handoff > 0 {
+		fmt.Fprintf(stdout, "%d objects held outside their placement wait for their new holders to confirm before they are removed (hand-off)\n", handoff)
+	}
 	eta := "-"
 	if rec.ETASeconds >= 0 {
 		eta = (time.Duration(rec.ETASeconds) * time.Second).String()

@@ -197,6 +197,18 @@ func (m *Map) StorageNodes() []Node {
 	return out
 }
 
+// PlacementNodes returns the storage nodes that new placements use: StorageNodes
+// without the draining ones (their partitions move to the others). Sorted by ID.
+func (m *Map) PlacementNodes() []Node {
+	var out []Node
+	for _, n := range m.Nodes {
+		if n.HasRole(RoleStorage) && n.State != StateOut && n.State != StateDraining {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // Class returns the storage class with the given name; "" means STANDARD.
 func (m *Map) Class(name string) (Class, bool) {
 	if name == "" {
@@ -207,11 +219,11 @@ func (m *Map) Class(name string) (Class, bool) {
 }
 
 // EffectiveClass returns c adjusted to the cluster: N is capped at the number
-// of storage nodes (as returned by StorageNodes, i.e. not out), and W, R and D
+// of storage nodes that placement uses (PlacementNodes: neither out nor draining), and W, R and D
 // are capped at that N. All four are at least 1, even in a cluster without
 // storage nodes.
 func (m *Map) EffectiveClass(c Class) Class {
-	n := len(m.StorageNodes())
+	n := len(m.PlacementNodes())
 	c.N = clamp(c.N, 1, max(n, 1))
 	c.W = clamp(c.W, 1, c.N)
 	c.R = clamp(c.R, 1, c.N)

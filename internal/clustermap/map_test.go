@@ -122,6 +122,18 @@ func TestStorageNodes(t *testing.T) {
 	}
 }
 
+func TestPlacementNodes(t *testing.T) {
+	m := testMap()
+	var ids []string
+	for _, n := range m.PlacementNodes() {
+		ids = append(ids, n.ID)
+	}
+	// Draining n5 takes no new placements; down n2 keeps its own.
+	if got, want := ids, []string{"n1", "n2"}; !equalStrings(got, want) {
+		t.Fatalf("PlacementNodes = %v, want %v", got, want)
+	}
+}
+
 func TestClassAndEffectiveClass(t *testing.T) {
 	m := testMap()
 	c, ok := m.Class("")
@@ -136,8 +148,10 @@ func TestClassAndEffectiveClass(t *testing.T) {
 		in   Class
 		want Class
 	}{
-		{m, Class{Name: "S", N: 3, W: 2, R: 2, D: 2}, Class{Name: "S", N: 3, W: 2, R: 2, D: 2}},
-		{m, Class{Name: "W", N: 6, W: 4, R: 3, D: 5}, Class{Name: "W", N: 3, W: 3, R: 3, D: 3}},
+		// Placement uses n1 and n2 (n5 is draining): N is capped at 2.
+		{m, Class{Name: "S", N: 3, W: 2, R: 2, D: 2}, Class{Name: "S", N: 2, W: 2, R: 2, D: 2}},
+		{m, Class{Name: "W", N: 6, W: 4, R: 3, D: 5}, Class{Name: "W", N: 2, W: 2, R: 2, D: 2}},
+		{m, Class{Name: "O", N: 1, W: 1, R: 1, D: 1}, Class{Name: "O", N: 1, W: 1, R: 1, D: 1}},
 		{m, Class{Name: "Z", N: 0, W: 0, R: -1, D: 0}, Class{Name: "Z", N: 1, W: 1, R: 1, D: 1}},
 		{&Map{}, Class{Name: "E", N: 3, W: 2, R: 2, D: 2}, Class{Name: "E", N: 1, W: 1, R: 1, D: 1}},
 	}

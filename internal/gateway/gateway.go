@@ -85,7 +85,23 @@ type tableCache struct {
 	digest string
 	t      *placement.Table
 	cls    clustermap.Class // STANDARD in force
+	// former are the tables of recent placements (newest first): until every new holder
+	// has copied its share, an object may be only on a former holder.
+	former []formerTable
 }
+
+// formerTable is a placement replaced at some time.
+type formerTable struct {
+	t     *placement.Table
+	until time.Time // when reads stop asking its holders
+}
+
+// formerKeep is how long reads that find nothing on an object's holders also ask the
+// holders of the placements replaced in that time, and formerMax how many are kept.
+const (
+	formerKeep = 30 * time.Minute
+	formerMax  = 4
+)
 
 // New returns a Gateway.
 func New(cfg Config) *Gateway {
@@ -140,13 +156,12 @@ type target struct {
 
 func (t target) String() string { return t.id }
 
-// placementNodes are the nodes that hold data: storage role, not out.
+// placementNodes are the nodes that hold data: storage role, neither out nor draining
+// (a draining node's partitions move to the others; it serves what it holds until
+// they confirm their copies).
 func placementNodes(m *clustermap.Map) []placement.Node {
 	var ns []placement.Node
-	for _, n := range m.Nodes {
-		if !n.HasRole(clustermap.RoleStorage) || n.State == clustermap.StateOut {
-			continue
-		}
+	for _, n := range m.PlacementNodes() {
 		w := n.Weight
 		if w <= 0 {
 			w = 1
@@ -197,6 +212,15 @@ func (g *Gateway) table(m *clustermap.Map) (*tableCache, error) {
 		return nil, errors.E(errors.Invalid, err)
 	}
 	nc := &tableCache{m: m, digest: d, t: t, cls: cls}
+	if c != nil {
+		now := time.Now()
+		nc.former = append(nc.former, formerTable{t: c.t, until: now.Add(formerKeep)})
+		for _, f := range c.former {
+			if len(nc.former) < formerMax && f.until.After(now) {
+				nc.former = append(nc.former, f)
+			}
+		}
+	}
 	g.tab.Store(nc)
 	return nc, nil
 }
@@ -240,6 +264,46 @@ func (g *Gateway) replicas(bucket, key string) (clustermap.Class, []target, erro
 		sort.SliceStable(ts, func(i, j int) bool { return !g.isSuspect(ts[i].id) && g.isSuspect(ts[j].id) })
 	}
 	return cls, ts, nil
+}
+
+// formerReplicas returns the nodes that may still hold bucket/key although they are not
+// among ts (its current holders): the draining nodes, and the holders under the
+// placements this gateway saw replaced in the last formerKeep; none down or out.
+func (g *Gateway) formerReplicas(bucket, key string, ts []target) []target {
+	m := g.cfg.Maps.Current()
+	tc, err := g.table(m)
+	if err != nil {
+		return nil
+	}
+	var out []target
+	seen := map[string]bool{}
+	for _, t := range ts {
+		seen[t.id] = true
+	}
+	add := func(n clustermap.Node) {
+		if seen[n.ID] || n.State == clustermap.StateDown || n.State == clustermap.StateOut {
+			return
+		}
+		seen[n.ID] = true
+		out = append(out, target{id: n.ID, addr: n.Addr, local: n.ID == g.cfg.NodeID && g.cfg.Store != nil})
+	}
+	now := time.Now()
+	for _, f := range tc.former {
+		if now.After(f.until) || f.t.Partitions() != tc.t.Partitions() {
+			continue
+		}
+		for _, id := range f.t.Lookup(bucket, key) {
+			if n, ok := m.Node(id); ok {
+				add(n)
+			}
+		}
+	}
+	for _, n := range m.Nodes {
+		if n.State == clustermap.StateDraining && n.HasRole(clustermap.RoleStorage) {
+			add(n)
+		}
+	}
+	return out
 }
 
 // Table returns the placement table of the current map.

@@ -120,6 +120,17 @@ func (g *Gateway) versions(ctx context.Context, ts []target, r int, bucket, key 
 			best = a.o
 		}
 	}
+	if best == nil {
+		// No replica has any record: while placement changes settle, the object may be
+		// only on a node that held it before (several holders moved at once, or N = 1).
+		for _, t := range g.formerReplicas(bucket, key, ts) {
+			o, err := g.statReplica(ctx, t, bucket, key)
+			if err == nil && !o.Deleted {
+				g.clock.Observe(o.HLC)
+				return o, []target{t}, nil
+			}
+		}
+	}
 	var holders []target
 	for _, a := range answers {
 		if a.o != nil && a.o.HLC == best.HLC {

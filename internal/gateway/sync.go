@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,16 +28,20 @@ type SyncStats struct {
 	Duration   time.Duration `json:"duration_ns"`
 	Partitions int           `json:"partitions"` // partitions this node holds
 	Peers      int           `json:"peers"`      // nodes compared with
+	Differing  int           `json:"differing"`  // (peer, partition) pairs whose digests differed
 	Compared   int           `json:"compared"`   // object records received from peers
 	Copied     int           `json:"copied"`     // newer versions copied here
 	Deleted    int           `json:"deleted"`    // newer tombstones applied here
 	Bytes      int64         `json:"bytes"`      // body bytes copied
+	Foreign    int           `json:"foreign"`    // records held here outside this node's partitions
+	HandedOff  int           `json:"handed_off"` // of those, removed here after their holders confirmed them
 	Errors     int           `json:"errors"`
 	Err        string        `json:"error,omitempty"`
 }
 
 // SyncProgress is the copying of the round in progress: what this node lacks and how
-// far it got (the figures `cairn admin recovery` shows).
+// far it got (the figures `cairn admin recovery` shows), and what it still holds for
+// partitions that moved elsewhere.
 type SyncProgress struct {
 	Running     bool      `json:"running"`
 	Started     time.Time `json:"started,omitzero"`
@@ -44,6 +50,10 @@ type SyncProgress struct {
 	ObjectsDone int64     `json:"objects_done"`
 	BytesDone   int64     `json:"bytes_done"`
 	RateBytes   int64     `json:"rate_limit_bytes_per_sec"` // 0: unlimited
+	// HandoffObjects and HandoffBytes are the records this node holds for partitions it
+	// no longer holds, not yet confirmed by their holders (as of the last round).
+	HandoffObjects int64 `json:"handoff_objects"`
+	HandoffBytes   int64 `json:"handoff_bytes"`
 }
 
 // syncState is the live state of Sync, shared with status readers.
@@ -51,6 +61,7 @@ type syncState struct {
 	mu   sync.Mutex
 	p    SyncProgress
 	rate atomic.Int64 // bytes per second, 0 = unlimited
+	run  sync.Mutex   // one round at a time
 }
 
 // SetRecoveryRate limits the bytes per second Sync copies to this node (0: unlimited); it
@@ -72,13 +83,46 @@ func (g *Gateway) progress(fn func(*SyncProgress)) {
 	g.sync.mu.Unlock()
 }
 
+// HeldElsewhere counts the records (and their bytes) this node holds for partitions that
+// the current map places on other nodes only: what a drain still has to hand off. It
+// reads the whole local index.
+func (g *Gateway) HeldElsewhere() (objects, bytes int64, err error) {
+	if g.cfg.Store == nil {
+		return 0, 0, nil
+	}
+	tc, err := g.table(g.cfg.Maps.Current())
+	if err != nil {
+		return 0, 0, err
+	}
+	P := tc.t.Partitions()
+	err = g.cfg.Store.Scan(nil, func(e store.VersionEntry) error {
+		if !slices.Contains(tc.t.Nodes(placement.Partition(e.Bucket, e.Key, P)), g.cfg.NodeID) {
+			objects++
+			bytes += e.Size
+		}
+		return nil
+	})
+	return objects, bytes, err
+}
+
+// want is a version to copy here from a peer.
+type want struct {
+	e       store.VersionEntry
+	src     target
+	holders int // peers holding this newest version: fewer means more urgent
+}
+
 // Sync brings this node's copies of the partitions it holds (in the current map) up to
-// the newest version any other storage node has: pull-based anti-entropy. It is how a node that
-// joined gets its share, how the new holder of a partition of a node marked out gets the
-// data, and how replicas converge if a queued write was lost. Each node compares the
-// versions it holds with every other holder's (one scan of each store), then copies what
-// is newer elsewhere, four objects at a time. It is idempotent and can be interrupted at
-// any point.
+// the newest version any other storage node has (pull-based anti-entropy), then hands off
+// what it holds for partitions it no longer holds. It is how a node that joined gets its
+// share, how the new holder of a partition of a node marked out or draining gets the
+// data, how replicas converge if a queued write was lost, and how a drained node empties.
+//
+// Each node computes a digest of each of its partitions (one pass over its index) and
+// asks every other storage node for theirs; only the partitions whose digests differ are
+// compared record by record. What is newer elsewhere is copied, four objects at a time,
+// fewest surviving copies first, paced by the recovery rate. It is idempotent and can be
+// interrupted at any point.
 func (g *Gateway) Sync(ctx context.Context) (SyncStats, error) {
 	const op errors.Op = "gateway.Sync"
 	st := SyncStats{Start: time.Now()}
@@ -86,6 +130,8 @@ func (g *Gateway) Sync(ctx context.Context) (SyncStats, error) {
 	if g.cfg.Store == nil {
 		return st, nil
 	}
+	g.sync.run.Lock()
+	defer g.sync.run.Unlock()
 	m := g.cfg.Maps.Current()
 	tc, err := g.table(m)
 	if err != nil {
@@ -104,40 +150,53 @@ func (g *Gateway) Sync(ctx context.Context) (SyncStats, error) {
 			}
 		}
 	}
-	// Every other storage node is asked, not only the partitions' current co-holders: when
-	// several nodes join at once a partition's data may sit only on nodes that held it
-	// under an older map (they keep it until it is handed off).
-	peerParts := map[string][]int{}
-	for _, n := range m.StorageNodes() {
-		if n.ID != g.cfg.NodeID {
-			peerParts[n.ID] = myParts
-		}
-	}
-	if st.Partitions == 0 {
-		return st, nil
-	}
-	keep := func(b, k string) bool { return mine[placement.Partition(b, k, P)] }
 	local := map[string]uint64{}
-	if err := g.cfg.Store.Scan(keep, func(e store.VersionEntry) error {
-		local[e.Bucket+"\x00"+e.Key] = e.HLC
-		return nil
-	}); err != nil {
+	foreign := map[int][]store.VersionEntry{}
+	digests, err := node.Digests(g.cfg.Store, P, func(p int, e store.VersionEntry) {
+		if mine[p] {
+			local[e.Bucket+"\x00"+e.Key] = e.HLC
+		} else {
+			foreign[p] = append(foreign[p], e)
+			st.Foreign++
+		}
+	})
+	if err != nil {
 		return st, errors.E(op, err)
 	}
-	type want struct {
-		e       store.VersionEntry
-		src     target
-		holders int // peers holding this newest version: fewer means more urgent
+	if st.Partitions > 0 {
+		g.pullNewer(ctx, m, P, myParts, digests, local, &st)
 	}
+	if len(foreign) > 0 && ctx.Err() == nil {
+		g.handOff(ctx, m, tc, foreign, &st)
+	} else if len(foreign) == 0 {
+		g.progress(func(p *SyncProgress) { p.HandoffObjects, p.HandoffBytes = 0, 0 })
+	}
+	return st, ctx.Err()
+}
+
+// pullNewer copies to this node what other storage nodes hold newer in parts.
+func (g *Gateway) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts []int, digests []uint64, local map[string]uint64, st *SyncStats) {
+	// Every other storage node is asked, not only the partitions' current co-holders: when
+	// several nodes join at once, or a node drains, a partition's data may sit only on
+	// nodes that held it under an older map (they keep it until it is handed off).
 	best := map[string]want{}
-	for id, parts := range peerParts {
-		n, ok := m.Node(id)
-		if !ok || n.State != clustermap.StateUp {
+	for _, n := range m.StorageNodes() {
+		if n.ID == g.cfg.NodeID || n.State == clustermap.StateDown {
+			continue
+		}
+		src := target{id: n.ID, addr: n.Addr}
+		differ, err := g.differing(ctx, src, P, parts, digests)
+		if err != nil {
+			st.Errors++
+			g.log.Warn("sync: could not compare digests with a peer", "peer", n.ID, "err", err)
 			continue
 		}
 		st.Peers++
-		src := target{id: id, addr: n.Addr}
-		err := g.scanPeer(ctx, src, P, parts, func(e store.VersionEntry) {
+		st.Differing += len(differ)
+		if len(differ) == 0 {
+			continue
+		}
+		err = g.scanPeer(ctx, src, P, differ, func(e store.VersionEntry) {
 			st.Compared++
 			k := e.Bucket + "\x00" + e.Key
 			switch b := best[k]; {
@@ -151,7 +210,7 @@ func (g *Gateway) Sync(ctx context.Context) (SyncStats, error) {
 		})
 		if err != nil {
 			st.Errors++
-			g.log.Warn("sync: could not compare with a peer", "peer", id, "err", err)
+			g.log.Warn("sync: could not compare with a peer", "peer", n.ID, "err", err)
 		}
 	}
 	// Objects with the fewest surviving copies first.
@@ -163,14 +222,13 @@ func (g *Gateway) Sync(ctx context.Context) (SyncStats, error) {
 	}
 	sort.Slice(todo, func(i, j int) bool { return todo[i].holders < todo[j].holders })
 	g.progress(func(p *SyncProgress) {
-		*p = SyncProgress{Running: true, Started: st.Start, ObjectsToDo: int64(len(todo)), BytesToDo: bytesToDo}
+		p.Running, p.Started, p.ObjectsToDo, p.BytesToDo, p.ObjectsDone, p.BytesDone = true, st.Start, int64(len(todo)), bytesToDo, 0, 0
 	})
 	defer g.progress(func(p *SyncProgress) { p.Running = false })
 	limiter := newPacer(&g.sync.rate)
 	work := make(chan want)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	var bytesCopied atomic.Int64
 	for w := 0; w < 4; w++ {
 		wg.Add(1)
 		go func() {
@@ -189,8 +247,8 @@ func (g *Gateway) Sync(ctx context.Context) (SyncStats, error) {
 				default:
 					st.Copied++
 				}
+				st.Bytes += n
 				mu.Unlock()
-				bytesCopied.Add(n)
 			}
 		}()
 	}
@@ -202,15 +260,106 @@ func (g *Gateway) Sync(ctx context.Context) (SyncStats, error) {
 	}
 	close(work)
 	wg.Wait()
-	st.Bytes = bytesCopied.Load()
-	return st, ctx.Err()
 }
 
-// pacer spaces copies so that bytes per second stay under a limit read at each call (so
-// a new limit applies at once).
+// differing asks peer t for its digests of parts and returns those that are not empty
+// there and differ from ours (digests, indexed by partition).
+func (g *Gateway) differing(ctx context.Context, t target, P int, parts []int, digests []uint64) ([]int, error) {
+	body, _ := json.Marshal(node.ScanRequest{Partitions: P, Parts: parts})
+	var resp node.DigestResponse
+	err := g.cfg.RPC.DoJSON(ctx, &rpc.Request{Method: http.MethodPost, Addr: t.addr, Path: node.PathDigest,
+		Body: bytes.NewReader(body), Size: int64(len(body)), Cap: &[3]string{rpc.CapList, "", ""}}, &resp)
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.Digests) != len(parts) {
+		return nil, errors.E(errors.IO, fmt.Errorf("node %s answered %d digests for %d partitions", t.id, len(resp.Digests), len(parts)))
+	}
+	var out []int
+	for i, p := range parts {
+		if d := resp.Digests[i]; d != 0 && d != digests[p] {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// handOff removes the records this node holds for partitions it no longer holds, once
+// every current holder of the partition (all N, each up) holds that version or a newer
+// one: the data is never down to fewer copies than before. Holders that lack a version
+// get it from this node through their own sync rounds, which ask every storage node.
+func (g *Gateway) handOff(ctx context.Context, m *clustermap.Map, tc *tableCache, foreign map[int][]store.VersionEntry, st *SyncStats) {
+	// Which partitions each holder must confirm, and whether all their holders are up.
+	byNode := map[string][]int{}
+	for p := range foreign {
+		ids := tc.t.Nodes(p)
+		ok := len(ids) >= tc.cls.N
+		for _, id := range ids {
+			n, found := m.Node(id)
+			ok = ok && found && n.State == clustermap.StateUp
+		}
+		if !ok {
+			continue // a holder is down or the partition is short of holders: keep ours
+		}
+		for _, id := range ids {
+			byNode[id] = append(byNode[id], p)
+		}
+	}
+	keys := map[string]bool{}
+	for _, es := range foreign {
+		for _, e := range es {
+			keys[e.Bucket+"\x00"+e.Key] = true
+		}
+	}
+	// held[node][key] is the version that node holds of key.
+	held := map[string]map[string]uint64{}
+	for id, parts := range byNode {
+		n, _ := m.Node(id)
+		h := map[string]uint64{}
+		err := g.scanPeer(ctx, target{id: id, addr: n.Addr}, tc.t.Partitions(), parts, func(e store.VersionEntry) {
+			if k := e.Bucket + "\x00" + e.Key; keys[k] {
+				h[k] = e.HLC
+			}
+		})
+		if err != nil {
+			st.Errors++
+			g.log.Warn("hand-off: could not compare with a holder", "node", id, "err", err)
+			continue
+		}
+		held[id] = h
+	}
+	var left, leftBytes int64
+	for p, es := range foreign {
+		ids := tc.t.Nodes(p)
+		for _, e := range es {
+			k := e.Bucket + "\x00" + e.Key
+			confirmed := len(ids) > 0
+			for _, id := range ids {
+				h, ok := held[id]
+				confirmed = confirmed && ok && h[k] >= e.HLC && h[k] != 0
+			}
+			if confirmed && ctx.Err() == nil {
+				if gone, err := g.cfg.Store.Forget(e.Bucket, e.Key, e.HLC); err != nil {
+					st.Errors++
+					g.log.Warn("hand-off: could not remove a copy", "bucket", e.Bucket, "key", e.Key, "err", err)
+				} else if gone {
+					st.HandedOff++
+					continue
+				}
+			}
+			left++
+			leftBytes += e.Size
+		}
+	}
+	g.progress(func(p *SyncProgress) { p.HandoffObjects, p.HandoffBytes = left, leftBytes })
+}
+
+// pacer spaces copies so that bytes per second stay under a limit read while waiting, so
+// that a new limit applies at once, also to copies already waiting.
 type pacer struct {
 	limit *atomic.Int64
 	mu    sync.Mutex
+	rate  int64 // the limit the accounting below is for
 	start time.Time
 	sent  int64
 }
@@ -220,19 +369,29 @@ func newPacer(limit *atomic.Int64) *pacer { return &pacer{limit: limit, start: t
 // wait blocks until n more bytes may go.
 func (p *pacer) wait(ctx context.Context, n int64) {
 	p.mu.Lock()
-	r := p.limit.Load()
-	if r <= 0 {
-		p.start, p.sent = time.Now(), 0
-		p.mu.Unlock()
-		return
-	}
 	p.sent += n
-	due := p.start.Add(time.Duration(float64(p.sent) / float64(r) * float64(time.Second)))
 	p.mu.Unlock()
-	if d := time.Until(due); d > 0 {
+	for {
+		p.mu.Lock()
+		r := p.limit.Load()
+		if r <= 0 {
+			p.rate, p.start, p.sent = 0, time.Now(), 0
+			p.mu.Unlock()
+			return
+		}
+		if r != p.rate { // a new limit: count from now
+			p.rate, p.start, p.sent = r, time.Now(), n
+		}
+		due := p.start.Add(time.Duration(float64(p.sent) / float64(r) * float64(time.Second)))
+		p.mu.Unlock()
+		d := time.Until(due)
+		if d <= 0 {
+			return
+		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(d):
+			return
+		case <-time.After(min(d, 200*time.Millisecond)):
 		}
 	}
 }
@@ -275,9 +434,22 @@ func (g *Gateway) pull(ctx context.Context, src target, e store.VersionEntry) (i
 	return g.copyVersion(ctx, src, target{id: g.cfg.NodeID, local: true}, e.Bucket, e.Key, e.HLC, false)
 }
 
-// RunSync runs Sync when placement changes (a node joined, left or was marked out), when
-// this node starts, and every interval, until ctx ends. last, if set, receives each
-// round's figures.
+// nodeStates lists the nodes' states, for RunSync to notice changes.
+func nodeStates(m *clustermap.Map) string {
+	var b strings.Builder
+	for _, n := range m.Nodes {
+		b.WriteString(n.ID)
+		b.WriteByte('=')
+		b.WriteString(string(n.State))
+		b.WriteByte(' ')
+	}
+	return b.String()
+}
+
+// RunSync runs Sync when placement changes (a node joined, left, drains or was marked
+// out), when a node changes state (one returning from down, say), when this node starts,
+// and every interval, until ctx ends; sooner while it has copies to hand off. last, if
+// set, receives each round's figures.
 func (g *Gateway) RunSync(ctx context.Context, interval time.Duration, last func(SyncStats)) {
 	if g.cfg.Store == nil {
 		return
@@ -286,18 +458,23 @@ func (g *Gateway) RunSync(ctx context.Context, interval time.Duration, last func
 	defer t.Stop()
 	digest := ""
 	next := time.Now().Add(3 * time.Second) // let the node settle first
+	var handoffWait time.Duration
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		tc, err := g.table(g.cfg.Maps.Current())
+		m := g.cfg.Maps.Current()
+		tc, err := g.table(m)
 		if err != nil {
 			continue
 		}
-		if tc.digest != digest && digest != "" {
-			next = time.Now() // placement changed
+		// Placement changed, or a node changed state (one that returns has missed writes; one
+		// that drains or leaves has data to move).
+		d := tc.digest + "|" + nodeStates(m)
+		if d != digest && digest != "" {
+			next = time.Now()
 		}
 		if time.Now().Before(next) {
 			continue
@@ -314,10 +491,22 @@ func (g *Gateway) RunSync(ctx context.Context, interval time.Duration, last func
 		if last != nil {
 			last(st)
 		}
-		digest = tc.digest
+		digest = d
 		next = time.Now().Add(interval)
-		if st.Errors > 0 {
+		switch {
+		case st.Errors > 0:
 			next = time.Now().Add(min(interval, 10*time.Second)) // retry sooner
+		case st.Foreign > st.HandedOff:
+			// Copies wait for their new holders to confirm them: look again soon, less
+			// often while nothing moves (a holder down for long, say).
+			if st.HandedOff > 0 || handoffWait == 0 {
+				handoffWait = 5 * time.Second
+			} else {
+				handoffWait = min(2*handoffWait, interval)
+			}
+			next = time.Now().Add(min(handoffWait, interval))
+		default:
+			handoffWait = 0
 		}
 	}
 }

@@ -1,9 +1,13 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"testing"
+
+	"github.com/cairnfs/cairn/internal/clustermap"
+	"github.com/cairnfs/cairn/internal/store"
 )
 
 // Sync copies to a node what it missed while it was away (newer versions and tombstones),
@@ -53,4 +57,143 @@ func TestSyncRecoversMissedWrites(t *testing.T) {
 	if err != nil || st.Copied+st.Deleted != 0 {
 		t.Fatalf("second sync: %+v %v; want nothing to do", st, err)
 	}
+	// Converged replicas have equal digests: nothing is compared record by record.
+	if st.Differing != 0 || st.Compared != 0 {
+		t.Fatalf("second sync compared %d records in %d partitions; want digests equal everywhere", st.Compared, st.Differing)
+	}
+}
+
+// syncAll runs one sync round on every node, in order, and fails on errors.
+func (c *testCluster) syncAll(order ...int) []SyncStats {
+	c.tb.Helper()
+	if len(order) == 0 {
+		for i := range c.nodes {
+			order = append(order, i)
+		}
+	}
+	out := make([]SyncStats, len(c.nodes))
+	for _, i := range order {
+		st, err := c.nodes[i].gw.Sync(context.Background())
+		if err != nil || st.Errors != 0 {
+			c.tb.Fatalf("sync on %s: %+v %v", c.nodes[i].id, st, err)
+		}
+		out[i] = st
+	}
+	return out
+}
+
+// records counts the object records (tombstones included) in node i's store.
+func (c *testCluster) records(i int) int {
+	n := 0
+	c.nodes[i].store.Scan(nil, func(store.VersionEntry) error { n++; return nil })
+	return n
+}
+
+// A draining node's partitions move to the others: reads stay correct throughout, the
+// new holders copy the data, and the draining node removes its copies only once every
+// holder of each partition confirmed it (hand-off) — not while one of them is down.
+func TestSyncDrainHandsOff(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, 4, clusterConfig{})
+	c.createBucket("b")
+	want := map[string][]byte{}
+	for i := range 40 {
+		k := fmt.Sprintf("k%02d", i)
+		want[k] = randBody(uint64(i), 1000+i*100)
+		mustPut(t, c.nodes[i%4].gw, "b", k, want[k])
+	}
+	mustPut(t, c.nodes[0].gw, "b", "dead", []byte("x"))
+	if err := c.nodes[0].gw.DeleteObject(ctx, "b", "dead"); err != nil {
+		t.Fatal(err)
+	}
+	held := c.records(3)
+	if held == 0 {
+		t.Fatal("n4 holds nothing before the drain")
+	}
+	c.setNode("n4", func(n *clustermap.Node) { n.State = clustermap.StateDraining })
+	checkReads := func(when string) {
+		t.Helper()
+		for k, body := range want {
+			for i := range c.nodes {
+				got, _, err := get(ctx, c.nodes[i].gw, "b", k, 0, -1)
+				if err != nil || !bytes.Equal(got, body) {
+					t.Fatalf("%s: read %s via %s: %v", when, k, c.nodes[i].id, err)
+				}
+			}
+			if ids, _, _ := c.nodes[0].gw.Placement("b", k); len(ids) != 3 || contains(ids, "n4") {
+				t.Fatalf("%s: %s placed on %v; want 3 nodes without the draining n4", when, k, ids)
+			}
+		}
+	}
+	checkReads("before any sync")
+
+	// A holder down: n4 must keep every copy whose partition that holder holds.
+	c.setNode("n1", func(n *clustermap.Node) { n.State = clustermap.StateDown })
+	sts := c.syncAll(1, 2, 3)
+	if sts[3].HandedOff >= held || sts[3].Foreign != held {
+		t.Fatalf("n4 with n1 down: %+v; want some of its %d records kept", sts[3], held)
+	}
+	if p := c.nodes[3].gw.Progress(); p.HandoffObjects != int64(held-sts[3].HandedOff) {
+		t.Fatalf("progress shows %d records to hand off; want %d", p.HandoffObjects, held-sts[3].HandedOff)
+	}
+	c.setNode("n1", func(n *clustermap.Node) { n.State = clustermap.StateUp })
+	c.syncAll(0, 1, 2, 3)
+	if n := c.records(3); n != 0 {
+		t.Fatalf("n4 still holds %d records after the holders confirmed", n)
+	}
+	if p := c.nodes[3].gw.Progress(); p.HandoffObjects != 0 {
+		t.Fatalf("progress shows %d records to hand off after the drain", p.HandoffObjects)
+	}
+	for k := range want {
+		for _, r := range c.replicaStates(0, "b", k) {
+			if r.Missing || r.Error != "" {
+				t.Fatalf("%s after the drain: %+v", k, c.replicaStates(0, "b", k))
+			}
+		}
+	}
+	if rs := c.replicaStates(0, "b", "dead"); !converged(rs, rs[0].HLC, true) {
+		t.Fatalf("tombstone after the drain: %+v", rs)
+	}
+	checkReads("after the drain")
+}
+
+// With one copy per object (N = 1), draining moves every copy: until the new holder has
+// it, reads find the object on its former holder.
+func TestReadsFindFormerHolders(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, 3, clusterConfig{class: clustermap.Class{Name: clustermap.StandardClass, N: 1, W: 1, R: 1, D: 1}})
+	c.createBucket("b")
+	k := c.keyWhere("b", "k", func(r []int) bool { return r[0] == 2 })
+	body := randBody(9, 5000)
+	mustPut(t, c.nodes[0].gw, "b", k, body)
+	c.setNode("n3", func(n *clustermap.Node) { n.State = clustermap.StateDraining })
+	for i := range c.nodes {
+		got, _, err := get(ctx, c.nodes[i].gw, "b", k, 0, -1)
+		if err != nil || !bytes.Equal(got, body) {
+			t.Fatalf("read via %s before the new holder copied it: %v", c.nodes[i].id, err)
+		}
+		if o, err := c.nodes[i].gw.StatObject(ctx, "b", k); err != nil || o.Size != int64(len(body)) {
+			t.Fatalf("stat via %s: %+v %v", c.nodes[i].id, o, err)
+		}
+	}
+	if _, _, err := get(ctx, c.nodes[0].gw, "b", "never-written", 0, -1); err == nil {
+		t.Fatal("a missing object was found")
+	}
+	c.syncAll(0, 1, 2)
+	if n := c.records(2); n != 0 {
+		t.Fatalf("drained n3 holds %d records", n)
+	}
+	got, _, err := get(ctx, c.nodes[2].gw, "b", k, 0, -1)
+	if err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("read after the hand-off: %v", err)
+	}
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }

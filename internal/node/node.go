@@ -30,6 +30,7 @@ const (
 	PathList     = "/internal/v1/list"
 	PathUploads  = "/internal/v1/uploads"
 	PathScan     = "/internal/v1/scan"
+	PathDigest   = "/internal/v1/digest"
 )
 
 // Config configures a Handler.
@@ -63,6 +64,7 @@ func New(cfg Config) *Handler {
 	h.mux.HandleFunc(PathList, h.list)
 	h.mux.HandleFunc(PathUploads, h.uploads)
 	h.mux.HandleFunc(PathScan, h.scan)
+	h.mux.HandleFunc(PathDigest, h.digest)
 	return h
 }
 
@@ -386,17 +388,11 @@ type ScanRequest struct {
 	Parts      []int `json:"parts"`
 }
 
-// scan streams, as JSON lines, the version of every object record (tombstones included)
-// in the requested partitions: replicas compare them to find what they lack.
-func (h *Handler) scan(w http.ResponseWriter, r *http.Request) {
-	if _, _, err := h.capFor(r, rpc.CapList); err != nil {
-		rpc.WriteError(w, err)
-		return
-	}
+// readScanRequest decodes a ScanRequest and returns the partitions it asks for.
+func readScanRequest(r *http.Request) (*ScanRequest, []bool, error) {
 	var req ScanRequest
-	if err := json.NewDecoder(io.LimitReader(r.Body, 16<<20)).Decode(&req); err != nil || req.Partitions <= 0 {
-		rpc.WriteError(w, errors.E(errors.Invalid, "malformed scan request"))
-		return
+	if err := json.NewDecoder(io.LimitReader(r.Body, 16<<20)).Decode(&req); err != nil || req.Partitions <= 0 || req.Partitions > 1<<20 {
+		return nil, nil, errors.E(errors.Invalid, "malformed scan request")
 	}
 	want := make([]bool, req.Partitions)
 	for _, p := range req.Parts {
@@ -404,9 +400,99 @@ func (h *Handler) scan(w http.ResponseWriter, r *http.Request) {
 			want[p] = true
 		}
 	}
+	return &req, want, nil
+}
+
+// DigestResponse holds one digest per partition asked for, in the order asked.
+type DigestResponse struct {
+	Digests []uint64 `json:"digests"`
+}
+
+// digest answers a digest of each requested partition's versions (see Digests): replicas
+// compare digests first and scan only the partitions that differ.
+func (h *Handler) digest(w http.ResponseWriter, r *http.Request) {
+	if _, _, err := h.capFor(r, rpc.CapList); err != nil {
+		rpc.WriteError(w, err)
+		return
+	}
+	req, _, err := readScanRequest(r)
+	if err != nil {
+		rpc.WriteError(w, err)
+		return
+	}
+	d, err := Digests(h.cfg.Store, req.Partitions, nil)
+	if err != nil {
+		rpc.WriteError(w, err)
+		return
+	}
+	out := DigestResponse{Digests: make([]uint64, len(req.Parts))}
+	for i, p := range req.Parts {
+		if p >= 0 && p < req.Partitions {
+			out.Digests[i] = d[p]
+		}
+	}
+	writeJSON(w, out)
+}
+
+// Digests returns a digest of the versions st holds in each of the partitions of a map
+// with the given partition count (zero for an empty partition), calling each, if set,
+// for every record as well. A digest sums a hash of (bucket, key, version, deleted) over
+// the partition's records, so two stores holding the same versions have equal digests
+// whatever their order, and one differing record changes it: a one-level hash tree over
+// the partition's metadata.
+func Digests(st *store.Store, partitions int, each func(p int, e store.VersionEntry)) ([]uint64, error) {
+	d := make([]uint64, partitions)
+	err := st.Scan(nil, func(e store.VersionEntry) error {
+		p := placement.Partition(e.Bucket, e.Key, partitions)
+		d[p] += entryHash(e)
+		if each != nil {
+			each(p, e)
+		}
+		return nil
+	})
+	return d, err
+}
+
+// entryHash is FNV-1a over the record's identity and version, finished with a 64-bit
+// mixer so that sums of hashes stay well spread.
+func entryHash(e store.VersionEntry) uint64 {
+	const prime = 1099511628211
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(e.Bucket); i++ {
+		h = (h ^ uint64(e.Bucket[i])) * prime
+	}
+	h = (h ^ 0xff) * prime
+	for i := 0; i < len(e.Key); i++ {
+		h = (h ^ uint64(e.Key[i])) * prime
+	}
+	v := e.HLC << 1
+	if e.Deleted {
+		v |= 1
+	}
+	h ^= v * 0x9e3779b97f4a7c15
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return h
+}
+
+// scan streams, as JSON lines, the version of every object record (tombstones included)
+// in the requested partitions: replicas compare them to find what they lack.
+func (h *Handler) scan(w http.ResponseWriter, r *http.Request) {
+	if _, _, err := h.capFor(r, rpc.CapList); err != nil {
+		rpc.WriteError(w, err)
+		return
+	}
+	req, want, err := readScanRequest(r)
+	if err != nil {
+		rpc.WriteError(w, err)
+		return
+	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	enc := json.NewEncoder(w)
-	err := h.cfg.Store.Scan(func(b, k string) bool { return want[placement.Partition(b, k, req.Partitions)] },
+	err = h.cfg.Store.Scan(func(b, k string) bool { return want[placement.Partition(b, k, req.Partitions)] },
 		func(e store.VersionEntry) error { return enc.Encode(e) })
 	if err != nil {
 		// Lines were sent: the missing end marker tells the caller.

@@ -6,6 +6,7 @@ import (
 	"crypto/md5"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -879,4 +881,73 @@ func TestRefusedRequests(t *testing.T) {
 			t.Fatal("the other bucket's object changed")
 		}
 	})
+}
+
+// Partition digests answered over the wire equal the local ones, change only in the
+// partition of a record that changed (a new version or a tombstone), and are zero for
+// empty partitions.
+func TestDigests(t *testing.T) {
+	e := newEnv(t)
+	const P = 16
+	vs := versions(3)
+	for i := range 20 {
+		if _, err := e.put(e.client, bucket, fmt.Sprint("k", i), vs[0], &store.Object{}, randBytes(uint64(i), 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	remote := func() []uint64 {
+		t.Helper()
+		all := make([]int, P)
+		for i := range all {
+			all[i] = i
+		}
+		body, _ := json.Marshal(node.ScanRequest{Partitions: P, Parts: all})
+		var resp node.DigestResponse
+		if err := e.client.DoJSON(context.Background(), &rpc.Request{Method: http.MethodPost, Addr: e.addr, Path: node.PathDigest,
+			Body: bytes.NewReader(body), Size: int64(len(body)), Cap: &[3]string{rpc.CapList, "", ""}}, &resp); err != nil {
+			t.Fatal(err)
+		}
+		return resp.Digests
+	}
+	before, err := node.Digests(e.st, P, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := remote(); !slices.Equal(got, before) {
+		t.Fatalf("digests over the wire %v, local %v", got, before)
+	}
+	for _, change := range []func() error{
+		func() error {
+			_, err := e.put(e.client, bucket, "k3", vs[1], &store.Object{}, randBytes(99, 100))
+			return err
+		},
+		func() error { _, err := e.del(e.client, bucket, "k4", vs[2]); return err },
+	} {
+		if err := change(); err != nil {
+			t.Fatal(err)
+		}
+		after, err := node.Digests(e.st, P, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		differ := 0
+		for p := range after {
+			if after[p] != before[p] {
+				differ++
+			}
+		}
+		if differ != 1 {
+			t.Fatalf("%d partitions' digests changed after one record changed; want 1", differ)
+		}
+		before = after
+	}
+	empty := 0
+	for _, d := range before {
+		if d == 0 {
+			empty++
+		}
+	}
+	if empty == P {
+		t.Fatal("every digest is zero")
+	}
 }

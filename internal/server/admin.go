@@ -172,6 +172,9 @@ func (a *adminHandler) nodeAction(ctx context.Context, id, action string) error 
 	var c clustermap.Command
 	switch action {
 	case "drain":
+		if err := canDrain(m, n); err != nil {
+			return err
+		}
 		c = clustermap.Command{Op: clustermap.OpSetState, NodeID: id, State: clustermap.StateDraining}
 	case "out":
 		c = clustermap.Command{Op: clustermap.OpSetState, NodeID: id, State: clustermap.StateOut}
@@ -181,8 +184,10 @@ func (a *adminHandler) nodeAction(ctx context.Context, id, action string) error 
 		if n.State != clustermap.StateOut && n.State != clustermap.StateDraining {
 			return errors.Errorf("", errors.Precondition, "node %q is %s: drain it (cairn admin drain %s) or mark it out before removing it", id, n.State, id)
 		}
-		if n.HasRole(clustermap.RoleStorage) && n.State == clustermap.StateDraining {
-			return errors.Errorf("", errors.Precondition, "node %q is still draining: its data has not been moved off yet; data movement arrives with automatic recovery (see docs/operations.md); mark it out to remove it anyway", id)
+		if n.HasRole(clustermap.RoleStorage) {
+			if err := a.drained(ctx, n); err != nil {
+				return err
+			}
 		}
 		c = clustermap.Command{Op: clustermap.OpRemoveNode, NodeID: id}
 	default:
@@ -202,6 +207,78 @@ func (a *adminHandler) nodeAction(ctx context.Context, id, action string) error 
 	}
 	_, err := a.apply.Apply(ctx, c)
 	return err
+}
+
+// canDrain refuses to drain n when the storage nodes left to hold data (up, not draining,
+// not n) would be fewer than a class's copies: the drain could never finish, and
+// draining the holders of the only copies would strand them.
+func canDrain(m *clustermap.Map, n clustermap.Node) error {
+	if !n.HasRole(clustermap.RoleStorage) || n.State == clustermap.StateDraining {
+		return nil
+	}
+	left, draining := 0, []string{}
+	for _, x := range m.StorageNodes() {
+		switch {
+		case x.ID == n.ID:
+		case x.State == clustermap.StateDraining:
+			draining = append(draining, x.ID)
+		case x.State == clustermap.StateUp:
+			left++
+		}
+	}
+	need := 1
+	for _, c := range m.Classes {
+		need = max(need, c.N)
+	}
+	if std, ok := m.Class(""); ok {
+		need = max(need, std.N)
+	} else {
+		need = max(need, m.Replicas)
+	}
+	if left >= need {
+		return nil
+	}
+	also := ""
+	if len(draining) > 0 {
+		also = " (" + strings.Join(draining, ", ") + " already draining)"
+	}
+	return errors.Errorf("", errors.Precondition,
+		"draining %s would leave %d storage node(s) up to hold %d copies of each object%s: refusing; add nodes first, or wait for the other drain to finish and remove that node",
+		n.ID, left, need, also)
+}
+
+// drained returns nil if storage node n holds nothing that its partitions' current holders
+// have not confirmed: it is out and does not answer (its data is lost and re-created
+// from the other copies), or it answers that it holds no record outside its placement.
+func (a *adminHandler) drained(ctx context.Context, n clustermap.Node) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var p gateway.SyncProgress
+	err := a.rpc.DoJSON(ctx, &rpc.Request{Method: http.MethodGet, Addr: n.Addr, Path: pathRecovery, Query: map[string][]string{"held": {"1"}}}, &p)
+	switch {
+	case err != nil && n.State == clustermap.StateOut:
+		return nil
+	case err != nil:
+		return errors.Errorf("", errors.Precondition, "node %q is %s and cannot tell whether it still holds data (%v): if it is lost, mark it out first (cairn admin mark %s out)", n.ID, n.State, err, n.ID)
+	case p.HandoffObjects > 0:
+		return errors.Errorf("", errors.Precondition, "node %q still holds %d objects (%s) that their new holders have not all confirmed: the drain is not finished (see cairn admin recovery); removing it now could lose the only copies",
+			n.ID, p.HandoffObjects, humanBytes(p.HandoffBytes))
+	}
+	return nil
+}
+
+// humanBytes formats n bytes with a binary unit.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	div, exp := int64(unit), 0
+	for v := n / unit; v >= unit; v /= unit {
+		div *= unit
+		exp++
+	}
+	return strconv.FormatFloat(float64(n)/float64(div), 'f', 1, 64) + " " + string("KMGTPE"[exp]) + "iB"
 }
 
 // recovery gathers every storage node's recovery progress, after setting their copy rate

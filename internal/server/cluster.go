@@ -307,7 +307,17 @@ func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			h.gw.SetRecoveryRate(rate)
 		}
-		writeJSON(w, h.gw.Progress())
+		p := h.gw.Progress()
+		if r.URL.Query().Get("held") != "" {
+			// Counted now, not as of the last round: `cairn admin remove` decides on it.
+			objs, n, err := h.gw.HeldElsewhere()
+			if err != nil {
+				rpc.WriteError(w, err)
+				return
+			}
+			p.HandoffObjects, p.HandoffBytes = objs, n
+		}
+		writeJSON(w, p)
 	case pathMapInfo:
 		m := h.mgr.Current()
 		writeJSON(w, mapInfo{Epoch: m.Epoch, Digest: m.Digest()})

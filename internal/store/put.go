@@ -432,33 +432,8 @@ func (s *Store) DeleteObject(bucket, key string) error {
 	if _, err := s.bucket(bucket); err != nil {
 		return errors.E(op, err)
 	}
-	mu := s.keyLock(bucket, key)
-	mu.Lock()
-	defer mu.Unlock()
-	s.relocMu.RLock()
-	defer s.relocMu.RUnlock()
-	okey := objectKey(bucket, key)
-	old, err := getObject(s.db, okey)
-	if errors.Is(errors.NotExist, err) {
-		return nil
-	}
-	if err != nil {
-		return errors.E(op, err)
-	}
-	b := s.db.NewBatch()
-	freed, err := s.dropBody(b, old)
-	if err != nil {
-		b.Close()
-		return errors.E(op, err)
-	}
-	b.Delete(okey, nil)
-	if err := s.commit(b); err != nil {
-		return errors.E(op, err)
-	}
-	for _, l := range freed {
-		s.addLive(l, -1)
-	}
-	return nil
+	_, err := s.drop(op, bucket, key, nil)
+	return err
 }
 
 // DeleteVersion deletes bucket/key as of version (an HLC timestamp; zero means now): it
@@ -470,6 +445,49 @@ func (s *Store) DeleteVersion(bucket, key string, version uint64, modTime int64)
 		return nil, errors.E(op, err)
 	}
 	return s.commitObject(op, bucket, key, &Object{Deleted: true, ModTime: modTime}, &body{inline: []byte{}}, PutOptions{Version: version})
+}
+
+// Forget removes bucket/key from this store, body and record, if the record stored is
+// version (an HLC timestamp; a tombstone included); it leaves no tombstone. It reports
+// whether it removed anything. Nodes use it to hand off data they no longer hold once the
+// new holders confirmed their copies: a newer write that arrived meanwhile is kept.
+func (s *Store) Forget(bucket, key string, version uint64) (bool, error) {
+	return s.drop(errors.Op("store.Forget"), bucket, key, func(o *Object) bool { return o.HLC == version })
+}
+
+// drop removes the record of bucket/key and its body, if there is one and match (when
+// set) accepts it. It reports whether it removed anything.
+func (s *Store) drop(op errors.Op, bucket, key string, match func(*Object) bool) (bool, error) {
+	mu := s.keyLock(bucket, key)
+	mu.Lock()
+	defer mu.Unlock()
+	s.relocMu.RLock()
+	defer s.relocMu.RUnlock()
+	okey := objectKey(bucket, key)
+	old, err := getObject(s.db, okey)
+	if errors.Is(errors.NotExist, err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, errors.E(op, err)
+	}
+	if match != nil && !match(old) {
+		return false, nil
+	}
+	b := s.db.NewBatch()
+	freed, err := s.dropBody(b, old)
+	if err != nil {
+		b.Close()
+		return false, errors.E(op, err)
+	}
+	b.Delete(okey, nil)
+	if err := s.commit(b); err != nil {
+		return false, errors.E(op, err)
+	}
+	for _, l := range freed {
+		s.addLive(l, -1)
+	}
+	return true, nil
 }
 
 // sortUserMeta sorts user metadata pairs by name, as records store them.

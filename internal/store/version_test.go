@@ -214,3 +214,51 @@ func TestRepairSameVersion(t *testing.T) {
 		t.Fatal("a repair with an older version replaced the record")
 	}
 }
+
+// Forget removes a record only at the version given, leaves no tombstone, and frees the
+// body's space for compaction.
+func TestForget(t *testing.T) {
+	s := openStore(t, testConfig(t))
+	if err := s.CreateBucket("b"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	body := randBytes(3, 300<<10)
+	if _, err := s.PutObject(ctx, "b", "k", &Object{}, bytes.NewReader(body), int64(len(body)), PutOptions{Version: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DeleteVersion("b", "gone", 12, 0); err != nil {
+		t.Fatal(err)
+	}
+	live := s.Stats().LiveBytes
+	for _, tc := range []struct {
+		key     string
+		version uint64
+		removed bool
+	}{
+		{"k", 9, false},  // older than stored: a newer write arrived meanwhile
+		{"k", 11, false}, // newer than stored
+		{"missing", 1, false},
+		{"k", 10, true},
+		{"k", 10, false},   // already gone
+		{"gone", 12, true}, // tombstones too
+	} {
+		got, err := s.Forget("b", tc.key, tc.version)
+		if err != nil || got != tc.removed {
+			t.Fatalf("Forget(%s, %d) = %v, %v; want %v", tc.key, tc.version, got, err, tc.removed)
+		}
+	}
+	for _, k := range []string{"k", "gone"} {
+		if o, err := s.StatVersion("b", k); !errors.Is(errors.NotExist, err) {
+			t.Fatalf("%s after Forget: %+v, %v; want no record at all", k, o, err)
+		}
+	}
+	if after := s.Stats().LiveBytes; after >= live {
+		t.Fatalf("live bytes %d after Forget, %d before: body not released", after, live)
+	}
+	n := 0
+	s.Scan(nil, func(VersionEntry) error { n++; return nil })
+	if n != 0 {
+		t.Fatalf("Scan sees %d records after Forget", n)
+	}
+}
