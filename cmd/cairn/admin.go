@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -36,8 +37,12 @@ Commands:
   recovery set --rate R  limit each node's copy rate (e.g. 50MiB per second; "unlimited")
   scrub start|pause|status [NODE]
                          deep scrub: read and verify every byte, repair damaged copies from replicas
-  class set NAME --replicas N [--w W] [--r R] [--d D]
-                         define or change a replicated storage class (STANDARD is the default class)
+  class create|set NAME (--replicas N [--w W] [--r R] [--d D] | --ec K+M [--w W])
+                   [--device-class C] [--s3-names A,B]
+                         define or change a storage class: N copies, or an erasure code of K data
+                         and M parity shards; only on nodes of a device class; selected by these
+                         x-amz-storage-class names (STANDARD is the default class)
+  class list             the storage classes
 
 The admin address is --admin, else $CAIRN_ADMIN, else 127.0.0.1:9001. Requests are signed
 with the cluster secret: $CAIRN_CLUSTER_SECRET, else --cluster-secret-file, else
@@ -167,7 +172,7 @@ func runAdmin(args []string, stdout, stderr io.Writer) error {
 		}
 		return c.nodeAction(stdout, rest[0], rest[1], *asJSON)
 	case "class":
-		return c.classCmd(stdout, rest)
+		return c.classCmd(stdout, rest, *asJSON)
 	case "recovery":
 		return c.recoveryCmd(stdout, rest, *asJSON)
 	case "scrub":
@@ -322,29 +327,77 @@ func human(n int64) string {
 	return fmt.Sprintf("%.1f %s", f, units[i])
 }
 
-func (c *adminClient) classCmd(stdout io.Writer, args []string) error {
-	if len(args) < 2 || args[0] != "set" {
-		return fmt.Errorf("admin: usage: cairn admin class set NAME --replicas N [--w W] [--r R] [--d D]")
+func (c *adminClient) classCmd(stdout io.Writer, args []string, asJSON bool) error {
+	const usage = "admin: usage: cairn admin class create|set NAME (--replicas N [--w W] [--r R] [--d D] | --ec K+M [--w W]) [--device-class C] [--s3-names A,B]; cairn admin class list"
+	if len(args) == 1 && args[0] == "list" {
+		var st server.Status
+		if err := c.do(http.MethodGet, "status", &st); err != nil {
+			return err
+		}
+		if asJSON {
+			return printJSON(stdout, st.Classes)
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "CLASS\tLAYOUT\tW\tR\tD\tDEVICE CLASS\tS3 NAMES")
+		for _, cls := range st.Classes {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\n", cls.Name, layout(cls), cls.W, cls.R, cls.D, or(cls.DeviceClass, "any"), or(strings.Join(cls.S3Names, ","), "-"))
+		}
+		return tw.Flush()
+	}
+	if len(args) < 2 || (args[0] != "set" && args[0] != "create") {
+		return fmt.Errorf("%s", usage)
 	}
 	name := args[1]
-	fs := flag.NewFlagSet("cairn admin class set", flag.ContinueOnError)
-	n := fs.Int("replicas", 0, "copies (N)")
-	w := fs.Int("w", 0, "write quorum (default: a majority of N)")
-	r := fs.Int("r", 1, "read quorum")
+	fs := flag.NewFlagSet("cairn admin class "+args[0], flag.ContinueOnError)
+	n := fs.Int("replicas", 0, "copies (N) of a replicated class")
+	ec := fs.String("ec", "", "erasure code K+M (e.g. 4+2): K data and M parity shards on K+M distinct nodes")
+	w := fs.Int("w", 0, "write quorum: copies (default a majority of N) or shards (default K+1) durable before a write is acknowledged")
+	r := fs.Int("r", 0, "read quorum (default 1; K for an erasure code)")
 	d := fs.Int("d", 0, "delete quorum (default: a majority of N)")
+	dev := fs.String("device-class", "", "place data only on nodes started with this --device-class (e.g. ssd)")
+	s3names := fs.String("s3-names", "", "comma-separated x-amz-storage-class names that select this class (e.g. STANDARD_IA,GLACIER_IR)")
 	if err := fs.Parse(args[2:]); err != nil {
 		return err
 	}
-	if *n < 1 {
-		return fmt.Errorf("admin: class set: --replicas must be at least 1")
+	cls := clustermap.Class{Name: name, N: *n, W: *w, R: *r, D: *d, DeviceClass: *dev}
+	if *s3names != "" {
+		for _, x := range strings.Split(*s3names, ",") {
+			if x = strings.TrimSpace(x); x != "" {
+				cls.S3Names = append(cls.S3Names, x)
+			}
+		}
 	}
-	if *w == 0 {
-		*w = *n/2 + 1
+	switch {
+	case *ec != "" && *n != 0:
+		return fmt.Errorf("admin: class %s: give --replicas or --ec, not both", args[0])
+	case *ec != "":
+		k, m, err := parseEC(*ec)
+		if err != nil {
+			return fmt.Errorf("admin: class %s: %w", args[0], err)
+		}
+		cls.K, cls.M, cls.N = k, m, k+m
+		if cls.W == 0 {
+			cls.W = min(k+1, k+m)
+		}
+		if cls.R == 0 {
+			cls.R = k
+		}
+		if cls.D == 0 {
+			cls.D = cls.N/2 + 1
+		}
+	case *n < 1:
+		return fmt.Errorf("admin: class %s: --replicas must be at least 1 (or give --ec K+M)", args[0])
+	default:
+		if cls.W == 0 {
+			cls.W = *n/2 + 1
+		}
+		if cls.R == 0 {
+			cls.R = 1
+		}
+		if cls.D == 0 {
+			cls.D = *n/2 + 1
+		}
 	}
-	if *d == 0 {
-		*d = *n/2 + 1
-	}
-	cls := clustermap.Class{Name: name, N: *n, W: *w, R: *r, D: *d}
 	body, _ := json.Marshal(clustermap.Command{Op: clustermap.OpPutClass, Class: &cls})
 	var ans struct {
 		Epoch uint64 `json:"epoch"`
@@ -352,8 +405,34 @@ func (c *adminClient) classCmd(stdout io.Writer, args []string) error {
 	if err := c.doBody(http.MethodPost, "apply", body, &ans); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "class %s: N=%d W=%d R=%d D=%d (map epoch %d)\n", name, cls.N, cls.W, cls.R, cls.D, ans.Epoch)
+	fmt.Fprintf(stdout, "class %s: %s W=%d R=%d D=%d device class %s (map epoch %d)\n", name, layout(cls), cls.W, cls.R, cls.D, or(cls.DeviceClass, "any"), ans.Epoch)
 	return nil
+}
+
+// parseEC parses an erasure code "K+M".
+func parseEC(s string) (k, m int, err error) {
+	a, b, ok := strings.Cut(s, "+")
+	k, err1 := strconv.Atoi(strings.TrimSpace(a))
+	m, err2 := strconv.Atoi(strings.TrimSpace(b))
+	if !ok || err1 != nil || err2 != nil {
+		return 0, 0, fmt.Errorf("bad --ec %q: want K+M, e.g. 4+2 (4 data and 2 parity shards)", s)
+	}
+	return k, m, nil
+}
+
+// layout describes a class's redundancy.
+func layout(c clustermap.Class) string {
+	if c.EC() {
+		return fmt.Sprintf("EC %d+%d", c.K, c.M)
+	}
+	return fmt.Sprintf("%d copies", c.N)
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 func (c *adminClient) recoveryCmd(stdout io.Writer, args []string, asJSON bool) error {

@@ -91,6 +91,7 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.NodeAddr, "node-addr", "127.0.0.1:0", "internode address (RPC and Raft) other nodes reach this node at")
 	fs.StringVar(&cfg.Join, "join", "", "node address of any member of an existing cluster to join (empty: bootstrap a new cluster, or restart a member)")
 	fs.StringVar(&cfg.Zone, "zone", "", "failure domain of this node (data center or rack); replicas go to distinct zones")
+	fs.StringVar(&cfg.DeviceClass, "device-class", "", "device class of this node's storage (e.g. ssd, hdd): storage classes with --device-class use only such nodes")
 	fs.StringVar(&cfg.NodeID, "node-id", "", "node id (default: generated on first start and kept in DATA/node-id)")
 	roles := fs.String("roles", "gateway,storage,manager", "comma-separated roles this node runs")
 	fs.IntVar(&cfg.Replicas, "replicas", 3, "copies of STANDARD objects (N) for a new cluster; W and D are a majority of N, R is 1")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
@@ -173,6 +174,16 @@ func applyCommand(m *Map, c Command) (*Map, error) {
 		if err := validateClass(*c.Class); err != nil {
 			return nil, err
 		}
+		if err := fitClass(m, *c.Class); err != nil {
+			return nil, err
+		}
+		for name, other := range nm.Classes {
+			// An S3 name selects one class: mapping it here takes it from any other.
+			if name != c.Class.Name && slices.ContainsFunc(other.S3Names, func(s string) bool { return slices.Contains(c.Class.S3Names, s) }) {
+				other.S3Names = slices.DeleteFunc(slices.Clone(other.S3Names), func(s string) bool { return slices.Contains(c.Class.S3Names, s) })
+				nm.Classes[name] = other
+			}
+		}
 		nm.Classes[c.Class.Name] = *c.Class
 	default:
 		return nil, errors.Errorf(opFSM, errors.Invalid, "unknown command %q", c.Op)
@@ -204,12 +215,80 @@ func validateNode(n *Node) error {
 	return nil
 }
 
+// Erasure-code limits: at most MaxK data and MaxM parity shards per stripe.
+const (
+	MaxK = 32
+	MaxM = 16
+)
+
 func validateClass(c Class) error {
 	if c.Name == "" {
 		return errors.E(opFSM, errors.Invalid, "class without name")
 	}
+	for _, r := range c.Name {
+		if !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return errors.Errorf(opFSM, errors.Invalid, "class name %q: use letters, digits, _ and -", c.Name)
+		}
+	}
+	if c.K != 0 || c.M != 0 {
+		switch {
+		case c.K < 1:
+			return errors.Errorf(opFSM, errors.Invalid, "class %s: an erasure code needs at least one data shard (k=%d)", c.Name, c.K)
+		case c.M < 1:
+			return errors.Errorf(opFSM, errors.Invalid, "class %s: an erasure code needs at least one parity shard (m=%d)", c.Name, c.M)
+		case c.K > MaxK || c.M > MaxM:
+			return errors.Errorf(opFSM, errors.Invalid, "class %s: k=%d m=%d: at most k=%d and m=%d", c.Name, c.K, c.M, MaxK, MaxM)
+		case c.N != c.K+c.M:
+			return errors.Errorf(opFSM, errors.Invalid, "class %s: an erasure code %d+%d has N=%d shards, not %d", c.Name, c.K, c.M, c.K+c.M, c.N)
+		case c.W < c.K || c.W > c.N:
+			return errors.Errorf(opFSM, errors.Invalid, "class %s: the write quorum must be between k=%d and k+m=%d shards (W=%d)", c.Name, c.K, c.N, c.W)
+		}
+	}
 	if c.N < 1 || c.W < 1 || c.R < 1 || c.D < 1 || c.W > c.N || c.R > c.N || c.D > c.N {
 		return errors.Errorf(opFSM, errors.Invalid, "class %s: need 1 <= W,R,D <= N (N=%d W=%d R=%d D=%d)", c.Name, c.N, c.W, c.R, c.D)
+	}
+	for _, s := range c.S3Names {
+		if !slices.Contains(S3StorageClasses, s) {
+			return errors.Errorf(opFSM, errors.Invalid, "class %s: %q is not an S3 storage class (want one of %s)", c.Name, s, strings.Join(S3StorageClasses, ", "))
+		}
+	}
+	return nil
+}
+
+// fitClass checks that the cluster can place c: its device class is one some storage
+// node has, and an erasure code has its K+M shards on distinct nodes of that class.
+// Replicated classes are not refused for lacking nodes: they keep one copy per node
+// until more join (EffectiveClass).
+func fitClass(m *Map, c Class) error {
+	nodes, classes := 0, map[string]bool{}
+	for _, n := range m.PlacementNodes() {
+		classes[n.DeviceClass] = true
+		if c.DeviceClass == "" || n.DeviceClass == c.DeviceClass {
+			nodes++
+		}
+	}
+	if c.DeviceClass != "" && !classes[c.DeviceClass] {
+		var have []string
+		for k := range classes {
+			if k != "" {
+				have = append(have, k)
+			}
+		}
+		slices.Sort(have)
+		list := strings.Join(have, ", ")
+		if list == "" {
+			list = "no tagged nodes"
+		}
+		return errors.Errorf(opFSM, errors.Invalid, "class %s: no storage node has device class %q (the cluster has: %s; tag nodes with cairn server --device-class)",
+			c.Name, c.DeviceClass, list)
+	}
+	if c.EC() && nodes < c.N {
+		what := "storage nodes"
+		if c.DeviceClass != "" {
+			what = "storage nodes with device class " + c.DeviceClass
+		}
+		return errors.Errorf(opFSM, errors.Invalid, "class %s: an erasure code %d+%d puts each stripe's %d shards on distinct nodes (failure domains), and the cluster has %d %s",
+			c.Name, c.K, c.M, c.N, nodes, what)
 	}
 	return nil
 }

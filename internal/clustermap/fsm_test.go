@@ -162,6 +162,32 @@ func TestApplyCommands(t *testing.T) {
 		{"put class D > N", Command{Op: OpPutClass, Class: &Class{Name: "X", N: 1, W: 1, R: 1, D: 2}}, errors.Invalid, nil},
 		{"put class no name", Command{Op: OpPutClass, Class: &Class{N: 1, W: 1, R: 1, D: 1}}, errors.Invalid, nil},
 		{"put class nil", Command{Op: OpPutClass}, errors.Invalid, nil},
+		{"put class bad name", Command{Op: OpPutClass, Class: &Class{Name: "a b", N: 1, W: 1, R: 1, D: 1}}, errors.Invalid, nil},
+		{"put class EC 1+1", Command{Op: OpPutClass, Class: &Class{Name: "EC11", N: 2, W: 2, R: 1, D: 2, K: 1, M: 1}}, errors.Other, func(t *testing.T, m *Map) {
+			if c, ok := m.Class("EC11"); !ok || !c.EC() || c.K != 1 || c.M != 1 {
+				t.Fatalf("class %+v", c)
+			}
+		}},
+		{"put class EC k=0", Command{Op: OpPutClass, Class: &Class{Name: "X", N: 2, W: 2, R: 1, D: 1, K: 0, M: 2}}, errors.Invalid, nil},
+		{"put class EC m=0", Command{Op: OpPutClass, Class: &Class{Name: "X", N: 2, W: 2, R: 1, D: 1, K: 2, M: 0}}, errors.Invalid, nil},
+		{"put class EC too wide", Command{Op: OpPutClass, Class: &Class{Name: "X", N: 40, W: 34, R: 1, D: 1, K: 33, M: 7}}, errors.Invalid, nil},
+		{"put class EC N != k+m", Command{Op: OpPutClass, Class: &Class{Name: "X", N: 5, W: 5, R: 1, D: 1, K: 4, M: 2}}, errors.Invalid, nil},
+		{"put class EC W < k", Command{Op: OpPutClass, Class: &Class{Name: "X", N: 3, W: 1, R: 1, D: 1, K: 2, M: 1}}, errors.Invalid, nil},
+		// Two storage nodes: 4+2 needs six failure domains.
+		{"put class EC more shards than nodes", Command{Op: OpPutClass, Class: &Class{Name: "EC42", N: 6, W: 5, R: 4, D: 4, K: 4, M: 2}}, errors.Invalid, nil},
+		{"put class unknown device class", Command{Op: OpPutClass, Class: &Class{Name: "FAST", N: 1, W: 1, R: 1, D: 1, DeviceClass: "ssd"}}, errors.Invalid, nil},
+		{"put class bad S3 name", Command{Op: OpPutClass, Class: &Class{Name: "X", N: 1, W: 1, R: 1, D: 1, S3Names: []string{"PLATINUM"}}}, errors.Invalid, nil},
+		{"put class S3 name", Command{Op: OpPutClass, Class: &Class{Name: "TWO", N: 2, W: 2, R: 1, D: 2, S3Names: []string{"STANDARD_IA"}}}, errors.Other, func(t *testing.T, m *Map) {
+			if c, ok := m.ResolveClass("STANDARD_IA"); !ok || c.Name != "TWO" {
+				t.Fatalf("STANDARD_IA resolves to %+v %v", c, ok)
+			}
+			if c, ok := m.ResolveClass("GLACIER"); !ok || c.Name != StandardClass {
+				t.Fatalf("unmapped GLACIER resolves to %+v %v; want STANDARD", c, ok)
+			}
+			if _, ok := m.ResolveClass("PLATINUM"); ok {
+				t.Fatal("PLATINUM resolves")
+			}
+		}},
 		{"unknown op", Command{Op: "launch_rockets"}, errors.Invalid, nil},
 	}
 	for _, tt := range tests {

@@ -75,13 +75,53 @@ func (n *Node) HasRole(r string) bool {
 }
 
 // Class is a storage class: N replicas, write quorum W, read quorum R and
-// delete quorum D.
+// delete quorum D; or, when K > 0, an erasure code of K data and M parity shards
+// (N = K+M shards on distinct nodes, W of them durable before a write is
+// acknowledged). DeviceClass, when set, restricts placement to the nodes tagged
+// with it; S3Names are the x-amz-storage-class names that select the class.
 type Class struct {
-	Name string `json:"name"`
-	N    int    `json:"n"`
-	W    int    `json:"w"`
-	R    int    `json:"r"`
-	D    int    `json:"d"`
+	Name        string   `json:"name"`
+	N           int      `json:"n"`
+	W           int      `json:"w"`
+	R           int      `json:"r"`
+	D           int      `json:"d"`
+	K           int      `json:"k,omitempty"`
+	M           int      `json:"m,omitempty"`
+	DeviceClass string   `json:"device_class,omitempty"`
+	S3Names     []string `json:"s3_names,omitempty"`
+}
+
+// EC reports whether c is erasure-coded.
+func (c Class) EC() bool { return c.K > 0 }
+
+// S3StorageClasses are the storage class names of the S3 API. A cairn class can be
+// chosen by its own name or by one of these, mapped to it with Class.S3Names; an S3
+// name mapped to no class means STANDARD.
+var S3StorageClasses = []string{"STANDARD", "REDUCED_REDUNDANCY", "STANDARD_IA", "ONEZONE_IA",
+	"INTELLIGENT_TIERING", "GLACIER", "GLACIER_IR", "DEEP_ARCHIVE", "OUTPOSTS", "SNOW", "EXPRESS_ONEZONE"}
+
+// ResolveClass returns the class an x-amz-storage-class value selects: a class by
+// its cairn name, else the class an S3 name is mapped to, else STANDARD for an
+// unmapped S3 name. ok is false for a name that is neither.
+func (m *Map) ResolveClass(name string) (Class, bool) {
+	if name == "" {
+		name = StandardClass
+	}
+	if c, ok := m.Classes[name]; ok {
+		return c, true
+	}
+	for _, c := range m.Classes {
+		if slices.Contains(c.S3Names, name) {
+			return c, true
+		}
+	}
+	if slices.Contains(S3StorageClasses, name) {
+		if c, ok := m.Classes[StandardClass]; ok {
+			return c, true
+		}
+		return Class{Name: StandardClass, N: m.Replicas}, true
+	}
+	return Class{}, false
 }
 
 // Bucket is a bucket's map entry.

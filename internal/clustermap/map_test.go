@@ -2,6 +2,7 @@ package clustermap
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 )
 
@@ -156,7 +157,7 @@ func TestClassAndEffectiveClass(t *testing.T) {
 		{&Map{}, Class{Name: "E", N: 3, W: 2, R: 2, D: 2}, Class{Name: "E", N: 1, W: 1, R: 1, D: 1}},
 	}
 	for _, tt := range tests {
-		if got := tt.m.EffectiveClass(tt.in); got != tt.want {
+		if got := tt.m.EffectiveClass(tt.in); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("EffectiveClass(%+v) = %+v, want %+v", tt.in, got, tt.want)
 		}
 	}

@@ -82,6 +82,7 @@ type Status struct {
 	Replicas   int                  `json:"replicas"`
 	Class      clustermap.Class     `json:"standard"`
 	Effective  clustermap.Class     `json:"effective"`
+	Classes    []clustermap.Class   `json:"classes"` // every class, by name
 	Leader     string               `json:"leader"`
 	Managers   []clustermap.Member  `json:"managers"`
 	Nodes      []NodeStatus         `json:"nodes"`
@@ -377,6 +378,10 @@ func (a *adminHandler) status(ctx context.Context) *Status {
 	st := &Status{Epoch: m.Epoch, Digest: m.Digest(), Partitions: m.Partitions, Replicas: m.Replicas, Buckets: len(m.Buckets), Map: m}
 	st.Class, _ = m.Class("")
 	st.Effective = m.EffectiveClass(st.Class)
+	for _, c := range m.Classes {
+		st.Classes = append(st.Classes, c)
+	}
+	sort.Slice(st.Classes, func(i, j int) bool { return st.Classes[i].Name < st.Classes[j].Name })
 	st.Leader, _ = a.mgr.Leader()
 	st.Managers, _ = a.mgr.Members()
 	counts := map[string]int{}

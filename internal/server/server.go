@@ -60,6 +60,9 @@ type Config struct {
 	Join string
 	// Zone is the failure domain (data center, rack) of this node.
 	Zone string
+	// DeviceClass tags this node's storage (ssd, hdd, ...): classes with a device class
+	// place data only on nodes with that tag.
+	DeviceClass string
 	// Roles this node runs (default all: gateway, storage, manager).
 	Roles []string
 	// ClusterSecret authenticates internode traffic (default: DataDir/cluster-secret,
@@ -321,7 +324,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		defer aln.Close()
 	}
-	self := clustermap.Node{ID: nodeID, Addr: nodeAddr, S3Addr: ln.Addr().String(), Zone: cfg.Zone, Weight: 1,
+	self := clustermap.Node{ID: nodeID, Addr: nodeAddr, S3Addr: ln.Addr().String(), Zone: cfg.Zone, DeviceClass: cfg.DeviceClass, Weight: 1,
 		Roles: cfg.Roles, State: clustermap.StateUp, Capacity: cfg.capacity(st)}
 	if aln != nil {
 		self.AdminAddr = aln.Addr().String()
@@ -430,7 +433,10 @@ func Run(ctx context.Context, cfg Config) error {
 	settle := func() {
 		// Addresses may change across restarts (ports chosen at random): tell the map.
 		n, _ := mgr.Current().Node(nodeID)
-		if n.Addr != self.Addr || n.S3Addr != self.S3Addr || n.AdminAddr != self.AdminAddr || n.State != clustermap.StateUp {
+		if n.State == clustermap.StateDraining {
+			self.State = n.State // a drain goes on across restarts
+		}
+		if n.Addr != self.Addr || n.S3Addr != self.S3Addr || n.AdminAddr != self.AdminAddr || n.DeviceClass != self.DeviceClass || n.State != self.State {
 			c := clustermap.Command{Op: clustermap.OpAddNode, Node: &self}
 			if n.Addr != "" && n.Addr != self.Addr {
 				c = clustermap.Command{Op: clustermap.OpUpdateNode, Node: &self}
@@ -438,7 +444,7 @@ func Run(ctx context.Context, cfg Config) error {
 			if _, err := app.Apply(ctx, c); err != nil {
 				log.Warn("could not update this node in the cluster map", "err", err)
 			} else if c.Op == clustermap.OpUpdateNode {
-				app.Apply(ctx, clustermap.Command{Op: clustermap.OpSetState, NodeID: nodeID, State: clustermap.StateUp})
+				app.Apply(ctx, clustermap.Command{Op: clustermap.OpSetState, NodeID: nodeID, State: self.State})
 			}
 		}
 		if cfg.AccessKey != "" && cfg.SecretKey != "" {
