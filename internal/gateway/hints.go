@@ -262,24 +262,25 @@ func (g *Gateway) copyVersion(ctx context.Context, src, dst target, bucket, key 
 	}
 	defer rd.Close()
 	o := rd.Info()
+	size := o.BodySize() // a striped object's record has no body: copying it copies the record
 	pr, pw := io.Pipe()
 	go func() {
-		_, err := rd.WriteRange(ctx, pw, 0, o.Size)
+		_, err := rd.WriteRange(ctx, pw, 0, size)
 		pw.CloseWithError(err)
 	}()
 	defer pr.CloseWithError(errReplicaGone)
 	meta := *o
 	meta.Body, meta.Chunks, meta.Inline, meta.Embedded = nil, nil, false, false
 	if repair && dst.local {
-		_, err = g.cfg.Store.PutObject(ctx, bucket, key, &meta, pr, o.Size, store.PutOptions{Version: o.HLC, Repair: true,
+		_, err = g.cfg.Store.PutObject(ctx, bucket, key, &meta, pr, size, store.PutOptions{Version: o.HLC, Repair: true,
 			Finish: func(x *store.Object) error { copyFinal(x, o); return nil }})
 	} else {
-		_, err = g.putReplica(ctx, dst, bucket, key, &meta, pr, o.Size, o.HLC, "", 0, nil, &meta)
+		_, err = g.putReplica(ctx, dst, bucket, key, &meta, pr, size, o.HLC, "", 0, nil, &meta)
 	}
 	if err != nil {
 		return 0, err
 	}
-	return o.Size, nil
+	return size, nil
 }
 
 // ReplicaState is one replica's record of an object, for operators and tests.

@@ -213,7 +213,7 @@ func (r *remoteReader) Info() *store.Object { return r.o }
 func (r *remoteReader) WriteRange(ctx context.Context, w io.Writer, off, n int64) (int64, error) {
 	body := r.resp
 	r.resp = nil
-	if body == nil || off != 0 || n != r.o.Size {
+	if body == nil || off != 0 || n != r.o.BodySize() {
 		if body != nil {
 			body.Body.Close()
 		}

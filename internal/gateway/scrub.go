@@ -175,5 +175,5 @@ func (s *Scrub) verify(ctx context.Context, e store.VersionEntry) (int64, error)
 	if rd.Object.HLC != e.HLC {
 		return 0, nil
 	}
-	return rd.WriteRange(ctx, io.Discard, 0, rd.Object.Size)
+	return rd.WriteRange(ctx, io.Discard, 0, rd.Object.BodySize())
 }

@@ -198,10 +198,11 @@ func (h *Handler) object(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		off, n := intParam(r, "off"), intParam(r, "n")
+		size := rd.Object.BodySize() // zero for a striped object: its record alone
 		if r.URL.Query().Get("n") == "" {
-			n = rd.Object.Size - off
+			n = size - off
 		}
-		if off < 0 || n < 0 || off > rd.Object.Size || n > rd.Object.Size-off {
+		if off < 0 || n < 0 || off > size || n > size-off {
 			rpc.WriteError(w, errors.E(errors.Invalid, "range out of bounds"))
 			return
 		}

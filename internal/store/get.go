@@ -61,14 +61,15 @@ func (r *Reader) Close() error {
 func (r *Reader) WriteRange(ctx context.Context, w io.Writer, off, n int64) (int64, error) {
 	const op errors.Op = "store.Reader.WriteRange"
 	o := r.Object
-	if off < 0 || n < 0 || off > o.Size || n > o.Size-off { // no off+n: it can overflow
+	size := o.BodySize() // a striped object's bytes are not in this store
+	if off < 0 || n < 0 || off > size || n > size-off { // no off+n: it can overflow
 		return 0, errors.E(op, errors.Invalid, "range outside the object")
 	}
 	if n == 0 {
 		return 0, nil
 	}
 	if o.Embedded {
-		if int64(len(o.Body)) != o.Size {
+		if int64(len(o.Body)) != size {
 			return 0, errors.E(op, errors.Corrupt, "embedded body has the wrong size")
 		}
 		m, err := w.Write(o.Body[off : off+n])
@@ -83,7 +84,7 @@ func (r *Reader) WriteRange(ctx context.Context, w io.Writer, off, n int64) (int
 			return 0, errors.E(op, errors.IO, err)
 		}
 		defer c.Close()
-		if int64(len(v)) != o.Size {
+		if int64(len(v)) != size {
 			return 0, errors.E(op, errors.Corrupt, "inline body has the wrong size")
 		}
 		m, err := w.Write(v[off : off+n])

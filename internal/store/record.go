@@ -50,6 +50,28 @@ type Object struct {
 	Chunks []Chunk
 	// PartSizes lists the part sizes of an object made by a multipart upload.
 	PartSizes []int64
+	// Striped marks the record of an erasure-coded object: its bytes are not here but in
+	// stripes of Stripe.Size bytes, each cut into Stripe.K data and Stripe.M parity
+	// shards stored on other nodes (package gateway). Size is the object's size; the
+	// record has no body.
+	Striped bool
+	Stripe  Stripe
+}
+
+// Stripe is the layout of a striped object.
+type Stripe struct {
+	K    int   `json:"k"`
+	M    int   `json:"m"`
+	Size int64 `json:"size"` // bytes of object data per stripe (K shards)
+}
+
+// BodySize is the number of body bytes the record's store holds: Size, or zero for a
+// striped object.
+func (o *Object) BodySize() int64 {
+	if o.Striped {
+		return 0
+	}
+	return o.Size
 }
 
 // Chunk is one piece of a body stored as a segment record.
@@ -59,8 +81,12 @@ type Chunk struct {
 }
 
 // recordVersion 2 added HLC and the Deleted flag; version 1 records are still read (their
-// HLC is derived from ModTime).
-const recordVersion = 2
+// HLC is derived from ModTime). Version 3 is version 2 plus a stripe layout; it is written
+// only for striped records, so other records stay readable by version-2 binaries.
+const (
+	recordVersion        = 2
+	recordVersionStriped = 3
+)
 
 // maxRecordList bounds list lengths in a record, so a corrupt record cannot make the decoder
 // allocate without limit.
@@ -69,7 +95,11 @@ const maxRecordList = 1 << 22
 // Marshal encodes o.
 func (o *Object) Marshal() []byte {
 	b := make([]byte, 0, 128+len(o.Chunks)*20+len(o.PartSizes)*5)
-	b = append(b, recordVersion)
+	if o.Striped {
+		b = append(b, recordVersionStriped)
+	} else {
+		b = append(b, recordVersion)
+	}
 	var flags byte
 	if o.Inline {
 		flags |= 1
@@ -102,6 +132,11 @@ func (o *Object) Marshal() []byte {
 	b = binary.AppendUvarint(b, uint64(len(o.PartSizes)))
 	for _, s := range o.PartSizes {
 		b = binary.AppendVarint(b, s)
+	}
+	if o.Striped {
+		b = binary.AppendUvarint(b, uint64(o.Stripe.K))
+		b = binary.AppendUvarint(b, uint64(o.Stripe.M))
+		b = binary.AppendVarint(b, o.Stripe.Size)
 	}
 	if o.Embedded {
 		b = binary.AppendUvarint(b, uint64(len(o.Body)))
@@ -187,11 +222,11 @@ func (o *Object) Unmarshal(b []byte) error {
 	if d.err != nil {
 		return d.err
 	}
-	if v[0] != recordVersion && v[0] != 1 {
+	if v[0] < 1 || v[0] > recordVersionStriped {
 		d.fail()
 		return d.err
 	}
-	*o = Object{Inline: v[1]&1 != 0, Embedded: v[1]&2 != 0, Deleted: v[1]&4 != 0}
+	*o = Object{Inline: v[1]&1 != 0, Embedded: v[1]&2 != 0, Deleted: v[1]&4 != 0, Striped: v[0] == recordVersionStriped}
 	copy(o.VersionID[:], d.bytes(16))
 	o.Size = d.varint()
 	o.ModTime = d.varint()
@@ -227,6 +262,13 @@ func (o *Object) Unmarshal(b []byte) error {
 			o.PartSizes[i] = d.varint()
 		}
 	}
+	if o.Striped {
+		k, m := d.uvarint(), d.uvarint()
+		o.Stripe = Stripe{K: int(min(k, 1<<16)), M: int(min(m, 1<<16)), Size: d.varint()}
+		if k < 1 || m < 1 || k > 255 || m > 255 || o.Stripe.Size < 1 || o.Stripe.Size > 1<<32 {
+			d.fail()
+		}
+	}
 	if o.Embedded {
 		n := d.uvarint()
 		if n > uint64(len(d.b)) {
@@ -238,7 +280,7 @@ func (o *Object) Unmarshal(b []byte) error {
 	if d.err == nil && len(d.b) != 0 {
 		d.fail()
 	}
-	if d.err == nil && (o.Size < 0 || (o.Inline && len(o.Chunks) > 0) || (o.Embedded && (!o.Inline || int64(len(o.Body)) != o.Size))) {
+	if d.err == nil && (o.Size < 0 || (o.Inline && len(o.Chunks) > 0) || (o.Embedded && (!o.Inline || int64(len(o.Body)) != o.BodySize()))) {
 		d.fail()
 	}
 	return d.err
