@@ -1,0 +1,5 @@
+//go:build !unix
+
+package policy
+
+func processCPU() int64 { return -1 }
