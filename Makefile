@@ -62,7 +62,8 @@ bench: build ## performance figures (docs/benchmarks.md): cairn vs a bare net/ht
 	$(GO) run ./tools/listbench --cairn $(BIN) --objects 100000
 	$(GO) run ./tools/clusterbench --cairn $(BIN) --duration 10s
 	$(GO) test -run '^$$' -bench . -benchtime 3s ./internal/store/ ./internal/sigv4/ ./internal/checksum/ ./internal/rpc/ ./internal/placement/
-	$(GO) test -run '^$$' -bench . -benchtime 200x ./internal/gateway/
+	$(GO) test -run '^$$' -bench '4KiB' -benchtime 200x ./internal/gateway/
+	$(GO) test -run '^$$' -bench 'BenchmarkClass' -benchtime 5x ./internal/gateway/
 
 clean: ## remove build output (not ./data)
 	rm -rf bin $(VENV)

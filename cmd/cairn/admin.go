@@ -43,6 +43,9 @@ Commands:
                          and M parity shards; only on nodes of a device class; selected by these
                          x-amz-storage-class names (STANDARD is the default class)
   class list             the storage classes
+  policy set BUCKET FILE the bucket's placement rules (docs/design/20261123_policy.md); "-" reads
+                         stdin; an empty file clears them
+  policy show BUCKET     the bucket's placement rules
 
 The admin address is --admin, else $CAIRN_ADMIN, else 127.0.0.1:9001. Requests are signed
 with the cluster secret: $CAIRN_CLUSTER_SECRET, else --cluster-secret-file, else
@@ -131,6 +134,8 @@ func runAdmin(args []string, stdout, stderr io.Writer) error {
 				Deleted bool   `json:"deleted"`
 				Missing bool   `json:"missing"`
 				Error   string `json:"error"`
+				Class   string `json:"class,omitempty"`
+				Layout  string `json:"layout,omitempty"`
 			} `json:"replicas"`
 		}
 		q := "placement?bucket=" + urlQuery(rest[0]) + "&key=" + urlQuery(rest[1])
@@ -142,7 +147,7 @@ func runAdmin(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "%s/%s: partition %d, nodes %s\n", pl.Bucket, pl.Key, pl.Partition, strings.Join(pl.Nodes, ", "))
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NODE\tVERSION\tSIZE\tETAG\tSTATE")
+		fmt.Fprintln(tw, "NODE\tVERSION\tSIZE\tETAG\tCLASS\tLAYOUT\tSTATE")
 		for _, r := range pl.Replicas {
 			state := "ok"
 			switch {
@@ -153,7 +158,7 @@ func runAdmin(args []string, stdout, stderr io.Writer) error {
 			case r.Deleted:
 				state = "deleted"
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", r.Node, r.HLC, r.Size, r.ETag, state)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\n", r.Node, r.HLC, r.Size, r.ETag, or(r.Class, "STANDARD"), or(r.Layout, "-"), state)
 		}
 		tw.Flush()
 	case "drain", "remove":
@@ -173,6 +178,8 @@ func runAdmin(args []string, stdout, stderr io.Writer) error {
 		return c.nodeAction(stdout, rest[0], rest[1], *asJSON)
 	case "class":
 		return c.classCmd(stdout, rest, *asJSON)
+	case "policy":
+		return c.policyCmd(stdout, rest, *asJSON)
 	case "recovery":
 		return c.recoveryCmd(stdout, rest, *asJSON)
 	case "scrub":
@@ -498,4 +505,55 @@ func (c *adminClient) recoveryCmd(stdout io.Writer, args []string, asJSON bool) 
 	}
 	fmt.Fprintf(stdout, "total: %d/%d objects, %s/%s, %s/s, ETA %s\n", rec.ObjectsDone, rec.ObjectsToDo, human(rec.BytesDone), human(rec.BytesToDo), human(int64(rec.RateBytes)), eta)
 	return nil
+}
+
+func (c *adminClient) policyCmd(stdout io.Writer, args []string, asJSON bool) error {
+	const usage = "admin: usage: cairn admin policy set BUCKET FILE | policy show BUCKET"
+	if len(args) < 2 {
+		return fmt.Errorf("%s", usage)
+	}
+	switch {
+	case args[0] == "show" && len(args) == 2:
+		var ans struct {
+			Bucket string `json:"bucket"`
+			Policy string `json:"policy"`
+		}
+		if err := c.do(http.MethodGet, "policy?bucket="+urlQuery(args[1]), &ans); err != nil {
+			return err
+		}
+		if asJSON {
+			return printJSON(stdout, &ans)
+		}
+		if ans.Policy == "" {
+			fmt.Fprintf(stdout, "# bucket %s has no placement policy: objects go to the class they name, else STANDARD\n", ans.Bucket)
+			return nil
+		}
+		fmt.Fprint(stdout, ans.Policy)
+		if !strings.HasSuffix(ans.Policy, "\n") {
+			fmt.Fprintln(stdout)
+		}
+		return nil
+	case args[0] == "set" && len(args) == 3:
+		var src []byte
+		var err error
+		if args[2] == "-" {
+			src, err = io.ReadAll(io.LimitReader(os.Stdin, 1<<20))
+		} else {
+			src, err = os.ReadFile(args[2])
+		}
+		if err != nil {
+			return fmt.Errorf("admin: policy set: %w", err)
+		}
+		text := string(src)
+		body, _ := json.Marshal(clustermap.Command{Op: clustermap.OpSetPolicy, Name: args[1], Policy: &text})
+		var ans struct {
+			Epoch uint64 `json:"epoch"`
+		}
+		if err := c.doBody(http.MethodPost, "apply", body, &ans); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "policy of bucket %s set (map epoch %d); it applies to new writes\n", args[1], ans.Epoch)
+		return nil
+	}
+	return fmt.Errorf("%s", usage)
 }

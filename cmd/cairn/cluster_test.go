@@ -135,6 +135,7 @@ type replicaView struct {
 		Deleted bool   `json:"deleted"`
 		Missing bool   `json:"missing"`
 		Error   string `json:"error"`
+		Layout  string `json:"layout"`
 	} `json:"replicas"`
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/policy"
 )
 
 // Command is one change to the map, replicated through the Raft log. Which
@@ -25,6 +26,7 @@ type Command struct {
 	User   *User     `json:"user,omitempty"`
 	Class  *Class    `json:"class,omitempty"`
 	Init   *Map      `json:"init,omitempty"`
+	Policy *string   `json:"policy,omitempty"` // OpSetPolicy: the rule file's text
 }
 
 // The command operations.
@@ -43,6 +45,9 @@ type Command struct {
 //   - OpPutUser (User): creates or replaces a user.
 //   - OpPutClass (Class): creates or replaces a class; requires N >= 1 and
 //     1 <= W, R, D <= N.
+//   - OpSetPolicy (Name, Policy): sets bucket Name's placement policy (package
+//     policy; empty text clears it). Invalid if the text does not parse or names
+//     a class the map does not have; NotExist for an unknown bucket.
 //
 // Every command other than OpInit requires an initialized map (Precondition
 // otherwise). Every accepted command increments the epoch by one; a rejected
@@ -57,6 +62,7 @@ const (
 	OpDeleteBucket = "delete_bucket"
 	OpPutUser      = "put_user"
 	OpPutClass     = "put_class"
+	OpSetPolicy    = "set_policy"
 )
 
 const opFSM errors.Op = "clustermap.apply"
@@ -185,6 +191,25 @@ func applyCommand(m *Map, c Command) (*Map, error) {
 			}
 		}
 		nm.Classes[c.Class.Name] = *c.Class
+	case OpSetPolicy:
+		b, ok := nm.Buckets[c.Name]
+		if !ok {
+			return nil, errors.Errorf(opFSM, errors.NotExist, "set_policy: no bucket %q", c.Name)
+		}
+		if c.Policy == nil {
+			return nil, errors.E(opFSM, errors.Invalid, "set_policy: missing policy")
+		}
+		p, err := policy.Parse([]byte(*c.Policy))
+		if err != nil {
+			return nil, errors.E(opFSM, err)
+		}
+		for _, name := range p.Classes() {
+			if _, ok := m.ResolveClass(name); !ok {
+				return nil, errors.Errorf(opFSM, errors.Invalid, "policy of bucket %s: no storage class %q (see cairn admin class list)", c.Name, name)
+			}
+		}
+		b.Policy = *c.Policy
+		nm.Buckets[c.Name] = b
 	default:
 		return nil, errors.Errorf(opFSM, errors.Invalid, "unknown command %q", c.Op)
 	}

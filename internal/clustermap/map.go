@@ -108,15 +108,18 @@ func (m *Map) ResolveClass(name string) (Class, bool) {
 		name = StandardClass
 	}
 	if c, ok := m.Classes[name]; ok {
+		c.Name = name
 		return c, true
 	}
-	for _, c := range m.Classes {
+	for n, c := range m.Classes {
 		if slices.Contains(c.S3Names, name) {
+			c.Name = n
 			return c, true
 		}
 	}
 	if slices.Contains(S3StorageClasses, name) {
 		if c, ok := m.Classes[StandardClass]; ok {
+			c.Name = StandardClass
 			return c, true
 		}
 		return Class{Name: StandardClass, N: m.Replicas}, true
@@ -128,6 +131,9 @@ func (m *Map) ResolveClass(name string) (Class, bool) {
 type Bucket struct {
 	Name    string `json:"name"`
 	Created int64  `json:"created"` // unix nanoseconds
+	// Policy is the text of the bucket's placement rules (package policy), empty for
+	// none: it chooses the class of objects written without x-amz-storage-class.
+	Policy string `json:"policy,omitempty"`
 }
 
 // User is an S3 user.

@@ -19,6 +19,7 @@ import (
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/hlc"
 	"github.com/cairnfs/cairn/internal/placement"
+	"github.com/cairnfs/cairn/internal/policy"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/store"
 )
@@ -72,6 +73,10 @@ type Gateway struct {
 	repairing sync.Map
 	// catchUp is when (unix ns) this node's copies are trusted again after it was away.
 	catchUp atomic.Int64
+	// ec caches erasure codes and shard placement tables.
+	ec ecState
+	// policies caches parsed bucket policies by bucket name (*cachedPolicy).
+	policies sync.Map
 	// suspect holds, by node id, when a replica last failed to answer within
 	// StragglerWait; reads try such nodes last and writes do not wait for them.
 	suspect  sync.Map
@@ -306,6 +311,73 @@ func (g *Gateway) formerReplicas(bucket, key string, ts []target) []target {
 	return out
 }
 
+// Errors of storage class selection (x-amz-storage-class).
+var (
+	// ErrInvalidStorageClass: the name is neither a class of the cluster nor an S3 name.
+	ErrInvalidStorageClass = errors.New("invalid storage class")
+	// ErrClassNotSupported: the class exists but cannot store this object yet.
+	ErrClassNotSupported = errors.New("storage class not supported")
+)
+
+// classFor returns the class an object's x-amz-storage-class value selects (STANDARD
+// for none). Objects are stored in STANDARD or in an erasure-coded class; a replicated
+// class other than STANDARD, and an erasure-coded class for a multipart upload, are
+// refused with ErrClassNotSupported.
+func (g *Gateway) classFor(name string, multipart bool) (clustermap.Class, error) {
+	m := g.cfg.Maps.Current()
+	c, ok := m.ResolveClass(name)
+	switch {
+	case !ok:
+		return c, errors.E(errors.Invalid, fmt.Errorf("%w: %q is not a storage class of this cluster (see cairn admin class list)", ErrInvalidStorageClass, name))
+	case c.EC() && multipart:
+		return c, errors.E(errors.Invalid, fmt.Errorf("%w: multipart uploads in the erasure-coded class %s are not supported yet; upload in one PUT or use STANDARD", ErrClassNotSupported, c.Name))
+	case !c.EC() && c.Name != clustermap.StandardClass:
+		return c, errors.E(errors.Invalid, fmt.Errorf("%w: replicated classes other than STANDARD (here %s) cannot store objects yet", ErrClassNotSupported, c.Name))
+	}
+	return c, nil
+}
+
+// policyClass returns the class bucket's placement policy chooses for an object written
+// without x-amz-storage-class ("" for STANDARD or no policy). size is -1 when unknown (a
+// multipart upload). A class the object cannot be stored in (an erasure-coded class for
+// a multipart upload) falls back to STANDARD, logged.
+func (g *Gateway) policyClass(bucket, key string, size int64, contentType string, multipart bool) string {
+	b, ok := g.cfg.Maps.Current().Buckets[bucket]
+	if !ok || b.Policy == "" {
+		return ""
+	}
+	var p *policy.Policy
+	if c, ok := g.policies.Load(bucket); ok && c.(*cachedPolicy).src == b.Policy {
+		p = c.(*cachedPolicy).p
+	} else {
+		var err error
+		if p, err = policy.Parse([]byte(b.Policy)); err != nil {
+			g.log.Error("bucket policy does not parse (it was checked when set)", "bucket", bucket, "err", err)
+			return ""
+		}
+		g.policies.Store(bucket, &cachedPolicy{src: b.Policy, p: p})
+	}
+	name, _ := p.Evaluate(policy.Object{Key: key, Size: size, ContentType: contentType})
+	if name == "" {
+		return ""
+	}
+	cls, err := g.classFor(name, multipart)
+	if err != nil {
+		g.log.Warn("the bucket policy chose a class this object cannot use: stored in STANDARD", "bucket", bucket, "key", key, "class", name, "err", err)
+		return ""
+	}
+	if cls.Name == clustermap.StandardClass {
+		return ""
+	}
+	return name
+}
+
+// cachedPolicy is a bucket's parsed policy and the text it came from.
+type cachedPolicy struct {
+	src string
+	p   *policy.Policy
+}
+
 // Table returns the placement table of the current map.
 func (g *Gateway) Table() (*placement.Table, error) {
 	tc, err := g.table(g.cfg.Maps.Current())
@@ -374,6 +446,15 @@ func (g *Gateway) bucketKnown(bucket string) error {
 // EnsureLocalBucket creates bucket in the local store if the map has it: replicas learn of
 // buckets from the map.
 func (g *Gateway) EnsureLocalBucket(bucket string) error {
+	if store.Internal(bucket) {
+		if _, err := g.cfg.Store.HeadBucket(bucket); err == nil {
+			return nil
+		}
+		if err := g.cfg.Store.CreateBucket(bucket); err != nil && !errors.Is(errors.Exist, err) {
+			return err
+		}
+		return nil
+	}
 	if err := g.bucketKnown(bucket); err != nil {
 		return err
 	}

@@ -198,6 +198,10 @@ func (g *Gateway) OpenObject(ctx context.Context, bucket, key string) (ObjectRea
 			}
 			rd, err := g.openReplica(ctx, t, bucket, key, 0)
 			if err == nil {
+				if o := rd.Info(); o.Striped {
+					rd.Close()
+					return g.openStriped(o, bucket, key)
+				}
 				return g.failover(rd, t, ts, bucket, key), nil
 			}
 			if errors.Is(errors.NotExist, err) {
@@ -212,6 +216,9 @@ func (g *Gateway) OpenObject(ctx context.Context, bucket, key string) (ObjectRea
 		}
 		if o == nil || o.Deleted {
 			return nil, noSuchKey(op)
+		}
+		if o.Striped {
+			return g.openStriped(o, bucket, key)
 		}
 		for _, t := range holders {
 			rd, err := g.openReplica(ctx, t, bucket, key, o.HLC)

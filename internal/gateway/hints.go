@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -292,6 +293,11 @@ type ReplicaState struct {
 	Deleted bool   `json:"deleted,omitempty"`
 	Missing bool   `json:"missing,omitempty"`
 	Error   string `json:"error,omitempty"`
+	// Class is the storage class the object was written with ("" for STANDARD), Layout
+	// how it is stored: "copy" (this record holds the bytes) or "EC K+M" (the record of
+	// an erasure-coded object whose shards are on other nodes).
+	Class  string `json:"class,omitempty"`
+	Layout string `json:"layout,omitempty"`
 }
 
 // Replicas reads bucket/key's record directly from each of its replicas.
@@ -310,7 +316,12 @@ func (g *Gateway) Replicas(ctx context.Context, bucket, key string) ([]ReplicaSt
 		case errs[i] != nil:
 			out[i].Error = errs[i].Error()
 		default:
-			out[i].HLC, out[i].ETag, out[i].Size, out[i].Deleted = os[i].HLC, os[i].ETag, os[i].Size, os[i].Deleted
+			o := os[i]
+			out[i].HLC, out[i].ETag, out[i].Size, out[i].Deleted, out[i].Class = o.HLC, o.ETag, o.Size, o.Deleted, o.StorageClass
+			out[i].Layout = "copy"
+			if o.Striped {
+				out[i].Layout = fmt.Sprintf("EC %d+%d", o.Stripe.K, o.Stripe.M)
+			}
 		}
 	}
 	return out, nil

@@ -35,8 +35,14 @@ func (g *Gateway) CreateUpload(ctx context.Context, bucket, key string, meta *st
 	if err != nil {
 		return "", errors.E(op, err)
 	}
+	if _, err := g.classFor(meta.StorageClass, true); err != nil {
+		return "", errors.E(op, err)
+	}
 	id := store.NewUploadID()
 	m := *meta
+	if m.StorageClass == "" {
+		m.StorageClass = g.policyClass(bucket, key, -1, m.ContentType, true)
+	}
 	m.ModTime = time.Now().UnixNano()
 	ok, failed := g.fanOut(ctx, ts, cls.W, bucket, key, 0, never, func(ctx context.Context, t target) (*store.Object, error) {
 		if t.local {

@@ -242,6 +242,21 @@ func (g *Gateway) PutObject(ctx context.Context, bucket, key string, meta *store
 		}
 	}
 	m := *meta
+	m.Striped, m.Stripe = false, store.Stripe{} // the layout is ours to choose, not the source's
+	if m.StorageClass == "" {
+		m.StorageClass = g.policyClass(bucket, key, size, m.ContentType, false)
+	}
+	sc, err := g.classFor(m.StorageClass, false)
+	if err != nil {
+		return nil, errors.E(op, err)
+	}
+	if sc.EC() {
+		o, err := g.putStriped(ctx, sc, ts, cls.W, bucket, key, &m, src, size, opts.Finish)
+		if err != nil {
+			return nil, errors.E(op, err)
+		}
+		return o, nil
+	}
 	m.ModTime = time.Now().UnixNano()
 	version := g.clock.Next()
 	o, err := g.write(ctx, ts, cls.W, bucket, key, &m, src, size, version, "", 0, opts.Finish)

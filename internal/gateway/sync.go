@@ -95,7 +95,7 @@ func (g *Gateway) HeldElsewhere() (objects, bytes int64, err error) {
 		return 0, 0, err
 	}
 	P := tc.t.Partitions()
-	err = g.cfg.Store.Scan(nil, func(e store.VersionEntry) error {
+	err = g.cfg.Store.Scan(func(b, _ string) bool { return !store.Internal(b) }, func(e store.VersionEntry) error {
 		if !slices.Contains(tc.t.Nodes(placement.Partition(e.Bucket, e.Key, P)), g.cfg.NodeID) {
 			objects++
 			bytes += e.Size

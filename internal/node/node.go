@@ -435,7 +435,7 @@ func (h *Handler) digest(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, out)
 }
 
-// Digests returns a digest of the versions st holds in each of the partitions of a map
+// Digests returns a digest of the versions st holds (internal buckets aside) in each of the partitions of a map
 // with the given partition count (zero for an empty partition), calling each, if set,
 // for every record as well. A digest sums a hash of (bucket, key, version, deleted) over
 // the partition's records, so two stores holding the same versions have equal digests
@@ -443,7 +443,7 @@ func (h *Handler) digest(w http.ResponseWriter, r *http.Request) {
 // the partition's metadata.
 func Digests(st *store.Store, partitions int, each func(p int, e store.VersionEntry)) ([]uint64, error) {
 	d := make([]uint64, partitions)
-	err := st.Scan(nil, func(e store.VersionEntry) error {
+	err := st.Scan(notInternal, func(e store.VersionEntry) error {
 		p := placement.Partition(e.Bucket, e.Key, partitions)
 		d[p] += entryHash(e)
 		if each != nil {
@@ -453,6 +453,10 @@ func Digests(st *store.Store, partitions int, each func(p int, e store.VersionEn
 	})
 	return d, err
 }
+
+// notInternal keeps the records of S3 buckets: anti-entropy compares those; the
+// internal buckets (erasure-code shards) have placement rules of their own.
+func notInternal(bucket, _ string) bool { return !store.Internal(bucket) }
 
 // entryHash is FNV-1a over the record's identity and version, finished with a 64-bit
 // mixer so that sums of hashes stay well spread.
@@ -493,7 +497,7 @@ func (h *Handler) scan(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	enc := json.NewEncoder(w)
-	err = h.cfg.Store.Scan(func(b, k string) bool { return want[placement.Partition(b, k, req.Partitions)] },
+	err = h.cfg.Store.Scan(func(b, k string) bool { return !store.Internal(b) && want[placement.Partition(b, k, req.Partitions)] },
 		func(e store.VersionEntry) error { return enc.Encode(e) })
 	if err != nil {
 		// Lines were sent: the missing end marker tells the caller.

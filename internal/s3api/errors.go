@@ -52,11 +52,22 @@ var (
 	errMethodNotAllowed  = &apiError{"MethodNotAllowed", "The specified method is not allowed against this resource.", 405}
 	errInternal          = &apiError{"InternalError", "We encountered an internal error. Please try again.", 500}
 	errCorrupt           = &apiError{"InternalError", "The stored data failed its checksum; no corrupted bytes were returned. The object needs repair.", 500}
-	errInvalidStorage    = &apiError{"InvalidStorageClass", "The storage class you specified is not valid.", 400}
 )
 
 // toAPIError maps an error from any layer to the S3 error returned to the client. This is
 // the one table from internal kinds and sentinels to S3 codes.
+// detail is the message of the innermost error of err's chain of *errors.Error, without
+// the operations that wrapped it.
+func detail(err error) string {
+	for {
+		e, ok := err.(*errors.Error)
+		if !ok || e.Err == nil {
+			return err.Error()
+		}
+		err = e.Err
+	}
+}
+
 func toAPIError(err error) *apiError {
 	var ae *apiError
 	if errors.As(err, &ae) {
@@ -72,6 +83,10 @@ func toAPIError(err error) *apiError {
 			"Too few replicas are reachable: %d of %d answered, the %s quorum is %d. Nothing was acknowledged; retry later.", qe.Got, qe.Of, qe.What, qe.Need)}
 	}
 	switch {
+	case errors.IsErr(err, gateway.ErrInvalidStorageClass):
+		return &apiError{"InvalidStorageClass", "The storage class you specified is not valid: " + detail(err), 400}
+	case errors.IsErr(err, gateway.ErrClassNotSupported):
+		return &apiError{"NotImplemented", "The storage class you specified cannot be used here: " + detail(err), 501}
 	case errors.IsErr(err, store.ErrNoSuchBucket):
 		return errNoSuchBucket
 	case errors.IsErr(err, store.ErrNoSuchKey):

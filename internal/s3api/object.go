@@ -23,13 +23,6 @@ import (
 	"github.com/cairnfs/cairn/internal/store"
 )
 
-// storageClasses are the S3 storage class names accepted on PUT. A single node keeps one
-// copy whatever the class; the name is stored and returned.
-var storageClasses = map[string]bool{
-	"STANDARD": true, "REDUCED_REDUNDANCY": true, "STANDARD_IA": true, "ONEZONE_IA": true,
-	"INTELLIGENT_TIERING": true, "GLACIER": true, "DEEP_ARCHIVE": true, "GLACIER_IR": true,
-}
-
 // metaFromHeaders builds an object record's metadata from request headers.
 func metaFromHeaders(hd http.Header) (*store.Object, error) {
 	o := &store.Object{
@@ -50,13 +43,8 @@ func metaFromHeaders(hd http.Header) (*store.Object, error) {
 		}
 		o.ContentEncoding = strings.Join(keep, ",")
 	}
-	if sc := hd.Get("x-amz-storage-class"); sc != "" {
-		if !storageClasses[sc] {
-			return nil, errInvalidStorage
-		}
-		if sc != "STANDARD" {
-			o.StorageClass = sc
-		}
+	if sc := hd.Get("x-amz-storage-class"); sc != "" && sc != "STANDARD" {
+		o.StorageClass = sc // the backend checks it against the cluster's classes
 	}
 	size := 0
 	for k, v := range hd {
@@ -525,9 +513,6 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 		m.ModTime = 0
 		meta = &m
 		if sc := r.Header.Get("x-amz-storage-class"); sc != "" {
-			if !storageClasses[sc] {
-				return errInvalidStorage
-			}
 			meta.StorageClass = sc
 			if sc == "STANDARD" {
 				meta.StorageClass = ""

@@ -156,6 +156,13 @@ func (a *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeJSON(w, sts)
+	case path == "policy":
+		b, ok := a.mgr.Current().Buckets[q.Get("bucket")]
+		if !ok {
+			rpc.WriteError(w, errors.Errorf("", errors.NotExist, "no bucket %q", q.Get("bucket")))
+			return
+		}
+		writeJSON(w, map[string]string{"bucket": b.Name, "policy": b.Policy})
 	case path == "apply" && r.Method == http.MethodPost:
 		serveApply(w, r, a.apply.Apply)
 	default:

@@ -14,6 +14,7 @@ func FuzzObjectRecord(f *testing.F) {
 		{},
 		{Size: 5, ETag: "abc", ContentType: "text/plain", Inline: true, UserMeta: [][2]string{{"a", "b"}}},
 		{Size: 1 << 30, Chunks: []Chunk{{Size: 4 << 20}, {ID: segment.ID{1}, Size: 17}}, PartSizes: []int64{5 << 20, 17}, ChecksumAlgo: "CRC32C", Checksum: "AAAAAA=="},
+		{Size: 9 << 20, Inline: true, Embedded: true, Body: []byte{}, Striped: true, Stripe: Stripe{K: 4, M: 2, Size: 4 << 20}, StorageClass: "EC42"},
 	}
 	for _, o := range seeds {
 		f.Add(o.Marshal())

@@ -61,7 +61,7 @@ func (r *Reader) Close() error {
 func (r *Reader) WriteRange(ctx context.Context, w io.Writer, off, n int64) (int64, error) {
 	const op errors.Op = "store.Reader.WriteRange"
 	o := r.Object
-	size := o.BodySize() // a striped object's bytes are not in this store
+	size := o.BodySize()                                // a striped object's bytes are not in this store
 	if off < 0 || n < 0 || off > size || n > size-off { // no off+n: it can overflow
 		return 0, errors.E(op, errors.Invalid, "range outside the object")
 	}

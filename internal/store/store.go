@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -405,6 +406,13 @@ func (s *Store) addLive(l segment.Loc, sign int64) {
 	s.live[l.Seg] += sign * (segment.HeaderSize + int64(l.Len))
 	s.liveMu.Unlock()
 }
+
+// InternalPrefix starts the names of the buckets nodes keep for themselves (erasure-code
+// shards): no S3 bucket name can start with it. Anti-entropy and scrub leave them alone.
+const InternalPrefix = "."
+
+// Internal reports whether bucket is an internal bucket.
+func Internal(bucket string) bool { return strings.HasPrefix(bucket, InternalPrefix) }
 
 // Bucket describes a bucket.
 type Bucket struct {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
+	"io"
 	"testing"
 
 	"github.com/cairnfs/cairn/internal/errors"
@@ -260,5 +261,42 @@ func TestForget(t *testing.T) {
 	s.Scan(nil, func(VersionEntry) error { n++; return nil })
 	if n != 0 {
 		t.Fatalf("Scan sees %d records after Forget", n)
+	}
+}
+
+// The record of a striped (erasure-coded) object keeps the object's size and layout and
+// has no body; it round-trips through the index, and a reader serves no bytes from it.
+func TestStripedRecord(t *testing.T) {
+	s := openStore(t, testConfig(t))
+	if err := s.CreateBucket("b"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	meta := &Object{Size: 9 << 20, ETag: "e", StorageClass: "EC42", Striped: true, Stripe: Stripe{K: 4, M: 2, Size: 4 << 20}}
+	if _, err := s.PutObject(ctx, "b", "k", meta, bytes.NewReader(nil), 0, PutOptions{Version: 5}); err != nil {
+		t.Fatal(err)
+	}
+	o, err := s.StatObject("b", "k")
+	if err != nil || !o.Striped || o.Size != 9<<20 || o.Stripe != meta.Stripe || o.ETag != "e" || o.BodySize() != 0 {
+		t.Fatalf("stat: %+v %v", o, err)
+	}
+	rd, err := s.OpenObject("b", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	if _, err := rd.WriteRange(ctx, io.Discard, 0, 1); !errors.Is(errors.Invalid, err) {
+		t.Fatalf("reading bytes of a striped record: %v", err)
+	}
+	for _, bad := range []*Object{
+		{Size: 1, Striped: true, Stripe: Stripe{K: 0, M: 2, Size: 4}},
+		{Size: 1, Striped: true, Stripe: Stripe{K: 4, M: 2, Size: 0}},
+	} {
+		if _, err := s.PutObject(ctx, "b", "bad", bad, bytes.NewReader(nil), 0, PutOptions{}); err == nil {
+			t.Fatalf("accepted a striped record with layout %+v", bad.Stripe)
+		}
+	}
+	if _, err := s.PutObject(ctx, "b", "bad", meta, bytes.NewReader([]byte("x")), 1, PutOptions{}); err == nil {
+		t.Fatal("accepted a striped record with a body")
 	}
 }

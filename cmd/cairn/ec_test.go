@@ -1,0 +1,164 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+)
+
+// liveBytes sums the object bytes the storage nodes report holding (their own accounting:
+// live segment records, index aside).
+func (tc *testCluster) liveBytes() int64 {
+	tc.t.Helper()
+	var n int64
+	for _, nd := range tc.status(0).Nodes {
+		if nd.Stats == nil {
+			tc.t.Fatalf("node %s did not report its stats", nd.ID)
+		}
+		n += nd.Stats.UsedBytes - nd.Stats.IndexBytes
+	}
+	return n
+}
+
+// An erasure-coded class on a 6-node cluster: objects written with x-amz-storage-class
+// EC42 (or an S3 name mapped to it) come back with their class, cost about 1.5x their size
+// on disk against 3x for STANDARD, and stay readable with two nodes killed.
+func TestClusterErasureCoded(t *testing.T) {
+	tc := startCluster(t, 6)
+	tc.waitVoters(3)
+	ctx := context.Background()
+	if out, err := tc.admin(0, "class", "create", "EC42", "--ec", "4+2", "--s3-names", "STANDARD_IA"); err != nil {
+		t.Fatalf("class create: %v\n%s", err, out)
+	}
+	tc.createBucket(0, "ecb")
+	tc.createBucket(0, "stdb")
+	c := tc.procs[0].client()
+	// Maps reach every node through Raft: wait until the last node knows the class.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		_, err := tc.procs[5].client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("ecb"), Key: aws.String("probe"),
+			Body: bytes.NewReader([]byte("p")), StorageClass: "EC42"})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("class not usable on node6: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	const big = 48 << 20
+	measure := func(bucket string, class types.StorageClass) float64 {
+		before := tc.liveBytes()
+		body := bytes.Repeat([]byte{1, 2, 3, 4, 5, 6, 7}, big/7+1)[:big]
+		if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("big"), Body: bytes.NewReader(body), StorageClass: class}); err != nil {
+			t.Fatalf("put %s: %v", class, err)
+		}
+		return float64(tc.liveBytes()-before) / big
+	}
+	ecRatio, stdRatio := measure("ecb", "EC42"), measure("stdb", "")
+	t.Logf("disk used per byte stored: EC42 %.2fx, STANDARD %.2fx", ecRatio, stdRatio)
+	if ecRatio < 1.4 || ecRatio > 1.7 || stdRatio < 2.8 || stdRatio > 3.3 {
+		t.Fatalf("disk used per byte: EC42 %.2fx (want about 1.5), STANDARD %.2fx (want about 3)", ecRatio, stdRatio)
+	}
+
+	want := map[string][]byte{}
+	for i, size := range []int{0, 1, 4<<20 - 1, 4 << 20, 4<<20 + 1, 9<<20 + 77} {
+		key := fmt.Sprintf("obj%d", i)
+		want[key] = bytes.Repeat([]byte{byte(i + 1)}, size)
+		class := types.StorageClass("EC42")
+		if i%2 == 1 {
+			class = types.StorageClassStandardIa
+		}
+		if _, err := tc.procs[i%6].client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("ecb"), Key: aws.String(key),
+			Body: bytes.NewReader(want[key]), StorageClass: class}); err != nil {
+			t.Fatalf("put %s: %v", key, err)
+		}
+	}
+	head, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("ecb"), Key: aws.String("obj0")})
+	if err != nil || head.StorageClass != "EC42" {
+		t.Fatalf("head: %v %+v", err, head)
+	}
+	list, err := c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("ecb"), Prefix: aws.String("obj")})
+	if err != nil || len(list.Contents) != len(want) {
+		t.Fatalf("list: %v %+v", err, list)
+	}
+	for _, o := range list.Contents {
+		if int64(len(want[*o.Key])) != *o.Size || (o.StorageClass != "EC42" && o.StorageClass != types.ObjectStorageClassStandardIa) {
+			t.Fatalf("listed %s: size %d class %s", *o.Key, *o.Size, o.StorageClass)
+		}
+	}
+	var apiErr smithy.APIError
+	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("ecb"), Key: aws.String("x"), Body: bytes.NewReader([]byte("x")),
+		StorageClass: "PLATINUM"}); !errors.As(err, &apiErr) || apiErr.ErrorCode() != "InvalidStorageClass" {
+		t.Fatalf("unknown class: %v", err)
+	}
+
+	// Placement policies choose the class of objects written without one.
+	dir := t.TempDir()
+	writePolicy := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, bad := range []struct{ text, want string }{
+		{"*.log => EC42\nsize < 64KiX => STANDARD\n", "line 2"},
+		{`key ~ "(" => EC42` + "\n", "does not compile"},
+		{"*.log => GOLD\n", `no storage class "GOLD"`},
+		{"*.log EC42\n", "line 1"},
+	} {
+		out, err := tc.admin(0, "policy", "set", "ecb", writePolicy("bad", bad.text))
+		if err == nil || !strings.Contains(out, bad.want) {
+			t.Fatalf("policy set %q: %v\n%s\nwant a refusal mentioning %q", bad.text, err, out, bad.want)
+		}
+	}
+	if out, err := tc.admin(0, "policy", "show", "ecb"); err != nil || !strings.Contains(out, "no placement policy") {
+		t.Fatalf("policy show after refusals: %v\n%s", err, out)
+	}
+	rules := "# cold logs\n*.log => EC42\nsize < 64KiB => STANDARD\n"
+	if out, err := tc.admin(0, "policy", "set", "ecb", writePolicy("good", rules)); err != nil {
+		t.Fatalf("policy set: %v\n%s", err, out)
+	}
+	if out, err := tc.admin(0, "policy", "show", "ecb"); err != nil || out != rules {
+		t.Fatalf("policy show: %v\n%q, want %q", err, out, rules)
+	}
+	for key, layout := range map[string]string{"app.log": "EC 4+2", "tiny.log": "EC 4+2", "small.txt": "copy", "big.bin": "copy"} {
+		size := 1 << 10
+		if key == "app.log" || key == "big.bin" {
+			size = 200 << 10
+		}
+		if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("ecb"), Key: aws.String(key), Body: bytes.NewReader(make([]byte, size))}); err != nil {
+			t.Fatalf("put %s: %v", key, err)
+		}
+		for _, r := range tc.replicas(0, "ecb", key).Replicas {
+			if r.Layout != layout {
+				t.Fatalf("%s stored as %q on %s, want %q", key, r.Layout, r.Node, layout)
+			}
+		}
+	}
+
+	tc.procs[4].kill()
+	tc.procs[5].kill()
+	for key, body := range want {
+		got, err := getBody(ctx, tc.procs[1].client(), "ecb", key)
+		if err != nil || !bytes.Equal(got, body) {
+			t.Fatalf("read %s with two of six nodes killed: %v (%d bytes)", key, err, len(got))
+		}
+	}
+	got, err := getBody(ctx, tc.procs[2].client(), "ecb", "big")
+	if err != nil || len(got) != big {
+		t.Fatalf("read the big object with two nodes killed: %v", err)
+	}
+}

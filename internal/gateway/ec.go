@@ -1,0 +1,425 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/clustermap"
+	"github.com/cairnfs/cairn/internal/erasure"
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/placement"
+	"github.com/cairnfs/cairn/internal/store"
+)
+
+// Erasure-coded objects (classes with K > 0). The object's record lives on the key's
+// STANDARD holders like any other, marked striped and without a body. The bytes are cut
+// into stripes of K shard units; each stripe is encoded into K data and M parity shards
+// (package erasure: every shard carries its own checksum), and the shards go to the K+M
+// distinct nodes of the stripe's partition in the class's placement table, as records of
+// the internal bucket ShardBucket. Stripes of one object land in different partitions, so
+// a large object spreads over the whole cluster. See docs/design/20261123_classes_and_ec.md.
+
+// ShardBucket is the internal bucket that holds shards on the storage nodes: no S3 bucket
+// can have this name (S3 bucket names start with a letter or digit).
+const ShardBucket = store.InternalPrefix + "shards"
+
+// shardUnit is the shard size of a full stripe: a stripe holds K × shardUnit bytes of the
+// object (4 MiB for 4+2). A MiB keeps each shard one sequential write and read on its node,
+// and a ranged read fetches at most a stripe more than it needs.
+const shardUnit = 1 << 20
+
+// stripeKey names stripe i of version v of bucket/key: fixed length whatever the key.
+func stripeKey(bucket, key string, v uint64, i int64) string {
+	h := sha256.New()
+	io.WriteString(h, bucket)
+	h.Write([]byte{0})
+	io.WriteString(h, key)
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(h.Sum(sum[:0])[:12]) + "/" + strconv.FormatUint(v, 16) + "/" + strconv.FormatInt(i, 10)
+}
+
+func shardKey(stripe string, j int) string { return stripe + "/" + strconv.Itoa(j) }
+
+// ecState caches codes and placement tables per class.
+type ecState struct {
+	mu     sync.Mutex
+	codes  map[[2]int]*erasure.Code
+	tables map[string]ecTable // by class name
+}
+
+type ecTable struct {
+	digest string
+	t      *placement.Table
+}
+
+func (g *Gateway) code(k, m int) (*erasure.Code, error) {
+	g.ec.mu.Lock()
+	defer g.ec.mu.Unlock()
+	if c := g.ec.codes[[2]int{k, m}]; c != nil {
+		return c, nil
+	}
+	c, err := erasure.New(k, m)
+	if err != nil {
+		return nil, err
+	}
+	if g.ec.codes == nil {
+		g.ec.codes = map[[2]int]*erasure.Code{}
+	}
+	g.ec.codes[[2]int{k, m}] = c
+	return c, nil
+}
+
+// shardTable returns the placement of cls's shards in m: K+M distinct nodes per partition,
+// among the placement nodes of its device class.
+func (g *Gateway) shardTable(m *clustermap.Map, cls clustermap.Class) (*placement.Table, error) {
+	var ns []placement.Node
+	for _, n := range placementNodes(m) {
+		if nd, _ := m.Node(n.ID); cls.DeviceClass == "" || nd.DeviceClass == cls.DeviceClass {
+			ns = append(ns, n)
+		}
+	}
+	if len(ns) < cls.K+cls.M {
+		return nil, errors.Errorf("", errors.Transient, "class %s needs %d storage nodes for its shards, %d are in placement", cls.Name, cls.K+cls.M, len(ns))
+	}
+	d := fmt.Sprint(m.Partitions, cls.K, cls.M, ns)
+	g.ec.mu.Lock()
+	defer g.ec.mu.Unlock()
+	if t, ok := g.ec.tables[cls.Name]; ok && t.digest == d {
+		return t.t, nil
+	}
+	t, err := placement.New(ns, max(m.Partitions, 1), cls.K+cls.M)
+	if err != nil {
+		return nil, errors.E(errors.Invalid, err)
+	}
+	if g.ec.tables == nil {
+		g.ec.tables = map[string]ecTable{}
+	}
+	g.ec.tables[cls.Name] = ecTable{digest: d, t: t}
+	return t, nil
+}
+
+// shardTargets returns the K+M nodes of a stripe, shard j on the j-th.
+func (g *Gateway) shardTargets(m *clustermap.Map, t *placement.Table, stripe string) []target {
+	ids := t.Nodes(placement.Partition(ShardBucket, stripe, t.Partitions()))
+	ts := make([]target, len(ids))
+	for j, id := range ids {
+		n, _ := m.Node(id)
+		ts[j] = target{id: id, addr: n.Addr, local: id == g.cfg.NodeID && g.cfg.Store != nil, down: n.State == clustermap.StateDown}
+	}
+	return ts
+}
+
+// putStriped stores src as an erasure-coded object of class cls: stripe by stripe, each
+// acknowledged once cls.W of its K+M shards are durable, then the record on the key's
+// holders (the write quorum of STANDARD). A stripe in memory at a time, plus the one
+// being sent: memory does not grow with the object.
+func (g *Gateway) putStriped(ctx context.Context, cls clustermap.Class, holders []target, recW int, bucket, key string, meta *store.Object,
+	src io.Reader, size int64, finish func(*store.Object) error) (*store.Object, error) {
+	m := g.cfg.Maps.Current()
+	code, err := g.code(cls.K, cls.M)
+	if err != nil {
+		return nil, err
+	}
+	tbl, err := g.shardTable(m, cls)
+	if err != nil {
+		return nil, err
+	}
+	version := g.clock.Next()
+	stripeSize := int64(cls.K) * shardUnit
+	// Two stripe buffers: one filled from the client while the other's shards are sent.
+	bufs := [2][]byte{make([]byte, stripeSize), make([]byte, stripeSize)}
+	var shardBufs [2][][]byte
+	type sent struct{ err error }
+	var pending chan sent
+	wait := func() error {
+		if pending == nil {
+			return nil
+		}
+		r := <-pending
+		pending = nil
+		return r.err
+	}
+	var total int64
+	for i := int64(0); ; i++ {
+		b := bufs[i%2]
+		n, rerr := io.ReadFull(src, b)
+		if rerr != nil && rerr != io.EOF && rerr != io.ErrUnexpectedEOF {
+			wait()
+			return nil, bodyErr(rerr)
+		}
+		if n == 0 && i > 0 {
+			break
+		}
+		total += int64(n)
+		if size >= 0 && total > size {
+			wait()
+			return nil, errors.E(errors.Invalid, "the body is longer than its declared length")
+		}
+		shards, err := code.Encode(shardBufs[i%2], b[:n])
+		if err != nil {
+			wait()
+			return nil, err
+		}
+		shardBufs[i%2] = shards
+		if err := wait(); err != nil {
+			return nil, err
+		}
+		pending = make(chan sent, 1)
+		stripe := stripeKey(bucket, key, version, i)
+		go func() { pending <- sent{g.putShards(ctx, cls, g.shardTargets(m, tbl, stripe), stripe, shards)} }()
+		if int64(n) < stripeSize {
+			break
+		}
+	}
+	if err := wait(); err != nil {
+		return nil, err
+	}
+	if size >= 0 && total != size {
+		return nil, errors.E(errors.Invalid, fmt.Sprintf("the body has %d bytes, %d were declared", total, size))
+	}
+	rec := *meta
+	rec.Size = total
+	if finish != nil {
+		if err := finish(&rec); err != nil {
+			return nil, err
+		}
+	}
+	rec.Size = total
+	rec.ModTime = time.Now().UnixNano()
+	rec.HLC = version
+	rec.Striped, rec.Stripe = true, store.Stripe{K: cls.K, M: cls.M, Size: stripeSize}
+	ok, failed := g.fanOut(ctx, holders, recW, bucket, key, version, always, func(ctx context.Context, t target) (*store.Object, error) {
+		return g.putReplica(ctx, t, bucket, key, &rec, bytes.NewReader(nil), 0, version, "", 0, nil, &rec)
+	})
+	if len(ok) < recW {
+		return nil, quorumFailure("write", ok, failed, recW, len(holders))
+	}
+	out := rec
+	return &out, nil
+}
+
+// putShards writes the shards of one stripe, shard j to ts[j], and returns nil once
+// cls.W of them are durable. Shards that fail are not queued (no other node holds them):
+// reads reconstruct them and put them back.
+func (g *Gateway) putShards(ctx context.Context, cls clustermap.Class, ts []target, stripe string, shards [][]byte) error {
+	type res struct {
+		j   int
+		err error
+	}
+	ch := make(chan res, len(ts))
+	for j, t := range ts {
+		go func() {
+			if t.down {
+				ch <- res{j, errors.E(errors.Transient, "node "+t.id+" is down")}
+				return
+			}
+			ch <- res{j, g.putShard(ctx, t, shardKey(stripe, j), shards[j])}
+		}()
+	}
+	okN := 0
+	var last error
+	for range ts {
+		r := <-ch
+		if r.err != nil {
+			last = r.err
+			g.log.Warn("shard write failed", "stripe", stripe, "shard", r.j, "node", ts[r.j].id, "err", r.err)
+			continue
+		}
+		okN++
+	}
+	if okN < cls.W {
+		return quorumError("write", okN, cls.W, len(ts), last)
+	}
+	return nil
+}
+
+func (g *Gateway) putShard(ctx context.Context, t target, key string, shard []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
+	defer cancel()
+	meta := &store.Object{Size: int64(len(shard)), ModTime: time.Now().UnixNano()}
+	_, err := g.putReplica(ctx, t, ShardBucket, key, meta, bytes.NewReader(shard), int64(len(shard)), g.clock.Next(), "", 0, nil, meta)
+	return err
+}
+
+// getShard reads one shard whole; a missing one is a NotExist error.
+func (g *Gateway) getShard(ctx context.Context, t target, key string) ([]byte, error) {
+	if t.down {
+		return nil, errors.E(errors.Transient, "node "+t.id+" is down")
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
+	defer cancel()
+	rd, err := g.openReplica(ctx, t, ShardBucket, key, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	var b bytes.Buffer
+	b.Grow(int(rd.Info().Size))
+	if _, err := rd.WriteRange(ctx, &b, 0, rd.Info().Size); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// stripedReader reads an erasure-coded object stripe by stripe, fetching the K data
+// shards of each (and the parity shards only when a data shard is missing or damaged),
+// with the next stripe read ahead.
+type stripedReader struct {
+	g           *Gateway
+	bucket, key string
+	o           *store.Object
+	m           *clustermap.Map
+	code        *erasure.Code
+	tbl         *placement.Table
+}
+
+func (g *Gateway) openStriped(o *store.Object, bucket, key string) (ObjectReader, error) {
+	m := g.cfg.Maps.Current()
+	code, err := g.code(o.Stripe.K, o.Stripe.M)
+	if err != nil {
+		return nil, errors.E(errors.Corrupt, err)
+	}
+	// The shards of a class's stripes are where its table puts them; the table depends only
+	// on K, M and the device class, so the record's layout and the class give it.
+	cls := clustermap.Class{Name: fmt.Sprintf("ec%d+%d", o.Stripe.K, o.Stripe.M), K: o.Stripe.K, M: o.Stripe.M}
+	for _, c := range m.Classes {
+		if c.K == o.Stripe.K && c.M == o.Stripe.M {
+			cls = c
+			break
+		}
+	}
+	tbl, err := g.shardTable(m, cls)
+	if err != nil {
+		return nil, err
+	}
+	return &stripedReader{g: g, bucket: bucket, key: key, o: o, m: m, code: code, tbl: tbl}, nil
+}
+
+func (r *stripedReader) Info() *store.Object { return r.o }
+func (r *stripedReader) Close() error        { return nil }
+
+// WriteRange writes n bytes from off, fetching only the stripes the range touches.
+func (r *stripedReader) WriteRange(ctx context.Context, w io.Writer, off, n int64) (int64, error) {
+	size, ss := r.o.Size, r.o.Stripe.Size
+	if off < 0 || n < 0 || off > size || n > size-off {
+		return 0, errors.E(errors.Invalid, "range outside the object")
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	first, last := off/ss, (off+n-1)/ss
+	type stripe struct {
+		data []byte
+		err  error
+	}
+	fetch := func(i int64) chan stripe {
+		ch := make(chan stripe, 1)
+		go func() {
+			d, err := r.readStripe(ctx, i)
+			ch <- stripe{d, err}
+		}()
+		return ch
+	}
+	var done int64
+	next := fetch(first)
+	for i := first; i <= last; i++ {
+		cur := next
+		if i < last {
+			next = fetch(i + 1) // read ahead
+		}
+		s := <-cur
+		if s.err != nil {
+			if i < last {
+				<-next
+			}
+			return done, s.err
+		}
+		lo := max(off-i*ss, 0)
+		hi := min(off+n-i*ss, int64(len(s.data)))
+		if lo > hi || hi > int64(len(s.data)) {
+			if i < last {
+				<-next
+			}
+			return done, errors.Errorf("", errors.Corrupt, "stripe %d of %s/%s holds %d bytes, the record says more", i, r.bucket, r.key, len(s.data))
+		}
+		k, err := w.Write(s.data[lo:hi])
+		done += int64(k)
+		if err != nil {
+			if i < last {
+				<-next
+			}
+			return done, err
+		}
+	}
+	return done, nil
+}
+
+// readStripe returns stripe i's bytes: from the K data shards when they are all there and
+// sound, else reconstructed from any K sound shards; the shards found missing or damaged
+// are rebuilt and put back in the background.
+func (r *stripedReader) readStripe(ctx context.Context, i int64) ([]byte, error) {
+	stripe := stripeKey(r.bucket, r.key, r.o.HLC, i)
+	ts := r.g.shardTargets(r.m, r.tbl, stripe)
+	K, M := r.o.Stripe.K, r.o.Stripe.M
+	shards := make([][]byte, K+M)
+	fetched := make([]bool, K+M)
+	get := func(from, to int) {
+		var wg sync.WaitGroup
+		for j := from; j < to; j++ {
+			fetched[j] = true
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				b, err := r.g.getShard(ctx, ts[j], shardKey(stripe, j))
+				if err == nil {
+					shards[j] = b
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	get(0, K)
+	data, err := r.code.Decode(nil, shards)
+	if err != nil && (errors.IsErr(err, erasure.ErrTooFewShards) || errors.Is(errors.Corrupt, err)) {
+		get(K, K+M)
+		data, err = r.code.Decode(nil, shards)
+		if err == nil {
+			r.g.bg.Add(1)
+			go func() {
+				defer r.g.bg.Done()
+				r.g.repairShards(context.WithoutCancel(ctx), ts, stripe, shards, r.code)
+			}()
+		}
+	}
+	if err != nil {
+		return nil, errors.E(errors.Transient, fmt.Errorf("stripe %d of %s/%s: %w", i, r.bucket, r.key, err))
+	}
+	return data, nil
+}
+
+// repairShards rebuilds the shards of a stripe that are missing or damaged and puts them
+// on their nodes (EC read repair).
+func (g *Gateway) repairShards(ctx context.Context, ts []target, stripe string, shards [][]byte, code *erasure.Code) {
+	fixed, err := code.Reconstruct(shards, nil)
+	if err != nil {
+		g.log.Warn("could not rebuild shards", "stripe", stripe, "err", err)
+		return
+	}
+	for _, j := range fixed {
+		if ts[j].down {
+			continue
+		}
+		if err := g.putShard(ctx, ts[j], shardKey(stripe, j), shards[j]); err != nil {
+			g.log.Warn("could not put a rebuilt shard back", "stripe", stripe, "shard", j, "node", ts[j].id, "err", err)
+		} else {
+			g.log.Info("rebuilt a missing or damaged shard", "stripe", stripe, "shard", j, "node", ts[j].id)
+		}
+	}
+}
