@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -14,7 +15,9 @@ import (
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/erasure"
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/node"
 	"github.com/cairnfs/cairn/internal/placement"
+	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/store"
 )
 
@@ -24,7 +27,10 @@ import (
 // (package erasure: every shard carries its own checksum), and the shards go to the K+M
 // distinct nodes of the stripe's partition in the class's placement table, as records of
 // the internal bucket ShardBucket. Stripes of one object land in different partitions, so
-// a large object spreads over the whole cluster. See docs/design/20261123_classes_and_ec.md.
+// a large object spreads over the whole cluster. A node holds at most one shard of a
+// stripe, under the stripe's name: the shard's header says which one it is, so a shard
+// stays readable where it is when placement changes shift positions. See
+// docs/design/20261123_classes_and_ec.md.
 
 // ShardBucket is the internal bucket that holds shards on the storage nodes: no S3 bucket
 // can have this name (S3 bucket names start with a letter or digit).
@@ -45,7 +51,6 @@ func stripeKey(bucket, key string, v uint64, i int64) string {
 	return hex.EncodeToString(h.Sum(sum[:0])[:12]) + "/" + strconv.FormatUint(v, 16) + "/" + strconv.FormatInt(i, 10)
 }
 
-func shardKey(stripe string, j int) string { return stripe + "/" + strconv.Itoa(j) }
 
 // ecState caches codes and placement tables per class.
 type ecState struct {
@@ -220,7 +225,7 @@ func (g *Gateway) putShards(ctx context.Context, cls clustermap.Class, ts []targ
 				ch <- res{j, errors.E(errors.Transient, "node "+t.id+" is down")}
 				return
 			}
-			ch <- res{j, g.putShard(ctx, t, shardKey(stripe, j), shards[j])}
+			ch <- res{j, g.putShard(ctx, t, stripe, shards[j])}
 		}()
 	}
 	okN := 0
@@ -362,39 +367,40 @@ func (r *stripedReader) WriteRange(ctx context.Context, w io.Writer, off, n int6
 }
 
 // readStripe returns stripe i's bytes: from the K data shards when they are all there and
-// sound, else reconstructed from any K sound shards; the shards found missing or damaged
-// are rebuilt and put back in the background.
+// sound, else reconstructed from any K sound shards, looked for on the stripe's other
+// nodes and, if that is not enough (placement changed since the write), on every
+// storage node. The shards found missing or damaged are rebuilt and put back in the
+// background.
 func (r *stripedReader) readStripe(ctx context.Context, i int64) ([]byte, error) {
 	stripe := stripeKey(r.bucket, r.key, r.o.HLC, i)
 	ts := r.g.shardTargets(r.m, r.tbl, stripe)
 	K, M := r.o.Stripe.K, r.o.Stripe.M
-	shards := make([][]byte, K+M)
-	fetched := make([]bool, K+M)
-	get := func(from, to int) {
-		var wg sync.WaitGroup
-		for j := from; j < to; j++ {
-			fetched[j] = true
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				b, err := r.g.getShard(ctx, ts[j], shardKey(stripe, j))
-				if err == nil {
-					shards[j] = b
+	f := &shardFetch{name: stripe, shards: make([][]byte, K+M), holder: make([]*target, K+M)}
+	f.get(ctx, r.g, ts[:K])
+	data, err := r.code.Decode(nil, f.shards)
+	if err != nil {
+		f.get(ctx, r.g, ts[K:])
+		data, err = r.code.Decode(nil, f.shards)
+		if err != nil {
+			// Placement changed since the write: the shards are where they were written.
+			in := map[string]bool{}
+			for _, t := range ts {
+				in[t.id] = true
+			}
+			var others []target
+			for _, n := range r.m.StorageNodes() {
+				if !in[n.ID] && n.State != clustermap.StateDown {
+					others = append(others, target{id: n.ID, addr: n.Addr, local: n.ID == r.g.cfg.NodeID && r.g.cfg.Store != nil})
 				}
-			}()
+			}
+			f.get(ctx, r.g, others)
+			data, err = r.code.Decode(nil, f.shards)
 		}
-		wg.Wait()
-	}
-	get(0, K)
-	data, err := r.code.Decode(nil, shards)
-	if err != nil && (errors.IsErr(err, erasure.ErrTooFewShards) || errors.Is(errors.Corrupt, err)) {
-		get(K, K+M)
-		data, err = r.code.Decode(nil, shards)
 		if err == nil {
 			r.g.bg.Add(1)
 			go func() {
 				defer r.g.bg.Done()
-				r.g.repairShards(context.WithoutCancel(ctx), ts, stripe, shards, r.code)
+				r.g.repairShards(context.WithoutCancel(ctx), ts, stripe, f, r.code)
 			}()
 		}
 	}
@@ -404,22 +410,208 @@ func (r *stripedReader) readStripe(ctx context.Context, i int64) ([]byte, error)
 	return data, nil
 }
 
-// repairShards rebuilds the shards of a stripe that are missing or damaged and puts them
-// on their nodes (EC read repair).
-func (g *Gateway) repairShards(ctx context.Context, ts []target, stripe string, shards [][]byte, code *erasure.Code) {
-	fixed, err := code.Reconstruct(shards, nil)
+// shardFetch collects the shards of one stripe by their index, whoever holds them.
+type shardFetch struct {
+	name   string // the stripe's
+	mu     sync.Mutex
+	shards [][]byte  // by index
+	holder []*target // who sent shards[j]
+	empty  []target  // nodes that answered without a usable shard
+}
+
+// get asks each of ts for its shard of the stripe, in parallel.
+func (f *shardFetch) get(ctx context.Context, g *Gateway, ts []target) {
+	var wg sync.WaitGroup
+	for _, t := range ts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, err := g.getShard(ctx, t, f.name)
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			h, herr := erasure.ParseHeader(b)
+			switch {
+			case err != nil && !errors.Is(errors.NotExist, err):
+				// unreachable: neither a holder nor a place to rebuild to
+			case err != nil || herr != nil || h.Index >= len(f.shards):
+				f.empty = append(f.empty, t)
+			case f.shards[h.Index] == nil:
+				f.shards[h.Index], f.holder[h.Index] = b, &t
+			default:
+				// A second copy of an index (rebuilt while its holder was away): the
+				// node may take a shard that is missing instead.
+				f.empty = append(f.empty, t)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// repairShards rebuilds the shards of a stripe that are missing or damaged and puts each
+// where it belongs: over the damaged copy, or on a node of the stripe that holds none
+// (EC read repair).
+func (g *Gateway) repairShards(ctx context.Context, ts []target, stripe string, f *shardFetch, code *erasure.Code) {
+	g.repairShardsCount(ctx, ts, stripe, f, code)
+}
+
+// repairShardsCount is repairShards returning how many shards it put back, or -1 if the
+// stripe has too few sound shards to rebuild any.
+func (g *Gateway) repairShardsCount(ctx context.Context, ts []target, stripe string, f *shardFetch, code *erasure.Code) int {
+	fixed, err := code.Reconstruct(f.shards, nil)
 	if err != nil {
 		g.log.Warn("could not rebuild shards", "stripe", stripe, "err", err)
-		return
+		return -1
+	}
+	put := 0
+	free := map[string]bool{}
+	for _, t := range f.empty {
+		free[t.id] = true
 	}
 	for _, j := range fixed {
-		if ts[j].down {
+		var dst *target
+		if f.holder[j] != nil {
+			dst = f.holder[j] // it sent a damaged copy
+		} else {
+			for _, t := range ts {
+				if free[t.id] && !t.down {
+					free[t.id] = false
+					dst = &t
+					break
+				}
+			}
+		}
+		if dst == nil {
+			g.log.Warn("no node to put a rebuilt shard on", "stripe", stripe, "shard", j)
 			continue
 		}
-		if err := g.putShard(ctx, ts[j], shardKey(stripe, j), shards[j]); err != nil {
-			g.log.Warn("could not put a rebuilt shard back", "stripe", stripe, "shard", j, "node", ts[j].id, "err", err)
+		if err := g.putShard(ctx, *dst, stripe, f.shards[j]); err != nil {
+			g.log.Warn("could not put a rebuilt shard back", "stripe", stripe, "shard", j, "node", dst.id, "err", err)
 		} else {
-			g.log.Info("rebuilt a missing or damaged shard", "stripe", stripe, "shard", j, "node", ts[j].id)
+			put++
+			g.log.Info("rebuilt a missing or damaged shard", "stripe", stripe, "shard", j, "node", dst.id)
 		}
 	}
+	return put
+}
+
+// healStriped checks every stripe of the erasure-coded object bucket/key (this node's
+// record of it) and rebuilds the shards that are missing or damaged: the sync's share of
+// erasure coding. Shards are probed by their header (a few bytes each); only a stripe
+// with shards missing is read whole.
+func (g *Gateway) healStriped(ctx context.Context, m *clustermap.Map, bucket, key string, st *SyncStats) {
+	o, err := g.cfg.Store.StatVersion(bucket, key)
+	if err != nil || !o.Striped || o.Deleted {
+		return
+	}
+	rd, err := g.openStriped(o, bucket, key)
+	if err != nil {
+		g.log.Warn("heal: cannot place the shards of an erasure-coded object", "bucket", bucket, "key", key, "err", err)
+		return
+	}
+	r := rd.(*stripedReader)
+	K, M := o.Stripe.K, o.Stripe.M
+	stripes := max((o.Size+o.Stripe.Size-1)/o.Stripe.Size, 1)
+	for i := int64(0); i < stripes && ctx.Err() == nil; i++ {
+		st.Stripes++
+		stripe := stripeKey(bucket, key, o.HLC, i)
+		ts := g.shardTargets(m, r.tbl, stripe)
+		if g.shardsPresent(ctx, ts, stripe) == K+M {
+			continue
+		}
+		f := &shardFetch{name: stripe, shards: make([][]byte, K+M), holder: make([]*target, K+M)}
+		f.get(ctx, g, ts)
+		good := 0
+		for j := range f.shards {
+			if f.shards[j] != nil {
+				if _, _, err := erasure.ParseShard(f.shards[j]); err == nil {
+					good++
+				}
+			}
+		}
+		if good == K+M {
+			continue
+		}
+		if good < K {
+			// Look beyond the stripe's nodes: placement may have changed since the write.
+			in := map[string]bool{}
+			for _, t := range ts {
+				in[t.id] = true
+			}
+			var others []target
+			for _, n := range m.StorageNodes() {
+				if !in[n.ID] && n.State != clustermap.StateDown {
+					others = append(others, target{id: n.ID, addr: n.Addr, local: n.ID == g.cfg.NodeID})
+				}
+			}
+			empty := f.empty
+			f.get(ctx, g, others)
+			f.empty = empty // rebuilt shards go to the stripe's own nodes
+		}
+		before := 0
+		for _, b := range f.shards {
+			if b != nil {
+				before++
+			}
+		}
+		n := g.repairShardsCount(ctx, ts, stripe, f, r.code)
+		if n < 0 {
+			st.Unhealable++
+			g.log.Error("heal: a stripe has fewer than K sound shards left: its object cannot be read until nodes come back",
+				"bucket", bucket, "key", key, "stripe", i, "shards", before, "need", K)
+			continue
+		}
+		st.Rebuilt += n
+	}
+}
+
+// shardsPresent counts the distinct shard indices the nodes ts hold for stripe, reading
+// only each shard's header.
+func (g *Gateway) shardsPresent(ctx context.Context, ts []target, stripe string) int {
+	var mu sync.Mutex
+	seen := map[int]bool{}
+	var wg sync.WaitGroup
+	for _, t := range ts {
+		if t.down {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
+			defer cancel()
+			b, err := g.shardHeader(ctx, t, stripe)
+			if err != nil {
+				return
+			}
+			if h, err := erasure.ParseHeader(b); err == nil {
+				mu.Lock()
+				seen[h.Index] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return len(seen)
+}
+
+// shardHeader reads the first erasure.HeaderSize bytes of a node's shard of stripe.
+func (g *Gateway) shardHeader(ctx context.Context, t target, stripe string) ([]byte, error) {
+	var b bytes.Buffer
+	if t.local {
+		rd, err := g.cfg.Store.OpenObject(ShardBucket, stripe)
+		if err != nil {
+			return nil, err
+		}
+		defer rd.Close()
+		_, err = rd.WriteRange(ctx, &b, 0, min(erasure.HeaderSize, rd.Object.Size))
+		return b.Bytes(), err
+	}
+	resp, err := g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodGet, Addr: t.addr, Path: node.PathObject,
+		Query: objQuery(ShardBucket, stripe, "off", "0", "n", strconv.Itoa(erasure.HeaderSize)), Cap: &[3]string{rpc.CapRead, ShardBucket, stripe}})
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	_, err = io.CopyN(&b, resp.Body, erasure.HeaderSize)
+	return b.Bytes(), err
 }

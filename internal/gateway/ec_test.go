@@ -157,16 +157,16 @@ func TestECRepairsShards(t *testing.T) {
 	}
 	ts := c.nodes[0].gw.shardTargets(m, tbl, stripe)
 	bad, gone := c.nodes[c.index(ts[1].id)].store, c.nodes[c.index(ts[2].id)].store
-	sv, err := bad.StatVersion(ShardBucket, shardKey(stripe, 1))
+	sv, err := bad.StatVersion(ShardBucket, stripe)
 	if err != nil {
 		t.Fatal(err)
 	}
 	junk := bytes.Repeat([]byte{0x5a}, int(sv.Size))
-	if _, err := bad.PutObject(ctx, ShardBucket, shardKey(stripe, 1), &store.Object{}, bytes.NewReader(junk), int64(len(junk)), store.PutOptions{Version: sv.HLC, Repair: true}); err != nil {
+	if _, err := bad.PutObject(ctx, ShardBucket, stripe, &store.Object{}, bytes.NewReader(junk), int64(len(junk)), store.PutOptions{Version: sv.HLC, Repair: true}); err != nil {
 		t.Fatal(err)
 	}
-	gv, _ := gone.StatVersion(ShardBucket, shardKey(stripe, 2))
-	if ok, err := gone.Forget(ShardBucket, shardKey(stripe, 2), gv.HLC); !ok || err != nil {
+	gv, _ := gone.StatVersion(ShardBucket, stripe)
+	if ok, err := gone.Forget(ShardBucket, stripe, gv.HLC); !ok || err != nil {
 		t.Fatalf("forget: %v %v", ok, err)
 	}
 	got, _, err := get(ctx, c.nodes[3].gw, "b", "k", 0, -1)
@@ -175,7 +175,7 @@ func TestECRepairsShards(t *testing.T) {
 	}
 	c.nodes[3].gw.Close() // waits for the background rebuild
 	shard := func(st *store.Store, j int) []byte {
-		rd, err := st.OpenObject(ShardBucket, shardKey(stripe, j))
+		rd, err := st.OpenObject(ShardBucket, stripe)
 		if err != nil {
 			return nil
 		}
@@ -235,4 +235,89 @@ func TestECClassSelection(t *testing.T) {
 	if err != nil || string(got) != "mapped to EC42" {
 		t.Fatalf("copy reads %q %v", got, err)
 	}
+}
+
+// Shards stay readable where they were written when placement changes: nodes joining
+// shift shard positions and push holders out of a stripe's list, nodes leaving take
+// their shards with them; reads find K shards wherever they are and rebuild the rest on
+// the stripe's current nodes.
+func TestECSurvivesPlacementChanges(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, 10, clusterConfig{})
+	if _, err := c.maps.Update(func(m *clustermap.Map) error {
+		m.Classes["EC42"] = clustermap.Class{Name: "EC42", N: 6, W: 5, R: 4, D: 4, K: 4, M: 2}
+		for i, n := range m.Nodes {
+			if n.ID == "n7" || n.ID == "n8" || n.ID == "n9" || n.ID == "n10" {
+				m.Nodes[i].State = clustermap.StateOut // not yet in the cluster
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c.createBucket("b")
+	bodies := map[string][]byte{}
+	for i := range 8 {
+		k := fmt.Sprintf("k%d", i)
+		bodies[k] = randBody(uint64(50+i), 2<<20+i*333333)
+		if _, err := putClass(ctx, c.nodes[0].gw, "b", k, "EC42", bodies[k]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(when string) {
+		t.Helper()
+		// The records move with the sync (the shards do not: reads find them).
+		for _, nd := range c.nodes {
+			if n, _ := c.maps.Current().Node(nd.id); nd.srv != nil && n.State == clustermap.StateUp {
+				if _, err := nd.gw.Sync(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for k, body := range bodies {
+			got, _, err := get(ctx, c.nodes[0].gw, "b", k, 0, -1)
+			if err != nil || !bytes.Equal(got, body) {
+				t.Fatalf("%s: %s: %v", when, k, err)
+			}
+		}
+		c.nodes[0].gw.Close() // let the rebuilds finish
+	}
+	// Four nodes join at once.
+	for _, id := range []string{"n7", "n8", "n9", "n10"} {
+		c.setNode(id, func(n *clustermap.Node) { n.State = clustermap.StateUp })
+	}
+	check("after four nodes joined")
+	// Two of the original nodes leave for good (their shards with them).
+	c.setNode("n2", func(n *clustermap.Node) { n.State = clustermap.StateOut })
+	c.setNode("n3", func(n *clustermap.Node) { n.State = clustermap.StateOut })
+	c.stop(1)
+	c.stop(2)
+	check("after two nodes left")
+	// Sync rounds rebuild every stripe's lost shards on live nodes, until a round finds
+	// nothing to do (usually the first; a shard rebuilt onto a node that held a second copy
+	// of another index can take one more).
+	for round := 1; ; round++ {
+		rebuilt := 0
+		for _, nd := range c.nodes {
+			if n, _ := c.maps.Current().Node(nd.id); nd.srv != nil && n.State == clustermap.StateUp {
+				st, _ := nd.gw.Sync(ctx)
+				rebuilt += st.Rebuilt
+				if st.Unhealable != 0 {
+					t.Fatalf("%s: %d stripes cannot be healed", nd.id, st.Unhealable)
+				}
+			}
+		}
+		if rebuilt == 0 {
+			break
+		}
+		if round == 3 {
+			t.Fatalf("sync round %d still rebuilt %d shards", round, rebuilt)
+		}
+	}
+	// The rebuilds put every stripe back to six shards on live nodes: two more can go.
+	c.setNode("n4", func(n *clustermap.Node) { n.State = clustermap.StateOut })
+	c.setNode("n5", func(n *clustermap.Node) { n.State = clustermap.StateOut })
+	c.stop(3)
+	c.stop(4)
+	check("after two more nodes left")
 }

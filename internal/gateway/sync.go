@@ -35,6 +35,9 @@ type SyncStats struct {
 	Bytes      int64         `json:"bytes"`      // body bytes copied
 	Foreign    int           `json:"foreign"`    // records held here outside this node's partitions
 	HandedOff  int           `json:"handed_off"` // of those, removed here after their holders confirmed them
+	Stripes    int           `json:"stripes"`    // stripes of erasure-coded objects checked
+	Rebuilt    int           `json:"rebuilt"`    // shards rebuilt from the others of their stripe
+	Unhealable int           `json:"unhealable"` // stripes with fewer than K shards left anywhere
 	Errors     int           `json:"errors"`
 	Err        string        `json:"error,omitempty"`
 }
@@ -152,9 +155,13 @@ func (g *Gateway) Sync(ctx context.Context) (SyncStats, error) {
 	}
 	local := map[string]uint64{}
 	foreign := map[int][]store.VersionEntry{}
+	var striped []store.VersionEntry // erasure-coded objects whose shards this node checks
 	digests, err := node.Digests(g.cfg.Store, P, func(p int, e store.VersionEntry) {
 		if mine[p] {
 			local[e.Bucket+"\x00"+e.Key] = e.HLC
+			if e.Striped && !e.Deleted && g.firstUpHolder(m, tc.t.Nodes(p)) {
+				striped = append(striped, e)
+			}
 		} else {
 			foreign[p] = append(foreign[p], e)
 			st.Foreign++
@@ -164,18 +171,40 @@ func (g *Gateway) Sync(ctx context.Context) (SyncStats, error) {
 		return st, errors.E(op, err)
 	}
 	if st.Partitions > 0 {
-		g.pullNewer(ctx, m, P, myParts, digests, local, &st)
+		for _, e := range g.pullNewer(ctx, m, P, myParts, digests, local, &st) {
+			if e.Striped && !e.Deleted && g.firstUpHolder(m, tc.t.Nodes(placement.Partition(e.Bucket, e.Key, P))) {
+				striped = append(striped, e) // a record copied here just now
+			}
+		}
 	}
 	if len(foreign) > 0 && ctx.Err() == nil {
 		g.handOff(ctx, m, tc, foreign, &st)
 	} else if len(foreign) == 0 {
 		g.progress(func(p *SyncProgress) { p.HandoffObjects, p.HandoffBytes = 0, 0 })
 	}
+	for _, e := range striped {
+		if ctx.Err() != nil {
+			break
+		}
+		g.healStriped(ctx, m, e.Bucket, e.Key, &st)
+	}
 	return st, ctx.Err()
 }
 
-// pullNewer copies to this node what other storage nodes hold newer in parts.
-func (g *Gateway) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts []int, digests []uint64, local map[string]uint64, st *SyncStats) {
+// firstUpHolder reports whether this node is the first of ids that is up: the one that
+// checks the shards of the partition's erasure-coded objects.
+func (g *Gateway) firstUpHolder(m *clustermap.Map, ids []string) bool {
+	for _, id := range ids {
+		if n, ok := m.Node(id); ok && n.State == clustermap.StateUp {
+			return id == g.cfg.NodeID
+		}
+	}
+	return false
+}
+
+// pullNewer copies to this node what other storage nodes hold newer in parts, and
+// returns what it copied.
+func (g *Gateway) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts []int, digests []uint64, local map[string]uint64, st *SyncStats) []store.VersionEntry {
 	// Every other storage node is asked, not only the partitions' current co-holders: when
 	// several nodes join at once, or a node drains, a partition's data may sit only on
 	// nodes that held it under an older map (they keep it until it is handed off).
@@ -226,6 +255,7 @@ func (g *Gateway) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts
 	})
 	defer g.progress(func(p *SyncProgress) { p.Running = false })
 	limiter := newPacer(&g.sync.rate)
+	var copied []store.VersionEntry
 	work := make(chan want)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -246,6 +276,7 @@ func (g *Gateway) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts
 					st.Deleted++
 				default:
 					st.Copied++
+					copied = append(copied, x.e)
 				}
 				st.Bytes += n
 				mu.Unlock()
@@ -260,6 +291,7 @@ func (g *Gateway) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts
 	}
 	close(work)
 	wg.Wait()
+	return copied
 }
 
 // differing asks peer t for its digests of parts and returns those that are not empty

@@ -130,6 +130,7 @@ type VersionEntry struct {
 	HLC     uint64 `json:"v"`
 	Deleted bool   `json:"d,omitempty"`
 	Size    int64  `json:"s,omitempty"`
+	Striped bool   `json:"x,omitempty"` // an erasure-coded object's record (Size is the object's)
 }
 
 // Scan calls fn for every object record of every bucket (tombstones included) whose
@@ -159,7 +160,7 @@ func (s *Store) Scan(keep func(bucket, key string) bool, fn func(VersionEntry) e
 		if err := o.Unmarshal(it.Value()); err != nil {
 			return errors.E(op, err)
 		}
-		if err := fn(VersionEntry{Bucket: bucket, Key: key, HLC: o.HLC, Deleted: o.Deleted, Size: o.Size}); err != nil {
+		if err := fn(VersionEntry{Bucket: bucket, Key: key, HLC: o.HLC, Deleted: o.Deleted, Size: o.Size, Striped: o.Striped}); err != nil {
 			return err
 		}
 	}
