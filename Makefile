@@ -57,10 +57,11 @@ deps-apt:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi; fi
 
-bench: build ## performance figures (docs/benchmarks.md): cairn vs a bare net/http server, listing, engine
+bench: build ## performance figures (docs/benchmarks.md): cairn vs a bare net/http server, listing, cluster, recovery, engine
 	$(GO) run ./tools/s3bench --cairn $(BIN) --hot-large 64
 	$(GO) run ./tools/listbench --cairn $(BIN) --objects 100000
 	$(GO) run ./tools/clusterbench --cairn $(BIN) --duration 10s
+	$(GO) run ./tools/recoverybench --cairn $(BIN)
 	$(GO) test -run '^$$' -bench . -benchtime 3s ./internal/store/ ./internal/sigv4/ ./internal/checksum/ ./internal/rpc/ ./internal/placement/
 	$(GO) test -run '^$$' -bench '4KiB' -benchtime 200x ./internal/gateway/
 	$(GO) test -run '^$$' -bench 'BenchmarkClass' -benchtime 5x ./internal/gateway/
