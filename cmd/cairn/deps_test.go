@@ -23,6 +23,7 @@ func TestDependencyRules(t *testing.T) {
 		"internal/hlc":           {},
 		"internal/store":         {"internal/errors", "internal/hlc", "internal/store/segment"},
 		"internal/placement":     {},
+		"internal/erasure":       {"internal/errors"},
 		"internal/clustermap":    {"internal/errors"},
 		"internal/rpc":           {"internal/errors", "internal/store"},
 		"internal/node":          {"internal/errors", "internal/placement", "internal/rpc", "internal/store"},
