@@ -6,7 +6,7 @@ LDFLAGS := -X main.version=$(VERSION)
 VENV    := .venv
 # Packages fast enough to run under the race detector in CI.
 RACE_PKGS := ./internal/errors/... ./internal/store/... ./internal/sigv4/... ./internal/checksum/... ./internal/s3api/... ./internal/server/... ./internal/bench \
-             ./internal/hlc/... ./internal/placement/... ./internal/policy/... ./internal/clustermap/... ./internal/rpc/... ./internal/node/... ./internal/gateway/...
+             ./internal/hlc/... ./internal/placement/... ./internal/policy/... ./internal/erasure/... ./internal/clustermap/... ./internal/rpc/... ./internal/node/... ./internal/gateway/...
 FUZZTIME ?= 10s
 
 .PHONY: help build run test test-go test-race test-e2e test-python fuzz bench lint deps deps-python deps-apt clean

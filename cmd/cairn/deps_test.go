@@ -25,6 +25,7 @@ func TestDependencyRules(t *testing.T) {
 		"internal/placement":     {},
 		"internal/policy":        {"internal/errors"},
 		"internal/clustermap":    {"internal/errors", "internal/policy"},
+		"internal/erasure":       {"internal/errors"},
 		"internal/rpc":           {"internal/errors", "internal/store"},
 		"internal/node":          {"internal/errors", "internal/placement", "internal/rpc", "internal/store"},
 		"internal/gateway":       {"internal/clustermap", "internal/erasure", "internal/errors", "internal/policy", "internal/hlc", "internal/node", "internal/placement", "internal/rpc", "internal/store"},
