@@ -51,7 +51,6 @@ func stripeKey(bucket, key string, v uint64, i int64) string {
 	return hex.EncodeToString(h.Sum(sum[:0])[:12]) + "/" + strconv.FormatUint(v, 16) + "/" + strconv.FormatInt(i, 10)
 }
 
-
 // ecState caches codes and placement tables per class.
 type ecState struct {
 	mu     sync.Mutex

@@ -81,6 +81,9 @@ type Gateway struct {
 	// StragglerWait; reads try such nodes last and writes do not wait for them.
 	suspect  sync.Map
 	suspects atomic.Int64 // entries in suspect
+	// returned holds, by node id, until when a node that came back is read last.
+	returned  sync.Map
+	returning atomic.Int64 // entries in returned
 }
 
 // tableCache is the placement of one map: recomputed when the map changes, and only if
@@ -204,6 +207,7 @@ func (g *Gateway) table(m *clustermap.Map) (*tableCache, error) {
 	}
 	d := fmt.Sprint(p, cls.N, ns)
 	if c != nil && c.digest == d {
+		g.noteReturns(c, m)
 		nc := *c
 		nc.m, nc.cls = m, cls
 		g.tab.Store(&nc)
@@ -217,6 +221,7 @@ func (g *Gateway) table(m *clustermap.Map) (*tableCache, error) {
 		return nil, errors.E(errors.Invalid, err)
 	}
 	nc := &tableCache{m: m, digest: d, t: t, cls: cls}
+	g.noteReturns(c, m)
 	if c != nil {
 		now := time.Now()
 		nc.former = append(nc.former, formerTable{t: c.t, until: now.Add(formerKeep)})
@@ -264,9 +269,11 @@ func (g *Gateway) replicas(bucket, key string) (clustermap.Class, []target, erro
 			ts = append(ts, tg)
 		}
 	}
-	// Reads go in this order: replicas that were slow recently go last.
-	if g.suspects.Load() > 0 {
-		sort.SliceStable(ts, func(i, j int) bool { return !g.isSuspect(ts[i].id) && g.isSuspect(ts[j].id) })
+	// Reads go in this order: replicas that were slow recently, or came back recently
+	// (their copies may be stale until they caught up), go last.
+	if g.suspects.Load() > 0 || g.returning.Load() > 0 {
+		late := func(id string) bool { return g.isSuspect(id) || g.isReturning(id) }
+		sort.SliceStable(ts, func(i, j int) bool { return !late(ts[i].id) && late(ts[j].id) })
 	}
 	return cls, ts, nil
 }
@@ -309,6 +316,43 @@ func (g *Gateway) formerReplicas(bucket, key string, ts []target) []target {
 		}
 	}
 	return out
+}
+
+// returnWindow is how long reads ask a node that came back (down or out, then up) last:
+// until its sync round and the queued writes reached it, its copies may be stale.
+const returnWindow = time.Minute
+
+// noteReturns records the nodes that are up in m but were down or out in the map of c.
+func (g *Gateway) noteReturns(c *tableCache, m *clustermap.Map) {
+	if c == nil || c.m == nil {
+		return
+	}
+	for _, n := range m.Nodes {
+		if n.State != clustermap.StateUp || n.ID == g.cfg.NodeID {
+			continue
+		}
+		if old, ok := c.m.Node(n.ID); ok && (old.State == clustermap.StateDown || old.State == clustermap.StateOut) {
+			if _, loaded := g.returned.Swap(n.ID, time.Now().Add(returnWindow)); !loaded {
+				g.returning.Add(1)
+			}
+			g.log.Info("a node came back: reads ask it last for a while", "node", n.ID, "for", returnWindow)
+		}
+	}
+}
+
+// isReturning reports whether node id came back less than returnWindow ago.
+func (g *Gateway) isReturning(id string) bool {
+	v, ok := g.returned.Load(id)
+	if !ok {
+		return false
+	}
+	if time.Now().After(v.(time.Time)) {
+		if g.returned.CompareAndDelete(id, v) {
+			g.returning.Add(-1)
+		}
+		return false
+	}
+	return true
 }
 
 // Errors of storage class selection (x-amz-storage-class).

@@ -126,9 +126,9 @@ type want struct {
 // compared record by record. What is newer elsewhere is copied, four objects at a time,
 // fewest surviving copies first, paced by the recovery rate. It is idempotent and can be
 // interrupted at any point.
-func (g *Gateway) Sync(ctx context.Context) (SyncStats, error) {
+func (g *Gateway) Sync(ctx context.Context) (st SyncStats, err error) {
 	const op errors.Op = "gateway.Sync"
-	st := SyncStats{Start: time.Now()}
+	st = SyncStats{Start: time.Now()}
 	defer func() { st.Duration = time.Since(st.Start) }()
 	if g.cfg.Store == nil {
 		return st, nil
