@@ -3,10 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -160,5 +165,64 @@ func TestClusterErasureCoded(t *testing.T) {
 	got, err := getBody(ctx, tc.procs[2].client(), "ecb", "big")
 	if err != nil || len(got) != big {
 		t.Fatalf("read the big object with two nodes killed: %v", err)
+	}
+}
+
+// TestClusterECLargeObjectMemory streams a 5 GiB object (CAIRN_EC_BIG_SIZE overrides the
+// size) into the erasure-coded class EC42 of a 6-node cluster and back, through one
+// gateway, and checks that gateway's peak RSS stays under 300 MiB and the bytes and ETag
+// are right.
+func TestClusterECLargeObjectMemory(t *testing.T) {
+	size := int64(5 << 30)
+	if v := os.Getenv("CAIRN_EC_BIG_SIZE"); v != "" {
+		size, _ = strconv.ParseInt(v, 10, 64)
+	}
+	tc := startCluster(t, 6)
+	tc.waitVoters(3)
+	if out, err := tc.admin(0, "class", "create", "EC42", "--ec", "4+2"); err != nil {
+		t.Fatalf("class create: %v\n%s", err, out)
+	}
+	tc.createBucket(0, "big")
+	gw := tc.procs[0]
+	client := &http.Client{Timeout: 30 * time.Minute}
+	start := time.Now()
+	h := md5.New()
+	req := signedReq(t, "PUT", gw.url()+"/big/object", io.TeeReader(newGenReader(size), h), size)
+	req.Header.Set("x-amz-storage-class", "EC42")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("PUT: %d %s", resp.StatusCode, msg)
+	}
+	want := hex.EncodeToString(h.Sum(nil))
+	if etag := resp.Header.Get("ETag"); etag != `"`+want+`"` {
+		t.Fatalf("ETag %s, want %q", etag, want)
+	}
+	putTook := time.Since(start)
+	start = time.Now()
+	resp, err = client.Do(signedReq(t, "GET", gw.url()+"/big/object", nil, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Reset()
+	n, err := io.Copy(h, resp.Body)
+	resp.Body.Close()
+	if err != nil || n != size {
+		t.Fatalf("GET: %d bytes, %v", n, err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != want {
+		t.Fatalf("GET body MD5 %s, want %s", got, want)
+	}
+	getTook := time.Since(start)
+	rss := gw.peakRSS()
+	mib := float64(size) / (1 << 20)
+	t.Logf("EC42 %d MiB through a cluster gateway: PUT %.1fs (%.0f MiB/s), GET %.1fs (%.0f MiB/s), gateway peak RSS %d MiB",
+		size>>20, putTook.Seconds(), mib/putTook.Seconds(), getTook.Seconds(), mib/getTook.Seconds(), rss>>20)
+	if rss > 300<<20 {
+		t.Fatalf("gateway peak RSS %d MiB over 300 MiB", rss>>20)
 	}
 }
