@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -177,7 +178,7 @@ func (g *Gateway) putStriped(ctx context.Context, cls clustermap.Class, holders 
 		}
 		pending = make(chan sent, 1)
 		stripe := stripeKey(bucket, key, version, i)
-		go func() { pending <- sent{g.putShards(ctx, cls, g.shardTargets(m, tbl, stripe), stripe, shards)} }()
+		go func() { pending <- sent{g.putShards(ctx, cls, g.shardTargets(m, tbl, stripe), stripe, bucket+"/"+key, shards)} }()
 		if int64(n) < stripeSize {
 			break
 		}
@@ -212,7 +213,7 @@ func (g *Gateway) putStriped(ctx context.Context, cls clustermap.Class, holders 
 // putShards writes the shards of one stripe, shard j to ts[j], and returns nil once
 // cls.W of them are durable. Shards that fail are not queued (no other node holds them):
 // reads reconstruct them and put them back.
-func (g *Gateway) putShards(ctx context.Context, cls clustermap.Class, ts []target, stripe string, shards [][]byte) error {
+func (g *Gateway) putShards(ctx context.Context, cls clustermap.Class, ts []target, stripe, owner string, shards [][]byte) error {
 	type res struct {
 		j   int
 		err error
@@ -224,7 +225,7 @@ func (g *Gateway) putShards(ctx context.Context, cls clustermap.Class, ts []targ
 				ch <- res{j, errors.E(errors.Transient, "node "+t.id+" is down")}
 				return
 			}
-			ch <- res{j, g.putShard(ctx, t, stripe, shards[j])}
+			ch <- res{j, g.putShard(ctx, t, stripe, owner, shards[j])}
 		}()
 	}
 	okN := 0
@@ -244,10 +245,12 @@ func (g *Gateway) putShards(ctx context.Context, cls clustermap.Class, ts []targ
 	return nil
 }
 
-func (g *Gateway) putShard(ctx context.Context, t target, key string, shard []byte) error {
+// putShard stores one shard on t. owner ("bucket/key") is kept in the shard's record so
+// that shards of versions no longer current can be found and collected.
+func (g *Gateway) putShard(ctx context.Context, t target, key, owner string, shard []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 	defer cancel()
-	meta := &store.Object{Size: int64(len(shard)), ModTime: time.Now().UnixNano()}
+	meta := &store.Object{Size: int64(len(shard)), ModTime: time.Now().UnixNano(), UserMeta: [][2]string{{"owner", owner}}}
 	_, err := g.putReplica(ctx, t, ShardBucket, key, meta, bytes.NewReader(shard), int64(len(shard)), g.clock.Next(), "", 0, nil, meta)
 	return err
 }
@@ -374,7 +377,7 @@ func (r *stripedReader) readStripe(ctx context.Context, i int64) ([]byte, error)
 	stripe := stripeKey(r.bucket, r.key, r.o.HLC, i)
 	ts := r.g.shardTargets(r.m, r.tbl, stripe)
 	K, M := r.o.Stripe.K, r.o.Stripe.M
-	f := &shardFetch{name: stripe, shards: make([][]byte, K+M), holder: make([]*target, K+M)}
+	f := &shardFetch{name: stripe, owner: r.bucket + "/" + r.key, shards: make([][]byte, K+M), holder: make([]*target, K+M)}
 	f.get(ctx, r.g, ts[:K])
 	data, err := r.code.Decode(nil, f.shards)
 	if err != nil {
@@ -412,6 +415,7 @@ func (r *stripedReader) readStripe(ctx context.Context, i int64) ([]byte, error)
 // shardFetch collects the shards of one stripe by their index, whoever holds them.
 type shardFetch struct {
 	name   string // the stripe's
+	owner  string // the object's "bucket/key"
 	mu     sync.Mutex
 	shards [][]byte  // by index
 	holder []*target // who sent shards[j]
@@ -483,7 +487,7 @@ func (g *Gateway) repairShardsCount(ctx context.Context, ts []target, stripe str
 			g.log.Warn("no node to put a rebuilt shard on", "stripe", stripe, "shard", j)
 			continue
 		}
-		if err := g.putShard(ctx, *dst, stripe, f.shards[j]); err != nil {
+		if err := g.putShard(ctx, *dst, stripe, f.owner, f.shards[j]); err != nil {
 			g.log.Warn("could not put a rebuilt shard back", "stripe", stripe, "shard", j, "node", dst.id, "err", err)
 		} else {
 			put++
@@ -517,7 +521,7 @@ func (g *Gateway) healStriped(ctx context.Context, m *clustermap.Map, bucket, ke
 		if g.shardsPresent(ctx, ts, stripe) == K+M {
 			continue
 		}
-		f := &shardFetch{name: stripe, shards: make([][]byte, K+M), holder: make([]*target, K+M)}
+		f := &shardFetch{name: stripe, owner: bucket + "/" + key, shards: make([][]byte, K+M), holder: make([]*target, K+M)}
 		f.get(ctx, g, ts)
 		good := 0
 		for j := range f.shards {
@@ -613,4 +617,70 @@ func (g *Gateway) shardHeader(ctx context.Context, t target, stripe string) ([]b
 	defer resp.Body.Close()
 	_, err = io.CopyN(&b, resp.Body, erasure.HeaderSize)
 	return b.Bytes(), err
+}
+
+// collectShards removes this node's shards of object versions that a newer version (or a
+// delete) of their object has replaced: proof that they can never be read again. A shard
+// whose object's holders cannot be asked, or show nothing newer, is kept.
+func (g *Gateway) collectShards(ctx context.Context, st *SyncStats) {
+	type shard struct {
+		key     string
+		version uint64 // the object's
+		record  uint64 // the shard record's own
+	}
+	byOwner := map[string][]shard{}
+	err := g.cfg.Store.Scan(func(b, _ string) bool { return b == ShardBucket }, func(e store.VersionEntry) error {
+		// The key is hash/version/stripe: the version is the object's.
+		parts := strings.SplitN(e.Key, "/", 3)
+		if len(parts) != 3 {
+			return nil
+		}
+		v, err := strconv.ParseUint(parts[1], 16, 64)
+		if err != nil {
+			return nil
+		}
+		o, err := g.cfg.Store.StatVersion(ShardBucket, e.Key)
+		if err != nil {
+			return nil
+		}
+		for _, kv := range o.UserMeta {
+			if kv[0] == "owner" {
+				byOwner[kv[1]] = append(byOwner[kv[1]], shard{e.Key, v, e.HLC})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		g.log.Warn("shard collection: cannot scan the shards", "err", err)
+		return
+	}
+	for owner, shards := range byOwner {
+		if ctx.Err() != nil {
+			return
+		}
+		bucket, key, ok := strings.Cut(owner, "/")
+		if !ok {
+			continue
+		}
+		_, ts, err := g.replicas(bucket, key)
+		if err != nil {
+			continue
+		}
+		var newest uint64
+		for _, t := range ts {
+			if t.down {
+				continue
+			}
+			if o, err := g.statReplica(ctx, t, bucket, key); err == nil && o.HLC > newest {
+				newest = o.HLC
+			}
+		}
+		for _, s := range shards {
+			if newest > s.version {
+				if gone, err := g.cfg.Store.Forget(ShardBucket, s.key, s.record); err == nil && gone {
+					st.Collected++
+				}
+			}
+		}
+	}
 }

@@ -321,3 +321,45 @@ func TestECSurvivesPlacementChanges(t *testing.T) {
 	c.stop(4)
 	check("after two more nodes left")
 }
+
+// Shards of replaced versions (an overwrite, a delete) are collected by the sync; the
+// current version's shards stay.
+func TestECCollectsReplacedShards(t *testing.T) {
+	ctx := context.Background()
+	c := newECCluster(t)
+	g := c.nodes[0].gw
+	body := randBody(1, 6<<20)
+	for _, k := range []string{"over", "gone", "keep"} {
+		if _, err := putClass(ctx, g, "b", k, "EC42", randBody(2, 5<<20)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, _ := c.shardsOf()
+	if _, err := putClass(ctx, g, "b", "over", "EC42", body); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.DeleteObject(ctx, "b", "gone"); err != nil {
+		t.Fatal(err)
+	}
+	collected := 0
+	for _, nd := range c.nodes {
+		st, err := nd.gw.Sync(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		collected += st.Collected
+	}
+	after, _ := c.shardsOf()
+	// Each version has 2 stripes of 6 shards: the old "over" and "gone" go, the new
+	// "over" and "keep" stay.
+	if collected != 24 || after != before-12 {
+		t.Fatalf("collected %d shards, %d left (%d before the overwrite and delete); want 24 collected and %d left", collected, after, before, before-12)
+	}
+	got, _, err := get(ctx, c.nodes[3].gw, "b", "over", 0, -1)
+	if err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("read after collection: %v", err)
+	}
+	if _, _, err := get(ctx, c.nodes[3].gw, "b", "keep", 0, -1); err != nil {
+		t.Fatalf("read of an untouched object after collection: %v", err)
+	}
+}

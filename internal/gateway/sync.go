@@ -38,6 +38,7 @@ type SyncStats struct {
 	Stripes    int           `json:"stripes"`    // stripes of erasure-coded objects checked
 	Rebuilt    int           `json:"rebuilt"`    // shards rebuilt from the others of their stripe
 	Unhealable int           `json:"unhealable"` // stripes with fewer than K shards left anywhere
+	Collected  int           `json:"collected"`  // shards of replaced object versions removed
 	Errors     int           `json:"errors"`
 	Err        string        `json:"error,omitempty"`
 }
@@ -187,6 +188,9 @@ func (g *Gateway) Sync(ctx context.Context) (st SyncStats, err error) {
 			break
 		}
 		g.healStriped(ctx, m, e.Bucket, e.Key, &st)
+	}
+	if ctx.Err() == nil {
+		g.collectShards(ctx, &st)
 	}
 	return st, ctx.Err()
 }
