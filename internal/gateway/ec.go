@@ -178,7 +178,9 @@ func (g *Gateway) putStriped(ctx context.Context, cls clustermap.Class, holders 
 		}
 		pending = make(chan sent, 1)
 		stripe := stripeKey(bucket, key, version, i)
-		go func() { pending <- sent{g.putShards(ctx, cls, g.shardTargets(m, tbl, stripe), stripe, bucket+"/"+key, shards)} }()
+		go func() {
+			pending <- sent{g.putShards(ctx, cls, g.shardTargets(m, tbl, stripe), stripe, bucket+"/"+key, shards)}
+		}()
 		if int64(n) < stripeSize {
 			break
 		}
