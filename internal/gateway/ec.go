@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,6 +51,43 @@ func stripeKey(bucket, key string, v uint64, i int64) string {
 	io.WriteString(h, key)
 	var sum [sha256.Size]byte
 	return hex.EncodeToString(h.Sum(sum[:0])[:12]) + "/" + strconv.FormatUint(v, 16) + "/" + strconv.FormatInt(i, 10)
+}
+
+// partStripeKey names stripe i of part n of a multipart upload of bucket/key.
+func partStripeKey(bucket, key, upload string, n int, i int64) string {
+	return stripeKey(bucket, key, 0, 0)[:24] + "/" + upload + "." + strconv.Itoa(n) + "/" + strconv.FormatInt(i, 10)
+}
+
+// stripeRef is one stripe of an object: its name and the bytes of the object it holds.
+type stripeRef struct {
+	name   string
+	off, n int64
+}
+
+// stripesOf lists the stripes of the erasure-coded object o (its record), in order.
+func stripesOf(bucket, key string, o *store.Object) []stripeRef {
+	ss := o.Stripe.Size
+	var out []stripeRef
+	add := func(size int64, name func(i int64) string) {
+		var base int64
+		if len(out) > 0 {
+			last := out[len(out)-1]
+			base = last.off + last.n
+		}
+		for i := int64(0); i == 0 || i*ss < size; i++ {
+			out = append(out, stripeRef{name: name(i), off: base + i*ss, n: min(ss, size-i*ss)})
+		}
+	}
+	if o.Stripe.Upload == "" {
+		add(o.Size, func(i int64) string { return stripeKey(bucket, key, o.HLC, i) })
+		return out
+	}
+	for p, num := range o.Stripe.Parts {
+		if p < len(o.PartSizes) {
+			add(o.PartSizes[p], func(i int64) string { return partStripeKey(bucket, key, o.Stripe.Upload, num, i) })
+		}
+	}
+	return out
 }
 
 // ecState caches codes and placement tables per class.
@@ -121,22 +159,75 @@ func (g *Gateway) shardTargets(m *clustermap.Map, t *placement.Table, stripe str
 	return ts
 }
 
-// putStriped stores src as an erasure-coded object of class cls: stripe by stripe, each
-// acknowledged once cls.W of its K+M shards are durable, then the record on the key's
-// holders (the write quorum of STANDARD). A stripe in memory at a time, plus the one
-// being sent: memory does not grow with the object.
+// putStriped stores src as an erasure-coded object of class cls: its stripes (putStripes),
+// then the record on the key's holders (the write quorum of STANDARD).
 func (g *Gateway) putStriped(ctx context.Context, cls clustermap.Class, holders []target, recW int, bucket, key string, meta *store.Object,
 	src io.Reader, size int64, finish func(*store.Object) error) (*store.Object, error) {
+	version := g.clock.Next()
+	total, err := g.putStripes(ctx, cls, bucket+"/"+key, src, size, func(i int64) string { return stripeKey(bucket, key, version, i) })
+	if err != nil {
+		return nil, err
+	}
+	rec := *meta
+	rec.Size = total
+	if finish != nil {
+		if err := finish(&rec); err != nil {
+			return nil, err
+		}
+	}
+	rec.Size = total
+	rec.ModTime = time.Now().UnixNano()
+	rec.HLC = version
+	rec.Striped, rec.Stripe = true, store.Stripe{K: cls.K, M: cls.M, Size: int64(cls.K) * shardUnit}
+	ok, failed := g.fanOut(ctx, holders, recW, bucket, key, version, always, func(ctx context.Context, t target) (*store.Object, error) {
+		return g.putReplica(ctx, t, bucket, key, &rec, bytes.NewReader(nil), 0, version, "", 0, nil, &rec)
+	})
+	if len(ok) < recW {
+		return nil, quorumFailure("write", ok, failed, recW, len(holders))
+	}
+	out := rec
+	return &out, nil
+}
+
+// putStripedPart stores part n of an erasure-coded upload: its stripes, then the part's
+// record (striped, no body) on the key's holders.
+func (g *Gateway) putStripedPart(ctx context.Context, cls clustermap.Class, holders []target, recW int, bucket, key, uploadID string, n int,
+	src io.Reader, size int64, finish func(*store.Object) error) (*store.Object, error) {
+	total, err := g.putStripes(ctx, cls, bucket+"/"+key, src, size, func(i int64) string { return partStripeKey(bucket, key, uploadID, n, i) })
+	if err != nil {
+		return nil, err
+	}
+	fin := &store.Object{Size: total, ModTime: time.Now().UnixNano()}
+	if finish != nil {
+		if err := finish(fin); err != nil {
+			return nil, err
+		}
+	}
+	fin.Size = total
+	fin.Striped, fin.Stripe = true, store.Stripe{K: cls.K, M: cls.M, Size: int64(cls.K) * shardUnit}
+	ok, failed := g.fanOut(ctx, holders, recW, bucket, key, 0, never, func(ctx context.Context, t target) (*store.Object, error) {
+		return g.putReplica(ctx, t, bucket, key, &store.Object{}, bytes.NewReader(nil), 0, 0, uploadID, n, nil, fin)
+	})
+	if len(ok) < recW {
+		return nil, quorumFailure("write", ok, failed, recW, len(holders))
+	}
+	return fin, nil
+}
+
+// putStripes cuts src into stripes of K shard units, encodes each and writes its shards
+// (stripe i named name(i)), each stripe acknowledged once cls.W of its K+M shards are
+// durable. A stripe is read while the previous one's shards are sent: memory does not
+// grow with the object. It returns the bytes read.
+func (g *Gateway) putStripes(ctx context.Context, cls clustermap.Class, owner string, src io.Reader, size int64, name func(i int64) string) (int64, error) {
 	m := g.cfg.Maps.Current()
 	code, err := g.code(cls.K, cls.M)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	tbl, err := g.shardTable(m, cls)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	version := g.clock.Next()
 	stripeSize := int64(cls.K) * shardUnit
 	// Two stripe buffers: one filled from the client while the other's shards are sent.
 	bufs := [2][]byte{make([]byte, stripeSize), make([]byte, stripeSize)}
@@ -157,7 +248,7 @@ func (g *Gateway) putStriped(ctx context.Context, cls clustermap.Class, holders 
 		n, rerr := io.ReadFull(src, b)
 		if rerr != nil && rerr != io.EOF && rerr != io.ErrUnexpectedEOF {
 			wait()
-			return nil, bodyErr(rerr)
+			return 0, bodyErr(rerr)
 		}
 		if n == 0 && i > 0 {
 			break
@@ -165,51 +256,33 @@ func (g *Gateway) putStriped(ctx context.Context, cls clustermap.Class, holders 
 		total += int64(n)
 		if size >= 0 && total > size {
 			wait()
-			return nil, errors.E(errors.Invalid, "the body is longer than its declared length")
+			return 0, errors.E(errors.Invalid, "the body is longer than its declared length")
 		}
 		shards, err := code.Encode(shardBufs[i%2], b[:n])
 		if err != nil {
 			wait()
-			return nil, err
+			return 0, err
 		}
 		shardBufs[i%2] = shards
 		if err := wait(); err != nil {
-			return nil, err
+			return 0, err
 		}
 		pending = make(chan sent, 1)
-		stripe := stripeKey(bucket, key, version, i)
+		stripe := name(i)
 		go func() {
-			pending <- sent{g.putShards(ctx, cls, g.shardTargets(m, tbl, stripe), stripe, bucket+"/"+key, shards)}
+			pending <- sent{g.putShards(ctx, cls, g.shardTargets(m, tbl, stripe), stripe, owner, shards)}
 		}()
 		if int64(n) < stripeSize {
 			break
 		}
 	}
 	if err := wait(); err != nil {
-		return nil, err
+		return 0, err
 	}
 	if size >= 0 && total != size {
-		return nil, errors.E(errors.Invalid, fmt.Sprintf("the body has %d bytes, %d were declared", total, size))
+		return 0, errors.E(errors.Invalid, fmt.Sprintf("the body has %d bytes, %d were declared", total, size))
 	}
-	rec := *meta
-	rec.Size = total
-	if finish != nil {
-		if err := finish(&rec); err != nil {
-			return nil, err
-		}
-	}
-	rec.Size = total
-	rec.ModTime = time.Now().UnixNano()
-	rec.HLC = version
-	rec.Striped, rec.Stripe = true, store.Stripe{K: cls.K, M: cls.M, Size: stripeSize}
-	ok, failed := g.fanOut(ctx, holders, recW, bucket, key, version, always, func(ctx context.Context, t target) (*store.Object, error) {
-		return g.putReplica(ctx, t, bucket, key, &rec, bytes.NewReader(nil), 0, version, "", 0, nil, &rec)
-	})
-	if len(ok) < recW {
-		return nil, quorumFailure("write", ok, failed, recW, len(holders))
-	}
-	out := rec
-	return &out, nil
+	return total, nil
 }
 
 // putShards writes the shards of one stripe, shard j to ts[j], and returns nil once
@@ -287,6 +360,7 @@ type stripedReader struct {
 	m           *clustermap.Map
 	code        *erasure.Code
 	tbl         *placement.Table
+	stripes     []stripeRef
 }
 
 func (g *Gateway) openStriped(o *store.Object, bucket, key string) (ObjectReader, error) {
@@ -308,7 +382,7 @@ func (g *Gateway) openStriped(o *store.Object, bucket, key string) (ObjectReader
 	if err != nil {
 		return nil, err
 	}
-	return &stripedReader{g: g, bucket: bucket, key: key, o: o, m: m, code: code, tbl: tbl}, nil
+	return &stripedReader{g: g, bucket: bucket, key: key, o: o, m: m, code: code, tbl: tbl, stripes: stripesOf(bucket, key, o)}, nil
 }
 
 func (r *stripedReader) Info() *store.Object { return r.o }
@@ -316,22 +390,27 @@ func (r *stripedReader) Close() error        { return nil }
 
 // WriteRange writes n bytes from off, fetching only the stripes the range touches.
 func (r *stripedReader) WriteRange(ctx context.Context, w io.Writer, off, n int64) (int64, error) {
-	size, ss := r.o.Size, r.o.Stripe.Size
+	size := r.o.Size
 	if off < 0 || n < 0 || off > size || n > size-off {
 		return 0, errors.E(errors.Invalid, "range outside the object")
 	}
 	if n == 0 {
 		return 0, nil
 	}
-	first, last := off/ss, (off+n-1)/ss
+	ss := r.stripes
+	first := sort.Search(len(ss), func(i int) bool { return ss[i].off+ss[i].n > off })
+	last := sort.Search(len(ss), func(i int) bool { return ss[i].off+ss[i].n >= off+n })
+	if first >= len(ss) || last >= len(ss) {
+		return 0, errors.Errorf("", errors.Corrupt, "the record of %s/%s lists stripes for fewer bytes than its size", r.bucket, r.key)
+	}
 	type stripe struct {
 		data []byte
 		err  error
 	}
-	fetch := func(i int64) chan stripe {
+	fetch := func(i int) chan stripe {
 		ch := make(chan stripe, 1)
 		go func() {
-			d, err := r.readStripe(ctx, i)
+			d, err := r.readStripe(ctx, ss[i])
 			ch <- stripe{d, err}
 		}()
 		return ch
@@ -344,27 +423,20 @@ func (r *stripedReader) WriteRange(ctx context.Context, w io.Writer, off, n int6
 			next = fetch(i + 1) // read ahead
 		}
 		s := <-cur
+		lo, hi := max(off-ss[i].off, 0), min(off+n-ss[i].off, ss[i].n)
+		if s.err == nil && int64(len(s.data)) != ss[i].n {
+			s.err = errors.Errorf("", errors.Corrupt, "stripe %s of %s/%s holds %d bytes, the record says %d", ss[i].name, r.bucket, r.key, len(s.data), ss[i].n)
+		}
+		if s.err == nil {
+			var k int
+			k, s.err = w.Write(s.data[lo:hi])
+			done += int64(k)
+		}
 		if s.err != nil {
 			if i < last {
 				<-next
 			}
 			return done, s.err
-		}
-		lo := max(off-i*ss, 0)
-		hi := min(off+n-i*ss, int64(len(s.data)))
-		if lo > hi || hi > int64(len(s.data)) {
-			if i < last {
-				<-next
-			}
-			return done, errors.Errorf("", errors.Corrupt, "stripe %d of %s/%s holds %d bytes, the record says more", i, r.bucket, r.key, len(s.data))
-		}
-		k, err := w.Write(s.data[lo:hi])
-		done += int64(k)
-		if err != nil {
-			if i < last {
-				<-next
-			}
-			return done, err
 		}
 	}
 	return done, nil
@@ -375,8 +447,8 @@ func (r *stripedReader) WriteRange(ctx context.Context, w io.Writer, off, n int6
 // nodes and, if that is not enough (placement changed since the write), on every
 // storage node. The shards found missing or damaged are rebuilt and put back in the
 // background.
-func (r *stripedReader) readStripe(ctx context.Context, i int64) ([]byte, error) {
-	stripe := stripeKey(r.bucket, r.key, r.o.HLC, i)
+func (r *stripedReader) readStripe(ctx context.Context, ref stripeRef) ([]byte, error) {
+	stripe := ref.name
 	ts := r.g.shardTargets(r.m, r.tbl, stripe)
 	K, M := r.o.Stripe.K, r.o.Stripe.M
 	f := &shardFetch{name: stripe, owner: r.bucket + "/" + r.key, shards: make([][]byte, K+M), holder: make([]*target, K+M)}
@@ -409,7 +481,7 @@ func (r *stripedReader) readStripe(ctx context.Context, i int64) ([]byte, error)
 		}
 	}
 	if err != nil {
-		return nil, errors.E(errors.Transient, fmt.Errorf("stripe %d of %s/%s: %w", i, r.bucket, r.key, err))
+		return nil, errors.E(errors.Transient, fmt.Errorf("stripe %s of %s/%s: %w", stripe, r.bucket, r.key, err))
 	}
 	return data, nil
 }
@@ -515,10 +587,12 @@ func (g *Gateway) healStriped(ctx context.Context, m *clustermap.Map, bucket, ke
 	}
 	r := rd.(*stripedReader)
 	K, M := o.Stripe.K, o.Stripe.M
-	stripes := max((o.Size+o.Stripe.Size-1)/o.Stripe.Size, 1)
-	for i := int64(0); i < stripes && ctx.Err() == nil; i++ {
+	for i, ref := range r.stripes {
+		if ctx.Err() != nil {
+			return
+		}
 		st.Stripes++
-		stripe := stripeKey(bucket, key, o.HLC, i)
+		stripe := ref.name
 		ts := g.shardTargets(m, r.tbl, stripe)
 		if g.shardsPresent(ctx, ts, stripe) == K+M {
 			continue

@@ -365,16 +365,13 @@ var (
 
 // classFor returns the class an object's x-amz-storage-class value selects (STANDARD
 // for none). Objects are stored in STANDARD or in an erasure-coded class; a replicated
-// class other than STANDARD, and an erasure-coded class for a multipart upload, are
-// refused with ErrClassNotSupported.
+// class other than STANDARD is refused with ErrClassNotSupported.
 func (g *Gateway) classFor(name string, multipart bool) (clustermap.Class, error) {
 	m := g.cfg.Maps.Current()
 	c, ok := m.ResolveClass(name)
 	switch {
 	case !ok:
 		return c, errors.E(errors.Invalid, fmt.Errorf("%w: %q is not a storage class of this cluster (see cairn admin class list)", ErrInvalidStorageClass, name))
-	case c.EC() && multipart:
-		return c, errors.E(errors.Invalid, fmt.Errorf("%w: multipart uploads in the erasure-coded class %s are not supported yet; upload in one PUT or use STANDARD", ErrClassNotSupported, c.Name))
 	case !c.EC() && c.Name != clustermap.StandardClass:
 		return c, errors.E(errors.Invalid, fmt.Errorf("%w: replicated classes other than STANDARD (here %s) cannot store objects yet", ErrClassNotSupported, c.Name))
 	}

@@ -78,8 +78,18 @@ func (g *Gateway) PutPart(ctx context.Context, bucket, key, uploadID string, n i
 		return nil, errors.E(op, err)
 	}
 	// An unknown upload is refused before the body is read.
-	if _, err := g.uploadParts(ctx, ts, bucket, key, uploadID, 0, 1); err != nil {
+	up, err := g.uploadParts(ctx, ts, bucket, key, uploadID, 0, 1)
+	if err != nil {
 		return nil, errors.E(op, err)
+	}
+	if up.Upload != nil && up.Upload.StorageClass != "" {
+		if sc, err := g.classFor(up.Upload.StorageClass, true); err == nil && sc.EC() {
+			p, err := g.putStripedPart(ctx, sc, ts, cls.W, bucket, key, uploadID, n, src, size, finish)
+			if err != nil {
+				return nil, errors.E(op, err)
+			}
+			return p, nil
+		}
 	}
 	p, err := g.write(ctx, ts, cls.W, bucket, key, &store.Object{ModTime: time.Now().UnixNano()}, src, size, 0, uploadID, n, finish)
 	if err != nil {

@@ -32,6 +32,10 @@ func i64(v int64) string  { return strconv.FormatInt(v, 10) }
 // copyFinal copies the fields only the coordinator knows once the body is complete.
 func copyFinal(dst, src *store.Object) {
 	dst.ETag, dst.ChecksumAlgo, dst.Checksum, dst.ChecksumType = src.ETag, src.ChecksumAlgo, src.Checksum, src.ChecksumType
+	if src.Striped && !dst.Striped && dst.Size == 0 {
+		// A part of an erasure-coded upload: its bytes are shards elsewhere.
+		dst.Striped, dst.Stripe, dst.Size = true, src.Stripe, src.Size
+	}
 }
 
 // metaOf reads the record a node sent with a response.

@@ -138,6 +138,13 @@ func finalFrom(r *http.Request) func(o *store.Object) error {
 		if err != nil {
 			return err
 		}
+		if fin.Striped && !o.Striped {
+			// A part of an erasure-coded upload: its bytes are shards elsewhere.
+			if o.Size != 0 {
+				return errors.Errorf("", errors.Invalid, "received %d bytes for a striped part", o.Size)
+			}
+			o.Striped, o.Stripe, o.Size = true, fin.Stripe, fin.Size
+		}
 		if fin.Size != o.Size {
 			return errors.Errorf("", errors.Invalid, "received %d bytes, the coordinator sent %d", o.Size, fin.Size)
 		}

@@ -125,6 +125,9 @@ func (s *Store) PutPart(ctx context.Context, bucket, key, uploadID string, n int
 			return nil, errors.E(op, err)
 		}
 	}
+	if p.Striped && (bd.size != 0 || p.Stripe.K < 1 || p.Stripe.M < 1 || p.Stripe.Size < 1 || p.Size < 0) {
+		return nil, errors.E(op, errors.Invalid, "a striped part's record has no body and a valid layout")
+	}
 	mu := s.keyLock(bucket, key)
 	mu.Lock()
 	defer mu.Unlock()
@@ -275,6 +278,15 @@ func (s *Store) CompleteUploadVersion(bucket, key, uploadID string, list []Compl
 			return nil, errors.E(op, errors.Corrupt, "part has a malformed ETag")
 		}
 		md.Write(sum)
+		if i == 0 {
+			o.Striped, o.Stripe = p.Striped, layoutOf(p)
+		} else if p.Striped != o.Striped || (p.Striped && (p.Stripe.K != o.Stripe.K || p.Stripe.M != o.Stripe.M || p.Stripe.Size != o.Stripe.Size)) {
+			return nil, errors.E(op, errors.Invalid, fmt.Errorf("part %d is stored differently from part %d (erasure-coded or not, or another code): %w", cp.Number, list[0].Number, ErrInvalidPart))
+		}
+		if o.Striped {
+			o.Stripe.Upload = uploadID
+			o.Stripe.Parts = append(o.Stripe.Parts, cp.Number)
+		}
 		o.Size += p.Size
 		o.Chunks = append(o.Chunks, p.Chunks...)
 		o.PartSizes = append(o.PartSizes, p.Size)
@@ -332,6 +344,11 @@ func (s *Store) CompleteUploadVersion(bucket, key, uploadID string, list []Compl
 		return old, nil
 	}
 	return &o, nil
+}
+
+// layoutOf is p's stripe layout without part information.
+func layoutOf(p *Object) Stripe {
+	return Stripe{K: p.Stripe.K, M: p.Stripe.M, Size: p.Stripe.Size}
 }
 
 // AbortUpload deletes an upload and its parts.

@@ -63,6 +63,11 @@ type Stripe struct {
 	K    int   `json:"k"`
 	M    int   `json:"m"`
 	Size int64 `json:"size"` // bytes of object data per stripe (K shards)
+	// Upload and Parts are set for an object made by a multipart upload: each part was
+	// striped on its own (its stripes are named by the upload and part number), and
+	// PartSizes gives the parts' sizes.
+	Upload string `json:"upload,omitempty"`
+	Parts  []int  `json:"parts,omitempty"`
 }
 
 // BodySize is the number of body bytes the record's store holds: Size, or zero for a
@@ -137,6 +142,11 @@ func (o *Object) Marshal() []byte {
 		b = binary.AppendUvarint(b, uint64(o.Stripe.K))
 		b = binary.AppendUvarint(b, uint64(o.Stripe.M))
 		b = binary.AppendVarint(b, o.Stripe.Size)
+		b = appendString(b, o.Stripe.Upload)
+		b = binary.AppendUvarint(b, uint64(len(o.Stripe.Parts)))
+		for _, n := range o.Stripe.Parts {
+			b = binary.AppendUvarint(b, uint64(n))
+		}
 	}
 	if o.Embedded {
 		b = binary.AppendUvarint(b, uint64(len(o.Body)))
@@ -264,9 +274,19 @@ func (o *Object) Unmarshal(b []byte) error {
 	}
 	if o.Striped {
 		k, m := d.uvarint(), d.uvarint()
-		o.Stripe = Stripe{K: int(min(k, 1<<16)), M: int(min(m, 1<<16)), Size: d.varint()}
+		o.Stripe = Stripe{K: int(min(k, 1<<16)), M: int(min(m, 1<<16)), Size: d.varint(), Upload: d.str()}
 		if k < 1 || m < 1 || k > 255 || m > 255 || o.Stripe.Size < 1 || o.Stripe.Size > 1<<32 {
 			d.fail()
+		}
+		if n := d.count(); n > 0 {
+			o.Stripe.Parts = make([]int, n)
+			for i := range o.Stripe.Parts {
+				v := d.uvarint()
+				if v > 1<<20 {
+					d.fail()
+				}
+				o.Stripe.Parts[i] = int(v)
+			}
 		}
 	}
 	if o.Embedded {

@@ -277,7 +277,7 @@ func TestStripedRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	o, err := s.StatObject("b", "k")
-	if err != nil || !o.Striped || o.Size != 9<<20 || o.Stripe != meta.Stripe || o.ETag != "e" || o.BodySize() != 0 {
+	if err != nil || !o.Striped || o.Size != 9<<20 || o.Stripe.K != 4 || o.Stripe.Size != 4<<20 || o.ETag != "e" || o.BodySize() != 0 {
 		t.Fatalf("stat: %+v %v", o, err)
 	}
 	rd, err := s.OpenObject("b", "k")
