@@ -366,7 +366,7 @@ var (
 // classFor returns the class an object's x-amz-storage-class value selects (STANDARD
 // for none). Objects are stored in STANDARD or in an erasure-coded class; a replicated
 // class other than STANDARD is refused with ErrClassNotSupported.
-func (g *Gateway) classFor(name string, multipart bool) (clustermap.Class, error) {
+func (g *Gateway) classFor(name string) (clustermap.Class, error) {
 	m := g.cfg.Maps.Current()
 	c, ok := m.ResolveClass(name)
 	switch {
@@ -380,9 +380,9 @@ func (g *Gateway) classFor(name string, multipart bool) (clustermap.Class, error
 
 // policyClass returns the class bucket's placement policy chooses for an object written
 // without x-amz-storage-class ("" for STANDARD or no policy). size is -1 when unknown (a
-// multipart upload). A class the object cannot be stored in (an erasure-coded class for
-// a multipart upload) falls back to STANDARD, logged.
-func (g *Gateway) policyClass(bucket, key string, size int64, contentType string, multipart bool) string {
+// multipart upload). A class objects cannot be stored in yet (replicated, other than
+// STANDARD) falls back to STANDARD, logged.
+func (g *Gateway) policyClass(bucket, key string, size int64, contentType string) string {
 	b, ok := g.cfg.Maps.Current().Buckets[bucket]
 	if !ok || b.Policy == "" {
 		return ""
@@ -402,7 +402,7 @@ func (g *Gateway) policyClass(bucket, key string, size int64, contentType string
 	if name == "" {
 		return ""
 	}
-	cls, err := g.classFor(name, multipart)
+	cls, err := g.classFor(name)
 	if err != nil {
 		g.log.Warn("the bucket policy chose a class this object cannot use: stored in STANDARD", "bucket", bucket, "key", key, "class", name, "err", err)
 		return ""

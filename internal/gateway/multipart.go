@@ -35,13 +35,13 @@ func (g *Gateway) CreateUpload(ctx context.Context, bucket, key string, meta *st
 	if err != nil {
 		return "", errors.E(op, err)
 	}
-	if _, err := g.classFor(meta.StorageClass, true); err != nil {
+	if _, err := g.classFor(meta.StorageClass); err != nil {
 		return "", errors.E(op, err)
 	}
 	id := store.NewUploadID()
 	m := *meta
 	if m.StorageClass == "" {
-		m.StorageClass = g.policyClass(bucket, key, -1, m.ContentType, true)
+		m.StorageClass = g.policyClass(bucket, key, -1, m.ContentType)
 	}
 	m.ModTime = time.Now().UnixNano()
 	ok, failed := g.fanOut(ctx, ts, cls.W, bucket, key, 0, never, func(ctx context.Context, t target) (*store.Object, error) {
@@ -83,7 +83,7 @@ func (g *Gateway) PutPart(ctx context.Context, bucket, key, uploadID string, n i
 		return nil, errors.E(op, err)
 	}
 	if up.Upload != nil && up.Upload.StorageClass != "" {
-		if sc, err := g.classFor(up.Upload.StorageClass, true); err == nil && sc.EC() {
+		if sc, err := g.classFor(up.Upload.StorageClass); err == nil && sc.EC() {
 			p, err := g.putStripedPart(ctx, sc, ts, cls.W, bucket, key, uploadID, n, src, size, finish)
 			if err != nil {
 				return nil, errors.E(op, err)

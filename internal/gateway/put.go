@@ -244,9 +244,9 @@ func (g *Gateway) PutObject(ctx context.Context, bucket, key string, meta *store
 	m := *meta
 	m.Striped, m.Stripe = false, store.Stripe{} // the layout is ours to choose, not the source's
 	if m.StorageClass == "" {
-		m.StorageClass = g.policyClass(bucket, key, size, m.ContentType, false)
+		m.StorageClass = g.policyClass(bucket, key, size, m.ContentType)
 	}
-	sc, err := g.classFor(m.StorageClass, false)
+	sc, err := g.classFor(m.StorageClass)
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
