@@ -3,11 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/md5"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -185,39 +182,7 @@ func TestClusterECLargeObjectMemory(t *testing.T) {
 	tc.createBucket(0, "big")
 	gw := tc.procs[0]
 	client := &http.Client{Timeout: 30 * time.Minute}
-	start := time.Now()
-	h := md5.New()
-	req := signedReq(t, "PUT", gw.url()+"/big/object", io.TeeReader(newGenReader(size), h), size)
-	req.Header.Set("x-amz-storage-class", "EC42")
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("PUT: %d %s", resp.StatusCode, msg)
-	}
-	want := hex.EncodeToString(h.Sum(nil))
-	if etag := resp.Header.Get("ETag"); etag != `"`+want+`"` {
-		t.Fatalf("ETag %s, want %q", etag, want)
-	}
-	putTook := time.Since(start)
-	start = time.Now()
-	resp, err = client.Do(signedReq(t, "GET", gw.url()+"/big/object", nil, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.Reset()
-	n, err := io.Copy(h, resp.Body)
-	resp.Body.Close()
-	if err != nil || n != size {
-		t.Fatalf("GET: %d bytes, %v", n, err)
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != want {
-		t.Fatalf("GET body MD5 %s, want %s", got, want)
-	}
-	getTook := time.Since(start)
+	putTook, getTook := roundTripBig(t, client, gw.url()+"/big/object", size, http.Header{"X-Amz-Storage-Class": {"EC42"}})
 	rss := gw.peakRSS()
 	mib := float64(size) / (1 << 20)
 	t.Logf("EC42 %d MiB through a cluster gateway: PUT %.1fs (%.0f MiB/s), GET %.1fs (%.0f MiB/s), gateway peak RSS %d MiB",
