@@ -372,10 +372,15 @@ func (g *Gateway) openStriped(o *store.Object, bucket, key string) (ObjectReader
 	// The shards of a class's stripes are where its table puts them; the table depends only
 	// on K, M and the device class, so the record's layout and the class give it.
 	cls := clustermap.Class{Name: fmt.Sprintf("ec%d+%d", o.Stripe.K, o.Stripe.M), K: o.Stripe.K, M: o.Stripe.M}
-	for _, c := range m.Classes {
-		if c.K == o.Stripe.K && c.M == o.Stripe.M {
-			cls = c
-			break
+	if c, ok := m.ResolveClass(o.StorageClass); ok && c.K == o.Stripe.K && c.M == o.Stripe.M {
+		cls = c // the class the object was written in
+	} else {
+		for name, c := range m.Classes {
+			if c.K == o.Stripe.K && c.M == o.Stripe.M {
+				cls = c
+				cls.Name = name
+				break
+			}
 		}
 	}
 	tbl, err := g.shardTable(m, cls)
