@@ -120,31 +120,36 @@ func (g *Gateway) code(k, m int) (*erasure.Code, error) {
 }
 
 // shardTable returns the placement of cls's shards in m: K+M distinct nodes per partition,
-// among the placement nodes of its device class.
-func (g *Gateway) shardTable(m *clustermap.Map, cls clustermap.Class) (*placement.Table, error) {
+// among the placement nodes of its device class. With fewer nodes than that, writes are
+// refused and reads get a narrower table (they search every node for what is missing).
+func (g *Gateway) shardTable(m *clustermap.Map, cls clustermap.Class, forWrite bool) (*placement.Table, error) {
 	var ns []placement.Node
 	for _, n := range placementNodes(m) {
 		if nd, _ := m.Node(n.ID); cls.DeviceClass == "" || nd.DeviceClass == cls.DeviceClass {
 			ns = append(ns, n)
 		}
 	}
-	if len(ns) < cls.K+cls.M {
+	if len(ns) < cls.K+cls.M && forWrite {
 		return nil, errors.Errorf("", errors.Transient, "class %s needs %d storage nodes for its shards, %d are in placement", cls.Name, cls.K+cls.M, len(ns))
 	}
-	d := fmt.Sprint(m.Partitions, cls.K, cls.M, ns)
+	if len(ns) == 0 {
+		return nil, errors.E(errors.Transient, "no storage nodes in placement")
+	}
+	width := min(cls.K+cls.M, len(ns)) // reads look further when nodes are missing
+	d := fmt.Sprint(m.Partitions, width, ns)
 	g.ec.mu.Lock()
 	defer g.ec.mu.Unlock()
-	if t, ok := g.ec.tables[cls.Name]; ok && t.digest == d {
+	if t, ok := g.ec.tables[cls.Name+"|"+cls.DeviceClass]; ok && t.digest == d {
 		return t.t, nil
 	}
-	t, err := placement.New(ns, max(m.Partitions, 1), cls.K+cls.M)
+	t, err := placement.New(ns, max(m.Partitions, 1), width)
 	if err != nil {
 		return nil, errors.E(errors.Invalid, err)
 	}
 	if g.ec.tables == nil {
 		g.ec.tables = map[string]ecTable{}
 	}
-	g.ec.tables[cls.Name] = ecTable{digest: d, t: t}
+	g.ec.tables[cls.Name+"|"+cls.DeviceClass] = ecTable{digest: d, t: t}
 	return t, nil
 }
 
@@ -224,7 +229,7 @@ func (g *Gateway) putStripes(ctx context.Context, cls clustermap.Class, owner st
 	if err != nil {
 		return 0, err
 	}
-	tbl, err := g.shardTable(m, cls)
+	tbl, err := g.shardTable(m, cls, true)
 	if err != nil {
 		return 0, err
 	}
@@ -383,7 +388,7 @@ func (g *Gateway) openStriped(o *store.Object, bucket, key string) (ObjectReader
 			}
 		}
 	}
-	tbl, err := g.shardTable(m, cls)
+	tbl, err := g.shardTable(m, cls, false)
 	if err != nil {
 		return nil, err
 	}
@@ -457,10 +462,11 @@ func (r *stripedReader) readStripe(ctx context.Context, ref stripeRef) ([]byte, 
 	ts := r.g.shardTargets(r.m, r.tbl, stripe)
 	K, M := r.o.Stripe.K, r.o.Stripe.M
 	f := &shardFetch{name: stripe, owner: r.bucket + "/" + r.key, shards: make([][]byte, K+M), holder: make([]*target, K+M)}
-	f.get(ctx, r.g, ts[:K])
+	first := min(K, len(ts)) // fewer when the cluster has fewer nodes than K+M
+	f.get(ctx, r.g, ts[:first])
 	data, err := r.code.Decode(nil, f.shards)
 	if err != nil {
-		f.get(ctx, r.g, ts[K:])
+		f.get(ctx, r.g, ts[first:])
 		data, err = r.code.Decode(nil, f.shards)
 		if err != nil {
 			// Placement changed since the write: the shards are where they were written.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/cairnfs/cairn/internal/clustermap"
@@ -150,7 +151,7 @@ func TestECRepairsShards(t *testing.T) {
 	// Damage one shard of stripe 0 and remove another.
 	stripe := stripeKey("b", "k", o.HLC, 0)
 	m := c.maps.Current()
-	tbl, err := c.nodes[0].gw.shardTable(m, m.Classes["EC42"])
+	tbl, err := c.nodes[0].gw.shardTable(m, m.Classes["EC42"], true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,5 +421,28 @@ func TestECMultipart(t *testing.T) {
 	got, _, err := get(ctx, c.nodes[0].gw, "b", "mp", 0, -1)
 	if err != nil || !bytes.Equal(got, whole) {
 		t.Fatalf("read with two nodes down: %v", err)
+	}
+}
+
+// With fewer placement nodes than K+M (a node out for good), erasure-coded objects stay
+// readable from the shards that are left; new EC writes are refused with a clear error.
+func TestECFewerNodesThanShards(t *testing.T) {
+	ctx := context.Background()
+	c := newECCluster(t)
+	body := randBody(3, 9<<20)
+	if _, err := putClass(ctx, c.nodes[0].gw, "b", "k", "EC42", body); err != nil {
+		t.Fatal(err)
+	}
+	c.setNode("n6", func(n *clustermap.Node) { n.State = clustermap.StateOut })
+	c.stop(5)
+	for _, i := range []int{0, 3} {
+		got, _, err := get(ctx, c.nodes[i].gw, "b", "k", 0, -1)
+		if err != nil || !bytes.Equal(got, body) {
+			t.Fatalf("read via %s with 5 of 6 nodes: %v", c.nodes[i].id, err)
+		}
+	}
+	_, err := putClass(ctx, c.nodes[0].gw, "b", "new", "EC42", []byte("x"))
+	if !errors.Is(errors.Transient, err) || !strings.Contains(err.Error(), "needs 6 storage nodes") {
+		t.Fatalf("EC write with 5 nodes: %v", err)
 	}
 }

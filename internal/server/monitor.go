@@ -109,7 +109,11 @@ func (mo *monitor) probe(ctx context.Context, m *clustermap.Map) map[string]bool
 // and trigger mass re-replication onto too few nodes).
 func (mo *monitor) canTakeOut(m *clustermap.Map) bool {
 	cls, _ := m.Class("")
-	return len(m.StorageNodes())-1 >= max(cls.N, 1)
+	need := max(cls.N, 1)
+	for _, c := range m.Classes {
+		need = max(need, c.N) // an erasure code needs K+M nodes to place new stripes
+	}
+	return len(m.StorageNodes())-1 >= need
 }
 
 func (mo *monitor) set(ctx context.Context, id string, st clustermap.NodeState, why string) {
