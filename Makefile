@@ -33,11 +33,19 @@ test-race: ## unit and API tests under the race detector
 test-e2e: build ## process-level tests: crash safety, memory, clusters, the binary; chart rendering (no race detector: they are long)
 	CAIRN_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m ./cmd/... ./tools/... ./internal/bench/plot
 
+# A run that fails with a bare "context deadline exceeded" and writes no failing input is
+# Go 1.26's fuzz-coordinator race at the -fuzztime deadline (go.dev/issue/75804), not a
+# finding: it is reported and the target run once more; any failing input fails the build.
 fuzz: ## run every fuzz target briefly (FUZZTIME=10s each), seeded from the table tests
 	@set -e; for pkg in $$($(GO) list ./internal/...); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
 	    echo "fuzz $$f ($$pkg, $(FUZZTIME))"; \
-	    $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg > /tmp/cairn-fuzz.log 2>&1 || { cat /tmp/cairn-fuzz.log; exit 1; }; \
+	    for try in 1 2; do \
+	      if $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg > /tmp/cairn-fuzz.log 2>&1; then break; fi; \
+	      if grep -q 'context deadline exceeded' /tmp/cairn-fuzz.log && ! grep -q 'Failing input written' /tmp/cairn-fuzz.log && [ $$try = 1 ]; then \
+	        echo "  $$f: fuzz coordinator deadline race (go.dev/issue/75804), no failing input: running it again"; continue; fi; \
+	      cat /tmp/cairn-fuzz.log; exit 1; \
+	    done; \
 	  done; \
 	done
 
