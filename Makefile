@@ -8,8 +8,10 @@ VENV    := .venv
 RACE_PKGS := ./internal/errors/... ./internal/store/... ./internal/sigv4/... ./internal/checksum/... ./internal/s3api/... ./internal/server/... ./internal/bench \
              ./internal/hlc/... ./internal/placement/... ./internal/policy/... ./internal/erasure/... ./internal/clustermap/... ./internal/rpc/... ./internal/node/... ./internal/gateway/...
 FUZZTIME ?= 10s
+SOAK_DURATION ?= 10m
+SOAK_SEED ?=
 
-.PHONY: help build run test test-go test-race test-e2e test-python fuzz bench lint deps deps-python deps-apt clean
+.PHONY: help build run test test-go test-race test-e2e test-soak test-python fuzz bench soak lint deps deps-python deps-apt clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -20,7 +22,7 @@ build: ## build bin/cairn
 run: build ## start a single-node cairn: S3 on 127.0.0.1:9000, data in ./data
 	./$(BIN) server --data ./data --listen 127.0.0.1:9000 --admin-listen 127.0.0.1:9001 --node-addr 127.0.0.1:9002
 
-test: deps build lint test-race test-e2e fuzz test-python ## install test tools and run every test
+test: deps build lint test-race test-e2e test-soak fuzz test-python ## install test tools and run every test
 	@echo "make test: all suites passed"
 
 lint: ## gofmt and go vet
@@ -32,6 +34,12 @@ test-race: ## unit and API tests under the race detector
 
 test-e2e: build ## process-level tests: crash safety, memory, clusters, the binary; chart rendering (no race detector: they are long)
 	CAIRN_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m ./cmd/... ./tools/... ./internal/bench/plot
+
+test-soak: build ## the fault soak, short form (45 s of kills, pauses and full disks under load; about 2 minutes)
+	$(GO) run ./tools/soak --cairn $(BIN) --duration 45s
+
+soak: build ## the fault soak (docs/soak.md): SOAK_DURATION=10m of faults under load, SOAK_SEED=N repeats a run
+	$(GO) run ./tools/soak --cairn $(BIN) --duration $(SOAK_DURATION) $(if $(SOAK_SEED),--seed $(SOAK_SEED))
 
 # A run that fails with a bare "context deadline exceeded" and writes no failing input is
 # Go 1.26's fuzz-coordinator race at the -fuzztime deadline (go.dev/issue/75804), not a

@@ -1,0 +1,27 @@
+package main
+
+import (
+	"errors"
+	"os/exec"
+	"syscall"
+)
+
+// mountTmpfs mounts a tmpfs of the given size (mount(8) syntax, e.g. 256m) on dir.
+func mountTmpfs(dir, size string) error {
+	return syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size)
+}
+
+// unmount unmounts dir, lazily if it is still busy.
+func unmount(dir string) error {
+	err := syscall.Unmount(dir, 0)
+	if errors.Is(err, syscall.EBUSY) {
+		err = syscall.Unmount(dir, syscall.MNT_DETACH)
+	}
+	return err
+}
+
+// setProcAttr puts a node in its own process group (a Ctrl-C meant for the soak does not
+// reach it: the soak stops it) and has the kernel kill it if the soak dies.
+func setProcAttr(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
