@@ -420,6 +420,12 @@ func (m *Manager) Leader() (id, addr string) {
 // IsLeader reports whether this node is the Raft leader.
 func (m *Manager) IsLeader() bool { return m.raft.State() == raft.Leader }
 
+// Barrier returns once this node, as the leader, has applied to its map every change
+// committed before the call (a new leader may still be replaying its log). Leader only.
+func (m *Manager) Barrier(ctx context.Context) error {
+	return m.wait(ctx, m.raft.Barrier(enqueueTimeout(ctx)))
+}
+
 // AddMember adds a member to the Raft group, as a voter or a nonvoter, or
 // promotes an existing nonvoter to voter, or updates a member's address. It is
 // idempotent and never demotes: AddMember(id, addr, false) on an existing voter

@@ -466,8 +466,14 @@ func quorumError(what string, got, need, of int, last error) error {
 // ensureBucket checks that bucket exists (in the map, or in the local store without one).
 func (g *Gateway) ensureBucket(ctx context.Context, bucket string) error {
 	err := g.bucketKnown(bucket)
-	if errors.Is(errors.NotExist, err) && g.cfg.Refresh != nil && g.cfg.Refresh(ctx) == nil {
-		err = g.bucketKnown(bucket) // the bucket may have been created through another gateway just now
+	if errors.Is(errors.NotExist, err) && g.cfg.Refresh != nil {
+		// The bucket may have been created through another gateway just now, or this node
+		// may have restarted and not applied its log yet: only an up-to-date map can say
+		// that a bucket does not exist.
+		if rerr := g.cfg.Refresh(ctx); rerr != nil {
+			return errors.E(errors.Transient, fmt.Errorf("bucket %q is not in this node's cluster map, which cannot be brought up to date now (%v); retry", bucket, rerr))
+		}
+		err = g.bucketKnown(bucket)
 	}
 	return err
 }

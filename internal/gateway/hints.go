@@ -6,11 +6,14 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/store"
@@ -22,9 +25,16 @@ import (
 // the write it belongs to is acknowledged.
 type Hints struct {
 	db      *pebble.DB
+	dir     string
 	pending atomic.Int64
 	mu      sync.Mutex // serialises the read-modify-writes of Add and done
 }
+
+// hintsReserve is the free space the queue leaves on its disk: below it, Add refuses
+// (the write it belongs to still counts its other replicas; anti-entropy repairs the one
+// that missed it) rather than let the queue's database run into a full disk, which
+// pebble treats as fatal.
+const hintsReserve = 64 << 20
 
 // OpenHints opens (or creates) the queue in dir.
 func OpenHints(dir string) (*Hints, error) {
@@ -32,7 +42,7 @@ func OpenHints(dir string) (*Hints, error) {
 	if err != nil {
 		return nil, errors.E(errors.Op("gateway.OpenHints"), errors.IO, err)
 	}
-	h := &Hints{db: db}
+	h := &Hints{db: db, dir: dir}
 	it, err := db.NewIter(nil)
 	if err == nil {
 		n := int64(0)
@@ -74,6 +84,11 @@ func splitHint(k []byte) (node, bucket, key string, ok bool) {
 
 // Add queues (node, bucket, key) to reach at least version, durably.
 func (h *Hints) Add(node, bucket, key string, version uint64) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(h.dir, &st); err == nil && int64(st.Bavail)*int64(st.Bsize) < hintsReserve {
+		return errors.Errorf(errors.Op("gateway.Hints.Add"), errors.NoSpace,
+			"the disk of the hint queue has less than %d MiB free: not queued", hintsReserve>>20)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	k := hintKey(node, bucket, key)
@@ -153,8 +168,13 @@ type quietLogger struct{}
 
 func (quietLogger) Infof(string, ...any)  {}
 func (quietLogger) Errorf(string, ...any) {}
+
+// Fatalf ends the process: pebble calls it when its database can no longer be used (a
+// failed log write, for one), and it may hold internal locks when it does, so the queue
+// cannot go on. Queued entries are durable; a restart carries on with them.
 func (quietLogger) Fatalf(format string, args ...any) {
-	panic("pebble: fatal error in the hint queue")
+	slog.Error("the hint queue's database failed: stopping the node (restart it)", "cause", fmt.Sprintf(format, args...))
+	os.Exit(1)
 }
 
 // RunHints delivers queued replica writes to their nodes until ctx ends: every interval it

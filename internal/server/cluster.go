@@ -223,15 +223,17 @@ func (a *applyer) Apply(ctx context.Context, c clustermap.Command) (*clustermap.
 // Refresh waits until this node's map has every change the leader had committed when
 // asked (at most 2 s): a read-your-writes barrier for map changes made through another node.
 func (a *applyer) Refresh(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
 	if a.mgr.IsLeader() {
-		return nil
+		// A leader just elected (a node restarting alone, say) may not have applied its
+		// log yet.
+		return a.mgr.Barrier(ctx)
 	}
 	_, addr := a.mgr.Leader()
 	if addr == "" {
 		return errors.E(errors.Transient, "no raft leader")
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
 	var info mapInfo
 	if err := a.rpc.DoJSON(ctx, &rpc.Request{Method: http.MethodGet, Addr: addr, Path: pathMapInfo}, &info); err != nil {
 		return err
