@@ -372,7 +372,7 @@ func (n *node) fill() (int64, error) {
 	var total int64
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(n.mnt, &st); err == nil {
-		if free := int64(st.Bavail)*int64(st.Bsize) - 1<<20; free > 0 && syscall.Fallocate(int(f.Fd()), 0, 0, free) == nil {
+		if free := int64(st.Bavail)*int64(st.Bsize) - 1<<20; free > 0 && fallocate(f, free) == nil {
 			total = free
 			f.Seek(free, io.SeekStart)
 		}

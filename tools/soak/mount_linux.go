@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"os"
 	"os/exec"
 	"syscall"
 )
@@ -25,3 +26,6 @@ func unmount(dir string) error {
 func setProcAttr(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
+
+// fallocate allocates n bytes to f at once.
+func fallocate(f *os.File, n int64) error { return syscall.Fallocate(int(f.Fd()), 0, 0, n) }
