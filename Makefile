@@ -34,6 +34,7 @@ test-race: ## unit and API tests under the race detector
 
 test-e2e: build ## process-level tests: crash safety, memory, clusters, the binary; chart rendering (no race detector: they are long)
 	CAIRN_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m ./cmd/... ./tools/... ./internal/bench/plot
+	$(GO) test -count=1 -run 'Alloc' ./internal/erasure/ ./internal/policy/ # allocation bounds: skipped under -race, so run here
 
 test-soak: build ## the fault soak, short form (45 s of kills, pauses and full disks under load; about 2 minutes)
 	$(GO) run ./tools/soak --cairn $(BIN) --duration 45s

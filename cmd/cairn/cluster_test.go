@@ -105,6 +105,16 @@ func (tc *testCluster) waitVoters(n int) *server.Status {
 	}
 }
 
+// nodeState returns node id's state in the map, as node 1 reports it ("" if absent).
+func (tc *testCluster) nodeState(id string) clustermap.NodeState {
+	for _, n := range tc.status(0).Nodes {
+		if n.ID == id {
+			return n.State
+		}
+	}
+	return ""
+}
+
 // admin runs `cairn admin` against node i.
 func (tc *testCluster) admin(i int, args ...string) (string, error) {
 	cmd := exec.Command(cairnBin(tc.t), append([]string{"admin", "--admin", tc.procs[i].admin}, args...)...)
@@ -653,20 +663,12 @@ func TestClusterNodeStateMonitor(t *testing.T) {
 		old[fmt.Sprintf("k%02d", i)] = put(fmt.Sprintf("k%02d", i), "old")
 	}
 	tc.waitAllReplicas(0, "bkt", old, 3, 30*time.Second)
-	stateOf := func(id string) clustermap.NodeState {
-		for _, n := range tc.status(0).Nodes {
-			if n.ID == id {
-				return n.State
-			}
-		}
-		return ""
-	}
 	waitState := func(id string, want clustermap.NodeState) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
-		for stateOf(id) != want {
+		for tc.nodeState(id) != want {
 			if time.Now().After(deadline) {
-				t.Fatalf("node %s not %s after 30s (is %s)", id, want, stateOf(id))
+				t.Fatalf("node %s not %s after 30s (is %s)", id, want, tc.nodeState(id))
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
@@ -810,26 +812,18 @@ func TestClusterAutoOut(t *testing.T) {
 	tc.createBucket(0, "bkt")
 	want := tc.writeObjects(0, "bkt", 30)
 	tc.waitAllReplicas(0, "bkt", want, 3, 30*time.Second)
-	stateOf := func(id string) clustermap.NodeState {
-		for _, n := range tc.status(0).Nodes {
-			if n.ID == id {
-				return n.State
-			}
-		}
-		return ""
-	}
 	tc.procs[3].kill()
 	deadline := time.Now().Add(60 * time.Second)
-	for stateOf("node4") != clustermap.StateOut {
+	for tc.nodeState("node4") != clustermap.StateOut {
 		if time.Now().After(deadline) {
-			t.Fatalf("node4 not out 60s after it died (state %s)", stateOf("node4"))
+			t.Fatalf("node4 not out 60s after it died (state %s)", tc.nodeState("node4"))
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
 	tc.waitAllReplicas(0, "bkt", want, 3, 90*time.Second)
 	tc.procs[2].kill()
 	time.Sleep(9 * time.Second) // past down-after + out-after
-	if s := stateOf("node3"); s != clustermap.StateDown {
+	if s := tc.nodeState("node3"); s != clustermap.StateDown {
 		t.Fatalf("node3 is %s; want down (marking it out would leave 2 storage nodes for 3 copies)", s)
 	}
 }

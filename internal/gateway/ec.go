@@ -538,13 +538,9 @@ func (f *shardFetch) get(ctx context.Context, g *Gateway, ts []target) {
 // repairShards rebuilds the shards of a stripe that are missing or damaged and puts each
 // where it belongs: over the damaged copy, or on a node of the stripe that holds none
 // (EC read repair).
-func (g *Gateway) repairShards(ctx context.Context, ts []target, stripe string, f *shardFetch, code *erasure.Code) {
-	g.repairShardsCount(ctx, ts, stripe, f, code)
-}
-
-// repairShardsCount is repairShards returning how many shards it put back, or -1 if the
-// stripe has too few sound shards to rebuild any.
-func (g *Gateway) repairShardsCount(ctx context.Context, ts []target, stripe string, f *shardFetch, code *erasure.Code) int {
+// It returns how many shards it put back, or -1 if the stripe has too few sound shards to
+// rebuild any.
+func (g *Gateway) repairShards(ctx context.Context, ts []target, stripe string, f *shardFetch, code *erasure.Code) int {
 	fixed, err := code.Reconstruct(f.shards, nil)
 	if err != nil {
 		g.log.Warn("could not rebuild shards", "stripe", stripe, "err", err)
@@ -643,7 +639,7 @@ func (g *Gateway) healStriped(ctx context.Context, m *clustermap.Map, bucket, ke
 				before++
 			}
 		}
-		n := g.repairShardsCount(ctx, ts, stripe, f, r.code)
+		n := g.repairShards(ctx, ts, stripe, f, r.code)
 		if n < 0 {
 			st.Unhealable++
 			g.log.Error("heal: a stripe has fewer than K sound shards left: its object cannot be read until nodes come back",

@@ -25,7 +25,7 @@ import (
 // the write it belongs to is acknowledged.
 type Hints struct {
 	db      *pebble.DB
-	dir     string
+	free    func() int64 // free bytes on the queue's disk
 	pending atomic.Int64
 	mu      sync.Mutex // serialises the read-modify-writes of Add and done
 }
@@ -42,7 +42,13 @@ func OpenHints(dir string) (*Hints, error) {
 	if err != nil {
 		return nil, errors.E(errors.Op("gateway.OpenHints"), errors.IO, err)
 	}
-	h := &Hints{db: db, dir: dir}
+	h := &Hints{db: db, free: func() int64 {
+		var st unix.Statfs_t
+		if err := unix.Statfs(dir, &st); err != nil {
+			return hintsReserve // unknown: let pebble try
+		}
+		return int64(st.Bavail) * int64(st.Bsize)
+	}}
 	it, err := db.NewIter(nil)
 	if err == nil {
 		n := int64(0)
@@ -84,8 +90,7 @@ func splitHint(k []byte) (node, bucket, key string, ok bool) {
 
 // Add queues (node, bucket, key) to reach at least version, durably.
 func (h *Hints) Add(node, bucket, key string, version uint64) error {
-	var st unix.Statfs_t
-	if err := unix.Statfs(h.dir, &st); err == nil && int64(st.Bavail)*int64(st.Bsize) < hintsReserve {
+	if h.free() < hintsReserve {
 		return errors.Errorf(errors.Op("gateway.Hints.Add"), errors.NoSpace,
 			"the disk of the hint queue has less than %d MiB free: not queued", hintsReserve>>20)
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/clustermap"
+
+	"github.com/cairnfs/cairn/internal/errors"
 )
 
 // TestHintsQueue checks the queue's bookkeeping: one entry per (node, bucket, key) holding
@@ -137,5 +139,35 @@ func TestRunHintsNotStarvedByDownNode(t *testing.T) {
 	if !waitFor(3*time.Second, func() bool { return converged(c.replicaStates(via, "b", "k"), o.HLC, false) }) {
 		t.Fatalf("the stale replica %s was not repaired while %d hints for down node %s were queued ahead of it: %+v",
 			c.nodes[stale].id, c.nodes[via].hints.Len(), c.nodes[down].id, c.replicaStates(via, "b", "k"))
+	}
+}
+
+// Below the reserve of free space the queue refuses new entries with a NoSpace error and
+// does not touch its database (pebble treats a full disk as fatal); with room again it
+// takes them, and what was queued before is intact.
+func TestHintsRefuseOnFullDisk(t *testing.T) {
+	h, err := OpenHints(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := h.Add("n1", "b", "before", 1); err != nil {
+		t.Fatal(err)
+	}
+	free := int64(hintsReserve - 1)
+	h.free = func() int64 { return free }
+	if err := h.Add("n1", "b", "k", 2); !errors.Is(errors.NoSpace, err) {
+		t.Fatalf("Add on a full disk: %v, want a NoSpace error", err)
+	}
+	if h.Len() != 1 {
+		t.Fatalf("%d entries after a refused Add, want 1", h.Len())
+	}
+	free = hintsReserve
+	if err := h.Add("n1", "b", "k", 2); err != nil {
+		t.Fatalf("Add with room again: %v", err)
+	}
+	es, err := h.entries(10, func(string) bool { return false })
+	if err != nil || len(es) != 2 {
+		t.Fatalf("entries: %v %+v", err, es)
 	}
 }

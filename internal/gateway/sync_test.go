@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cairnfs/cairn/internal/clustermap"
+	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/store"
 )
 
@@ -196,4 +197,20 @@ func contains(ss []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// A bucket missing from a node's map is NoSuchBucket only if the map could be brought up
+// to date; otherwise (a node just restarted, no leader yet) the answer is to retry.
+func TestUnknownBucketNeedsCurrentMap(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, 3, clusterConfig{})
+	g := c.nodes[0].gw
+	g.cfg.Refresh = func(context.Context) error { return errors.E(errors.Transient, "no raft leader") }
+	if _, err := g.StatObject(ctx, "nobucket", "k"); !errors.Is(errors.Transient, err) {
+		t.Fatalf("unknown bucket with a map that cannot be refreshed: %v, want a Transient error", err)
+	}
+	g.cfg.Refresh = func(context.Context) error { return nil }
+	if _, err := g.StatObject(ctx, "nobucket", "k"); !errors.IsErr(err, store.ErrNoSuchBucket) {
+		t.Fatalf("unknown bucket with a current map: %v, want NoSuchBucket", err)
+	}
 }

@@ -11,7 +11,7 @@ import (
 func TestDesignDocExamples(t *testing.T) {
 	data, err := os.ReadFile("../../docs/design/20261123_policy.md")
 	if err != nil {
-		t.Skipf("design note not found: %v", err)
+		t.Fatalf("design note not found: %v", err)
 	}
 	var blocks []string
 	for i, part := range strings.Split(string(data), "```") {
