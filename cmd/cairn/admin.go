@@ -38,10 +38,11 @@ Commands:
   scrub start|pause|status [NODE]
                          deep scrub: read and verify every byte, repair damaged copies from replicas
   class create|set NAME (--replicas N [--w W] [--r R] [--d D] | --ec K+M [--w W])
-                   [--device-class C] [--s3-names A,B]
+                   [--device-class C] [--s3-names A,B] [--chunk-size S]
                          define or change a storage class: N copies, or an erasure code of K data
                          and M parity shards; only on nodes of a device class; selected by these
-                         x-amz-storage-class names (STANDARD is the default class)
+                         x-amz-storage-class names (STANDARD is the default class); objects of
+                         classes other than STANDARD are cut in chunks of S (default 1MiB)
   class list             the storage classes
   policy set BUCKET FILE the bucket's placement rules (docs/design/20261123_policy.md); "-" reads
                          stdin; an empty file clears them
@@ -335,7 +336,7 @@ func human(n int64) string {
 }
 
 func (c *adminClient) classCmd(stdout io.Writer, args []string, asJSON bool) error {
-	const usage = "admin: usage: cairn admin class create|set NAME (--replicas N [--w W] [--r R] [--d D] | --ec K+M [--w W]) [--device-class C] [--s3-names A,B]; cairn admin class list"
+	const usage = "admin: usage: cairn admin class create|set NAME (--replicas N [--w W] [--r R] [--d D] | --ec K+M [--w W]) [--device-class C] [--s3-names A,B] [--chunk-size S]; cairn admin class list"
 	if len(args) == 1 && args[0] == "list" {
 		var st server.Status
 		if err := c.do(http.MethodGet, "status", &st); err != nil {
@@ -345,9 +346,13 @@ func (c *adminClient) classCmd(stdout io.Writer, args []string, asJSON bool) err
 			return printJSON(stdout, st.Classes)
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "CLASS\tLAYOUT\tW\tR\tD\tDEVICE CLASS\tS3 NAMES")
+		fmt.Fprintln(tw, "CLASS\tLAYOUT\tW\tR\tD\tDEVICE CLASS\tCHUNK\tS3 NAMES")
 		for _, cls := range st.Classes {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\n", cls.Name, layout(cls), cls.W, cls.R, cls.D, or(cls.DeviceClass, "any"), or(strings.Join(cls.S3Names, ","), "-"))
+			chunk := "-"
+			if cls.Sharded() {
+				chunk = fmt.Sprintf("%dKiB", cls.ChunkSize()>>10)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", cls.Name, layout(cls), cls.W, cls.R, cls.D, or(cls.DeviceClass, "any"), chunk, or(strings.Join(cls.S3Names, ","), "-"))
 		}
 		return tw.Flush()
 	}
@@ -363,10 +368,18 @@ func (c *adminClient) classCmd(stdout io.Writer, args []string, asJSON bool) err
 	d := fs.Int("d", 0, "delete quorum (default: a majority of N)")
 	dev := fs.String("device-class", "", "place data only on nodes started with this --device-class (e.g. ssd)")
 	s3names := fs.String("s3-names", "", "comma-separated x-amz-storage-class names that select this class (e.g. STANDARD_IA,GLACIER_IR)")
+	chunk := fs.String("chunk-size", "", "bytes of an object per shard or copy (64KiB to 16MiB, default 1MiB; not for STANDARD)")
 	if err := fs.Parse(args[2:]); err != nil {
 		return err
 	}
 	cls := clustermap.Class{Name: name, N: *n, W: *w, R: *r, D: *d, DeviceClass: *dev}
+	if *chunk != "" {
+		v, err := parseSize(*chunk)
+		if err != nil {
+			return fmt.Errorf("admin: class %s: --chunk-size: %w", name, err)
+		}
+		cls.Chunk = v
+	}
 	if *s3names != "" {
 		for _, x := range strings.Split(*s3names, ",") {
 			if x = strings.TrimSpace(x); x != "" {
@@ -429,8 +442,11 @@ func parseEC(s string) (k, m int, err error) {
 
 // layout describes a class's redundancy.
 func layout(c clustermap.Class) string {
-	if c.EC() {
+	switch {
+	case c.EC():
 		return fmt.Sprintf("EC %d+%d", c.K, c.M)
+	case c.Sharded():
+		return fmt.Sprintf("%d copies (chunked)", c.N)
 	}
 	return fmt.Sprintf("%d copies", c.N)
 }

@@ -1,8 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"io"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
 // Storage classes are defined with `cairn admin class create`: invalid ones (no data
@@ -25,6 +32,10 @@ func TestClusterClassCreate(t *testing.T) {
 		{[]string{"NONE"}, "--replicas must be at least 1"},
 		{[]string{"IA", "--replicas", "2", "--s3-names", "PLATINUM"}, "not an S3 storage class"},
 		{[]string{"bad name", "--replicas", "2"}, "use letters, digits"},
+		{[]string{"HDD4", "--replicas", "4", "--device-class", "hdd"}, "its 4 copies go on distinct nodes"},
+		{[]string{"STANDARD", "--replicas", "3", "--device-class", "hdd"}, "holds every object's record"},
+		{[]string{"SMALL", "--replicas", "2", "--chunk-size", "1KiB"}, "chunk size 1024: between 64 KiB and 16 MiB"},
+		{[]string{"SMALL", "--replicas", "2", "--chunk-size", "lots"}, "bad size"},
 	} {
 		out, err := tc.admin(0, append([]string{"class", "create"}, bad.args...)...)
 		if err == nil || !strings.Contains(out, bad.want) {
@@ -36,7 +47,7 @@ func TestClusterClassCreate(t *testing.T) {
 	}
 	for _, good := range [][]string{
 		{"EC21", "--ec", "2+1", "--s3-names", "STANDARD_IA"},
-		{"HDD2", "--replicas", "2", "--device-class", "hdd"},
+		{"HDD2", "--replicas", "2", "--device-class", "hdd", "--chunk-size", "256KiB"},
 	} {
 		if out, err := tc.admin(0, append([]string{"class", "create"}, good...)...); err != nil {
 			t.Fatalf("class create %v: %v\n%s", good, err, out)
@@ -46,9 +57,36 @@ func TestClusterClassCreate(t *testing.T) {
 	if err != nil {
 		t.Fatalf("class list: %v\n%s", err, out)
 	}
-	for _, want := range []string{"EC21", "EC 2+1", "STANDARD_IA", "HDD2", "2 copies", "hdd", "STANDARD"} {
+	for _, want := range []string{"EC21", "EC 2+1", "STANDARD_IA", "HDD2", "2 copies (chunked)", "256KiB", "hdd", "STANDARD"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("class list lacks %q:\n%s", want, out)
 		}
+	}
+	// An object stored in the replicated class: two copies of each 256 KiB chunk, its
+	// record in STANDARD; it reads back whole through another gateway.
+	tc.createBucket(0, "cls")
+	ctx := context.Background()
+	body := bytes.Repeat([]byte("cairn-class "), 60000) // 720000 bytes: 3 chunks
+	var err2 error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if _, err2 = tc.procs[0].client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("cls"), Key: aws.String("k"),
+			Body: bytes.NewReader(body), StorageClass: "HDD2"}); err2 == nil {
+			break
+		}
+	}
+	if err2 != nil {
+		t.Fatalf("put in HDD2: %v", err2)
+	}
+	got, err := tc.procs[2].client().GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("cls"), Key: aws.String("k")})
+	if err != nil {
+		t.Fatalf("get: %v", err)
+	}
+	b, err := io.ReadAll(got.Body)
+	got.Body.Close()
+	if err != nil || !bytes.Equal(b, body) || got.StorageClass != "HDD2" {
+		t.Fatalf("get: %d bytes of %d, class %q, %v", len(b), len(body), got.StorageClass, err)
+	}
+	if out, err := tc.admin(1, "placement", "cls", "k"); err != nil || !strings.Contains(out, "2 copies of 256 KiB chunks") {
+		t.Fatalf("placement: %v\n%s", err, out)
 	}
 }

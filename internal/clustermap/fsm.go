@@ -269,6 +269,23 @@ func validateClass(c Class) error {
 			return errors.Errorf(opFSM, errors.Invalid, "class %s: the write quorum must be between k=%d and k+m=%d shards (W=%d)", c.Name, c.K, c.N, c.W)
 		}
 	}
+	if c.Name == StandardClass && (c.EC() || c.DeviceClass != "" || c.Chunk != 0) {
+		return errors.Errorf(opFSM, errors.Invalid, "class %s holds every object's record on every storage node: it is replicated, on all devices and not chunked; create another class for an erasure code, a device class or a chunk size", c.Name)
+	}
+	if !c.EC() && c.Name != StandardClass && c.N-1 > MaxM {
+		return errors.Errorf(opFSM, errors.Invalid, "class %s: at most %d copies (N=%d)", c.Name, MaxM+1, c.N)
+	}
+	if c.Chunk != 0 {
+		k, _ := c.Shards()
+		switch {
+		case c.Chunk < MinChunk || c.Chunk > MaxChunk:
+			return errors.Errorf(opFSM, errors.Invalid, "class %s: chunk size %d: between %d KiB and %d MiB", c.Name, c.Chunk, MinChunk>>10, MaxChunk>>20)
+		case c.Chunk%4096 != 0:
+			return errors.Errorf(opFSM, errors.Invalid, "class %s: chunk size %d: a multiple of 4 KiB", c.Name, c.Chunk)
+		case int64(k)*c.Chunk > MaxStripe:
+			return errors.Errorf(opFSM, errors.Invalid, "class %s: a stripe of %d chunks of %d KiB is over %d MiB: take smaller chunks", c.Name, k, c.Chunk>>10, MaxStripe>>20)
+		}
+	}
 	if c.N < 1 || c.W < 1 || c.R < 1 || c.D < 1 || c.W > c.N || c.R > c.N || c.D > c.N {
 		return errors.Errorf(opFSM, errors.Invalid, "class %s: need 1 <= W,R,D <= N (N=%d W=%d R=%d D=%d)", c.Name, c.N, c.W, c.R, c.D)
 	}
@@ -281,9 +298,9 @@ func validateClass(c Class) error {
 }
 
 // fitClass checks that the cluster can place c: its device class is one some storage
-// node has, and an erasure code has its K+M shards on distinct nodes of that class.
-// Replicated classes are not refused for lacking nodes: they keep one copy per node
-// until more join (EffectiveClass).
+// node has, and an erasure code (or a replicated class other than STANDARD) has its K+M
+// shards (N copies) on distinct nodes of that class. STANDARD is not refused for lacking
+// nodes: it keeps one copy per node until more join (EffectiveClass).
 func fitClass(m *Map, c Class) error {
 	nodes, classes := 0, map[string]bool{}
 	for _, n := range m.PlacementNodes() {
@@ -307,13 +324,17 @@ func fitClass(m *Map, c Class) error {
 		return errors.Errorf(opFSM, errors.Invalid, "class %s: no storage node has device class %q (the cluster has: %s; tag nodes with cairn server --device-class)",
 			c.Name, c.DeviceClass, list)
 	}
-	if c.EC() && nodes < c.N {
-		what := "storage nodes"
-		if c.DeviceClass != "" {
-			what = "storage nodes with device class " + c.DeviceClass
-		}
+	what := "storage nodes"
+	if c.DeviceClass != "" {
+		what = "storage nodes with device class " + c.DeviceClass
+	}
+	switch {
+	case c.EC() && nodes < c.N:
 		return errors.Errorf(opFSM, errors.Invalid, "class %s: an erasure code %d+%d puts each stripe's %d shards on distinct nodes (failure domains), and the cluster has %d %s",
 			c.Name, c.K, c.M, c.N, nodes, what)
+	case c.Sharded() && nodes < c.N:
+		return errors.Errorf(opFSM, errors.Invalid, "class %s: its %d copies go on distinct nodes (failure domains), and the cluster has %d %s",
+			c.Name, c.N, nodes, what)
 	}
 	return nil
 }

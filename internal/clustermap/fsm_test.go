@@ -188,6 +188,22 @@ func TestApplyCommands(t *testing.T) {
 				t.Fatal("PLATINUM resolves")
 			}
 		}},
+		{"put class more copies than nodes", Command{Op: OpPutClass, Class: &Class{Name: "THREE", N: 3, W: 2, R: 1, D: 2}}, errors.Invalid, nil},
+		{"put class STANDARD on a device class", Command{Op: OpPutClass, Class: &Class{Name: StandardClass, N: 2, W: 2, R: 1, D: 2, DeviceClass: "ssd"}}, errors.Invalid, nil},
+		{"put class STANDARD erasure-coded", Command{Op: OpPutClass, Class: &Class{Name: StandardClass, N: 2, W: 2, R: 1, D: 2, K: 1, M: 1}}, errors.Invalid, nil},
+		{"put class STANDARD chunked", Command{Op: OpPutClass, Class: &Class{Name: StandardClass, N: 2, W: 2, R: 1, D: 2, Chunk: 1 << 20}}, errors.Invalid, nil},
+		{"put class chunk too small", Command{Op: OpPutClass, Class: &Class{Name: "X", N: 2, W: 2, R: 1, D: 2, Chunk: 4096}}, errors.Invalid, nil},
+		{"put class chunk too large", Command{Op: OpPutClass, Class: &Class{Name: "X", N: 2, W: 2, R: 1, D: 2, Chunk: 32 << 20}}, errors.Invalid, nil},
+		{"put class chunk not 4 KiB aligned", Command{Op: OpPutClass, Class: &Class{Name: "X", N: 2, W: 2, R: 1, D: 2, Chunk: 100000}}, errors.Invalid, nil},
+		{"put class stripe too large", Command{Op: OpPutClass, Class: &Class{Name: "X", N: 9, W: 9, R: 1, D: 2, K: 8, M: 1, Chunk: 16 << 20}}, errors.Invalid, nil},
+		{"put class chunk", Command{Op: OpPutClass, Class: &Class{Name: "SMALL", N: 2, W: 2, R: 1, D: 2, Chunk: 256 << 10}}, errors.Other, func(t *testing.T, m *Map) {
+			if c, ok := m.Class("SMALL"); !ok || c.ChunkSize() != 256<<10 || !c.Sharded() {
+				t.Fatalf("SMALL = %+v", c)
+			}
+			if c, _ := m.Class(StandardClass); c.ChunkSize() != DefaultChunk || c.Sharded() {
+				t.Fatalf("STANDARD = %+v", c)
+			}
+		}},
 		{"unknown op", Command{Op: "launch_rockets"}, errors.Invalid, nil},
 	}
 	for _, tt := range tests {

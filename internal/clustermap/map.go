@@ -79,6 +79,12 @@ func (n *Node) HasRole(r string) bool {
 // (N = K+M shards on distinct nodes, W of them durable before a write is
 // acknowledged). DeviceClass, when set, restricts placement to the nodes tagged
 // with it; S3Names are the x-amz-storage-class names that select the class.
+//
+// STANDARD is placed on every storage node and holds every object's record. Objects of
+// any other class keep their record in STANDARD and their bytes in chunks on the class's
+// own nodes (Sharded): K data and M parity shards for an erasure code, N identical
+// checksummed copies (Shards gives 1+(N-1)) for a replicated class.
+
 type Class struct {
 	Name        string   `json:"name"`
 	N           int      `json:"n"`
@@ -89,10 +95,44 @@ type Class struct {
 	M           int      `json:"m,omitempty"`
 	DeviceClass string   `json:"device_class,omitempty"`
 	S3Names     []string `json:"s3_names,omitempty"`
+	// Chunk is the bytes of an object per shard (0: DefaultChunk); a stripe holds K
+	// chunks, a copy of a replicated class one.
+	Chunk int64 `json:"chunk,omitempty"`
 }
 
 // EC reports whether c is erasure-coded.
 func (c Class) EC() bool { return c.K > 0 }
+
+// Sharded reports whether objects of c are stored as shards on the class's own nodes
+// (every class but STANDARD) rather than as whole copies on the key's STANDARD holders.
+func (c Class) Sharded() bool { return c.EC() || c.Name != StandardClass }
+
+// Shards returns the code c's objects are stored with: K+M for an erasure code, 1+(N-1)
+// (N copies) for a replicated class.
+func (c Class) Shards() (k, m int) {
+	if c.EC() {
+		return c.K, c.M
+	}
+	return 1, max(c.N-1, 0)
+}
+
+// ChunkSize returns the bytes of an object per shard.
+func (c Class) ChunkSize() int64 {
+	if c.Chunk > 0 {
+		return c.Chunk
+	}
+	return DefaultChunk
+}
+
+// Chunk sizes: DefaultChunk unless a class sets its own, between MinChunk and MaxChunk,
+// with a stripe (K chunks) of at most MaxStripe. A gateway holds two stripes per PUT
+// and one or two per GET in memory.
+const (
+	DefaultChunk = 1 << 20
+	MinChunk     = 64 << 10
+	MaxChunk     = 16 << 20
+	MaxStripe    = 64 << 20
+)
 
 // S3StorageClasses are the storage class names of the S3 API. A cairn class can be
 // chosen by its own name or by one of these, mapped to it with Class.S3Names; an S3

@@ -76,7 +76,9 @@ type Code struct {
 }
 
 // New returns the code with k data shards and m parity shards. It returns an error of
-// kind errors.Invalid unless 1 <= k <= MaxDataShards and 1 <= m <= MaxParityShards.
+// kind errors.Invalid unless 1 <= k <= MaxDataShards and 1 <= m <= MaxParityShards, or
+// k=1 and m=0. A code with k=1 makes m+1 identical checksummed copies (its parity shards
+// equal the data shard): cairn stores replicated classes other than STANDARD that way.
 func New(k, m int) (*Code, error) {
 	const op errors.Op = "erasure.New"
 	if err := validate(k, m); err != nil {
@@ -95,7 +97,7 @@ func validate(k, m int) error {
 	switch {
 	case k < 1:
 		return fmt.Errorf("EC class needs at least one data shard (k=%d)", k)
-	case m < 1:
+	case m < 1 && !(k == 1 && m == 0):
 		return fmt.Errorf("EC class needs at least one parity shard (m=%d)", m)
 	case k > MaxDataShards:
 		return fmt.Errorf("EC class has too many data shards (k=%d, at most %d)", k, MaxDataShards)

@@ -100,6 +100,7 @@ func TestNew(t *testing.T) {
 		err  string // "" for a valid code
 	}{
 		{1, 1, ""},
+		{1, 0, ""}, // a single checksummed copy
 		{4, 2, ""},
 		{8, 3, ""},
 		{1, 16, ""},
@@ -618,4 +619,41 @@ func TestConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// A code with one data shard makes identical copies, each of which decodes the chunk
+// alone and rebuilds the others; 1+0 is a single checksummed copy.
+func TestCopies(t *testing.T) {
+	for _, m := range []int{0, 1, 2} {
+		c := newCode(t, 1, m)
+		for _, n := range []int{0, 1, 4096, 100003} {
+			data := chunk(uint64(n+m), n)
+			shards := encode(t, c, data)
+			for j := range shards {
+				_, p, err := ParseShard(shards[j])
+				if err != nil || !bytes.Equal(p, data) {
+					t.Fatalf("1+%d, %d bytes: shard %d is not a copy (%v)", m, n, j, err)
+				}
+				alone := make([][]byte, len(shards))
+				alone[j] = shards[j]
+				got, err := c.Decode(nil, alone)
+				if err != nil || !bytes.Equal(got, data) {
+					t.Fatalf("1+%d, %d bytes: shard %d alone: %v", m, n, j, err)
+				}
+				if m > 0 {
+					if _, err := c.Reconstruct(alone, nil); err != nil {
+						t.Fatalf("1+%d: rebuild from shard %d: %v", m, j, err)
+					}
+					for i := range alone {
+						if !bytes.Equal(alone[i], shards[i]) {
+							t.Fatalf("1+%d: rebuilt shard %d differs", m, i)
+						}
+					}
+				}
+			}
+			if _, err := c.Decode(nil, make([][]byte, len(shards))); err == nil {
+				t.Fatalf("1+%d: decoded with no shard", m)
+			}
+		}
+	}
 }

@@ -125,7 +125,7 @@ func parseHeader(b []byte) (Header, string) {
 		return h, "reserved header bytes are not zero"
 	}
 	h.K, h.M, h.Index = int(b[6]), int(b[7]), int(b[8])
-	if h.K < 1 || h.K > MaxDataShards || h.M < 1 || h.M > MaxParityShards {
+	if validate(h.K, h.M) != nil {
 		return Header{}, "unsupported code in header"
 	}
 	if h.Index >= h.K+h.M {

@@ -38,10 +38,13 @@ import (
 // can have this name (S3 bucket names start with a letter or digit).
 const ShardBucket = store.InternalPrefix + "shards"
 
-// shardUnit is the shard size of a full stripe: a stripe holds K × shardUnit bytes of the
-// object (4 MiB for 4+2). A MiB keeps each shard one sequential write and read on its node,
-// and a ranged read fetches at most a stripe more than it needs.
-const shardUnit = 1 << 20
+// The shard size of a full stripe is the class's chunk size (clustermap.DefaultChunk,
+// 1 MiB, unless the class sets one): a stripe holds K chunks of the object (4 MiB for
+// 4+2). A MiB keeps each shard one sequential write and read on its node, and a ranged
+// read fetches at most a stripe more than it needs.
+//
+// Replicated classes other than STANDARD are stored the same way with a code of 1+(N-1):
+// every shard is a whole checksummed copy of its chunk, on N distinct nodes of the class.
 
 // stripeKey names stripe i of version v of bucket/key: fixed length whatever the key.
 func stripeKey(bucket, key string, v uint64, i int64) string {
@@ -90,6 +93,12 @@ func stripesOf(bucket, key string, o *store.Object) []stripeRef {
 	return out
 }
 
+// stripeLayout is the record's description of how cls cuts objects into stripes.
+func stripeLayout(cls clustermap.Class) store.Stripe {
+	k, m := cls.Shards()
+	return store.Stripe{K: k, M: m, Size: int64(k) * cls.ChunkSize()}
+}
+
 // ecState caches codes and placement tables per class.
 type ecState struct {
 	mu     sync.Mutex
@@ -123,19 +132,24 @@ func (g *Gateway) code(k, m int) (*erasure.Code, error) {
 // among the placement nodes of its device class. With fewer nodes than that, writes are
 // refused and reads get a narrower table (they search every node for what is missing).
 func (g *Gateway) shardTable(m *clustermap.Map, cls clustermap.Class, forWrite bool) (*placement.Table, error) {
+	k, p := cls.Shards()
 	var ns []placement.Node
 	for _, n := range placementNodes(m) {
 		if nd, _ := m.Node(n.ID); cls.DeviceClass == "" || nd.DeviceClass == cls.DeviceClass {
 			ns = append(ns, n)
 		}
 	}
-	if len(ns) < cls.K+cls.M && forWrite {
-		return nil, errors.Errorf("", errors.Transient, "class %s needs %d storage nodes for its shards, %d are in placement", cls.Name, cls.K+cls.M, len(ns))
+	if len(ns) < k+p && forWrite {
+		what := "storage nodes"
+		if cls.DeviceClass != "" {
+			what += " of device class " + cls.DeviceClass
+		}
+		return nil, errors.Errorf("", errors.Transient, "class %s needs %d %s for its shards, %d are in placement", cls.Name, k+p, what, len(ns))
 	}
 	if len(ns) == 0 {
 		return nil, errors.E(errors.Transient, "no storage nodes in placement")
 	}
-	width := min(cls.K+cls.M, len(ns)) // reads look further when nodes are missing
+	width := min(k+p, len(ns)) // reads look further when nodes are missing
 	d := fmt.Sprint(m.Partitions, width, ns)
 	g.ec.mu.Lock()
 	defer g.ec.mu.Unlock()
@@ -183,7 +197,7 @@ func (g *Gateway) putStriped(ctx context.Context, cls clustermap.Class, holders 
 	rec.Size = total
 	rec.ModTime = time.Now().UnixNano()
 	rec.HLC = version
-	rec.Striped, rec.Stripe = true, store.Stripe{K: cls.K, M: cls.M, Size: int64(cls.K) * shardUnit}
+	rec.Striped, rec.Stripe = true, stripeLayout(cls)
 	ok, failed := g.fanOut(ctx, holders, recW, bucket, key, version, always, func(ctx context.Context, t target) (*store.Object, error) {
 		return g.putReplica(ctx, t, bucket, key, &rec, bytes.NewReader(nil), 0, version, "", 0, nil, &rec)
 	})
@@ -209,7 +223,7 @@ func (g *Gateway) putStripedPart(ctx context.Context, cls clustermap.Class, hold
 		}
 	}
 	fin.Size = total
-	fin.Striped, fin.Stripe = true, store.Stripe{K: cls.K, M: cls.M, Size: int64(cls.K) * shardUnit}
+	fin.Striped, fin.Stripe = true, stripeLayout(cls)
 	ok, failed := g.fanOut(ctx, holders, recW, bucket, key, 0, never, func(ctx context.Context, t target) (*store.Object, error) {
 		return g.putReplica(ctx, t, bucket, key, &store.Object{}, bytes.NewReader(nil), 0, 0, uploadID, n, nil, fin)
 	})
@@ -225,7 +239,8 @@ func (g *Gateway) putStripedPart(ctx context.Context, cls clustermap.Class, hold
 // grow with the object. It returns the bytes read.
 func (g *Gateway) putStripes(ctx context.Context, cls clustermap.Class, owner string, src io.Reader, size int64, name func(i int64) string) (int64, error) {
 	m := g.cfg.Maps.Current()
-	code, err := g.code(cls.K, cls.M)
+	layout := stripeLayout(cls)
+	code, err := g.code(layout.K, layout.M)
 	if err != nil {
 		return 0, err
 	}
@@ -233,7 +248,7 @@ func (g *Gateway) putStripes(ctx context.Context, cls clustermap.Class, owner st
 	if err != nil {
 		return 0, err
 	}
-	stripeSize := int64(cls.K) * shardUnit
+	stripeSize := layout.Size
 	// Two stripe buffers: one filled from the client while the other's shards are sent.
 	bufs := [2][]byte{make([]byte, stripeSize), make([]byte, stripeSize)}
 	var shardBufs [2][][]byte
@@ -375,15 +390,19 @@ func (g *Gateway) openStriped(o *store.Object, bucket, key string) (ObjectReader
 		return nil, errors.E(errors.Corrupt, err)
 	}
 	// The shards of a class's stripes are where its table puts them; the table depends only
-	// on K, M and the device class, so the record's layout and the class give it.
-	cls := clustermap.Class{Name: fmt.Sprintf("ec%d+%d", o.Stripe.K, o.Stripe.M), K: o.Stripe.K, M: o.Stripe.M}
-	if c, ok := m.ResolveClass(o.StorageClass); ok && c.K == o.Stripe.K && c.M == o.Stripe.M {
+	// on the code and the device class, so the record's layout and the class give it.
+	cls := clustermap.Class{Name: fmt.Sprintf("ec%d+%d", o.Stripe.K, o.Stripe.M), K: o.Stripe.K, M: o.Stripe.M, N: o.Stripe.K + o.Stripe.M}
+	same := func(c clustermap.Class) bool {
+		k, p := c.Shards()
+		return c.Sharded() && k == o.Stripe.K && p == o.Stripe.M
+	}
+	if c, ok := m.ResolveClass(o.StorageClass); ok && same(c) {
 		cls = c // the class the object was written in
 	} else {
 		for name, c := range m.Classes {
-			if c.K == o.Stripe.K && c.M == o.Stripe.M {
+			c.Name = name
+			if same(c) {
 				cls = c
-				cls.Name = name
 				break
 			}
 		}

@@ -50,7 +50,7 @@ func TestECRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	c := newECCluster(t)
 	const stripe = 4 << 20
-	sizes := []int{0, 1, 3, 4, 5, shardUnit - 1, shardUnit + 1, stripe - 1, stripe, stripe + 1, 2*stripe + 12345}
+	sizes := []int{0, 1, 3, 4, 5, clustermap.DefaultChunk - 1, clustermap.DefaultChunk + 1, stripe - 1, stripe, stripe + 1, 2*stripe + 12345}
 	var total int64
 	for i, size := range sizes {
 		key := fmt.Sprintf("obj%02d", i)
@@ -72,7 +72,7 @@ func TestECRoundTrip(t *testing.T) {
 				t.Fatalf("record %+v", info)
 			}
 		}
-		for _, r := range [][2]int64{{0, 1}, {1, 2}, {int64(size) / 3, int64(size) / 3}, {stripe - 2, 5}, {shardUnit - 1, 2}, {int64(size) - 1, 1}} {
+		for _, r := range [][2]int64{{0, 1}, {1, 2}, {int64(size) / 3, int64(size) / 3}, {stripe - 2, 5}, {clustermap.DefaultChunk - 1, 2}, {int64(size) - 1, 1}} {
 			off, n := r[0], r[1]
 			if off < 0 || n <= 0 || off+n > int64(size) {
 				continue

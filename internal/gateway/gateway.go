@@ -355,33 +355,24 @@ func (g *Gateway) isReturning(id string) bool {
 	return true
 }
 
-// Errors of storage class selection (x-amz-storage-class).
-var (
-	// ErrInvalidStorageClass: the name is neither a class of the cluster nor an S3 name.
-	ErrInvalidStorageClass = errors.New("invalid storage class")
-	// ErrClassNotSupported: the class exists but cannot store this object yet.
-	ErrClassNotSupported = errors.New("storage class not supported")
-)
+// ErrInvalidStorageClass: an x-amz-storage-class name is neither a class of the cluster
+// nor an S3 name.
+var ErrInvalidStorageClass = errors.New("invalid storage class")
 
 // classFor returns the class an object's x-amz-storage-class value selects (STANDARD
-// for none). Objects are stored in STANDARD or in an erasure-coded class; a replicated
-// class other than STANDARD is refused with ErrClassNotSupported.
+// for none).
 func (g *Gateway) classFor(name string) (clustermap.Class, error) {
 	m := g.cfg.Maps.Current()
 	c, ok := m.ResolveClass(name)
-	switch {
-	case !ok:
+	if !ok {
 		return c, errors.E(errors.Invalid, fmt.Errorf("%w: %q is not a storage class of this cluster (see cairn admin class list)", ErrInvalidStorageClass, name))
-	case !c.EC() && c.Name != clustermap.StandardClass:
-		return c, errors.E(errors.Invalid, fmt.Errorf("%w: replicated classes other than STANDARD (here %s) cannot store objects yet", ErrClassNotSupported, c.Name))
 	}
 	return c, nil
 }
 
 // policyClass returns the class bucket's placement policy chooses for an object written
 // without x-amz-storage-class ("" for STANDARD or no policy). size is -1 when unknown (a
-// multipart upload). A class objects cannot be stored in yet (replicated, other than
-// STANDARD) falls back to STANDARD, logged.
+// multipart upload). A class the map no longer has falls back to STANDARD, logged.
 func (g *Gateway) policyClass(bucket, key string, size int64, contentType string) string {
 	b, ok := g.cfg.Maps.Current().Buckets[bucket]
 	if !ok || b.Policy == "" {

@@ -346,6 +346,9 @@ func (g *Gateway) Replicas(ctx context.Context, bucket, key string) ([]ReplicaSt
 			out[i].Layout = "copy"
 			if o.Striped {
 				out[i].Layout = fmt.Sprintf("EC %d+%d", o.Stripe.K, o.Stripe.M)
+				if o.Stripe.K == 1 {
+					out[i].Layout = fmt.Sprintf("%d copies of %d KiB chunks", o.Stripe.M+1, o.Stripe.Size>>10)
+				}
 			}
 		}
 	}

@@ -83,7 +83,7 @@ func (g *Gateway) PutPart(ctx context.Context, bucket, key, uploadID string, n i
 		return nil, errors.E(op, err)
 	}
 	if up.Upload != nil && up.Upload.StorageClass != "" {
-		if sc, err := g.classFor(up.Upload.StorageClass); err == nil && sc.EC() {
+		if sc, err := g.classFor(up.Upload.StorageClass); err == nil && sc.Sharded() {
 			p, err := g.putStripedPart(ctx, sc, ts, cls.W, bucket, key, uploadID, n, src, size, finish)
 			if err != nil {
 				return nil, errors.E(op, err)

@@ -250,7 +250,7 @@ func (g *Gateway) PutObject(ctx context.Context, bucket, key string, meta *store
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
-	if sc.EC() {
+	if sc.Sharded() {
 		o, err := g.putStriped(ctx, sc, ts, cls.W, bucket, key, &m, src, size, opts.Finish)
 		if err != nil {
 			return nil, errors.E(op, err)

@@ -85,8 +85,6 @@ func toAPIError(err error) *apiError {
 	switch {
 	case errors.IsErr(err, gateway.ErrInvalidStorageClass):
 		return &apiError{"InvalidStorageClass", "The storage class you specified is not valid: " + detail(err), 400}
-	case errors.IsErr(err, gateway.ErrClassNotSupported):
-		return &apiError{"NotImplemented", "The storage class you specified cannot be used here: " + detail(err), 501}
 	case errors.IsErr(err, store.ErrNoSuchBucket):
 		return errNoSuchBucket
 	case errors.IsErr(err, store.ErrNoSuchKey):
