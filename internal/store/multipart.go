@@ -125,7 +125,7 @@ func (s *Store) PutPart(ctx context.Context, bucket, key, uploadID string, n int
 			return nil, errors.E(op, err)
 		}
 	}
-	if p.Striped && (bd.size != 0 || p.Stripe.K < 1 || p.Stripe.M < 1 || p.Stripe.Size < 1 || p.Size < 0) {
+	if p.Striped && (bd.size != 0 || p.Stripe.K < 1 || (p.Stripe.M < 1 && p.Stripe.K != 1) || p.Stripe.Size < 1 || p.Size < 0) {
 		return nil, errors.E(op, errors.Invalid, "a striped part's record has no body and a valid layout")
 	}
 	mu := s.keyLock(bucket, key)

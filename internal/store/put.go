@@ -333,7 +333,7 @@ func (s *Store) PutObject(ctx context.Context, bucket, key string, meta *Object,
 	o.Deleted = false
 	if o.Striped {
 		// The record of an object whose bytes are stripes elsewhere: no body here.
-		if bd.size != 0 || o.Stripe.K < 1 || o.Stripe.M < 1 || o.Stripe.Size < 1 || o.Size < 0 {
+		if bd.size != 0 || o.Stripe.K < 1 || (o.Stripe.M < 1 && o.Stripe.K != 1) || o.Stripe.Size < 1 || o.Size < 0 {
 			return nil, errors.E(op, errors.Invalid, "a striped object's record has no body and a valid layout")
 		}
 	} else {

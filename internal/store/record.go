@@ -275,7 +275,7 @@ func (o *Object) Unmarshal(b []byte) error {
 	if o.Striped {
 		k, m := d.uvarint(), d.uvarint()
 		o.Stripe = Stripe{K: int(min(k, 1<<16)), M: int(min(m, 1<<16)), Size: d.varint(), Upload: d.str()}
-		if k < 1 || m < 1 || k > 255 || m > 255 || o.Stripe.Size < 1 || o.Stripe.Size > 1<<32 {
+		if k < 1 || (m < 1 && k != 1) || k > 255 || m > 255 || o.Stripe.Size < 1 || o.Stripe.Size > 1<<32 {
 			d.fail()
 		}
 		if n := d.count(); n > 0 {
