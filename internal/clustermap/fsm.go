@@ -48,6 +48,9 @@ type Command struct {
 //   - OpSetPolicy (Name, Policy): sets bucket Name's placement policy (package
 //     policy; empty text clears it). Invalid if the text does not parse or names
 //     a class the map does not have; NotExist for an unknown bucket.
+//   - OpApplyPolicy (Name): asks the storage nodes to re-place bucket Name's
+//     existing objects by its policy (raises Bucket.Apply). Precondition if the
+//     bucket has no policy; NotExist for an unknown bucket.
 //
 // Every command other than OpInit requires an initialized map (Precondition
 // otherwise). Every accepted command increments the epoch by one; a rejected
@@ -63,6 +66,7 @@ const (
 	OpPutUser      = "put_user"
 	OpPutClass     = "put_class"
 	OpSetPolicy    = "set_policy"
+	OpApplyPolicy  = "apply_policy"
 )
 
 const opFSM errors.Op = "clustermap.apply"
@@ -209,6 +213,16 @@ func applyCommand(m *Map, c Command) (*Map, error) {
 			}
 		}
 		b.Policy = *c.Policy
+		nm.Buckets[c.Name] = b
+	case OpApplyPolicy:
+		b, ok := nm.Buckets[c.Name]
+		switch {
+		case !ok:
+			return nil, errors.Errorf(opFSM, errors.NotExist, "apply_policy: no bucket %q", c.Name)
+		case b.Policy == "":
+			return nil, errors.Errorf(opFSM, errors.Precondition, "bucket %s has no placement policy to apply (set one with cairn admin policy set)", c.Name)
+		}
+		b.Apply++
 		nm.Buckets[c.Name] = b
 	default:
 		return nil, errors.Errorf(opFSM, errors.Invalid, "unknown command %q", c.Op)

@@ -204,6 +204,8 @@ func TestApplyCommands(t *testing.T) {
 				t.Fatalf("STANDARD = %+v", c)
 			}
 		}},
+		{"apply policy without one", Command{Op: OpApplyPolicy, Name: "old"}, errors.Precondition, nil},
+		{"apply policy unknown bucket", Command{Op: OpApplyPolicy, Name: "nope"}, errors.NotExist, nil},
 		{"unknown op", Command{Op: "launch_rockets"}, errors.Invalid, nil},
 	}
 	for _, tt := range tests {
@@ -344,5 +346,29 @@ func TestFSMSnapshotRestore(t *testing.T) {
 	}
 	if err := f2.Restore(io.NopCloser(bytes.NewReader([]byte("not json")))); !errors.Is(errors.Corrupt, err) {
 		t.Fatalf("restore garbage: %v", err)
+	}
+}
+
+// A bucket's policy is set, then applied: each apply request raises the generation the
+// storage nodes work towards; clearing the policy keeps the count.
+func TestApplyPolicyGenerations(t *testing.T) {
+	m := initialized(t)
+	m.Buckets["b"] = Bucket{Name: "b"}
+	rule := "*.log => STANDARD\n"
+	m, err := applyCommand(m, Command{Op: OpSetPolicy, Name: "b", Policy: &rule})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for want := uint64(1); want <= 2; want++ {
+		if m, err = applyCommand(m, Command{Op: OpApplyPolicy, Name: "b"}); err != nil {
+			t.Fatal(err)
+		}
+		if got := m.Buckets["b"].Apply; got != want {
+			t.Fatalf("apply generation %d, want %d", got, want)
+		}
+	}
+	bad := "*.log => NOPE\n"
+	if _, err := applyCommand(m, Command{Op: OpSetPolicy, Name: "b", Policy: &bad}); !errors.Is(errors.Invalid, err) {
+		t.Fatalf("policy naming an unknown class: %v", err)
 	}
 }

@@ -174,6 +174,9 @@ type Bucket struct {
 	// Policy is the text of the bucket's placement rules (package policy), empty for
 	// none: it chooses the class of objects written without x-amz-storage-class.
 	Policy string `json:"policy,omitempty"`
+	// Apply counts the requests to re-place the bucket's existing objects by its policy
+	// (cairn admin policy apply): each storage node works until it has reached it.
+	Apply uint64 `json:"apply,omitempty"`
 }
 
 // User is an S3 user.

@@ -85,9 +85,13 @@ func stripesOf(bucket, key string, o *store.Object) []stripeRef {
 		add(o.Size, func(i int64) string { return stripeKey(bucket, key, o.HLC, i) })
 		return out
 	}
+	sizes := o.PartSizes
+	if len(sizes) == 0 {
+		sizes = []int64{o.Size} // an object rewritten into another layout (relayout-V)
+	}
 	for p, num := range o.Stripe.Parts {
-		if p < len(o.PartSizes) {
-			add(o.PartSizes[p], func(i int64) string { return partStripeKey(bucket, key, o.Stripe.Upload, num, i) })
+		if p < len(sizes) {
+			add(sizes[p], func(i int64) string { return partStripeKey(bucket, key, o.Stripe.Upload, num, i) })
 		}
 	}
 	return out

@@ -77,6 +77,8 @@ type Gateway struct {
 	ec ecState
 	// policies caches parsed bucket policies by bucket name (*cachedPolicy).
 	policies sync.Map
+	// apply is the progress of re-placing objects by their bucket's policy.
+	apply applyState
 	// suspect holds, by node id, when a replica last failed to answer within
 	// StragglerWait; reads try such nodes last and writes do not wait for them.
 	suspect  sync.Map
@@ -374,20 +376,9 @@ func (g *Gateway) classFor(name string) (clustermap.Class, error) {
 // without x-amz-storage-class ("" for STANDARD or no policy). size is -1 when unknown (a
 // multipart upload). A class the map no longer has falls back to STANDARD, logged.
 func (g *Gateway) policyClass(bucket, key string, size int64, contentType string) string {
-	b, ok := g.cfg.Maps.Current().Buckets[bucket]
-	if !ok || b.Policy == "" {
+	p, ok := g.bucketPolicy(bucket)
+	if !ok {
 		return ""
-	}
-	var p *policy.Policy
-	if c, ok := g.policies.Load(bucket); ok && c.(*cachedPolicy).src == b.Policy {
-		p = c.(*cachedPolicy).p
-	} else {
-		var err error
-		if p, err = policy.Parse([]byte(b.Policy)); err != nil {
-			g.log.Error("bucket policy does not parse (it was checked when set)", "bucket", bucket, "err", err)
-			return ""
-		}
-		g.policies.Store(bucket, &cachedPolicy{src: b.Policy, p: p})
 	}
 	name, _ := p.Evaluate(policy.Object{Key: key, Size: size, ContentType: contentType})
 	if name == "" {
@@ -402,6 +393,24 @@ func (g *Gateway) policyClass(bucket, key string, size int64, contentType string
 		return ""
 	}
 	return name
+}
+
+// bucketPolicy returns bucket's parsed placement policy; false if it has none.
+func (g *Gateway) bucketPolicy(bucket string) (*policy.Policy, bool) {
+	b, ok := g.cfg.Maps.Current().Buckets[bucket]
+	if !ok || b.Policy == "" {
+		return nil, false
+	}
+	if c, ok := g.policies.Load(bucket); ok && c.(*cachedPolicy).src == b.Policy {
+		return c.(*cachedPolicy).p, true
+	}
+	p, err := policy.Parse([]byte(b.Policy))
+	if err != nil {
+		g.log.Error("bucket policy does not parse (it was checked when set)", "bucket", bucket, "err", err)
+		return nil, false
+	}
+	g.policies.Store(bucket, &cachedPolicy{src: b.Policy, p: p})
+	return p, true
 }
 
 // cachedPolicy is a bucket's parsed policy and the text it came from.

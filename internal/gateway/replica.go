@@ -68,7 +68,7 @@ func (g *Gateway) putReplica(ctx context.Context, t target, bucket, key string, 
 			return nil, err
 		}
 		m := *meta
-		return g.cfg.Store.PutObject(ctx, bucket, key, &m, body, size, store.PutOptions{Version: version, Finish: finish})
+		return g.cfg.Store.PutObject(ctx, bucket, key, &m, body, size, store.PutOptions{Version: version, Finish: finish, Repair: isRepair(ctx)})
 	}
 	hdr := http.Header{}
 	req := &rpc.Request{Method: http.MethodPut, Addr: t.addr, Header: hdr, Body: body, Size: size, Cap: &[3]string{rpc.CapWrite, bucket, key}}
@@ -76,6 +76,9 @@ func (g *Gateway) putReplica(ctx context.Context, t target, bucket, key string, 
 		req.Path, req.Query = node.PathPart, objQuery(bucket, key, "id", uploadID, "n", strconv.Itoa(part))
 	} else {
 		req.Path, req.Query = node.PathObject, objQuery(bucket, key, "v", u64(version), "mod", i64(meta.ModTime))
+		if isRepair(ctx) {
+			req.Query.Set("repair", "1")
+		}
 		hdr.Set(rpc.HdrMeta, node.EncodeMeta(meta))
 	}
 	if finalNow != nil {

@@ -1,0 +1,348 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/clustermap"
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/policy"
+	"github.com/cairnfs/cairn/internal/store"
+)
+
+// Re-placing existing objects (cairn admin policy apply). An apply request raises the
+// bucket's apply generation in the cluster map; every storage node then visits the
+// current objects of the bucket it is the first holder of, evaluates the bucket's policy
+// on each, and rewrites the objects whose class (or whose class's layout) differs.
+//
+// A rewrite keeps the object's version: the new copy is written with the same version and
+// replaces the old one on each holder (store.PutOptions.Repair), so a client write that
+// races it is newer and wins on every holder, and nothing a client wrote is ever lost.
+// New chunks are named after a fresh layout tag (stripes of "upload" relayout-V), so they
+// never overwrite the chunks of the layout they replace; those are collected once every
+// holder shows the new record (collectShards). A rewrite needs every holder up; an object
+// with a holder down is left for the next pass, which runs until none is left.
+
+// ApplyBucket is the internal bucket holding the apply generation each bucket reached
+// on this node (key: bucket name, user metadata "gen").
+const ApplyBucket = store.InternalPrefix + "apply"
+
+// applyRetry is how long a node waits before visiting again the objects a pass could not
+// rewrite (a holder down, a write failed).
+const applyRetry = 20 * time.Second
+
+// ApplyProgress is one node's progress on re-placing one bucket's objects.
+type ApplyProgress struct {
+	Bucket   string    `json:"bucket"`
+	Gen      uint64    `json:"gen"`  // the apply generation being (or last) worked on
+	Done     uint64    `json:"done"` // the generation this node finished
+	Running  bool      `json:"running"`
+	Scanned  int64     `json:"scanned"`     // objects this node is the first holder of
+	Moved    int64     `json:"moved"`       // rewritten into their policy's class
+	Bytes    int64     `json:"moved_bytes"` // of those
+	Kept     int64     `json:"kept"`        // already in their class, or matched by no rule
+	Raced    int64     `json:"raced"`       // a newer write or a delete came first
+	Deferred int64     `json:"deferred"`    // left for a later pass: a holder down or a write failed
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished,omitzero"`
+	Err      string    `json:"error,omitempty"`
+}
+
+// applyState is the progress of every bucket this node has worked on.
+type applyState struct {
+	mu sync.Mutex
+	by map[string]*ApplyProgress
+}
+
+// ApplyStatus returns this node's progress for every bucket it has re-placed objects of.
+func (g *Gateway) ApplyStatus() []ApplyProgress {
+	g.apply.mu.Lock()
+	defer g.apply.mu.Unlock()
+	out := make([]ApplyProgress, 0, len(g.apply.by))
+	for _, p := range g.apply.by {
+		out = append(out, *p)
+	}
+	return out
+}
+
+func (g *Gateway) applyUpdate(bucket string, fn func(*ApplyProgress)) {
+	g.apply.mu.Lock()
+	defer g.apply.mu.Unlock()
+	if g.apply.by == nil {
+		g.apply.by = map[string]*ApplyProgress{}
+	}
+	p := g.apply.by[bucket]
+	if p == nil {
+		p = &ApplyProgress{Bucket: bucket}
+		g.apply.by[bucket] = p
+	}
+	fn(p)
+}
+
+// RunApply re-places objects whenever a bucket's apply generation in the map is above
+// the one this node finished, until ctx ends.
+func (g *Gateway) RunApply(ctx context.Context) {
+	if g.cfg.Store == nil {
+		return
+	}
+	retry := map[string]time.Time{}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for name, b := range g.cfg.Maps.Current().Buckets {
+			if b.Apply == 0 || time.Now().Before(retry[name]) {
+				continue
+			}
+			done := g.applyDone(name)
+			if done >= b.Apply {
+				g.applyUpdate(name, func(p *ApplyProgress) { p.Done, p.Gen = done, max(p.Gen, done) })
+				continue
+			}
+			if left := g.ApplyPass(ctx, name, b.Apply); left > 0 {
+				retry[name] = time.Now().Add(applyRetry)
+				continue
+			}
+			if err := g.setApplyDone(ctx, name, b.Apply); err != nil {
+				g.log.Warn("apply: cannot record the finished generation", "bucket", name, "err", err)
+				retry[name] = time.Now().Add(applyRetry)
+				continue
+			}
+			delete(retry, name)
+			g.applyUpdate(name, func(p *ApplyProgress) { p.Done = b.Apply })
+		}
+	}
+}
+
+// applyDone returns the apply generation this node finished for bucket.
+func (g *Gateway) applyDone(bucket string) uint64 {
+	o, err := g.cfg.Store.StatVersion(ApplyBucket, bucket)
+	if err != nil || o.Deleted {
+		return 0
+	}
+	for _, kv := range o.UserMeta {
+		if kv[0] == "gen" {
+			v, _ := strconv.ParseUint(kv[1], 10, 64)
+			return v
+		}
+	}
+	return 0
+}
+
+func (g *Gateway) setApplyDone(ctx context.Context, bucket string, gen uint64) error {
+	if err := g.EnsureLocalBucket(ApplyBucket); err != nil {
+		return err
+	}
+	meta := &store.Object{ModTime: time.Now().UnixNano(), UserMeta: [][2]string{{"gen", strconv.FormatUint(gen, 10)}}}
+	_, err := g.cfg.Store.PutObject(ctx, ApplyBucket, bucket, meta, bytes.NewReader(nil), 0, store.PutOptions{Version: g.clock.Next()})
+	return err
+}
+
+// ApplyPass visits the current objects of bucket this node is the first holder of and
+// rewrites those the bucket's policy places in another class. It returns how many it
+// had to leave for a later pass.
+func (g *Gateway) ApplyPass(ctx context.Context, bucket string, gen uint64) (left int64) {
+	g.applyUpdate(bucket, func(p *ApplyProgress) {
+		*p = ApplyProgress{Bucket: bucket, Gen: gen, Done: p.Done, Running: true, Started: time.Now()}
+	})
+	defer g.applyUpdate(bucket, func(p *ApplyProgress) { p.Running, p.Finished = false, time.Now() })
+	pol, ok := g.bucketPolicy(bucket)
+	if !ok {
+		g.log.Info("apply: the bucket has no placement policy: nothing to re-place", "bucket", bucket)
+		return 0
+	}
+	var keys []string
+	err := g.cfg.Store.Scan(func(b, _ string) bool { return b == bucket }, func(e store.VersionEntry) error {
+		if !e.Deleted {
+			keys = append(keys, e.Key)
+		}
+		return nil
+	})
+	if err != nil {
+		g.applyUpdate(bucket, func(p *ApplyProgress) { p.Err = err.Error() })
+		return 1
+	}
+	g.log.Info("apply: re-placing objects by the bucket's policy", "bucket", bucket, "generation", gen, "local objects", len(keys))
+	for _, key := range keys {
+		if ctx.Err() != nil {
+			return 1
+		}
+		_, ts, err := g.replicas(bucket, key)
+		if err != nil {
+			left++
+			continue
+		}
+		if first := firstUp(ts); first == nil || first.id != g.cfg.NodeID {
+			continue // another holder visits it
+		}
+		o, err := g.cfg.Store.StatVersion(bucket, key)
+		if err != nil || o.Deleted {
+			continue
+		}
+		outcome, err := g.replace(ctx, pol, bucket, key, o, ts)
+		if err != nil {
+			g.log.Warn("apply: object left for a later pass", "bucket", bucket, "key", key, "err", err)
+		}
+		g.applyUpdate(bucket, func(p *ApplyProgress) {
+			p.Scanned++
+			switch {
+			case err != nil:
+				p.Deferred++
+				p.Err = err.Error()
+			case outcome == moved:
+				p.Moved++
+				p.Bytes += o.Size
+			case outcome == raced:
+				p.Raced++
+			default:
+				p.Kept++
+			}
+		})
+		if err != nil {
+			left++
+		}
+	}
+	return left
+}
+
+func firstUp(ts []target) *target {
+	for i := range ts {
+		if !ts[i].down {
+			return &ts[i]
+		}
+	}
+	return nil
+}
+
+type replaceOutcome int
+
+const (
+	kept replaceOutcome = iota
+	moved
+	raced
+)
+
+// replace rewrites bucket/key (this node's record o of it) into the class pol chooses,
+// if that differs from how it is stored.
+func (g *Gateway) replace(ctx context.Context, pol *policy.Policy, bucket, key string, o *store.Object, ts []target) (replaceOutcome, error) {
+	name, _ := pol.Evaluate(policy.Object{Key: key, Size: o.Size, ContentType: o.ContentType})
+	if name == "" {
+		return kept, nil // no rule and no default: the object stays where it is
+	}
+	m := g.cfg.Maps.Current()
+	cls, ok := m.ResolveClass(name)
+	if !ok {
+		return kept, errors.Errorf("", errors.NotExist, "the policy names class %q, which the cluster does not have", name)
+	}
+	if placedIn(m, o, cls) {
+		return kept, nil
+	}
+	for _, t := range ts {
+		if t.down {
+			return kept, errors.Errorf("", errors.Transient, "holder %s is down: every holder must take the rewrite", t.id)
+		}
+	}
+	ok, err := g.rewrite(ctx, bucket, key, o.HLC, cls, ts)
+	switch {
+	case err != nil:
+		return kept, err
+	case !ok:
+		return raced, nil
+	}
+	return moved, nil
+}
+
+// placedIn reports whether the record o is stored as class cls stores objects now.
+func placedIn(m *clustermap.Map, o *store.Object, cls clustermap.Class) bool {
+	cur, ok := m.ResolveClass(o.StorageClass)
+	if !ok || cur.Name != cls.Name || o.Striped != cls.Sharded() {
+		return false
+	}
+	if !o.Striped {
+		return true
+	}
+	want := stripeLayout(cls)
+	return o.Stripe.K == want.K && o.Stripe.M == want.M && o.Stripe.Size == want.Size
+}
+
+// repairKey marks a context whose replica writes replace a stored record of the same
+// version (store.PutOptions.Repair): a rewrite into another layout.
+type repairKey struct{}
+
+func isRepair(ctx context.Context) bool { return ctx.Value(repairKey{}) != nil }
+
+// rewrite stores version v of bucket/key again in class cls, on every holder ts, keeping
+// its version, metadata and modification time. It returns false when a newer version or
+// a delete came first (nothing to do: the newer write was placed when it was made).
+func (g *Gateway) rewrite(ctx context.Context, bucket, key string, v uint64, cls clustermap.Class, ts []target) (bool, error) {
+	rd, err := g.OpenObject(ctx, bucket, key)
+	if errors.Is(errors.NotExist, err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer rd.Close()
+	cur := rd.Info()
+	if cur.HLC != v || cur.Deleted {
+		return false, nil
+	}
+	pr, pw := io.Pipe()
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		_, err := rd.WriteRange(rctx, pw, 0, cur.Size)
+		pw.CloseWithError(err)
+	}()
+	defer pr.Close()
+	meta := *cur
+	meta.Body, meta.Chunks, meta.Inline, meta.Embedded = nil, nil, false, false
+	meta.Striped, meta.Stripe = false, store.Stripe{}
+	meta.StorageClass = cls.Name
+	if cls.Name == clustermap.StandardClass {
+		meta.StorageClass = ""
+	}
+	wctx := context.WithValue(ctx, repairKey{}, true)
+	if !cls.Sharded() {
+		fin, err := g.write(wctx, ts, len(ts), bucket, key, &meta, pr, cur.Size, v, "", 0, nil)
+		if err != nil {
+			return false, err
+		}
+		return fin.HLC == v, nil
+	}
+	// Chunks under a tag of their own, part by part as the object was uploaded.
+	tag := "relayout-" + strconv.FormatUint(g.clock.Next(), 16)
+	sizes := cur.PartSizes
+	if len(sizes) == 0 {
+		sizes = []int64{cur.Size}
+	}
+	rec := meta
+	rec.Striped, rec.Stripe = true, stripeLayout(cls)
+	rec.Stripe.Upload = tag
+	for p, n := range sizes {
+		if _, err := g.putStripes(wctx, cls, bucket+"/"+key, io.LimitReader(pr, n), n, func(i int64) string { return partStripeKey(bucket, key, tag, p+1, i) }); err != nil {
+			return false, err
+		}
+		rec.Stripe.Parts = append(rec.Stripe.Parts, p+1)
+	}
+	ok, failed := g.fanOut(wctx, ts, len(ts), bucket, key, v, never, func(ctx context.Context, t target) (*store.Object, error) {
+		return g.putReplica(ctx, t, bucket, key, &rec, bytes.NewReader(nil), 0, v, "", 0, nil, &rec)
+	})
+	if len(ok) < len(ts) {
+		return false, quorumFailure("rewrite", ok, failed, len(ts), len(ts))
+	}
+	for _, r := range ok {
+		if r.o != nil && r.o.HLC != v {
+			return false, nil
+		}
+	}
+	return true, nil
+}
