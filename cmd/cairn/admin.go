@@ -47,6 +47,11 @@ Commands:
   policy set BUCKET FILE the bucket's placement rules (docs/design/20261123_policy.md); "-" reads
                          stdin; an empty file clears them
   policy show BUCKET     the bucket's placement rules
+  policy apply BUCKET [--no-wait]
+                         re-place the bucket's existing objects by its rules, in the background on
+                         every storage node; shows progress until done (Ctrl-C stops watching,
+                         not the work)
+  policy status BUCKET   progress of the last policy apply
 
 The admin address is --admin, else $CAIRN_ADMIN, else 127.0.0.1:9001. Requests are signed
 with the cluster secret: $CAIRN_CLUSTER_SECRET, else --cluster-secret-file, else
@@ -524,7 +529,7 @@ func (c *adminClient) recoveryCmd(stdout io.Writer, args []string, asJSON bool) 
 }
 
 func (c *adminClient) policyCmd(stdout io.Writer, args []string, asJSON bool) error {
-	const usage = "admin: usage: cairn admin policy set BUCKET FILE | policy show BUCKET"
+	const usage = "admin: usage: cairn admin policy set BUCKET FILE | policy show BUCKET | policy apply BUCKET [--no-wait] | policy status BUCKET"
 	if len(args) < 2 {
 		return fmt.Errorf("%s", usage)
 	}
@@ -568,8 +573,90 @@ func (c *adminClient) policyCmd(stdout io.Writer, args []string, asJSON bool) er
 		if err := c.doBody(http.MethodPost, "apply", body, &ans); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "policy of bucket %s set (map epoch %d); it applies to new writes\n", args[1], ans.Epoch)
+		fmt.Fprintf(stdout, "policy of bucket %s set (map epoch %d); it applies to new writes (cairn admin policy apply %s re-places existing objects)\n", args[1], ans.Epoch, args[1])
+		return nil
+	case args[0] == "status" && len(args) == 2:
+		var rp server.Replace
+		if err := c.do(http.MethodGet, "replace?bucket="+urlQuery(args[1]), &rp); err != nil {
+			return err
+		}
+		if asJSON {
+			return printJSON(stdout, &rp)
+		}
+		printReplace(stdout, &rp)
+		return nil
+	case args[0] == "apply":
+		fs := flag.NewFlagSet("cairn admin policy apply", flag.ContinueOnError)
+		noWait := fs.Bool("no-wait", false, "return once the request is in the cluster map")
+		if err := fs.Parse(args[2:]); err != nil {
+			return err
+		}
+		body, _ := json.Marshal(clustermap.Command{Op: clustermap.OpApplyPolicy, Name: args[1]})
+		var ans struct {
+			Epoch uint64 `json:"epoch"`
+		}
+		if err := c.doBody(http.MethodPost, "apply", body, &ans); err != nil {
+			return err
+		}
+		var rp server.Replace
+		if err := c.do(http.MethodGet, "replace?bucket="+urlQuery(args[1]), &rp); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "re-placing the objects of bucket %s by its policy (apply #%d, map epoch %d)\n", args[1], rp.Gen, ans.Epoch)
+		if *noWait {
+			return nil
+		}
+		gen, last := rp.Gen, ""
+		for !rp.Done {
+			time.Sleep(time.Second)
+			if err := c.do(http.MethodGet, "replace?bucket="+urlQuery(args[1]), &rp); err != nil {
+				return err
+			}
+			var scanned, moved, deferred int64
+			for _, n := range rp.Nodes {
+				if n.Gen == gen || n.Done >= gen {
+					scanned, moved, deferred = scanned+n.Scanned, moved+n.Moved, deferred+n.Deferred
+				}
+			}
+			if line := fmt.Sprintf("  %d objects visited, %d moved, %d waiting for a holder\n", scanned, moved, deferred); line != last {
+				fmt.Fprint(stdout, line)
+				last = line
+			}
+		}
+		if asJSON {
+			return printJSON(stdout, &rp)
+		}
+		printReplace(stdout, &rp)
 		return nil
 	}
 	return fmt.Errorf("%s", usage)
+}
+
+// printReplace prints the per-node progress of a policy apply.
+func printReplace(stdout io.Writer, rp *server.Replace) {
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tSTATE\tVISITED\tMOVED\tBYTES\tKEPT\tRACED\tWAITING\tLAST ERROR")
+	for _, n := range rp.Nodes {
+		state := "idle"
+		switch {
+		case n.Error != "":
+			state = n.Error
+		case n.Running:
+			state = "running"
+		case n.Done >= rp.Gen:
+			state = "done"
+		case n.Deferred > 0:
+			state = "retrying"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%s\n", n.Node, state, n.Scanned, n.Moved, human(n.Bytes), n.Kept, n.Raced, n.Deferred, or(n.ApplyProgress.Err, "-"))
+	}
+	tw.Flush()
+	switch {
+	case rp.Gen == 0:
+		fmt.Fprintf(stdout, "bucket %s: no policy apply was asked for\n", rp.Bucket)
+	case rp.Done:
+		fmt.Fprintf(stdout, "bucket %s: apply #%d done on every storage node\n", rp.Bucket, rp.Gen)
+	default:
+		fmt.Fprintf(stdout, "bucket %s: apply #%d in progress\n", rp.Bucket, rp.Gen)
+	}
 }

@@ -150,6 +150,37 @@ func TestClusterErasureCoded(t *testing.T) {
 			}
 		}
 	}
+	// Changed rules apply to new writes only, until `policy apply` re-places what is
+	// stored: app.log goes back to whole copies, small.txt to EC42, the rest stays.
+	rules = "app.log => STANDARD\nsmall.txt => EC42\n"
+	if out, err := tc.admin(0, "policy", "set", "ecb", writePolicy("next", rules)); err != nil {
+		t.Fatalf("policy set: %v\n%s", err, out)
+	}
+	if r := tc.replicas(0, "ecb", "app.log").Replicas[0]; r.Layout != "EC 4+2" {
+		t.Fatalf("app.log re-placed before policy apply: %q", r.Layout)
+	}
+	out, err := tc.admin(1, "policy", "apply", "ecb")
+	if err != nil || !strings.Contains(out, "done on every storage node") {
+		t.Fatalf("policy apply: %v\n%s", err, out)
+	}
+	t.Logf("policy apply:\n%s", out)
+	for key, layout := range map[string]string{"app.log": "copy", "tiny.log": "EC 4+2", "small.txt": "EC 4+2", "big.bin": "copy"} {
+		for _, r := range tc.replicas(0, "ecb", key).Replicas {
+			if r.Layout != layout {
+				t.Fatalf("after apply %s is stored as %q on %s, want %q", key, r.Layout, r.Node, layout)
+			}
+		}
+		got, err := getBody(ctx, tc.procs[3].client(), "ecb", key)
+		if err != nil || !bytes.Equal(got, make([]byte, len(got))) || (len(got) != 1<<10 && len(got) != 200<<10) {
+			t.Fatalf("read %s after apply: %v (%d bytes)", key, err, len(got))
+		}
+	}
+	if out, err := tc.admin(2, "policy", "status", "ecb"); err != nil || !strings.Contains(out, "done") {
+		t.Fatalf("policy status: %v\n%s", err, out)
+	}
+	if out, err := tc.admin(0, "policy", "apply", "stdb"); err == nil || !strings.Contains(out, "no placement policy") {
+		t.Fatalf("policy apply without a policy: %v\n%s", err, out)
+	}
 
 	tc.procs[4].kill()
 	tc.procs[5].kill()

@@ -16,7 +16,8 @@ import (
 
 // Re-placing existing objects (cairn admin policy apply). An apply request raises the
 // bucket's apply generation in the cluster map; every storage node then visits the
-// current objects of the bucket it is the first holder of, evaluates the bucket's policy
+// current objects of the bucket it is the first holder of in placement order (so each
+// object is visited by one node), evaluates the bucket's policy
 // on each, and rewrites the objects whose class (or whose class's layout) differs.
 //
 // A rewrite keeps the object's version: the new copy is written with the same version and
@@ -49,7 +50,7 @@ type ApplyProgress struct {
 	Deferred int64     `json:"deferred"`    // left for a later pass: a holder down or a write failed
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished,omitzero"`
-	Err      string    `json:"error,omitempty"`
+	Err      string    `json:"last_error,omitempty"`
 }
 
 // applyState is the progress of every bucket this node has worked on.
@@ -175,13 +176,19 @@ func (g *Gateway) ApplyPass(ctx context.Context, bucket string, gen uint64) (lef
 		if ctx.Err() != nil {
 			return 1
 		}
-		_, ts, err := g.replicas(bucket, key)
+		// The key's first holder in placement order visits it (whoever asks).
+		tc, err := g.table(g.cfg.Maps.Current())
 		if err != nil {
 			left++
 			continue
 		}
-		if first := firstUp(ts); first == nil || first.id != g.cfg.NodeID {
-			continue // another holder visits it
+		if ids := tc.t.Lookup(bucket, key); len(ids) == 0 || ids[0] != g.cfg.NodeID {
+			continue
+		}
+		_, ts, err := g.replicas(bucket, key)
+		if err != nil {
+			left++
+			continue
 		}
 		o, err := g.cfg.Store.StatVersion(bucket, key)
 		if err != nil || o.Deleted {
@@ -211,15 +218,6 @@ func (g *Gateway) ApplyPass(ctx context.Context, bucket string, gen uint64) (lef
 		}
 	}
 	return left
-}
-
-func firstUp(ts []target) *target {
-	for i := range ts {
-		if !ts[i].down {
-			return &ts[i]
-		}
-	}
-	return nil
 }
 
 type replaceOutcome int
@@ -312,11 +310,12 @@ func (g *Gateway) rewrite(ctx context.Context, bucket, key string, v uint64, cls
 	}
 	wctx := context.WithValue(ctx, repairKey{}, true)
 	if !cls.Sharded() {
-		fin, err := g.write(wctx, ts, len(ts), bucket, key, &meta, pr, cur.Size, v, "", 0, nil)
-		if err != nil {
+		if _, err := g.write(wctx, ts, len(ts), bucket, key, &meta, pr, cur.Size, v, "", 0, nil); err != nil {
 			return false, err
 		}
-		return fin.HLC == v, nil
+		// A holder that had a newer version kept it: the rewrite came too late there.
+		o, err := g.statReplica(ctx, ts[0], bucket, key)
+		return err == nil && o.HLC == v, nil
 	}
 	// Chunks under a tag of their own, part by part as the object was uploaded.
 	tag := "relayout-" + strconv.FormatUint(g.clock.Next(), 16)

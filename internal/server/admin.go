@@ -163,6 +163,8 @@ func (a *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeJSON(w, map[string]string{"bucket": b.Name, "policy": b.Policy})
+	case path == "replace":
+		writeJSON(w, a.replace(r.Context(), q.Get("bucket")))
 	case path == "apply" && r.Method == http.MethodPost:
 		serveApply(w, r, a.apply.Apply)
 	default:
@@ -436,3 +438,58 @@ func (a *adminHandler) status(ctx context.Context) *Status {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// NodeReplace is one storage node's line of `cairn admin policy status`.
+type NodeReplace struct {
+	Node string `json:"node"`
+	gateway.ApplyProgress
+	Error string `json:"error,omitempty"`
+}
+
+// Replace is the answer of /admin/v1/replace: the progress of re-placing a bucket's
+// objects by its policy (cairn admin policy apply), per storage node.
+type Replace struct {
+	Bucket string        `json:"bucket"`
+	Gen    uint64        `json:"gen"`  // the apply generation asked for in the map
+	Done   bool          `json:"done"` // every storage node finished it
+	Nodes  []NodeReplace `json:"nodes"`
+}
+
+// replace gathers every storage node's progress on bucket's apply requests.
+func (a *adminHandler) replace(ctx context.Context, bucket string) *Replace {
+	m := a.mgr.Current()
+	out := &Replace{Bucket: bucket, Gen: m.Buckets[bucket].Apply, Done: true}
+	nodes := m.StorageNodes()
+	out.Nodes = make([]NodeReplace, len(nodes))
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		out.Nodes[i].Node = n.ID
+		if n.State == clustermap.StateDown {
+			out.Nodes[i].Error = "down"
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var ps []gateway.ApplyProgress
+			if err := a.rpc.DoJSON(ctx, &rpc.Request{Method: http.MethodGet, Addr: n.Addr, Path: pathReplace}, &ps); err != nil {
+				out.Nodes[i].Error = err.Error()
+				return
+			}
+			for _, p := range ps {
+				if p.Bucket == bucket {
+					out.Nodes[i].ApplyProgress = p
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, n := range out.Nodes {
+		if n.Done < out.Gen {
+			out.Done = false
+		}
+	}
+	return out
+}

@@ -35,6 +35,8 @@ const (
 	pathScrub = "/internal/v1/scrub"
 	// pathRecovery answers a node's recovery progress; POST ?rate=N sets its copy rate.
 	pathRecovery = "/internal/v1/recovery"
+	// pathReplace answers a node's progress re-placing objects by their bucket's policy.
+	pathReplace = "/internal/v1/replace"
 )
 
 type mapInfo struct {
@@ -300,6 +302,8 @@ func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		writeJSON(w, h.scrub.Status())
+	case pathReplace:
+		writeJSON(w, h.gw.ApplyStatus())
 	case pathRecovery:
 		if r.Method == http.MethodPost {
 			rate, err := strconv.ParseInt(r.URL.Query().Get("rate"), 10, 64)

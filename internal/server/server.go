@@ -409,6 +409,7 @@ func Run(ctx context.Context, cfg Config) error {
 	imux.Handle(pathMapInfo, ch)
 	imux.Handle(pathScrub, ch)
 	imux.Handle(pathRecovery, ch)
+	imux.Handle(pathReplace, ch)
 	if st != nil {
 		imux.Handle("/internal/v1/", node.New(node.Config{Store: st, Secret: secret, EnsureBucket: gw.EnsureLocalBucket, OnCorrupt: gw.RepairLocal, Logger: log}))
 	}
@@ -494,6 +495,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	go watchSelf(hctx, mgr, nodeID, func() { gw.CatchUp(cfg.CatchUp) })
 	go gw.RunSync(hctx, cfg.SyncInterval, func(s gateway.SyncStats) { lastSync.Store(&s) })
+	go gw.RunApply(hctx)
 	if scrub != nil {
 		go scrub.Run(hctx)
 	}
