@@ -385,6 +385,13 @@ type stripedReader struct {
 	code        *erasure.Code
 	tbl         *placement.Table
 	stripes     []stripeRef
+	// pre is the first stripe of a range, read by Prepare before the response started.
+	pre *prefetched
+}
+
+type prefetched struct {
+	i    int
+	data []byte
 }
 
 func (g *Gateway) openStriped(o *store.Object, bucket, key string) (ObjectReader, error) {
@@ -421,6 +428,31 @@ func (g *Gateway) openStriped(o *store.Object, bucket, key string) (ObjectReader
 func (r *stripedReader) Info() *store.Object { return r.o }
 func (r *stripedReader) Close() error        { return nil }
 
+// Preparer is implemented by readers that can fetch the start of a range before the
+// response's status is sent, so that a read that cannot start is answered with an error
+// status rather than a 200 and a cut-off body.
+type Preparer interface {
+	Prepare(ctx context.Context, off, n int64) error
+}
+
+// Prepare reads the first stripe of the range off, n (WriteRange then starts with it).
+func (r *stripedReader) Prepare(ctx context.Context, off, n int64) error {
+	if n <= 0 || off < 0 || off >= r.o.Size {
+		return nil
+	}
+	ss := r.stripes
+	i := sort.Search(len(ss), func(i int) bool { return ss[i].off+ss[i].n > off })
+	if i >= len(ss) {
+		return nil
+	}
+	d, err := r.readStripe(ctx, ss[i])
+	if err != nil {
+		return err
+	}
+	r.pre = &prefetched{i, d}
+	return nil
+}
+
 // WriteRange writes n bytes from off, fetching only the stripes the range touches.
 func (r *stripedReader) WriteRange(ctx context.Context, w io.Writer, off, n int64) (int64, error) {
 	size := r.o.Size
@@ -442,6 +474,11 @@ func (r *stripedReader) WriteRange(ctx context.Context, w io.Writer, off, n int6
 	}
 	fetch := func(i int) chan stripe {
 		ch := make(chan stripe, 1)
+		if p := r.pre; p != nil && p.i == i {
+			r.pre = nil
+			ch <- stripe{p.data, nil}
+			return ch
+		}
 		go func() {
 			d, err := r.readStripe(ctx, ss[i])
 			ch <- stripe{d, err}

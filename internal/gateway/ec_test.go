@@ -132,6 +132,26 @@ func TestECDegradedReads(t *testing.T) {
 			t.Fatalf("%s with three nodes down: wrong bytes", k)
 		case err != nil:
 			failed++
+			// The S3 layer asks for the first stripe before it sends a status: an object
+			// whose first stripe cannot be read is an error (503), not a cut-off 200.
+			rd, err := c.nodes[0].gw.OpenObject(ctx, "b", k)
+			if err != nil {
+				break
+			}
+			p, ok := rd.(Preparer)
+			if !ok {
+				t.Fatal("an erasure-coded object's reader cannot prepare")
+			}
+			if perr := p.Prepare(ctx, 0, int64(len(body))); perr == nil {
+				// The first stripe is readable; a later one is not: WriteRange fails.
+				var buf bytes.Buffer
+				if _, err := rd.WriteRange(ctx, &buf, 0, int64(len(body))); err == nil {
+					t.Fatalf("%s: prepared and read whole, but the plain read failed", k)
+				}
+			} else if !errors.Is(errors.Transient, perr) {
+				t.Fatalf("%s: Prepare: %v, want a Transient error (503)", k, perr)
+			}
+			rd.Close()
 		}
 	}
 	if failed == 0 {

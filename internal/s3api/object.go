@@ -414,6 +414,13 @@ func (h *Handler) getObject(w http.ResponseWriter, r *http.Request, rq *request)
 		setChecksumHeaders(hd, o)
 	}
 	hd.Set("Content-Length", strconv.FormatInt(n, 10))
+	if p, ok := rd.(gateway.Preparer); ok && !head && n > 0 {
+		// An erasure-coded object: fetch its first stripe now, so that one that cannot
+		// be read is an error status, not a 200 with a cut-off body.
+		if err := p.Prepare(r.Context(), off, n); err != nil {
+			return err
+		}
+	}
 	status := http.StatusOK
 	if partial {
 		status = http.StatusPartialContent
