@@ -7,7 +7,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -625,7 +627,13 @@ func (g *Gateway) repairShards(ctx context.Context, ts []target, stripe string, 
 			}
 		}
 		if dst == nil {
-			g.log.Warn("no node to put a rebuilt shard on", "stripe", stripe, "shard", j)
+			// Expected while a node of the stripe is down (every read of the stripe gets
+			// here): the heal places the shard once the node is back or marked out.
+			lvl := slog.LevelWarn
+			if slices.ContainsFunc(ts, func(t target) bool { return t.down }) {
+				lvl = slog.LevelDebug
+			}
+			g.log.Log(ctx, lvl, "no node to put a rebuilt shard on", "stripe", stripe, "shard", j)
 			continue
 		}
 		if err := g.putShard(ctx, *dst, stripe, f.owner, f.shards[j]); err != nil {
