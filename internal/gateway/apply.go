@@ -172,52 +172,80 @@ func (g *Gateway) ApplyPass(ctx context.Context, bucket string, gen uint64) (lef
 		return 1
 	}
 	g.log.Info("apply: re-placing objects by the bucket's policy", "bucket", bucket, "generation", gen, "local objects", len(keys))
+	// The copying shares the recovery rate limit (cairn admin recovery set --rate).
+	pace := newPacer(&g.sync.rate)
+	work := make(chan string)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for range applyWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for key := range work {
+				if !g.applyOne(ctx, pol, bucket, key, pace) {
+					mu.Lock()
+					left++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
 	for _, key := range keys {
 		if ctx.Err() != nil {
-			return 1
+			break
 		}
-		// The key's first holder in placement order visits it (whoever asks).
-		tc, err := g.table(g.cfg.Maps.Current())
-		if err != nil {
-			left++
-			continue
-		}
-		if ids := tc.t.Lookup(bucket, key); len(ids) == 0 || ids[0] != g.cfg.NodeID {
-			continue
-		}
-		_, ts, err := g.replicas(bucket, key)
-		if err != nil {
-			left++
-			continue
-		}
-		o, err := g.cfg.Store.StatVersion(bucket, key)
-		if err != nil || o.Deleted {
-			continue
-		}
-		outcome, err := g.replace(ctx, pol, bucket, key, o, ts)
-		if err != nil {
-			g.log.Warn("apply: object left for a later pass", "bucket", bucket, "key", key, "err", err)
-		}
-		g.applyUpdate(bucket, func(p *ApplyProgress) {
-			p.Scanned++
-			switch {
-			case err != nil:
-				p.Deferred++
-				p.Err = err.Error()
-			case outcome == moved:
-				p.Moved++
-				p.Bytes += o.Size
-			case outcome == raced:
-				p.Raced++
-			default:
-				p.Kept++
-			}
-		})
-		if err != nil {
-			left++
-		}
+		work <- key
 	}
+	close(work)
+	wg.Wait()
+	if ctx.Err() != nil {
+		return max(left, 1)
+	}
+	g.log.Info("apply: pass finished", "bucket", bucket, "generation", gen, "left for later", left)
 	return left
+}
+
+// applyWorkers is how many objects a node rewrites at once.
+const applyWorkers = 4
+
+// applyOne visits bucket/key for ApplyPass; false means it must be visited again.
+func (g *Gateway) applyOne(ctx context.Context, pol *policy.Policy, bucket, key string, pace *pacer) bool {
+	// The key's first holder in placement order visits it (whoever asks).
+	tc, err := g.table(g.cfg.Maps.Current())
+	if err != nil {
+		return false
+	}
+	if ids := tc.t.Lookup(bucket, key); len(ids) == 0 || ids[0] != g.cfg.NodeID {
+		return true
+	}
+	_, ts, err := g.replicas(bucket, key)
+	if err != nil {
+		return false
+	}
+	o, err := g.cfg.Store.StatVersion(bucket, key)
+	if err != nil || o.Deleted {
+		return true
+	}
+	outcome, err := g.replace(ctx, pol, bucket, key, o, ts, pace)
+	if err != nil {
+		g.log.Warn("apply: object left for a later pass", "bucket", bucket, "key", key, "err", err)
+	}
+	g.applyUpdate(bucket, func(p *ApplyProgress) {
+		p.Scanned++
+		switch {
+		case err != nil:
+			p.Deferred++
+			p.Err = err.Error()
+		case outcome == moved:
+			p.Moved++
+			p.Bytes += o.Size
+		case outcome == raced:
+			p.Raced++
+		default:
+			p.Kept++
+		}
+	})
+	return err == nil
 }
 
 type replaceOutcome int
@@ -230,7 +258,7 @@ const (
 
 // replace rewrites bucket/key (this node's record o of it) into the class pol chooses,
 // if that differs from how it is stored.
-func (g *Gateway) replace(ctx context.Context, pol *policy.Policy, bucket, key string, o *store.Object, ts []target) (replaceOutcome, error) {
+func (g *Gateway) replace(ctx context.Context, pol *policy.Policy, bucket, key string, o *store.Object, ts []target, pace *pacer) (replaceOutcome, error) {
 	name, _ := pol.Evaluate(policy.Object{Key: key, Size: o.Size, ContentType: o.ContentType})
 	if name == "" {
 		return kept, nil // no rule and no default: the object stays where it is
@@ -248,6 +276,7 @@ func (g *Gateway) replace(ctx context.Context, pol *policy.Policy, bucket, key s
 			return kept, errors.Errorf("", errors.Transient, "holder %s is down: every holder must take the rewrite", t.id)
 		}
 	}
+	pace.wait(ctx, o.Size)
 	ok, err := g.rewrite(ctx, bucket, key, o.HLC, cls, ts)
 	switch {
 	case err != nil:

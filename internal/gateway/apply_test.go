@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/cairnfs/cairn/internal/clustermap"
@@ -29,11 +30,20 @@ func (c *testCluster) applyPolicy(bucket, rules string) uint64 {
 
 // applyAll runs one apply pass on every node and returns the objects left for later.
 func (c *testCluster) applyAll(bucket string, gen uint64) (left int64, moved int64) {
-	for _, nd := range c.nodes {
+	var wg sync.WaitGroup
+	lefts := make([]int64, len(c.nodes))
+	for i, nd := range c.nodes {
 		if nd.gw == nil {
 			continue
 		}
-		left += nd.gw.ApplyPass(context.Background(), bucket, gen)
+		wg.Go(func() { lefts[i] = nd.gw.ApplyPass(context.Background(), bucket, gen) })
+	}
+	wg.Wait()
+	for i, nd := range c.nodes {
+		left += lefts[i]
+		if nd.gw == nil {
+			continue
+		}
 		for _, p := range nd.gw.ApplyStatus() {
 			if p.Bucket == bucket {
 				moved += p.Moved
