@@ -772,7 +772,9 @@ func (g *Gateway) shardHeader(ctx context.Context, t target, stripe string) ([]b
 
 // collectShards removes this node's shards of object versions that a newer version (or a
 // delete) of their object has replaced: proof that they can never be read again. A shard
-// whose object's holders cannot be asked, or show nothing newer, is kept.
+// whose object's holders cannot be asked, or show nothing newer, is kept. Shards of
+// multipart parts go once their upload is gone and no record reads them
+// (uploadStripesNeeded, ecgc.go).
 func (g *Gateway) collectShards(ctx context.Context, st *SyncStats) {
 	type shard struct {
 		key     string
@@ -780,14 +782,17 @@ func (g *Gateway) collectShards(ctx context.Context, st *SyncStats) {
 		record  uint64 // the shard record's own
 	}
 	byOwner := map[string][]shard{}
+	byUpload := map[[2]string][]shard{} // shards of parts, by owner and upload
 	err := g.cfg.Store.Scan(func(b, _ string) bool { return b == ShardBucket }, func(e store.VersionEntry) error {
-		// The key is hash/version/stripe: the version is the object's.
+		// The key is hash/version/stripe: the version is the object's; or a part's,
+		// hash/upload.part/stripe.
+		upload, isPart := partStripe(e.Key)
 		parts := strings.SplitN(e.Key, "/", 3)
 		if len(parts) != 3 {
 			return nil
 		}
 		v, err := strconv.ParseUint(parts[1], 16, 64)
-		if err != nil {
+		if err != nil && !isPart {
 			return nil
 		}
 		o, err := g.cfg.Store.StatVersion(ShardBucket, e.Key)
@@ -795,7 +800,11 @@ func (g *Gateway) collectShards(ctx context.Context, st *SyncStats) {
 			return nil
 		}
 		for _, kv := range o.UserMeta {
-			if kv[0] == "owner" {
+			switch {
+			case kv[0] != "owner":
+			case isPart:
+				byUpload[[2]string{kv[1], upload}] = append(byUpload[[2]string{kv[1], upload}], shard{key: e.Key, record: e.HLC})
+			default:
 				byOwner[kv[1]] = append(byOwner[kv[1]], shard{e.Key, v, e.HLC})
 			}
 		}
@@ -828,6 +837,23 @@ func (g *Gateway) collectShards(ctx context.Context, st *SyncStats) {
 		}
 		for _, s := range shards {
 			if newest > s.version {
+				if gone, err := g.cfg.Store.Forget(ShardBucket, s.key, s.record); err == nil && gone {
+					st.Collected++
+				}
+			}
+		}
+	}
+	for ou, shards := range byUpload {
+		if ctx.Err() != nil {
+			return
+		}
+		bucket, key, ok := strings.Cut(ou[0], "/")
+		if !ok {
+			continue
+		}
+		needed, ok := g.uploadStripesNeeded(ctx, bucket, key, ou[1])
+		for _, s := range shards {
+			if ok && !needed[s.key] {
 				if gone, err := g.cfg.Store.Forget(ShardBucket, s.key, s.record); err == nil && gone {
 					st.Collected++
 				}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"sync"
@@ -13,22 +14,25 @@ import (
 
 // ScrubStatus describes a node's deep scrub: the pass in progress, or the last one.
 type ScrubStatus struct {
-	Node      string    `json:"node"`
-	State     string    `json:"state"` // idle, running, paused
-	Started   time.Time `json:"started,omitzero"`
-	Finished  time.Time `json:"finished,omitzero"`
-	NextPass  time.Time `json:"next_pass,omitzero"`
-	Objects   int64     `json:"objects"`  // objects read in full and verified this pass
-	Bytes     int64     `json:"bytes"`    // body bytes read this pass
-	Corrupt   int64     `json:"corrupt"`  // copies that failed a checksum this pass
-	Repaired  int64     `json:"repaired"` // of those, replaced by a good copy from a replica
-	Errors    int64     `json:"errors"`   // objects that could not be read for another reason
-	RateBytes int64     `json:"rate_bytes_per_sec"`
+	Node         string    `json:"node"`
+	State        string    `json:"state"` // idle, running, paused
+	Started      time.Time `json:"started,omitzero"`
+	Finished     time.Time `json:"finished,omitzero"`
+	NextPass     time.Time `json:"next_pass,omitzero"`
+	Objects      int64     `json:"objects"`      // records read in full and verified this pass (shards included)
+	Shards       int64     `json:"shards"`       // of those, erasure-code shards (their header and payload CRCs too)
+	Bytes        int64     `json:"bytes"`        // body bytes read this pass
+	Corrupt      int64     `json:"corrupt"`      // copies and shards that failed a checksum this pass
+	Repaired     int64     `json:"repaired"`     // of those, replaced by a good copy from a replica, or rebuilt from their stripe
+	Unrepairable int64     `json:"unrepairable"` // damaged shards whose stripe has fewer than K sound shards: left as they are
+	Errors       int64     `json:"errors"`       // records that could not be read for another reason
+	RateBytes    int64     `json:"rate_bytes_per_sec"`
 }
 
 // Scrub is a node's deep scrub: it reads every byte of every object this node stores,
 // checks the checksums (chunk records' CRC32C; pebble's block checksums for small bodies),
-// and replaces a damaged copy with a good one from another replica. A pass runs every
+// and replaces a damaged copy with a good one from another replica; erasure-code shards
+// are checked as shards too, and rebuilt from their stripe (ecscrub.go). A pass runs every
 // interval, paced at a byte rate so that it never competes with clients (Spreadshirt's
 // lesson); an operator can start, pause and resume it.
 type Scrub struct {
@@ -40,6 +44,7 @@ type Scrub struct {
 	resume   chan struct{}
 	mu       sync.Mutex
 	st       ScrubStatus
+	shardBuf bytes.Buffer // the pass's (one pass at a time): a shard read whole (ecscrub.go)
 }
 
 // NewScrub returns the scrub of this node's store: a pass every interval at rate bytes/s
@@ -125,10 +130,16 @@ func (s *Scrub) pass(ctx context.Context) {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if e.Deleted || store.Internal(e.Bucket) {
-			return nil // erasure-code shards are checked by their readers (their own CRCs)
+		if e.Deleted || store.Internal(e.Bucket) && e.Bucket != ShardBucket {
+			return nil
 		}
-		n, err := s.verify(ctx, e)
+		var n int64
+		var err error
+		if e.Bucket == ShardBucket {
+			n = s.verifyShard(ctx, log, e) // counts, logs and rebuilds on its own (ecscrub.go)
+		} else {
+			n, err = s.verify(ctx, e)
+		}
 		read += n
 		switch {
 		case errors.Is(errors.Corrupt, err):
@@ -161,7 +172,8 @@ func (s *Scrub) pass(ctx context.Context) {
 		log.Error("deep scrub pass failed", "err", err)
 		return
 	}
-	log.Info("deep scrub pass finished", "objects", st.Objects, "bytes", st.Bytes, "corrupt", st.Corrupt, "repaired", st.Repaired, "errors", st.Errors, "took", time.Since(begin).Round(time.Second))
+	log.Info("deep scrub pass finished", "objects", st.Objects, "shards", st.Shards, "bytes", st.Bytes, "corrupt", st.Corrupt, "repaired", st.Repaired,
+		"unrepairable", st.Unrepairable, "errors", st.Errors, "took", time.Since(begin).Round(time.Second))
 }
 
 // verify reads one object's body in full, checking every checksum, and returns the bytes

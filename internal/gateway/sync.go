@@ -38,7 +38,7 @@ type SyncStats struct {
 	Stripes    int           `json:"stripes"`    // stripes of erasure-coded objects checked
 	Rebuilt    int           `json:"rebuilt"`    // shards rebuilt from the others of their stripe
 	Unhealable int           `json:"unhealable"` // stripes with fewer than K shards left anywhere
-	Collected  int           `json:"collected"`  // shards of replaced object versions removed
+	Collected  int           `json:"collected"`  // shards no longer readable removed (replaced versions, aborted or replaced uploads)
 	Errors     int           `json:"errors"`
 	Err        string        `json:"error,omitempty"`
 }
