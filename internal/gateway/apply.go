@@ -32,6 +32,14 @@ import (
 // on this node (key: bucket name, user metadata "gen").
 const ApplyBucket = store.InternalPrefix + "apply"
 
+// relayoutPrefix starts the tag a rewrite names its chunks with; relayoutGrace is how
+// long they are safe from collection before a record names them (collectShards): a
+// rewrite whose chunks took more than half of it to write gives up before the record.
+const (
+	relayoutPrefix = "relayout-"
+	relayoutGrace  = time.Hour
+)
+
 // applyRetry is how long a node waits before visiting again the objects a pass could not
 // rewrite (a holder down, a write failed).
 const applyRetry = 20 * time.Second
@@ -347,7 +355,8 @@ func (g *Gateway) rewrite(ctx context.Context, bucket, key string, v uint64, cls
 		return err == nil && o.HLC == v, nil
 	}
 	// Chunks under a tag of their own, part by part as the object was uploaded.
-	tag := "relayout-" + strconv.FormatUint(g.clock.Next(), 16)
+	began := time.Now()
+	tag := relayoutPrefix + strconv.FormatUint(g.clock.Next(), 16)
 	sizes := cur.PartSizes
 	if len(sizes) == 0 {
 		sizes = []int64{cur.Size}
@@ -360,6 +369,10 @@ func (g *Gateway) rewrite(ctx context.Context, bucket, key string, v uint64, cls
 			return false, err
 		}
 		rec.Stripe.Parts = append(rec.Stripe.Parts, p+1)
+	}
+	if time.Since(began) > relayoutGrace/2 {
+		// Shard collection may take chunks of a tag no record names after relayoutGrace.
+		return false, errors.Errorf("", errors.Transient, "rewriting took %s: the chunks may be collected before the record names them; retried later", time.Since(began).Round(time.Second))
 	}
 	ok, failed := g.fanOut(wctx, ts, len(ts), bucket, key, v, never, func(ctx context.Context, t target) (*store.Object, error) {
 		return g.putReplica(ctx, t, bucket, key, &rec, bytes.NewReader(nil), 0, v, "", 0, nil, &rec)

@@ -142,6 +142,33 @@ func TestApplyPolicy(t *testing.T) {
 	if left, moved := c.applyAll("b", gen); left != 0 || moved != 0 {
 		t.Fatalf("second pass: %d left, %d moved; want nothing", left, moved)
 	}
+	// The shards of the roots' first layout go once every holder shows them rewritten;
+	// the logs' new shards stay: 7 stripes (a, b, empty, and 2 of each part of mp) of 6.
+	n0, _ := c.shardsOf()
+	t.Logf("%d shard records before collection", n0)
+	c.syncAll()
+	if n, _ := c.shardsOf(); n != 7*6 {
+		t.Fatalf("%d shard records after sync (%d before), want 42", n, n0)
+	}
+	for key, body := range bodies {
+		if got, _, err := get(ctx, c.nodes[1].gw, "b", key, 0, -1); err != nil || !bytes.Equal(got, body) {
+			t.Fatalf("%s after collection: %v", key, err)
+		}
+	}
+	// Back to STANDARD: the rewrite's shards are young, kept for the grace period.
+	gen = c.applyPolicy("b", "* => STANDARD\n")
+	if left, _ := c.applyAll("b", gen); left != 0 {
+		t.Fatalf("%d left", left)
+	}
+	c.syncAll()
+	if n, _ := c.shardsOf(); n != 7*6 {
+		t.Fatalf("%d shard records: the young shards of a rewrite were collected", n)
+	}
+	for key, body := range bodies {
+		if got, info, err := get(ctx, c.nodes[4].gw, "b", key, 0, -1); err != nil || !bytes.Equal(got, body) || info.Striped {
+			t.Fatalf("%s back in STANDARD: %v", key, err)
+		}
+	}
 }
 
 // A rewrite never undoes a client write: an object overwritten after the pass read it

@@ -19,6 +19,7 @@ import (
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/erasure"
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/hlc"
 	"github.com/cairnfs/cairn/internal/node"
 	"github.com/cairnfs/cairn/internal/placement"
 	"github.com/cairnfs/cairn/internal/rpc"
@@ -97,6 +98,33 @@ func stripesOf(bucket, key string, o *store.Object) []stripeRef {
 		}
 	}
 	return out
+}
+
+// codeClass returns the class whose placement table holds the shards of a stripe coded
+// k+p: the class named (an object's StorageClass) if it uses that code, else the first
+// class by name that does, else an unnamed class of that code on any device. The table
+// depends only on the code and the device class.
+func codeClass(m *clustermap.Map, k, p int, name string) clustermap.Class {
+	same := func(c clustermap.Class) bool {
+		ck, cp := c.Shards()
+		return c.Sharded() && ck == k && cp == p
+	}
+	if c, ok := m.ResolveClass(name); ok && name != "" && same(c) {
+		return c
+	}
+	names := make([]string, 0, len(m.Classes))
+	for n := range m.Classes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		c := m.Classes[n]
+		c.Name = n
+		if same(c) {
+			return c
+		}
+	}
+	return clustermap.Class{Name: fmt.Sprintf("ec%d+%d", k, p), K: k, M: p, N: k + p}
 }
 
 // stripeLayout is the record's description of how cls cuts objects into stripes.
@@ -402,25 +430,7 @@ func (g *Gateway) openStriped(o *store.Object, bucket, key string) (ObjectReader
 	if err != nil {
 		return nil, errors.E(errors.Corrupt, err)
 	}
-	// The shards of a class's stripes are where its table puts them; the table depends only
-	// on the code and the device class, so the record's layout and the class give it.
-	cls := clustermap.Class{Name: fmt.Sprintf("ec%d+%d", o.Stripe.K, o.Stripe.M), K: o.Stripe.K, M: o.Stripe.M, N: o.Stripe.K + o.Stripe.M}
-	same := func(c clustermap.Class) bool {
-		k, p := c.Shards()
-		return c.Sharded() && k == o.Stripe.K && p == o.Stripe.M
-	}
-	if c, ok := m.ResolveClass(o.StorageClass); ok && same(c) {
-		cls = c // the class the object was written in
-	} else {
-		for name, c := range m.Classes {
-			c.Name = name
-			if same(c) {
-				cls = c
-				break
-			}
-		}
-	}
-	tbl, err := g.shardTable(m, cls, false)
+	tbl, err := g.shardTable(m, codeClass(m, o.Stripe.K, o.Stripe.M, o.StorageClass), false)
 	if err != nil {
 		return nil, err
 	}
@@ -835,8 +845,12 @@ func (g *Gateway) collectShards(ctx context.Context, st *SyncStats) {
 				newest = o.HLC
 			}
 		}
+		var rewritten map[uint64]bool
 		for _, s := range shards {
-			if newest > s.version {
+			if newest == s.version && rewritten == nil {
+				rewritten = map[uint64]bool{s.version: g.versionRewritten(ctx, bucket, key, ts, s.version)}
+			}
+			if newest > s.version || (newest == s.version && rewritten[s.version]) {
 				if gone, err := g.cfg.Store.Forget(ShardBucket, s.key, s.record); err == nil && gone {
 					st.Collected++
 				}
@@ -853,6 +867,9 @@ func (g *Gateway) collectShards(ctx context.Context, st *SyncStats) {
 		}
 		needed, ok := g.uploadStripesNeeded(ctx, bucket, key, ou[1])
 		for _, s := range shards {
+			if strings.HasPrefix(ou[1], relayoutPrefix) && time.Since(hlc.Time(s.record)) < relayoutGrace {
+				continue // a rewrite may still be writing the record that reads it
+			}
 			if ok && !needed[s.key] {
 				if gone, err := g.cfg.Store.Forget(ShardBucket, s.key, s.record); err == nil && gone {
 					st.Collected++

@@ -97,7 +97,7 @@ func (g *Gateway) uploadStripesNeeded(ctx context.Context, bucket, key, upload s
 		case err != nil:
 			return nil, false
 		case o.Striped && !o.Deleted && o.Stripe.Upload == upload:
-			if len(o.Stripe.Parts) != len(o.PartSizes) {
+			if len(o.Stripe.Parts) != max(len(o.PartSizes), 1) { // one part: a rewrite (relayout-V)
 				return nil, false // a record this gateway cannot read: keep what it may need
 			}
 			if needed == nil {
@@ -109,4 +109,24 @@ func (g *Gateway) uploadStripesNeeded(ctx context.Context, bucket, key, upload s
 		}
 	}
 	return needed, true
+}
+
+// versionRewritten reports whether version v of bucket/key was rewritten into another
+// layout (policy apply) on every holder, so that the stripes its first write made
+// (hash/V/i) can never be read again: every holder, current or former, answers with
+// version v stored whole or under a rewrite's tag. ts are the current holders.
+func (g *Gateway) versionRewritten(ctx context.Context, bucket, key string, ts []target, v uint64) bool {
+	ts = append(ts, g.formerReplicas(bucket, key, ts)...)
+	for _, t := range ts {
+		if t.down {
+			return false
+		}
+	}
+	recs, errs := gather(ts, func(t target) (*store.Object, error) { return g.statReplica(ctx, t, bucket, key) })
+	for i, o := range recs {
+		if errs[i] != nil || o.HLC != v || o.Deleted || (o.Striped && o.Stripe.Upload == "") {
+			return false
+		}
+	}
+	return len(recs) > 0
 }

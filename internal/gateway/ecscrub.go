@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sort"
 
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/erasure"
@@ -248,19 +247,7 @@ func sound(b []byte) bool {
 // the table of a class with that code (the first by name, if several), else of a class
 // with that code and no device class. It returns nil if no table can be made.
 func (g *Gateway) stripeNodes(m *clustermap.Map, k, mm int, stripe string) []target {
-	cls := clustermap.Class{Name: fmt.Sprintf("ec%d+%d", k, mm), K: k, M: mm}
-	names := make([]string, 0, len(m.Classes))
-	for name, c := range m.Classes {
-		if c.K == k && c.M == mm {
-			names = append(names, name)
-		}
-	}
-	if len(names) > 0 {
-		sort.Strings(names)
-		cls = m.Classes[names[0]]
-		cls.Name = names[0]
-	}
-	tbl, err := g.shardTable(m, cls, false)
+	tbl, err := g.shardTable(m, codeClass(m, k, mm, ""), false)
 	if err != nil {
 		return nil
 	}
