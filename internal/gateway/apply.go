@@ -276,7 +276,7 @@ func (g *Gateway) replace(ctx context.Context, pol *policy.Policy, bucket, key s
 	if !ok {
 		return kept, errors.Errorf("", errors.NotExist, "the policy names class %q, which the cluster does not have", name)
 	}
-	if placedIn(m, o, cls) {
+	if placedIn(m, o, cls) && g.placedEverywhere(ctx, m, bucket, key, o.HLC, cls, ts) {
 		return kept, nil
 	}
 	for _, t := range ts {
@@ -306,6 +306,22 @@ func placedIn(m *clustermap.Map, o *store.Object, cls clustermap.Class) bool {
 	}
 	want := stripeLayout(cls)
 	return o.Stripe.K == want.K && o.Stripe.M == want.M && o.Stripe.Size == want.Size
+}
+
+// placedEverywhere reports whether every other holder's record of version v is stored
+// as cls stores objects: a rewrite that reached only some holders is finished by the
+// next pass. A holder with a newer version or none counts as placed (nothing to redo).
+func (g *Gateway) placedEverywhere(ctx context.Context, m *clustermap.Map, bucket, key string, v uint64, cls clustermap.Class, ts []target) bool {
+	for _, t := range ts {
+		if t.local || t.down {
+			continue
+		}
+		o, err := g.statReplica(ctx, t, bucket, key)
+		if err == nil && o.HLC == v && !placedIn(m, o, cls) {
+			return false
+		}
+	}
+	return true
 }
 
 // repairKey marks a context whose replica writes replace a stored record of the same

@@ -227,4 +227,26 @@ func TestApplyPolicyRaces(t *testing.T) {
 			t.Fatalf("through %s after the holder came back: %v", c.nodes[i].id, err)
 		}
 	}
+
+	// A rewrite that reached only some holders (here: the last holder put back to its old,
+	// whole copy of the same version) is finished by the next pass.
+	o, err = c.nodes[reps[0]].store.StatVersion("b", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := c.nodes[reps[len(reps)-1]].store
+	if _, err := last.PutObject(ctx, "b", key, &store.Object{ETag: o.ETag, ModTime: o.ModTime}, bytes.NewReader(body), int64(len(body)),
+		store.PutOptions{Version: o.HLC, Repair: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := last.StatVersion("b", key); got.Striped {
+		t.Fatal("the holder's record was not put back")
+	}
+	gen = c.applyPolicy("b", "* => EC42\n")
+	if left, moved := c.applyAll("b", gen); left != 0 || moved != 1 {
+		t.Fatalf("finishing a partial rewrite: %d left, %d moved; want 0, 1", left, moved)
+	}
+	if got, _ := last.StatVersion("b", key); !got.Striped || got.HLC != o.HLC {
+		t.Fatalf("the holder left behind still has %+v", got)
+	}
 }
