@@ -215,13 +215,13 @@ func runAdmin(args []string, stdout, stderr io.Writer) error {
 			return printJSON(stdout, sts)
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NODE\tSTATE\tOBJECTS\tBYTES\tCORRUPT\tREPAIRED\tERRORS\tRATE\tSTARTED\tFINISHED\tNEXT PASS")
+		fmt.Fprintln(tw, "NODE\tSTATE\tOBJECTS\tSHARDS\tBYTES\tCORRUPT\tREPAIRED\tUNREPAIRABLE\tERRORS\tRATE\tSTARTED\tFINISHED\tNEXT PASS")
 		for _, s := range sts {
 			rate := "unpaced"
 			if s.RateBytes > 0 {
 				rate = human(s.RateBytes) + "/s"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", s.Node, s.State, s.Objects, human(s.Bytes), s.Corrupt, s.Repaired, s.Errors,
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", s.Node, s.State, s.Objects, s.Shards, human(s.Bytes), s.Corrupt, s.Repaired, s.Unrepairable, s.Errors,
 				rate, when(s.Started), when(s.Finished), when(s.NextPass))
 		}
 		tw.Flush()
