@@ -348,12 +348,17 @@ func (g *Gateway) rewrite(ctx context.Context, bucket, key string, v uint64, cls
 	}
 	pr, pw := io.Pipe()
 	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	copied := make(chan struct{})
 	go func() {
+		defer close(copied)
 		_, err := rd.WriteRange(rctx, pw, 0, cur.Size)
 		pw.CloseWithError(err)
 	}()
-	defer pr.Close()
+	defer func() { // the reader stays open until the copy has stopped
+		pr.Close()
+		cancel()
+		<-copied
+	}()
 	meta := *cur
 	meta.Body, meta.Chunks, meta.Inline, meta.Embedded = nil, nil, false, false
 	meta.Striped, meta.Stripe = false, store.Stripe{}
