@@ -3,6 +3,8 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/cairnfs/cairn/internal/store"
@@ -213,4 +215,27 @@ func TestPartStripeNames(t *testing.T) {
 			t.Errorf("partStripe(%q) = %q, %v; want %q", tc.name, got, ok, tc.upload)
 		}
 	}
+}
+
+// The stripe-name parser never panics, never takes a whole object's stripe (hash/version/i)
+// for a part's, and gives back the upload of every name partStripeKey makes, including
+// the tags of policy apply's rewrites.
+func FuzzPartStripe(f *testing.F) {
+	f.Add("b", "k", store.NewUploadID(), 1, int64(0), "x/y.1/2")
+	f.Add("b", "a/b", relayoutPrefix+"18f3a2b4c5d6e7f8", 3, int64(7), "abc/.1/1")
+	f.Fuzz(func(t *testing.T, bucket, key, upload string, n int, i int64, raw string) {
+		partStripe(raw) // no panic on anything
+		if v, err := strconv.ParseUint(strings.SplitN(raw+"//", "/", 3)[1], 16, 64); err == nil {
+			if _, ok := partStripe(raw); ok {
+				t.Fatalf("%q (version %x) parsed as a part's stripe", raw, v)
+			}
+		}
+		if upload == "" || strings.ContainsAny(upload, "./") || n < 0 || i < 0 {
+			return
+		}
+		got, ok := partStripe(partStripeKey(bucket, key, upload, n, i))
+		if !ok || got != upload {
+			t.Fatalf("partStripe(partStripeKey(.., %q, %d, %d)) = %q, %v", upload, n, i, got, ok)
+		}
+	})
 }
