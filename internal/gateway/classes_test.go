@@ -114,6 +114,28 @@ func TestReplicatedClassOnDevices(t *testing.T) {
 			}
 		}
 	}
+	// A multipart upload into FAST: each part chunked into copies, nothing copied at the
+	// completion.
+	id, err := c.nodes[1].gw.CreateUpload(ctx, "b", "mp", &store.Object{StorageClass: "FAST"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list []store.CompletePart
+	var whole []byte
+	for n, size := range []int{5<<20 + 1, 700} {
+		body := randBody(uint64(300+n), size)
+		whole = append(whole, body...)
+		src, fin := md5Finish(bytes.NewReader(body))
+		p, err := c.nodes[n].gw.PutPart(ctx, "b", "mp", id, n+1, src, int64(size), fin)
+		if err != nil || !p.Striped || p.Stripe.K != 1 || p.Stripe.M != 2 {
+			t.Fatalf("part %d: %+v %v", n+1, p, err)
+		}
+		list = append(list, store.CompletePart{Number: n + 1, ETag: p.ETag})
+	}
+	if _, err := c.nodes[3].gw.CompleteUpload(ctx, "b", "mp", id, list, 5<<20, nil); err != nil {
+		t.Fatal(err)
+	}
+	objs["mp"] = obj{"FAST", whole}
 	check("healthy")
 	// Two of the three ssd nodes and one hdd node gone: one copy of every chunk is left
 	// (the records' STANDARD holders keep a majority among the other nodes).
