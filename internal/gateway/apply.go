@@ -324,11 +324,6 @@ func (g *Gateway) placedEverywhere(ctx context.Context, m *clustermap.Map, bucke
 	return true
 }
 
-// repairKey marks a context whose replica writes replace a stored record of the same
-// version (store.PutOptions.Repair): a rewrite into another layout.
-type repairKey struct{}
-
-func isRepair(ctx context.Context) bool { return ctx.Value(repairKey{}) != nil }
 
 // rewrite stores version v of bucket/key again in class cls, on every holder ts, keeping
 // its version, metadata and modification time. It returns false when a newer version or
@@ -366,7 +361,7 @@ func (g *Gateway) rewrite(ctx context.Context, bucket, key string, v uint64, cls
 	if cls.Name == clustermap.StandardClass {
 		meta.StorageClass = ""
 	}
-	wctx := context.WithValue(ctx, repairKey{}, true)
+	wctx := withPutFlags(ctx, putFlags{repair: true})
 	if !cls.Sharded() {
 		if _, err := g.write(wctx, ts, len(ts), bucket, key, &meta, pr, cur.Size, v, "", 0, nil); err != nil {
 			return false, err

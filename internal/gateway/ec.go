@@ -377,6 +377,16 @@ func (g *Gateway) putShards(ctx context.Context, cls clustermap.Class, ts []targ
 // putShard stores one shard on t. owner ("bucket/key") is kept in the shard's record so
 // that shards of versions no longer current can be found and collected.
 func (g *Gateway) putShard(ctx context.Context, t target, key, owner string, shard []byte) error {
+	return g.putShardOpts(ctx, t, key, owner, shard, false)
+}
+
+// putShardOpts is putShard; with ifAbsent the write is refused (Precondition) if t holds
+// a shard of the stripe already: a node holds one shard per stripe, so a shard put on a
+// node found free never replaces one that another repair or move put there meanwhile.
+func (g *Gateway) putShardOpts(ctx context.Context, t target, key, owner string, shard []byte, ifAbsent bool) error {
+	if ifAbsent {
+		ctx = withPutFlags(ctx, putFlags{ifAbsent: true})
+	}
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 	defer cancel()
 	meta := &store.Object{Size: int64(len(shard)), ModTime: time.Now().UnixNano(), UserMeta: [][2]string{{"owner", owner}}}
@@ -577,6 +587,7 @@ type shardFetch struct {
 	shards [][]byte  // by index
 	holder []*target // who sent shards[j]
 	empty  []target  // nodes that answered without a usable shard
+	absent map[string]bool // of those, the ones that hold nothing for the stripe
 }
 
 // get asks each of ts for its shard of the stripe, in parallel.
@@ -595,6 +606,12 @@ func (f *shardFetch) get(ctx context.Context, g *Gateway, ts []target) {
 				// unreachable: neither a holder nor a place to rebuild to
 			case err != nil || herr != nil || h.Index >= len(f.shards):
 				f.empty = append(f.empty, t)
+				if err != nil {
+					if f.absent == nil {
+						f.absent = map[string]bool{}
+					}
+					f.absent[t.id] = true
+				}
 			case f.shards[h.Index] == nil:
 				f.shards[h.Index], f.holder[h.Index] = b, &t
 			default:
@@ -636,6 +653,7 @@ func (g *Gateway) repairShards(ctx context.Context, ts []target, stripe string, 
 				}
 			}
 		}
+		ifAbsent := dst != nil && f.absent[dst.id] // else it replaces a damaged or spare copy
 		if dst == nil {
 			// Expected while a node of the stripe is down (every read of the stripe gets
 			// here): the heal places the shard once the node is back or marked out.
@@ -646,7 +664,9 @@ func (g *Gateway) repairShards(ctx context.Context, ts []target, stripe string, 
 			g.log.Log(ctx, lvl, "no node to put a rebuilt shard on", "stripe", stripe, "shard", j)
 			continue
 		}
-		if err := g.putShard(ctx, *dst, stripe, f.owner, f.shards[j]); err != nil {
+		if err := g.putShardOpts(ctx, *dst, stripe, f.owner, f.shards[j], ifAbsent); errors.Is(errors.Precondition, err) {
+			g.log.Debug("a node found free for a rebuilt shard holds one now", "stripe", stripe, "shard", j, "node", dst.id)
+		} else if err != nil {
 			g.log.Warn("could not put a rebuilt shard back", "stripe", stripe, "shard", j, "node", dst.id, "err", err)
 		} else {
 			put++

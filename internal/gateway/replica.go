@@ -43,6 +43,24 @@ func metaOf(resp *http.Response) (*store.Object, error) {
 	return node.DecodeMeta(resp.Header.Get(rpc.HdrMeta))
 }
 
+// putFlags change what a replica write may replace; they ride on the context of the
+// writes they apply to (putReplica).
+type putFlags struct {
+	repair   bool // replace a record of the same version (a rewrite into another layout)
+	ifAbsent bool // store only if the key holds nothing (a shard put on a free node)
+}
+
+type putFlagsKey struct{}
+
+func withPutFlags(ctx context.Context, f putFlags) context.Context {
+	return context.WithValue(ctx, putFlagsKey{}, f)
+}
+
+func flagsOf(ctx context.Context) putFlags {
+	f, _ := ctx.Value(putFlagsKey{}).(putFlags)
+	return f
+}
+
 // putReplica writes one replica of an object (or, with part > 0, of a multipart part).
 // body streams the bytes; final returns the coordinator's final metadata once body has
 // returned EOF (nil means the write is abandoned). If finalNow is non-nil the final
@@ -68,7 +86,8 @@ func (g *Gateway) putReplica(ctx context.Context, t target, bucket, key string, 
 			return nil, err
 		}
 		m := *meta
-		return g.cfg.Store.PutObject(ctx, bucket, key, &m, body, size, store.PutOptions{Version: version, Finish: finish, Repair: isRepair(ctx)})
+		fl := flagsOf(ctx)
+		return g.cfg.Store.PutObject(ctx, bucket, key, &m, body, size, store.PutOptions{Version: version, Finish: finish, Repair: fl.repair, IfNoneMatch: fl.ifAbsent})
 	}
 	hdr := http.Header{}
 	req := &rpc.Request{Method: http.MethodPut, Addr: t.addr, Header: hdr, Body: body, Size: size, Cap: &[3]string{rpc.CapWrite, bucket, key}}
@@ -76,8 +95,10 @@ func (g *Gateway) putReplica(ctx context.Context, t target, bucket, key string, 
 		req.Path, req.Query = node.PathPart, objQuery(bucket, key, "id", uploadID, "n", strconv.Itoa(part))
 	} else {
 		req.Path, req.Query = node.PathObject, objQuery(bucket, key, "v", u64(version), "mod", i64(meta.ModTime))
-		if isRepair(ctx) {
+		if fl := flagsOf(ctx); fl.repair {
 			req.Query.Set("repair", "1")
+		} else if fl.ifAbsent {
+			req.Query.Set("ifnone", "1")
 		}
 		hdr.Set(rpc.HdrMeta, node.EncodeMeta(meta))
 	}

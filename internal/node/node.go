@@ -170,7 +170,7 @@ func (h *Handler) object(w http.ResponseWriter, r *http.Request) {
 		}
 		meta.ModTime = intParam(r, "mod")
 		o, err := h.cfg.Store.PutObject(r.Context(), bucket, key, meta, r.Body, r.ContentLength,
-			store.PutOptions{Version: uintParam(r, "v"), Finish: finalFrom(r), Repair: r.URL.Query().Get("repair") == "1"})
+			store.PutOptions{Version: uintParam(r, "v"), Finish: finalFrom(r), Repair: r.URL.Query().Get("repair") == "1", IfNoneMatch: r.URL.Query().Get("ifnone") == "1"})
 		if err != nil {
 			rpc.WriteError(w, err)
 			return
