@@ -324,7 +324,6 @@ func (g *Gateway) placedEverywhere(ctx context.Context, m *clustermap.Map, bucke
 	return true
 }
 
-
 // rewrite stores version v of bucket/key again in class cls, on every holder ts, keeping
 // its version, metadata and modification time. It returns false when a newer version or
 // a delete came first (nothing to do: the newer write was placed when it was made).

@@ -584,9 +584,10 @@ type shardFetch struct {
 	name   string // the stripe's
 	owner  string // the object's "bucket/key"
 	mu     sync.Mutex
-	shards [][]byte  // by index
-	holder []*target // who sent shards[j]
-	empty  []target  // nodes that answered without a usable shard
+	shards [][]byte        // by index
+	holder []*target       // who sent shards[j]
+	empty  []target        // nodes that answered without a usable shard
+	want   []int           // the indices to rebuild; nil: every missing or damaged one
 	absent map[string]bool // of those, the ones that hold nothing for the stripe
 }
 
@@ -630,7 +631,10 @@ func (f *shardFetch) get(ctx context.Context, g *Gateway, ts []target) {
 // It returns how many shards it put back, or -1 if the stripe has too few sound shards to
 // rebuild any.
 func (g *Gateway) repairShards(ctx context.Context, ts []target, stripe string, f *shardFetch, code *erasure.Code) int {
-	fixed, err := code.Reconstruct(f.shards, nil)
+	if f.want != nil && len(f.want) == 0 {
+		return 0
+	}
+	fixed, err := code.Reconstruct(f.shards, f.want)
 	if err != nil {
 		g.log.Warn("could not rebuild shards", "stripe", stripe, "err", err)
 		return -1
@@ -715,21 +719,26 @@ func (g *Gateway) healStriped(ctx context.Context, m *clustermap.Map, bucket, ke
 		if good == K+M {
 			continue
 		}
+		// Look beyond the stripe's nodes: placement may have changed since the write.
+		in := map[string]bool{}
+		for _, t := range ts {
+			in[t.id] = true
+		}
+		var others []target
+		for _, n := range m.StorageNodes() {
+			if !in[n.ID] && n.State != clustermap.StateDown {
+				others = append(others, target{id: n.ID, addr: n.Addr, local: n.ID == g.cfg.NodeID && g.cfg.Store != nil})
+			}
+		}
 		if good < K {
-			// Look beyond the stripe's nodes: placement may have changed since the write.
-			in := map[string]bool{}
-			for _, t := range ts {
-				in[t.id] = true
-			}
-			var others []target
-			for _, n := range m.StorageNodes() {
-				if !in[n.ID] && n.State != clustermap.StateDown {
-					others = append(others, target{id: n.ID, addr: n.Addr, local: n.ID == g.cfg.NodeID})
-				}
-			}
 			empty := f.empty
 			f.get(ctx, g, others)
 			f.empty = empty // rebuilt shards go to the stripe's own nodes
+		} else if f.want = g.notElsewhere(ctx, m, f, others); len(f.want) == 0 {
+			// Every missing index is on a node that placement no longer puts it on: that
+			// node moves it here (moveShards), which costs one shard instead of K.
+			st.Misplaced++
+			continue
 		}
 		before := 0
 		for _, b := range f.shards {
@@ -746,6 +755,59 @@ func (g *Gateway) healStriped(ctx context.Context, m *clustermap.Map, bucket, ke
 		}
 		st.Rebuilt += n
 	}
+}
+
+// notElsewhere returns the indices missing from f (fetched from the stripe's nodes) that
+// none of others (nodes outside the stripe, up or draining) holds as a shard of the same
+// stripe: the ones to rebuild. It reads only headers; a node that does not answer holds
+// nothing as far as this is concerned.
+func (g *Gateway) notElsewhere(ctx context.Context, m *clustermap.Map, f *shardFetch, others []target) []int {
+	var id *erasure.Header
+	for _, b := range f.shards {
+		if h, _, err := erasure.ParseShard(b); b != nil && err == nil {
+			id = &h
+			break
+		}
+	}
+	var missing []int
+	for j, b := range f.shards {
+		if b == nil {
+			missing = append(missing, j)
+		} else if _, _, err := erasure.ParseShard(b); err != nil {
+			missing = append(missing, j)
+		}
+	}
+	if id == nil || len(missing) == 0 {
+		return missing
+	}
+	var mu sync.Mutex
+	found := map[int]bool{}
+	var wg sync.WaitGroup
+	for _, t := range others {
+		if n, ok := m.Node(t.id); !ok || (n.State != clustermap.StateUp && n.State != clustermap.StateDraining) {
+			continue // a node marked out is leaving: what it holds is rebuilt
+		}
+		wg.Go(func() {
+			hb, err := g.shardHeader(ctx, t, f.name)
+			if err != nil {
+				return
+			}
+			if h, err := erasure.ParseHeader(hb); err == nil && h.Stripe == id.Stripe {
+				mu.Lock()
+				found[h.Index] = true
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	want := []int{}
+	for _, j := range missing {
+		// A damaged copy on the stripe's nodes is rebuilt wherever a sound one is.
+		if !found[j] || f.shards[j] != nil {
+			want = append(want, j)
+		}
+	}
+	return want
 }
 
 // shardsPresent counts the distinct shard indices the nodes ts hold for stripe, reading

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/clustermap"
+	"github.com/cairnfs/cairn/internal/erasure"
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/node"
 	"github.com/cairnfs/cairn/internal/placement"
@@ -24,23 +25,25 @@ import (
 
 // SyncStats reports one synchronisation round of this node's partitions.
 type SyncStats struct {
-	Start      time.Time     `json:"start"`
-	Duration   time.Duration `json:"duration_ns"`
-	Partitions int           `json:"partitions"` // partitions this node holds
-	Peers      int           `json:"peers"`      // nodes compared with
-	Differing  int           `json:"differing"`  // (peer, partition) pairs whose digests differed
-	Compared   int           `json:"compared"`   // object records received from peers
-	Copied     int           `json:"copied"`     // newer versions copied here
-	Deleted    int           `json:"deleted"`    // newer tombstones applied here
-	Bytes      int64         `json:"bytes"`      // body bytes copied
-	Foreign    int           `json:"foreign"`    // records held here outside this node's partitions
-	HandedOff  int           `json:"handed_off"` // of those, removed here after their holders confirmed them
-	Stripes    int           `json:"stripes"`    // stripes of erasure-coded objects checked
-	Rebuilt    int           `json:"rebuilt"`    // shards rebuilt from the others of their stripe
-	Unhealable int           `json:"unhealable"` // stripes with fewer than K shards left anywhere
-	Collected  int           `json:"collected"`  // shards no longer readable removed (replaced versions, aborted or replaced uploads)
-	Errors     int           `json:"errors"`
-	Err        string        `json:"error,omitempty"`
+	Start       time.Time     `json:"start"`
+	Duration    time.Duration `json:"duration_ns"`
+	Partitions  int           `json:"partitions"`   // partitions this node holds
+	Peers       int           `json:"peers"`        // nodes compared with
+	Differing   int           `json:"differing"`    // (peer, partition) pairs whose digests differed
+	Compared    int           `json:"compared"`     // object records received from peers
+	Copied      int           `json:"copied"`       // newer versions copied here
+	Deleted     int           `json:"deleted"`      // newer tombstones applied here
+	Bytes       int64         `json:"bytes"`        // body bytes copied
+	Foreign     int           `json:"foreign"`      // records held here outside this node's partitions
+	HandedOff   int           `json:"handed_off"`   // of those, removed here after their holders confirmed them
+	Stripes     int           `json:"stripes"`      // stripes of erasure-coded objects checked
+	Rebuilt     int           `json:"rebuilt"`      // shards rebuilt from the others of their stripe
+	Unhealable  int           `json:"unhealable"`   // stripes with fewer than K shards left anywhere
+	Misplaced   int           `json:"misplaced"`    // stripes whose missing shards wait on other nodes to be moved, not rebuilt
+	ShardsMoved int           `json:"shards_moved"` // shards handed to the stripe's current nodes (or found there) and removed here
+	Collected   int           `json:"collected"`    // shards no longer readable removed (replaced versions, aborted or replaced uploads)
+	Errors      int           `json:"errors"`
+	Err         string        `json:"error,omitempty"`
 }
 
 // SyncProgress is the copying of the round in progress: what this node lacks and how
@@ -87,7 +90,7 @@ func (g *Gateway) progress(fn func(*SyncProgress)) {
 	g.sync.mu.Unlock()
 }
 
-// HeldElsewhere counts the records (and their bytes) this node holds for partitions that
+// HeldElsewhere counts the records and erasure-code shards (and their bytes) this node holds for partitions that
 // the current map places on other nodes only: what a drain still has to hand off. It
 // reads the whole local index.
 func (g *Gateway) HeldElsewhere() (objects, bytes int64, err error) {
@@ -106,6 +109,15 @@ func (g *Gateway) HeldElsewhere() (objects, bytes int64, err error) {
 		}
 		return nil
 	})
+	if err != nil {
+		return objects, bytes, err
+	}
+	// Shards that no table puts here wait to be moved to their stripe's nodes.
+	shards, err := g.misplacedShards(g.cfg.Maps.Current())
+	for _, s := range shards {
+		objects++
+		bytes += int64(s.hdr.ShardSize()) + erasure.HeaderSize
+	}
 	return objects, bytes, err
 }
 
@@ -182,6 +194,9 @@ func (g *Gateway) Sync(ctx context.Context) (st SyncStats, err error) {
 		g.handOff(ctx, m, tc, foreign, &st)
 	} else if len(foreign) == 0 {
 		g.progress(func(p *SyncProgress) { p.HandoffObjects, p.HandoffBytes = 0, 0 })
+	}
+	if ctx.Err() == nil {
+		g.moveShards(ctx, m, &st) // before healing: a moved shard needs no rebuild
 	}
 	for _, e := range striped {
 		if ctx.Err() != nil {

@@ -1,0 +1,151 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/cairnfs/cairn/internal/clustermap"
+	"github.com/cairnfs/cairn/internal/placement"
+	"github.com/cairnfs/cairn/internal/store"
+)
+
+// shardLayout checks that every shard record sits on a node of its stripe in the class's
+// current table, and returns how many there are.
+func (c *testCluster) shardLayout(t *testing.T, cls clustermap.Class) int {
+	t.Helper()
+	m := c.maps.Current()
+	n := 0
+	for _, nd := range c.nodes {
+		if nd.gw == nil || nd.srv == nil {
+			continue
+		}
+		tbl, err := nd.gw.shardTable(m, cls, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nd.store.Scan(func(b, _ string) bool { return b == ShardBucket }, func(e store.VersionEntry) error {
+			n++
+			ids := tbl.Nodes(placement.Partition(ShardBucket, e.Key, tbl.Partitions()))
+			found := false
+			for _, id := range ids {
+				found = found || id == nd.id
+			}
+			if !found {
+				t.Errorf("shard %s on %s, which is not among its stripe's nodes %v", e.Key, nd.id, ids)
+			}
+			return nil
+		})
+	}
+	return n
+}
+
+// syncUp runs one sync round on every up node and sums what they did.
+func (c *testCluster) syncUp(t *testing.T) (total SyncStats) {
+	t.Helper()
+	for _, nd := range c.nodes {
+		if n, _ := c.maps.Current().Node(nd.id); nd.srv != nil && (n.State == clustermap.StateUp || n.State == clustermap.StateDraining) {
+			st, err := nd.gw.Sync(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			total.ShardsMoved += st.ShardsMoved
+			total.Rebuilt += st.Rebuilt
+			total.Misplaced += st.Misplaced
+			total.Unhealable += st.Unhealable
+		}
+	}
+	return total
+}
+
+// Shards follow placement: when nodes join, the shards whose stripes now map elsewhere
+// are copied to the stripe's new nodes and removed from the old ones (one shard of
+// traffic each, no rebuild), leaving exactly one copy of each shard, each on a node of
+// its stripe; a draining node hands all its shards off the same way, and only then
+// does it count as emptied.
+func TestECShardsFollowPlacement(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, 10, clusterConfig{})
+	ec := clustermap.Class{Name: "EC42", N: 6, W: 6, R: 4, D: 4, K: 4, M: 2}
+	if _, err := c.maps.Update(func(m *clustermap.Map) error {
+		m.Classes["EC42"] = ec
+		for i, n := range m.Nodes {
+			if n.ID == "n7" || n.ID == "n8" || n.ID == "n9" || n.ID == "n10" {
+				m.Nodes[i].State = clustermap.StateOut // not yet in the cluster
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c.createBucket("b")
+	bodies := map[string][]byte{}
+	stripes := 0
+	for i := range 10 {
+		k := fmt.Sprintf("k%d", i)
+		bodies[k] = randBody(uint64(500+i), 1<<20+i*777777)
+		stripes += (len(bodies[k]) + 4<<20 - 1) / (4 << 20)
+		if _, err := putClass(ctx, c.nodes[i%6].gw, "b", k, "EC42", bodies[k]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := c.shardLayout(t, ec); n != stripes*6 {
+		t.Fatalf("%d shards for %d stripes of 6", n, stripes)
+	}
+	check := func(when string) {
+		t.Helper()
+		for k, body := range bodies {
+			for _, i := range []int{0, 7} {
+				if got, _, err := get(ctx, c.nodes[i].gw, "b", k, 0, -1); err != nil || !bytes.Equal(got, body) {
+					t.Fatalf("%s: %s via %s: %v", when, k, c.nodes[i].id, err)
+				}
+			}
+		}
+	}
+	for _, id := range []string{"n7", "n8", "n9", "n10"} {
+		c.setNode(id, func(n *clustermap.Node) { n.State = clustermap.StateUp })
+	}
+	st := c.syncUp(t)
+	t.Logf("after four nodes joined: %d shards moved, %d rebuilt, %d stripes waiting on moves", st.ShardsMoved, st.Rebuilt, st.Misplaced)
+	if st.ShardsMoved == 0 || st.Rebuilt != 0 || st.Unhealable != 0 {
+		t.Fatalf("after four nodes joined: %+v; want shards moved and none rebuilt", st)
+	}
+	if n := c.shardLayout(t, ec); n != stripes*6 {
+		t.Fatalf("%d shards after the moves, want %d: copies were left behind or lost", n, stripes*6)
+	}
+	if st := c.syncUp(t); st.ShardsMoved != 0 || st.Rebuilt != 0 {
+		t.Fatalf("a second round still moved %d and rebuilt %d", st.ShardsMoved, st.Rebuilt)
+	}
+	check("after the moves")
+
+	// A draining node hands every shard off; then it holds none, and the data reads with
+	// it stopped.
+	c.setNode("n3", func(n *clustermap.Node) { n.State = clustermap.StateDraining })
+	if objs, _, err := c.nodes[2].gw.HeldElsewhere(); err != nil || objs == 0 {
+		t.Fatalf("a draining node with shards says it holds %d outside placement (%v)", objs, err)
+	}
+	st = c.syncUp(t)
+	if st.ShardsMoved == 0 || st.Rebuilt != 0 {
+		t.Fatalf("drain: %+v; want shards moved and none rebuilt", st)
+	}
+	// The records' hand-off waits for their new holders to confirm: a round or two more.
+	for round := 1; ; round++ {
+		objs, _, err := c.nodes[2].gw.HeldElsewhere()
+		if err == nil && objs == 0 {
+			break
+		}
+		if round == 4 {
+			t.Fatalf("the drained node still holds %d records or shards outside placement (%v)", objs, err)
+		}
+		c.syncUp(t)
+	}
+	n := 0
+	c.nodes[2].store.Scan(func(b, _ string) bool { return b == ShardBucket }, func(store.VersionEntry) error { n++; return nil })
+	if n != 0 {
+		t.Fatalf("the drained node keeps %d shards", n)
+	}
+	c.stop(2)
+	c.setNode("n3", func(n *clustermap.Node) { n.State = clustermap.StateOut })
+	check("with the drained node stopped")
+}
