@@ -42,7 +42,8 @@ Commands:
                          define or change a storage class: N copies, or an erasure code of K data
                          and M parity shards; only on nodes of a device class; selected by these
                          x-amz-storage-class names (STANDARD is the default class); objects of
-                         classes other than STANDARD are cut in chunks of S (default 1MiB)
+                         classes other than STANDARD are cut in chunks of S (default: 4MiB
+                         for copies, 1MiB shards for erasure codes with K >= 4)
   class list             the storage classes
   policy set BUCKET FILE the bucket's placement rules (docs/design/20261123_policy.md); "-" reads
                          stdin; an empty file clears them
@@ -373,7 +374,7 @@ func (c *adminClient) classCmd(stdout io.Writer, args []string, asJSON bool) err
 	d := fs.Int("d", 0, "delete quorum (default: a majority of N)")
 	dev := fs.String("device-class", "", "place data only on nodes started with this --device-class (e.g. ssd)")
 	s3names := fs.String("s3-names", "", "comma-separated x-amz-storage-class names that select this class (e.g. STANDARD_IA,GLACIER_IR)")
-	chunk := fs.String("chunk-size", "", "bytes of an object per shard or copy (64KiB to 16MiB, default 1MiB; not for STANDARD)")
+	chunk := fs.String("chunk-size", "", "bytes of an object per shard or copy (64KiB to 16MiB; default 4MiB for copies, 4MiB/K and at least 1MiB for an erasure code; not for STANDARD)")
 	if err := fs.Parse(args[2:]); err != nil {
 		return err
 	}

@@ -200,7 +200,7 @@ func TestApplyCommands(t *testing.T) {
 			if c, ok := m.Class("SMALL"); !ok || c.ChunkSize() != 256<<10 || !c.Sharded() {
 				t.Fatalf("SMALL = %+v", c)
 			}
-			if c, _ := m.Class(StandardClass); c.ChunkSize() != DefaultChunk || c.Sharded() {
+			if c, _ := m.Class(StandardClass); c.Sharded() {
 				t.Fatalf("STANDARD = %+v", c)
 			}
 		}},

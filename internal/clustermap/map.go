@@ -116,22 +116,26 @@ func (c Class) Shards() (k, m int) {
 	return 1, max(c.N-1, 0)
 }
 
-// ChunkSize returns the bytes of an object per shard.
+// ChunkSize returns the bytes of an object per shard: the class's own, else DefaultChunk
+// or more, so that a stripe holds at least DefaultStripe (4 MiB chunks for copies).
 func (c Class) ChunkSize() int64 {
 	if c.Chunk > 0 {
 		return c.Chunk
 	}
-	return DefaultChunk
+	k, _ := c.Shards()
+	return max(DefaultChunk, DefaultStripe/int64(k))
 }
 
-// Chunk sizes: DefaultChunk unless a class sets its own, between MinChunk and MaxChunk,
+// Chunk sizes: by default shards of at least DefaultChunk and stripes of at least
+// DefaultStripe, unless a class sets its own chunk size, between MinChunk and MaxChunk,
 // with a stripe (K chunks) of at most MaxStripe. A gateway holds two stripes per PUT
 // and one or two per GET in memory.
 const (
-	DefaultChunk = 1 << 20
-	MinChunk     = 64 << 10
-	MaxChunk     = 16 << 20
-	MaxStripe    = 64 << 20
+	DefaultChunk  = 1 << 20
+	DefaultStripe = 4 << 20
+	MinChunk      = 64 << 10
+	MaxChunk      = 16 << 20
+	MaxStripe     = 64 << 20
 )
 
 // S3StorageClasses are the storage class names of the S3 API. A cairn class can be

@@ -33,7 +33,7 @@ func TestReplicatedClassOnDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.createBucket("b")
-	const chunk = clustermap.DefaultChunk
+	const chunk = clustermap.DefaultStripe // the default chunk of a replicated class
 	sizes := []int{0, 1, chunk - 1, chunk, chunk + 1, 3*chunk + 4321}
 	type obj struct {
 		class string
