@@ -81,7 +81,7 @@ bench: build ## performance figures (docs/benchmarks.md): cairn vs a bare net/ht
 	$(GO) run ./tools/recoverybench --cairn $(BIN)
 	$(GO) test -run '^$$' -bench . -benchtime 3s ./internal/store/ ./internal/sigv4/ ./internal/checksum/ ./internal/rpc/ ./internal/placement/
 	$(GO) test -run '^$$' -bench '4KiB' -benchtime 200x ./internal/gateway/
-	$(GO) test -run '^$$' -bench 'BenchmarkClass' -benchtime 5x ./internal/gateway/
+	$(GO) test -run '^$$' -bench 'BenchmarkClass|BenchmarkApply' -benchtime 5x ./internal/gateway/
 
 clean: ## remove build output (not ./data)
 	rm -rf bin $(VENV)
