@@ -112,19 +112,31 @@ func codeClass(m *clustermap.Map, k, p int, name string) clustermap.Class {
 	if c, ok := m.ResolveClass(name); ok && name != "" && same(c) {
 		return c
 	}
-	names := make([]string, 0, len(m.Classes))
-	for n := range m.Classes {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		c := m.Classes[n]
-		c.Name = n
+	for _, c := range shardedClasses(m) {
 		if same(c) {
 			return c
 		}
 	}
 	return clustermap.Class{Name: fmt.Sprintf("ec%d+%d", k, p), K: k, M: p, N: k + p}
+}
+
+// shardedClasses returns the classes of m stored as shards (every class but STANDARD),
+// by name, with their names set.
+func shardedClasses(m *clustermap.Map) []clustermap.Class {
+	names := make([]string, 0, len(m.Classes))
+	for n := range m.Classes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []clustermap.Class
+	for _, n := range names {
+		c := m.Classes[n]
+		c.Name = n
+		if c.Sharded() {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // stripeLayout is the record's description of how cls cuts objects into stripes.

@@ -256,18 +256,16 @@ func TestECClassSelection(t *testing.T) {
 	}
 }
 
-// Shards stay readable where they were written when placement changes: nodes joining
-// shift shard positions and push holders out of a stripe's list, nodes leaving take
-// their shards with them; reads find K shards wherever they are and rebuild the rest on
-// the stripe's current nodes.
-func TestECSurvivesPlacementChanges(t *testing.T) {
-	ctx := context.Background()
+// newJoiningCluster is a 10-node cluster with class cls and bucket b, where n7-n10 are
+// out (not yet in the cluster: set them up to have them join).
+func newJoiningCluster(t *testing.T, cls clustermap.Class) *testCluster {
+	t.Helper()
 	c := newCluster(t, 10, clusterConfig{})
 	if _, err := c.maps.Update(func(m *clustermap.Map) error {
-		m.Classes["EC42"] = clustermap.Class{Name: "EC42", N: 6, W: 5, R: 4, D: 4, K: 4, M: 2}
+		m.Classes[cls.Name] = cls
 		for i, n := range m.Nodes {
 			if n.ID == "n7" || n.ID == "n8" || n.ID == "n9" || n.ID == "n10" {
-				m.Nodes[i].State = clustermap.StateOut // not yet in the cluster
+				m.Nodes[i].State = clustermap.StateOut
 			}
 		}
 		return nil
@@ -275,6 +273,16 @@ func TestECSurvivesPlacementChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.createBucket("b")
+	return c
+}
+
+// Shards stay readable where they were written when placement changes: nodes joining
+// shift shard positions and push holders out of a stripe's list, nodes leaving take
+// their shards with them; reads find K shards wherever they are and rebuild the rest on
+// the stripe's current nodes.
+func TestECSurvivesPlacementChanges(t *testing.T) {
+	ctx := context.Background()
+	c := newJoiningCluster(t, clustermap.Class{Name: "EC42", N: 6, W: 5, R: 4, D: 4, K: 4, M: 2})
 	bodies := map[string][]byte{}
 	for i := range 8 {
 		k := fmt.Sprintf("k%d", i)

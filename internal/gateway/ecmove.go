@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 
@@ -39,24 +38,7 @@ type misplacedShard struct {
 // A shard whose class cannot be told, or whose table cannot be built (fewer nodes than
 // shards in placement), is not listed: it stays where it is.
 func (g *Gateway) misplacedShards(m *clustermap.Map) ([]misplacedShard, error) {
-	type cand struct {
-		k, p int
-		cls  clustermap.Class
-	}
-	var cands []cand
-	names := make([]string, 0, len(m.Classes))
-	for n := range m.Classes {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		c := m.Classes[n]
-		c.Name = n
-		if c.Sharded() {
-			k, p := c.Shards()
-			cands = append(cands, cand{k, p, c})
-		}
-	}
+	cands := shardedClasses(m)
 	var keys []store.VersionEntry
 	err := g.cfg.Store.Scan(func(b, _ string) bool { return b == ShardBucket }, func(e store.VersionEntry) error {
 		if !e.Deleted {
@@ -72,7 +54,7 @@ func (g *Gateway) misplacedShards(m *clustermap.Map) ([]misplacedShard, error) {
 		// Index only: a shard on some table of a sharded class stays.
 		here := false
 		for _, c := range cands {
-			if tbl, err := g.shardTable(m, c.cls, true); err == nil && g.onTable(tbl, e.Key) {
+			if tbl, err := g.shardTable(m, c, true); err == nil && g.onTable(tbl, e.Key) {
 				here = true
 				break
 			}

@@ -66,20 +66,8 @@ func (c *testCluster) syncUp(t *testing.T) (total SyncStats) {
 // does it count as emptied.
 func TestECShardsFollowPlacement(t *testing.T) {
 	ctx := context.Background()
-	c := newCluster(t, 10, clusterConfig{})
 	ec := clustermap.Class{Name: "EC42", N: 6, W: 6, R: 4, D: 4, K: 4, M: 2}
-	if _, err := c.maps.Update(func(m *clustermap.Map) error {
-		m.Classes["EC42"] = ec
-		for i, n := range m.Nodes {
-			if n.ID == "n7" || n.ID == "n8" || n.ID == "n9" || n.ID == "n10" {
-				m.Nodes[i].State = clustermap.StateOut // not yet in the cluster
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	c.createBucket("b")
+	c := newJoiningCluster(t, ec)
 	bodies := map[string][]byte{}
 	stripes := 0
 	for i := range 10 {

@@ -300,31 +300,18 @@ func (a *adminHandler) recovery(ctx context.Context, method, rate string) (*Reco
 			return nil, errors.Errorf("", errors.Invalid, "bad rate %q: want bytes per second, 0 for unlimited", rate)
 		}
 	}
-	m := a.mgr.Current()
-	nodes := m.StorageNodes()
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
+	nodes := a.mgr.Current().StorageNodes()
 	out := &Recovery{Nodes: make([]NodeRecovery, len(nodes)), ETASeconds: -1}
-	var wg sync.WaitGroup
 	for i, n := range nodes {
 		out.Nodes[i].Node = n.ID
-		if n.State == clustermap.StateDown {
-			out.Nodes[i].Error = "down"
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			req := &rpc.Request{Method: http.MethodGet, Addr: n.Addr, Path: pathRecovery}
-			if method == http.MethodPost {
-				req.Method, req.Query = http.MethodPost, map[string][]string{"rate": {rate}}
-			}
-			if err := a.rpc.DoJSON(ctx, req, &out.Nodes[i].SyncProgress); err != nil {
-				out.Nodes[i].Error = err.Error()
-			}
-		}()
 	}
-	wg.Wait()
+	a.askStorageNodes(ctx, nodes, func(ctx context.Context, i int, n clustermap.Node) error {
+		req := &rpc.Request{Method: http.MethodGet, Addr: n.Addr, Path: pathRecovery}
+		if method == http.MethodPost {
+			req.Method, req.Query = http.MethodPost, map[string][]string{"rate": {rate}}
+		}
+		return a.rpc.DoJSON(ctx, req, &out.Nodes[i].SyncProgress)
+	}, func(i int, err string) { out.Nodes[i].Error = err })
 	var elapsed float64
 	for _, n := range out.Nodes {
 		if !n.Running {
@@ -461,35 +448,45 @@ func (a *adminHandler) replace(ctx context.Context, bucket string) *Replace {
 	out := &Replace{Bucket: bucket, Gen: m.Buckets[bucket].Apply, Done: true}
 	nodes := m.StorageNodes()
 	out.Nodes = make([]NodeReplace, len(nodes))
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	var wg sync.WaitGroup
 	for i, n := range nodes {
 		out.Nodes[i].Node = n.ID
-		if n.State == clustermap.StateDown {
-			out.Nodes[i].Error = "down"
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var ps []gateway.ApplyProgress
-			if err := a.rpc.DoJSON(ctx, &rpc.Request{Method: http.MethodGet, Addr: n.Addr, Path: pathReplace}, &ps); err != nil {
-				out.Nodes[i].Error = err.Error()
-				return
-			}
-			for _, p := range ps {
-				if p.Bucket == bucket {
-					out.Nodes[i].ApplyProgress = p
-				}
-			}
-		}()
 	}
-	wg.Wait()
+	a.askStorageNodes(ctx, nodes, func(ctx context.Context, i int, n clustermap.Node) error {
+		var ps []gateway.ApplyProgress
+		if err := a.rpc.DoJSON(ctx, &rpc.Request{Method: http.MethodGet, Addr: n.Addr, Path: pathReplace}, &ps); err != nil {
+			return err
+		}
+		for _, p := range ps {
+			if p.Bucket == bucket {
+				out.Nodes[i].ApplyProgress = p
+			}
+		}
+		return nil
+	}, func(i int, err string) { out.Nodes[i].Error = err })
 	for _, n := range out.Nodes {
 		if n.Done < out.Gen {
 			out.Done = false
 		}
 	}
 	return out
+}
+
+// askStorageNodes calls ask for each of nodes at once (5 s in all), and fail with the
+// error of those that are down or whose ask failed.
+func (a *adminHandler) askStorageNodes(ctx context.Context, nodes []clustermap.Node, ask func(context.Context, int, clustermap.Node) error, fail func(int, string)) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		if n.State == clustermap.StateDown {
+			fail(i, "down")
+			continue
+		}
+		wg.Go(func() {
+			if err := ask(ctx, i, n); err != nil {
+				fail(i, err.Error())
+			}
+		})
+	}
+	wg.Wait()
 }
