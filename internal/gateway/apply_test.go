@@ -326,3 +326,34 @@ func TestApplyPolicyUnderWrites(t *testing.T) {
 		}
 	}
 }
+
+// Changing a class changes new writes only; apply rewrites the objects stored under its
+// old layout (here a new chunk size) into the new one.
+func TestApplyClassChange(t *testing.T) {
+	ctx := context.Background()
+	c := newECCluster(t)
+	body := randBody(9, 3<<20+5)
+	if _, err := putClass(ctx, c.nodes[0].gw, "b", "x", "EC42", body); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.maps.Update(func(m *clustermap.Map) error {
+		m.Classes["EC42"] = clustermap.Class{Name: "EC42", N: 6, W: 5, R: 4, D: 4, K: 4, M: 2, Chunk: 256 << 10}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := c.nodes[0].gw.StatObject(ctx, "b", "x"); o.Stripe.Size != 4<<20 {
+		t.Fatalf("the stored object changed with its class: %+v", o.Stripe)
+	}
+	gen := c.applyPolicy("b", "* => EC42\n")
+	if left, moved := c.applyAll("b", gen); left != 0 || moved != 1 {
+		t.Fatalf("apply after a class change: %d left, %d moved", left, moved)
+	}
+	got, info, err := get(ctx, c.nodes[3].gw, "b", "x", 0, -1)
+	if err != nil || !bytes.Equal(got, body) || info.Stripe.Size != 1<<20 {
+		t.Fatalf("after apply: %v, layout %+v (want stripes of 4 chunks of 256 KiB)", err, info.Stripe)
+	}
+	if _, moved := c.applyAll("b", gen); moved != 0 {
+		t.Fatal("a second pass rewrote an object already in its class's layout")
+	}
+}
