@@ -295,25 +295,35 @@ func (g *Gateway) putStripes(ctx context.Context, cls clustermap.Class, owner st
 		return 0, err
 	}
 	stripeSize := layout.Size
-	// Two stripe buffers: one filled from the client while the other's shards are sent.
-	bufs := [2][]byte{make([]byte, stripeSize), make([]byte, stripeSize)}
-	var shardBufs [2][][]byte
-	type sent struct{ err error }
-	var pending chan sent
-	wait := func() error {
-		if pending == nil {
+	// One read buffer; each stripe's shards (copies of its bytes) are sent while the next
+	// stripes are read and encoded, up to depth stripes in flight.
+	depth := putDepth(cls)
+	buf := make([]byte, stripeSize)
+	shardBufs := make([][][]byte, depth)
+	pending := make([]chan error, depth)
+	wait := func(slot int) error {
+		if pending[slot] == nil {
 			return nil
 		}
-		r := <-pending
-		pending = nil
-		return r.err
+		err := <-pending[slot]
+		pending[slot] = nil
+		return err
+	}
+	waitAll := func() error {
+		var first error
+		for s := range pending {
+			if err := wait(s); err != nil && first == nil {
+				first = err
+			}
+		}
+		return first
 	}
 	var total int64
 	for i := int64(0); ; i++ {
-		b := bufs[i%2]
-		n, rerr := io.ReadFull(src, b)
+		slot := int(i % int64(depth))
+		n, rerr := io.ReadFull(src, buf)
 		if rerr != nil && rerr != io.EOF && rerr != io.ErrUnexpectedEOF {
-			wait()
+			waitAll()
 			return 0, bodyErr(rerr)
 		}
 		if n == 0 && i > 0 {
@@ -321,34 +331,43 @@ func (g *Gateway) putStripes(ctx context.Context, cls clustermap.Class, owner st
 		}
 		total += int64(n)
 		if size >= 0 && total > size {
-			wait()
+			waitAll()
 			return 0, errors.E(errors.Invalid, "the body is longer than its declared length")
 		}
-		shards, err := code.Encode(shardBufs[i%2], b[:n])
+		if err := wait(slot); err != nil { // the stripe that used these shard buffers
+			waitAll()
+			return 0, err
+		}
+		shards, err := code.Encode(shardBufs[slot], buf[:n])
 		if err != nil {
-			wait()
+			waitAll()
 			return 0, err
 		}
-		shardBufs[i%2] = shards
-		if err := wait(); err != nil {
-			return 0, err
-		}
-		pending = make(chan sent, 1)
+		shardBufs[slot] = shards
+		ch := make(chan error, 1)
+		pending[slot] = ch
 		stripe := name(i)
 		go func() {
-			pending <- sent{g.putShards(ctx, cls, g.shardTargets(m, tbl, stripe), stripe, owner, shards)}
+			ch <- g.putShards(ctx, cls, g.shardTargets(m, tbl, stripe), stripe, owner, shards)
 		}()
 		if int64(n) < stripeSize {
 			break
 		}
 	}
-	if err := wait(); err != nil {
+	if err := waitAll(); err != nil {
 		return 0, err
 	}
 	if size >= 0 && total != size {
 		return 0, errors.E(errors.Invalid, fmt.Sprintf("the body has %d bytes, %d were declared", total, size))
 	}
 	return total, nil
+}
+
+// putDepth is how many stripes of cls a PUT has in flight: enough to keep the nodes busy
+// while the next stripe is read and encoded, within about 24 MiB of shards per PUT.
+func putDepth(cls clustermap.Class) int {
+	k, m := cls.Shards()
+	return int(min(max(24<<20/(int64(k+m)*cls.ChunkSize()), 2), 4))
 }
 
 // putShards writes the shards of one stripe, shard j to ts[j], and returns nil once
