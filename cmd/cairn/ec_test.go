@@ -100,6 +100,23 @@ func TestClusterErasureCoded(t *testing.T) {
 			t.Fatalf("listed %s: size %d class %s", *o.Key, *o.Size, o.StorageClass)
 		}
 	}
+	// A copy takes the class the request names; none means STANDARD, as in S3.
+	for _, cp := range []struct {
+		class  types.StorageClass
+		layout string
+	}{{"", "copy"}, {"EC42", "EC 4+2"}} {
+		dst := "copy-" + string(cp.class)
+		if _, err := c.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String("stdb"), Key: aws.String(dst),
+			CopySource: aws.String("ecb/obj5"), StorageClass: cp.class}); err != nil {
+			t.Fatalf("copy into %q: %v", cp.class, err)
+		}
+		if r := tc.replicas(0, "stdb", dst).Replicas[0]; r.Layout != cp.layout {
+			t.Fatalf("a copy with class %q is stored as %q, want %q", cp.class, r.Layout, cp.layout)
+		}
+		if got, err := getBody(ctx, c, "stdb", dst); err != nil || !bytes.Equal(got, want["obj5"]) {
+			t.Fatalf("read the copy: %v", err)
+		}
+	}
 	var apiErr smithy.APIError
 	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("ecb"), Key: aws.String("x"), Body: bytes.NewReader([]byte("x")),
 		StorageClass: "PLATINUM"}); !errors.As(err, &apiErr) || apiErr.ErrorCode() != "InvalidStorageClass" {

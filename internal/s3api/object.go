@@ -518,12 +518,12 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 		m := *src
 		m.Chunks, m.PartSizes, m.Inline, m.Embedded, m.Body = nil, nil, false, false, nil
 		m.ModTime = 0
+		// As in S3, the copy's class is the one the request names, not the source's:
+		// none means STANDARD (here: what the bucket's placement policy chooses).
+		m.StorageClass = ""
 		meta = &m
-		if sc := r.Header.Get("x-amz-storage-class"); sc != "" {
+		if sc := r.Header.Get("x-amz-storage-class"); sc != "STANDARD" {
 			meta.StorageClass = sc
-			if sc == "STANDARD" {
-				meta.StorageClass = ""
-			}
 		}
 	case "REPLACE":
 		if meta, err = metaFromHeaders(r.Header); err != nil {
