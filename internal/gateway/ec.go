@@ -615,11 +615,13 @@ type shardFetch struct {
 	name   string // the stripe's
 	owner  string // the object's "bucket/key"
 	mu     sync.Mutex
-	shards [][]byte        // by index
-	holder []*target       // who sent shards[j]
-	empty  []target        // nodes that answered without a usable shard
-	want   []int           // the indices to rebuild; nil: every missing or damaged one
-	absent map[string]bool // of those, the ones that hold nothing for the stripe
+	shards [][]byte  // by index
+	holder []*target // who sent shards[j]
+	empty  []target  // nodes that answered without a usable shard
+	want   []int     // the indices to rebuild; nil: every missing or damaged one
+	// unplaced counts the rebuilt shards repairShards found no node for.
+	unplaced int
+	absent   map[string]bool // of those, the ones that hold nothing for the stripe
 }
 
 // get asks each of ts for its shard of the stripe, in parallel.
@@ -697,6 +699,7 @@ func (g *Gateway) repairShards(ctx context.Context, ts []target, stripe string, 
 				lvl = slog.LevelDebug
 			}
 			g.log.Log(ctx, lvl, "no node to put a rebuilt shard on", "stripe", stripe, "shard", j)
+			f.unplaced++
 			continue
 		}
 		if err := g.putShardOpts(ctx, *dst, stripe, f.owner, f.shards[j], ifAbsent); errors.Is(errors.Precondition, err) {
@@ -785,6 +788,7 @@ func (g *Gateway) healStriped(ctx context.Context, m *clustermap.Map, bucket, ke
 			continue
 		}
 		st.Rebuilt += n
+		st.ShardsWaiting += f.unplaced
 	}
 }
 

@@ -111,12 +111,14 @@ func (g *Gateway) moveShards(ctx context.Context, m *clustermap.Map, st *SyncSta
 		cls := codeClass(m, s.hdr.K, s.hdr.M, g.ownerClass(ctx, s.owner))
 		tbl, err := g.shardTable(m, cls, true)
 		if err != nil {
+			st.ShardsWaiting++
 			continue
 		}
 		ts := g.shardTargets(m, tbl, s.key)
 		done, err := g.moveShard(ctx, ts, s, pace)
 		switch {
 		case err != nil:
+			st.ShardsWaiting++
 			g.log.Debug("shard move: not now", "stripe", s.key, "err", err)
 		case done:
 			if gone, err := g.cfg.Store.Forget(ShardBucket, s.key, s.record); err == nil && gone {

@@ -25,25 +25,26 @@ import (
 
 // SyncStats reports one synchronisation round of this node's partitions.
 type SyncStats struct {
-	Start       time.Time     `json:"start"`
-	Duration    time.Duration `json:"duration_ns"`
-	Partitions  int           `json:"partitions"`   // partitions this node holds
-	Peers       int           `json:"peers"`        // nodes compared with
-	Differing   int           `json:"differing"`    // (peer, partition) pairs whose digests differed
-	Compared    int           `json:"compared"`     // object records received from peers
-	Copied      int           `json:"copied"`       // newer versions copied here
-	Deleted     int           `json:"deleted"`      // newer tombstones applied here
-	Bytes       int64         `json:"bytes"`        // body bytes copied
-	Foreign     int           `json:"foreign"`      // records held here outside this node's partitions
-	HandedOff   int           `json:"handed_off"`   // of those, removed here after their holders confirmed them
-	Stripes     int           `json:"stripes"`      // stripes of erasure-coded objects checked
-	Rebuilt     int           `json:"rebuilt"`      // shards rebuilt from the others of their stripe
-	Unhealable  int           `json:"unhealable"`   // stripes with fewer than K shards left anywhere
-	Misplaced   int           `json:"misplaced"`    // stripes whose missing shards wait on other nodes to be moved, not rebuilt
-	ShardsMoved int           `json:"shards_moved"` // shards handed to the stripe's current nodes (or found there) and removed here
-	Collected   int           `json:"collected"`    // shards no longer readable removed (replaced versions, aborted or replaced uploads)
-	Errors      int           `json:"errors"`
-	Err         string        `json:"error,omitempty"`
+	Start         time.Time     `json:"start"`
+	Duration      time.Duration `json:"duration_ns"`
+	Partitions    int           `json:"partitions"`     // partitions this node holds
+	Peers         int           `json:"peers"`          // nodes compared with
+	Differing     int           `json:"differing"`      // (peer, partition) pairs whose digests differed
+	Compared      int           `json:"compared"`       // object records received from peers
+	Copied        int           `json:"copied"`         // newer versions copied here
+	Deleted       int           `json:"deleted"`        // newer tombstones applied here
+	Bytes         int64         `json:"bytes"`          // body bytes copied
+	Foreign       int           `json:"foreign"`        // records held here outside this node's partitions
+	HandedOff     int           `json:"handed_off"`     // of those, removed here after their holders confirmed them
+	Stripes       int           `json:"stripes"`        // stripes of erasure-coded objects checked
+	Rebuilt       int           `json:"rebuilt"`        // shards rebuilt from the others of their stripe
+	Unhealable    int           `json:"unhealable"`     // stripes with fewer than K shards left anywhere
+	Misplaced     int           `json:"misplaced"`      // stripes whose missing shards wait on other nodes to be moved, not rebuilt
+	ShardsWaiting int           `json:"shards_waiting"` // shards that could not be moved or placed yet (retried soon)
+	ShardsMoved   int           `json:"shards_moved"`   // shards handed to the stripe's current nodes (or found there) and removed here
+	Collected     int           `json:"collected"`      // shards no longer readable removed (replaced versions, aborted or replaced uploads)
+	Errors        int           `json:"errors"`
+	Err           string        `json:"error,omitempty"`
 }
 
 // SyncProgress is the copying of the round in progress: what this node lacks and how
@@ -547,10 +548,11 @@ func (g *Gateway) RunSync(ctx context.Context, interval time.Duration, last func
 		switch {
 		case st.Errors > 0:
 			next = time.Now().Add(min(interval, 10*time.Second)) // retry sooner
-		case st.Foreign > st.HandedOff:
-			// Copies wait for their new holders to confirm them: look again soon, less
-			// often while nothing moves (a holder down for long, say).
-			if st.HandedOff > 0 || handoffWait == 0 {
+		case st.Foreign > st.HandedOff || st.ShardsWaiting > 0:
+			// Copies wait for their new holders to confirm them, or shards for a node to
+			// take them: look again soon, less often while nothing moves (a holder down
+			// for long, say).
+			if st.HandedOff > 0 || st.ShardsMoved > 0 || handoffWait == 0 {
 				handoffWait = 5 * time.Second
 			} else {
 				handoffWait = min(2*handoffWait, interval)
