@@ -51,15 +51,19 @@ func (g *Gateway) misplacedShards(m *clustermap.Map) ([]misplacedShard, error) {
 	}
 	var out []misplacedShard
 	for _, e := range keys {
-		// Index only: a shard on some table of a sharded class stays.
-		here := false
+		// Index only: a shard on some table of a sharded class stays, and so does one
+		// when no table can be built (fewer nodes in placement than shards: nowhere to go).
+		here, tables := false, 0
 		for _, c := range cands {
-			if tbl, err := g.shardTable(m, c, true); err == nil && g.onTable(tbl, e.Key) {
-				here = true
-				break
+			if tbl, err := g.shardTable(m, c, true); err == nil {
+				tables++
+				if g.onTable(tbl, e.Key) {
+					here = true
+					break
+				}
 			}
 		}
-		if here {
+		if here || tables == 0 {
 			continue
 		}
 		hb, err := g.localShardHeader(e.Key)
