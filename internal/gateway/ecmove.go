@@ -51,19 +51,15 @@ func (g *Gateway) misplacedShards(m *clustermap.Map) ([]misplacedShard, error) {
 	}
 	var out []misplacedShard
 	for _, e := range keys {
-		// Index only: a shard on some table of a sharded class stays, and so does one
-		// when no table can be built (fewer nodes in placement than shards: nowhere to go).
-		here, tables := false, 0
+		// Index only: a shard on some table of a sharded class stays.
+		here := false
 		for _, c := range cands {
-			if tbl, err := g.shardTable(m, c, true); err == nil {
-				tables++
-				if g.onTable(tbl, e.Key) {
-					here = true
-					break
-				}
+			if tbl, err := g.shardTable(m, c, true); err == nil && g.onTable(tbl, e.Key) {
+				here = true
+				break
 			}
 		}
-		if here || tables == 0 {
+		if here {
 			continue
 		}
 		hb, err := g.localShardHeader(e.Key)
@@ -73,6 +69,18 @@ func (g *Gateway) misplacedShards(m *clustermap.Map) ([]misplacedShard, error) {
 		h, err := erasure.ParseHeader(hb)
 		if err != nil {
 			continue // damaged: the scrub's and the heal's job
+		}
+		// A shard of a code no table can be built for (fewer nodes in placement than its
+		// shards) has nowhere to go: it stays.
+		placeable := false
+		for _, c := range cands {
+			k, p := c.Shards()
+			if _, err := g.shardTable(m, c, true); err == nil && k == h.K && p == h.M {
+				placeable = true
+			}
+		}
+		if !placeable {
+			continue
 		}
 		o, err := g.cfg.Store.StatVersion(ShardBucket, e.Key)
 		if err != nil || o.HLC != e.HLC {
