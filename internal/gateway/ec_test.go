@@ -473,4 +473,14 @@ func TestECFewerNodesThanShards(t *testing.T) {
 	if !errors.Is(errors.Transient, err) || !strings.Contains(err.Error(), "needs 6 storage nodes") {
 		t.Fatalf("EC write with 5 nodes: %v", err)
 	}
+	// With nowhere to put them, shards stay where they are: none is counted as waiting to
+	// be handed off, and sync rounds move nothing.
+	for i := range 5 {
+		if objs, _, err := c.nodes[i].gw.HeldElsewhere(); err != nil || objs != 0 {
+			t.Fatalf("%s holds %d records or shards to hand off with 5 of 6 nodes (%v)", c.nodes[i].id, objs, err)
+		}
+		if st, err := c.nodes[i].gw.Sync(ctx); err != nil || st.ShardsMoved != 0 {
+			t.Fatalf("sync on %s: %+v %v", c.nodes[i].id, st, err)
+		}
+	}
 }
