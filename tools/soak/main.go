@@ -5,6 +5,7 @@
 // came back. See docs/soak.md.
 //
 //	go run ./tools/soak --cairn bin/cairn [--nodes 5] [--replicas 3] [--duration 60s] [--seed N]
+//	go run ./tools/soak --cairn bin/cairn --nodes 6 --class ec:4+2   # half the PUTs erasure-coded
 //
 // The seed is printed first; the same seed gives the same sequence of operations, keys,
 // sizes, faults and victims (the timing, and so the interleaving, differs between runs).
