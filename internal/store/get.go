@@ -11,13 +11,19 @@ import (
 )
 
 // Reader reads one object version as it was when OpenObject returned, even if the object is
-// overwritten or deleted meanwhile. Close must be called.
+// overwritten or deleted meanwhile. Close must be called. Close may be called while a
+// WriteRange is still running (a caller that gives up on a copy streaming through a pipe
+// closes the reader as it returns): the snapshot is then released when the last running
+// WriteRange returns, and a WriteRange started after Close fails.
 type Reader struct {
 	Object *Object
 	s      *Store
 	snap   *pebble.Snapshot
 	ticket uint64
-	once   sync.Once
+
+	mu     sync.Mutex
+	active int  // running WriteRange calls
+	closed bool // Close was called
 }
 
 // OpenObject returns a Reader of bucket/key's current version.
@@ -43,15 +49,45 @@ func (s *Store) OpenObject(bucket, key string) (*Reader, error) {
 	return &Reader{Object: o, s: s, snap: snap, ticket: ticket}, nil
 }
 
-// Close releases the reader's snapshot.
+// Close releases the reader's snapshot, at once or, if a WriteRange is running, when the
+// last one returns.
 func (r *Reader) Close() error {
-	r.once.Do(func() {
-		if r.snap != nil {
-			r.snap.Close()
-			r.s.readers.end(r.ticket)
-		}
-	})
+	r.mu.Lock()
+	release := !r.closed && r.active == 0
+	r.closed = true
+	r.mu.Unlock()
+	if release {
+		r.release()
+	}
 	return nil
+}
+
+func (r *Reader) release() {
+	if r.snap != nil {
+		r.snap.Close()
+		r.s.readers.end(r.ticket)
+	}
+}
+
+// acquire keeps the snapshot open until the matching done; it fails once Close was called.
+func (r *Reader) acquire() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return errors.E(errors.Invalid, "read of a closed object reader")
+	}
+	r.active++
+	return nil
+}
+
+func (r *Reader) done() {
+	r.mu.Lock()
+	r.active--
+	release := r.closed && r.active == 0
+	r.mu.Unlock()
+	if release {
+		r.release()
+	}
 }
 
 // WriteRange writes n bytes of the body starting at off to w. Every chunk is verified
@@ -68,6 +104,10 @@ func (r *Reader) WriteRange(ctx context.Context, w io.Writer, off, n int64) (int
 	if n == 0 {
 		return 0, nil
 	}
+	if err := r.acquire(); err != nil {
+		return 0, errors.E(op, err)
+	}
+	defer r.done() // after drain (deferred below): the read-ahead uses the snapshot
 	if o.Embedded {
 		if int64(len(o.Body)) != size {
 			return 0, errors.E(op, errors.Corrupt, "embedded body has the wrong size")

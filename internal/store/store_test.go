@@ -6,6 +6,7 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"testing"
@@ -319,5 +320,58 @@ func TestMultipart(t *testing.T) {
 	}
 	if _, _, err := s.ListParts("b", "big", id, 0, 10); !errors.IsErr(err, ErrNoSuchUpload) {
 		t.Fatalf("upload still there: %v", err)
+	}
+}
+
+// closingWriter closes the reader on its first Write, as a caller that gives up on a copy
+// streaming through a pipe does while the copy is still reading.
+type closingWriter struct {
+	rd  *Reader
+	buf bytes.Buffer
+}
+
+func (w *closingWriter) Write(p []byte) (int, error) {
+	if w.buf.Len() == 0 {
+		w.rd.Close()
+	}
+	return w.buf.Write(p)
+}
+
+// TestCloseDuringWriteRange: a Reader closed while WriteRange runs keeps its snapshot
+// until WriteRange returns (it panicked with "pebble: closed" in the read-ahead of the
+// next chunk: the soak with --class and 6 MiB objects, a node copying a replica to a
+// node whose disk was full), and a WriteRange after Close fails instead of panicking.
+func TestCloseDuringWriteRange(t *testing.T) {
+	cfg := testConfig(t)
+	s := openStore(t, cfg)
+	if err := s.CreateBucket("b"); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{cfg.InlineMax, 5*cfg.ChunkSize + 17} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			data := randBytes(uint64(n), n)
+			put(t, s, "b", "k", data)
+			rd, err := s.OpenObject("b", "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := &closingWriter{rd: rd}
+			if _, err := rd.WriteRange(context.Background(), w, 0, int64(n)); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(w.buf.Bytes(), data) {
+				t.Fatalf("read %d bytes, differ", w.buf.Len())
+			}
+			s.readers.mu.Lock()
+			active := len(s.readers.active)
+			s.readers.mu.Unlock()
+			if active != 0 {
+				t.Fatalf("%d readers still active after the closed reader's WriteRange returned", active)
+			}
+			if _, err := rd.WriteRange(context.Background(), io.Discard, 0, int64(n)); err == nil {
+				t.Fatal("WriteRange after Close succeeded")
+			}
+			rd.Close() // a second Close is harmless
+		})
 	}
 }

@@ -132,9 +132,10 @@ func md5hex(b []byte) string {
 }
 
 // checkPlacement checks the replicas of a key after healing: n replicas, all answering,
-// all holding the same version: the value want (its ETag and size), or a tombstone or
-// nothing if want is nil.
-func checkPlacement(p *placementJSON, n int, want *value) string {
+// all holding the same version: the value want (its ETag, size and storage class, and
+// for a value of a class other than STANDARD a layout starting with layout), or a
+// tombstone or nothing if want is nil.
+func checkPlacement(p *placementJSON, n int, want *value, layout string) string {
 	if len(p.Replicas) != n {
 		return fmt.Sprintf("%d replicas listed, want %d: %+v", len(p.Replicas), n, p.Replicas)
 	}
@@ -155,6 +156,12 @@ func checkPlacement(p *placementJSON, n int, want *value) string {
 			bad = append(bad, fmt.Sprintf("%s: etag %s size %d, want %s (etag %s size %d)", r.Node, r.ETag, r.Size, want.id, etag, want.size))
 		case want != nil && r.HLC != p.Replicas[0].HLC:
 			bad = append(bad, fmt.Sprintf("%s: version %d, %s has %d", r.Node, r.HLC, p.Replicas[0].Node, p.Replicas[0].HLC))
+		case want != nil && r.Class != want.class:
+			bad = append(bad, fmt.Sprintf("%s: class %s, but %s was written in %s", r.Node, className(r.Class), want.id, className(want.class)))
+		case want != nil && want.class == "" && r.Layout != "copy":
+			bad = append(bad, fmt.Sprintf("%s: layout %q, want a whole copy", r.Node, r.Layout))
+		case want != nil && want.class != "" && !strings.HasPrefix(r.Layout, layout):
+			bad = append(bad, fmt.Sprintf("%s: layout %q, want %q", r.Node, r.Layout, layout))
 		}
 	}
 	return strings.Join(bad, "; ")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"syscall"
@@ -64,25 +65,72 @@ func TestValueIdentify(t *testing.T) {
 		if len(b) != size || !bytes.Equal(b, v.bytes()) {
 			t.Fatalf("size %d: %d bytes, or not deterministic", size, len(b))
 		}
-		if id, err := h.identify("k1", v.id, b); err != nil || id != v.id {
+		if id, err := h.identify("k1", v.id, "", b); err != nil || id != v.id {
 			t.Fatalf("size %d: identify = %q, %v", size, id, err)
 		}
-		if _, err := h.identify("k2", v.id, b); err == nil {
+		if _, err := h.identify("k2", v.id, "", b); err == nil {
 			t.Fatalf("size %d: value of k1 accepted for k2", size)
 		}
 		if size > 100 {
 			bad := append([]byte(nil), b...)
 			bad[size/2] ^= 1
-			if _, err := h.identify("k1", v.id, bad); err == nil {
+			if _, err := h.identify("k1", v.id, "", bad); err == nil {
 				t.Fatal("a flipped bit was not noticed")
 			}
-			if _, err := h.identify("k1", v.id, b[:size-1]); err == nil {
+			if _, err := h.identify("k1", v.id, "", b[:size-1]); err == nil {
 				t.Fatal("a short body was not noticed")
 			}
 		}
 	}
-	if _, err := h.identify("k1", "c9-9", nil); err == nil {
+	if _, err := h.identify("k1", "c9-9", "", nil); err == nil {
 		t.Fatal("an unknown id was accepted")
+	}
+	// The storage class a GET reports must be the one the value was written with.
+	std := &value{key: "k1", id: "c1-1", size: 50}
+	soak := &value{key: "k1", id: "c1-2", size: 50, class: soakClass}
+	h.values[std.id], h.values[soak.id] = std, soak
+	for _, c := range []struct {
+		v     *value
+		class string
+		ok    bool
+	}{
+		{std, "", true}, {std, "STANDARD", true}, {std, soakClass, false},
+		{soak, soakClass, true}, {soak, "", false}, {soak, "STANDARD", false},
+	} {
+		if _, err := h.identify("k1", c.v.id, c.class, c.v.bytes()); (err == nil) != c.ok {
+			t.Errorf("value of class %q read as %q: %v, want ok=%v", c.v.class, c.class, err, c.ok)
+		}
+	}
+}
+
+func TestParseClass(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		ok   bool
+	}{
+		{nil, true},
+		{[]string{"--class", "ec:4+2", "--nodes", "6"}, true},
+		{[]string{"--class", "ec:4+2", "--nodes", "6", "--max-faulty", "2"}, true},
+		{[]string{"--class", "ec:4+2", "--nodes", "6", "--max-faulty", "3"}, false},
+		{[]string{"--class", "ec:4+2", "--nodes", "5"}, false},
+		{[]string{"--class", "ec:4", "--nodes", "6"}, false},
+		{[]string{"--class", "ec:0+2", "--nodes", "6"}, false},
+		{[]string{"--class", "copies:3"}, true},
+		{[]string{"--class", "copies:6"}, false},
+		{[]string{"--class", "copies:x"}, false},
+		{[]string{"--class", "lrc:3"}, false},
+	} {
+		cfg, err := parseFlags(c.args, io.Discard)
+		if (err == nil) != c.ok {
+			t.Errorf("%v: %v, want ok=%v", c.args, err, c.ok)
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		if want := map[bool]int{false: 256 << 10, true: 6 << 20}[len(c.args) > 0]; cfg.maxSize != want {
+			t.Errorf("%v: --max-size %d, want %d", c.args, cfg.maxSize, want)
+		}
 	}
 }
 
@@ -111,16 +159,14 @@ func TestClassify(t *testing.T) {
 func TestCheckPlacement(t *testing.T) {
 	v := &value{key: "k", id: "c0-1", size: 1000}
 	etag := md5hex(v.bytes())
-	type rep = struct {
-		Node    string `json:"node"`
-		HLC     uint64 `json:"hlc"`
-		ETag    string `json:"etag"`
-		Size    int64  `json:"size"`
-		Deleted bool   `json:"deleted"`
-		Missing bool   `json:"missing"`
-		Error   string `json:"error"`
+	type rep = replicaJSON
+	live := func(node string, hlc uint64) rep {
+		return rep{Node: node, HLC: hlc, ETag: etag, Size: 1000, Layout: "copy"}
 	}
-	live := func(node string, hlc uint64) rep { return rep{Node: node, HLC: hlc, ETag: etag, Size: 1000} }
+	ec := &value{key: "k", id: "c0-2", size: 1000, class: soakClass}
+	liveEC := func(node string, layout string) rep {
+		return rep{Node: node, HLC: 7, ETag: md5hex(ec.bytes()), Size: 1000, Class: soakClass, Layout: layout}
+	}
 	cases := []struct {
 		name string
 		reps []rep
@@ -135,11 +181,16 @@ func TestCheckPlacement(t *testing.T) {
 		{"a replica not answering", []rep{live("a", 5), live("b", 5), {Node: "c", Error: "down"}}, v, false},
 		{"deleted everywhere", []rep{{Node: "a", Deleted: true}, {Node: "b", Missing: true}, {Node: "c", Deleted: true}}, nil, true},
 		{"a deleted object kept on one replica", []rep{{Node: "a", Deleted: true}, live("b", 3), {Node: "c", Deleted: true}}, nil, false},
+		{"records of an EC object", []rep{liveEC("a", "EC 4+2"), liveEC("b", "EC 4+2"), liveEC("c", "EC 4+2")}, ec, true},
+		{"an EC object stored whole", []rep{liveEC("a", "EC 4+2"), liveEC("b", "copy"), liveEC("c", "EC 4+2")}, ec, false},
+		{"an EC object in another code", []rep{liveEC("a", "EC 4+2"), liveEC("b", "EC 2+1"), liveEC("c", "EC 4+2")}, ec, false},
+		{"a STANDARD object recorded in another class", []rep{live("a", 5), live("b", 5), {Node: "c", HLC: 5, ETag: etag, Size: 1000, Class: soakClass, Layout: "copy"}}, v, false},
+		{"a STANDARD object stored as shards", []rep{live("a", 5), live("b", 5), {Node: "c", HLC: 5, ETag: etag, Size: 1000, Layout: "EC 4+2"}}, v, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			p := &placementJSON{Replicas: c.reps}
-			if msg := checkPlacement(p, 3, c.want); (msg == "") != c.ok {
+			if msg := checkPlacement(p, 3, c.want, "EC 4+2"); (msg == "") != c.ok {
 				t.Fatalf("checkPlacement = %q, want ok=%v", msg, c.ok)
 			}
 		})

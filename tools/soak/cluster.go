@@ -563,6 +563,9 @@ type statusJSON struct {
 			} `json:"last_sync"`
 		} `json:"stats"`
 	} `json:"nodes"`
+	Classes []struct {
+		Name string `json:"name"`
+	} `json:"classes"`
 	Warnings []string `json:"warnings"`
 }
 
@@ -577,14 +580,19 @@ type recoveryJSON struct {
 
 // placementJSON is `cairn admin placement --json BUCKET KEY`.
 type placementJSON struct {
-	Nodes    []string `json:"nodes"`
-	Replicas []struct {
-		Node    string `json:"node"`
-		HLC     uint64 `json:"hlc"`
-		ETag    string `json:"etag"`
-		Size    int64  `json:"size"`
-		Deleted bool   `json:"deleted"`
-		Missing bool   `json:"missing"`
-		Error   string `json:"error"`
-	} `json:"replicas"`
+	Nodes    []string      `json:"nodes"`
+	Replicas []replicaJSON `json:"replicas"`
+}
+
+// replicaJSON is one replica's record in placementJSON.
+type replicaJSON struct {
+	Node    string `json:"node"`
+	HLC     uint64 `json:"hlc"`
+	ETag    string `json:"etag"`
+	Size    int64  `json:"size"`
+	Deleted bool   `json:"deleted"`
+	Missing bool   `json:"missing"`
+	Error   string `json:"error"`
+	Class   string `json:"class"`  // "" for STANDARD
+	Layout  string `json:"layout"` // "copy", "EC K+M" or "N copies of S KiB chunks"
 }

@@ -5,6 +5,7 @@
 // came back. See docs/soak.md.
 //
 //	go run ./tools/soak --cairn bin/cairn [--nodes 5] [--replicas 3] [--duration 60s] [--seed N]
+//	go run ./tools/soak --cairn bin/cairn --nodes 6 --class ec:4+2   # half the PUTs erasure-coded
 //
 // The seed is printed first; the same seed gives the same sequence of operations, keys,
 // sizes, faults and victims (the timing, and so the interleaving, differs between runs).
@@ -19,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -51,7 +53,17 @@ type config struct {
 	healTimeout  time.Duration
 	clientTO     time.Duration
 	sabotage     bool
+	// class is --class: "" (every write STANDARD), "ec:K+M" or "copies:N". With it, the
+	// soak creates the storage class SOAK (classK data and classM parity shards, or
+	// classCopies copies) and writes about half of its PUTs into it.
+	class       string
+	classK      int
+	classM      int
+	classCopies int
 }
+
+// soakClass is the name of the storage class --class creates.
+const soakClass = "SOAK"
 
 var faultKinds = []string{"kill", "pause", "diskfull"}
 
@@ -70,7 +82,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	faults := fs.String("faults", strings.Join(faultKinds, ","), "fault kinds to inject: kill, pause, diskfull (comma-separated; empty: none)")
 	fs.IntVar(&c.clients, "clients", 4, "concurrent clients")
 	fs.IntVar(&c.keys, "keys", 200, "size of the key space")
-	maxSize := fs.String("max-size", "256KiB", "largest object written")
+	maxSize := fs.String("max-size", "256KiB", "largest object written (6MiB with --class, so that some objects span stripes)")
+	fs.StringVar(&c.class, "class", "", "also write about half of the PUTs into a storage class SOAK: ec:K+M (erasure-coded) or copies:N (replicated); empty: every write STANDARD")
 	fs.StringVar(&c.tmpfsSize, "tmpfs-size", "1g", "size of each node's tmpfs data mount (mount(8) syntax); the index's preallocated write-ahead logs take about 250 MiB")
 	fs.DurationVar(&c.downAfter, "down-after", 2*time.Second, "server --down-after")
 	fs.DurationVar(&c.syncInterval, "sync-interval", 20*time.Second, "server --sync-interval (anti-entropy rounds; healing waits for one)")
@@ -86,6 +99,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	c.seed = *seed
 	if !flagSet(fs, "seed") {
 		c.seed = uint64(time.Now().UnixNano())
+	}
+	if c.class != "" && !flagSet(fs, "max-size") {
+		*maxSize = "6MiB"
 	}
 	n, err := parseSize(*maxSize)
 	if err != nil {
@@ -117,7 +133,74 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	case c.clients < 1 || c.keys < 1:
 		return nil, fmt.Errorf("--clients and --keys must be positive")
 	}
+	if err := c.parseClass(); err != nil {
+		return nil, fmt.Errorf("--class %s: %v", c.class, err)
+	}
 	return c, nil
+}
+
+// parseClass parses --class and checks it against the cluster size and the faults.
+func (c *config) parseClass() error {
+	if c.class == "" {
+		return nil
+	}
+	kind, spec, _ := strings.Cut(c.class, ":")
+	switch kind {
+	case "ec":
+		ks, ms, ok := strings.Cut(spec, "+")
+		k, err1 := strconv.Atoi(ks)
+		m, err2 := strconv.Atoi(ms)
+		if !ok || err1 != nil || err2 != nil || k < 1 || m < 1 {
+			return fmt.Errorf("want ec:K+M with K and M at least 1, e.g. ec:4+2")
+		}
+		c.classK, c.classM = k, m
+		if c.nodes < k+m {
+			return fmt.Errorf("%d+%d shards need %d nodes, --nodes is %d", k, m, k+m, c.nodes)
+		}
+		if c.maxFaulty > m {
+			return fmt.Errorf("--max-faulty %d: more than the %d parity shards a stripe can lose", c.maxFaulty, m)
+		}
+	case "copies":
+		n, err := strconv.Atoi(spec)
+		if err != nil || n < 1 {
+			return fmt.Errorf("want copies:N with N at least 1, e.g. copies:3")
+		}
+		c.classCopies = n
+		if c.nodes < n {
+			return fmt.Errorf("%d copies need %d nodes, --nodes is %d", n, n, c.nodes)
+		}
+	default:
+		return fmt.Errorf("want ec:K+M or copies:N")
+	}
+	return nil
+}
+
+// classArgs are the arguments of `cairn admin class create` for --class.
+func (c *config) classArgs() []string {
+	if c.classK > 0 {
+		return []string{"class", "create", soakClass, "--ec", fmt.Sprintf("%d+%d", c.classK, c.classM)}
+	}
+	return []string{"class", "create", soakClass, "--replicas", fmt.Sprint(c.classCopies)}
+}
+
+// classLayout is how `cairn admin placement` describes the layout of an object of the
+// class SOAK (a prefix of it, for copies).
+func (c *config) classLayout() string {
+	if c.classK > 0 {
+		return fmt.Sprintf("EC %d+%d", c.classK, c.classM)
+	}
+	return fmt.Sprintf("%d copies of ", c.classCopies)
+}
+
+// describeClass is the class part of the run's description.
+func (c *config) describeClass() string {
+	switch {
+	case c.classK > 0:
+		return fmt.Sprintf("half the PUTs in class %s (EC %d+%d)", soakClass, c.classK, c.classM)
+	case c.classCopies > 0:
+		return fmt.Sprintf("half the PUTs in class %s (%d copies)", soakClass, c.classCopies)
+	}
+	return "every PUT STANDARD"
 }
 
 func flagSet(fs *flag.FlagSet, name string) bool {
@@ -140,6 +223,9 @@ func (c *config) reproduce() string {
 	s := fmt.Sprintf("go run ./tools/soak --cairn %s --nodes %d --replicas %d --duration %s --seed %d", c.cairn, c.nodes, c.replicas, c.duration, c.seed)
 	if c.readQuorum > 0 {
 		s += fmt.Sprintf(" --r %d", c.readQuorum)
+	}
+	if c.class != "" {
+		s += " --class " + c.class
 	}
 	if c.sabotage {
 		s += " --sabotage"
@@ -183,8 +269,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		lg.printf("%v", err)
 		return 2
 	}
-	lg.printf("%d nodes, N=%d W=%d R=%d, %d clients on %d keys, %s of faults (%s, at most %d node(s) at once); data and logs in %s",
-		cfg.nodes, cfg.replicas, cfg.w(), cfg.r(), cfg.clients, cfg.keys, cfg.duration, strings.Join(cfg.faults, ", "), cfg.maxFaulty, cfg.dir)
+	lg.printf("%d nodes, N=%d W=%d R=%d, %d clients on %d keys, %s, objects up to %d KiB, %s of faults (%s, at most %d node(s) at once); data and logs in %s",
+		cfg.nodes, cfg.replicas, cfg.w(), cfg.r(), cfg.clients, cfg.keys, cfg.describeClass(), cfg.maxSize>>10, cfg.duration, strings.Join(cfg.faults, ", "), cfg.maxFaulty, cfg.dir)
 
 	s := &soak{cfg: cfg, log: lg}
 	code := s.run(ctx)

@@ -121,6 +121,13 @@ func (s *soak) setup(ctx context.Context) error {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+	if s.cfg.class != "" {
+		out, err := s.cl.adminRaw(ctx, s.cl.nodes[0], s.cfg.classArgs()...)
+		if err != nil {
+			return err
+		}
+		s.log.printf("%s", strings.TrimSpace(string(out)))
+	}
 	if s.cfg.readQuorum > 0 {
 		out, err := s.cl.adminRaw(ctx, s.cl.nodes[0], "class", "set", "STANDARD", "--replicas", fmt.Sprint(s.cfg.replicas),
 			"--w", fmt.Sprint(s.cfg.w()), "--r", fmt.Sprint(s.cfg.readQuorum), "--d", fmt.Sprint(s.cfg.w()))
@@ -137,6 +144,24 @@ func (s *soak) setup(ctx context.Context) error {
 			}
 			if time.Now().After(deadline) || ctx.Err() != nil {
 				return fmt.Errorf("bucket not served by %s: %v", n.id, err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	// Every gateway must know the class before the clients write into it.
+	for _, n := range s.cl.nodes {
+		for s.cfg.class != "" {
+			var st statusJSON
+			err := s.cl.admin(ctx, n, &st, "status")
+			known := false
+			for _, c := range st.Classes {
+				known = known || c.Name == soakClass
+			}
+			if err == nil && known {
+				break
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return fmt.Errorf("class %s not known to %s: %v", soakClass, n.id, err)
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
@@ -501,7 +526,7 @@ func (s *soak) checkKey(ctx context.Context, w *workload, key string, replicas b
 		want = s.h.values[id]
 		s.h.mu.Unlock()
 	}
-	if msg := checkPlacement(&p, s.cfg.replicas, want); msg != "" {
+	if msg := checkPlacement(&p, s.cfg.replicas, want, s.cfg.classLayout()); msg != "" {
 		problems = append(problems, fmt.Sprintf("reads as %s, but the replicas do not all hold it: %s", stateName(id), msg))
 	}
 	return nil, id, true
@@ -692,6 +717,7 @@ func (s *soak) summary(violations []string) {
 	cfg := s.cfg
 	p := func(format string, args ...any) { fmt.Fprintf(s.log.w, "  "+format+"\n", args...) }
 	fmt.Fprintf(s.log.w, "soak summary (seed %d): %d nodes, N=%d W=%d R=%d, %s of load and faults\n", cfg.seed, cfg.nodes, cfg.replicas, cfg.w(), cfg.r(), cfg.duration)
+	p("classes:    %s; objects up to %d KiB", cfg.describeClass(), cfg.maxSize>>10)
 	s.h.mu.Lock()
 	total := 0
 	for _, ops := range s.h.ops {
@@ -725,6 +751,9 @@ func (s *soak) summary(violations []string) {
 	}
 	s.faults.mu.Unlock()
 	p("final:      %d keys read through %d gateways, replicas and listings checked", cfg.keys, cfg.nodes)
+	if cfg.class != "" {
+		p("            (the records' class and layout too: %s objects as %q...)", soakClass, cfg.classLayout())
+	}
 	s.cl.mu.Lock()
 	if s.cl.total > 0 {
 		var peaks []string

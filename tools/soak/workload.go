@@ -18,6 +18,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
@@ -31,9 +32,10 @@ const (
 // the first size bytes of a header line naming them, followed by pseudo-random bytes
 // seeded by key and id. A read is verified by regenerating the value its id names.
 type value struct {
-	key  string
-	id   string
-	size int
+	key   string
+	id    string
+	size  int
+	class string // the storage class it was written with ("" for STANDARD)
 }
 
 func (v *value) bytes() []byte {
@@ -74,6 +76,7 @@ type op struct {
 	kind    string // put, del, get
 	id      string // put: the value written; get: the value read ("" = not found)
 	size    int
+	class   string // put: the storage class ("" for STANDARD)
 	start   time.Time
 	end     time.Time
 	outcome outcome // writes; a get is recorded only when it was answered (acked)
@@ -85,6 +88,9 @@ func (o *op) String() string {
 	switch o.kind {
 	case "put":
 		s += fmt.Sprintf(" %s (%d B)", o.id, o.size)
+		if o.class != "" {
+			s += " class " + o.class
+		}
 	case "get":
 		if o.id == "" {
 			s += " -> not found"
@@ -173,7 +179,7 @@ func (h *history) writes(key string) []*op {
 // identify verifies a body read for key: the value id named by its metadata (or its
 // header) must be a value written for key, and the body must be exactly that value. It
 // returns the id, or an error describing the corruption.
-func (h *history) identify(key, metaID string, body []byte) (string, error) {
+func (h *history) identify(key, metaID, class string, body []byte) (string, error) {
 	id := metaID
 	if id == "" {
 		// No metadata: fall back to the header, for the report.
@@ -210,7 +216,20 @@ func (h *history) identify(key, metaID string, body []byte) (string, error) {
 	if metaID == "" {
 		return "", fmt.Errorf("body is value %s but the %s metadata is missing", id, metaKey)
 	}
+	if class == "STANDARD" {
+		class = ""
+	}
+	if class != v.class {
+		return "", fmt.Errorf("value %s was written in storage class %s but reads as %s", id, className(v.class), className(class))
+	}
 	return id, nil
+}
+
+func className(c string) string {
+	if c == "" {
+		return "STANDARD"
+	}
+	return c
 }
 
 func prefix(b []byte, n int) string {
@@ -314,7 +333,10 @@ func (w *workload) client(ctx context.Context, c int) {
 
 func (w *workload) put(n *node, o *op, r *rand.Rand) {
 	o.kind, o.id, o.size = "put", fmt.Sprintf("c%d-%d", o.client, o.seq), w.size(r)
-	v := &value{key: o.key, id: o.id, size: o.size}
+	if w.cfg.class != "" && r.IntN(2) == 0 {
+		o.class = soakClass
+	}
+	v := &value{key: o.key, id: o.id, size: o.size, class: o.class}
 	body := v.bytes()
 	overwrite := w.h.lastAckedPut(o.key)
 	w.h.mu.Lock()
@@ -322,9 +344,13 @@ func (w *workload) put(n *node, o *op, r *rand.Rand) {
 	w.h.mu.Unlock()
 	o.start = time.Now()
 	_, err := n.client.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(o.key),
-		Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))), Metadata: map[string]string{metaKey: o.id}})
+		Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))), Metadata: map[string]string{metaKey: o.id},
+		StorageClass: types.StorageClass(o.class)})
 	o.end = time.Now()
 	w.finishWrite(o, err)
+	if o.class != "" {
+		w.h.count("put class "+o.class+" "+o.outcome.String(), 1)
+	}
 	if overwrite {
 		w.h.count("put (overwrite)", 1)
 	} else {
@@ -399,7 +425,7 @@ func (w *workload) read(ctx context.Context, n *node, key string) (id string, fo
 	if err != nil {
 		return "", false, err // a cut-off body is an error, not a corruption
 	}
-	id, err = w.h.identify(key, out.Metadata[metaKey], body)
+	id, err = w.h.identify(key, out.Metadata[metaKey], string(out.StorageClass), body)
 	if err != nil {
 		return "", true, fmt.Errorf("%w: %v", errCorrupt, err)
 	}
