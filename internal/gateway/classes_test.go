@@ -34,7 +34,8 @@ func TestReplicatedClassOnDevices(t *testing.T) {
 	}
 	c.createBucket("b")
 	const chunk = clustermap.DefaultStripe // the default chunk of a replicated class
-	sizes := []int{0, 1, chunk - 1, chunk, chunk + 1, 3*chunk + 4321}
+	const cold = 256 << 10                   // COLD's
+	sizes := []int{0, 1, cold - 1, cold + 1, chunk - 1, chunk + 1}
 	type obj struct {
 		class string
 		body  []byte

@@ -72,7 +72,7 @@ func TestECShardsFollowPlacement(t *testing.T) {
 	stripes := 0
 	for i := range 10 {
 		k := fmt.Sprintf("k%d", i)
-		bodies[k] = randBody(uint64(500+i), 1<<20+i*777777)
+		bodies[k] = randBody(uint64(500+i), 64<<10+i*600000)
 		stripes += (len(bodies[k]) + 4<<20 - 1) / (4 << 20)
 		if _, err := putClass(ctx, c.nodes[i%6].gw, "b", k, "EC42", bodies[k]); err != nil {
 			t.Fatal(err)
