@@ -34,7 +34,7 @@ func TestReplicatedClassOnDevices(t *testing.T) {
 	}
 	c.createBucket("b")
 	const chunk = clustermap.DefaultStripe // the default chunk of a replicated class
-	const cold = 256 << 10                   // COLD's
+	const cold = 256 << 10                 // COLD's
 	sizes := []int{0, 1, cold - 1, cold + 1, chunk - 1, chunk + 1}
 	type obj struct {
 		class string
