@@ -962,12 +962,14 @@ func (g *Gateway) collectShards(ctx context.Context, st *SyncStats) {
 				newest = o.HLC
 			}
 		}
-		var rewritten map[uint64]bool
+		// Shards of the newest version itself go only if every holder shows it rewritten
+		// into another layout (policy apply); asked once, for the first such shard.
+		rewritten, asked := false, false
 		for _, s := range shards {
-			if newest == s.version && rewritten == nil {
-				rewritten = map[uint64]bool{s.version: g.versionRewritten(ctx, bucket, key, ts, s.version)}
+			if newest == s.version && !asked {
+				rewritten, asked = g.versionRewritten(ctx, bucket, key, ts, s.version), true
 			}
-			if newest > s.version || (newest == s.version && rewritten[s.version]) {
+			if newest > s.version || (newest == s.version && rewritten) {
 				if gone, err := g.cfg.Store.Forget(ShardBucket, s.key, s.record); err == nil && gone {
 					st.Collected++
 				}

@@ -38,7 +38,21 @@ type misplacedShard struct {
 // A shard whose class cannot be told, or whose table cannot be built (fewer nodes than
 // shards in placement), is not listed: it stays where it is.
 func (g *Gateway) misplacedShards(m *clustermap.Map) ([]misplacedShard, error) {
-	cands := shardedClasses(m)
+	// The tables of the classes that can be placed now, built once for the whole scan.
+	type placeable struct {
+		k, p int
+		tbl  *placement.Table
+	}
+	var tables []placeable
+	for _, c := range shardedClasses(m) {
+		if tbl, err := g.shardTable(m, c, true); err == nil {
+			k, p := c.Shards()
+			tables = append(tables, placeable{k, p, tbl})
+		}
+	}
+	if len(tables) == 0 {
+		return nil, nil
+	}
 	var keys []store.VersionEntry
 	err := g.cfg.Store.Scan(func(b, _ string) bool { return b == ShardBucket }, func(e store.VersionEntry) error {
 		if !e.Deleted {
@@ -52,14 +66,7 @@ func (g *Gateway) misplacedShards(m *clustermap.Map) ([]misplacedShard, error) {
 	var out []misplacedShard
 	for _, e := range keys {
 		// Index only: a shard on some table of a sharded class stays.
-		here := false
-		for _, c := range cands {
-			if tbl, err := g.shardTable(m, c, true); err == nil && g.onTable(tbl, e.Key) {
-				here = true
-				break
-			}
-		}
-		if here {
+		if slices.ContainsFunc(tables, func(t placeable) bool { return g.onTable(t.tbl, e.Key) }) {
 			continue
 		}
 		hb, err := g.localShardHeader(e.Key)
@@ -72,14 +79,7 @@ func (g *Gateway) misplacedShards(m *clustermap.Map) ([]misplacedShard, error) {
 		}
 		// A shard of a code no table can be built for (fewer nodes in placement than its
 		// shards) has nowhere to go: it stays.
-		placeable := false
-		for _, c := range cands {
-			k, p := c.Shards()
-			if _, err := g.shardTable(m, c, true); err == nil && k == h.K && p == h.M {
-				placeable = true
-			}
-		}
-		if !placeable {
+		if !slices.ContainsFunc(tables, func(t placeable) bool { return t.k == h.K && t.p == h.M }) {
 			continue
 		}
 		o, err := g.cfg.Store.StatVersion(ShardBucket, e.Key)

@@ -51,6 +51,7 @@ func (c *testCluster) syncUp(t *testing.T) (total SyncStats) {
 				t.Fatal(err)
 			}
 			total.ShardsMoved += st.ShardsMoved
+			total.ShardsWaiting += st.ShardsWaiting
 			total.Rebuilt += st.Rebuilt
 			total.Misplaced += st.Misplaced
 			total.Unhealable += st.Unhealable
@@ -136,4 +137,60 @@ func TestECShardsFollowPlacement(t *testing.T) {
 	c.stop(2)
 	c.setNode("n3", func(n *clustermap.Node) { n.State = clustermap.StateOut })
 	check("with the drained node stopped")
+}
+
+// A move whose destination does not answer removes nothing: every shard stays where it
+// is, the objects read back, the round says shards wait, and once the node answers the
+// next round finishes the moves.
+func TestECShardMoveDestinationDown(t *testing.T) {
+	ctx := context.Background()
+	ec := clustermap.Class{Name: "EC42", N: 6, W: 6, R: 4, D: 4, K: 4, M: 2}
+	c := newJoiningCluster(t, ec)
+	bodies := map[string][]byte{}
+	stripes := 0
+	for i := range 8 {
+		k := fmt.Sprintf("k%d", i)
+		bodies[k] = randBody(uint64(900+i), 64<<10+i*300000)
+		stripes += max(1, (len(bodies[k])+4<<20-1)/(4<<20))
+		if _, err := putClass(ctx, c.nodes[i%6].gw, "b", k, "EC42", bodies[k]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{"n7", "n8", "n9", "n10"} {
+		c.setNode(id, func(n *clustermap.Node) { n.State = clustermap.StateUp })
+	}
+	c.stop(6) // n7: up in the map, but it does not answer
+	st := c.syncUp(t)
+	if st.ShardsWaiting == 0 {
+		t.Fatalf("moves to a node that does not answer: %+v; want shards waiting", st)
+	}
+	total := 0
+	for _, nd := range c.nodes {
+		nd.store.Scan(func(b, _ string) bool { return b == ShardBucket }, func(store.VersionEntry) error { total++; return nil })
+	}
+	if total < stripes*6 {
+		t.Fatalf("%d shards after failed moves, %d before: a shard was removed before its copy was confirmed", total, stripes*6)
+	}
+	for k, body := range bodies {
+		if got, _, err := get(ctx, c.nodes[1].gw, "b", k, 0, -1); err != nil || !bytes.Equal(got, body) {
+			t.Fatalf("%s with moves pending: %v", k, err)
+		}
+	}
+	c.restart(6)
+	for round := 1; ; round++ {
+		if st := c.syncUp(t); st.ShardsWaiting == 0 && st.ShardsMoved == 0 {
+			break
+		}
+		if round == 4 {
+			t.Fatal("moves still pending after the node came back")
+		}
+	}
+	if n := c.shardLayout(t, ec); n != stripes*6 {
+		t.Fatalf("%d shards once the node is back, want %d", n, stripes*6)
+	}
+	for k, body := range bodies {
+		if got, _, err := get(ctx, c.nodes[6].gw, "b", k, 0, -1); err != nil || !bytes.Equal(got, body) {
+			t.Fatalf("%s after the moves: %v", k, err)
+		}
+	}
 }
