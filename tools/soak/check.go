@@ -141,7 +141,7 @@ func checkPlacement(p *placementJSON, n int, want *value, layout string) string 
 	}
 	var etag string
 	if want != nil {
-		etag = md5hex(want.bytes())
+		etag = want.etag()
 	}
 	var bad []string
 	for _, r := range p.Replicas {

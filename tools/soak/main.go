@@ -45,6 +45,7 @@ type config struct {
 	maxFaulty    int
 	faults       []string
 	clients      int
+	multipart    int // percent of operations that are multipart uploads (as many again retry finished ones)
 	keys         int
 	maxSize      int
 	tmpfsSize    string
@@ -82,6 +83,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	faults := fs.String("faults", strings.Join(faultKinds, ","), "fault kinds to inject: kill, pause, diskfull (comma-separated; empty: none)")
 	fs.IntVar(&c.clients, "clients", 4, "concurrent clients")
 	fs.IntVar(&c.keys, "keys", 200, "size of the key space")
+	fs.IntVar(&c.multipart, "multipart", 2, "percent of operations that are multipart uploads of 5 MiB and a bit (as many again retry a finished upload's Complete or UploadPart, as a client after a timeout would)")
 	maxSize := fs.String("max-size", "256KiB", "largest object written (6MiB with --class, so that some objects span stripes)")
 	fs.StringVar(&c.class, "class", "", "also write about half of the PUTs into a storage class SOAK: ec:K+M (erasure-coded) or copies:N (replicated); empty: every write STANDARD")
 	fs.StringVar(&c.tmpfsSize, "tmpfs-size", "1g", "size of each node's tmpfs data mount (mount(8) syntax); the index's preallocated write-ahead logs take about 250 MiB")
@@ -132,6 +134,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, fmt.Errorf("--max-faulty %d: want 0 to --nodes", c.maxFaulty)
 	case c.clients < 1 || c.keys < 1:
 		return nil, fmt.Errorf("--clients and --keys must be positive")
+	case c.multipart < 0 || c.multipart > 20:
+		return nil, fmt.Errorf("--multipart %d: want 0 to 20 (percent)", c.multipart)
 	}
 	if err := c.parseClass(); err != nil {
 		return nil, fmt.Errorf("--class %s: %v", c.class, err)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -36,6 +37,24 @@ type value struct {
 	id    string
 	size  int
 	class string // the storage class it was written with ("" for STANDARD)
+	part  int    // written by a multipart upload in parts of this many bytes (0: one PUT)
+}
+
+// etag is the ETag S3 gives the value: the MD5 of its bytes, or for a multipart upload
+// the MD5 of its parts' MD5s and the part count.
+func (v *value) etag() string {
+	b := v.bytes()
+	if v.part == 0 {
+		return md5hex(b)
+	}
+	h := md5.New()
+	n := 0
+	for off := 0; off < len(b); off += v.part {
+		s := md5.Sum(b[off:min(off+v.part, len(b))])
+		h.Write(s[:])
+		n++
+	}
+	return fmt.Sprintf("%x-%d", h.Sum(nil), n)
 }
 
 func (v *value) bytes() []byte {
@@ -116,6 +135,8 @@ type history struct {
 	errs   map[string]int    // error kinds
 	sample map[string]string // error kind -> the first such error, for the summary
 	bad    []string          // violations seen while running (corrupt reads)
+	// completed are the multipart uploads whose Complete was acknowledged.
+	completed []*upload
 }
 
 func newHistory() *history {
@@ -321,6 +342,10 @@ func (w *workload) client(ctx context.Context, c int) {
 		o := &op{client: c, seq: seq, node: n.id, key: key}
 		p := r.IntN(100)
 		switch {
+		case p < w.cfg.multipart:
+			w.multipart(n, o, r)
+		case p < 2*w.cfg.multipart:
+			w.retryUpload(n, r)
 		case p < 45:
 			w.put(n, o, r)
 		case p < 60:
@@ -440,4 +465,130 @@ func sortedCounts(m map[string]int) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// mpuPart is the part size of multipart values: S3's smallest part but the last.
+const mpuPart = 5 << 20
+
+// multipart writes a value of two parts (5 MiB and up to 64 KiB) by a multipart upload.
+// The Complete is the write (its version is chosen then); an upload whose parts could
+// not be stored is aborted and writes nothing. A completed upload is later probed as a
+// client retrying after a timeout would: the same Complete must answer 200 with the
+// same ETag and write nothing (a new version would bring the value back over later
+// writes, which the checker sees as a stale read), and any other Complete or UploadPart
+// on it must answer NoSuchUpload (a truncated object would read as corrupt).
+func (w *workload) multipart(n *node, o *op, r *rand.Rand) {
+	o.kind, o.id, o.size = "put", fmt.Sprintf("c%d-%d", o.client, o.seq), mpuPart+1+r.IntN(64<<10)
+	if w.cfg.class != "" && r.IntN(2) == 0 {
+		o.class = soakClass
+	}
+	v := &value{key: o.key, id: o.id, size: o.size, class: o.class, part: mpuPart}
+	body := v.bytes()
+	w.h.mu.Lock()
+	w.h.values[o.id] = v
+	w.h.mu.Unlock()
+	ctx := context.Background()
+	cr, err := n.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String(o.key),
+		Metadata: map[string]string{metaKey: o.id}, StorageClass: types.StorageClass(o.class)})
+	if err != nil {
+		_, kind := classify(err)
+		w.h.failure("multipart create: "+kind, err)
+		w.h.count("multipart abandoned", 1)
+		return
+	}
+	up := &upload{key: o.key, id: aws.ToString(cr.UploadId), value: v}
+	for i, off := 0, 0; off < len(body); i, off = i+1, off+mpuPart {
+		part := body[off:min(off+mpuPart, len(body))]
+		pr, err := n.client.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String(bucket), Key: aws.String(o.key), UploadId: cr.UploadId,
+			PartNumber: aws.Int32(int32(i + 1)), Body: bytes.NewReader(part), ContentLength: aws.Int64(int64(len(part)))})
+		if err != nil {
+			_, kind := classify(err)
+			w.h.failure("multipart part: "+kind, err)
+			w.h.count("multipart abandoned", 1)
+			n.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String(o.key), UploadId: cr.UploadId})
+			return
+		}
+		up.parts = append(up.parts, types.CompletedPart{PartNumber: aws.Int32(int32(i + 1)), ETag: pr.ETag})
+	}
+	o.start = time.Now()
+	res, err := w.complete(n, up, up.parts)
+	o.end = time.Now()
+	w.finishWrite(o, err)
+	w.h.count("multipart "+o.outcome.String(), 1)
+	switch {
+	case err == nil && strings.Trim(aws.ToString(res.ETag), `"`) != v.etag():
+		w.h.violation("multipart %s of %s via %s: Complete answered ETag %s, want %s", up.id, o.key, n.id, aws.ToString(res.ETag), v.etag())
+	case err == nil:
+		w.h.mu.Lock()
+		w.h.completed = append(w.h.completed, up)
+		w.h.mu.Unlock()
+	}
+}
+
+// upload is a multipart upload a client completed.
+type upload struct {
+	key, id string
+	value   *value
+	parts   []types.CompletedPart
+}
+
+func (w *workload) complete(n *node, up *upload, parts []types.CompletedPart) (*s3.CompleteMultipartUploadOutput, error) {
+	return n.client.CompleteMultipartUpload(context.Background(), &s3.CompleteMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String(up.key),
+		UploadId: aws.String(up.id), MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}})
+}
+
+// retryUpload probes a completed upload through n, as a client retrying would: the same
+// Complete (200, the same ETag, no new version), a Complete with only its first part,
+// and an UploadPart (both NoSuchUpload). Errors other than those answers (a node down)
+// are counted, not violations: the client would retry them.
+func (w *workload) retryUpload(n *node, r *rand.Rand) {
+	w.h.mu.Lock()
+	if len(w.h.completed) == 0 {
+		w.h.mu.Unlock()
+		return
+	}
+	up := w.h.completed[r.IntN(len(w.h.completed))]
+	w.h.mu.Unlock()
+	noSuchUpload := func(err error) bool {
+		var ae smithy.APIError
+		return errors.As(err, &ae) && ae.ErrorCode() == "NoSuchUpload"
+	}
+	switch r.IntN(3) {
+	case 0:
+		res, err := w.complete(n, up, up.parts)
+		switch {
+		case err == nil && strings.Trim(aws.ToString(res.ETag), `"`) != up.value.etag():
+			w.h.violation("retried Complete of %s (%s) via %s answered ETag %s, want %s", up.id, up.key, n.id, aws.ToString(res.ETag), up.value.etag())
+		case err == nil:
+			w.h.count("multipart retry: 200", 1)
+		case noSuchUpload(err):
+			w.h.violation("retried Complete of %s (%s) with its own parts via %s answered NoSuchUpload, want 200", up.id, up.key, n.id)
+		default:
+			_, kind := classify(err)
+			w.h.count("multipart retry: "+kind, 1)
+		}
+	case 1:
+		_, err := w.complete(n, up, up.parts[:1])
+		switch {
+		case err == nil:
+			w.h.violation("Complete of finished upload %s (%s) with another part list via %s answered 200, want NoSuchUpload", up.id, up.key, n.id)
+		case noSuchUpload(err):
+			w.h.count("multipart other list: NoSuchUpload", 1)
+		default:
+			_, kind := classify(err)
+			w.h.count("multipart other list: "+kind, 1)
+		}
+	default:
+		_, err := n.client.UploadPart(context.Background(), &s3.UploadPartInput{Bucket: aws.String(bucket), Key: aws.String(up.key), UploadId: aws.String(up.id),
+			PartNumber: aws.Int32(3), Body: bytes.NewReader([]byte("late")), ContentLength: aws.Int64(4)})
+		switch {
+		case err == nil:
+			w.h.violation("UploadPart into finished upload %s (%s) via %s answered 200, want NoSuchUpload", up.id, up.key, n.id)
+		case noSuchUpload(err):
+			w.h.count("multipart late part: NoSuchUpload", 1)
+		default:
+			_, kind := classify(err)
+			w.h.count("multipart late part: "+kind, 1)
+		}
+	}
 }
