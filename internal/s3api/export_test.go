@@ -9,6 +9,8 @@ type FeatureEntry struct {
 	Only   []string
 	Code   string // the refusal's S3 code; "" where the entry is ignored outside its operations
 	Status int
+	Ops    string // the operations that honour it, as in the table
+	Doc    string
 	ops    uint64
 }
 
@@ -16,7 +18,7 @@ type FeatureEntry struct {
 func Features() []FeatureEntry {
 	var out []FeatureEntry
 	add := func(r *rule) {
-		e := FeatureEntry{Header: r.kind == header, Name: r.name, Only: r.only, ops: r.ops}
+		e := FeatureEntry{Header: r.kind == header, Name: r.name, Only: r.only, Ops: r.feature.ops, Doc: r.doc, ops: r.ops}
 		if r.err != nil {
 			e.Code, e.Status = r.err.Code, r.err.Status
 		}

@@ -111,11 +111,11 @@ var features = []feature{
 
 	// Integrity.
 	{header, "Content-Md5", opsBodyDigest, "", nil, "verified against the body: BadDigest"},
-	{header, "X-Amz-Checksum-Crc32", opsBodyDigest, "", nil, "verified against the body, stored"},
-	{header, "X-Amz-Checksum-Crc32c", opsBodyDigest, "", nil, "verified against the body, stored"},
-	{header, "X-Amz-Checksum-Crc64nvme", opsBodyDigest, "", nil, "verified against the body, stored"},
-	{header, "X-Amz-Checksum-Sha1", opsBodyDigest, "", nil, "verified against the body, stored"},
-	{header, "X-Amz-Checksum-Sha256", opsBodyDigest, "", nil, "verified against the body, stored"},
+	{header, "X-Amz-Checksum-Crc32", opsBodyDigest, "", nil, "verified against the body (on completion: the object's checksum), stored"},
+	{header, "X-Amz-Checksum-Crc32c", opsBodyDigest, "", nil, "verified against the body (on completion: the object's checksum), stored"},
+	{header, "X-Amz-Checksum-Crc64nvme", opsBodyDigest, "", nil, "verified against the body (on completion: the object's checksum), stored"},
+	{header, "X-Amz-Checksum-Sha1", opsBodyDigest, "", nil, "verified against the body (on completion: the object's checksum), stored"},
+	{header, "X-Amz-Checksum-Sha256", opsBodyDigest, "", nil, "verified against the body (on completion: the object's checksum), stored"},
 	{header, "X-Amz-Sdk-Checksum-Algorithm", opsBodyDigest, "", nil, "algorithm of the body's checksum"},
 	{header, "X-Amz-Checksum-Algorithm", "CreateMultipartUpload CopyObject", "", nil, "checksum kept for the object"},
 	{header, "X-Amz-Checksum-Type", "CreateMultipartUpload CompleteMultipartUpload", "", nil, "COMPOSITE or FULL_OBJECT; checked on completion"},
