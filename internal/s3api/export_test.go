@@ -11,14 +11,14 @@ type FeatureEntry struct {
 	Status int
 	Ops    string // the operations that honour it, as in the table
 	Doc    string
-	ops    uint64
+	mask   uint64
 }
 
 // Features returns the refusal table.
 func Features() []FeatureEntry {
 	var out []FeatureEntry
 	add := func(r *rule) {
-		e := FeatureEntry{Header: r.kind == header, Name: r.name, Only: r.only, Ops: r.feature.ops, Doc: r.doc, ops: r.ops}
+		e := FeatureEntry{Header: r.kind == header, Name: r.name, Only: r.values, Ops: r.ops, Doc: r.doc, mask: r.mask}
 		if r.err != nil {
 			e.Code, e.Status = r.err.Code, r.err.Status
 		}
@@ -43,7 +43,7 @@ func Features() []FeatureEntry {
 
 // Honours reports whether the entry is honoured, with value, in operation op.
 func (e FeatureEntry) Honours(op, value string) bool {
-	if e.ops&opBits[op] == 0 {
+	if e.mask&opBits[op] == 0 {
 		return false
 	}
 	return e.Only == nil || oneOf(e.Only, value)

@@ -57,6 +57,8 @@ var (
 	// errNI is 501 NotImplemented, S3's answer for a header or query that implies
 	// functionality it does not implement. SDKs do not retry it.
 	errNI = errNotImplemented
+	// errEncoding is S3's answer to an encoding-type other than url.
+	errEncoding = &apiError{"InvalidArgument", "Invalid Encoding Method specified in Request", 400}
 )
 
 // Operation sets used by several entries.
@@ -233,7 +235,7 @@ var features = []feature{
 	// Operation parameters.
 	{query, "prefix", opsList, "", errNI, "listings (not ListBuckets)"},
 	{query, "delimiter", opsList, "", errNI, "listings"},
-	{query, "encoding-type", opsList, "url", errNI, "listings"},
+	{query, "encoding-type", opsList, "url", errEncoding, "listings"},
 	{query, "max-keys", "ListObjects ListObjectsV2", "", errNI, "listings"},
 	{query, "marker", "ListObjects", "", errNI, "ListObjects"},
 	{query, "continuation-token", "ListObjectsV2", "", errNI, "ListObjectsV2 (not ListBuckets)"},
@@ -267,8 +269,8 @@ var opNames = []string{
 // rule is a feature ready for lookup.
 type rule struct {
 	*feature
-	ops    uint64   // bit i set: opNames[i] honours it
-	only   []string // honoured values; nil: any
+	mask   uint64   // bit i set: opNames[i] honours it
+	values []string // the only values honoured; nil: any
 	prefix string   // for a header prefix entry, the prefix ("X-Amz-Meta-")
 }
 
@@ -289,7 +291,7 @@ func init() {
 		f := &features[i]
 		r := &rule{feature: f}
 		if f.ops == opsAll {
-			r.ops = ^uint64(0)
+			r.mask = ^uint64(0)
 		}
 		for _, o := range strings.Fields(f.ops) {
 			if o == opsAll {
@@ -299,10 +301,10 @@ func init() {
 			if !ok {
 				panic("s3api: feature " + f.name + " names unknown operation " + o)
 			}
-			r.ops |= b
+			r.mask |= b
 		}
 		if f.only != "" {
-			r.only = strings.Fields(f.only)
+			r.values = strings.Fields(f.only)
 			if f.err == nil {
 				panic("s3api: feature " + f.name + " restricts values but has no refusal")
 			}
@@ -335,7 +337,7 @@ func featureError(r *rule, name string, op string) *apiError {
 		what = "Query parameter ?" + name
 	}
 	where := ""
-	if r.ops != 0 && op != "" {
+	if r.mask != 0 && op != "" {
 		where = " in " + op
 	}
 	return &apiError{Code: r.err.Code, Status: r.err.Status, Message: what + " is not supported" + where + " (cairn: " + r.doc + "). " + r.err.Message}
@@ -343,15 +345,15 @@ func featureError(r *rule, name string, op string) *apiError {
 
 // check returns the refusal for values of the feature in the operation with bit op, or nil.
 func (r *rule) check(op uint64, values []string) *rule {
-	if r.ops&op == 0 {
+	if r.mask&op == 0 {
 		if r.err == nil {
 			return nil
 		}
 		return r
 	}
-	if r.only != nil {
+	if r.values != nil {
 		for _, v := range values {
-			if !oneOf(r.only, v) {
+			if !oneOf(r.values, v) {
 				return r
 			}
 		}
@@ -427,12 +429,12 @@ func checkFeatures(r *http.Request, op string) error {
 			}
 			return featureError(unknownSub, name, "")
 		}
-		if rl.only != nil && strings.ContainsAny(value, "%+") {
+		if rl.values != nil && strings.ContainsAny(value, "%+") {
 			if v, err := url.QueryUnescape(value); err == nil {
 				value = v
 			}
 		}
-		if rl.ops&bit == 0 || (rl.only != nil && !oneOf(rl.only, value)) {
+		if rl.mask&bit == 0 || (rl.values != nil && !oneOf(rl.values, value)) {
 			return featureError(rl, name, op)
 		}
 	}
