@@ -281,6 +281,7 @@ var (
 	prefixRules  []*rule // header prefixes ("X-Amz-Meta-")
 	unknownAmzHd = &rule{feature: &feature{kind: header, err: errNI, doc: "a header cairn does not know"}}
 	unknownSub   = &rule{feature: &feature{kind: query, err: errNI, doc: "a sub-resource cairn does not know"}}
+	amzQuery     = &rule{feature: &feature{kind: query, err: errNI, doc: "x-amz-* headers are taken from headers only, not from the query"}}
 )
 
 func init() {
@@ -424,7 +425,10 @@ func checkFeatures(r *http.Request, op string) error {
 			// Unknown parameters with a value (cache-busters and the like) are ignored, as S3
 			// ignores them; an unknown bare one names a sub-resource cairn does not have, and
 			// an unknown x-amz-* one is a header moved into the query.
-			if hasValue && !(len(name) >= 6 && strings.EqualFold(name[:6], "x-amz-")) {
+			if len(name) >= 6 && strings.EqualFold(name[:6], "x-amz-") {
+				return featureError(amzQuery, name, "")
+			}
+			if hasValue {
 				continue
 			}
 			return featureError(unknownSub, name, "")
