@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/gateway"
 	"github.com/cairnfs/cairn/internal/s3api"
 	"github.com/cairnfs/cairn/internal/store"
@@ -37,8 +38,10 @@ func (s shortOfShards) Info() *store.Object {
 	return &o
 }
 
+// Prepare fails as the erasure-coded reader does when too few shards answer: a transient
+// error, answered 503.
 func (shortOfShards) Prepare(ctx context.Context, off, n int64) error {
-	return &gateway.QuorumError{What: "read", Got: 3, Need: 4, Of: 6}
+	return errors.E(errors.Op("gateway.Prepare"), errors.Transient, "stripe 0: 3 of 6 shards answered, 4 needed")
 }
 
 // objectHeaders are the headers that describe an object; no error may carry them.
