@@ -151,6 +151,7 @@ func TestFeatureTable(t *testing.T) {
 	fixtures()
 	entries := s3api.Features()
 	refused, honoured := 0, 0
+	state := "" // the store's snapshot, while known
 	for _, e := range entries {
 		key := e.Name
 		if !e.Header {
@@ -172,12 +173,20 @@ func TestFeatureTable(t *testing.T) {
 		}
 		for _, value := range values {
 			for _, s := range featureSamples(uploadID) {
+				if e.Ops == "" && !mutatingOps[s.op] && s.op != "GetObject" && s.op != "HeadObject" && s.op != "ListObjects" {
+					continue // refused everywhere: the writes and a few reads will do
+				}
 				req := buildSample(t, srv.URL, s, e.Header, name, value)
 				op := s3api.OperationOf(req)
 				refuse := !e.Honours(op, value) && e.Code != ""
 				var before string
 				if refuse && mutatingOps[s.op] {
-					before = snapshot(t, srv.Store)
+					if state == "" {
+						state = snapshot(t, srv.Store)
+					}
+					before = state
+				} else if !refuse {
+					state = "" // an honoured request may change what the store holds
 				}
 				st, body := do(t, req)
 				what := fmt.Sprintf("%s %s=%q in %s (as %s)", map[bool]string{true: "header", false: "query"}[e.Header], name, value, s.op, op)
