@@ -368,3 +368,50 @@ func b64md5(b []byte) string {
 	s := md5.Sum(b)
 	return base64.StdEncoding.EncodeToString(s[:])
 }
+
+// TestXMLBodyDigests checks the integrity headers the table says are honoured on XML
+// bodies: a DeleteObjects whose Content-MD5 or checksum does not match its document
+// deletes nothing (it used to delete), and a completion whose x-amz-checksum-type is not the
+// upload's is refused.
+func TestXMLBodyDigests(t *testing.T) {
+	srv, c := setup(t)
+	ctx := context.Background()
+	mustCreateBucket(t, c, "bkt")
+	mustPut(t, c, "bkt", "keep", []byte("keep me"))
+	doc := []byte(`<Delete><Object><Key>keep</Key></Object></Delete>`)
+	other := md5.Sum([]byte("another document"))
+	for _, hdr := range []map[string]string{
+		{"Content-MD5": base64.StdEncoding.EncodeToString(other[:])},
+		{"X-Amz-Checksum-Crc32": "AAAAAA==", "X-Amz-Sdk-Checksum-Algorithm": "CRC32"},
+	} {
+		st, body := do(t, signed(t, "POST", srv.URL+"/bkt?delete", doc, hdr, time.Now()))
+		expectS3Error(t, st, body, 400, "BadDigest")
+	}
+	if got := mustGet(t, c, "bkt", "keep"); string(got) != "keep me" {
+		t.Fatal("a DeleteObjects with a wrong digest deleted the object")
+	}
+	sum := md5.Sum(doc)
+	st, body := do(t, signed(t, "POST", srv.URL+"/bkt?delete", doc, map[string]string{"Content-MD5": base64.StdEncoding.EncodeToString(sum[:])}, time.Now()))
+	if st != 200 || !strings.Contains(body, "<Deleted>") {
+		t.Fatalf("DeleteObjects with the right Content-MD5: %d %s", st, body)
+	}
+
+	mu, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("bkt"), Key: aws.String("mp"), ChecksumAlgorithm: types.ChecksumAlgorithmCrc32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String("bkt"), Key: aws.String("mp"), UploadId: mu.UploadId,
+		PartNumber: aws.Int32(1), Body: strings.NewReader("only part"), ChecksumAlgorithm: types.ChecksumAlgorithmCrc32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	complete := &s3.CompleteMultipartUploadInput{Bucket: aws.String("bkt"), Key: aws.String("mp"), UploadId: mu.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: p.ETag, ChecksumCRC32: p.ChecksumCRC32}}},
+		ChecksumType:    types.ChecksumTypeFullObject}
+	_, err = c.CompleteMultipartUpload(ctx, complete)
+	wantCode(t, err, "InvalidRequest")
+	complete.ChecksumType = types.ChecksumTypeComposite
+	if _, err := c.CompleteMultipartUpload(ctx, complete); err != nil {
+		t.Fatal(err)
+	}
+}
