@@ -415,3 +415,37 @@ func TestXMLBodyDigests(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestListBucketsPaging covers the ListBuckets parameters the table honours (they were
+// ignored: a prefix returned every bucket).
+func TestListBucketsPaging(t *testing.T) {
+	_, c := setup(t)
+	ctx := context.Background()
+	for _, b := range []string{"alpha-1", "alpha-2", "alpha-3", "beta-1"} {
+		mustCreateBucket(t, c, b)
+	}
+	var got []string
+	in := &s3.ListBucketsInput{Prefix: aws.String("alpha-"), MaxBuckets: aws.Int32(2), BucketRegion: aws.String("us-east-1")}
+	for pages := 0; ; pages++ {
+		out, err := c.ListBuckets(ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range out.Buckets {
+			got = append(got, *b.Name)
+		}
+		if out.ContinuationToken == nil || pages > 3 {
+			break
+		}
+		in.ContinuationToken = out.ContinuationToken
+	}
+	if strings.Join(got, " ") != "alpha-1 alpha-2 alpha-3" {
+		t.Fatalf("paged ListBuckets with a prefix: %v", got)
+	}
+	out, err := c.ListBuckets(ctx, &s3.ListBucketsInput{BucketRegion: aws.String("eu-west-1")})
+	if err != nil || len(out.Buckets) != 0 {
+		t.Fatalf("ListBuckets in another region: %v %v", out, err)
+	}
+	_, err = c.ListBuckets(ctx, &s3.ListBucketsInput{MaxBuckets: aws.Int32(0)})
+	wantCode(t, err, "InvalidArgument")
+}
