@@ -16,9 +16,10 @@ import (
 // nothing, a tag that is dropped).
 //
 // To flip an entry when a feature lands, edit its one line: list the operations that now
-// honour it in ops (and drop err if nothing is refused any more). TestFeatureTable sends a
-// real request for every entry and keeps the table honest; docs/s3-compatibility.md lists
-// the same entries for users and must be updated with them.
+// honour it in ops (and, for a header, drop err if it is ignored elsewhere, as S3 ignores
+// it). TestFeatureTable sends a real request for every entry in the operations cairn serves
+// and keeps the table honest. docs/s3-compatibility.md lists the same entries for users:
+// regenerate it with `go test ./internal/s3api -run TestFeatureDocs -update-docs`.
 
 // A feature is one line of the refusal table.
 type feature struct {
