@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnfs/cairn/internal/s3api"
 	"github.com/cairnfs/cairn/internal/sigv4"
 	"github.com/cairnfs/cairn/internal/store"
 	"github.com/cairnfs/cairn/internal/testutil"
@@ -65,4 +66,25 @@ func (r *byteReader) Read(p []byte) (int, error) {
 	n := copy(p, r.b[r.i:])
 	r.i += n
 	return n, nil
+}
+
+// BenchmarkCheckFeatures measures the refusal-table check of a typical SDK PutObject: it
+// must not allocate.
+func BenchmarkCheckFeatures(b *testing.B) {
+	r, _ := http.NewRequest("PUT", "http://127.0.0.1/bkt/some/key?x-id=PutObject", nil)
+	for k, v := range map[string]string{
+		"Authorization": "AWS4-HMAC-SHA256 Credential=AK/20260101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=00",
+		"X-Amz-Date":    "20260101T000000Z", "X-Amz-Content-Sha256": "UNSIGNED-PAYLOAD", "User-Agent": "aws-sdk-go-v2/1.0",
+		"Amz-Sdk-Invocation-Id": "x", "Amz-Sdk-Request": "attempt=1; max=3", "Content-Type": "application/octet-stream",
+		"X-Amz-Checksum-Crc32": "AAAAAA==", "X-Amz-Sdk-Checksum-Algorithm": "CRC32", "X-Amz-Meta-Color": "blue",
+		"Accept-Encoding": "identity",
+	} {
+		r.Header.Set(k, v)
+	}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if err := s3api.CheckFeatures(r, "PutObject"); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

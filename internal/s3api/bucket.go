@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/xml"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -26,22 +27,54 @@ func (h *Handler) owner(rq *request) owner {
 }
 
 func (h *Handler) listBuckets(w http.ResponseWriter, r *http.Request, rq *request) error {
+	q := r.URL.Query()
+	max := 10000
+	if v, ok := q["max-buckets"]; ok {
+		n, err := strconv.Atoi(v[0])
+		if err != nil || n < 1 || n > 10000 {
+			return errf(400, "InvalidArgument", "Argument max-buckets must be an integer between 1 and 10000")
+		}
+		max = n
+	}
+	after := ""
+	if v, ok := q["continuation-token"]; ok {
+		raw, err := base64.RawURLEncoding.DecodeString(v[0])
+		if err != nil || v[0] == "" {
+			return errf(400, "InvalidArgument", "The continuation token provided is incorrect")
+		}
+		after = string(raw)
+	}
+	prefix := q.Get("prefix")
 	bs, err := h.store.ListBuckets(r.Context())
 	if err != nil {
 		return err
 	}
+	sort.Slice(bs, func(i, j int) bool { return bs[i].Name < bs[j].Name })
 	type bucket struct {
 		Name         string
 		CreationDate string
+		BucketRegion string
 	}
 	res := struct {
-		XMLName xml.Name `xml:"ListAllMyBucketsResult"`
-		Xmlns   string   `xml:"xmlns,attr"`
-		Owner   owner
-		Buckets []bucket `xml:"Buckets>Bucket"`
-	}{Xmlns: xmlns, Owner: h.owner(rq)}
+		XMLName           xml.Name `xml:"ListAllMyBucketsResult"`
+		Xmlns             string   `xml:"xmlns,attr"`
+		Owner             owner
+		Buckets           []bucket `xml:"Buckets>Bucket"`
+		ContinuationToken string   `xml:",omitempty"`
+		Prefix            string   `xml:",omitempty"`
+	}{Xmlns: xmlns, Owner: h.owner(rq), Prefix: prefix}
+	if reg := q.Get("bucket-region"); reg != "" && reg != h.cfg.Region {
+		bs = nil // every bucket is in the one region
+	}
 	for _, b := range bs {
-		res.Buckets = append(res.Buckets, bucket{Name: b.Name, CreationDate: isoTime(b.Created)})
+		if b.Name <= after || !strings.HasPrefix(b.Name, prefix) {
+			continue
+		}
+		if len(res.Buckets) == max {
+			res.ContinuationToken = base64.RawURLEncoding.EncodeToString([]byte(res.Buckets[max-1].Name))
+			break
+		}
+		res.Buckets = append(res.Buckets, bucket{Name: b.Name, CreationDate: isoTime(b.Created), BucketRegion: h.cfg.Region})
 	}
 	return writeXML(w, res)
 }
@@ -320,6 +353,8 @@ func (h *Handler) deleteObjects(w http.ResponseWriter, r *http.Request, rq *requ
 			err = errKeyTooLong
 		} else if o.Key == "" {
 			err = errf(400, "InvalidArgument", "Key must not be empty")
+		} else if o.VersionID != "" && o.VersionID != "null" {
+			err = errf(501, "NotImplemented", "Objects are not versioned: only VersionId null can be deleted.")
 		} else {
 			err = h.store.DeleteObject(r.Context(), rq.bucket, o.Key)
 		}

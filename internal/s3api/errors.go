@@ -136,13 +136,14 @@ type errorBody struct {
 // writeError sends err as an S3 XML error (no body for HEAD or 304).
 func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, rq *request, err error) {
 	ae := toAPIError(err)
-	if ae.Status >= 500 {
+	if ae.Status >= 500 && ae.Status != http.StatusNotImplemented {
 		h.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "code", ae.Code, "err", err)
 	} else {
 		h.log.Debug("request refused", "method", r.Method, "path", r.URL.Path, "code", ae.Code, "err", err)
 	}
 	rq.status = ae.Status
 	rq.code = ae.Code
+	clearHeaders(w.Header(), ae.Status == http.StatusNotModified)
 	if ae.Status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
@@ -157,4 +158,22 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, rq *request
 	w.WriteHeader(ae.Status)
 	w.Write([]byte(xml.Header))
 	w.Write(out)
+}
+
+// clearHeaders removes from a response that is about to carry an error every header a
+// handler set before it failed (ETag, Last-Modified, Content-Range, x-amz-storage-class,
+// x-amz-meta-*, checksums, ...), so that no error looks like an object. It keeps the
+// headers every response carries and, for 304 Not Modified, the validators S3 sends with it.
+func clearHeaders(hd http.Header, notModified bool) {
+	for k := range hd {
+		switch k {
+		case "X-Amz-Request-Id", "X-Amz-Id-2", "Server", "Connection", "Date":
+			continue
+		case "Etag", "Last-Modified":
+			if notModified {
+				continue
+			}
+		}
+		delete(hd, k)
+	}
 }

@@ -246,6 +246,10 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rq.auth = auth
+	if err := checkFeatures(r, rq.op); err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
 	if r.ContentLength == 0 && strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
 		// net/http sends "100 Continue" only when a body is read; some clients (the
 		// botocore bundled with aws cli v1) then misparse the next response on the
@@ -298,16 +302,10 @@ func operation(r *http.Request, bucket, key string) string {
 			}
 			return "ListObjects"
 		case http.MethodPut:
-			if len(q) > 0 {
-				return "Unsupported"
-			}
-			return "CreateBucket"
+			return "CreateBucket" // sub-resources are refused by the feature table
 		case http.MethodHead:
 			return "HeadBucket"
 		case http.MethodDelete:
-			if len(q) > 0 {
-				return "Unsupported"
-			}
 			return "DeleteBucket"
 		case http.MethodPost:
 			if has("delete") {
@@ -429,15 +427,22 @@ func writeXML(w http.ResponseWriter, v any) error {
 	return err
 }
 
-// readXML decodes a small XML request body into v.
+// readXML decodes a small XML request body into v, after checking it against the digests
+// the request declares.
 func readXML(r *http.Request, rq *request, limit int64, v any) error {
-	body := rq.auth.Body
+	body, err := xmlBodyCheck(r, rq)
+	if err != nil {
+		return err
+	}
 	data, err := io.ReadAll(io.LimitReader(body, limit+1))
 	if err != nil {
 		return err
 	}
 	if int64(len(data)) > limit {
 		return errf(400, "MalformedXML", "The XML you provided was larger than %d bytes.", limit)
+	}
+	if err := body.finish(&store.Object{}); err != nil {
+		return err
 	}
 	rq.bytesIn += int64(len(data))
 	if err := xml.Unmarshal(data, v); err != nil {

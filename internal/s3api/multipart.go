@@ -151,6 +151,9 @@ func (h *Handler) completeUpload(w http.ResponseWriter, r *http.Request, rq *req
 		}
 	}
 	finish := func(o *store.Object, parts []*store.Object) error {
+		if t := r.Header.Get("x-amz-checksum-type"); t != "" && t != o.ChecksumType {
+			return errf(400, "InvalidRequest", "The checksum type %s does not match the upload's checksum type %q.", t, o.ChecksumType)
+		}
 		if o.ChecksumAlgo == "" {
 			return nil
 		}

@@ -97,6 +97,17 @@ func newBodyCheck(hd http.Header, rq *request, src io.Reader) (*bodyCheck, error
 	return bc, nil
 }
 
+// xmlBodyCheck wraps the body of a request that carries an XML document so that its
+// Content-MD5 and flexible checksum are verified, except the checksum headers of
+// CompleteMultipartUpload, which state the object's checksum, not the document's.
+func xmlBodyCheck(r *http.Request, rq *request) (*bodyCheck, error) {
+	hd := r.Header
+	if rq.op == "CompleteMultipartUpload" {
+		hd = http.Header{"Content-Md5": r.Header["Content-Md5"]}
+	}
+	return newBodyCheck(hd, rq, rq.auth.Body)
+}
+
 func (bc *bodyCheck) Read(p []byte) (int, error) {
 	n, err := bc.src.Read(p)
 	if n > 0 {
@@ -455,7 +466,10 @@ func (h *Handler) deleteObject(w http.ResponseWriter, r *http.Request, rq *reque
 
 // copySource parses x-amz-copy-source.
 func copySource(hv string) (bucket, key string, err error) {
-	src, _, _ := strings.Cut(hv, "?versionId=")
+	src, version, _ := strings.Cut(hv, "?versionId=")
+	if version != "" && version != "null" {
+		return "", "", errf(501, "NotImplemented", "Objects are not versioned: only versionId=null can be copied.")
+	}
 	src, uerr := url.PathUnescape(src)
 	if uerr != nil {
 		return "", "", errf(400, "InvalidArgument", "Copy Source must mention the source bucket and key: sourcebucket/sourcekey")
