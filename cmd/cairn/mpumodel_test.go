@@ -644,8 +644,8 @@ func TestMultipartModel(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process-level cluster test")
 	}
-	for _, seed := range []uint64{1, 2} {
-		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) { runMultipartModel(t, seed, 40) })
+	for _, seed := range []uint64{1, 2, 3} {
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) { runMultipartModel(t, seed, 70) })
 	}
 }
 
@@ -706,4 +706,78 @@ func countState(us []*mpuUpload, s mpuState) int {
 		}
 	}
 	return n
+}
+
+// TestMultipartStaleReplica is the reported loss of an acknowledged object: a replica
+// killed during a multipart upload comes back holding the upload with only the parts it
+// had; a Complete with those parts (what ListParts through it showed) made it commit a
+// newer, truncated version, which anti-entropy then spread to every replica. Now every
+// gateway answers NoSuchUpload for it, the retried original Complete answers 200 with
+// the original ETag, and the replica drops the stale upload.
+func TestMultipartStaleReplica(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process-level cluster test")
+	}
+	tc := startCluster(t, 3, "--hint-interval", "200ms", "--down-after", "1s")
+	tc.waitVoters(3)
+	tc.createBucket(0, mpuBucket)
+	ctx := context.Background()
+	m := &mpuModel{t: t, tc: tc, r: rand.New(rand.NewPCG(7, 7)), up: []bool{true, true, true}, objects: map[string][]string{}, ever: map[string][]string{}}
+	c := m.client(0)
+	key := "stale"
+	cr, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(mpuBucket), Key: aws.String(key)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &mpuUpload{key: key, id: aws.ToString(cr.UploadId), parts: map[int32][]byte{}, etags: map[int32]string{}}
+	put := func(n int32) {
+		data := m.partData(n)
+		out, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String(mpuBucket), Key: aws.String(key), UploadId: cr.UploadId,
+			PartNumber: aws.Int32(n), Body: bytes.NewReader(data), ContentLength: aws.Int64(int64(len(data)))})
+		if err != nil {
+			t.Fatalf("part %d: %v", n, err)
+		}
+		u.parts[n], u.etags[n] = data, strings.Trim(aws.ToString(out.ETag), `"`)
+	}
+	put(1)
+	tc.procs[2].kill() // node3 keeps the upload with part 1 only
+	put(2)
+	out, err := m.doComplete(ctx, 0, u, m.completeList(u))
+	if err != nil {
+		t.Fatalf("complete with node3 down: %v", err)
+	}
+	want := multipartETag(u.parts[1], u.parts[2])
+	full := append(append([]byte{}, u.parts[1]...), u.parts[2]...)
+	if got := strings.Trim(aws.ToString(out.ETag), `"`); got != want {
+		t.Fatalf("ETag %s, want %s", got, want)
+	}
+	tc.procs[2].restart()
+	stale := []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: aws.String(`"` + u.etags[1] + `"`)}}
+	for g := range tc.procs {
+		if _, err := m.client(g).ListParts(ctx, &s3.ListPartsInput{Bucket: aws.String(mpuBucket), Key: aws.String(key), UploadId: cr.UploadId}); !isCode(err, "NoSuchUpload") {
+			t.Errorf("ListParts via node%d after the completion: %v, want NoSuchUpload", g+1, errOr(err))
+		}
+		if _, err := m.doComplete(ctx, g, u, stale); !isCode(err, "NoSuchUpload") {
+			t.Errorf("Complete with node3's part list via node%d: %v, want NoSuchUpload", g+1, errOr(err))
+		}
+		if out, err := m.doComplete(ctx, g, u, m.completeList(u)); err != nil || strings.Trim(aws.ToString(out.ETag), `"`) != want {
+			t.Errorf("retried Complete via node%d: %v, want 200 and ETag %s", g+1, errOr(err), want)
+		}
+	}
+	m.settleNodes(ctx)
+	for g := range tc.procs {
+		body, err := getBody(ctx, m.client(g), mpuBucket, key)
+		if err != nil || md5hex(body) != md5hex(full) {
+			t.Errorf("GET via node%d: %d bytes, %v; want the %d acknowledged bytes", g+1, len(body), err, len(full))
+		}
+		lu, err := m.client(g).ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: aws.String(mpuBucket)})
+		if err != nil || len(lu.Uploads) != 0 {
+			t.Errorf("ListMultipartUploads via node%d: %v, %d uploads listed, want none", g+1, err, len(lu.Uploads))
+		}
+	}
+	for _, r := range tc.replicas(0, mpuBucket, key).Replicas {
+		if r.Size != int64(len(full)) || strings.Trim(r.ETag, `"`) != want {
+			t.Errorf("replica on %s: %d bytes, ETag %s; want %d bytes, %s", r.Node, r.Size, r.ETag, len(full), want)
+		}
+	}
 }

@@ -82,7 +82,10 @@ func (g *Gateway) uploadStripesNeeded(ctx context.Context, bucket, key, upload s
 		}
 	}
 	_, errs := gather(ts, func(t target) (struct{}, error) {
-		_, err := g.partsReplica(ctx, t, bucket, key, upload, 0, 1)
+		ans, err := g.partsReplica(ctx, t, bucket, key, upload, 0, 1)
+		if err == nil && ans.End != nil {
+			err = errors.E(errors.NotExist, store.ErrNoSuchUpload) // it ended there
+		}
 		return struct{}{}, err
 	})
 	for _, err := range errs {
