@@ -82,10 +82,7 @@ func (g *Gateway) uploadStripesNeeded(ctx context.Context, bucket, key, upload s
 		}
 	}
 	_, errs := gather(ts, func(t target) (struct{}, error) {
-		ans, err := g.partsReplica(ctx, t, bucket, key, upload, 0, 1)
-		if err == nil && ans.End != nil {
-			err = errors.E(errors.NotExist, store.ErrNoSuchUpload) // it ended there
-		}
+		_, err := g.partsReplica(ctx, t, bucket, key, upload, 0, 1)
 		return struct{}{}, err
 	})
 	for _, err := range errs {

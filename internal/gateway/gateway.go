@@ -438,8 +438,7 @@ func (g *Gateway) Placement(bucket, key string) ([]string, int, error) {
 }
 
 // ErrQuorum is wrapped by the errors of requests that reached fewer replicas than their
-// quorum: the client was not answered with success, and may retry later (QuorumError
-// says whether the write may still have been applied somewhere).
+// quorum: nothing was acknowledged, and the client may retry later.
 var ErrQuorum = errors.New("quorum not reached")
 
 // QuorumError describes a request that reached fewer replicas than its quorum.
@@ -447,19 +446,10 @@ type QuorumError struct {
 	What          string // write, read, delete
 	Got, Need, Of int
 	Last          error // the last replica error seen
-	// Unknown is set for a write that some replica may have applied (one acknowledged
-	// it, or one did not answer): its outcome is unknown, and it may still show up (a
-	// read tells, a retry settles it). Unset, the write was applied nowhere.
-	Unknown bool
 }
 
 func (e *QuorumError) Error() string {
 	msg := fmt.Sprintf("%s quorum not reached: %d of %d replicas answered, %d needed", e.What, e.Got, e.Of, e.Need)
-	if e.Unknown {
-		msg += "; the outcome is unknown (some replica may have applied it)"
-	} else if e.What != "read" {
-		msg += "; nothing was written"
-	}
 	if e.Last != nil {
 		msg += " (last error: " + e.Last.Error() + ")"
 	}

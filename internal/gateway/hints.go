@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,7 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cairnfs/cairn/internal/errors"
-	"github.com/cairnfs/cairn/internal/node"
 	"github.com/cairnfs/cairn/internal/store"
 )
 
@@ -230,59 +228,6 @@ func (g *Gateway) RunHints(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// endHint marks the hints that deliver an upload's end record rather than an object: their
-// bucket is endHint+bucket (no bucket name starts with a control character) and their key
-// the upload id followed by the object key.
-const endHint = "\x01end:"
-
-// queueEndHint queues the delivery of an upload's end record to t, which could not be
-// told now.
-func (g *Gateway) queueEndHint(t target, uploadID string, e *store.UploadEnd, cause error) {
-	if g.cfg.Hints == nil {
-		return
-	}
-	if err := g.cfg.Hints.Add(t.id, endHint+e.Bucket, uploadID+e.Key, 1); err != nil {
-		g.log.Error("cannot queue an upload's end for a replica: anti-entropy will tell it", "node", t.id, "bucket", e.Bucket, "key", e.Key, "upload", uploadID, "err", err)
-		return
-	}
-	g.log.Warn("could not tell a replica that an upload ended, queued for retry", "node", t.id, "bucket", e.Bucket, "key", e.Key, "upload", uploadID, "err", cause)
-}
-
-// deliverEnd delivers an end hint: the upload's end record, read from a replica that has
-// it, to dst. If none has it any more (it expired), the hint is dropped.
-func (g *Gateway) deliverEnd(ctx context.Context, dst target, e hintEntry) error {
-	bucket := strings.TrimPrefix(e.bucket, endHint)
-	if len(e.key) < 32 {
-		return nil // malformed: nothing to deliver
-	}
-	id, key := e.key[:32], e.key[32:]
-	if _, err := g.HeadBucket(ctx, bucket); err != nil {
-		return nil // the bucket is gone
-	}
-	_, ts, err := g.replicas(bucket, key)
-	if err != nil {
-		return err
-	}
-	var srcs []target
-	for _, t := range ts {
-		if t.id != dst.id && !t.down {
-			srcs = append(srcs, t)
-		}
-	}
-	answers, errs := gather(srcs, func(t target) (*node.PartsAnswer, error) { return g.partsReplica(ctx, t, bucket, key, id, 0, 1) })
-	for i, a := range answers {
-		if errs[i] == nil && a.End != nil {
-			return g.sendEnd(ctx, dst, id, a.End)
-		}
-	}
-	for _, err := range errs {
-		if err != nil && !errors.Is(errors.NotExist, err) {
-			return err // a replica that may have it did not answer
-		}
-	}
-	return nil
-}
-
 // errNotYet means the version a hint asks for is not on any replica (yet).
 var errNotYet = errors.E(errors.Transient, "version not found on any replica yet")
 
@@ -290,9 +235,6 @@ var errNotYet = errors.E(errors.Transient, "version not found on any replica yet
 func (g *Gateway) deliver(ctx context.Context, dst target, e hintEntry) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	if strings.HasPrefix(e.bucket, endHint) {
-		return g.deliverEnd(ctx, dst, e)
-	}
 	if _, err := g.HeadBucket(ctx, e.bucket); err != nil {
 		return nil // the bucket is gone: nothing to deliver
 	}

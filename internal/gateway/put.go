@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,7 +41,7 @@ func (g *Gateway) fanOut(ctx context.Context, ts []target, need int, bucket, key
 	started := 0
 	for _, t := range ts {
 		if t.down {
-			failed = append(failed, replicaResult{t: t, err: errors.E(errors.Transient, fmt.Errorf("node %s: %w", t.id, errNodeDown))})
+			failed = append(failed, replicaResult{t: t, err: errors.E(errors.Transient, "node "+t.id+" is down")})
 			continue
 		}
 		started++
@@ -192,12 +191,8 @@ func bodyErr(err error) error {
 
 // quorumFailure is the error of a write that got fewer than need acknowledgements: the
 // replicas' own refusal when every one of them refused (a full disk, a bad part list),
-// else a Transient quorum error that says whether any replica may have applied it.
+// else a Transient quorum error.
 func quorumFailure(what string, ok, failed []replicaResult, need, of int) error {
-	unknown := len(ok) > 0
-	for _, r := range failed {
-		unknown = unknown || !notApplied(r.err)
-	}
 	if len(ok) == 0 && len(failed) == of {
 		var refusal error
 		for _, r := range failed {
@@ -213,32 +208,7 @@ func quorumFailure(what string, ok, failed []replicaResult, need, of int) error 
 			return refusal // every replica refused, for a reason the client should see
 		}
 	}
-	return errors.E(errors.Transient, &QuorumError{What: what, Got: len(ok), Need: need, Of: of, Last: firstErr(failed), Unknown: unknown})
-}
-
-// errNodeDown is the error of a replica write not sent: the map marks the node down.
-var errNodeDown = errors.New("is down")
-
-// notApplied reports whether a replica's error means that it did not apply the write: it
-// was not sent (the node is marked down, or the connection was refused) or the replica
-// refused it (it answered an error of its own). A timeout, a reset connection or an
-// answer cut off may hide a write that was applied.
-func notApplied(err error) bool {
-	if err == nil {
-		return false
-	}
-	var oe *net.OpError
-	if errors.As(err, &oe) && oe.Op == "dial" {
-		return true
-	}
-	if errors.IsErr(err, errNodeDown) {
-		return true
-	}
-	switch errors.KindOf(err) {
-	case errors.Invalid, errors.NotExist, errors.Exist, errors.Precondition, errors.NoSpace, errors.Permission:
-		return true
-	}
-	return false
+	return quorumError(what, len(ok), need, of, firstErr(failed))
 }
 
 func firstErr(rs []replicaResult) error {

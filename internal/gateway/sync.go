@@ -43,8 +43,6 @@ type SyncStats struct {
 	ShardsWaiting int           `json:"shards_waiting"` // shards that could not be moved or placed yet (retried soon)
 	ShardsMoved   int           `json:"shards_moved"`   // shards handed to the stripe's current nodes (or found there) and removed here
 	Collected     int           `json:"collected"`      // shards no longer readable removed (replaced versions, aborted or replaced uploads)
-	UploadsEnded  int           `json:"uploads_ended"`  // stale uploads dropped here: another replica had completed or aborted them
-	UploadsAged   int           `json:"uploads_aged"`   // uploads aborted here because they were older than store.UploadEndTTL
 	Errors        int           `json:"errors"`
 	Err           string        `json:"error,omitempty"`
 }
@@ -208,70 +206,9 @@ func (g *Gateway) Sync(ctx context.Context) (st SyncStats, err error) {
 		g.healStriped(ctx, m, e.Bucket, e.Key, &st)
 	}
 	if ctx.Err() == nil {
-		g.syncUploads(ctx, &st)
-	}
-	if ctx.Err() == nil {
 		g.collectShards(ctx, &st)
 	}
 	return st, ctx.Err()
-}
-
-// syncUploads is the anti-entropy of multipart uploads. Each upload pending here is
-// checked with the upload's other replicas: one that has an end record (this node missed
-// the completion or abort: it was away, and the hint did not reach it) makes this node
-// drop the upload and its parts, so it is no longer listed and its space is reclaimed.
-// An upload older than store.UploadEndTTL is aborted (its replicas do the same, each by
-// its own clock), and end records older than that are forgotten.
-func (g *Gateway) syncUploads(ctx context.Context, st *SyncStats) {
-	ups, err := g.cfg.Store.PendingUploads()
-	if err != nil {
-		st.Errors++
-		st.Err = err.Error()
-		return
-	}
-	old := time.Now().Add(-store.UploadEndTTL)
-	for _, u := range ups {
-		if ctx.Err() != nil {
-			return
-		}
-		if !u.Initiated.IsZero() && u.Initiated.Before(old) {
-			if err := g.cfg.Store.AbortUpload(u.Bucket, u.Key, u.UploadID); err == nil {
-				st.UploadsAged++
-				g.log.Info("aborted a multipart upload older than the upload lifetime", "bucket", u.Bucket, "key", u.Key, "upload", u.UploadID, "initiated", u.Initiated)
-			}
-			continue
-		}
-		_, ts, err := g.replicas(u.Bucket, u.Key)
-		if err != nil {
-			continue
-		}
-		var peers []target
-		for _, t := range ts {
-			if !t.down && !t.local {
-				peers = append(peers, t)
-			}
-		}
-		answers, errs := gather(peers, func(t target) (*node.PartsAnswer, error) {
-			return g.partsReplica(ctx, t, u.Bucket, u.Key, u.UploadID, 0, 1)
-		})
-		for i, a := range answers {
-			if errs[i] != nil || a.End == nil {
-				continue
-			}
-			if dropped, err := g.cfg.Store.EndUpload(u.UploadID, a.End); err != nil {
-				st.Errors++
-				st.Err = err.Error()
-			} else if dropped {
-				st.UploadsEnded++
-				g.log.Info("dropped a stale multipart upload that ended on another replica", "bucket", u.Bucket, "key", u.Key, "upload", u.UploadID, "from", peers[i].id)
-			}
-			break
-		}
-	}
-	if _, err := g.cfg.Store.ExpireUploadEnds(old); err != nil {
-		st.Errors++
-		st.Err = err.Error()
-	}
 }
 
 // firstUpHolder reports whether this node is the first of ids that is up: the one that

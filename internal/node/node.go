@@ -27,7 +27,6 @@ const (
 	PathPart     = "/internal/v1/part"
 	PathParts    = "/internal/v1/parts"
 	PathComplete = "/internal/v1/complete"
-	PathEnd      = "/internal/v1/upload-end"
 	PathList     = "/internal/v1/list"
 	PathUploads  = "/internal/v1/uploads"
 	PathScan     = "/internal/v1/scan"
@@ -62,7 +61,6 @@ func New(cfg Config) *Handler {
 	h.mux.HandleFunc(PathPart, h.part)
 	h.mux.HandleFunc(PathParts, h.parts)
 	h.mux.HandleFunc(PathComplete, h.complete)
-	h.mux.HandleFunc(PathEnd, h.end)
 	h.mux.HandleFunc(PathList, h.list)
 	h.mux.HandleFunc(PathUploads, h.uploads)
 	h.mux.HandleFunc(PathScan, h.scan)
@@ -290,38 +288,11 @@ func (h *Handler) part(w http.ResponseWriter, r *http.Request) {
 	writeMeta(w, p)
 }
 
-// PartsAnswer is the answer to a parts listing: the upload's own record and a page of
-// parts, or, for an upload that ended on this replica, its end record alone.
+// PartsAnswer is the answer to a parts listing: the upload's own record and a page of parts.
 type PartsAnswer struct {
-	Upload    *store.Object    `json:"upload"`
-	Parts     []WirePart       `json:"parts"`
-	Truncated bool             `json:"truncated"`
-	End       *store.UploadEnd `json:"end,omitempty"`
-}
-
-// PartsOf answers a parts listing from st: the upload's record and a page of its parts,
-// or its end record if it ended here (NotExist if st knows neither).
-func PartsOf(st *store.Store, bucket, key, id string, after, max int) (*PartsAnswer, error) {
-	up, err := st.Upload(bucket, key, id)
-	if errors.Is(errors.NotExist, err) {
-		if e, eerr := st.UploadEnded(id); eerr == nil && e.Bucket == bucket && e.Key == key {
-			return &PartsAnswer{End: e}, nil
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	parts, trunc, err := st.ListParts(bucket, key, id, after, max)
-	if err != nil {
-		return nil, err
-	}
-	ans := &PartsAnswer{Upload: up, Truncated: trunc}
-	for _, p := range parts {
-		o := *p.Object
-		o.Chunks = nil
-		ans.Parts = append(ans.Parts, WirePart{Number: p.Number, Object: &o})
-	}
-	return ans, nil
+	Upload    *store.Object `json:"upload"`
+	Parts     []WirePart    `json:"parts"`
+	Truncated bool          `json:"truncated"`
 }
 
 // WirePart is one part in PartsAnswer.
@@ -336,33 +307,24 @@ func (h *Handler) parts(w http.ResponseWriter, r *http.Request) {
 		rpc.WriteError(w, err)
 		return
 	}
-	ans, err := PartsOf(h.cfg.Store, bucket, key, r.URL.Query().Get("id"), int(intParam(r, "after")), int(intParam(r, "max")))
+	id := r.URL.Query().Get("id")
+	up, err := h.cfg.Store.Upload(bucket, key, id)
 	if err != nil {
 		rpc.WriteError(w, err)
 		return
+	}
+	parts, trunc, err := h.cfg.Store.ListParts(bucket, key, id, int(intParam(r, "after")), int(intParam(r, "max")))
+	if err != nil {
+		rpc.WriteError(w, err)
+		return
+	}
+	ans := PartsAnswer{Upload: up, Truncated: trunc}
+	for _, p := range parts {
+		o := *p.Object
+		o.Chunks = nil
+		ans.Parts = append(ans.Parts, WirePart{Number: p.Number, Object: &o})
 	}
 	writeJSON(w, ans)
-}
-
-// end applies an upload's end record learned on another replica (store.EndUpload).
-func (h *Handler) end(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-		return
-	}
-	bucket, key, err := h.capFor(r, rpc.CapWrite)
-	if err != nil {
-		rpc.WriteError(w, err)
-		return
-	}
-	var e store.UploadEnd
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&e); err != nil || e.Bucket != bucket || e.Key != key {
-		rpc.WriteError(w, errors.E(errors.Invalid, "malformed upload end"))
-		return
-	}
-	if _, err := h.cfg.Store.EndUpload(r.URL.Query().Get("id"), &e); err != nil {
-		rpc.WriteError(w, err)
-	}
 }
 
 // CompleteRequest is the body of a completion.

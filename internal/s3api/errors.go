@@ -79,15 +79,8 @@ func toAPIError(err error) *apiError {
 	}
 	var qe *gateway.QuorumError
 	if errors.As(err, &qe) {
-		outcome := "Nothing was written; retry later."
-		switch {
-		case qe.What == "read":
-			outcome = "Retry later."
-		case qe.Unknown:
-			outcome = "The outcome is unknown: some replica may have applied the request, and it may still take effect. Read to find out, or retry it."
-		}
 		return &apiError{Code: "ServiceUnavailable", Status: 503, Message: fmt.Sprintf(
-			"Too few replicas are reachable: %d of %d answered, the %s quorum is %d. %s", qe.Got, qe.Of, qe.What, qe.Need, outcome)}
+			"Too few replicas are reachable: %d of %d answered, the %s quorum is %d. Nothing was acknowledged; retry later.", qe.Got, qe.Of, qe.What, qe.Need)}
 	}
 	switch {
 	case errors.IsErr(err, gateway.ErrInvalidStorageClass):

@@ -64,9 +64,6 @@ func (s *Store) CreateUploadID(bucket, key, uploadID string, meta *Object) error
 	if _, err := s.upload(bucket, key, uploadID); err == nil {
 		return nil
 	}
-	if _, err := s.uploadEnd(uploadID); err == nil {
-		return errors.E(op, errors.Exist, "an upload with this id already ended")
-	}
 	m := *meta
 	if m.ModTime == 0 {
 		m.ModTime = time.Now().UnixNano()
@@ -225,10 +222,7 @@ func (s *Store) CompleteUpload(bucket, key, uploadID string, list []CompletePart
 // CompleteUploadVersion is CompleteUpload with the HLC version and modification time of the
 // new object chosen by the caller (zero: now), as for PutOptions.Version. If a newer record
 // is stored, the upload is consumed but the object is left as it is, and that newer record is
-// returned. The completion leaves an end record (UploadEnd): a later completion of the
-// same upload with the same part list answers as the first did (the object it wrote, or
-// a record with its version and ETag if the object was replaced since) and writes
-// nothing; with another list, or after an abort, it is NoSuchUpload.
+// returned.
 func (s *Store) CompleteUploadVersion(bucket, key, uploadID string, list []CompletePart, minPart int64, version uint64, modTime int64, finish func(o *Object, parts []*Object) error) (*Object, error) {
 	const op errors.Op = "store.CompleteUpload"
 	if len(list) == 0 {
@@ -242,11 +236,6 @@ func (s *Store) CompleteUploadVersion(bucket, key, uploadID string, list []Compl
 	s.relocMu.RLock()
 	defer s.relocMu.RUnlock()
 	meta, err := s.upload(bucket, key, uploadID)
-	if errors.Is(errors.NotExist, err) {
-		if e, eerr := s.uploadEnd(uploadID); eerr == nil {
-			return s.endedResult(bucket, key, list, e)
-		}
-	}
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
@@ -345,8 +334,6 @@ func (s *Store) CompleteUploadVersion(bucket, key, uploadID string, list []Compl
 	if !superseded {
 		b.Set(okey, o.Marshal(), nil)
 	}
-	end := &UploadEnd{Bucket: bucket, Key: key, HLC: o.HLC, ETag: o.ETag, Parts: list, At: time.Now().UnixNano()}
-	b.Set(uploadEndKey(uploadID), end.marshal(), nil)
 	if err := s.commit(b); err != nil {
 		return nil, errors.E(op, err)
 	}
@@ -357,20 +344,6 @@ func (s *Store) CompleteUploadVersion(bucket, key, uploadID string, list []Compl
 		return old, nil
 	}
 	return &o, nil
-}
-
-// endedResult answers a completion of an upload that already ended: with the part list it
-// completed with, the object it wrote (or, replaced since, a record of its version and
-// ETag); otherwise NoSuchUpload.
-func (s *Store) endedResult(bucket, key string, list []CompletePart, e *UploadEnd) (*Object, error) {
-	const op errors.Op = "store.CompleteUpload"
-	if e.Aborted || e.Bucket != bucket || e.Key != key || !SameParts(e.Parts, list) {
-		return nil, errors.E(op, errors.NotExist, ErrNoSuchUpload)
-	}
-	if o, err := getObject(s.db, objectKey(bucket, key)); err == nil && o.HLC == e.HLC {
-		return o, nil
-	}
-	return &Object{HLC: e.HLC, ETag: e.ETag}, nil
 }
 
 // layoutOf is p's stripe layout without part information.
@@ -405,7 +378,6 @@ func (s *Store) AbortUpload(bucket, key, uploadID string) error {
 		b.Delete(partKey(uploadID, p.Number), nil)
 	}
 	b.Delete(uploadKey(bucket, key, uploadID), nil)
-	b.Set(uploadEndKey(uploadID), (&UploadEnd{Bucket: bucket, Key: key, Aborted: true, At: time.Now().UnixNano()}).marshal(), nil)
 	if err := s.commit(b); err != nil {
 		return errors.E(op, err)
 	}
