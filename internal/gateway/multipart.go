@@ -89,7 +89,7 @@ func (g *Gateway) PutPart(ctx context.Context, bucket, key, uploadID string, n i
 		return nil, errors.E(op, err)
 	}
 	// An unknown or ended upload is refused before the body is read.
-	up, err := g.settle(ctx, g.uploadView(ctx, ts, bucket, key, uploadID, 0, 1, false), bucket, key, uploadID)
+	up, err := g.settle(ctx, g.uploadView(ctx, ts, viewNeed(len(ts), cls.W), bucket, key, uploadID, 0, 1, false), bucket, key, uploadID)
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
@@ -148,9 +148,14 @@ func (v *uploadState) unanswered() error {
 }
 
 // uploadView asks every live replica of bucket/key for the upload: a page of its parts
-// (all of them, if all is set) or its end record.
-func (g *Gateway) uploadView(ctx context.Context, ts []target, bucket, key, uploadID string, after, max int, all bool) *uploadState {
-	ans, errs := gather(ts, func(t target) (*node.PartsAnswer, error) {
+// (all of them, if all is set) or its end record. Once need replicas answered (enough that
+// any W of them include one of them: an end record held by W replicas is always seen), the
+// others get StragglerWait more, so a paused replica does not hold up every operation on
+// the upload; one that has not answered by then counts as not answering.
+func (g *Gateway) uploadView(ctx context.Context, ts []target, need int, bucket, key, uploadID string, after, max int, all bool) *uploadState {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	fetch := func(t target) (*node.PartsAnswer, error) {
 		if t.down {
 			return nil, errors.E(errors.Transient, fmt.Errorf("node %s is down: %w", t.id, errNotSent))
 		}
@@ -174,20 +179,56 @@ func (g *Gateway) uploadView(ctx context.Context, ts []target, bucket, key, uplo
 			}
 			a = p.Parts[len(p.Parts)-1].Number
 		}
-	})
-	v := &uploadState{}
+	}
+	type answer struct {
+		i   int
+		ans *node.PartsAnswer
+		err error
+	}
+	ch := make(chan answer, len(ts))
 	for i, t := range ts {
-		r := replicaUpload{t: t, ans: ans[i], err: errs[i]}
+		go func() {
+			a, err := fetch(t)
+			ch <- answer{i, a, err}
+		}()
+	}
+	v := &uploadState{reps: make([]replicaUpload, len(ts))}
+	for i, t := range ts {
+		v.reps[i] = replicaUpload{t: t, err: errors.E(errors.Transient, fmt.Errorf("node %s did not answer in time", t.id))}
+	}
+	var cutoff <-chan time.Time
+	for got := 0; got < len(ts); got++ {
+		if got >= need && cutoff == nil {
+			cutoff = time.After(g.cfg.StragglerWait)
+		}
+		var a answer
+		select {
+		case a = <-ch:
+		case <-cutoff:
+			return v.finish()
+		}
+		v.reps[a.i].ans, v.reps[a.i].err = a.ans, a.err
+	}
+	return v.finish()
+}
+
+// finish fills in v.end and classifies empty answers.
+func (v *uploadState) finish() *uploadState {
+	for i := range v.reps {
+		r := &v.reps[i]
 		if r.err == nil && r.ans == nil {
 			r.err = errors.E(errors.NotExist, store.ErrNoSuchUpload)
 		}
 		if r.err == nil && r.ans.End != nil && v.end == nil {
 			v.end = r.ans.End
 		}
-		v.reps = append(v.reps, r)
 	}
 	return v
 }
+
+// viewNeed is how many of n replicas uploadView waits for with write quorum w: n-w+1,
+// so that the answers meet every set of w replicas.
+func viewNeed(n, w int) int { return max(n-w+1, 1) }
 
 // settle decides what v says about the upload: if some replica has its end record, the
 // record goes to the replicas that lack it and the answer is NoSuchUpload; if no replica
@@ -295,11 +336,11 @@ func (g *Gateway) ListParts(ctx context.Context, bucket, key, uploadID string, a
 	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return nil, false, errors.E(op, err)
 	}
-	_, ts, err := g.replicas(bucket, key)
+	cls, ts, err := g.replicas(bucket, key)
 	if err != nil {
 		return nil, false, errors.E(op, err)
 	}
-	ans, err := g.settle(ctx, g.uploadView(ctx, ts, bucket, key, uploadID, after, max, false), bucket, key, uploadID)
+	ans, err := g.settle(ctx, g.uploadView(ctx, ts, viewNeed(len(ts), cls.W), bucket, key, uploadID, after, max, false), bucket, key, uploadID)
 	if err != nil {
 		return nil, false, errors.E(op, err)
 	}
@@ -335,7 +376,7 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucket, key, uploadID stri
 			return nil, errors.E(op, errors.Invalid, store.ErrInvalidPartOrder)
 		}
 	}
-	v := g.uploadView(ctx, ts, bucket, key, uploadID, 0, 0, true)
+	v := g.uploadView(ctx, ts, viewNeed(len(ts), cls.W), bucket, key, uploadID, 0, 0, true)
 	if e := v.end; e != nil {
 		g.spreadEnd(ctx, v, e)
 		if e.SameParts(list) && e.Result != nil {
@@ -472,7 +513,7 @@ func (g *Gateway) AbortUpload(ctx context.Context, bucket, key, uploadID string)
 	if err != nil {
 		return errors.E(op, err)
 	}
-	if _, err := g.settle(ctx, g.uploadView(ctx, ts, bucket, key, uploadID, 0, 1, false), bucket, key, uploadID); err != nil {
+	if _, err := g.settle(ctx, g.uploadView(ctx, ts, viewNeed(len(ts), cls.W), bucket, key, uploadID, 0, 1, false), bucket, key, uploadID); err != nil {
 		return errors.E(op, err)
 	}
 	end := &store.UploadEnd{Bucket: bucket, Key: key, UploadID: uploadID, State: store.UploadAborted, Ended: time.Now().UnixNano()}

@@ -233,6 +233,15 @@ func mayHaveApplied(ok, failed []replicaResult, of int) bool {
 	return false
 }
 
+// nothingWritten marks a quorum error as certain that no replica applied the write.
+func nothingWritten(err error) error {
+	var qe *QuorumError
+	if errors.As(err, &qe) {
+		qe.Unknown = false
+	}
+	return err
+}
+
 // errNotSent marks a replica write that was never sent (the node is marked down).
 var errNotSent = errors.New("not sent")
 
@@ -429,7 +438,8 @@ func (g *Gateway) stream(ctx context.Context, ts []target, need int, bucket, key
 			if len(pws) < need {
 				abort(errors.E(errors.Transient, "too few replicas left"))
 				out := <-res
-				return nil, nil, quorumFailure("write", out.ok, out.failed, need, len(ts))
+				// No replica received the final metadata, so none committed.
+				return nil, nil, nothingWritten(quorumFailure("write", out.ok, out.failed, need, len(ts)))
 			}
 		}
 		if rerr == io.EOF {

@@ -250,7 +250,7 @@ func (g *Gateway) syncUploads(ctx context.Context, st *SyncStats) {
 				peers = append(peers, t)
 			}
 		}
-		v := g.uploadView(ctx, peers, u.Bucket, u.Key, u.UploadID, 0, 0, false)
+		v := g.uploadView(ctx, peers, len(peers), u.Bucket, u.Key, u.UploadID, 0, 0, false)
 		end := v.end
 		if end == nil {
 			if len(v.pending()) > 0 || v.unanswered() != nil || time.Since(u.Initiated) < store.UploadEndLifetime {
