@@ -188,6 +188,26 @@ func TestMultipartStaleUploadSync(t *testing.T) {
 	if rs := c.replicaStates(0, "b", key); !converged(rs, o.HLC, false) {
 		t.Errorf("replicas after sync: %+v", rs)
 	}
+
+	// An upload only this node holds, initiated longer ago than end records live, ended
+	// while it was away that long: it is dropped. A young one is kept.
+	old, young := store.NewUploadID(), store.NewUploadID()
+	long := time.Now().Add(-store.UploadEndLifetime - time.Hour).UnixNano()
+	for id, mod := range map[string]int64{old: long, young: time.Now().UnixNano()} {
+		if err := c.nodes[stale].store.CreateUploadID("b", key, id, &store.Object{ModTime: mod}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err = c.nodes[stale].gw.Sync(ctx)
+	if err != nil || st.UploadsEnded != 1 {
+		t.Fatalf("sync with an expired stale upload: %+v, %v; want 1 upload ended", st, err)
+	}
+	if _, err := c.nodes[stale].store.Upload("b", key, old); !errors.Is(errors.NotExist, err) {
+		t.Errorf("the expired stale upload is still held: %v", err)
+	}
+	if _, err := c.nodes[stale].store.Upload("b", key, young); err != nil {
+		t.Errorf("the young upload was dropped: %v", err)
+	}
 }
 
 // TestMultipartCompleteTwoPhase: with fewer than W replicas holding every listed part,
@@ -266,5 +286,48 @@ func TestQuorumFailureWording(t *testing.T) {
 		if isQ := errors.As(err, &qe); isQ != tc.wantQuorum || (isQ && qe.Unknown != tc.wantUnknown) {
 			t.Errorf("%s: %v; want quorum error %v, unknown outcome %v", tc.name, err, tc.wantQuorum, tc.wantUnknown)
 		}
+	}
+}
+
+// TestHintsUploadEnd: upload-end hints are durable, one per (node, upload), apart from the
+// object hints of the same key.
+func TestHintsUploadEnd(t *testing.T) {
+	dir := t.TempDir()
+	h, err := OpenHints(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &store.UploadEnd{Bucket: "b", Key: "k\x00x", UploadID: store.NewUploadID(), State: store.UploadAborted, Ended: 1}
+	for range 2 {
+		if err := h.AddUploadEnd("n2", e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.Add("n2", "b", "k\x00x", 7); err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	if h, err = OpenHints(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	es, err := h.entries(10, func(string) bool { return false })
+	if err != nil || len(es) != 2 || h.Len() != 2 {
+		t.Fatalf("entries after reopening: %+v, %v, Len %d; want an object hint and an end hint", es, err, h.Len())
+	}
+	var end hintEntry
+	for _, x := range es {
+		if x.end != nil {
+			end = x
+		} else if x.bucket != "b" || x.key != "k\x00x" || x.version != 7 {
+			t.Errorf("object hint: %+v", x)
+		}
+	}
+	if end.end == nil || end.node != "n2" || end.end.UploadID != e.UploadID || end.end.Key != e.Key || end.end.State != store.UploadAborted {
+		t.Fatalf("end hint: %+v", end)
+	}
+	h.done(end)
+	if h.Len() != 1 {
+		t.Errorf("Len after delivering the end hint: %d; want 1", h.Len())
 	}
 }

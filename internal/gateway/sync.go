@@ -222,7 +222,8 @@ func (g *Gateway) Sync(ctx context.Context) (st SyncStats, err error) {
 // completion or abort), the record is applied here, which drops the upload and its parts.
 // An upload that no other replica holds or has ended, and that was initiated more than
 // the end records' lifetime ago, ended while this node was away for longer than that (the
-// others' records have expired): it is dropped too, as aborted.
+// others' records have expired): it is dropped too, as aborted. (Only where the write
+// quorum is at least 2: a pending upload is then held by another replica as well.)
 func (g *Gateway) syncUploads(ctx context.Context, st *SyncStats) {
 	if n, err := g.cfg.Store.GCUploadEnds(time.Now().Add(-store.UploadEndLifetime)); err != nil {
 		st.Errors++
@@ -240,7 +241,7 @@ func (g *Gateway) syncUploads(ctx context.Context, st *SyncStats) {
 		if ctx.Err() != nil {
 			return
 		}
-		_, ts, err := g.replicas(u.Bucket, u.Key)
+		cls, ts, err := g.replicas(u.Bucket, u.Key)
 		if err != nil {
 			continue // the bucket is gone from the map
 		}
@@ -253,7 +254,9 @@ func (g *Gateway) syncUploads(ctx context.Context, st *SyncStats) {
 		v := g.uploadView(ctx, peers, len(peers), u.Bucket, u.Key, u.UploadID, 0, 0, false)
 		end := v.end
 		if end == nil {
-			if len(v.pending()) > 0 || v.unanswered() != nil || time.Since(u.Initiated) < store.UploadEndLifetime {
+			// Only with W >= 2 must a pending upload be on another replica too (with W = 1
+			// it may live here alone), and only with peers to ask.
+			if len(peers) == 0 || cls.W < 2 || len(v.pending()) > 0 || v.unanswered() != nil || time.Since(u.Initiated) < store.UploadEndLifetime {
 				continue
 			}
 			end = &store.UploadEnd{Bucket: u.Bucket, Key: u.Key, UploadID: u.UploadID, State: store.UploadAborted, Ended: time.Now().UnixNano()}
