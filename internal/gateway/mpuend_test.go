@@ -64,6 +64,19 @@ func TestMultipartStaleReplicaComplete(t *testing.T) {
 	}
 	c.stop(stale)
 	list = append(list, mpuParts(t, g, "b", key, id, 2, p[1], p[2])...)
+	// While the upload is in progress, its parts are listed from every replica: the
+	// returning one's gap does not hide parts 2 and 3.
+	c.restart(stale)
+	for i, nd := range c.nodes {
+		ps, trunc, err := nd.gw.ListParts(ctx, "b", key, id, 0, 10)
+		if err != nil || trunc || len(ps) != 3 {
+			t.Fatalf("ListParts via node %d with a replica missing parts: %d parts, %v, %v; want 3", i, len(ps), trunc, err)
+		}
+		if ps, trunc, err := nd.gw.ListParts(ctx, "b", key, id, 1, 1); err != nil || !trunc || len(ps) != 1 || ps[0].Number != 2 {
+			t.Fatalf("ListParts page after 1 via node %d: %+v, %v, %v; want part 2, truncated", i, ps, trunc, err)
+		}
+	}
+	c.stop(stale)
 	o, err := g.CompleteUpload(ctx, "b", key, id, list, 0, nil)
 	if err != nil {
 		t.Fatal(err)

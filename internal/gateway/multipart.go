@@ -340,15 +340,45 @@ func (g *Gateway) ListParts(ctx context.Context, bucket, key, uploadID string, a
 	if err != nil {
 		return nil, false, errors.E(op, err)
 	}
-	ans, err := g.settle(ctx, g.uploadView(ctx, ts, viewNeed(len(ts), cls.W), bucket, key, uploadID, after, max, false), bucket, key, uploadID)
-	if err != nil {
+	v := g.uploadView(ctx, ts, viewNeed(len(ts), cls.W), bucket, key, uploadID, after, max, false)
+	if _, err := g.settle(ctx, v, bucket, key, uploadID); err != nil {
 		return nil, false, errors.E(op, err)
 	}
-	parts := make([]store.Part, len(ans.Parts))
-	for i, p := range ans.Parts {
-		parts[i] = store.Part{Number: p.Number, Object: p.Object}
+	parts, truncated := mergeParts(v.pending(), max)
+	return parts, truncated, nil
+}
+
+// mergeParts merges the replicas' pages of parts: every part number any of them holds
+// (a replica that was away misses some), the most recently uploaded record of each, up to
+// max, and no number beyond the last of a truncated page (what follows it there is not
+// known yet).
+func mergeParts(reps []replicaUpload, max int) ([]store.Part, bool) {
+	byNum := map[int]*store.Object{}
+	limit, truncated := -1, false
+	for _, r := range reps {
+		for _, p := range r.ans.Parts {
+			if o, ok := byNum[p.Number]; !ok || p.Object.ModTime > o.ModTime {
+				byNum[p.Number] = p.Object
+			}
+		}
+		if r.ans.Truncated && len(r.ans.Parts) > 0 {
+			truncated = true
+			if last := r.ans.Parts[len(r.ans.Parts)-1].Number; limit < 0 || last < limit {
+				limit = last
+			}
+		}
 	}
-	return parts, ans.Truncated, nil
+	var parts []store.Part
+	for n, o := range byNum {
+		if limit < 0 || n <= limit {
+			parts = append(parts, store.Part{Number: n, Object: o})
+		}
+	}
+	sort.Slice(parts, func(i, j int) bool { return parts[i].Number < parts[j].Number })
+	if len(parts) > max {
+		parts, truncated = parts[:max], true
+	}
+	return parts, truncated
 }
 
 // CompleteUpload assembles the object on its replicas. finish sees the assembled record
