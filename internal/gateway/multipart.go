@@ -303,6 +303,8 @@ func (g *Gateway) partsReplica(ctx context.Context, t target, bucket, key, uploa
 	if t.local {
 		if e, err := g.cfg.Store.UploadEnd(bucket, key, uploadID); err == nil {
 			return &node.PartsAnswer{End: e}, nil
+		} else if !errors.Is(errors.NotExist, err) {
+			return nil, err
 		}
 		up, err := g.cfg.Store.Upload(bucket, key, uploadID)
 		if err != nil {

@@ -317,6 +317,9 @@ func (h *Handler) parts(w http.ResponseWriter, r *http.Request) {
 	if e, err := h.cfg.Store.UploadEnd(bucket, key, id); err == nil {
 		writeJSON(w, PartsAnswer{End: e})
 		return
+	} else if !errors.Is(errors.NotExist, err) {
+		rpc.WriteError(w, err)
+		return
 	}
 	up, err := h.cfg.Store.Upload(bucket, key, id)
 	if err != nil {
