@@ -252,8 +252,21 @@ func TestMultipartCompleteTwoPhase(t *testing.T) {
 	// An abort of a completed upload is NoSuchUpload, as in S3; so is an abort retried.
 	c.restart(1)
 	c.restart(2)
-	if _, err := g.CompleteUpload(ctx, "b", key, id, list, 0, nil); err != nil {
+	o, err := g.CompleteUpload(ctx, "b", key, id, list, 0, nil)
+	if err != nil {
 		t.Fatal(err)
+	}
+	// Overwritten since: a retried completion still answers the recorded result and
+	// writes nothing.
+	w := mustPut(t, c.nodes[1].gw, "b", key, []byte("newer"))
+	for i, nd := range c.nodes {
+		r, err := nd.gw.CompleteUpload(ctx, "b", key, id, list, 0, nil)
+		if err != nil || r.ETag != o.ETag || r.HLC != o.HLC {
+			t.Errorf("retried completion of an overwritten upload via node %d: %+v, %v; want ETag %s version %d", i, r, err, o.ETag, o.HLC)
+		}
+	}
+	if !waitFor(2*time.Second, func() bool { return converged(c.replicaStates(0, "b", key), w.HLC, false) }) {
+		t.Errorf("replicas after retried completions: %+v; want the overwrite (version %d) everywhere", c.replicaStates(0, "b", key), w.HLC)
 	}
 	noSuchUpload(t, "abort of a completed upload", g.AbortUpload(ctx, "b", key, id))
 	id2, err := g.CreateUpload(ctx, "b", key, &store.Object{})
