@@ -62,7 +62,10 @@ func digits(s string) bool {
 //
 // A holder completes an upload in one index batch that removes the upload and writes the
 // object's record (store.CompleteUploadVersion; the gateway's CompleteUpload only fans
-// that out), and nothing else writes a record that references an upload. So once step 1
+// that out), and nothing else writes a record that references an upload but a copy of
+// such a record. (A holder that missed the completion drops the upload when it receives
+// the upload's end record, store.EndUpload, and can never complete it afterwards; the
+// end record exists only once some holder completed, and those holders keep the record.) So once step 1
 // saw the upload absent on a holder, that holder's completion is already committed, or
 // will never happen there; a record referencing the upload is then either already on that
 // holder, where step 2 (later) sees it or a newer record that replaced it, or nowhere at
@@ -82,7 +85,10 @@ func (g *Gateway) uploadStripesNeeded(ctx context.Context, bucket, key, upload s
 		}
 	}
 	_, errs := gather(ts, func(t target) (struct{}, error) {
-		_, err := g.partsReplica(ctx, t, bucket, key, upload, 0, 1)
+		ans, err := g.partsReplica(ctx, t, bucket, key, upload, 0, 1)
+		if err == nil && ans.End != nil {
+			err = errors.E(errors.NotExist, store.ErrNoSuchUpload) // ended there: its end record is all that is left
+		}
 		return struct{}{}, err
 	})
 	for _, err := range errs {

@@ -438,7 +438,8 @@ func (g *Gateway) Placement(bucket, key string) ([]string, int, error) {
 }
 
 // ErrQuorum is wrapped by the errors of requests that reached fewer replicas than their
-// quorum: nothing was acknowledged, and the client may retry later.
+// quorum: the request was not acknowledged (QuorumError.Unknown says whether a write may
+// still have been applied), and the client may retry later.
 var ErrQuorum = errors.New("quorum not reached")
 
 // QuorumError describes a request that reached fewer replicas than its quorum.
@@ -446,10 +447,18 @@ type QuorumError struct {
 	What          string // write, read, delete
 	Got, Need, Of int
 	Last          error // the last replica error seen
+	// Unknown is set for a write that some replica applied or may have applied (it
+	// acknowledged, or failed or straggled in a way that does not rule it out): the write
+	// may take effect later, through hinted retry or anti-entropy. Unset, no replica
+	// applied the write.
+	Unknown bool
 }
 
 func (e *QuorumError) Error() string {
 	msg := fmt.Sprintf("%s quorum not reached: %d of %d replicas answered, %d needed", e.What, e.Got, e.Of, e.Need)
+	if e.Unknown {
+		msg += "; the outcome is unknown (some replica may have applied it)"
+	}
 	if e.Last != nil {
 		msg += " (last error: " + e.Last.Error() + ")"
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -116,12 +117,45 @@ func (h *Hints) Add(node, bucket, key string, version uint64) error {
 	return nil
 }
 
-// hintEntry is one queued replica write.
+// AddUploadEnd queues node to receive an upload's end record (it missed the upload's
+// completion or abort, and may hold the upload and its parts), durably. Its key has an
+// empty bucket, which no object hint has; its value is an object hint's followed by the
+// record.
+func (h *Hints) AddUploadEnd(node string, e *store.UploadEnd) error {
+	if h.free() < hintsReserve {
+		return errors.Errorf(errors.Op("gateway.Hints.AddUploadEnd"), errors.NoSpace,
+			"the disk of the hint queue has less than %d MiB free: not queued", hintsReserve>>20)
+	}
+	rec, err := json.Marshal(e)
+	if err != nil {
+		return errors.E(errors.Invalid, err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k := hintKey(node, "", e.Bucket+"\x00"+e.Key+"\x00"+e.UploadID)
+	if _, c, err := h.db.Get(k); err == nil {
+		c.Close()
+		return nil // queued already
+	}
+	v := make([]byte, 16, 16+len(rec))
+	binary.BigEndian.PutUint64(v[8:], uint64(time.Now().UnixNano()))
+	v = append(v, rec...)
+	h.pending.Add(1)
+	if err := h.db.Set(k, v, pebble.Sync); err != nil {
+		h.pending.Add(-1)
+		return errors.E(errors.IO, err)
+	}
+	return nil
+}
+
+// hintEntry is one queued replica write: an object version, or an upload's end record
+// (end set, bucket and key empty).
 type hintEntry struct {
 	node, bucket, key string
 	version           uint64
 	added             time.Time
 	raw               []byte
+	end               *store.UploadEnd
 }
 
 // entries returns up to n queued entries, skipping every entry of a node for which skip
@@ -137,8 +171,15 @@ func (h *Hints) entries(n int, skip func(node string) bool) ([]hintEntry, error)
 	for valid := it.First(); valid && len(out) < n; valid = it.Next() {
 		nd, b, k, ok := splitHint(it.Key())
 		v := it.Value()
-		if !ok || len(v) != 16 {
+		if !ok || len(v) < 16 || (b != "" && len(v) != 16) {
 			continue
+		}
+		var end *store.UploadEnd
+		if b == "" {
+			end = new(store.UploadEnd)
+			if json.Unmarshal(v[16:], end) != nil {
+				continue
+			}
 		}
 		if skip(nd) {
 			if !it.SeekGE(append([]byte(nd), 1)) { // past "node\x00..."
@@ -148,7 +189,7 @@ func (h *Hints) entries(n int, skip func(node string) bool) ([]hintEntry, error)
 			continue
 		}
 		out = append(out, hintEntry{node: nd, bucket: b, key: k, version: binary.BigEndian.Uint64(v),
-			added: time.Unix(0, int64(binary.BigEndian.Uint64(v[8:]))), raw: append([]byte{}, v...)})
+			added: time.Unix(0, int64(binary.BigEndian.Uint64(v[8:16]))), raw: append([]byte{}, v...), end: end})
 	}
 	return out, it.Error()
 }
@@ -184,7 +225,8 @@ func (quietLogger) Fatalf(format string, args ...any) {
 
 // RunHints delivers queued replica writes to their nodes until ctx ends: every interval it
 // takes the queue's entries for nodes that are up, finds the newest record of each object
-// among its replicas, and copies it (or its tombstone) to the node.
+// among its replicas, and copies it (or its tombstone) to the node; an upload's end record
+// is sent as it is (the node drops the upload and its parts).
 func (g *Gateway) RunHints(ctx context.Context, interval time.Duration) {
 	if g.cfg.Hints == nil {
 		return
@@ -218,7 +260,15 @@ func (g *Gateway) RunHints(ctx context.Context, interval time.Duration) {
 			if n.State == "down" {
 				continue
 			}
-			err := g.deliver(ctx, target{id: n.ID, addr: n.Addr, local: n.ID == g.cfg.NodeID && g.cfg.Store != nil}, e)
+			dst := target{id: n.ID, addr: n.Addr, local: n.ID == g.cfg.NodeID && g.cfg.Store != nil}
+			var err error
+			if e.end != nil {
+				if err = g.endReplica(ctx, dst, e.end); errors.Is(errors.NotExist, err) {
+					err = nil // the bucket is gone: nothing to deliver
+				}
+			} else {
+				err = g.deliver(ctx, dst, e)
+			}
 			if err == nil {
 				g.cfg.Hints.done(e)
 				continue

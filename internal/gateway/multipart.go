@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/md5"
 	"encoding/hex"
@@ -22,8 +23,18 @@ import (
 
 // Multipart uploads live on the replicas of their object: the upload record and every
 // part are written to all of them with the write quorum, and completion assembles the
-// object on each replica from its own parts (no bytes are copied). A replica that missed
-// a part fails its completion and receives the object later by hinted retry.
+// object on each replica from its own parts (no bytes are copied).
+//
+// An upload ends (completed or aborted) with an end record on each replica
+// (store.UploadEnd). Every operation on an upload asks all its live replicas, not the
+// first that answers: one replica's end record decides the answer (a retried completion
+// with the same part list gets the original result, anything else NoSuchUpload) and is
+// sent on to the replicas that lack it, so a replica that was away when the upload ended
+// drops its stale upload instead of completing it again. Completion is two-phase: the
+// commit is sent only when at least W replicas hold the pending upload with every listed
+// part. A replica that missed a part (or the end) receives the end record and, for a
+// completion, the object by hinted retry; anti-entropy carries end records too.
+// The semantics per operation are in docs/design/20261123_cluster.md.
 
 // CreateUpload starts an upload of bucket/key on its replicas.
 func (g *Gateway) CreateUpload(ctx context.Context, bucket, key string, meta *store.Object) (string, error) {
@@ -77,8 +88,8 @@ func (g *Gateway) PutPart(ctx context.Context, bucket, key, uploadID string, n i
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
-	// An unknown upload is refused before the body is read.
-	up, err := g.uploadParts(ctx, ts, bucket, key, uploadID, 0, 1)
+	// An unknown or ended upload is refused before the body is read.
+	up, err := g.settle(ctx, g.uploadView(ctx, ts, viewNeed(len(ts), cls.W), bucket, key, uploadID, 0, 1, false), bucket, key, uploadID)
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
@@ -98,27 +109,203 @@ func (g *Gateway) PutPart(ctx context.Context, bucket, key, uploadID string, n i
 	return p, nil
 }
 
-// uploadParts returns a page of an upload's parts from the first replica that has it.
-func (g *Gateway) uploadParts(ctx context.Context, ts []target, bucket, key, uploadID string, after, max int) (*node.PartsAnswer, error) {
-	var lastErr error
-	for _, t := range ts {
+// replicaUpload is one replica's view of an upload.
+type replicaUpload struct {
+	t   target
+	ans *node.PartsAnswer // nil if err is set
+	err error             // NotExist: the replica neither holds the upload nor has its end record
+}
+
+// pending reports whether the replica holds the upload, pending.
+func (r replicaUpload) pending() bool { return r.err == nil && r.ans.End == nil }
+
+// uploadState is an upload's state on all its replicas.
+type uploadState struct {
+	reps []replicaUpload  // every replica, in placement order
+	end  *store.UploadEnd // an end record held by some replica, or nil
+}
+
+// pending returns the replicas that hold the upload, pending, in placement order.
+func (v *uploadState) pending() []replicaUpload {
+	var out []replicaUpload
+	for _, r := range v.reps {
+		if r.pending() {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// unanswered returns the first error of a replica that did not say what it holds (it is
+// down, or failed), or nil if every replica answered.
+func (v *uploadState) unanswered() error {
+	for _, r := range v.reps {
+		if r.err != nil && !errors.Is(errors.NotExist, r.err) {
+			return r.err
+		}
+	}
+	return nil
+}
+
+// uploadView asks every live replica of bucket/key for the upload: a page of its parts
+// (all of them, if all is set) or its end record. Once need replicas answered (enough that
+// any W of them include one of them: an end record held by W replicas is always seen), the
+// others get StragglerWait more, so a paused replica does not hold up every operation on
+// the upload; one that has not answered by then counts as not answering.
+func (g *Gateway) uploadView(ctx context.Context, ts []target, need int, bucket, key, uploadID string, after, max int, all bool) *uploadState {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	fetch := func(t target) (*node.PartsAnswer, error) {
 		if t.down {
-			continue
+			return nil, errors.E(errors.Transient, fmt.Errorf("node %s is down: %w", t.id, errNotSent))
 		}
-		ans, err := g.partsReplica(ctx, t, bucket, key, uploadID, after, max)
-		if err == nil {
-			return ans, nil
+		if !all {
+			return g.partsReplica(ctx, t, bucket, key, uploadID, after, max)
 		}
-		lastErr = err
+		var out *node.PartsAnswer
+		for a := 0; ; {
+			p, err := g.partsReplica(ctx, t, bucket, key, uploadID, a, 1000)
+			if err != nil {
+				return nil, err
+			}
+			if out == nil {
+				out = p
+			} else {
+				out.Parts = append(out.Parts, p.Parts...)
+			}
+			if p.End != nil || !p.Truncated || len(p.Parts) == 0 {
+				out.Truncated = false
+				return out, nil
+			}
+			a = p.Parts[len(p.Parts)-1].Number
+		}
 	}
-	if lastErr == nil {
-		lastErr = errors.E(errors.Transient, "every replica is down")
+	type answer struct {
+		i   int
+		ans *node.PartsAnswer
+		err error
 	}
-	return nil, lastErr
+	ch := make(chan answer, len(ts))
+	for i, t := range ts {
+		go func() {
+			a, err := fetch(t)
+			ch <- answer{i, a, err}
+		}()
+	}
+	v := &uploadState{reps: make([]replicaUpload, len(ts))}
+	for i, t := range ts {
+		v.reps[i] = replicaUpload{t: t, err: errors.E(errors.Transient, fmt.Errorf("node %s did not answer in time", t.id))}
+	}
+	var cutoff <-chan time.Time
+	for got := 0; got < len(ts); got++ {
+		if got >= need && cutoff == nil {
+			cutoff = time.After(g.cfg.StragglerWait)
+		}
+		var a answer
+		select {
+		case a = <-ch:
+		case <-cutoff:
+			return v.finish()
+		}
+		v.reps[a.i].ans, v.reps[a.i].err = a.ans, a.err
+	}
+	return v.finish()
+}
+
+// finish fills in v.end and classifies empty answers.
+func (v *uploadState) finish() *uploadState {
+	for i := range v.reps {
+		r := &v.reps[i]
+		if r.err == nil && r.ans == nil {
+			r.err = errors.E(errors.NotExist, store.ErrNoSuchUpload)
+		}
+		if r.err == nil && r.ans.End != nil && v.end == nil {
+			v.end = r.ans.End
+		}
+	}
+	return v
+}
+
+// viewNeed is how many of n replicas uploadView waits for with write quorum w: n-w+1,
+// so that the answers meet every set of w replicas.
+func viewNeed(n, w int) int { return max(n-w+1, 1) }
+
+// settle decides what v says about the upload: if some replica has its end record, the
+// record goes to the replicas that lack it and the answer is NoSuchUpload; if no replica
+// holds the upload, NoSuchUpload (or, with replicas unanswered, their error). Otherwise it
+// returns the answer of the first replica that holds it.
+func (g *Gateway) settle(ctx context.Context, v *uploadState, bucket, key, uploadID string) (*node.PartsAnswer, error) {
+	if v.end != nil {
+		g.spreadEnd(ctx, v, v.end)
+		return nil, errors.E(errors.NotExist, store.ErrNoSuchUpload)
+	}
+	if p := v.pending(); len(p) > 0 {
+		return p[0].ans, nil
+	}
+	if err := v.unanswered(); err != nil {
+		return nil, err
+	}
+	return nil, errors.E(errors.NotExist, store.ErrNoSuchUpload)
+}
+
+// spreadEnd sends an upload's end record to the replicas in v that hold the upload
+// pending, and queues it for the replicas that did not answer.
+func (g *Gateway) spreadEnd(ctx context.Context, v *uploadState, e *store.UploadEnd) {
+	var send []target
+	for _, r := range v.reps {
+		switch {
+		case r.pending():
+			send = append(send, r.t)
+		case r.err != nil && !errors.Is(errors.NotExist, r.err):
+			g.queueEndHint(r.t, e)
+		}
+	}
+	_, errs := gather(send, func(t target) (struct{}, error) { return struct{}{}, g.endReplica(ctx, t, e) })
+	for i, err := range errs {
+		if err != nil {
+			g.queueEndHint(send[i], e)
+		}
+	}
+}
+
+// queueEndHint queues t to receive an upload's end record.
+func (g *Gateway) queueEndHint(t target, e *store.UploadEnd) {
+	if g.cfg.Hints == nil {
+		return
+	}
+	if err := g.cfg.Hints.AddUploadEnd(t.id, e); err != nil {
+		g.log.Error("cannot queue an upload's end for retry: the replica keeps the upload until anti-entropy", "node", t.id, "bucket", e.Bucket, "key", e.Key, "upload", e.UploadID, "err", err)
+	}
+}
+
+// endReplica applies an upload's end record on one replica.
+func (g *Gateway) endReplica(ctx context.Context, t target, e *store.UploadEnd) error {
+	if t.local {
+		if err := g.EnsureLocalBucket(e.Bucket); err != nil {
+			return err
+		}
+		return g.cfg.Store.EndUpload(e)
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
+	defer cancel()
+	body, _ := json.Marshal(e)
+	resp, err := g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodPost, Addr: t.addr, Path: node.PathUploadEnd,
+		Query: objQuery(e.Bucket, e.Key, "id", e.UploadID), Body: bytes.NewReader(body), Size: int64(len(body)),
+		Cap: &[3]string{rpc.CapDelete, e.Bucket, e.Key}})
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
 }
 
 func (g *Gateway) partsReplica(ctx context.Context, t target, bucket, key, uploadID string, after, max int) (*node.PartsAnswer, error) {
 	if t.local {
+		if e, err := g.cfg.Store.UploadEnd(bucket, key, uploadID); err == nil {
+			return &node.PartsAnswer{End: e}, nil
+		} else if !errors.Is(errors.NotExist, err) {
+			return nil, err
+		}
 		up, err := g.cfg.Store.Upload(bucket, key, uploadID)
 		if err != nil {
 			return nil, err
@@ -151,24 +338,59 @@ func (g *Gateway) ListParts(ctx context.Context, bucket, key, uploadID string, a
 	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return nil, false, errors.E(op, err)
 	}
-	_, ts, err := g.replicas(bucket, key)
+	cls, ts, err := g.replicas(bucket, key)
 	if err != nil {
 		return nil, false, errors.E(op, err)
 	}
-	ans, err := g.uploadParts(ctx, ts, bucket, key, uploadID, after, max)
-	if err != nil {
+	v := g.uploadView(ctx, ts, viewNeed(len(ts), cls.W), bucket, key, uploadID, after, max, false)
+	if _, err := g.settle(ctx, v, bucket, key, uploadID); err != nil {
 		return nil, false, errors.E(op, err)
 	}
-	parts := make([]store.Part, len(ans.Parts))
-	for i, p := range ans.Parts {
-		parts[i] = store.Part{Number: p.Number, Object: p.Object}
+	parts, truncated := mergeParts(v.pending(), max)
+	return parts, truncated, nil
+}
+
+// mergeParts merges the replicas' pages of parts: every part number any of them holds
+// (a replica that was away misses some), the most recently uploaded record of each, up to
+// max, and no number beyond the last of a truncated page (what follows it there is not
+// known yet).
+func mergeParts(reps []replicaUpload, max int) ([]store.Part, bool) {
+	byNum := map[int]*store.Object{}
+	limit, truncated := -1, false
+	for _, r := range reps {
+		for _, p := range r.ans.Parts {
+			if o, ok := byNum[p.Number]; !ok || p.Object.ModTime > o.ModTime {
+				byNum[p.Number] = p.Object
+			}
+		}
+		if r.ans.Truncated && len(r.ans.Parts) > 0 {
+			truncated = true
+			if last := r.ans.Parts[len(r.ans.Parts)-1].Number; limit < 0 || last < limit {
+				limit = last
+			}
+		}
 	}
-	return parts, ans.Truncated, nil
+	var parts []store.Part
+	for n, o := range byNum {
+		if limit < 0 || n <= limit {
+			parts = append(parts, store.Part{Number: n, Object: o})
+		}
+	}
+	sort.Slice(parts, func(i, j int) bool { return parts[i].Number < parts[j].Number })
+	if len(parts) > max {
+		parts, truncated = parts[:max], true
+	}
+	return parts, truncated
 }
 
 // CompleteUpload assembles the object on its replicas. finish sees the assembled record
-// and the listed parts' records (from the first replica that has the upload) and computes
-// the object's checksum; every replica then validates the list against its own parts.
+// and the listed parts' records and computes the object's checksum; every replica then
+// validates the list against its own parts.
+//
+// The upload's state is read from every replica first. An upload completed with the same
+// part list answers with the recorded result and writes nothing; one that ended otherwise
+// is NoSuchUpload. The commit is sent only if at least W replicas hold the upload with
+// every listed part and ETag: otherwise nothing is written.
 func (g *Gateway) CompleteUpload(ctx context.Context, bucket, key, uploadID string, list []store.CompletePart, minPart int64, finish func(o *store.Object, parts []*store.Object) error) (*store.Object, error) {
 	const op errors.Op = "gateway.CompleteUpload"
 	if err := g.ensureBucket(ctx, bucket); err != nil {
@@ -181,51 +403,85 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucket, key, uploadID stri
 	if len(list) == 0 {
 		return nil, errors.E(op, errors.Invalid, "no parts given")
 	}
-	// The upload's record and all its parts, to compute what the object will be.
-	byNum := map[int]*store.Object{}
-	var up *store.Object
-	for after := 0; ; {
-		ans, err := g.uploadParts(ctx, ts, bucket, key, uploadID, after, 1000)
-		if err != nil {
+	for i := 1; i < len(list); i++ {
+		if list[i].Number <= list[i-1].Number {
+			return nil, errors.E(op, errors.Invalid, store.ErrInvalidPartOrder)
+		}
+	}
+	v := g.uploadView(ctx, ts, viewNeed(len(ts), cls.W), bucket, key, uploadID, 0, 0, true)
+	if e := v.end; e != nil {
+		g.spreadEnd(ctx, v, e)
+		if e.SameParts(list) && e.Result != nil {
+			res := *e.Result // a retry of this completion: its answer again, nothing written
+			res.Body = nil
+			return &res, nil
+		}
+		return nil, errors.E(op, errors.NotExist, store.ErrNoSuchUpload)
+	}
+	pend := v.pending()
+	if len(pend) == 0 {
+		if err := v.unanswered(); err != nil {
 			return nil, errors.E(op, err)
 		}
-		up = ans.Upload
-		for _, p := range ans.Parts {
-			byNum[p.Number] = p.Object
-			after = p.Number
+		return nil, errors.E(op, errors.NotExist, store.ErrNoSuchUpload)
+	}
+	// The replicas that hold every listed part with its ETag, and their part records.
+	var holders []target
+	var byNum map[int]*store.Object
+	for _, r := range pend {
+		have := map[int]*store.Object{}
+		for _, p := range r.ans.Parts {
+			have[p.Number] = p.Object
 		}
-		if !ans.Truncated || len(ans.Parts) == 0 {
-			break
+		all := true
+		for _, cp := range list {
+			p, ok := have[cp.Number]
+			if !ok || !strings.EqualFold(strings.Trim(cp.ETag, `"`), p.ETag) {
+				all = false
+				break
+			}
+		}
+		if all {
+			holders = append(holders, r.t)
+			if byNum == nil {
+				byNum = have
+			}
+		}
+	}
+	if len(holders) < cls.W {
+		if len(holders) == 0 && v.unanswered() == nil {
+			return nil, errors.E(op, errors.Invalid, fmt.Errorf("no replica holds every listed part: %w", store.ErrInvalidPart))
+		}
+		return nil, errors.E(op, quorumError("write", len(holders), cls.W, len(ts),
+			errors.E(errors.Transient, "too few replicas hold every listed part: nothing was sent")))
+	}
+	up := pend[0].ans.Upload
+	for _, r := range pend {
+		if r.t.id == holders[0].id {
+			up = r.ans.Upload
 		}
 	}
 	o := *up
 	o.Size, o.Chunks, o.PartSizes, o.Body, o.Inline, o.Embedded = 0, nil, nil, nil, false, false
 	md := md5.New()
 	var listed []*store.Object
-	complete := true
 	for _, cp := range list {
-		p, ok := byNum[cp.Number]
-		if !ok || !strings.EqualFold(strings.Trim(cp.ETag, `"`), p.ETag) {
-			complete = false // the replicas refuse it with the precise error below
-			break
-		}
+		p := byNum[cp.Number]
 		sum, _ := hex.DecodeString(p.ETag)
 		md.Write(sum)
 		o.Size += p.Size
 		o.PartSizes = append(o.PartSizes, p.Size)
 		listed = append(listed, p)
 	}
-	if complete {
-		o.ETag = fmt.Sprintf("%x-%d", md.Sum(nil), len(list))
-		if finish != nil {
-			if err := finish(&o, listed); err != nil {
-				return nil, errors.E(op, err)
-			}
+	o.ETag = fmt.Sprintf("%x-%d", md.Sum(nil), len(list))
+	if finish != nil {
+		if err := finish(&o, listed); err != nil {
+			return nil, errors.E(op, err)
 		}
 	}
 	version, mod := g.clock.Next(), time.Now().UnixNano()
 	body, _ := json.Marshal(node.CompleteRequest{Parts: list, MinPart: minPart, Final: &o})
-	ok, failed := g.fanOut(ctx, ts, cls.W, bucket, key, version, always, func(ctx context.Context, t target) (*store.Object, error) {
+	ok, failed := g.fanOut(ctx, holders, cls.W, bucket, key, version, always, func(ctx context.Context, t target) (*store.Object, error) {
 		if t.local {
 			return g.cfg.Store.CompleteUploadVersion(bucket, key, uploadID, list, minPart, version, mod, func(x *store.Object, _ []*store.Object) error {
 				x.ChecksumAlgo, x.Checksum, x.ChecksumType = o.ChecksumAlgo, o.Checksum, o.ChecksumType
@@ -244,26 +500,42 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucket, key, uploadID stri
 		return metaOf(resp)
 	})
 	if len(ok) < cls.W {
-		return nil, errors.E(op, quorumFailure("write", ok, failed, cls.W, len(ts)))
+		return nil, errors.E(op, quorumFailure("write", ok, failed, cls.W, len(holders)))
 	}
-	// A replica that refused while the quorum completed lacks a part (it was away when the
-	// part was written): drop its upload and have it receive the object by hinted retry.
+	res := *ok[0].o
+	res.Body, res.Chunks, res.Inline, res.Embedded = nil, nil, false, false
+	// The replicas that were not sent the commit (they lack a part, or did not answer)
+	// and those that refused it get the end record, which drops their upload, and the
+	// object by hinted retry.
+	end := &store.UploadEnd{Bucket: bucket, Key: key, UploadID: uploadID, State: store.UploadCompleted, Result: &res, Ended: time.Now().UnixNano()}
+	for _, cp := range list {
+		end.Parts = append(end.Parts, store.CompletePart{Number: cp.Number, ETag: strings.ToLower(strings.Trim(cp.ETag, `"`))})
+	}
+	sent := map[string]bool{}
+	for _, t := range holders {
+		sent[t.id] = true
+	}
+	var rest []replicaUpload
+	for _, r := range v.reps {
+		if !sent[r.t.id] {
+			g.queueHint(r.t, bucket, key, version, errors.E(errors.Invalid, "the replica could not complete the upload"))
+			rest = append(rest, r)
+		}
+	}
 	for _, f := range failed {
 		if errors.Is(errors.Invalid, f.err) {
 			g.queueHint(f.t, bucket, key, version, f.err)
-			if _, err := g.fanOut(ctx, []target{f.t}, 1, bucket, key, 0, never, func(ctx context.Context, t target) (*store.Object, error) {
-				return nil, g.abortReplica(ctx, t, bucket, key, uploadID)
-			}); len(err) > 0 {
-				g.log.Warn("could not drop the upload of a replica that missed a part", "node", f.t.id, "err", err[0].err)
-			}
 		}
+		rest = append(rest, replicaUpload{t: f.t, err: f.err})
 	}
-	res := ok[0].o
-	res.Body = nil
-	return res, nil
+	if len(rest) > 0 {
+		g.spreadEnd(ctx, &uploadState{reps: rest}, end)
+	}
+	return &res, nil
 }
 
-// AbortUpload deletes an upload and its parts from the replicas.
+// AbortUpload ends an upload: each replica drops it with its parts and keeps an aborted
+// end record. An upload that ended (completed or aborted) is NoSuchUpload, as in S3.
 func (g *Gateway) AbortUpload(ctx context.Context, bucket, key, uploadID string) error {
 	const op errors.Op = "gateway.AbortUpload"
 	if err := g.ensureBucket(ctx, bucket); err != nil {
@@ -273,28 +545,19 @@ func (g *Gateway) AbortUpload(ctx context.Context, bucket, key, uploadID string)
 	if err != nil {
 		return errors.E(op, err)
 	}
+	if _, err := g.settle(ctx, g.uploadView(ctx, ts, viewNeed(len(ts), cls.W), bucket, key, uploadID, 0, 1, false), bucket, key, uploadID); err != nil {
+		return errors.E(op, err)
+	}
+	end := &store.UploadEnd{Bucket: bucket, Key: key, UploadID: uploadID, State: store.UploadAborted, Ended: time.Now().UnixNano()}
 	ok, failed := g.fanOut(ctx, ts, cls.D, bucket, key, 0, never, func(ctx context.Context, t target) (*store.Object, error) {
-		return nil, g.abortReplica(ctx, t, bucket, key, uploadID)
+		return nil, g.endReplica(ctx, t, end)
 	})
+	for _, f := range failed {
+		g.queueEndHint(f.t, end)
+	}
 	if len(ok) < cls.D {
 		return errors.E(op, quorumFailure("delete", ok, failed, cls.D, len(ts)))
 	}
-	return nil
-}
-
-// abortReplica deletes an upload on one replica.
-func (g *Gateway) abortReplica(ctx context.Context, t target, bucket, key, uploadID string) error {
-	if t.local {
-		return g.cfg.Store.AbortUpload(bucket, key, uploadID)
-	}
-	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
-	defer cancel()
-	resp, err := g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodDelete, Addr: t.addr, Path: node.PathUpload,
-		Query: objQuery(bucket, key, "id", uploadID), Cap: &[3]string{rpc.CapDelete, bucket, key}})
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
 	return nil
 }
 

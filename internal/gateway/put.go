@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,7 +42,7 @@ func (g *Gateway) fanOut(ctx context.Context, ts []target, need int, bucket, key
 	started := 0
 	for _, t := range ts {
 		if t.down {
-			failed = append(failed, replicaResult{t: t, err: errors.E(errors.Transient, "node "+t.id+" is down")})
+			failed = append(failed, replicaResult{t: t, err: errors.E(errors.Transient, fmt.Errorf("node %s is down: %w", t.id, errNotSent))})
 			continue
 		}
 		started++
@@ -191,7 +192,8 @@ func bodyErr(err error) error {
 
 // quorumFailure is the error of a write that got fewer than need acknowledgements: the
 // replicas' own refusal when every one of them refused (a full disk, a bad part list),
-// else a Transient quorum error.
+// else a Transient quorum error, which says whether the write may still have been applied
+// somewhere (QuorumError.Unknown) or certainly was not.
 func quorumFailure(what string, ok, failed []replicaResult, need, of int) error {
 	if len(ok) == 0 && len(failed) == of {
 		var refusal error
@@ -208,7 +210,54 @@ func quorumFailure(what string, ok, failed []replicaResult, need, of int) error 
 			return refusal // every replica refused, for a reason the client should see
 		}
 	}
-	return quorumError(what, len(ok), need, of, firstErr(failed))
+	err := quorumError(what, len(ok), need, of, firstErr(failed))
+	var qe *QuorumError
+	if errors.As(err, &qe) {
+		qe.Unknown = mayHaveApplied(ok, failed, of)
+	}
+	return err
+}
+
+// mayHaveApplied reports whether any of a write's of replicas may have applied it: one
+// acknowledged it, one has not answered (yet), or one failed in a way that does not
+// rule out that it committed (a timeout, a dropped connection, a server error).
+func mayHaveApplied(ok, failed []replicaResult, of int) bool {
+	if len(ok) > 0 || len(ok)+len(failed) < of {
+		return true
+	}
+	for _, f := range failed {
+		if !notApplied(f.err) {
+			return true
+		}
+	}
+	return false
+}
+
+// nothingWritten marks a quorum error as certain that no replica applied the write.
+func nothingWritten(err error) error {
+	var qe *QuorumError
+	if errors.As(err, &qe) {
+		qe.Unknown = false
+	}
+	return err
+}
+
+// errNotSent marks a replica write that was never sent (the node is marked down).
+var errNotSent = errors.New("not sent")
+
+// notApplied reports whether err proves that the replica did not apply the write: the
+// write was not sent, the connection was never made, or the replica refused it.
+func notApplied(err error) bool {
+	switch errors.KindOf(err) {
+	case errors.NotExist, errors.Exist, errors.Invalid, errors.Permission, errors.NoSpace,
+		errors.Precondition, errors.NotEmpty, errors.TooLarge, errors.Corrupt:
+		return true
+	}
+	if errors.IsErr(err, errNotSent) {
+		return true
+	}
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "dial"
 }
 
 func firstErr(rs []replicaResult) error {
@@ -389,7 +438,8 @@ func (g *Gateway) stream(ctx context.Context, ts []target, need int, bucket, key
 			if len(pws) < need {
 				abort(errors.E(errors.Transient, "too few replicas left"))
 				out := <-res
-				return nil, nil, quorumFailure("write", out.ok, out.failed, need, len(ts))
+				// No replica received the final metadata, so none committed.
+				return nil, nil, nothingWritten(quorumFailure("write", out.ok, out.failed, need, len(ts)))
 			}
 		}
 		if rerr == io.EOF {

@@ -43,6 +43,8 @@ type SyncStats struct {
 	ShardsWaiting int           `json:"shards_waiting"` // shards that could not be moved or placed yet (retried soon)
 	ShardsMoved   int           `json:"shards_moved"`   // shards handed to the stripe's current nodes (or found there) and removed here
 	Collected     int           `json:"collected"`      // shards no longer readable removed (replaced versions, aborted or replaced uploads)
+	UploadsEnded  int           `json:"uploads_ended"`  // stale pending uploads dropped here (ended on a peer, or expired)
+	EndsExpired   int           `json:"ends_expired"`   // upload end records removed after store.UploadEndLifetime
 	Errors        int           `json:"errors"`
 	Err           string        `json:"error,omitempty"`
 }
@@ -206,9 +208,67 @@ func (g *Gateway) Sync(ctx context.Context) (st SyncStats, err error) {
 		g.healStriped(ctx, m, e.Bucket, e.Key, &st)
 	}
 	if ctx.Err() == nil {
+		g.syncUploads(ctx, &st) // before collecting shards: a dropped upload's shards may go
+	}
+	if ctx.Err() == nil {
 		g.collectShards(ctx, &st)
 	}
 	return st, ctx.Err()
+}
+
+// syncUploads is anti-entropy for multipart uploads. It removes this node's upload end
+// records older than store.UploadEndLifetime, then asks the other replicas of each upload
+// this node holds pending: if one has the upload's end record (this node missed the
+// completion or abort), the record is applied here, which drops the upload and its parts.
+// An upload that no other replica holds or has ended, and that was initiated more than
+// the end records' lifetime ago, ended while this node was away for longer than that (the
+// others' records have expired): it is dropped too, as aborted. (Only where the write
+// quorum is at least 2: a pending upload is then held by another replica as well.)
+func (g *Gateway) syncUploads(ctx context.Context, st *SyncStats) {
+	if n, err := g.cfg.Store.GCUploadEnds(time.Now().Add(-store.UploadEndLifetime)); err != nil {
+		st.Errors++
+		g.log.Warn("removing expired upload end records", "err", err)
+	} else {
+		st.EndsExpired += n
+	}
+	var ups []store.PendingUpload
+	if err := g.cfg.Store.PendingUploads(func(u store.PendingUpload) error { ups = append(ups, u); return nil }); err != nil {
+		st.Errors++
+		g.log.Warn("listing pending uploads", "err", err)
+		return
+	}
+	for _, u := range ups {
+		if ctx.Err() != nil {
+			return
+		}
+		cls, ts, err := g.replicas(u.Bucket, u.Key)
+		if err != nil {
+			continue // the bucket is gone from the map
+		}
+		var peers []target
+		for _, t := range ts {
+			if t.id != g.cfg.NodeID {
+				peers = append(peers, t)
+			}
+		}
+		v := g.uploadView(ctx, peers, len(peers), u.Bucket, u.Key, u.UploadID, 0, 0, false)
+		end := v.end
+		if end == nil {
+			// Only with W >= 2 must a pending upload be on another replica too (with W = 1
+			// it may live here alone), and only with peers to ask.
+			if len(peers) == 0 || cls.W < 2 || len(v.pending()) > 0 || v.unanswered() != nil || time.Since(u.Initiated) < store.UploadEndLifetime {
+				continue
+			}
+			end = &store.UploadEnd{Bucket: u.Bucket, Key: u.Key, UploadID: u.UploadID, State: store.UploadAborted, Ended: time.Now().UnixNano()}
+		}
+		if err := g.cfg.Store.EndUpload(end); err != nil {
+			st.Errors++
+			g.log.Warn("dropping a stale upload", "bucket", u.Bucket, "key", u.Key, "upload", u.UploadID, "err", err)
+			continue
+		}
+		st.UploadsEnded++
+		g.log.Info("dropped a stale upload", "bucket", u.Bucket, "key", u.Key, "upload", u.UploadID, "state", end.State)
+	}
 }
 
 // firstUpHolder reports whether this node is the first of ids that is up: the one that

@@ -29,8 +29,11 @@ const (
 	PathComplete = "/internal/v1/complete"
 	PathList     = "/internal/v1/list"
 	PathUploads  = "/internal/v1/uploads"
-	PathScan     = "/internal/v1/scan"
-	PathDigest   = "/internal/v1/digest"
+	// PathUploadEnd takes an upload's end record (POST, JSON store.UploadEnd): the replica
+	// drops the upload and its parts and keeps the record.
+	PathUploadEnd = "/internal/v1/uploadend"
+	PathScan      = "/internal/v1/scan"
+	PathDigest    = "/internal/v1/digest"
 )
 
 // Config configures a Handler.
@@ -63,6 +66,7 @@ func New(cfg Config) *Handler {
 	h.mux.HandleFunc(PathComplete, h.complete)
 	h.mux.HandleFunc(PathList, h.list)
 	h.mux.HandleFunc(PathUploads, h.uploads)
+	h.mux.HandleFunc(PathUploadEnd, h.uploadEnd)
 	h.mux.HandleFunc(PathScan, h.scan)
 	h.mux.HandleFunc(PathDigest, h.digest)
 	return h
@@ -288,11 +292,13 @@ func (h *Handler) part(w http.ResponseWriter, r *http.Request) {
 	writeMeta(w, p)
 }
 
-// PartsAnswer is the answer to a parts listing: the upload's own record and a page of parts.
+// PartsAnswer is the answer to a parts listing: the upload's own record and a page of
+// parts, or, for an upload that ended on this replica, only its end record.
 type PartsAnswer struct {
-	Upload    *store.Object `json:"upload"`
-	Parts     []WirePart    `json:"parts"`
-	Truncated bool          `json:"truncated"`
+	Upload    *store.Object    `json:"upload"`
+	Parts     []WirePart       `json:"parts"`
+	Truncated bool             `json:"truncated"`
+	End       *store.UploadEnd `json:"end,omitempty"`
 }
 
 // WirePart is one part in PartsAnswer.
@@ -308,6 +314,13 @@ func (h *Handler) parts(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.URL.Query().Get("id")
+	if e, err := h.cfg.Store.UploadEnd(bucket, key, id); err == nil {
+		writeJSON(w, PartsAnswer{End: e})
+		return
+	} else if !errors.Is(errors.NotExist, err) {
+		rpc.WriteError(w, err)
+		return
+	}
 	up, err := h.cfg.Store.Upload(bucket, key, id)
 	if err != nil {
 		rpc.WriteError(w, err)
@@ -325,6 +338,30 @@ func (h *Handler) parts(w http.ResponseWriter, r *http.Request) {
 		ans.Parts = append(ans.Parts, WirePart{Number: p.Number, Object: &o})
 	}
 	writeJSON(w, ans)
+}
+
+func (h *Handler) uploadEnd(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	bucket, key, err := h.capFor(r, rpc.CapDelete)
+	if err != nil {
+		rpc.WriteError(w, err)
+		return
+	}
+	var e store.UploadEnd
+	if err := json.NewDecoder(io.LimitReader(r.Body, 4<<20)).Decode(&e); err != nil || e.Bucket != bucket || e.Key != key {
+		rpc.WriteError(w, errors.E(errors.Invalid, "malformed upload end record"))
+		return
+	}
+	if err := h.cfg.EnsureBucket(bucket); err != nil {
+		rpc.WriteError(w, err)
+		return
+	}
+	if err := h.cfg.Store.EndUpload(&e); err != nil {
+		rpc.WriteError(w, err)
+	}
 }
 
 // CompleteRequest is the body of a completion.

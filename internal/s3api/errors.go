@@ -79,8 +79,7 @@ func toAPIError(err error) *apiError {
 	}
 	var qe *gateway.QuorumError
 	if errors.As(err, &qe) {
-		return &apiError{Code: "ServiceUnavailable", Status: 503, Message: fmt.Sprintf(
-			"Too few replicas are reachable: %d of %d answered, the %s quorum is %d. Nothing was acknowledged; retry later.", qe.Got, qe.Of, qe.What, qe.Need)}
+		return &apiError{Code: "ServiceUnavailable", Status: 503, Message: quorumMessage(qe)}
 	}
 	switch {
 	case errors.IsErr(err, gateway.ErrInvalidStorageClass):
@@ -175,5 +174,20 @@ func clearHeaders(hd http.Header, notModified bool) {
 			}
 		}
 		delete(hd, k)
+	}
+}
+
+// quorumMessage explains a quorum failure truthfully: a write that no replica applied says
+// so; one that some replica applied or may have applied says that its outcome is unknown.
+func quorumMessage(qe *gateway.QuorumError) string {
+	msg := fmt.Sprintf("Too few replicas are reachable: %d of %d answered, the %s quorum is %d.", qe.Got, qe.Of, qe.What, qe.Need)
+	switch {
+	case qe.What == "read":
+		return msg + " Retry later."
+	case qe.Unknown:
+		return msg + " The outcome is unknown: some replica may have applied the " + qe.What +
+			", and it may still take effect on the others later. Retry it, or read to find out."
+	default:
+		return msg + " Nothing was written; retry later."
 	}
 }

@@ -64,6 +64,9 @@ func (s *Store) CreateUploadID(bucket, key, uploadID string, meta *Object) error
 	if _, err := s.upload(bucket, key, uploadID); err == nil {
 		return nil
 	}
+	if _, err := s.uploadEnd(bucket, key, uploadID); err == nil {
+		return errors.E(op, errors.Invalid, "the upload id was used by an upload that ended")
+	}
 	m := *meta
 	if m.ModTime == 0 {
 		m.ModTime = time.Now().UnixNano()
@@ -235,6 +238,17 @@ func (s *Store) CompleteUploadVersion(bucket, key, uploadID string, list []Compl
 	defer mu.Unlock()
 	s.relocMu.RLock()
 	defer s.relocMu.RUnlock()
+	if e, err := s.uploadEnd(bucket, key, uploadID); err == nil {
+		// Ended here already: a retry of the same completion gets its result again and
+		// writes nothing; anything else is refused.
+		if e.SameParts(list) && e.Result != nil {
+			o := *e.Result
+			return &o, nil
+		}
+		return nil, errors.E(op, errors.NotExist, ErrNoSuchUpload)
+	} else if !errors.Is(errors.NotExist, err) {
+		return nil, errors.E(op, err)
+	}
 	meta, err := s.upload(bucket, key, uploadID)
 	if err != nil {
 		return nil, errors.E(op, err)
@@ -334,6 +348,13 @@ func (s *Store) CompleteUploadVersion(bucket, key, uploadID string, list []Compl
 	if !superseded {
 		b.Set(okey, o.Marshal(), nil)
 	}
+	res := o
+	res.Body, res.Chunks, res.Inline, res.Embedded = nil, nil, false, false
+	end := &UploadEnd{Bucket: bucket, Key: key, UploadID: uploadID, State: UploadCompleted, Result: &res, Ended: time.Now().UnixNano()}
+	for _, cp := range list {
+		end.Parts = append(end.Parts, CompletePart{Number: cp.Number, ETag: strings.ToLower(strings.Trim(cp.ETag, `"`))})
+	}
+	b.Set(uploadEndKey(bucket, key, uploadID), end.marshal(), nil)
 	if err := s.commit(b); err != nil {
 		return nil, errors.E(op, err)
 	}
@@ -362,22 +383,17 @@ func (s *Store) AbortUpload(bucket, key, uploadID string) error {
 	if _, err := s.upload(bucket, key, uploadID); err != nil {
 		return errors.E(op, err)
 	}
-	all, err := s.parts(uploadID)
-	if err != nil {
-		return errors.E(op, err)
+	if _, err := s.uploadEnd(bucket, key, uploadID); err == nil {
+		return errors.E(op, errors.NotExist, ErrNoSuchUpload)
 	}
 	b := s.db.NewBatch()
-	var freed []segment.Loc
-	for _, p := range all {
-		f, err := s.dropBody(b, p.Object)
-		if err != nil {
-			b.Close()
-			return errors.E(op, err)
-		}
-		freed = append(freed, f...)
-		b.Delete(partKey(uploadID, p.Number), nil)
+	freed, err := s.dropUpload(b, bucket, key, uploadID, nil)
+	if err != nil {
+		b.Close()
+		return errors.E(op, err)
 	}
-	b.Delete(uploadKey(bucket, key, uploadID), nil)
+	end := &UploadEnd{Bucket: bucket, Key: key, UploadID: uploadID, State: UploadAborted, Ended: time.Now().UnixNano()}
+	b.Set(uploadEndKey(bucket, key, uploadID), end.marshal(), nil)
 	if err := s.commit(b); err != nil {
 		return errors.E(op, err)
 	}
