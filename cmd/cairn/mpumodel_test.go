@@ -645,7 +645,7 @@ func TestMultipartModel(t *testing.T) {
 		t.Skip("process-level cluster test")
 	}
 	for _, seed := range []uint64{1, 2, 3} {
-		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) { runMultipartModel(t, seed, 70) })
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) { runMultipartModel(t, seed, 50) })
 	}
 }
 
