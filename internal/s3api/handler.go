@@ -76,6 +76,9 @@ type Config struct {
 	Observer Observer
 	// MaxObjectSize is the largest single PUT (default 5 GiB, as S3).
 	MaxObjectSize int64
+	// MaxPresignV2 is how far ahead a Signature Version 2 presigned URL may expire
+	// (default 7 days, the limit of Version 4).
+	MaxPresignV2 time.Duration
 	// MinPartSize is the smallest multipart part but the last (default 5 MiB, as S3).
 	MinPartSize int64
 	// IdleTimeout bounds how long a request body may stall (no byte received) and a response
@@ -124,7 +127,7 @@ func New(cfg Config) *Handler {
 		store:   cfg.Store,
 		reqBase: strings.ToUpper(hex.EncodeToString(b[:])),
 	}
-	h.verifier = &sigv4.Verifier{Lookup: cfg.Lookup, Now: cfg.Now, VirtualHostBucket: h.vhostBucket}
+	h.verifier = &sigv4.Verifier{Lookup: cfg.Lookup, Now: cfg.Now, VirtualHostBucket: h.vhostBucket, MaxPresignV2: cfg.MaxPresignV2}
 	return h
 }
 

@@ -40,8 +40,11 @@ type Config struct {
 	// from DataDir/credentials.json, generated there on first start.
 	AccessKey, SecretKey string
 	Region               string
-	Domains              []string
-	Logger               *slog.Logger
+	// PresignMaxAge is how far ahead a Signature Version 2 presigned URL may expire
+	// (0: 7 days, the limit Signature Version 4 has).
+	PresignMaxAge time.Duration
+	Domains       []string
+	Logger        *slog.Logger
 	// Store tunables (zero = defaults).
 	Store store.Config
 	// ShutdownTimeout bounds the wait for in-flight requests (default 30s).
@@ -506,10 +509,11 @@ func Run(ctx context.Context, cfg Config) error {
 			u, ok := mgr.Current().Users[ak]
 			return u.SecretKey, ok
 		},
-		Region:   cfg.Region,
-		Domains:  cfg.Domains,
-		Logger:   log,
-		Observer: m,
+		Region:       cfg.Region,
+		Domains:      cfg.Domains,
+		MaxPresignV2: cfg.PresignMaxAge,
+		Logger:       log,
+		Observer:     m,
 	})
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}

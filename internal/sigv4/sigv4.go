@@ -132,6 +132,10 @@ type Verifier struct {
 	Lookup  SecretLookup
 	Now     func() time.Time // nil means time.Now
 	MaxSkew time.Duration    // 0 means DefaultMaxSkew
+	// MaxPresignV2 is how far ahead a Signature Version 2 presigned URL's Expires may be
+	// (0 means MaxPresignExpires, the 7 days Signature Version 4 allows). S3 sets no
+	// limit for Version 2; cairn does, so that no URL grants access for years.
+	MaxPresignV2 time.Duration
 
 	keys keyCache
 	// VirtualHostBucket, if set, returns the bucket of a virtual-host-style request ("" for
@@ -423,6 +427,13 @@ func (v *Verifier) verifyPresigned(r *http.Request, params []queryParam) (*Resul
 // finish checks the payload hash, looks up the secret, verifies the signature
 // and prepares the body.
 func (v *Verifier) finish(r *http.Request, s *signed, params []queryParam) (*Result, error) {
+	if h := unsignedAmzHeader(r.Header, s.signedHeaders); h != "" {
+		// As S3: every x-amz-* header must be signed, or whoever holds a presigned URL
+		// (or sits on the path) could add one (a copy source, metadata) to a signed
+		// request and change what it does.
+		return nil, newError(CodeAccessDenied, http.StatusForbidden,
+			"There were headers present in the request which were not signed: "+strings.ToLower(h))
+	}
 	kind, perr := payloadKind(s.payload)
 	if perr != nil {
 		return nil, perr
@@ -569,6 +580,27 @@ func isHex[T string | []byte](s T) bool {
 		}
 	}
 	return true
+}
+
+// unsignedAmzHeader returns the first x-amz-* header of h that the semicolon-separated
+// list signedHeaders does not name ("" if every one is signed).
+func unsignedAmzHeader(h http.Header, signedHeaders string) string {
+	for k := range h {
+		if len(k) < 6 || !strings.EqualFold(k[:6], "x-amz-") {
+			continue
+		}
+		found := false
+		for n := range strings.SplitSeq(signedHeaders, ";") {
+			if strings.EqualFold(n, k) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return k
+		}
+	}
+	return ""
 }
 
 // hasHost reports whether the semicolon-separated list includes host.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"crypto/subtle"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"net/url"
 	"sort"
@@ -43,8 +44,17 @@ func (v *Verifier) verifyV2Query(r *http.Request) (*Result, error) {
 	if err != nil {
 		return nil, newError(CodeAccessDenied, http.StatusForbidden, "Invalid date (should be seconds since epoch): "+exp)
 	}
-	if v.now().Unix() > secs {
+	now := v.now()
+	if now.Unix() > secs {
 		return nil, newError(CodeAccessDenied, http.StatusForbidden, "Request has expired")
+	}
+	limit := v.MaxPresignV2
+	if limit <= 0 {
+		limit = MaxPresignExpires
+	}
+	if secs-now.Unix() > int64(limit/time.Second) {
+		return nil, newError(CodeAccessDenied, http.StatusForbidden, fmt.Sprintf(
+			"Expires is more than %s ahead: this server refuses presigned URLs valid that long", limit))
 	}
 	return v.checkV2(r, ak, sig, exp)
 }
@@ -181,4 +191,16 @@ func SignV2Query(method, rawURL, accessKey, secret string, expires time.Time) (s
 	q.Set("Signature", base64.StdEncoding.EncodeToString(m.Sum(nil)))
 	u.RawQuery = q.Encode()
 	return u.String(), nil
+}
+
+// SignV2Header signs r with Signature Version 2 in its Authorization header, dated now:
+// for clients and tests of servers that still accept it.
+func SignV2Header(r *http.Request, accessKey, secret string, now time.Time) {
+	date := now.UTC().Format(http.TimeFormat)
+	r.Header.Set("Date", date)
+	r.Header.Del("X-Amz-Date")
+	sts := stringToSignV2(r, date, "", r.URL.EscapedPath())
+	m := hmac.New(sha1.New, []byte(secret))
+	m.Write([]byte(sts))
+	r.Header.Set("Authorization", "AWS "+accessKey+":"+base64.StdEncoding.EncodeToString(m.Sum(nil)))
 }
