@@ -150,7 +150,7 @@ func startDev(ctx context.Context, bin, dir string, n, zones, replicas int, stde
 	env := append(os.Environ(), "CAIRN_ACCESS_KEY="+c.AccessKey, "CAIRN_SECRET_KEY="+c.SecretKey, "CAIRN_CLUSTER_SECRET="+c.ClusterSecret)
 	start := func(i int) (*exec.Cmd, <-chan error, error) {
 		nd := &c.Nodes[i]
-		logf, err := os.OpenFile(nd.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		logf, err := os.OpenFile(nd.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -84,6 +84,7 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:9000", "S3 API address")
 	fs.StringVar(&cfg.AdminListen, "admin-listen", "127.0.0.1:9001", `metrics (/metrics) and health (/health) address, or "off"`)
 	fs.StringVar(&cfg.Region, "region", "us-east-1", "region reported to clients")
+	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve Go profiles (/debug/pprof/) on the admin address, without authentication: only on a loopback or management address")
 	fs.DurationVar(&cfg.PresignMaxAge, "presign-max-age", 7*24*time.Hour, "longest validity accepted for a Signature Version 2 presigned URL (Version 4 allows 7 days at most)")
 	domains := fs.String("domain", "localhost", "comma-separated base domains for virtual-host-style requests (bucket.DOMAIN)")
 	cacheSize := fs.String("cache-size", "64MiB", "index block cache (bounds the metadata memory; e.g. 16MiB, 1GiB)")
@@ -166,6 +167,7 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("server: --cluster-secret-file: %w", err)
 		}
 		cfg.ClusterSecret = strings.TrimSpace(string(data))
+		cfg.SecretFiles = append(cfg.SecretFiles, *secretFile)
 	}
 	cfg.AccessKey = os.Getenv("CAIRN_ACCESS_KEY")
 	cfg.SecretKey = os.Getenv("CAIRN_SECRET_KEY")

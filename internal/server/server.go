@@ -40,6 +40,12 @@ type Config struct {
 	// from DataDir/credentials.json, generated there on first start.
 	AccessKey, SecretKey string
 	Region               string
+	// SecretFiles are files the secrets were read from (--cluster-secret-file): a warning
+	// is logged at start if others can read them.
+	SecretFiles []string
+	// Pprof serves Go's profiles (/debug/pprof/) on the admin address, unauthenticated:
+	// off unless asked for, since they expose memory contents and cost CPU.
+	Pprof bool
 	// PresignMaxAge is how far ahead a Signature Version 2 presigned URL may expire
 	// (0: 7 days, the limit Signature Version 4 has).
 	PresignMaxAge time.Duration
@@ -238,7 +244,7 @@ func LoadCredentials(dataDir, access, secret string) (Credentials, bool, error) 
 	c := Credentials{AccessKey: "CAIRN" + randString(15, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"),
 		SecretKey: randString(40, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")}
 	data, _ = json.MarshalIndent(c, "", "  ")
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return Credentials{}, false, errors.E(errors.IO, err)
 	}
 	tmp := path + ".tmp"
@@ -268,8 +274,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.validate(); err != nil {
 		return errors.E(op, err)
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return errors.E(op, errors.IO, err)
+	}
+	warnExposed(log, cfg.DataDir, "the data directory (objects, credentials, the cluster secret)", "chmod 700")
+	for _, f := range append([]string{filepath.Join(cfg.DataDir, "credentials.json"), filepath.Join(cfg.DataDir, "cluster-secret")}, cfg.SecretFiles...) {
+		warnExposed(log, f, "a secret", "chmod 600")
 	}
 	nodeID, err := loadNodeID(cfg.DataDir, cfg.NodeID)
 	if err != nil {
@@ -525,9 +535,11 @@ func Run(ctx context.Context, cfg Config) error {
 		adminAddr = aln.Addr().String()
 		amux := http.NewServeMux()
 		amux.Handle("/metrics", m.Handler())
-		amux.HandleFunc("/debug/pprof/", pprof.Index)
-		amux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		amux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		if cfg.Pprof {
+			amux.HandleFunc("/debug/pprof/", pprof.Index)
+			amux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			amux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		}
 		amux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {
 			if ctx.Err() != nil {
 				http.Error(w, "shutting down\n", http.StatusServiceUnavailable)
@@ -577,6 +589,16 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	log.Info("stopped cleanly")
 	return nil
+}
+
+// warnExposed logs a warning if path (when it exists) can be read by users other than
+// its owner.
+func warnExposed(log *slog.Logger, path, what, fix string) {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm()&0o077 == 0 {
+		return
+	}
+	log.Warn(path+" is readable by other users: it holds "+what, "mode", fi.Mode().Perm().String(), "fix", fix+" "+path)
 }
 
 // watchSelf calls back when this node's state in the map goes from down to up: it was

@@ -143,7 +143,7 @@ func Open(cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, errors.E(op, err)
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, errors.E(op, errors.IO, err)
 	}
 	opts := &pebble.Options{

@@ -131,7 +131,7 @@ func newCluster(cfg *config, lg *logger) (*cluster, error) {
 			}
 		}
 		n.data = filepath.Join(root, "data")
-		n.args = []string{"server", "--data", n.data, "--listen", n.s3Addr, "--admin-listen", n.admin, "--node-addr", n.addr,
+		n.args = []string{"server", "--data", n.data, "--listen", n.s3Addr, "--admin-listen", n.admin, "--pprof", "--node-addr", n.addr,
 			"--node-id", n.id, "--zone", fmt.Sprintf("z%d", i%3+1), "--replicas", fmt.Sprint(cfg.replicas),
 			"--down-after", cfg.downAfter.String(), "--sync-interval", cfg.syncInterval.String(),
 			// Small segments and frequent compaction keep a node's space use well inside its

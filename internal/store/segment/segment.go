@@ -162,7 +162,7 @@ func Open(cfg Config) (*Set, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, errors.E(op, errors.IO, err)
 	}
 	s := &Set{dir: cfg.Dir, maxSize: cfg.MaxSize, log: cfg.Logger, files: map[uint32]*file{}, nextID: 1}
@@ -289,7 +289,7 @@ func (s *Set) AppendAligned(kind uint8, id ID, buf []byte, n int) (Loc, error) {
 // rollLocked starts a new active segment. s.mu must be held.
 func (s *Set) rollLocked() error {
 	id := s.nextID
-	f, err := os.OpenFile(filepath.Join(s.dir, name(id)), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := os.OpenFile(filepath.Join(s.dir, name(id)), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return errors.E(errors.IO, err)
 	}
