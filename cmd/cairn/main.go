@@ -84,6 +84,8 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:9000", "S3 API address")
 	fs.StringVar(&cfg.AdminListen, "admin-listen", "127.0.0.1:9001", `metrics (/metrics) and health (/health) address, or "off"`)
 	fs.StringVar(&cfg.Region, "region", "us-east-1", "region reported to clients")
+	fs.IntVar(&cfg.S3Limits.MaxConns, "max-conns", 0, "most open S3 connections (0: 8192, or half the open-file limit if lower); more are closed at once and counted in cairn_s3_connections_refused_total")
+	fs.IntVar(&cfg.S3Limits.MaxConnsPerIP, "max-conns-per-ip", 0, "most open S3 connections from one client address (0: 512)")
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve Go profiles (/debug/pprof/) on the admin address, without authentication: only on a loopback or management address")
 	fs.DurationVar(&cfg.PresignMaxAge, "presign-max-age", 7*24*time.Hour, "longest validity accepted for a Signature Version 2 presigned URL (Version 4 allows 7 days at most)")
 	domains := fs.String("domain", "localhost", "comma-separated base domains for virtual-host-style requests (bucket.DOMAIN)")

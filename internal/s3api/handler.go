@@ -243,6 +243,12 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}()
 	rq.bucket, rq.key = h.bucketAndKey(r)
 	rq.op = operation(r, rq.bucket, rq.key)
+	if (rq.op == "PutObject" || rq.op == "UploadPart") && declaredLength(r) > h.cfg.MaxObjectSize {
+		// Refused before anything else, without reading the body: the connection is
+		// closed after the answer.
+		h.writeError(w, r, rq, errEntityTooLarge)
+		return
+	}
 	auth, err := h.verifier.Verify(r)
 	if err != nil {
 		h.writeError(w, r, rq, err)
@@ -414,6 +420,17 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, rq *request) err
 		return errNotImplemented
 	}
 	return errMethodNotAllowed
+}
+
+// declaredLength is the body length a request declares: x-amz-decoded-content-length for
+// aws-chunked bodies, else Content-Length (-1 if neither).
+func declaredLength(r *http.Request) int64 {
+	if v := r.Header.Get("X-Amz-Decoded-Content-Length"); v != "" {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return n
+		}
+	}
+	return r.ContentLength
 }
 
 // writeXML sends v as an XML document with status 200.

@@ -43,6 +43,9 @@ type Config struct {
 	// SecretFiles are files the secrets were read from (--cluster-secret-file): a warning
 	// is logged at start if others can read them.
 	SecretFiles []string
+	// S3Limits, AdminLimits and NodeLimits bound the connections, headers and stalls of
+	// the three listeners (zero fields: the defaults in setDefaults).
+	S3Limits, AdminLimits, NodeLimits Limits
 	// Pprof serves Go's profiles (/debug/pprof/) on the admin address, unauthenticated:
 	// off unless asked for, since they expose memory contents and cost CPU.
 	Pprof bool
@@ -170,6 +173,17 @@ func (c *Config) setDefaults() {
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:9000"
 	}
+	// S3: many clients, large slow bodies (the S3 layer also cuts off stalled bodies),
+	// presigned URLs and 8 KiB of user metadata in the header. Admin: a few operators,
+	// small JSON. Node: the peers' pooled connections (up to 256 idle per peer) and
+	// Raft; object metadata of many-part uploads in a header.
+	fd := openFileLimit()
+	c.S3Limits = c.S3Limits.withDefaults(Limits{MaxConns: min(8192, fd/2), MaxConnsPerIP: 512, MaxHeader: 64 << 10,
+		HeaderTimeout: 30 * time.Second, BodyIdle: 2 * time.Minute, IdleTimeout: 2 * time.Minute})
+	c.AdminLimits = c.AdminLimits.withDefaults(Limits{MaxConns: 256, MaxConnsPerIP: 32, MaxHeader: 16 << 10,
+		HeaderTimeout: 10 * time.Second, BodyIdle: 30 * time.Second, IdleTimeout: time.Minute})
+	c.NodeLimits = c.NodeLimits.withDefaults(Limits{MaxConns: min(4096, fd/4), MaxConnsPerIP: 2048, MaxHeader: 512 << 10,
+		HeaderTimeout: 30 * time.Second, BodyIdle: 2 * time.Minute, IdleTimeout: 5 * time.Minute})
 	if c.AdminListen == "" {
 		c.AdminListen = "127.0.0.1:9001"
 	}
@@ -323,19 +337,35 @@ func Run(ctx context.Context, cfg Config) error {
 	if nodeAddr == "" {
 		nodeAddr = nln.Addr().String()
 	}
-	mux := rpc.NewMux(nln, secret, log)
+	nlim := newLimitListener(nln, cfg.NodeLimits)
+	mux := rpc.NewMux(nlim, secret, log)
 	defer mux.Close()
-	ln, err := net.Listen("tcp", cfg.Listen)
+	rawLn, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return errors.E(op, errors.IO, err)
 	}
+	ln := newLimitListener(rawLn, cfg.S3Limits)
 	defer ln.Close()
-	var aln net.Listener
+	var aln *limitListener
 	if cfg.AdminListen != "off" {
-		if aln, err = net.Listen("tcp", cfg.AdminListen); err != nil {
+		raw, err := net.Listen("tcp", cfg.AdminListen)
+		if err != nil {
 			return errors.E(op, errors.IO, err)
 		}
+		aln = newLimitListener(raw, cfg.AdminLimits)
 		defer aln.Close()
+	}
+	for _, l := range []struct {
+		name string
+		ln   *limitListener
+	}{{"s3", ln}, {"admin", aln}, {"node", nlim}} {
+		if l.ln == nil {
+			continue
+		}
+		m.CounterFunc("cairn_"+l.name+"_connections_refused_total", "Connections to the "+l.name+" listener closed at once: over its connection limits.",
+			func() float64 { return float64(l.ln.refused.Load()) })
+		m.GaugeFunc("cairn_"+l.name+"_connections_open", "Open connections of the "+l.name+" listener.",
+			func() float64 { return float64(l.ln.current.Load()) })
 	}
 	self := clustermap.Node{ID: nodeID, Addr: nodeAddr, S3Addr: ln.Addr().String(), Zone: cfg.Zone, DeviceClass: cfg.DeviceClass, Weight: 1,
 		Roles: cfg.Roles, State: clustermap.StateUp, Capacity: cfg.capacity(st)}
@@ -426,8 +456,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if st != nil {
 		imux.Handle("/internal/v1/", node.New(node.Config{Store: st, Secret: secret, EnsureBucket: gw.EnsureLocalBucket, OnCorrupt: gw.RepairLocal, Logger: log}))
 	}
-	isrv := &http.Server{Handler: internodeAuth(secret, mgr, log, imux), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 5 * time.Minute,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	isrv := serveLimited(internodeAuth(secret, mgr, log, imux), cfg.NodeLimits, func(s *http.Server) {
+		s.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
+	})
 	errc := make(chan error, 3)
 	go func() { errc <- isrv.Serve(mux.HTTP()) }()
 	defer isrv.Close()
@@ -525,8 +556,9 @@ func Run(ctx context.Context, cfg Config) error {
 		Logger:       log,
 		Observer:     m,
 	})
-	srv := &http.Server{Handler: api, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	srv := serveLimited(api, cfg.S3Limits, func(s *http.Server) {
+		s.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
+	})
 	go func() { errc <- srv.Serve(ln) }()
 
 	adminAddr := ""
@@ -554,7 +586,11 @@ func Run(ctx context.Context, cfg Config) error {
 			fmt.Fprintf(w, `{"status":"ok","node":%q,"epoch":%d,"free_bytes":%d,"garbage_bytes":%d}`+"\n", nodeID, mgr.Current().Epoch, free, garbage)
 		})
 		amux.Handle("/admin/v1/", &adminHandler{secret: secret, mgr: mgr, gw: gw, apply: app, rpc: client, self: nodeID, log: log})
-		admin = &http.Server{Handler: amux, ReadHeaderTimeout: 10 * time.Second}
+		admin = serveLimited(amux, cfg.AdminLimits, func(s *http.Server) {
+			s.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
+			// Admin requests are small: a whole request (header and body) gets this long.
+			s.ReadTimeout = cfg.AdminLimits.HeaderTimeout + cfg.AdminLimits.BodyIdle
+		})
 		go func() { errc <- admin.Serve(aln) }()
 	}
 	log.Info("cairn serving", "node", nodeID, "s3", ln.Addr().String(), "admin", adminAddr, "node_addr", nodeAddr, "data", cfg.DataDir)
