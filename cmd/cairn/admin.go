@@ -269,6 +269,9 @@ func (c *adminClient) doBody(method, path string, body []byte, out any) error {
 		return fmt.Errorf("admin: cannot reach %s: %w", c.addr, err)
 	}
 	defer resp.Body.Close()
+	if err := c.secret.VerifyResponse(resp, req.Header.Get(rpc.HdrNonce)); err != nil {
+		return fmt.Errorf("admin: %s: %w (a wrong cluster secret?)", c.addr, err)
+	}
 	if resp.StatusCode >= 400 {
 		return fmt.Errorf("admin: %w", rpc.DecodeError(resp))
 	}

@@ -202,12 +202,13 @@ func newCluster(tb testing.TB, n int, cfg clusterConfig) *testCluster {
 // internodeAuth is internal/server's middleware without the wait for a newer epoch.
 func (c *testCluster) internodeAuth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, _, err := c.secret.Verify(r, time.Now()); err != nil {
-			rpc.WriteError(w, err)
+		w, _, _, ok := c.secret.Authenticate(w, r)
+		if !ok {
 			return
 		}
 		w.Header().Set(rpc.HdrEpoch, strconv.FormatUint(c.maps.Current().Epoch, 10))
 		next.ServeHTTP(w, r)
+		rpc.EndResponse(w)
 	})
 }
 

@@ -84,11 +84,12 @@ func newEnv(t *testing.T) *env {
 	secret := newSecret(t, clusterSecret)
 	h := node.New(node.Config{Store: st, Secret: secret, EnsureBucket: func(string) error { return nil }, Logger: discard()})
 	auth := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, _, err := secret.Verify(r, time.Now()); err != nil {
-			rpc.WriteError(w, err)
+		w, _, _, ok := secret.Authenticate(w, r)
+		if !ok {
 			return
 		}
 		h.ServeHTTP(w, r)
+		rpc.EndResponse(w)
 	})
 	srv := httptest.NewServer(auth)
 	tr := rpc.NewTransport()

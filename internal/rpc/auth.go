@@ -8,15 +8,22 @@
 package rpc
 
 import (
+	"bytes"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"hash"
+	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
@@ -24,24 +31,40 @@ import (
 
 // Header names of the internode protocol.
 const (
-	HdrNode    = "X-Cairn-Node"    // sender's node id
-	HdrEpoch   = "X-Cairn-Epoch"   // sender's map epoch (requests and responses)
-	HdrTime    = "X-Cairn-Time"    // unix seconds when signed
-	HdrSig     = "X-Cairn-Sig"     // hex HMAC of the canonical request
-	HdrCap     = "X-Cairn-Cap"     // capability token for object operations
-	HdrMeta    = "X-Cairn-Meta"    // object metadata (JSON) in requests and responses
-	HdrFinal   = "X-Cairn-Final"   // trailer: final metadata once the body is complete
-	HdrVersion = "X-Cairn-Version" // HLC of the stored record
-	HdrError   = "X-Cairn-Error"   // error kind and sentinel on failures
+	HdrNode    = "X-Cairn-Node"     // sender's node id
+	HdrEpoch   = "X-Cairn-Epoch"    // sender's map epoch (requests and responses)
+	HdrTime    = "X-Cairn-Time"     // unix seconds when signed
+	HdrNonce   = "X-Cairn-Nonce"    // sender's boot id and request counter: each request is accepted once
+	HdrBody    = "X-Cairn-Body"     // the body: "" (none), its SHA-256 (hex), or "stream" (a trailer MAC)
+	HdrBodyMAC = "X-Cairn-Body-Mac" // trailer of a streamed body: MAC of the body, its trailers and the signature
+	HdrSig     = "X-Cairn-Sig"      // hex HMAC of the canonical request
+	HdrRespSig = "X-Cairn-Resp-Sig" // hex HMAC of the response's status and headers, bound to the request's nonce
+	HdrCap     = "X-Cairn-Cap"      // capability token for object operations
+	HdrMeta    = "X-Cairn-Meta"     // object metadata (JSON) in requests and responses
+	HdrFinal   = "X-Cairn-Final"    // trailer: final metadata once the body is complete
+	HdrVersion = "X-Cairn-Version"  // HLC of the stored record
+	HdrError   = "X-Cairn-Error"    // error kind and sentinel on failures
 )
 
-// MaxSkew is how far a request's signing time may be from the receiver's clock.
-const MaxSkew = 5 * time.Minute
+// MaxSkew is how far a request's signing time may be from the receiver's clock. Within
+// it, each request is accepted once (its nonce), so a captured request cannot be replayed.
+const MaxSkew = 60 * time.Second
+
+// maxHashedBody is the largest body signed by its hash (the receiver reads it whole before
+// the handler runs); larger ones, and bodies of unknown length, are streamed with a
+// trailer MAC that the receiver checks when it reaches the end of the body.
+const maxHashedBody = 64 << 10
 
 // Secret is the cluster secret shared by every node. Distinct keys for request signatures,
-// capabilities and Raft are derived from it, so a token of one kind is never valid as
-// another.
-type Secret struct{ req, capa, raft []byte }
+// responses, capabilities and Raft are derived from it, so a token of one kind is never
+// valid as another. It also holds this process's request counter and the nonces seen
+// from others.
+type Secret struct {
+	req, resp, capa, raft []byte
+	boot                  string        // this process's random id, in its nonces
+	counter               atomic.Uint64 // its requests
+	seen                  replayGuard
+}
 
 // NewSecret derives the keys from the cluster secret. An empty secret is refused.
 func NewSecret(s string) (*Secret, error) {
@@ -53,7 +76,10 @@ func NewSecret(s string) (*Secret, error) {
 		m.Write([]byte("cairn/" + label))
 		return m.Sum(nil)
 	}
-	return &Secret{req: derive("request"), capa: derive("capability"), raft: derive("raft")}, nil
+	var b [8]byte
+	rand.Read(b[:])
+	return &Secret{req: derive("request"), resp: derive("response"), capa: derive("capability"), raft: derive("raft"),
+		boot: hex.EncodeToString(b[:])}, nil
 }
 
 // mac is the HMAC of parts, each prefixed with its length so that no two lists of parts
@@ -69,26 +95,123 @@ func mac(key []byte, parts ...string) []byte {
 	return m.Sum(nil)
 }
 
-// Sign adds the authentication headers to r.
+// cairnHeaders is the canonical form of h's X-Cairn-* headers but skip: sorted names
+// with their values, so that none can be added, removed or changed unseen.
+func cairnHeaders(h http.Header, skip ...string) string {
+	var names []string
+	for k := range h {
+		if len(k) > 8 && strings.EqualFold(k[:8], "X-Cairn-") && !slices.Contains(skip, http.CanonicalHeaderKey(k)) {
+			names = append(names, http.CanonicalHeaderKey(k))
+		}
+	}
+	slices.Sort(names)
+	var b strings.Builder
+	for _, k := range names {
+		b.WriteString(k)
+		b.WriteByte(':')
+		for i, v := range h.Values(k) {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strings.TrimSpace(v)) // as the receiver's parser sees it
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// Sign adds the authentication headers to r: a MAC over the method, path, query, every
+// X-Cairn-* header (node, epoch, time, a nonce, the capability, metadata...) and the body.
+// A body of at most 64 KiB with a known length is signed by its hash (r.GetBody must be
+// set, as http.NewRequest does for byte readers); any other is sent chunked, with a
+// trailer MAC over the body and the other trailers.
 func (s *Secret) Sign(r *http.Request, node string, epoch uint64, now time.Time) {
 	ts := strconv.FormatInt(now.Unix(), 10)
 	ep := strconv.FormatUint(epoch, 10)
 	r.Header.Set(HdrNode, node)
 	r.Header.Set(HdrEpoch, ep)
 	r.Header.Set(HdrTime, ts)
-	r.Header.Set(HdrSig, hex.EncodeToString(mac(s.req, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, node, ep, ts)))
+	r.Header.Set(HdrNonce, s.boot+"."+strconv.FormatUint(s.counter.Add(1), 10))
+	stream := false
+	switch {
+	case r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0:
+		r.Header.Set(HdrBody, "")
+	case r.ContentLength > 0 && r.ContentLength <= maxHashedBody && r.GetBody != nil:
+		sum := sha256.New()
+		if rc, err := r.GetBody(); err == nil {
+			io.Copy(sum, rc)
+			rc.Close()
+		}
+		r.Header.Set(HdrBody, hex.EncodeToString(sum.Sum(nil)))
+	default:
+		r.Header.Set(HdrBody, "stream")
+		stream = true
+	}
+	sig := hex.EncodeToString(mac(s.req, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, cairnHeaders(r.Header, HdrSig)))
+	r.Header.Set(HdrSig, sig)
+	if stream {
+		if r.Trailer == nil {
+			r.Trailer = http.Header{}
+		}
+		r.Trailer[HdrBodyMAC] = nil
+		r.ContentLength = -1 // chunked: trailers follow the body
+		tr := r.Trailer
+		r.Body = &macReader{r: r.Body, sum: sha256.New(), atEOF: func(sum []byte) error {
+			tr.Set(HdrBodyMAC, hex.EncodeToString(mac(s.req, sig, string(sum), cairnHeaders(tr, HdrBodyMAC))))
+			return nil
+		}, closer: r.Body}
+	}
 }
 
-// Verify checks r's signature and returns the sender's node id and epoch.
+// macReader hashes what it reads and calls atEOF with the hash before it returns EOF; an
+// error from atEOF is returned instead of EOF.
+type macReader struct {
+	r      io.Reader
+	closer io.Closer
+	sum    hash.Hash
+	atEOF  func(sum []byte) error
+	done   bool
+	err    error
+}
+
+func (m *macReader) Read(p []byte) (int, error) {
+	if m.done {
+		return 0, m.err
+	}
+	n, err := m.r.Read(p)
+	m.sum.Write(p[:n])
+	if err == io.EOF {
+		m.done, m.err = true, io.EOF
+		if e := m.atEOF(m.sum.Sum(nil)); e != nil {
+			m.err = e
+		}
+		return n, m.err
+	}
+	return n, err
+}
+
+func (m *macReader) Close() error {
+	if m.closer != nil {
+		return m.closer.Close()
+	}
+	return nil
+}
+
+// Verify checks r's signature, that its nonce was not seen before, and its body: a hashed
+// body is read and checked here (r.Body is replaced by the bytes read), a streamed one
+// when the handler reads its end (an error instead of EOF if its trailer MAC does not
+// match, so nothing that reads to the end commits a forged body). It returns the
+// sender's node id and epoch.
 func (s *Secret) Verify(r *http.Request, now time.Time) (node string, epoch uint64, err error) {
 	const op errors.Op = "rpc.Verify"
 	node, ep, ts := r.Header.Get(HdrNode), r.Header.Get(HdrEpoch), r.Header.Get(HdrTime)
-	sig, err := hex.DecodeString(r.Header.Get(HdrSig))
+	sigHex := r.Header.Get(HdrSig)
+	sig, err := hex.DecodeString(sigHex)
 	if err != nil || len(sig) == 0 {
 		return "", 0, errors.E(op, errors.Permission, "missing or malformed internode signature")
 	}
-	if !hmac.Equal(sig, mac(s.req, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, node, ep, ts)) {
-		return "", 0, errors.E(op, errors.Permission, "bad internode signature (wrong cluster secret?)")
+	if !hmac.Equal(sig, mac(s.req, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, cairnHeaders(r.Header, HdrSig))) {
+		return "", 0, errors.E(op, errors.Permission, "bad internode signature (wrong cluster secret, or the request was changed)")
 	}
 	t, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil {
@@ -101,7 +224,184 @@ func (s *Secret) Verify(r *http.Request, now time.Time) (node string, epoch uint
 	if err != nil {
 		return "", 0, errors.E(op, errors.Permission, "malformed epoch")
 	}
+	if err := s.seen.check(node, r.Header.Get(HdrNonce), now); err != nil {
+		return "", 0, errors.E(op, errors.Permission, err)
+	}
+	switch tag := r.Header.Get(HdrBody); tag {
+	case "":
+		if r.ContentLength != 0 {
+			return "", 0, errors.E(op, errors.Permission, "a body the signature does not cover")
+		}
+	case "stream":
+		body := r.Body
+		r.Body = &macReader{r: body, closer: body, sum: sha256.New(), atEOF: func(sum []byte) error {
+			want := mac(s.req, sigHex, string(sum), cairnHeaders(r.Trailer, HdrBodyMAC))
+			got, _ := hex.DecodeString(r.Trailer.Get(HdrBodyMAC))
+			if !hmac.Equal(got, want) {
+				return errors.E(op, errors.Permission, "the body does not match its signature (changed in transit, or cut)")
+			}
+			return nil
+		}}
+	default:
+		if r.ContentLength < 0 || r.ContentLength > maxHashedBody {
+			return "", 0, errors.E(op, errors.Permission, "a hashed body of the wrong length")
+		}
+		data, err := io.ReadAll(io.LimitReader(r.Body, maxHashedBody+1))
+		if err != nil {
+			return "", 0, errors.E(op, errors.Transient, fmt.Errorf("reading the body: %w", err))
+		}
+		sum := sha256.Sum256(data)
+		if hex.EncodeToString(sum[:]) != tag {
+			return "", 0, errors.E(op, errors.Permission, "the body does not match its signature")
+		}
+		r.Body = io.NopCloser(bytes.NewReader(data))
+	}
 	return node, epoch, nil
+}
+
+// SignResponse adds to a response's headers (before they are written) a MAC over its
+// status, its X-Cairn-* headers and the request's nonce, so that an answer cannot be
+// forged, changed or given to another request.
+func (s *Secret) SignResponse(h http.Header, status int, reqNonce string) {
+	h.Set(HdrRespSig, hex.EncodeToString(mac(s.resp, strconv.Itoa(status), reqNonce, cairnHeaders(h, HdrRespSig))))
+}
+
+// VerifyResponse checks the MAC SignResponse added, for the request whose nonce was
+// reqNonce.
+func (s *Secret) VerifyResponse(resp *http.Response, reqNonce string) error {
+	got, err := hex.DecodeString(resp.Header.Get(HdrRespSig))
+	if err != nil || !hmac.Equal(got, mac(s.resp, strconv.Itoa(resp.StatusCode), reqNonce, cairnHeaders(resp.Header, HdrRespSig))) {
+		return errors.E(errors.Op("rpc.VerifyResponse"), errors.Permission, "the answer is not signed by the cluster (changed in transit, or not from a node)")
+	}
+	return nil
+}
+
+// SignedResponses is a handler's ResponseWriter that signs the status and headers when
+// they are written (SignResponse).
+func (s *Secret) SignedResponses(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
+	return &signingWriter{ResponseWriter: w, s: s, nonce: r.Header.Get(HdrNonce)}
+}
+
+type signingWriter struct {
+	http.ResponseWriter
+	s     *Secret
+	nonce string
+	wrote bool
+}
+
+func (w *signingWriter) WriteHeader(code int) {
+	if !w.wrote && code >= 200 {
+		w.wrote = true
+		w.s.SignResponse(w.Header(), code, w.nonce)
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *signingWriter) Write(p []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// EndResponse signs and writes the status of a response whose handler wrote nothing (net/http
+// would answer 200 unsigned); call it when the handler returns.
+func EndResponse(w http.ResponseWriter) {
+	if sw, ok := w.(*signingWriter); ok && !sw.wrote {
+		sw.WriteHeader(http.StatusOK)
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *signingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush passes flushes on.
+func (w *signingWriter) Flush() {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Authenticate is what a handler of signed requests does first: it wraps w so that the
+// answer is signed (SignedResponses), and verifies r (Verify). A refused request is
+// answered here, and ok is false. Call EndResponse(sw) when the handler returns.
+func (s *Secret) Authenticate(w http.ResponseWriter, r *http.Request) (sw http.ResponseWriter, node string, epoch uint64, ok bool) {
+	sw = s.SignedResponses(w, r)
+	node, epoch, err := s.Verify(r, time.Now())
+	if err != nil {
+		WriteError(sw, err)
+		return sw, "", 0, false
+	}
+	return sw, node, epoch, true
+}
+
+// replayGuard remembers the nonces accepted within MaxSkew: per sender and boot id, the
+// highest counter and a window of the counters below it (requests of one sender arrive
+// slightly out of order over its parallel connections). Memory is bounded by the
+// senders seen in the last two skew windows, each of which had to sign with the secret.
+type replayGuard struct {
+	mu      sync.Mutex
+	senders map[string]*replayWindow
+	swept   time.Time
+}
+
+const replayWindowBits = 1 << 16
+
+type replayWindow struct {
+	top  uint64 // highest counter accepted
+	bits [replayWindowBits / 64]uint64
+	last time.Time
+}
+
+func (g *replayGuard) check(node, nonce string, now time.Time) error {
+	boot, cs, ok := strings.Cut(nonce, ".")
+	n, err := strconv.ParseUint(cs, 10, 64)
+	if !ok || err != nil || n == 0 || len(boot) != 16 {
+		return fmt.Errorf("missing or malformed nonce")
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.senders == nil {
+		g.senders = map[string]*replayWindow{}
+	}
+	if now.Sub(g.swept) > MaxSkew {
+		for k, w := range g.senders {
+			if now.Sub(w.last) > 2*MaxSkew {
+				delete(g.senders, k)
+			}
+		}
+		g.swept = now
+	}
+	key := node + "\x00" + boot
+	w := g.senders[key]
+	if w == nil {
+		w = &replayWindow{}
+		g.senders[key] = w
+	}
+	w.last = now
+	switch {
+	case n > w.top:
+		shift := n - w.top
+		if shift >= replayWindowBits {
+			w.bits = [replayWindowBits / 64]uint64{}
+		} else {
+			for i := w.top + 1; i <= n; i++ { // clear the slots the window moves over
+				w.bits[(i%replayWindowBits)/64] &^= 1 << (i % 64)
+			}
+		}
+		w.top = n
+	case w.top-n >= replayWindowBits:
+		return fmt.Errorf("request %d is too old to be accepted (replayed?)", n)
+	}
+	slot, bit := (n%replayWindowBits)/64, uint64(1)<<(n%64)
+	if w.bits[slot]&bit != 0 {
+		return fmt.Errorf("request %s was already accepted: a replay", nonce)
+	}
+	w.bits[slot] |= bit
+	return nil
 }
 
 // Capability operations.

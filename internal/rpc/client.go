@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -94,7 +95,18 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 		u += "?" + r.Query.Encode()
 	}
 	body := r.Body
-	if body != nil {
+	if body != nil && r.Size > 0 && r.Size <= maxHashedBody {
+		// Small: read it now, so that its hash goes into the signature.
+		buf, err := io.ReadAll(io.LimitReader(body, r.Size+1))
+		if err != nil {
+			return nil, errors.E(errors.IO, err)
+		}
+		if int64(len(buf)) != r.Size {
+			return nil, errors.E(errors.Invalid, fmt.Errorf("request body of %d bytes, %d declared", len(buf), r.Size))
+		}
+		c.sent.Add(int64(len(buf)))
+		body = bytes.NewReader(buf)
+	} else if body != nil {
 		body = countingReader{r: body, n: &c.sent}
 	}
 	req, err := http.NewRequestWithContext(ctx, r.Method, u, body)
@@ -129,6 +141,15 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 		if ctx.Err() != nil {
 			return nil, errors.E(ctx.Err())
 		}
+		return nil, errors.E(errors.Transient, fmt.Errorf("node %s: %w", r.Addr, err))
+	}
+	if err := c.Secret.VerifyResponse(resp, req.Header.Get(HdrNonce)); err != nil {
+		defer resp.Body.Close()
+		if resp.StatusCode >= 400 {
+			// A refusal we cannot verify: most likely the node has another secret.
+			return nil, errors.E(errors.Permission, fmt.Errorf("node %s: %v; it answered: %v", r.Addr, err, DecodeError(resp)))
+		}
+		// An answer we cannot trust: the request may have been applied.
 		return nil, errors.E(errors.Transient, fmt.Errorf("node %s: %w", r.Addr, err))
 	}
 	if e, err := strconv.ParseUint(resp.Header.Get(HdrEpoch), 10, 64); err == nil && e > epoch && c.OnEpoch != nil {

@@ -108,6 +108,8 @@ type NodeStatus struct {
 }
 
 func (a *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w = a.secret.SignedResponses(w, r)
+	defer rpc.EndResponse(w)
 	if _, _, err := a.secret.Verify(r, time.Now()); err != nil {
 		a.log.Warn("refused an admin request", "remote", r.RemoteAddr, "path", r.URL.Path, "err", err)
 		rpc.WriteError(w, err)

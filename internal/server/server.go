@@ -732,10 +732,9 @@ func standardClass(n int) clustermap.Class {
 // Raft) before answering. Every answer carries this node's epoch.
 func internodeAuth(secret *rpc.Secret, mgr *clustermap.Manager, log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		from, epoch, err := secret.Verify(r, time.Now())
-		if err != nil {
-			log.Warn("refused an internode request", "remote", r.RemoteAddr, "path", r.URL.Path, "err", err)
-			rpc.WriteError(w, err)
+		w, from, epoch, ok := secret.Authenticate(w, r)
+		if !ok {
+			log.Warn("refused an internode request", "remote", r.RemoteAddr, "path", r.URL.Path)
 			return
 		}
 		if epoch > mgr.Current().Epoch {
@@ -747,5 +746,6 @@ func internodeAuth(secret *rpc.Secret, mgr *clustermap.Manager, log *slog.Logger
 		}
 		w.Header().Set(rpc.HdrEpoch, strconv.FormatUint(mgr.Current().Epoch, 10))
 		next.ServeHTTP(w, r)
+		rpc.EndResponse(w)
 	})
 }
