@@ -33,6 +33,10 @@ type NodeStats struct {
 	LastSync *gateway.SyncStats `json:"last_sync,omitempty"`
 	// Recovery is the copying in progress (or last done) to this node.
 	Recovery *gateway.SyncProgress `json:"recovery,omitempty"`
+	// Damaged lists the index files in which reads found corruption (see store.Damaged);
+	// DamagedReads counts the reads that failed on them.
+	Damaged      []string `json:"damaged,omitempty"`
+	DamagedReads int64    `json:"damaged_reads,omitempty"`
 }
 
 // NodeRecovery is one node's line of `cairn admin recovery`.
@@ -58,6 +62,7 @@ func nodeStats(id string, st *store.Store, h *gateway.Hints, mgr *clustermap.Man
 	if st != nil {
 		s := st.Stats()
 		ns.UsedBytes, ns.FreeBytes, ns.GarbageBytes, ns.IndexBytes = s.LiveBytes+s.IndexBytes, s.FreeBytes, s.GarbageBytes, s.IndexBytes
+		ns.Damaged, ns.DamagedReads = st.Damaged()
 	}
 	return ns
 }
@@ -420,6 +425,10 @@ func (a *adminHandler) status(ctx context.Context) *Status {
 	for _, n := range st.Nodes {
 		if n.State == clustermap.StateDown || n.Error != "" {
 			st.Warnings = append(st.Warnings, "node "+n.ID+" is not answering: its replicas are served by the others, writes for it are queued")
+		}
+		if n.Stats != nil && len(n.Stats.Damaged) > 0 {
+			st.Warnings = append(st.Warnings, "node "+n.ID+"'s index is damaged ("+strings.Join(n.Stats.Damaged, ", ")+
+				"): reads it cannot do go to other replicas; drain it and replace its data directory")
 		}
 	}
 	sort.Strings(st.Warnings)

@@ -326,6 +326,10 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		defer st.Close()
 		m.WatchStore(st)
+		m.GaugeFunc("cairn_store_damaged_files", "Index files in which reads found corruption since the node started (0: none).",
+			func() float64 { f, _ := st.Damaged(); return float64(len(f)) })
+		m.CounterFunc("cairn_store_corrupt_reads_total", "Index reads that failed on a damaged block.",
+			func() float64 { _, n := st.Damaged(); return float64(n) })
 	}
 
 	// The node address carries internode HTTP and Raft.

@@ -299,7 +299,7 @@ func getObject(g getter, key []byte) (*Object, error) {
 		return nil, errors.E(errors.NotExist, ErrNoSuchKey)
 	}
 	if err != nil {
-		return nil, errors.E(errors.IO, err)
+		return nil, indexErr(err)
 	}
 	defer c.Close()
 	o := new(Object)
@@ -310,6 +310,15 @@ func getObject(g getter, key []byte) (*Object, error) {
 		o.Body = append([]byte{}, o.Body...) // v is only valid until c.Close
 	}
 	return o, nil
+}
+
+// indexErr is the error of a failed index read: Corrupt for a damaged block (the caller
+// reads another replica), else IO.
+func indexErr(err error) error {
+	if pebble.IsCorruptionError(err) {
+		return errors.E(errors.Corrupt, err)
+	}
+	return errors.E(errors.IO, err)
 }
 
 // PutObject stores src (size bytes, or until EOF if size < 0) as bucket/key with the

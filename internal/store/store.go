@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -108,10 +109,11 @@ func (c *Config) Validate() error {
 
 // Store is a single node's object store. Its methods are safe for concurrent use.
 type Store struct {
-	cfg  Config
-	log  *slog.Logger
-	db   *pebble.DB
-	segs *segment.Set
+	damage *damage
+	cfg    Config
+	log    *slog.Logger
+	db     *pebble.DB
+	segs   *segment.Set
 
 	commitCh chan *commitReq
 	wg       sync.WaitGroup
@@ -146,11 +148,25 @@ func Open(cfg Config) (*Store, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, errors.E(op, errors.IO, err)
 	}
+	dmg := &damage{}
+	ilog := cfg.Logger.With("component", "index")
 	opts := &pebble.Options{
 		CacheSize:    cfg.CacheSize,
 		MemTableSize: 32 << 20,
-		Logger:       pebbleLogger{cfg.Logger.With("component", "index")},
+		Logger:       pebbleLogger{ilog},
 	}
+	el := pebble.MakeLoggingEventListener(pebbleLogger{ilog})
+	// A damaged index block fails the reads that need it (an error of kind Corrupt: the
+	// gateway reads another replica) and marks the store damaged; pebble's default would
+	// end the process, and a restarted node would die again at the next such read.
+	el.DataCorruption = func(info pebble.DataCorruptionInfo) {
+		if dmg.note(info.Path) {
+			ilog.Error("the index is damaged: reads that need this file fail over to other replicas; "+
+				"drain the node and replace its data directory (docs/operations.md, Damaged disk or index)",
+				"file", info.Path, "err", firstLine(info.Details.Error()))
+		}
+	}
+	opts.EventListener = &el
 	db, err := pebble.Open(filepath.Join(cfg.Dir, "index"), opts)
 	if err != nil {
 		return nil, errors.E(op, errors.IO, err)
@@ -161,6 +177,7 @@ func Open(cfg Config) (*Store, error) {
 		return nil, errors.E(op, err)
 	}
 	s := &Store{
+		damage:   dmg,
 		cfg:      cfg,
 		log:      cfg.Logger.With("component", "store"),
 		db:       db,
@@ -521,6 +538,38 @@ func newID() (id [16]byte) {
 		panic(err) // crypto/rand does not fail on Linux
 	}
 	return id
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
+}
+
+// damage records the index files found damaged.
+type damage struct {
+	mu    sync.Mutex
+	files []string
+	count atomic.Int64
+}
+
+// note records a corruption in file and reports whether the file is new to the list.
+func (d *damage) note(file string) bool {
+	d.count.Add(1)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if slices.Contains(d.files, file) {
+		return false
+	}
+	d.files = append(d.files, file)
+	return true
+}
+
+// Damaged returns the index files in which reads found corruption since the store was
+// opened (none: nil), and how many reads failed on them.
+func (s *Store) Damaged() (files []string, reads int64) {
+	s.damage.mu.Lock()
+	defer s.damage.mu.Unlock()
+	return slices.Clone(s.damage.files), s.damage.count.Load()
 }
 
 // pebbleLogger sends pebble's logs to slog: its chatter at debug level.
