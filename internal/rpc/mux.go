@@ -2,12 +2,8 @@ package rpc
 
 import (
 	"bufio"
-	"crypto/hmac"
-	"encoding/binary"
-	"io"
 	"log/slog"
 	"net"
-	"strconv"
 	"sync"
 	"time"
 )
@@ -15,11 +11,9 @@ import (
 // raftMagic starts every Raft connection; HTTP requests start with a method name.
 const raftMagic = "CRFT"
 
-// raftHello is magic, 8 bytes of unix time, 32 bytes of HMAC(raft key, time).
-const raftHello = 4 + 8 + 32
-
 // Mux splits one listener into HTTP connections and Raft connections. A Raft connection
-// must open with a hello signed with the cluster secret; others are closed and logged.
+// must open with the challenge-response of raftconn.go and is then framed; others are
+// closed and logged.
 type Mux struct {
 	ln     net.Listener
 	secret *Secret
@@ -60,21 +54,17 @@ func (m *Mux) route(c net.Conn) {
 		return
 	}
 	if string(head) == raftMagic {
-		hello := make([]byte, raftHello)
-		if _, err := io.ReadFull(br, hello); err != nil {
+		br.Discard(len(raftMagic))
+		c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		rc, err := m.secret.acceptRaft(c, br)
+		if err != nil {
+			m.log.Warn("refused a raft connection: it did not prove the cluster secret", "remote", c.RemoteAddr().String(), "err", err)
 			c.Close()
 			return
 		}
-		ts := int64(binary.BigEndian.Uint64(hello[4:12]))
-		d := time.Since(time.Unix(ts, 0))
-		if !hmac.Equal(hello[12:], mac(m.secret.raft, strconv.FormatInt(ts, 10))) || d > MaxSkew || d < -MaxSkew {
-			m.log.Warn("refused a raft connection with a bad signature", "remote", c.RemoteAddr().String())
-			c.Close()
-			return
-		}
-		c.SetReadDeadline(time.Time{})
+		c.SetDeadline(time.Time{})
 		select {
-		case m.raftCh <- &bufConn{Conn: c, r: br}:
+		case m.raftCh <- rc:
 		case <-m.done:
 			c.Close()
 		}
@@ -101,26 +91,6 @@ func (m *Mux) Close() error {
 		m.ln.Close()
 	})
 	return nil
-}
-
-// DialRaft opens a Raft connection to addr, sending the signed hello.
-func (s *Secret) DialRaft(addr string, timeout time.Duration) (net.Conn, error) {
-	c, err := net.DialTimeout("tcp", addr, timeout)
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now().Unix()
-	hello := make([]byte, 0, raftHello)
-	hello = append(hello, raftMagic...)
-	hello = binary.BigEndian.AppendUint64(hello, uint64(now))
-	hello = append(hello, mac(s.raft, strconv.FormatInt(now, 10))...)
-	c.SetWriteDeadline(time.Now().Add(timeout))
-	if _, err := c.Write(hello); err != nil {
-		c.Close()
-		return nil, err
-	}
-	c.SetWriteDeadline(time.Time{})
-	return c, nil
 }
 
 type bufConn struct {

@@ -210,63 +210,78 @@ func TestMuxRaft(t *testing.T) {
 	}
 }
 
-// hello returns a raft hello for unix time ts signed with key.
-func hello(key []byte, ts int64) []byte {
-	b := append([]byte(raftMagic), binary.BigEndian.AppendUint64(nil, uint64(ts))...)
-	return append(b, mac(key, strconv.FormatInt(ts, 10))...)
-}
-
-func TestMuxRefusesBadRaftHello(t *testing.T) {
+// TestMuxRefusesBadRaftHandshake: a Raft connection must prove the cluster secret over
+// the server's fresh nonce; wrong proofs, proofs of another secret or key, a proof
+// replayed from an earlier good handshake, and cut handshakes are closed, logged and
+// never reach Raft().
+func TestMuxRefusesBadRaftHandshake(t *testing.T) {
 	e := startMux(t)
 	other, err := NewSecret("another-cluster-secret-for-mux-01")
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now().Unix()
-	random := make([]byte, raftHello-len(raftMagic))
-	rand.Read(random)
-	flipped := hello(e.secret.raft, now)
-	flipped[len(flipped)-1] ^= 1
+	// A good handshake, recorded as an attacker on the path would.
+	var recorded []byte
+	{
+		c, err := net.Dial("tcp", e.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc := make([]byte, raftNonce)
+		rand.Read(nc)
+		c.Write(append([]byte(raftMagic), nc...))
+		resp := readN(t, c, raftNonce+raftMACSize)
+		recorded = raftProof(e.secret.raft, "client", nc, resp[:raftNonce])
+		c.Write(recorded)
+		c.Close()
+		(<-e.raft).Close()
+	}
 	for _, tc := range []struct {
 		name  string
-		hello []byte
-		dial  func() (net.Conn, error) // instead of sending hello on a raw connection
+		proof func(nc, ns []byte) []byte // nil: stop after the magic
+		dial  func() (net.Conn, error)
 	}{
-		{name: "random mac", hello: append([]byte(raftMagic), random...)},
-		{name: "zero mac", hello: append(append([]byte(raftMagic), binary.BigEndian.AppendUint64(nil, uint64(now))...), make([]byte, 32)...)},
-		{name: "flipped bit", hello: flipped},
-		{name: "other secret", hello: hello(other.raft, now)},
+		{name: "random proof", proof: func(nc, ns []byte) []byte { b := make([]byte, raftMACSize); rand.Read(b); return b }},
+		{name: "zero proof", proof: func(nc, ns []byte) []byte { return make([]byte, raftMACSize) }},
+		{name: "other secret", proof: func(nc, ns []byte) []byte { return raftProof(other.raft, "client", nc, ns) }},
+		{name: "request key", proof: func(nc, ns []byte) []byte { return raftProof(e.secret.req, "client", nc, ns) }},
+		{name: "server's own proof", proof: func(nc, ns []byte) []byte { return raftProof(e.secret.raft, "server", nc, ns) }},
+		{name: "replayed proof", proof: func(nc, ns []byte) []byte { return recorded }},
+		{name: "short proof", proof: func(nc, ns []byte) []byte { return raftProof(e.secret.raft, "client", nc, ns)[:raftMACSize-1] }},
+		{name: "magic only"},
 		{name: "other secret dialer", dial: func() (net.Conn, error) { return other.DialRaft(e.addr, 2*time.Second) }},
-		{name: "request key", hello: hello(e.secret.req, now)},
-		{name: "capability key", hello: hello(e.secret.capa, now)},
-		{name: "stale", hello: hello(e.secret.raft, now-int64(MaxSkew/time.Second)-60)},
-		{name: "future", hello: hello(e.secret.raft, now+int64(MaxSkew/time.Second)+60)},
-		{name: "epoch zero", hello: hello(e.secret.raft, 0)},
-		{name: "mac of another time", hello: append(append([]byte(raftMagic), binary.BigEndian.AppendUint64(nil, uint64(now+1))...), mac(e.secret.raft, strconv.FormatInt(now, 10))...)},
-		{name: "short", hello: hello(e.secret.raft, now)[:raftHello-1]},
-		{name: "magic only", hello: []byte(raftMagic)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var c net.Conn
-			var err error
 			if tc.dial != nil {
-				c, err = tc.dial()
-			} else {
-				c, err = net.Dial("tcp", e.addr)
-				if err == nil {
-					_, err = c.Write(tc.hello)
+				if c, err := tc.dial(); err == nil {
+					c.Close()
+					t.Fatal("a dialer with another secret completed the handshake")
 				}
-				if err == nil {
-					// A short hello then ends: the mux must not wait for the rest.
-					err = c.(*net.TCPConn).CloseWrite()
+				select {
+				case rc := <-e.raft:
+					rc.Close()
+					t.Fatal("a dialer with another secret reached Raft()")
+				case <-time.After(200 * time.Millisecond):
 				}
+				return
 			}
+			c, err := net.Dial("tcp", e.addr)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			// Anything the peer sends after the hello is never read: the mux closes.
-			c.Write([]byte("append entries"))
+			nc := make([]byte, raftNonce)
+			rand.Read(nc)
+			if tc.proof == nil {
+				c.Write([]byte(raftMagic))
+				c.(*net.TCPConn).CloseWrite()
+			} else {
+				c.Write(append([]byte(raftMagic), nc...))
+				resp := readN(t, c, raftNonce+raftMACSize)
+				c.Write(tc.proof(nc, resp[:raftNonce]))
+				c.(*net.TCPConn).CloseWrite()
+			}
 			c.SetReadDeadline(time.Now().Add(5 * time.Second))
 			n, err := c.Read(make([]byte, 1))
 			if n != 0 || err == nil {
@@ -276,35 +291,90 @@ func TestMuxRefusesBadRaftHello(t *testing.T) {
 			if errors.As(err, &ne) && ne.Timeout() {
 				t.Fatal("the connection was left open")
 			}
-			if err != io.EOF && !errors.Is(err, syscall.ECONNRESET) {
-				t.Logf("closed with %v", err)
-			}
 			select {
 			case rc := <-e.raft:
 				rc.Close()
-				t.Fatal("a connection with a bad hello reached Raft()")
+				t.Fatal("a connection with a bad handshake reached Raft()")
 			default:
 			}
 		})
 	}
-	// A good connection after all of those is the first (and only) one Raft() delivers.
-	c, err := e.secret.DialRaft(e.addr, 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.Write([]byte("good")); err != nil {
-		t.Fatal(err)
-	}
-	if got := readN(t, e.nextRaft(t), 4); string(got) != "good" {
-		t.Fatalf("the first raft connection delivered read %q, want the good one", got)
-	}
 	if !strings.Contains(e.log.String(), "refused a raft connection") {
 		t.Errorf("refusals not logged; log:\n%s", e.log.String())
 	}
-	// HTTP is unaffected.
 	if got := e.get(t, "/after"); got != "hello /after" {
 		t.Errorf("GET /after = %q", got)
+	}
+}
+
+// TestRaftFramesAuthenticated: after the handshake, a changed byte, an injected frame or
+// a replayed frame fails the receiver's check, which closes the connection; nothing of
+// it is delivered.
+func TestRaftFramesAuthenticated(t *testing.T) {
+	e := startMux(t)
+	for _, tc := range []struct {
+		name   string
+		tamper func(raw net.Conn, frame []byte)
+	}{
+		{"flipped payload byte", func(raw net.Conn, frame []byte) { frame[6] ^= 1; raw.Write(frame) }},
+		{"flipped mac byte", func(raw net.Conn, frame []byte) { frame[len(frame)-1] ^= 1; raw.Write(frame) }},
+		{"replayed frame", func(raw net.Conn, frame []byte) { raw.Write(frame); raw.Write(frame) }},
+		{"injected frame", func(raw net.Conn, frame []byte) {
+			bad := binary.BigEndian.AppendUint32(nil, 5)
+			bad = append(bad, "evil!"...)
+			raw.Write(append(bad, make([]byte, raftMACSize)...))
+		}},
+		{"oversized length", func(raw net.Conn, frame []byte) { raw.Write([]byte{0xff, 0xff, 0xff, 0xff}) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := e.secret.DialRaft(e.addr, 2*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			fc := c.(*framedConn)
+			rc := e.nextRaft(t)
+			defer rc.Close()
+			// One good frame first.
+			if _, err := c.Write([]byte("hello")); err != nil {
+				t.Fatal(err)
+			}
+			if got := readN(t, rc, 5); string(got) != "hello" {
+				t.Fatalf("read %q", got)
+			}
+			// The next frame, as the sender would make it, then tampered with on the wire.
+			frame := binary.BigEndian.AppendUint32(nil, 5)
+			frame = append(frame, "world"...)
+			fc.wmac.Reset()
+			var seq [8]byte
+			binary.BigEndian.PutUint64(seq[:], fc.wseq)
+			fc.wmac.Write(seq[:])
+			fc.wmac.Write([]byte("world"))
+			frame = fc.wmac.Sum(frame)
+			fc.wseq++
+			tc.tamper(fc.Conn, frame)
+			rc.SetReadDeadline(time.Now().Add(5 * time.Second))
+			buf := make([]byte, 64)
+			total := ""
+			for {
+				n, err := rc.Read(buf)
+				total += string(buf[:n])
+				if err != nil {
+					var ne net.Error
+					if errors.As(err, &ne) && ne.Timeout() {
+						t.Fatal("a tampered stream was neither refused nor closed")
+					}
+					break
+				}
+			}
+			if tc.name == "replayed frame" {
+				if total != "world" {
+					t.Fatalf("delivered %q, want the first copy only", total)
+				}
+			} else if total != "" {
+				t.Fatalf("delivered %q from a tampered frame", total)
+			}
+		})
 	}
 }
 
