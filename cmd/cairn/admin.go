@@ -19,6 +19,7 @@ import (
 	"github.com/cairnfs/cairn/internal/gateway"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/server"
+	"github.com/cairnfs/cairn/internal/wire"
 )
 
 const adminUsage = `Usage: cairn admin [--admin ADDR] [--json] COMMAND [ARGS]
@@ -273,7 +274,7 @@ func (c *adminClient) doBody(method, path string, body []byte, out any) error {
 		return fmt.Errorf("admin: %s: %w (a wrong cluster secret?)", c.addr, err)
 	}
 	if resp.StatusCode >= 400 {
-		return fmt.Errorf("admin: %w", rpc.DecodeError(resp))
+		return fmt.Errorf("admin: %w", wire.DecodeError(resp))
 	}
 	return json.NewDecoder(resp.Body).Decode(out)
 }

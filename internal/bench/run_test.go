@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	obj "github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/store"
 	"github.com/cairnfs/cairn/internal/testutil"
 )
@@ -66,7 +67,7 @@ func stored(t *testing.T, srv *testutil.Server, bucket, prefix string) map[strin
 	out := map[string]int64{}
 	after := ""
 	for {
-		page, err := srv.Store.List(bucket, store.ListOptions{Prefix: prefix, After: after, Max: 1000})
+		page, err := srv.Store.List(bucket, obj.ListOptions{Prefix: prefix, After: after, Max: 1000})
 		if err != nil {
 			t.Fatalf("listing %s/%s: %v", bucket, prefix, err)
 		}

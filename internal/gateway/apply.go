@@ -10,6 +10,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/policy"
 	"github.com/cairnfs/cairn/internal/store"
 )
@@ -150,8 +151,8 @@ func (g *Gateway) setApplyDone(ctx context.Context, bucket string, gen uint64) e
 	if err := g.EnsureLocalBucket(ApplyBucket); err != nil {
 		return err
 	}
-	meta := &store.Object{ModTime: time.Now().UnixNano(), UserMeta: [][2]string{{"gen", strconv.FormatUint(gen, 10)}}}
-	_, err := g.cfg.Store.PutObject(ctx, ApplyBucket, bucket, meta, bytes.NewReader(nil), 0, store.PutOptions{Version: g.clock.Next()})
+	meta := &object.Object{ModTime: time.Now().UnixNano(), UserMeta: [][2]string{{"gen", strconv.FormatUint(gen, 10)}}}
+	_, err := g.cfg.Store.PutObject(ctx, ApplyBucket, bucket, meta, bytes.NewReader(nil), 0, object.PutOptions{Version: g.clock.Next()})
 	return err
 }
 
@@ -169,7 +170,7 @@ func (g *Gateway) ApplyPass(ctx context.Context, bucket string, gen uint64) (lef
 		return 0
 	}
 	var keys []string
-	err := g.cfg.Store.Scan(func(b, _ string) bool { return b == bucket }, func(e store.VersionEntry) error {
+	err := g.cfg.Store.Scan(func(b, _ string) bool { return b == bucket }, func(e object.VersionEntry) error {
 		if !e.Deleted {
 			keys = append(keys, e.Key)
 		}
@@ -266,7 +267,7 @@ const (
 
 // replace rewrites bucket/key (this node's record o of it) into the class pol chooses,
 // if that differs from how it is stored.
-func (g *Gateway) replace(ctx context.Context, pol *policy.Policy, bucket, key string, o *store.Object, ts []target, pace *pacer) (replaceOutcome, error) {
+func (g *Gateway) replace(ctx context.Context, pol *policy.Policy, bucket, key string, o *object.Object, ts []target, pace *pacer) (replaceOutcome, error) {
 	name, _ := pol.Evaluate(policy.Object{Key: key, Size: o.Size, ContentType: o.ContentType})
 	if name == "" {
 		return kept, nil // no rule and no default: the object stays where it is
@@ -296,7 +297,7 @@ func (g *Gateway) replace(ctx context.Context, pol *policy.Policy, bucket, key s
 }
 
 // placedIn reports whether the record o is stored as class cls stores objects now.
-func placedIn(m *clustermap.Map, o *store.Object, cls clustermap.Class) bool {
+func placedIn(m *clustermap.Map, o *object.Object, cls clustermap.Class) bool {
 	cur, ok := m.ResolveClass(o.StorageClass)
 	if !ok || cur.Name != cls.Name || o.Striped != cls.Sharded() {
 		return false
@@ -355,7 +356,7 @@ func (g *Gateway) rewrite(ctx context.Context, bucket, key string, v uint64, cls
 	}()
 	meta := *cur
 	meta.Body, meta.Chunks, meta.Inline, meta.Embedded = nil, nil, false, false
-	meta.Striped, meta.Stripe = false, store.Stripe{}
+	meta.Striped, meta.Stripe = false, object.Stripe{}
 	meta.StorageClass = cls.Name
 	if cls.Name == clustermap.StandardClass {
 		meta.StorageClass = ""
@@ -389,7 +390,7 @@ func (g *Gateway) rewrite(ctx context.Context, bucket, key string, v uint64, cls
 		// Shard collection may take chunks of a tag no record names after relayoutGrace.
 		return false, errors.Errorf("", errors.Transient, "rewriting took %s: the chunks may be collected before the record names them; retried later", time.Since(began).Round(time.Second))
 	}
-	ok, failed := g.fanOut(wctx, ts, len(ts), bucket, key, v, never, func(ctx context.Context, t target) (*store.Object, error) {
+	ok, failed := g.fanOut(wctx, ts, len(ts), bucket, key, v, never, func(ctx context.Context, t target) (*object.Object, error) {
 		return g.putReplica(ctx, t, bucket, key, &rec, bytes.NewReader(nil), 0, v, "", 0, nil, &rec)
 	})
 	if len(ok) < len(ts) {

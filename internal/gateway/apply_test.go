@@ -10,7 +10,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
-	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 // setPolicy sets bucket's placement policy and raises its apply generation.
@@ -63,7 +63,7 @@ func TestApplyPolicy(t *testing.T) {
 	ctx := context.Background()
 	c := newECCluster(t)
 	bodies := map[string][]byte{}
-	before := map[string]*store.Object{}
+	before := map[string]*object.Object{}
 	put := func(key, class string, size int) {
 		bodies[key] = randBody(uint64(len(key)*size+1), size)
 		o, err := putClass(ctx, c.nodes[len(bodies)%6].gw, "b", key, class, bodies[key])
@@ -79,11 +79,11 @@ func TestApplyPolicy(t *testing.T) {
 	put("d.root", "EC42", 5<<20+3)
 	put("e.root", "EC42", 100)
 	// A multipart object keeps its parts.
-	upID, err := c.nodes[0].gw.CreateUpload(ctx, "b", "mp.log", &store.Object{})
+	upID, err := c.nodes[0].gw.CreateUpload(ctx, "b", "mp.log", &object.Object{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var parts []store.CompletePart
+	var parts []object.CompletePart
 	var mp []byte
 	for n := 1; n <= 2; n++ {
 		body := randBody(uint64(90+n), 5<<20+n)
@@ -92,7 +92,7 @@ func TestApplyPolicy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		parts = append(parts, store.CompletePart{Number: n, ETag: p.ETag})
+		parts = append(parts, object.CompletePart{Number: n, ETag: p.ETag})
 		mp = append(mp, body...)
 	}
 	o, err := c.nodes[0].gw.CompleteUpload(ctx, "b", "mp.log", upID, parts, 0, nil)
@@ -237,8 +237,8 @@ func TestApplyPolicyRaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := c.nodes[reps[len(reps)-1]].store
-	if _, err := last.PutObject(ctx, "b", key, &store.Object{ETag: o.ETag, ModTime: o.ModTime}, bytes.NewReader(body), int64(len(body)),
-		store.PutOptions{Version: o.HLC, Repair: true}); err != nil {
+	if _, err := last.PutObject(ctx, "b", key, &object.Object{ETag: o.ETag, ModTime: o.ModTime}, bytes.NewReader(body), int64(len(body)),
+		object.PutOptions{Version: o.HLC, Repair: true}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := last.StatVersion("b", key); got.Striped {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/erasure"
-	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 // Replicated classes other than STANDARD keep the object's record on its STANDARD
@@ -58,7 +58,7 @@ func TestReplicatedClassOnDevices(t *testing.T) {
 	// checksummed copy; FAST has 3 copies per chunk, COLD 2 of 256 KiB chunks.
 	copies := map[string]int{}
 	for _, nd := range c.nodes {
-		nd.store.Scan(func(b, _ string) bool { return b == ShardBucket }, func(e store.VersionEntry) error {
+		nd.store.Scan(func(b, _ string) bool { return b == ShardBucket }, func(e object.VersionEntry) error {
 			rd, err := nd.store.OpenObject(ShardBucket, e.Key)
 			if err != nil {
 				t.Fatal(err)
@@ -117,11 +117,11 @@ func TestReplicatedClassOnDevices(t *testing.T) {
 	}
 	// A multipart upload into FAST: each part chunked into copies, nothing copied at the
 	// completion.
-	id, err := c.nodes[1].gw.CreateUpload(ctx, "b", "mp", &store.Object{StorageClass: "FAST"})
+	id, err := c.nodes[1].gw.CreateUpload(ctx, "b", "mp", &object.Object{StorageClass: "FAST"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var list []store.CompletePart
+	var list []object.CompletePart
 	var whole []byte
 	for n, size := range []int{5<<20 + 1, 700} {
 		body := randBody(uint64(300+n), size)
@@ -131,7 +131,7 @@ func TestReplicatedClassOnDevices(t *testing.T) {
 		if err != nil || !p.Striped || p.Stripe.K != 1 || p.Stripe.M != 2 {
 			t.Fatalf("part %d: %+v %v", n+1, p, err)
 		}
-		list = append(list, store.CompletePart{Number: n + 1, ETag: p.ETag})
+		list = append(list, object.CompletePart{Number: n + 1, ETag: p.ETag})
 	}
 	if _, err := c.nodes[3].gw.CompleteUpload(ctx, "b", "mp", id, list, 5<<20, nil); err != nil {
 		t.Fatal(err)

@@ -30,6 +30,7 @@ import (
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/hlc"
 	"github.com/cairnfs/cairn/internal/node"
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/store"
 )
@@ -382,9 +383,9 @@ func (c *testCluster) hintsFor(i int, dst, bucket, key string) []hintEntry {
 
 // md5Finish returns a reader over src and a Finish that sets the ETag to the hex MD5 of
 // what was read, as the S3 layer does.
-func md5Finish(src io.Reader) (io.Reader, func(*store.Object) error) {
+func md5Finish(src io.Reader) (io.Reader, func(*object.Object) error) {
 	h := md5.New()
-	return io.TeeReader(src, h), func(o *store.Object) error {
+	return io.TeeReader(src, h), func(o *object.Object) error {
 		o.ETag = hex.EncodeToString(h.Sum(nil))
 		return nil
 	}
@@ -397,12 +398,12 @@ func md5Hex(b []byte) string {
 
 // put stores body as bucket/key through g with an MD5 ETag. size -1 sends it with an
 // unknown length.
-func put(ctx context.Context, g *Gateway, bucket, key string, body []byte, size int64) (*store.Object, error) {
+func put(ctx context.Context, g *Gateway, bucket, key string, body []byte, size int64) (*object.Object, error) {
 	src, fin := md5Finish(bytes.NewReader(body))
-	return g.PutObject(ctx, bucket, key, &store.Object{ContentType: "application/octet-stream"}, src, size, store.PutOptions{Finish: fin})
+	return g.PutObject(ctx, bucket, key, &object.Object{ContentType: "application/octet-stream"}, src, size, object.PutOptions{Finish: fin})
 }
 
-func mustPut(tb testing.TB, g *Gateway, bucket, key string, body []byte) *store.Object {
+func mustPut(tb testing.TB, g *Gateway, bucket, key string, body []byte) *object.Object {
 	tb.Helper()
 	o, err := put(context.Background(), g, bucket, key, body, int64(len(body)))
 	if err != nil {
@@ -412,7 +413,7 @@ func mustPut(tb testing.TB, g *Gateway, bucket, key string, body []byte) *store.
 }
 
 // get reads n bytes at off of bucket/key through g (n < 0: to the end).
-func get(ctx context.Context, g *Gateway, bucket, key string, off, n int64) ([]byte, *store.Object, error) {
+func get(ctx context.Context, g *Gateway, bucket, key string, off, n int64) ([]byte, *object.Object, error) {
 	rd, err := g.OpenObject(ctx, bucket, key)
 	if err != nil {
 		return nil, nil, err

@@ -20,10 +20,11 @@ import (
 	"github.com/cairnfs/cairn/internal/erasure"
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/hlc"
-	"github.com/cairnfs/cairn/internal/node"
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/placement"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/wire"
 )
 
 // Erasure-coded objects (classes with K > 0). The object's record lives on the key's
@@ -71,7 +72,7 @@ type stripeRef struct {
 }
 
 // stripesOf lists the stripes of the erasure-coded object o (its record), in order.
-func stripesOf(bucket, key string, o *store.Object) []stripeRef {
+func stripesOf(bucket, key string, o *object.Object) []stripeRef {
 	ss := o.Stripe.Size
 	var out []stripeRef
 	add := func(size int64, name func(i int64) string) {
@@ -140,9 +141,9 @@ func shardedClasses(m *clustermap.Map) []clustermap.Class {
 }
 
 // stripeLayout is the record's description of how cls cuts objects into stripes.
-func stripeLayout(cls clustermap.Class) store.Stripe {
+func stripeLayout(cls clustermap.Class) object.Stripe {
 	k, m := cls.Shards()
-	return store.Stripe{K: k, M: m, Size: int64(k) * cls.ChunkSize()}
+	return object.Stripe{K: k, M: m, Size: int64(k) * cls.ChunkSize()}
 }
 
 // ecState caches codes and placement tables per class.
@@ -226,8 +227,8 @@ func (g *Gateway) shardTargets(m *clustermap.Map, t *placement.Table, stripe str
 
 // putStriped stores src as an erasure-coded object of class cls: its stripes (putStripes),
 // then the record on the key's holders (the write quorum of STANDARD).
-func (g *Gateway) putStriped(ctx context.Context, cls clustermap.Class, holders []target, recW int, bucket, key string, meta *store.Object,
-	src io.Reader, size int64, finish func(*store.Object) error) (*store.Object, error) {
+func (g *Gateway) putStriped(ctx context.Context, cls clustermap.Class, holders []target, recW int, bucket, key string, meta *object.Object,
+	src io.Reader, size int64, finish func(*object.Object) error) (*object.Object, error) {
 	version := g.clock.Next()
 	total, err := g.putStripes(ctx, cls, bucket+"/"+key, src, size, func(i int64) string { return stripeKey(bucket, key, version, i) })
 	if err != nil {
@@ -244,7 +245,7 @@ func (g *Gateway) putStriped(ctx context.Context, cls clustermap.Class, holders 
 	rec.ModTime = time.Now().UnixNano()
 	rec.HLC = version
 	rec.Striped, rec.Stripe = true, stripeLayout(cls)
-	ok, failed := g.fanOut(ctx, holders, recW, bucket, key, version, always, func(ctx context.Context, t target) (*store.Object, error) {
+	ok, failed := g.fanOut(ctx, holders, recW, bucket, key, version, always, func(ctx context.Context, t target) (*object.Object, error) {
 		return g.putReplica(ctx, t, bucket, key, &rec, bytes.NewReader(nil), 0, version, "", 0, nil, &rec)
 	})
 	if len(ok) < recW {
@@ -257,12 +258,12 @@ func (g *Gateway) putStriped(ctx context.Context, cls clustermap.Class, holders 
 // putStripedPart stores part n of an erasure-coded upload: its stripes, then the part's
 // record (striped, no body) on the key's holders.
 func (g *Gateway) putStripedPart(ctx context.Context, cls clustermap.Class, holders []target, recW int, bucket, key, uploadID string, n int,
-	src io.Reader, size int64, finish func(*store.Object) error) (*store.Object, error) {
+	src io.Reader, size int64, finish func(*object.Object) error) (*object.Object, error) {
 	total, err := g.putStripes(ctx, cls, bucket+"/"+key, src, size, func(i int64) string { return partStripeKey(bucket, key, uploadID, n, i) })
 	if err != nil {
 		return nil, err
 	}
-	fin := &store.Object{Size: total, ModTime: time.Now().UnixNano()}
+	fin := &object.Object{Size: total, ModTime: time.Now().UnixNano()}
 	if finish != nil {
 		if err := finish(fin); err != nil {
 			return nil, err
@@ -270,8 +271,8 @@ func (g *Gateway) putStripedPart(ctx context.Context, cls clustermap.Class, hold
 	}
 	fin.Size = total
 	fin.Striped, fin.Stripe = true, stripeLayout(cls)
-	ok, failed := g.fanOut(ctx, holders, recW, bucket, key, 0, never, func(ctx context.Context, t target) (*store.Object, error) {
-		return g.putReplica(ctx, t, bucket, key, &store.Object{}, bytes.NewReader(nil), 0, 0, uploadID, n, nil, fin)
+	ok, failed := g.fanOut(ctx, holders, recW, bucket, key, 0, never, func(ctx context.Context, t target) (*object.Object, error) {
+		return g.putReplica(ctx, t, bucket, key, &object.Object{}, bytes.NewReader(nil), 0, 0, uploadID, n, nil, fin)
 	})
 	if len(ok) < recW {
 		return nil, quorumFailure("write", ok, failed, recW, len(holders))
@@ -420,7 +421,7 @@ func (g *Gateway) putShardOpts(ctx context.Context, t target, key, owner string,
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 	defer cancel()
-	meta := &store.Object{Size: int64(len(shard)), ModTime: time.Now().UnixNano(), UserMeta: [][2]string{{"owner", owner}}}
+	meta := &object.Object{Size: int64(len(shard)), ModTime: time.Now().UnixNano(), UserMeta: [][2]string{{"owner", owner}}}
 	_, err := g.putReplica(ctx, t, ShardBucket, key, meta, bytes.NewReader(shard), int64(len(shard)), g.clock.Next(), "", 0, nil, meta)
 	return err
 }
@@ -451,7 +452,7 @@ func (g *Gateway) getShard(ctx context.Context, t target, key string) ([]byte, e
 type stripedReader struct {
 	g           *Gateway
 	bucket, key string
-	o           *store.Object
+	o           *object.Object
 	m           *clustermap.Map
 	code        *erasure.Code
 	tbl         *placement.Table
@@ -465,7 +466,7 @@ type prefetched struct {
 	data []byte
 }
 
-func (g *Gateway) openStriped(o *store.Object, bucket, key string) (ObjectReader, error) {
+func (g *Gateway) openStriped(o *object.Object, bucket, key string) (ObjectReader, error) {
 	m := g.cfg.Maps.Current()
 	code, err := g.code(o.Stripe.K, o.Stripe.M)
 	if err != nil {
@@ -478,8 +479,8 @@ func (g *Gateway) openStriped(o *store.Object, bucket, key string) (ObjectReader
 	return &stripedReader{g: g, bucket: bucket, key: key, o: o, m: m, code: code, tbl: tbl, stripes: stripesOf(bucket, key, o)}, nil
 }
 
-func (r *stripedReader) Info() *store.Object { return r.o }
-func (r *stripedReader) Close() error        { return nil }
+func (r *stripedReader) Info() *object.Object { return r.o }
+func (r *stripedReader) Close() error         { return nil }
 
 // Preparer is implemented by readers that can fetch the start of a range before the
 // response's status is sent, so that a read that cannot start is answered with an error
@@ -887,8 +888,8 @@ func (g *Gateway) shardHeader(ctx context.Context, t target, stripe string) ([]b
 		_, err = rd.WriteRange(ctx, &b, 0, min(erasure.HeaderSize, rd.Object.Size))
 		return b.Bytes(), err
 	}
-	resp, err := g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodGet, Addr: t.addr, Path: node.PathObject,
-		Query: objQuery(ShardBucket, stripe, "off", "0", "n", strconv.Itoa(erasure.HeaderSize)), Cap: &[3]string{rpc.CapRead, ShardBucket, stripe}})
+	resp, err := g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodGet, Addr: t.addr, Path: wire.PathObject,
+		Query: objQuery(ShardBucket, stripe, wire.QOffset, "0", wire.QLength, strconv.Itoa(erasure.HeaderSize)), Cap: &rpc.Cap{Op: rpc.CapRead, Bucket: ShardBucket, Key: stripe}})
 	if err != nil {
 		return nil, err
 	}
@@ -910,7 +911,7 @@ func (g *Gateway) collectShards(ctx context.Context, st *SyncStats) {
 	}
 	byOwner := map[string][]shard{}
 	byUpload := map[[2]string][]shard{} // shards of parts, by owner and upload
-	err := g.cfg.Store.Scan(func(b, _ string) bool { return b == ShardBucket }, func(e store.VersionEntry) error {
+	err := g.cfg.Store.Scan(func(b, _ string) bool { return b == ShardBucket }, func(e object.VersionEntry) error {
 		// The key is hash/version/stripe: the version is the object's; or a part's,
 		// hash/upload.part/stripe.
 		upload, isPart := partStripe(e.Key)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/store"
 )
 
@@ -26,15 +27,15 @@ func newECCluster(t *testing.T) *testCluster {
 	return c
 }
 
-func putClass(ctx context.Context, g *Gateway, bucket, key, class string, body []byte) (*store.Object, error) {
+func putClass(ctx context.Context, g *Gateway, bucket, key, class string, body []byte) (*object.Object, error) {
 	src, fin := md5Finish(bytes.NewReader(body))
-	return g.PutObject(ctx, bucket, key, &store.Object{StorageClass: class}, src, int64(len(body)), store.PutOptions{Finish: fin})
+	return g.PutObject(ctx, bucket, key, &object.Object{StorageClass: class}, src, int64(len(body)), object.PutOptions{Finish: fin})
 }
 
 // shardsOf returns, per node, the shard records stored there.
 func (c *testCluster) shardsOf() (records int, bytes int64) {
 	for _, nd := range c.nodes {
-		nd.store.Scan(func(b, _ string) bool { return b == ShardBucket }, func(e store.VersionEntry) error {
+		nd.store.Scan(func(b, _ string) bool { return b == ShardBucket }, func(e object.VersionEntry) error {
 			records++
 			bytes += e.Size
 			return nil
@@ -87,7 +88,7 @@ func TestECRoundTrip(t *testing.T) {
 			t.Fatalf("stat: %+v %v", st, err)
 		}
 	}
-	res, err := c.nodes[0].gw.List(ctx, "b", store.ListOptions{Max: 1000})
+	res, err := c.nodes[0].gw.List(ctx, "b", object.ListOptions{Max: 1000})
 	if err != nil || len(res.Objects) != len(sizes) {
 		t.Fatalf("list: %v %+v", err, res)
 	}
@@ -182,7 +183,7 @@ func TestECRepairsShards(t *testing.T) {
 		t.Fatal(err)
 	}
 	junk := bytes.Repeat([]byte{0x5a}, int(sv.Size))
-	if _, err := bad.PutObject(ctx, ShardBucket, stripe, &store.Object{}, bytes.NewReader(junk), int64(len(junk)), store.PutOptions{Version: sv.HLC, Repair: true}); err != nil {
+	if _, err := bad.PutObject(ctx, ShardBucket, stripe, &object.Object{}, bytes.NewReader(junk), int64(len(junk)), object.PutOptions{Version: sv.HLC, Repair: true}); err != nil {
 		t.Fatal(err)
 	}
 	gv, _ := gone.StatVersion(ShardBucket, stripe)
@@ -233,7 +234,7 @@ func TestECClassSelection(t *testing.T) {
 	if err != nil || !o.Striped {
 		t.Fatalf("STANDARD_IA is mapped to EC42: %+v %v", o, err)
 	}
-	if _, err := g.CreateUpload(ctx, "b", "mp", &store.Object{StorageClass: "PLATINUM"}); !errors.IsErr(err, ErrInvalidStorageClass) {
+	if _, err := g.CreateUpload(ctx, "b", "mp", &object.Object{StorageClass: "PLATINUM"}); !errors.IsErr(err, ErrInvalidStorageClass) {
 		t.Fatalf("multipart upload in an unknown class: %v", err)
 	}
 	// An EC object copied keeps nothing of the source's layout when stored in STANDARD.
@@ -246,7 +247,7 @@ func TestECClassSelection(t *testing.T) {
 	rd.WriteRange(ctx, &buf, 0, src.Size)
 	rd.Close()
 	src.StorageClass = ""
-	cp, err := g.PutObject(ctx, "b", "copy", &src, bytes.NewReader(buf.Bytes()), int64(buf.Len()), store.PutOptions{})
+	cp, err := g.PutObject(ctx, "b", "copy", &src, bytes.NewReader(buf.Bytes()), int64(buf.Len()), object.PutOptions{})
 	if err != nil || cp.Striped {
 		t.Fatalf("copy to STANDARD: %+v %v", cp, err)
 	}
@@ -398,13 +399,13 @@ func TestECMultipart(t *testing.T) {
 	ctx := context.Background()
 	c := newECCluster(t)
 	g := c.nodes[0].gw
-	id, err := g.CreateUpload(ctx, "b", "mp", &store.Object{StorageClass: "EC42"})
+	id, err := g.CreateUpload(ctx, "b", "mp", &object.Object{StorageClass: "EC42"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sizes := []int{5<<20 + 3, 5 << 20, 6 << 20, 1000}
 	var whole []byte
-	var list []store.CompletePart
+	var list []object.CompletePart
 	raw0, _ := c.shardsOf()
 	for i, size := range sizes {
 		body := randBody(uint64(70+i), size)
@@ -418,7 +419,7 @@ func TestECMultipart(t *testing.T) {
 		if !p.Striped || p.Size != int64(size) {
 			t.Fatalf("part %d returned %+v", 2*i+1, p)
 		}
-		list = append(list, store.CompletePart{Number: 2*i + 1, ETag: p.ETag})
+		list = append(list, object.CompletePart{Number: 2*i + 1, ETag: p.ETag})
 	}
 	raw1, _ := c.shardsOf()
 	o, err := c.nodes[2].gw.CompleteUpload(ctx, "b", "mp", id, list, 5<<20, nil)

@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/cairnfs/cairn/internal/errors"
-	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 // Collection of the shards of multipart parts. A part of an erasure-coded upload is
@@ -87,7 +87,7 @@ func (g *Gateway) uploadStripesNeeded(ctx context.Context, bucket, key, upload s
 	_, errs := gather(ts, func(t target) (struct{}, error) {
 		ans, err := g.partsReplica(ctx, t, bucket, key, upload, 0, 1)
 		if err == nil && ans.End != nil {
-			err = errors.E(errors.NotExist, store.ErrNoSuchUpload) // ended there: its end record is all that is left
+			err = errors.E(errors.NotExist, object.ErrNoSuchUpload) // ended there: its end record is all that is left
 		}
 		return struct{}{}, err
 	})
@@ -96,7 +96,7 @@ func (g *Gateway) uploadStripesNeeded(ctx context.Context, bucket, key, upload s
 			return nil, false
 		}
 	}
-	recs, errs := gather(ts, func(t target) (*store.Object, error) { return g.statReplica(ctx, t, bucket, key) })
+	recs, errs := gather(ts, func(t target) (*object.Object, error) { return g.statReplica(ctx, t, bucket, key) })
 	for i, o := range recs {
 		switch err := errs[i]; {
 		case errors.Is(errors.NotExist, err):
@@ -128,7 +128,7 @@ func (g *Gateway) versionRewritten(ctx context.Context, bucket, key string, ts [
 			return false
 		}
 	}
-	recs, errs := gather(ts, func(t target) (*store.Object, error) { return g.statReplica(ctx, t, bucket, key) })
+	recs, errs := gather(ts, func(t target) (*object.Object, error) { return g.statReplica(ctx, t, bucket, key) })
 	for i, o := range recs {
 		if errs[i] != nil || o.HLC != v || o.Deleted || (o.Striped && o.Stripe.Upload == "") {
 			return false

@@ -7,19 +7,20 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/store"
 )
 
 // ecUpload starts an upload of b/key into EC42 and sends parts of the given sizes,
 // numbered from 1; it returns the upload, the completion list and the parts' bytes.
-func ecUpload(t *testing.T, c *testCluster, key string, sizes ...int) (string, []store.CompletePart, [][]byte) {
+func ecUpload(t *testing.T, c *testCluster, key string, sizes ...int) (string, []object.CompletePart, [][]byte) {
 	t.Helper()
 	ctx := context.Background()
-	id, err := c.nodes[0].gw.CreateUpload(ctx, "b", key, &store.Object{StorageClass: "EC42"})
+	id, err := c.nodes[0].gw.CreateUpload(ctx, "b", key, &object.Object{StorageClass: "EC42"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var list []store.CompletePart
+	var list []object.CompletePart
 	var bodies [][]byte
 	for i, size := range sizes {
 		body := randBody(uint64(200+i), size)
@@ -28,7 +29,7 @@ func ecUpload(t *testing.T, c *testCluster, key string, sizes ...int) (string, [
 		if err != nil || !p.Striped {
 			t.Fatalf("part %d: %+v %v", i+1, p, err)
 		}
-		list = append(list, store.CompletePart{Number: i + 1, ETag: p.ETag})
+		list = append(list, object.CompletePart{Number: i + 1, ETag: p.ETag})
 		bodies = append(bodies, body)
 	}
 	return id, list, bodies
@@ -114,7 +115,7 @@ func TestECCollectsPartShards(t *testing.T) {
 			}
 			list[0].ETag = p.ETag
 			// Complete with parts 1 and 3: part 2 (6 shards) and part 1's stripe 1 (6) go.
-			if _, err := c.nodes[2].gw.CompleteUpload(ctx, "b", "mp", id, []store.CompletePart{list[0], list[2]}, 0, nil); err != nil {
+			if _, err := c.nodes[2].gw.CompleteUpload(ctx, "b", "mp", id, []object.CompletePart{list[0], list[2]}, 0, nil); err != nil {
 				t.Fatal(err)
 			}
 			return 12, append(small, parts[2]...)

@@ -9,8 +9,8 @@ import (
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/erasure"
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/placement"
-	"github.com/cairnfs/cairn/internal/store"
 )
 
 // Moving shards with placement. When nodes join, drain or leave, a stripe's nodes in its
@@ -53,8 +53,8 @@ func (g *Gateway) misplacedShards(m *clustermap.Map) ([]misplacedShard, error) {
 	if len(tables) == 0 {
 		return nil, nil
 	}
-	var keys []store.VersionEntry
-	err := g.cfg.Store.Scan(func(b, _ string) bool { return b == ShardBucket }, func(e store.VersionEntry) error {
+	var keys []object.VersionEntry
+	err := g.cfg.Store.Scan(func(b, _ string) bool { return b == ShardBucket }, func(e object.VersionEntry) error {
 		if !e.Deleted {
 			keys = append(keys, e)
 		}

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/cairnfs/cairn/internal/clustermap"
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/placement"
-	"github.com/cairnfs/cairn/internal/store"
 )
 
 // shardLayout checks that every shard record sits on a node of its stripe in the class's
@@ -25,7 +25,7 @@ func (c *testCluster) shardLayout(t *testing.T, cls clustermap.Class) int {
 		if err != nil {
 			t.Fatal(err)
 		}
-		nd.store.Scan(func(b, _ string) bool { return b == ShardBucket }, func(e store.VersionEntry) error {
+		nd.store.Scan(func(b, _ string) bool { return b == ShardBucket }, func(e object.VersionEntry) error {
 			n++
 			ids := tbl.Nodes(placement.Partition(ShardBucket, e.Key, tbl.Partitions()))
 			found := false
@@ -130,7 +130,7 @@ func TestECShardsFollowPlacement(t *testing.T) {
 		c.syncUp(t)
 	}
 	n := 0
-	c.nodes[2].store.Scan(func(b, _ string) bool { return b == ShardBucket }, func(store.VersionEntry) error { n++; return nil })
+	c.nodes[2].store.Scan(func(b, _ string) bool { return b == ShardBucket }, func(object.VersionEntry) error { n++; return nil })
 	if n != 0 {
 		t.Fatalf("the drained node keeps %d shards", n)
 	}
@@ -166,7 +166,7 @@ func TestECShardMoveDestinationDown(t *testing.T) {
 	}
 	total := 0
 	for _, nd := range c.nodes {
-		nd.store.Scan(func(b, _ string) bool { return b == ShardBucket }, func(store.VersionEntry) error { total++; return nil })
+		nd.store.Scan(func(b, _ string) bool { return b == ShardBucket }, func(object.VersionEntry) error { total++; return nil })
 	}
 	if total < stripes*6 {
 		t.Fatalf("%d shards after failed moves, %d before: a shard was removed before its copy was confirmed", total, stripes*6)

@@ -8,7 +8,7 @@ import (
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/erasure"
 	"github.com/cairnfs/cairn/internal/errors"
-	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 // Deep scrub of erasure-code shards. The store checks its own chunk checksums on every
@@ -21,7 +21,7 @@ import (
 // verifyShard reads this node's shard record e whole and checks it as a shard. A damaged
 // shard is rebuilt and put back; the scrub's status counts what it found and did, and
 // the log says it. It returns the bytes read.
-func (s *Scrub) verifyShard(ctx context.Context, log *slog.Logger, e store.VersionEntry) int64 {
+func (s *Scrub) verifyShard(ctx context.Context, log *slog.Logger, e object.VersionEntry) int64 {
 	rd, err := s.g.cfg.Store.OpenObject(ShardBucket, e.Key)
 	if err != nil {
 		if !errors.Is(errors.NotExist, err) { // else removed since the scan

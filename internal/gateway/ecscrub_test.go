@@ -9,12 +9,13 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/erasure"
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/store"
 )
 
 // readShard returns st's shard of stripe, read through the store (its chunk checksums
 // checked), and the record.
-func readShard(t *testing.T, st *store.Store, stripe string) ([]byte, *store.Object, error) {
+func readShard(t *testing.T, st *store.Store, stripe string) ([]byte, *object.Object, error) {
 	t.Helper()
 	rd, err := st.OpenObject(ShardBucket, stripe)
 	if err != nil {
@@ -78,8 +79,8 @@ func rewriteShard(t *testing.T, st *store.Store, stripe string, fn func([]byte) 
 		t.Fatal(err)
 	}
 	b := fn(bytes.Clone(shard))
-	if _, err := st.PutObject(context.Background(), ShardBucket, stripe, &store.Object{UserMeta: o.UserMeta}, bytes.NewReader(b), int64(len(b)),
-		store.PutOptions{Version: o.HLC, Repair: true}); err != nil {
+	if _, err := st.PutObject(context.Background(), ShardBucket, stripe, &object.Object{UserMeta: o.UserMeta}, bytes.NewReader(b), int64(len(b)),
+		object.PutOptions{Version: o.HLC, Repair: true}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -199,8 +200,8 @@ func TestECScrubLeavesSoundShards(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, nd := range c.nodes {
-		var before []store.VersionEntry
-		nd.store.Scan(func(b, _ string) bool { return b == ShardBucket }, func(e store.VersionEntry) error {
+		var before []object.VersionEntry
+		nd.store.Scan(func(b, _ string) bool { return b == ShardBucket }, func(e object.VersionEntry) error {
 			before = append(before, e)
 			return nil
 		})

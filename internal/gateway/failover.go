@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
-	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 // failoverReader reads one version of an object from a replica and, if that replica
@@ -27,7 +27,7 @@ func (g *Gateway) failover(rd ObjectReader, t target, ts []target, bucket, key s
 	return &failoverReader{g: g, bucket: bucket, key: key, ts: ts, cur: rd, curT: t, tried: map[string]bool{t.id: true}}
 }
 
-func (r *failoverReader) Info() *store.Object { return r.cur.Info() }
+func (r *failoverReader) Info() *object.Object { return r.cur.Info() }
 
 func (r *failoverReader) Close() error { return r.cur.Close() }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/hlc"
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/placement"
 	"github.com/cairnfs/cairn/internal/policy"
 	"github.com/cairnfs/cairn/internal/rpc"
@@ -494,7 +495,7 @@ func (g *Gateway) bucketKnown(bucket string) error {
 		return err
 	}
 	if _, ok := g.cfg.Maps.Current().Buckets[bucket]; !ok {
-		return errors.E(errors.NotExist, fmt.Errorf("bucket %q: %w", bucket, store.ErrNoSuchBucket))
+		return errors.E(errors.NotExist, fmt.Errorf("bucket %q: %w", bucket, object.ErrNoSuchBucket))
 	}
 	return nil
 }
@@ -524,29 +525,29 @@ func (g *Gateway) EnsureLocalBucket(bucket string) error {
 }
 
 // ListBuckets returns every bucket in name order.
-func (g *Gateway) ListBuckets(ctx context.Context) ([]store.Bucket, error) {
+func (g *Gateway) ListBuckets(ctx context.Context) ([]object.Bucket, error) {
 	if g.cfg.Apply == nil {
 		return g.cfg.Store.ListBuckets()
 	}
 	m := g.cfg.Maps.Current()
-	out := make([]store.Bucket, 0, len(m.Buckets))
+	out := make([]object.Bucket, 0, len(m.Buckets))
 	for _, b := range m.Buckets {
-		out = append(out, store.Bucket{Name: b.Name, Created: time.Unix(0, b.Created).UTC()})
+		out = append(out, object.Bucket{Name: b.Name, Created: time.Unix(0, b.Created).UTC()})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
 
 // HeadBucket returns a bucket or a NotExist error.
-func (g *Gateway) HeadBucket(ctx context.Context, name string) (store.Bucket, error) {
+func (g *Gateway) HeadBucket(ctx context.Context, name string) (object.Bucket, error) {
 	if g.cfg.Apply == nil {
 		return g.cfg.Store.HeadBucket(name)
 	}
 	if err := g.ensureBucket(ctx, name); err != nil {
-		return store.Bucket{}, errors.E(errors.Op("gateway.HeadBucket"), err)
+		return object.Bucket{}, errors.E(errors.Op("gateway.HeadBucket"), err)
 	}
 	b := g.cfg.Maps.Current().Buckets[name]
-	return store.Bucket{Name: b.Name, Created: time.Unix(0, b.Created).UTC()}, nil
+	return object.Bucket{Name: b.Name, Created: time.Unix(0, b.Created).UTC()}, nil
 }
 
 // CreateBucket creates a bucket in the cluster map (Exist if it is there).
@@ -570,11 +571,11 @@ func (g *Gateway) DeleteBucket(ctx context.Context, name string) error {
 	if _, err := g.HeadBucket(ctx, name); err != nil {
 		return errors.E(op, err)
 	}
-	res, err := g.List(ctx, name, store.ListOptions{Max: 1})
+	res, err := g.List(ctx, name, object.ListOptions{Max: 1})
 	if err != nil {
 		return errors.E(op, err)
 	}
-	ups, err := g.ListUploads(ctx, name, store.UploadListOptions{Max: 1})
+	ups, err := g.ListUploads(ctx, name, object.UploadListOptions{Max: 1})
 	if err != nil {
 		return errors.E(op, err)
 	}

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
-	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 // readGrace is how long a read that has its quorum still waits for the other replicas'
@@ -17,10 +17,10 @@ const readGrace = 50 * time.Millisecond
 // it asks one replica at a time, the local one first, and stops at the first that has a
 // live version: the common read costs one lookup and no network hop when this node holds
 // a copy. Replicas that answered with an older record are repaired in the background.
-func (g *Gateway) versions(ctx context.Context, ts []target, r int, bucket, key string) (*store.Object, []target, error) {
+func (g *Gateway) versions(ctx context.Context, ts []target, r int, bucket, key string) (*object.Object, []target, error) {
 	type answer struct {
 		t   target
-		o   *store.Object // nil: the replica has no record
+		o   *object.Object // nil: the replica has no record
 		err error
 	}
 	var answers []answer
@@ -111,7 +111,7 @@ func (g *Gateway) versions(ctx context.Context, ts []target, r int, bucket, key 
 	if len(answers) < r || len(answers) == 0 {
 		return nil, nil, quorumError("read", len(answers), max(r, 1), len(ts), lastErr)
 	}
-	var best *store.Object
+	var best *object.Object
 	for _, a := range answers {
 		if a.o != nil {
 			g.clock.Observe(a.o.HLC)
@@ -156,11 +156,11 @@ func (g *Gateway) repair(t target, bucket, key string, version uint64) {
 }
 
 func noSuchKey(op errors.Op) error {
-	return errors.E(op, errors.NotExist, store.ErrNoSuchKey)
+	return errors.E(op, errors.NotExist, object.ErrNoSuchKey)
 }
 
 // StatObject returns bucket/key's newest record among a read quorum of replicas.
-func (g *Gateway) StatObject(ctx context.Context, bucket, key string) (*store.Object, error) {
+func (g *Gateway) StatObject(ctx context.Context, bucket, key string) (*object.Object, error) {
 	const op errors.Op = "gateway.StatObject"
 	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return nil, errors.E(op, err)

@@ -17,7 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cairnfs/cairn/internal/errors"
-	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 // Hints is the durable retry queue of replica writes that failed (LeoFS's repair queue,
@@ -121,7 +121,7 @@ func (h *Hints) Add(node, bucket, key string, version uint64) error {
 // completion or abort, and may hold the upload and its parts), durably. Its key has an
 // empty bucket, which no object hint has; its value is an object hint's followed by the
 // record.
-func (h *Hints) AddUploadEnd(node string, e *store.UploadEnd) error {
+func (h *Hints) AddUploadEnd(node string, e *object.UploadEnd) error {
 	if h.free() < hintsReserve {
 		return errors.Errorf(errors.Op("gateway.Hints.AddUploadEnd"), errors.NoSpace,
 			"the disk of the hint queue has less than %d MiB free: not queued", hintsReserve>>20)
@@ -155,7 +155,7 @@ type hintEntry struct {
 	version           uint64
 	added             time.Time
 	raw               []byte
-	end               *store.UploadEnd
+	end               *object.UploadEnd
 }
 
 // entries returns up to n queued entries, skipping every entry of a node for which skip
@@ -174,9 +174,9 @@ func (h *Hints) entries(n int, skip func(node string) bool) ([]hintEntry, error)
 		if !ok || len(v) < 16 || (b != "" && len(v) != 16) {
 			continue
 		}
-		var end *store.UploadEnd
+		var end *object.UploadEnd
 		if b == "" {
-			end = new(store.UploadEnd)
+			end = new(object.UploadEnd)
 			if json.Unmarshal(v[16:], end) != nil {
 				continue
 			}
@@ -301,8 +301,8 @@ func (g *Gateway) deliver(ctx context.Context, dst target, e hintEntry) error {
 	if g.cfg.Store != nil && dst.id != g.cfg.NodeID {
 		srcs = append(srcs, target{id: g.cfg.NodeID, local: true})
 	}
-	os, _ := gather(srcs, func(t target) (*store.Object, error) { return g.statReplica(ctx, t, e.bucket, e.key) })
-	var best *store.Object
+	os, _ := gather(srcs, func(t target) (*object.Object, error) { return g.statReplica(ctx, t, e.bucket, e.key) })
+	var best *object.Object
 	var src target
 	for i, o := range os {
 		if o != nil && (best == nil || o.HLC > best.HLC) {
@@ -348,8 +348,8 @@ func (g *Gateway) copyVersion(ctx context.Context, src, dst target, bucket, key 
 	meta := *o
 	meta.Body, meta.Chunks, meta.Inline, meta.Embedded = nil, nil, false, false
 	if repair && dst.local {
-		_, err = g.cfg.Store.PutObject(ctx, bucket, key, &meta, pr, size, store.PutOptions{Version: o.HLC, Repair: true,
-			Finish: func(x *store.Object) error { copyFinal(x, o); return nil }})
+		_, err = g.cfg.Store.PutObject(ctx, bucket, key, &meta, pr, size, object.PutOptions{Version: o.HLC, Repair: true,
+			Finish: func(x *object.Object) error { copyFinal(x, o); return nil }})
 	} else {
 		_, err = g.putReplica(ctx, dst, bucket, key, &meta, pr, size, o.HLC, "", 0, nil, &meta)
 	}
@@ -381,7 +381,7 @@ func (g *Gateway) Replicas(ctx context.Context, bucket, key string) ([]ReplicaSt
 	if err != nil {
 		return nil, err
 	}
-	os, errs := gather(ts, func(t target) (*store.Object, error) { return g.statReplica(ctx, t, bucket, key) })
+	os, errs := gather(ts, func(t target) (*object.Object, error) { return g.statReplica(ctx, t, bucket, key) })
 	out := make([]ReplicaState, len(ts))
 	for i, t := range ts {
 		out[i].Node = t.id

@@ -9,9 +9,9 @@ import (
 
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
-	"github.com/cairnfs/cairn/internal/node"
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/rpc"
-	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/wire"
 )
 
 // listTargets are the nodes whose stores together hold every object: all storage nodes
@@ -28,7 +28,7 @@ func (g *Gateway) listTargets() []target {
 	return ts
 }
 
-func (g *Gateway) listReplica(ctx context.Context, t target, bucket string, opts store.ListOptions) (*store.ListResult, error) {
+func (g *Gateway) listReplica(ctx context.Context, t target, bucket string, opts object.ListOptions) (*object.ListResult, error) {
 	if t.local {
 		if err := g.EnsureLocalBucket(bucket); err != nil {
 			return nil, err
@@ -37,21 +37,21 @@ func (g *Gateway) listReplica(ctx context.Context, t target, bucket string, opts
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 	defer cancel()
-	q := url.Values{"b": {bucket}, "prefix": {opts.Prefix}, "delim": {opts.Delimiter}, "after": {opts.After}, "max": {strconv.Itoa(opts.Max)}}
-	var res store.ListResult
-	err := g.cfg.RPC.DoJSON(ctx, &rpc.Request{Method: http.MethodGet, Addr: t.addr, Path: node.PathList, Query: q,
-		Cap: &[3]string{rpc.CapList, bucket, opts.Prefix}}, &res)
+	q := url.Values{wire.QBucket: {bucket}, wire.QPrefix: {opts.Prefix}, wire.QDelimiter: {opts.Delimiter}, wire.QAfter: {opts.After}, wire.QMax: {strconv.Itoa(opts.Max)}}
+	var res wire.ListAnswer
+	err := g.cfg.RPC.DoJSON(ctx, &rpc.Request{Method: http.MethodGet, Addr: t.addr, Path: wire.PathList, Query: q,
+		Cap: &rpc.Cap{Op: rpc.CapList, Bucket: bucket, Key: opts.Prefix}}, &res)
 	if err != nil {
 		return nil, err
 	}
-	return &res, nil
+	return res.Result(), nil
 }
 
 // List returns a page of bucket's objects, merged from every storage node's store: for
 // each key the newest record wins, and keys whose newest record is a tombstone are left
 // out. A page is complete up to the smallest last entry of the nodes whose answers were
 // truncated; pages that come out short because of tombstones are topped up.
-func (g *Gateway) List(ctx context.Context, bucket string, opts store.ListOptions) (*store.ListResult, error) {
+func (g *Gateway) List(ctx context.Context, bucket string, opts object.ListOptions) (*object.ListResult, error) {
 	const op errors.Op = "gateway.List"
 	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return nil, errors.E(op, err)
@@ -59,7 +59,7 @@ func (g *Gateway) List(ctx context.Context, bucket string, opts store.ListOption
 	if g.cfg.Apply == nil {
 		return g.cfg.Store.List(bucket, opts)
 	}
-	out := &store.ListResult{}
+	out := &object.ListResult{}
 	if opts.Max <= 0 {
 		return out, nil
 	}
@@ -75,7 +75,7 @@ func (g *Gateway) List(ctx context.Context, bucket string, opts store.ListOption
 	ropts := opts
 	ropts.Tombstones = true
 	for round := 0; round < 8; round++ {
-		ress, errs := gather(ts, func(t target) (*store.ListResult, error) { return g.listReplica(ctx, t, bucket, ropts) })
+		ress, errs := gather(ts, func(t target) (*object.ListResult, error) { return g.listReplica(ctx, t, bucket, ropts) })
 		for _, err := range errs {
 			if err != nil {
 				// A listing that silently missed a node could miss objects only it holds.
@@ -102,7 +102,7 @@ func (g *Gateway) List(ctx context.Context, bucket string, opts store.ListOption
 }
 
 // prefixReports counts, for each common prefix, the nodes that reported it.
-func prefixReports(ress []*store.ListResult) map[string]int {
+func prefixReports(ress []*object.ListResult) map[string]int {
 	n := map[string]int{}
 	for _, r := range ress {
 		for _, p := range r.CommonPrefixes {
@@ -123,7 +123,7 @@ func (g *Gateway) livePrefixes(ctx context.Context, bucket string, prefixes []st
 			out = append(out, p)
 			continue
 		}
-		res, err := g.List(ctx, bucket, store.ListOptions{Prefix: p, Max: 1})
+		res, err := g.List(ctx, bucket, object.ListOptions{Prefix: p, Max: 1})
 		if err != nil {
 			return nil, err
 		}
@@ -137,7 +137,7 @@ func (g *Gateway) livePrefixes(ctx context.Context, bucket string, prefixes []st
 // mergeList merges replica listings (each sorted, each holding up to Max entries past the
 // same After) into at most max live entries, and says whether more may follow and the
 // last key or prefix considered.
-func mergeList(ress []*store.ListResult, max int) (page *store.ListResult, truncated bool, next string) {
+func mergeList(ress []*object.ListResult, max int) (page *object.ListResult, truncated bool, next string) {
 	// Entries past the smallest "last" of a truncated answer are not known from every node.
 	limit, limited := "", false
 	for _, r := range ress {
@@ -147,7 +147,7 @@ func mergeList(ress []*store.ListResult, max int) (page *store.ListResult, trunc
 	}
 	type item struct {
 		key    string
-		o      *store.Object
+		o      *object.Object
 		prefix bool
 	}
 	byKey := map[string]*item{}
@@ -172,7 +172,7 @@ func mergeList(ress []*store.ListResult, max int) (page *store.ListResult, trunc
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	page = &store.ListResult{}
+	page = &object.ListResult{}
 	n := 0
 	for _, k := range keys {
 		it := byKey[k]
@@ -186,7 +186,7 @@ func mergeList(ress []*store.ListResult, max int) (page *store.ListResult, trunc
 			if n == max {
 				return page, true, page.Next
 			}
-			page.Objects = append(page.Objects, store.ListEntry{Key: k, Object: it.o})
+			page.Objects = append(page.Objects, object.ListEntry{Key: k, Object: it.o})
 		default:
 			continue // a tombstone hides the key
 		}

@@ -9,20 +9,20 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/object"
 )
 
-func lobj(key string, hlc uint64) store.ListEntry {
-	return store.ListEntry{Key: key, Object: &store.Object{HLC: hlc, ETag: fmt.Sprintf("e%d", hlc)}}
+func lobj(key string, hlc uint64) object.ListEntry {
+	return object.ListEntry{Key: key, Object: &object.Object{HLC: hlc, ETag: fmt.Sprintf("e%d", hlc)}}
 }
 
-func ltomb(key string, hlc uint64) store.ListEntry {
-	return store.ListEntry{Key: key, Object: &store.Object{HLC: hlc, Deleted: true}}
+func ltomb(key string, hlc uint64) object.ListEntry {
+	return object.ListEntry{Key: key, Object: &object.Object{HLC: hlc, Deleted: true}}
 }
 
 // lres builds a replica answer; Next is its last entry, as a store sets it.
-func lres(truncated bool, objs []store.ListEntry, cps ...string) *store.ListResult {
-	r := &store.ListResult{Objects: objs, CommonPrefixes: cps, Truncated: truncated}
+func lres(truncated bool, objs []object.ListEntry, cps ...string) *object.ListResult {
+	r := &object.ListResult{Objects: objs, CommonPrefixes: cps, Truncated: truncated}
 	for _, o := range objs {
 		r.Next = max(r.Next, o.Key)
 	}
@@ -40,75 +40,75 @@ func TestMergeList(t *testing.T) {
 		truncated bool
 		next      string
 	}
-	es := func(e ...store.ListEntry) []store.ListEntry { return e }
+	es := func(e ...object.ListEntry) []object.ListEntry { return e }
 	cases := []struct {
 		name string
-		ress []*store.ListResult
+		ress []*object.ListResult
 		max  int
 		want want
 	}{
 		{"empty", nil, 10, want{}},
-		{"no answers with entries", []*store.ListResult{lres(false, nil), lres(false, nil)}, 10, want{}},
+		{"no answers with entries", []*object.ListResult{lres(false, nil), lres(false, nil)}, 10, want{}},
 		{"union of disjoint answers",
-			[]*store.ListResult{lres(false, es(lobj("a", 1), lobj("c", 1))), lres(false, es(lobj("b", 2), lobj("d", 2)))}, 10,
+			[]*object.ListResult{lres(false, es(lobj("a", 1), lobj("c", 1))), lres(false, es(lobj("b", 2), lobj("d", 2)))}, 10,
 			want{keys: []string{"a", "b", "c", "d"}, hlcs: []uint64{1, 2, 1, 2}, next: "d"}},
 		{"same key from every replica once",
-			[]*store.ListResult{lres(false, es(lobj("a", 1))), lres(false, es(lobj("a", 1))), lres(false, es(lobj("a", 1)))}, 10,
+			[]*object.ListResult{lres(false, es(lobj("a", 1))), lres(false, es(lobj("a", 1))), lres(false, es(lobj("a", 1)))}, 10,
 			want{keys: []string{"a"}, hlcs: []uint64{1}, next: "a"}},
 		{"newest HLC wins per key",
-			[]*store.ListResult{lres(false, es(lobj("k", 5))), lres(false, es(lobj("k", 7))), lres(false, es(lobj("k", 6)))}, 10,
+			[]*object.ListResult{lres(false, es(lobj("k", 5))), lres(false, es(lobj("k", 7))), lres(false, es(lobj("k", 6)))}, 10,
 			want{keys: []string{"k"}, hlcs: []uint64{7}, next: "k"}},
 		{"newer tombstone hides the key",
-			[]*store.ListResult{lres(false, es(lobj("a", 1), lobj("b", 1), lobj("c", 1))), lres(false, es(lobj("a", 1), ltomb("b", 2), lobj("c", 1)))}, 10,
+			[]*object.ListResult{lres(false, es(lobj("a", 1), lobj("b", 1), lobj("c", 1))), lres(false, es(lobj("a", 1), ltomb("b", 2), lobj("c", 1)))}, 10,
 			want{keys: []string{"a", "c"}, hlcs: []uint64{1, 1}, next: "c"}},
 		{"tombstone first then live: still hidden",
-			[]*store.ListResult{lres(false, es(ltomb("b", 9))), lres(false, es(lobj("b", 3)))}, 10,
+			[]*object.ListResult{lres(false, es(ltomb("b", 9))), lres(false, es(lobj("b", 3)))}, 10,
 			want{}},
 		{"older tombstone loses to a newer write",
-			[]*store.ListResult{lres(false, es(lobj("k", 9))), lres(false, es(ltomb("k", 3)))}, 10,
+			[]*object.ListResult{lres(false, es(lobj("k", 9))), lres(false, es(ltomb("k", 3)))}, 10,
 			want{keys: []string{"k"}, hlcs: []uint64{9}, next: "k"}},
 		{"truncated answer limits the page",
-			[]*store.ListResult{
+			[]*object.ListResult{
 				lres(true, es(lobj("a", 1), lobj("b", 1), lobj("c", 1))),
 				lres(false, es(lobj("a", 1), lobj("b", 1), lobj("c", 1), lobj("d", 1), lobj("e", 1))),
 			}, 10,
 			want{keys: []string{"a", "b", "c"}, hlcs: []uint64{1, 1, 1}, truncated: true, next: "c"}},
 		{"smallest Next among truncated answers",
-			[]*store.ListResult{
+			[]*object.ListResult{
 				lres(true, es(lobj("a", 1), lobj("c", 1), lobj("e", 1))),
 				lres(true, es(lobj("b", 1), lobj("d", 1))),
 				lres(false, es(lobj("a", 1), lobj("f", 1), lobj("g", 1))),
 			}, 10,
 			want{keys: []string{"a", "b", "c", "d"}, hlcs: []uint64{1, 1, 1, 1}, truncated: true, next: "d"}},
 		{"page of tombstones up to the limit: empty, truncated, Next is the limit",
-			[]*store.ListResult{
+			[]*object.ListResult{
 				lres(true, es(ltomb("a", 2), ltomb("b", 2))),
 				lres(false, es(ltomb("a", 2), ltomb("b", 2), lobj("c", 1))),
 			}, 10,
 			want{truncated: true, next: "b"}},
 		{"max respected",
-			[]*store.ListResult{lres(false, es(lobj("a", 1), lobj("b", 1), lobj("c", 1), lobj("d", 1), lobj("e", 1)))}, 3,
+			[]*object.ListResult{lres(false, es(lobj("a", 1), lobj("b", 1), lobj("c", 1), lobj("d", 1), lobj("e", 1)))}, 3,
 			want{keys: []string{"a", "b", "c"}, hlcs: []uint64{1, 1, 1}, truncated: true, next: "c"}},
 		{"max reached exactly: not truncated if nothing live follows",
-			[]*store.ListResult{lres(false, es(lobj("a", 1), lobj("b", 1), lobj("c", 1), ltomb("d", 2)))}, 3,
+			[]*object.ListResult{lres(false, es(lobj("a", 1), lobj("b", 1), lobj("c", 1), ltomb("d", 2)))}, 3,
 			want{keys: []string{"a", "b", "c"}, hlcs: []uint64{1, 1, 1}, next: "c"}},
 		{"tombstones do not count towards max",
-			[]*store.ListResult{lres(false, es(ltomb("a", 1), lobj("b", 1), ltomb("c", 1), lobj("d", 1), lobj("e", 1)))}, 2,
+			[]*object.ListResult{lres(false, es(ltomb("a", 1), lobj("b", 1), ltomb("c", 1), lobj("d", 1), lobj("e", 1)))}, 2,
 			want{keys: []string{"b", "d"}, hlcs: []uint64{1, 1}, truncated: true, next: "d"}},
 		{"common prefixes merged with keys in order",
-			[]*store.ListResult{
+			[]*object.ListResult{
 				lres(false, es(lobj("a", 1), lobj("y", 1)), "x/", "y/"),
 				lres(false, es(lobj("a", 1), lobj("z", 1)), "y/", "z/"),
 			}, 10,
 			want{keys: []string{"a", "y", "z"}, hlcs: []uint64{1, 1, 1}, prefixes: []string{"x/", "y/", "z/"}, next: "z/"}},
 		{"max counts common prefixes",
-			[]*store.ListResult{lres(false, es(lobj("a", 1), lobj("c", 1)), "b/", "d/")}, 2,
+			[]*object.ListResult{lres(false, es(lobj("a", 1), lobj("c", 1)), "b/", "d/")}, 2,
 			want{keys: []string{"a"}, hlcs: []uint64{1}, prefixes: []string{"b/"}, truncated: true, next: "b/"}},
 		{"prefix past the limit left for the next page",
-			[]*store.ListResult{lres(true, es(lobj("a", 1), lobj("b", 1))), lres(false, es(lobj("a", 1)), "c/")}, 10,
+			[]*object.ListResult{lres(true, es(lobj("a", 1), lobj("b", 1))), lres(false, es(lobj("a", 1)), "c/")}, 10,
 			want{keys: []string{"a", "b"}, hlcs: []uint64{1, 1}, truncated: true, next: "b"}},
 		{"truncated at a common prefix",
-			[]*store.ListResult{lres(true, es(lobj("a", 1)), "b/"), lres(false, es(lobj("a", 1), lobj("c", 1)), "b/")}, 10,
+			[]*object.ListResult{lres(true, es(lobj("a", 1)), "b/"), lres(false, es(lobj("a", 1), lobj("c", 1)), "b/")}, 10,
 			want{keys: []string{"a"}, hlcs: []uint64{1}, prefixes: []string{"b/"}, truncated: true, next: "b/"}},
 	}
 	for _, tc := range cases {
@@ -220,7 +220,7 @@ func testListPaging(t *testing.T, nodes int) {
 	}
 	c.restart(down)
 
-	cases := []store.ListOptions{
+	cases := []object.ListOptions{
 		{Max: 7},
 		{Max: 7, Delimiter: "/"},
 		{Max: 7, Prefix: "a/"},
@@ -249,7 +249,7 @@ func testListPaging(t *testing.T, nodes int) {
 }
 
 // modelList is what a listing of the live keys with opts must return, in order.
-func modelList(live map[string]bool, opts store.ListOptions) (keys, prefixes []string) {
+func modelList(live map[string]bool, opts object.ListOptions) (keys, prefixes []string) {
 	seen := map[string]bool{}
 	for k := range live {
 		if !strings.HasPrefix(k, opts.Prefix) {

@@ -9,19 +9,20 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/store"
 )
 
 // mpuParts uploads parts through g and returns their completion list and the whole body.
-func mpuParts(t *testing.T, g *Gateway, bucket, key, id string, first int, parts ...[]byte) []store.CompletePart {
+func mpuParts(t *testing.T, g *Gateway, bucket, key, id string, first int, parts ...[]byte) []object.CompletePart {
 	t.Helper()
-	var list []store.CompletePart
+	var list []object.CompletePart
 	for i, p := range parts {
 		o, err := putPart(context.Background(), g, bucket, key, id, first+i, p)
 		if err != nil {
 			t.Fatalf("part %d: %v", first+i, err)
 		}
-		list = append(list, store.CompletePart{Number: first + i, ETag: `"` + o.ETag + `"`})
+		list = append(list, object.CompletePart{Number: first + i, ETag: `"` + o.ETag + `"`})
 	}
 	return list
 }
@@ -29,7 +30,7 @@ func mpuParts(t *testing.T, g *Gateway, bucket, key, id string, first int, parts
 // noSuchUpload fails t unless err is NoSuchUpload.
 func noSuchUpload(t *testing.T, what string, err error) {
 	t.Helper()
-	if !errors.Is(errors.NotExist, err) || !errors.IsErr(err, store.ErrNoSuchUpload) {
+	if !errors.Is(errors.NotExist, err) || !errors.IsErr(err, object.ErrNoSuchUpload) {
 		t.Errorf("%s: %v; want NoSuchUpload", what, err)
 	}
 }
@@ -49,7 +50,7 @@ func TestMultipartStaleReplicaComplete(t *testing.T) {
 	const key = "mp/stale"
 	const stale = 2
 	g := c.nodes[0].gw
-	id, err := g.CreateUpload(ctx, "b", key, &store.Object{})
+	id, err := g.CreateUpload(ctx, "b", key, &object.Object{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,11 +156,11 @@ func TestMultipartStaleUploadSync(t *testing.T) {
 	const key = "mp/sync"
 	const stale = 1
 	g := c.nodes[0].gw
-	done, err := g.CreateUpload(ctx, "b", key, &store.Object{})
+	done, err := g.CreateUpload(ctx, "b", key, &object.Object{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	aborted, err := g.CreateUpload(ctx, "b", key, &store.Object{})
+	aborted, err := g.CreateUpload(ctx, "b", key, &object.Object{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +191,7 @@ func TestMultipartStaleUploadSync(t *testing.T) {
 			t.Errorf("upload %s still held: %v", id, err)
 		}
 	}
-	if e, err := c.nodes[stale].store.UploadEnd("b", key, done); err != nil || e.State != store.UploadCompleted || e.Result.HLC != o.HLC {
+	if e, err := c.nodes[stale].store.UploadEnd("b", key, done); err != nil || e.State != object.UploadCompleted || e.Result.HLC != o.HLC {
 		t.Errorf("end record of the completed upload: %+v, %v", e, err)
 	}
 	for i, nd := range c.nodes {
@@ -207,7 +208,7 @@ func TestMultipartStaleUploadSync(t *testing.T) {
 	old, young := store.NewUploadID(), store.NewUploadID()
 	long := time.Now().Add(-store.UploadEndLifetime - time.Hour).UnixNano()
 	for id, mod := range map[string]int64{old: long, young: time.Now().UnixNano()} {
-		if err := c.nodes[stale].store.CreateUploadID("b", key, id, &store.Object{ModTime: mod}); err != nil {
+		if err := c.nodes[stale].store.CreateUploadID("b", key, id, &object.Object{ModTime: mod}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -231,7 +232,7 @@ func TestMultipartCompleteTwoPhase(t *testing.T) {
 	c.createBucket("b")
 	const key = "mp/twophase"
 	g := c.nodes[0].gw
-	id, err := g.CreateUpload(ctx, "b", key, &store.Object{})
+	id, err := g.CreateUpload(ctx, "b", key, &object.Object{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +270,7 @@ func TestMultipartCompleteTwoPhase(t *testing.T) {
 		t.Errorf("replicas after retried completions: %+v; want the overwrite (version %d) everywhere", c.replicaStates(0, "b", key), w.HLC)
 	}
 	noSuchUpload(t, "abort of a completed upload", g.AbortUpload(ctx, "b", key, id))
-	id2, err := g.CreateUpload(ctx, "b", key, &store.Object{})
+	id2, err := g.CreateUpload(ctx, "b", key, &object.Object{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +324,7 @@ func TestHintsUploadEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &store.UploadEnd{Bucket: "b", Key: "k\x00x", UploadID: store.NewUploadID(), State: store.UploadAborted, Ended: 1}
+	e := &object.UploadEnd{Bucket: "b", Key: "k\x00x", UploadID: store.NewUploadID(), State: object.UploadAborted, Ended: 1}
 	for range 2 {
 		if err := h.AddUploadEnd("n2", e); err != nil {
 			t.Fatal(err)
@@ -349,7 +350,7 @@ func TestHintsUploadEnd(t *testing.T) {
 			t.Errorf("object hint: %+v", x)
 		}
 	}
-	if end.end == nil || end.node != "n2" || end.end.UploadID != e.UploadID || end.end.Key != e.Key || end.end.State != store.UploadAborted {
+	if end.end == nil || end.node != "n2" || end.end.UploadID != e.UploadID || end.end.Key != e.Key || end.end.State != object.UploadAborted {
 		t.Fatalf("end hint: %+v", end)
 	}
 	h.done(end)

@@ -16,9 +16,10 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
-	"github.com/cairnfs/cairn/internal/node"
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/wire"
 )
 
 // Multipart uploads live on the replicas of their object: the upload record and every
@@ -37,7 +38,7 @@ import (
 // The semantics per operation are in docs/design/20261123_cluster.md.
 
 // CreateUpload starts an upload of bucket/key on its replicas.
-func (g *Gateway) CreateUpload(ctx context.Context, bucket, key string, meta *store.Object) (string, error) {
+func (g *Gateway) CreateUpload(ctx context.Context, bucket, key string, meta *object.Object) (string, error) {
 	const op errors.Op = "gateway.CreateUpload"
 	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return "", errors.E(op, err)
@@ -55,7 +56,7 @@ func (g *Gateway) CreateUpload(ctx context.Context, bucket, key string, meta *st
 		m.StorageClass = g.policyClass(bucket, key, -1, m.ContentType)
 	}
 	m.ModTime = time.Now().UnixNano()
-	ok, failed := g.fanOut(ctx, ts, cls.W, bucket, key, 0, never, func(ctx context.Context, t target) (*store.Object, error) {
+	ok, failed := g.fanOut(ctx, ts, cls.W, bucket, key, 0, never, func(ctx context.Context, t target) (*object.Object, error) {
 		if t.local {
 			if err := g.EnsureLocalBucket(bucket); err != nil {
 				return nil, err
@@ -64,8 +65,8 @@ func (g *Gateway) CreateUpload(ctx context.Context, bucket, key string, meta *st
 		}
 		ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 		defer cancel()
-		resp, err := g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodPost, Addr: t.addr, Path: node.PathUpload,
-			Query: objQuery(bucket, key, "id", id), Header: http.Header{rpc.HdrMeta: {node.EncodeMeta(&m)}}, Cap: &[3]string{rpc.CapWrite, bucket, key}})
+		resp, err := g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodPost, Addr: t.addr, Path: wire.PathUpload,
+			Query: objQuery(bucket, key, wire.QUploadID, id), Header: http.Header{wire.HdrMeta: {wire.EncodeMeta(&m)}}, Cap: &rpc.Cap{Op: rpc.CapWrite, Bucket: bucket, Key: key}})
 		if err != nil {
 			return nil, err
 		}
@@ -79,7 +80,7 @@ func (g *Gateway) CreateUpload(ctx context.Context, bucket, key string, meta *st
 }
 
 // PutPart stores part n of an upload on the object's replicas.
-func (g *Gateway) PutPart(ctx context.Context, bucket, key, uploadID string, n int, src io.Reader, size int64, finish func(*store.Object) error) (*store.Object, error) {
+func (g *Gateway) PutPart(ctx context.Context, bucket, key, uploadID string, n int, src io.Reader, size int64, finish func(*object.Object) error) (*object.Object, error) {
 	const op errors.Op = "gateway.PutPart"
 	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return nil, errors.E(op, err)
@@ -102,7 +103,7 @@ func (g *Gateway) PutPart(ctx context.Context, bucket, key, uploadID string, n i
 			return p, nil
 		}
 	}
-	p, err := g.write(ctx, ts, cls.W, bucket, key, &store.Object{ModTime: time.Now().UnixNano()}, src, size, 0, uploadID, n, finish)
+	p, err := g.write(ctx, ts, cls.W, bucket, key, &object.Object{ModTime: time.Now().UnixNano()}, src, size, 0, uploadID, n, finish)
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
@@ -112,7 +113,7 @@ func (g *Gateway) PutPart(ctx context.Context, bucket, key, uploadID string, n i
 // replicaUpload is one replica's view of an upload.
 type replicaUpload struct {
 	t   target
-	ans *node.PartsAnswer // nil if err is set
+	ans *object.PartsPage // nil if err is set
 	err error             // NotExist: the replica neither holds the upload nor has its end record
 }
 
@@ -121,8 +122,8 @@ func (r replicaUpload) pending() bool { return r.err == nil && r.ans.End == nil 
 
 // uploadState is an upload's state on all its replicas.
 type uploadState struct {
-	reps []replicaUpload  // every replica, in placement order
-	end  *store.UploadEnd // an end record held by some replica, or nil
+	reps []replicaUpload   // every replica, in placement order
+	end  *object.UploadEnd // an end record held by some replica, or nil
 }
 
 // pending returns the replicas that hold the upload, pending, in placement order.
@@ -155,14 +156,14 @@ func (v *uploadState) unanswered() error {
 func (g *Gateway) uploadView(ctx context.Context, ts []target, need int, bucket, key, uploadID string, after, max int, all bool) *uploadState {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	fetch := func(t target) (*node.PartsAnswer, error) {
+	fetch := func(t target) (*object.PartsPage, error) {
 		if t.down {
 			return nil, errors.E(errors.Transient, fmt.Errorf("node %s is down: %w", t.id, errNotSent))
 		}
 		if !all {
 			return g.partsReplica(ctx, t, bucket, key, uploadID, after, max)
 		}
-		var out *node.PartsAnswer
+		var out *object.PartsPage
 		for a := 0; ; {
 			p, err := g.partsReplica(ctx, t, bucket, key, uploadID, a, 1000)
 			if err != nil {
@@ -182,7 +183,7 @@ func (g *Gateway) uploadView(ctx context.Context, ts []target, need int, bucket,
 	}
 	type answer struct {
 		i   int
-		ans *node.PartsAnswer
+		ans *object.PartsPage
 		err error
 	}
 	ch := make(chan answer, len(ts))
@@ -217,7 +218,7 @@ func (v *uploadState) finish() *uploadState {
 	for i := range v.reps {
 		r := &v.reps[i]
 		if r.err == nil && r.ans == nil {
-			r.err = errors.E(errors.NotExist, store.ErrNoSuchUpload)
+			r.err = errors.E(errors.NotExist, object.ErrNoSuchUpload)
 		}
 		if r.err == nil && r.ans.End != nil && v.end == nil {
 			v.end = r.ans.End
@@ -234,10 +235,10 @@ func viewNeed(n, w int) int { return max(n-w+1, 1) }
 // record goes to the replicas that lack it and the answer is NoSuchUpload; if no replica
 // holds the upload, NoSuchUpload (or, with replicas unanswered, their error). Otherwise it
 // returns the answer of the first replica that holds it.
-func (g *Gateway) settle(ctx context.Context, v *uploadState, bucket, key, uploadID string) (*node.PartsAnswer, error) {
+func (g *Gateway) settle(ctx context.Context, v *uploadState, bucket, key, uploadID string) (*object.PartsPage, error) {
 	if v.end != nil {
 		g.spreadEnd(ctx, v, v.end)
-		return nil, errors.E(errors.NotExist, store.ErrNoSuchUpload)
+		return nil, errors.E(errors.NotExist, object.ErrNoSuchUpload)
 	}
 	if p := v.pending(); len(p) > 0 {
 		return p[0].ans, nil
@@ -245,12 +246,12 @@ func (g *Gateway) settle(ctx context.Context, v *uploadState, bucket, key, uploa
 	if err := v.unanswered(); err != nil {
 		return nil, err
 	}
-	return nil, errors.E(errors.NotExist, store.ErrNoSuchUpload)
+	return nil, errors.E(errors.NotExist, object.ErrNoSuchUpload)
 }
 
 // spreadEnd sends an upload's end record to the replicas in v that hold the upload
 // pending, and queues it for the replicas that did not answer.
-func (g *Gateway) spreadEnd(ctx context.Context, v *uploadState, e *store.UploadEnd) {
+func (g *Gateway) spreadEnd(ctx context.Context, v *uploadState, e *object.UploadEnd) {
 	var send []target
 	for _, r := range v.reps {
 		switch {
@@ -269,7 +270,7 @@ func (g *Gateway) spreadEnd(ctx context.Context, v *uploadState, e *store.Upload
 }
 
 // queueEndHint queues t to receive an upload's end record.
-func (g *Gateway) queueEndHint(t target, e *store.UploadEnd) {
+func (g *Gateway) queueEndHint(t target, e *object.UploadEnd) {
 	if g.cfg.Hints == nil {
 		return
 	}
@@ -279,7 +280,7 @@ func (g *Gateway) queueEndHint(t target, e *store.UploadEnd) {
 }
 
 // endReplica applies an upload's end record on one replica.
-func (g *Gateway) endReplica(ctx context.Context, t target, e *store.UploadEnd) error {
+func (g *Gateway) endReplica(ctx context.Context, t target, e *object.UploadEnd) error {
 	if t.local {
 		if err := g.EnsureLocalBucket(e.Bucket); err != nil {
 			return err
@@ -288,10 +289,10 @@ func (g *Gateway) endReplica(ctx context.Context, t target, e *store.UploadEnd) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 	defer cancel()
-	body, _ := json.Marshal(e)
-	resp, err := g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodPost, Addr: t.addr, Path: node.PathUploadEnd,
-		Query: objQuery(e.Bucket, e.Key, "id", e.UploadID), Body: bytes.NewReader(body), Size: int64(len(body)),
-		Cap: &[3]string{rpc.CapDelete, e.Bucket, e.Key}})
+	body, _ := json.Marshal(wire.UploadEndOf(e))
+	resp, err := g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodPost, Addr: t.addr, Path: wire.PathUploadEnd,
+		Query: objQuery(e.Bucket, e.Key, wire.QUploadID, e.UploadID), Body: bytes.NewReader(body), Size: int64(len(body)),
+		Cap: &rpc.Cap{Op: rpc.CapDelete, Bucket: e.Bucket, Key: e.Key}})
 	if err != nil {
 		return err
 	}
@@ -299,10 +300,10 @@ func (g *Gateway) endReplica(ctx context.Context, t target, e *store.UploadEnd) 
 	return nil
 }
 
-func (g *Gateway) partsReplica(ctx context.Context, t target, bucket, key, uploadID string, after, max int) (*node.PartsAnswer, error) {
+func (g *Gateway) partsReplica(ctx context.Context, t target, bucket, key, uploadID string, after, max int) (*object.PartsPage, error) {
 	if t.local {
 		if e, err := g.cfg.Store.UploadEnd(bucket, key, uploadID); err == nil {
-			return &node.PartsAnswer{End: e}, nil
+			return &object.PartsPage{End: e}, nil
 		} else if !errors.Is(errors.NotExist, err) {
 			return nil, err
 		}
@@ -314,26 +315,26 @@ func (g *Gateway) partsReplica(ctx context.Context, t target, bucket, key, uploa
 		if err != nil {
 			return nil, err
 		}
-		ans := &node.PartsAnswer{Upload: up, Truncated: trunc}
+		ans := &object.PartsPage{Upload: up, Truncated: trunc}
 		for _, p := range parts {
-			ans.Parts = append(ans.Parts, node.WirePart{Number: p.Number, Object: p.Object})
+			ans.Parts = append(ans.Parts, object.Part{Number: p.Number, Object: p.Object})
 		}
 		return ans, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 	defer cancel()
-	var ans node.PartsAnswer
-	err := g.cfg.RPC.DoJSON(ctx, &rpc.Request{Method: http.MethodGet, Addr: t.addr, Path: node.PathParts,
-		Query: objQuery(bucket, key, "id", uploadID, "after", strconv.Itoa(after), "max", strconv.Itoa(max)),
-		Cap:   &[3]string{rpc.CapRead, bucket, key}}, &ans)
+	var ans wire.PartsAnswer
+	err := g.cfg.RPC.DoJSON(ctx, &rpc.Request{Method: http.MethodGet, Addr: t.addr, Path: wire.PathParts,
+		Query: objQuery(bucket, key, wire.QUploadID, uploadID, wire.QAfter, strconv.Itoa(after), wire.QMax, strconv.Itoa(max)),
+		Cap:   &rpc.Cap{Op: rpc.CapRead, Bucket: bucket, Key: key}}, &ans)
 	if err != nil {
 		return nil, err
 	}
-	return &ans, nil
+	return ans.Page(), nil
 }
 
 // ListParts returns a page of an upload's parts.
-func (g *Gateway) ListParts(ctx context.Context, bucket, key, uploadID string, after, max int) ([]store.Part, bool, error) {
+func (g *Gateway) ListParts(ctx context.Context, bucket, key, uploadID string, after, max int) ([]object.Part, bool, error) {
 	const op errors.Op = "gateway.ListParts"
 	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return nil, false, errors.E(op, err)
@@ -354,8 +355,8 @@ func (g *Gateway) ListParts(ctx context.Context, bucket, key, uploadID string, a
 // (a replica that was away misses some), the most recently uploaded record of each, up to
 // max, and no number beyond the last of a truncated page (what follows it there is not
 // known yet).
-func mergeParts(reps []replicaUpload, max int) ([]store.Part, bool) {
-	byNum := map[int]*store.Object{}
+func mergeParts(reps []replicaUpload, max int) ([]object.Part, bool) {
+	byNum := map[int]*object.Object{}
 	limit, truncated := -1, false
 	for _, r := range reps {
 		for _, p := range r.ans.Parts {
@@ -370,10 +371,10 @@ func mergeParts(reps []replicaUpload, max int) ([]store.Part, bool) {
 			}
 		}
 	}
-	var parts []store.Part
+	var parts []object.Part
 	for n, o := range byNum {
 		if limit < 0 || n <= limit {
-			parts = append(parts, store.Part{Number: n, Object: o})
+			parts = append(parts, object.Part{Number: n, Object: o})
 		}
 	}
 	sort.Slice(parts, func(i, j int) bool { return parts[i].Number < parts[j].Number })
@@ -391,7 +392,7 @@ func mergeParts(reps []replicaUpload, max int) ([]store.Part, bool) {
 // part list answers with the recorded result and writes nothing; one that ended otherwise
 // is NoSuchUpload. The commit is sent only if at least W replicas hold the upload with
 // every listed part and ETag: otherwise nothing is written.
-func (g *Gateway) CompleteUpload(ctx context.Context, bucket, key, uploadID string, list []store.CompletePart, minPart int64, finish func(o *store.Object, parts []*store.Object) error) (*store.Object, error) {
+func (g *Gateway) CompleteUpload(ctx context.Context, bucket, key, uploadID string, list []object.CompletePart, minPart int64, finish func(o *object.Object, parts []*object.Object) error) (*object.Object, error) {
 	const op errors.Op = "gateway.CompleteUpload"
 	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return nil, errors.E(op, err)
@@ -405,7 +406,7 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucket, key, uploadID stri
 	}
 	for i := 1; i < len(list); i++ {
 		if list[i].Number <= list[i-1].Number {
-			return nil, errors.E(op, errors.Invalid, store.ErrInvalidPartOrder)
+			return nil, errors.E(op, errors.Invalid, object.ErrInvalidPartOrder)
 		}
 	}
 	v := g.uploadView(ctx, ts, viewNeed(len(ts), cls.W), bucket, key, uploadID, 0, 0, true)
@@ -416,20 +417,20 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucket, key, uploadID stri
 			res.Body = nil
 			return &res, nil
 		}
-		return nil, errors.E(op, errors.NotExist, store.ErrNoSuchUpload)
+		return nil, errors.E(op, errors.NotExist, object.ErrNoSuchUpload)
 	}
 	pend := v.pending()
 	if len(pend) == 0 {
 		if err := v.unanswered(); err != nil {
 			return nil, errors.E(op, err)
 		}
-		return nil, errors.E(op, errors.NotExist, store.ErrNoSuchUpload)
+		return nil, errors.E(op, errors.NotExist, object.ErrNoSuchUpload)
 	}
 	// The replicas that hold every listed part with its ETag, and their part records.
 	var holders []target
-	var byNum map[int]*store.Object
+	var byNum map[int]*object.Object
 	for _, r := range pend {
-		have := map[int]*store.Object{}
+		have := map[int]*object.Object{}
 		for _, p := range r.ans.Parts {
 			have[p.Number] = p.Object
 		}
@@ -450,7 +451,7 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucket, key, uploadID stri
 	}
 	if len(holders) < cls.W {
 		if len(holders) == 0 && v.unanswered() == nil {
-			return nil, errors.E(op, errors.Invalid, fmt.Errorf("no replica holds every listed part: %w", store.ErrInvalidPart))
+			return nil, errors.E(op, errors.Invalid, fmt.Errorf("no replica holds every listed part: %w", object.ErrInvalidPart))
 		}
 		return nil, errors.E(op, quorumError("write", len(holders), cls.W, len(ts),
 			errors.E(errors.Transient, "too few replicas hold every listed part: nothing was sent")))
@@ -464,7 +465,7 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucket, key, uploadID stri
 	o := *up
 	o.Size, o.Chunks, o.PartSizes, o.Body, o.Inline, o.Embedded = 0, nil, nil, nil, false, false
 	md := md5.New()
-	var listed []*store.Object
+	var listed []*object.Object
 	for _, cp := range list {
 		p := byNum[cp.Number]
 		sum, _ := hex.DecodeString(p.ETag)
@@ -480,19 +481,19 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucket, key, uploadID stri
 		}
 	}
 	version, mod := g.clock.Next(), time.Now().UnixNano()
-	body, _ := json.Marshal(node.CompleteRequest{Parts: list, MinPart: minPart, Final: &o})
-	ok, failed := g.fanOut(ctx, holders, cls.W, bucket, key, version, always, func(ctx context.Context, t target) (*store.Object, error) {
+	body, _ := json.Marshal(wire.CompleteRequest{Parts: wire.CompletePartsOf(list), MinPart: minPart, Final: wire.MetaOf(&o)})
+	ok, failed := g.fanOut(ctx, holders, cls.W, bucket, key, version, always, func(ctx context.Context, t target) (*object.Object, error) {
 		if t.local {
-			return g.cfg.Store.CompleteUploadVersion(bucket, key, uploadID, list, minPart, version, mod, func(x *store.Object, _ []*store.Object) error {
+			return g.cfg.Store.CompleteUploadVersion(bucket, key, uploadID, list, minPart, version, mod, func(x *object.Object, _ []*object.Object) error {
 				x.ChecksumAlgo, x.Checksum, x.ChecksumType = o.ChecksumAlgo, o.Checksum, o.ChecksumType
 				return nil
 			})
 		}
 		ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 		defer cancel()
-		resp, err := g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodPost, Addr: t.addr, Path: node.PathComplete,
-			Query: objQuery(bucket, key, "id", uploadID, "v", u64(version), "mod", i64(mod)),
-			Body:  strings.NewReader(string(body)), Size: int64(len(body)), Cap: &[3]string{rpc.CapWrite, bucket, key}})
+		resp, err := g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodPost, Addr: t.addr, Path: wire.PathComplete,
+			Query: objQuery(bucket, key, wire.QUploadID, uploadID, wire.QVersion, u64(version), wire.QModTime, i64(mod)),
+			Body:  strings.NewReader(string(body)), Size: int64(len(body)), Cap: &rpc.Cap{Op: rpc.CapWrite, Bucket: bucket, Key: key}})
 		if err != nil {
 			return nil, err
 		}
@@ -507,9 +508,9 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucket, key, uploadID stri
 	// The replicas that were not sent the commit (they lack a part, or did not answer)
 	// and those that refused it get the end record, which drops their upload, and the
 	// object by hinted retry.
-	end := &store.UploadEnd{Bucket: bucket, Key: key, UploadID: uploadID, State: store.UploadCompleted, Result: &res, Ended: time.Now().UnixNano()}
+	end := &object.UploadEnd{Bucket: bucket, Key: key, UploadID: uploadID, State: object.UploadCompleted, Result: &res, Ended: time.Now().UnixNano()}
 	for _, cp := range list {
-		end.Parts = append(end.Parts, store.CompletePart{Number: cp.Number, ETag: strings.ToLower(strings.Trim(cp.ETag, `"`))})
+		end.Parts = append(end.Parts, object.CompletePart{Number: cp.Number, ETag: strings.ToLower(strings.Trim(cp.ETag, `"`))})
 	}
 	sent := map[string]bool{}
 	for _, t := range holders {
@@ -548,8 +549,8 @@ func (g *Gateway) AbortUpload(ctx context.Context, bucket, key, uploadID string)
 	if _, err := g.settle(ctx, g.uploadView(ctx, ts, viewNeed(len(ts), cls.W), bucket, key, uploadID, 0, 1, false), bucket, key, uploadID); err != nil {
 		return errors.E(op, err)
 	}
-	end := &store.UploadEnd{Bucket: bucket, Key: key, UploadID: uploadID, State: store.UploadAborted, Ended: time.Now().UnixNano()}
-	ok, failed := g.fanOut(ctx, ts, cls.D, bucket, key, 0, never, func(ctx context.Context, t target) (*store.Object, error) {
+	end := &object.UploadEnd{Bucket: bucket, Key: key, UploadID: uploadID, State: object.UploadAborted, Ended: time.Now().UnixNano()}
+	ok, failed := g.fanOut(ctx, ts, cls.D, bucket, key, 0, never, func(ctx context.Context, t target) (*object.Object, error) {
 		return nil, g.endReplica(ctx, t, end)
 	})
 	for _, f := range failed {
@@ -562,7 +563,7 @@ func (g *Gateway) AbortUpload(ctx context.Context, bucket, key, uploadID string)
 }
 
 // ListUploads lists pending uploads, merged from every storage node.
-func (g *Gateway) ListUploads(ctx context.Context, bucket string, opts store.UploadListOptions) (*store.UploadList, error) {
+func (g *Gateway) ListUploads(ctx context.Context, bucket string, opts object.UploadListOptions) (*object.UploadList, error) {
 	const op errors.Op = "gateway.ListUploads"
 	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return nil, errors.E(op, err)
@@ -574,25 +575,28 @@ func (g *Gateway) ListUploads(ctx context.Context, bucket string, opts store.Upl
 		opts.Max = 1000
 	}
 	ts := g.listTargets()
-	ress, errs := gather(ts, func(t target) (*store.UploadList, error) {
+	ress, errs := gather(ts, func(t target) (*object.UploadList, error) {
 		if t.local {
 			if err := g.EnsureLocalBucket(bucket); err != nil {
 				return nil, err
 			}
 			return g.cfg.Store.ListUploads(bucket, opts)
 		}
-		q := url.Values{"b": {bucket}, "prefix": {opts.Prefix}, "delim": {opts.Delimiter}, "km": {opts.KeyMarker}, "um": {opts.UploadMarker}, "max": {strconv.Itoa(opts.Max)}}
-		var res store.UploadList
-		err := g.cfg.RPC.DoJSON(ctx, &rpc.Request{Method: http.MethodGet, Addr: t.addr, Path: node.PathUploads, Query: q,
-			Cap: &[3]string{rpc.CapList, bucket, opts.Prefix}}, &res)
-		return &res, err
+		q := url.Values{wire.QBucket: {bucket}, wire.QPrefix: {opts.Prefix}, wire.QDelimiter: {opts.Delimiter}, wire.QKeyMarker: {opts.KeyMarker}, wire.QUploadMkr: {opts.UploadMarker}, wire.QMax: {strconv.Itoa(opts.Max)}}
+		var res wire.UploadsAnswer
+		err := g.cfg.RPC.DoJSON(ctx, &rpc.Request{Method: http.MethodGet, Addr: t.addr, Path: wire.PathUploads, Query: q,
+			Cap: &rpc.Cap{Op: rpc.CapList, Bucket: bucket, Key: opts.Prefix}}, &res)
+		if err != nil {
+			return nil, err
+		}
+		return res.List(), nil
 	})
-	out := &store.UploadList{}
+	out := &object.UploadList{}
 	seen := map[string]bool{}
 	cps := map[string]bool{}
 	type entry struct {
 		key, id string
-		u       *store.Upload
+		u       *object.Upload
 	}
 	var all []entry
 	for i, r := range ress {

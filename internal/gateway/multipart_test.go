@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
-	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 // putPart uploads part n through g with an MD5 ETag.
-func putPart(ctx context.Context, g *Gateway, bucket, key, id string, n int, body []byte) (*store.Object, error) {
+func putPart(ctx context.Context, g *Gateway, bucket, key, id string, n int, body []byte) (*object.Object, error) {
 	src, fin := md5Finish(bytes.NewReader(body))
 	return g.PutPart(ctx, bucket, key, id, n, src, int64(len(body)), fin)
 }
@@ -22,7 +22,7 @@ func putPart(ctx context.Context, g *Gateway, bucket, key, id string, n int, bod
 // uploadsOf returns the ids of bucket's pending uploads of key, listed through g.
 func uploadsOf(t *testing.T, g *Gateway, bucket, key string) []string {
 	t.Helper()
-	ul, err := g.ListUploads(context.Background(), bucket, store.UploadListOptions{Max: 1000})
+	ul, err := g.ListUploads(context.Background(), bucket, object.UploadListOptions{Max: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestMultipart(t *testing.T) {
 	parts := [][]byte{randBody(21, partSize), randBody(22, partSize)}
 	whole := append(append([]byte{}, parts[0]...), parts[1]...)
 
-	id, err := c.nodes[nr].gw.CreateUpload(ctx, "b", key, &store.Object{ContentType: "video/mp4", UserMeta: [][2]string{{"k", "v"}}})
+	id, err := c.nodes[nr].gw.CreateUpload(ctx, "b", key, &object.Object{ContentType: "video/mp4", UserMeta: [][2]string{{"k", "v"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestMultipart(t *testing.T) {
 			t.Fatalf("uploads listed via %s before completion: %q; want [%s]", nd.id, got, id)
 		}
 	}
-	var list []store.CompletePart
+	var list []object.CompletePart
 	md := md5.New()
 	for i, p := range parts {
 		via := c.nodes[reps[i]].gw // part 1 via the primary, part 2 via the second replica
@@ -74,7 +74,7 @@ func TestMultipart(t *testing.T) {
 		}
 		sum := md5.Sum(p)
 		md.Write(sum[:])
-		list = append(list, store.CompletePart{Number: i + 1, ETag: `"` + o.ETag + `"`})
+		list = append(list, object.CompletePart{Number: i + 1, ETag: `"` + o.ETag + `"`})
 	}
 	ps, trunc, err := c.nodes[nr].gw.ListParts(ctx, "b", key, id, 0, 10)
 	if err != nil || trunc || len(ps) != 2 || ps[0].Number != 1 || ps[1].Number != 2 || ps[1].Size != partSize {
@@ -131,7 +131,7 @@ func TestMultipart(t *testing.T) {
 	}
 
 	// An aborted upload disappears everywhere and takes no more parts.
-	id2, err := c.nodes[reps[1]].gw.CreateUpload(ctx, "b", key, &store.Object{})
+	id2, err := c.nodes[reps[1]].gw.CreateUpload(ctx, "b", key, &object.Object{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestMultipart(t *testing.T) {
 			t.Errorf("replica %s still has the aborted upload: %v", c.nodes[r].id, err)
 		}
 	}
-	if _, err := putPart(ctx, c.nodes[reps[0]].gw, "b", key, id2, 2, []byte("late")); !errors.Is(errors.NotExist, err) || !errors.IsErr(err, store.ErrNoSuchUpload) {
+	if _, err := putPart(ctx, c.nodes[reps[0]].gw, "b", key, id2, 2, []byte("late")); !errors.Is(errors.NotExist, err) || !errors.IsErr(err, object.ErrNoSuchUpload) {
 		t.Errorf("part of an aborted upload: %v; want NoSuchUpload", err)
 	}
 	// The completed object is untouched by the aborted upload.
@@ -170,11 +170,11 @@ func TestListUploadsDefaultMax(t *testing.T) {
 	ctx := context.Background()
 	c := newCluster(t, 3, clusterConfig{})
 	c.createBucket("b")
-	id, err := c.nodes[0].gw.CreateUpload(ctx, "b", "k", &store.Object{})
+	id, err := c.nodes[0].gw.CreateUpload(ctx, "b", "k", &object.Object{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ul, err := c.nodes[1].gw.ListUploads(ctx, "b", store.UploadListOptions{})
+	ul, err := c.nodes[1].gw.ListUploads(ctx, "b", object.UploadListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestMultipartReplicaMissedPart(t *testing.T) {
 	const key = "mp/missed"
 	const missed = 2
 	g := c.nodes[0].gw
-	id, err := g.CreateUpload(ctx, "b", key, &store.Object{})
+	id, err := g.CreateUpload(ctx, "b", key, &object.Object{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func TestMultipartReplicaMissedPart(t *testing.T) {
 		t.Fatalf("part 2 with one replica down: %v", err)
 	}
 	c.restart(missed)
-	o, err := g.CompleteUpload(ctx, "b", key, id, []store.CompletePart{{Number: 1, ETag: o1.ETag}, {Number: 2, ETag: o2.ETag}}, 0, nil)
+	o, err := g.CompleteUpload(ctx, "b", key, id, []object.CompletePart{{Number: 1, ETag: o1.ETag}, {Number: 2, ETag: o2.ETag}}, 0, nil)
 	if err != nil {
 		t.Fatalf("completion with 2 of 3 replicas holding every part: %v", err)
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
-	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 // smallBody is the largest body read into memory before it is sent to the replicas; larger
@@ -24,7 +24,7 @@ const pumpBuf = 256 << 10
 // replicaResult is the outcome of one replica write.
 type replicaResult struct {
 	t   target
-	o   *store.Object
+	o   *object.Object
 	err error
 }
 
@@ -34,7 +34,7 @@ type replicaResult struct {
 // are queued as hints for (bucket, key) at version when hint, asked at the time of each
 // failure, says so (a streamed write the client abandoned stops wanting hints).
 func (g *Gateway) fanOut(ctx context.Context, ts []target, need int, bucket, key string, version uint64, hint func() bool,
-	write func(ctx context.Context, t target) (*store.Object, error)) (ok []replicaResult, failed []replicaResult) {
+	write func(ctx context.Context, t target) (*object.Object, error)) (ok []replicaResult, failed []replicaResult) {
 	results := make(chan replicaResult, len(ts))
 	// Replica writes outlive the request if they straggle: their context is detached
 	// from the client's, bounded by the write itself.
@@ -274,7 +274,7 @@ func firstErr(rs []replicaResult) error {
 
 // PutObject stores src as bucket/key on the object's replicas and returns once the write
 // quorum holds durable copies.
-func (g *Gateway) PutObject(ctx context.Context, bucket, key string, meta *store.Object, src io.Reader, size int64, opts store.PutOptions) (*store.Object, error) {
+func (g *Gateway) PutObject(ctx context.Context, bucket, key string, meta *object.Object, src io.Reader, size int64, opts object.PutOptions) (*object.Object, error) {
 	const op errors.Op = "gateway.PutObject"
 	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return nil, errors.E(op, err)
@@ -291,7 +291,7 @@ func (g *Gateway) PutObject(ctx context.Context, bucket, key string, meta *store
 		}
 	}
 	m := *meta
-	m.Striped, m.Stripe = false, store.Stripe{} // the layout is ours to choose, not the source's
+	m.Striped, m.Stripe = false, object.Stripe{} // the layout is ours to choose, not the source's
 	if m.StorageClass == "" {
 		m.StorageClass = g.policyClass(bucket, key, size, m.ContentType)
 	}
@@ -317,8 +317,8 @@ func (g *Gateway) PutObject(ctx context.Context, bucket, key string, meta *store
 
 // write sends a body to the replicas ts (object, or part when part > 0) and waits for
 // need acknowledgements.
-func (g *Gateway) write(ctx context.Context, ts []target, need int, bucket, key string, meta *store.Object, src io.Reader, size int64,
-	version uint64, uploadID string, part int, finish func(*store.Object) error) (*store.Object, error) {
+func (g *Gateway) write(ctx context.Context, ts []target, need int, bucket, key string, meta *object.Object, src io.Reader, size int64,
+	version uint64, uploadID string, part int, finish func(*object.Object) error) (*object.Object, error) {
 	fin := *meta
 	fin.HLC = version
 	hint := func() bool { return part == 0 }
@@ -348,7 +348,7 @@ func (g *Gateway) write(ctx context.Context, ts []target, need int, bucket, key 
 				return nil, err
 			}
 		}
-		ok, failed = g.fanOut(ctx, ts, need, bucket, key, version, hint, func(ctx context.Context, t target) (*store.Object, error) {
+		ok, failed = g.fanOut(ctx, ts, need, bucket, key, version, hint, func(ctx context.Context, t target) (*object.Object, error) {
 			ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout+time.Duration(size/(1<<20))*time.Second)
 			defer cancel()
 			return g.putReplica(ctx, t, bucket, key, meta, bytes.NewReader(buf), size, version, uploadID, part, nil, &fin)
@@ -376,11 +376,11 @@ func (g *Gateway) write(ctx context.Context, ts []target, need int, bucket, key 
 // buffer whatever the size. A replica that fails is dropped from the copy; the write
 // fails if fewer than need remain. finish runs once src is exhausted; only then do the
 // replicas receive the final metadata that lets them commit.
-func (g *Gateway) stream(ctx context.Context, ts []target, need int, bucket, key string, meta, fin *store.Object, src io.Reader, size int64,
-	version uint64, uploadID string, part int, finish func(*store.Object) error) (ok, failed []replicaResult, err error) {
+func (g *Gateway) stream(ctx context.Context, ts []target, need int, bucket, key string, meta, fin *object.Object, src io.Reader, size int64,
+	version uint64, uploadID string, part int, finish func(*object.Object) error) (ok, failed []replicaResult, err error) {
 	var finalMu sync.Mutex
-	var final *store.Object
-	getFinal := func() *store.Object { finalMu.Lock(); defer finalMu.Unlock(); return final }
+	var final *object.Object
+	getFinal := func() *object.Object { finalMu.Lock(); defer finalMu.Unlock(); return final }
 	pws := map[string]*io.PipeWriter{}
 	prs := map[string]*io.PipeReader{}
 	for _, t := range ts {
@@ -393,7 +393,7 @@ func (g *Gateway) stream(ctx context.Context, ts []target, need int, bucket, key
 	res := make(chan outcome, 1)
 	var abandoned atomic.Bool // the client's body failed or was refused: replicas failing now need no retry
 	go func() {
-		o, f := g.fanOut(ctx, ts, need, bucket, key, version, func() bool { return part == 0 && !abandoned.Load() }, func(ctx context.Context, t target) (*store.Object, error) {
+		o, f := g.fanOut(ctx, ts, need, bucket, key, version, func() bool { return part == 0 && !abandoned.Load() }, func(ctx context.Context, t target) (*object.Object, error) {
 			o, err := g.putReplica(ctx, t, bucket, key, meta, prs[t.id], -1, version, uploadID, part, getFinal, nil)
 			prs[t.id].CloseWithError(errReplicaGone) // unblock the pump if the replica stopped reading
 			return o, err
@@ -492,7 +492,7 @@ func (g *Gateway) DeleteObject(ctx context.Context, bucket, key string) error {
 		return errors.E(op, err)
 	}
 	version, mod := g.clock.Next(), time.Now().UnixNano()
-	ok, failed := g.fanOut(ctx, ts, cls.D, bucket, key, version, always, func(ctx context.Context, t target) (*store.Object, error) {
+	ok, failed := g.fanOut(ctx, ts, cls.D, bucket, key, version, always, func(ctx context.Context, t target) (*object.Object, error) {
 		return g.deleteReplica(ctx, t, bucket, key, version, mod)
 	})
 	if len(ok) < cls.D {

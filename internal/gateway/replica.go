@@ -10,16 +10,17 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
-	"github.com/cairnfs/cairn/internal/node"
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/wire"
 )
 
 // This file holds the per-replica operations: each is a direct store call when the
 // target is this node and an internode request otherwise.
 
 func objQuery(bucket, key string, kv ...string) url.Values {
-	q := url.Values{"b": {bucket}, "k": {key}}
+	q := url.Values{wire.QBucket: {bucket}, wire.QKey: {key}}
 	for i := 0; i+1 < len(kv); i += 2 {
 		q.Set(kv[i], kv[i+1])
 	}
@@ -30,7 +31,7 @@ func u64(v uint64) string { return strconv.FormatUint(v, 10) }
 func i64(v int64) string  { return strconv.FormatInt(v, 10) }
 
 // copyFinal copies the fields only the coordinator knows once the body is complete.
-func copyFinal(dst, src *store.Object) {
+func copyFinal(dst, src *object.Object) {
 	dst.ETag, dst.ChecksumAlgo, dst.Checksum, dst.ChecksumType = src.ETag, src.ChecksumAlgo, src.Checksum, src.ChecksumType
 	if src.Striped && !dst.Striped && dst.Size == 0 {
 		// A part of an erasure-coded upload: its bytes are shards elsewhere.
@@ -39,8 +40,8 @@ func copyFinal(dst, src *store.Object) {
 }
 
 // metaOf reads the record a node sent with a response.
-func metaOf(resp *http.Response) (*store.Object, error) {
-	return node.DecodeMeta(resp.Header.Get(rpc.HdrMeta))
+func metaOf(resp *http.Response) (*object.Object, error) {
+	return wire.DecodeMeta(resp.Header.Get(wire.HdrMeta))
 }
 
 // putFlags change what a replica write may replace; they ride on the context of the
@@ -65,10 +66,10 @@ func flagsOf(ctx context.Context) putFlags {
 // body streams the bytes; final returns the coordinator's final metadata once body has
 // returned EOF (nil means the write is abandoned). If finalNow is non-nil the final
 // metadata is already known (small bodies) and sent as a header.
-func (g *Gateway) putReplica(ctx context.Context, t target, bucket, key string, meta *store.Object, body io.Reader, size int64,
-	version uint64, uploadID string, part int, final func() *store.Object, finalNow *store.Object) (*store.Object, error) {
+func (g *Gateway) putReplica(ctx context.Context, t target, bucket, key string, meta *object.Object, body io.Reader, size int64,
+	version uint64, uploadID string, part int, final func() *object.Object, finalNow *object.Object) (*object.Object, error) {
 	if t.local {
-		finish := func(o *store.Object) error {
+		finish := func(o *object.Object) error {
 			f := finalNow
 			if f == nil {
 				f = final()
@@ -87,29 +88,29 @@ func (g *Gateway) putReplica(ctx context.Context, t target, bucket, key string, 
 		}
 		m := *meta
 		fl := flagsOf(ctx)
-		return g.cfg.Store.PutObject(ctx, bucket, key, &m, body, size, store.PutOptions{Version: version, Finish: finish, Repair: fl.repair, IfNoneMatch: fl.ifAbsent})
+		return g.cfg.Store.PutObject(ctx, bucket, key, &m, body, size, object.PutOptions{Version: version, Finish: finish, Repair: fl.repair, IfNoneMatch: fl.ifAbsent})
 	}
 	hdr := http.Header{}
-	req := &rpc.Request{Method: http.MethodPut, Addr: t.addr, Header: hdr, Body: body, Size: size, Cap: &[3]string{rpc.CapWrite, bucket, key}}
+	req := &rpc.Request{Method: http.MethodPut, Addr: t.addr, Header: hdr, Body: body, Size: size, Cap: &rpc.Cap{Op: rpc.CapWrite, Bucket: bucket, Key: key}}
 	if part > 0 {
-		req.Path, req.Query = node.PathPart, objQuery(bucket, key, "id", uploadID, "n", strconv.Itoa(part))
+		req.Path, req.Query = wire.PathPart, objQuery(bucket, key, wire.QUploadID, uploadID, wire.QPart, strconv.Itoa(part))
 	} else {
-		req.Path, req.Query = node.PathObject, objQuery(bucket, key, "v", u64(version), "mod", i64(meta.ModTime))
+		req.Path, req.Query = wire.PathObject, objQuery(bucket, key, wire.QVersion, u64(version), wire.QModTime, i64(meta.ModTime))
 		if fl := flagsOf(ctx); fl.repair {
-			req.Query.Set("repair", "1")
+			req.Query.Set(wire.QRepair, "1")
 		} else if fl.ifAbsent {
-			req.Query.Set("ifnone", "1")
+			req.Query.Set(wire.QIfAbsent, "1")
 		}
-		hdr.Set(rpc.HdrMeta, node.EncodeMeta(meta))
+		hdr.Set(wire.HdrMeta, wire.EncodeMeta(meta))
 	}
 	if finalNow != nil {
-		hdr.Set(rpc.HdrFinal, node.EncodeMeta(finalNow))
+		hdr.Set(wire.HdrFinal, wire.EncodeMeta(finalNow))
 	} else {
-		tr := http.Header{rpc.HdrFinal: nil}
+		tr := http.Header{wire.HdrFinal: nil}
 		req.Trailer, req.Size = tr, -1
 		req.Body = &trailerReader{r: body, fill: func() {
 			if f := final(); f != nil {
-				tr.Set(rpc.HdrFinal, node.EncodeMeta(f))
+				tr.Set(wire.HdrFinal, wire.EncodeMeta(f))
 			}
 		}}
 	}
@@ -139,14 +140,14 @@ func (t *trailerReader) Read(p []byte) (int, error) {
 }
 
 // statReplica returns the replica's record of bucket/key, tombstones included.
-func (g *Gateway) statReplica(ctx context.Context, t target, bucket, key string) (*store.Object, error) {
+func (g *Gateway) statReplica(ctx context.Context, t target, bucket, key string) (*object.Object, error) {
 	if t.local {
 		return g.cfg.Store.StatVersion(bucket, key)
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 	defer cancel()
-	resp, err := g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodHead, Addr: t.addr, Path: node.PathObject,
-		Query: objQuery(bucket, key), Cap: &[3]string{rpc.CapRead, bucket, key}})
+	resp, err := g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodHead, Addr: t.addr, Path: wire.PathObject,
+		Query: objQuery(bucket, key), Cap: &rpc.Cap{Op: rpc.CapRead, Bucket: bucket, Key: key}})
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +156,7 @@ func (g *Gateway) statReplica(ctx context.Context, t target, bucket, key string)
 }
 
 // deleteReplica writes a tombstone at version.
-func (g *Gateway) deleteReplica(ctx context.Context, t target, bucket, key string, version uint64, mod int64) (*store.Object, error) {
+func (g *Gateway) deleteReplica(ctx context.Context, t target, bucket, key string, version uint64, mod int64) (*object.Object, error) {
 	if t.local {
 		if err := g.EnsureLocalBucket(bucket); err != nil {
 			return nil, err
@@ -164,8 +165,8 @@ func (g *Gateway) deleteReplica(ctx context.Context, t target, bucket, key strin
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 	defer cancel()
-	resp, err := g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodDelete, Addr: t.addr, Path: node.PathObject,
-		Query: objQuery(bucket, key, "v", u64(version), "mod", i64(mod)), Cap: &[3]string{rpc.CapDelete, bucket, key}})
+	resp, err := g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodDelete, Addr: t.addr, Path: wire.PathObject,
+		Query: objQuery(bucket, key, wire.QVersion, u64(version), wire.QModTime, i64(mod)), Cap: &rpc.Cap{Op: rpc.CapDelete, Bucket: bucket, Key: key}})
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +177,7 @@ func (g *Gateway) deleteReplica(ctx context.Context, t target, bucket, key strin
 // ObjectReader reads one object version.
 type ObjectReader interface {
 	// Info is the object's record.
-	Info() *store.Object
+	Info() *object.Object
 	// WriteRange writes n bytes from off to w; corrupt data is an error, never written.
 	WriteRange(ctx context.Context, w io.Writer, off, n int64) (int64, error)
 	Close() error
@@ -184,7 +185,7 @@ type ObjectReader interface {
 
 type localReader struct{ *store.Reader }
 
-func (r localReader) Info() *store.Object { return r.Object }
+func (r localReader) Info() *object.Object { return r.Object }
 
 // openReplica opens bucket/key on a replica; version, if non-zero, must match.
 func (g *Gateway) openReplica(ctx context.Context, t target, bucket, key string, version uint64) (ObjectReader, error) {
@@ -207,8 +208,8 @@ func (g *Gateway) openReplica(ctx context.Context, t target, bucket, key string,
 		g.markSuspect(t.id)
 		cancel()
 	})
-	resp, err := g.cfg.RPC.Do(hctx, &rpc.Request{Method: http.MethodGet, Addr: t.addr, Path: node.PathObject,
-		Query: objQuery(bucket, key, "v", u64(version)), Cap: &[3]string{rpc.CapRead, bucket, key}})
+	resp, err := g.cfg.RPC.Do(hctx, &rpc.Request{Method: http.MethodGet, Addr: t.addr, Path: wire.PathObject,
+		Query: objQuery(bucket, key, wire.QVersion, u64(version)), Cap: &rpc.Cap{Op: rpc.CapRead, Bucket: bucket, Key: key}})
 	if !timer.Stop() && err != nil {
 		return nil, errors.E(errors.Transient, fmt.Errorf("node %s did not answer within %s", t.id, g.cfg.Timeout))
 	}
@@ -231,12 +232,12 @@ type remoteReader struct {
 	g           *Gateway
 	t           target
 	bucket, key string
-	o           *store.Object
+	o           *object.Object
 	resp        *http.Response
 	cancel      context.CancelFunc
 }
 
-func (r *remoteReader) Info() *store.Object { return r.o }
+func (r *remoteReader) Info() *object.Object { return r.o }
 
 func (r *remoteReader) WriteRange(ctx context.Context, w io.Writer, off, n int64) (int64, error) {
 	body := r.resp
@@ -245,8 +246,8 @@ func (r *remoteReader) WriteRange(ctx context.Context, w io.Writer, off, n int64
 		if body != nil {
 			body.Body.Close()
 		}
-		resp, err := r.g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodGet, Addr: r.t.addr, Path: node.PathObject,
-			Query: objQuery(r.bucket, r.key, "v", u64(r.o.HLC), "off", i64(off), "n", i64(n)), Cap: &[3]string{rpc.CapRead, r.bucket, r.key}})
+		resp, err := r.g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodGet, Addr: r.t.addr, Path: wire.PathObject,
+			Query: objQuery(r.bucket, r.key, wire.QVersion, u64(r.o.HLC), wire.QOffset, i64(off), wire.QLength, i64(n)), Cap: &rpc.Cap{Op: rpc.CapRead, Bucket: r.bucket, Key: r.key}})
 		if err != nil {
 			return 0, err
 		}

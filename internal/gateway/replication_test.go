@@ -13,6 +13,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/store"
 )
 
@@ -238,7 +239,7 @@ func TestReadRepair(t *testing.T) {
 			}
 			type check struct {
 				key  string
-				want *store.Object
+				want *object.Object
 				via  []int
 			}
 			checks := []check{{"missing", missing, []int{stale, 1, 0}}}
@@ -312,7 +313,7 @@ func storeRead(s *store.Store, bucket, key string) ([]byte, error) {
 // listKeys lists bucket through g in pages, each continuing after the previous page's
 // Next, and returns every key and common prefix. It checks that every page holds at most
 // Max entries, all after the page's After, and that the entries come in order, once.
-func listKeys(t *testing.T, g *Gateway, bucket string, opts store.ListOptions) (keys, prefixes []string) {
+func listKeys(t *testing.T, g *Gateway, bucket string, opts object.ListOptions) (keys, prefixes []string) {
 	t.Helper()
 	var seq []string
 	for page := 0; ; page++ {
@@ -406,7 +407,7 @@ func TestDeleteTombstones(t *testing.T) {
 		t.Helper()
 		for _, i := range via {
 			g := c.nodes[i].gw
-			for _, opts := range []store.ListOptions{{Max: 1000}, {Max: 1}, {Max: 2, Prefix: "s"}} {
+			for _, opts := range []object.ListOptions{{Max: 1000}, {Max: 1}, {Max: 2, Prefix: "s"}} {
 				keys, _ := listKeys(t, g, "b", opts)
 				want := []string{"keep"}
 				if opts.Prefix == "s" {
@@ -435,7 +436,7 @@ func TestDeleteTombstones(t *testing.T) {
 		// by design, so it is left out here).
 		absent(t, []int{0, 1})
 		for _, i := range []int{0, 1, stale} {
-			keys, _ := listKeys(t, c.nodes[i].gw, "b", store.ListOptions{Max: 1000})
+			keys, _ := listKeys(t, c.nodes[i].gw, "b", object.ListOptions{Max: 1000})
 			if !slices.Equal(keys, []string{"keep"}) {
 				t.Errorf("list via %s: %q", c.nodes[i].id, keys)
 			}
@@ -480,11 +481,11 @@ func TestListDelimiterStaleReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.restart(2)
-	keys, _ := listKeys(t, c.nodes[0].gw, "b", store.ListOptions{Max: 100})
+	keys, _ := listKeys(t, c.nodes[0].gw, "b", object.ListOptions{Max: 100})
 	if !slices.Equal(keys, []string{"top"}) {
 		t.Fatalf("flat listing: %q", keys)
 	}
-	keys, prefixes := listKeys(t, c.nodes[0].gw, "b", store.ListOptions{Max: 100, Delimiter: "/"})
+	keys, prefixes := listKeys(t, c.nodes[0].gw, "b", object.ListOptions{Max: 100, Delimiter: "/"})
 	if !slices.Equal(keys, []string{"top"}) || len(prefixes) != 0 {
 		t.Fatalf("delimited listing: keys %q, common prefixes %q; want [top] and none: the only key under dir/ is deleted (its tombstone is newest on 2 of 3 replicas)", keys, prefixes)
 	}
@@ -549,7 +550,7 @@ func TestStreamingFailures(t *testing.T) {
 			}
 		}}
 		r, fin := md5Finish(src)
-		o, err := c.nodes[0].gw.PutObject(ctx, "b", "big", &store.Object{}, r, int64(len(body)), store.PutOptions{Finish: fin})
+		o, err := c.nodes[0].gw.PutObject(ctx, "b", "big", &object.Object{}, r, int64(len(body)), object.PutOptions{Finish: fin})
 		stopped.Wait()
 		if err != nil {
 			t.Fatalf("streamed write that lost 1 of 3 replicas (W=2): %v", err)
@@ -605,7 +606,7 @@ func TestStreamingFailures(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			key := "fail/" + tc.name
-			var prior *store.Object
+			var prior *object.Object
 			if tc.prior {
 				prior = mustPut(t, c.nodes[1].gw, "b", key, []byte("prior"))
 				if !waitFor(2*time.Second, func() bool { return converged(c.replicaStates(0, "b", key), prior.HLC, false) }) {
@@ -619,13 +620,13 @@ func TestStreamingFailures(t *testing.T) {
 			}
 			r, fin := md5Finish(src)
 			if tc.veto {
-				fin = func(*store.Object) error { return finErr }
+				fin = func(*object.Object) error { return finErr }
 			}
 			size := int64(len(body))
 			if tc.unknown {
 				size = -1
 			}
-			o, err := c.nodes[0].gw.PutObject(ctx, "b", key, &store.Object{}, r, size, store.PutOptions{Finish: fin})
+			o, err := c.nodes[0].gw.PutObject(ctx, "b", key, &object.Object{}, r, size, object.PutOptions{Finish: fin})
 			want := srcErr
 			if tc.veto {
 				want = finErr
@@ -674,10 +675,10 @@ func TestAbandonedWriteQueuesNoHints(t *testing.T) {
 			}
 			r, fin := md5Finish(src)
 			if veto {
-				fin = func(*store.Object) error { return errors.E(errors.Invalid, "bad checksum") }
+				fin = func(*object.Object) error { return errors.E(errors.Invalid, "bad checksum") }
 			}
 			key := "abandoned/" + name
-			if _, err := c.nodes[0].gw.PutObject(ctx, "b", key, &store.Object{}, r, int64(len(body)), store.PutOptions{Finish: fin}); err == nil {
+			if _, err := c.nodes[0].gw.PutObject(ctx, "b", key, &object.Object{}, r, int64(len(body)), object.PutOptions{Finish: fin}); err == nil {
 				t.Fatal("the abandoned write succeeded")
 			}
 			c.nodes[0].gw.bg.Wait()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/store"
 )
 
@@ -119,7 +120,7 @@ func (s *Scrub) pass(ctx context.Context) {
 	log.Info("deep scrub pass started")
 	begin := time.Now()
 	var read int64
-	err := s.g.cfg.Store.Scan(nil, func(e store.VersionEntry) error {
+	err := s.g.cfg.Store.Scan(nil, func(e object.VersionEntry) error {
 		for s.paused.Load() {
 			select {
 			case <-ctx.Done():
@@ -178,7 +179,7 @@ func (s *Scrub) pass(ctx context.Context) {
 
 // verify reads one object's body in full, checking every checksum, and returns the bytes
 // read. A copy that changed since the scan is skipped.
-func (s *Scrub) verify(ctx context.Context, e store.VersionEntry) (int64, error) {
+func (s *Scrub) verify(ctx context.Context, e object.VersionEntry) (int64, error) {
 	rd, err := s.g.cfg.Store.OpenObject(e.Bucket, e.Key)
 	if err != nil {
 		return 0, err

@@ -18,9 +18,11 @@ import (
 	"github.com/cairnfs/cairn/internal/erasure"
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/node"
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/placement"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/wire"
 )
 
 // SyncStats reports one synchronisation round of this node's partitions.
@@ -105,7 +107,7 @@ func (g *Gateway) HeldElsewhere() (objects, bytes int64, err error) {
 		return 0, 0, err
 	}
 	P := tc.t.Partitions()
-	err = g.cfg.Store.Scan(func(b, _ string) bool { return !store.Internal(b) }, func(e store.VersionEntry) error {
+	err = g.cfg.Store.Scan(func(b, _ string) bool { return !store.Internal(b) }, func(e object.VersionEntry) error {
 		if !slices.Contains(tc.t.Nodes(placement.Partition(e.Bucket, e.Key, P)), g.cfg.NodeID) {
 			objects++
 			bytes += e.Size
@@ -126,7 +128,7 @@ func (g *Gateway) HeldElsewhere() (objects, bytes int64, err error) {
 
 // want is a version to copy here from a peer.
 type want struct {
-	e       store.VersionEntry
+	e       object.VersionEntry
 	src     target
 	holders int // peers holding this newest version: fewer means more urgent
 }
@@ -170,9 +172,9 @@ func (g *Gateway) Sync(ctx context.Context) (st SyncStats, err error) {
 		}
 	}
 	local := map[string]uint64{}
-	foreign := map[int][]store.VersionEntry{}
-	var striped []store.VersionEntry // erasure-coded objects whose shards this node checks
-	digests, err := node.Digests(g.cfg.Store, P, func(p int, e store.VersionEntry) {
+	foreign := map[int][]object.VersionEntry{}
+	var striped []object.VersionEntry // erasure-coded objects whose shards this node checks
+	digests, err := node.Digests(g.cfg.Store, P, func(p int, e object.VersionEntry) {
 		if mine[p] {
 			local[e.Bucket+"\x00"+e.Key] = e.HLC
 			if e.Striped && !e.Deleted && g.firstUpHolder(m, tc.t.Nodes(p)) {
@@ -231,8 +233,8 @@ func (g *Gateway) syncUploads(ctx context.Context, st *SyncStats) {
 	} else {
 		st.EndsExpired += n
 	}
-	var ups []store.PendingUpload
-	if err := g.cfg.Store.PendingUploads(func(u store.PendingUpload) error { ups = append(ups, u); return nil }); err != nil {
+	var ups []object.PendingUpload
+	if err := g.cfg.Store.PendingUploads(func(u object.PendingUpload) error { ups = append(ups, u); return nil }); err != nil {
 		st.Errors++
 		g.log.Warn("listing pending uploads", "err", err)
 		return
@@ -259,7 +261,7 @@ func (g *Gateway) syncUploads(ctx context.Context, st *SyncStats) {
 			if len(peers) == 0 || cls.W < 2 || len(v.pending()) > 0 || v.unanswered() != nil || time.Since(u.Initiated) < store.UploadEndLifetime {
 				continue
 			}
-			end = &store.UploadEnd{Bucket: u.Bucket, Key: u.Key, UploadID: u.UploadID, State: store.UploadAborted, Ended: time.Now().UnixNano()}
+			end = &object.UploadEnd{Bucket: u.Bucket, Key: u.Key, UploadID: u.UploadID, State: object.UploadAborted, Ended: time.Now().UnixNano()}
 		}
 		if err := g.cfg.Store.EndUpload(end); err != nil {
 			st.Errors++
@@ -284,7 +286,7 @@ func (g *Gateway) firstUpHolder(m *clustermap.Map, ids []string) bool {
 
 // pullNewer copies to this node what other storage nodes hold newer in parts, and
 // returns what it copied.
-func (g *Gateway) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts []int, digests []uint64, local map[string]uint64, st *SyncStats) []store.VersionEntry {
+func (g *Gateway) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts []int, digests []uint64, local map[string]uint64, st *SyncStats) []object.VersionEntry {
 	// Every other storage node is asked, not only the partitions' current co-holders: when
 	// several nodes join at once, or a node drains, a partition's data may sit only on
 	// nodes that held it under an older map (they keep it until it is handed off).
@@ -305,7 +307,7 @@ func (g *Gateway) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts
 		if len(differ) == 0 {
 			continue
 		}
-		err = g.scanPeer(ctx, src, P, differ, func(e store.VersionEntry) {
+		err = g.scanPeer(ctx, src, P, differ, func(e object.VersionEntry) {
 			st.Compared++
 			k := e.Bucket + "\x00" + e.Key
 			switch b := best[k]; {
@@ -335,7 +337,7 @@ func (g *Gateway) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts
 	})
 	defer g.progress(func(p *SyncProgress) { p.Running = false })
 	limiter := newPacer(&g.sync.rate)
-	var copied []store.VersionEntry
+	var copied []object.VersionEntry
 	work := make(chan want)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -377,10 +379,10 @@ func (g *Gateway) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts
 // differing asks peer t for its digests of parts and returns those that are not empty
 // there and differ from ours (digests, indexed by partition).
 func (g *Gateway) differing(ctx context.Context, t target, P int, parts []int, digests []uint64) ([]int, error) {
-	body, _ := json.Marshal(node.ScanRequest{Partitions: P, Parts: parts})
-	var resp node.DigestResponse
-	err := g.cfg.RPC.DoJSON(ctx, &rpc.Request{Method: http.MethodPost, Addr: t.addr, Path: node.PathDigest,
-		Body: bytes.NewReader(body), Size: int64(len(body)), Cap: &[3]string{rpc.CapList, "", ""}}, &resp)
+	body, _ := json.Marshal(wire.ScanRequest{Partitions: P, Parts: parts})
+	var resp wire.DigestAnswer
+	err := g.cfg.RPC.DoJSON(ctx, &rpc.Request{Method: http.MethodPost, Addr: t.addr, Path: wire.PathDigest,
+		Body: bytes.NewReader(body), Size: int64(len(body)), Cap: &rpc.Cap{Op: rpc.CapList, Bucket: "", Key: ""}}, &resp)
 	if err != nil {
 		return nil, err
 	}
@@ -400,7 +402,7 @@ func (g *Gateway) differing(ctx context.Context, t target, P int, parts []int, d
 // every current holder of the partition (all N, each up) holds that version or a newer
 // one: the data is never down to fewer copies than before. Holders that lack a version
 // get it from this node through their own sync rounds, which ask every storage node.
-func (g *Gateway) handOff(ctx context.Context, m *clustermap.Map, tc *tableCache, foreign map[int][]store.VersionEntry, st *SyncStats) {
+func (g *Gateway) handOff(ctx context.Context, m *clustermap.Map, tc *tableCache, foreign map[int][]object.VersionEntry, st *SyncStats) {
 	// Which partitions each holder must confirm, and whether all their holders are up.
 	byNode := map[string][]int{}
 	for p := range foreign {
@@ -428,7 +430,7 @@ func (g *Gateway) handOff(ctx context.Context, m *clustermap.Map, tc *tableCache
 	for id, parts := range byNode {
 		n, _ := m.Node(id)
 		h := map[string]uint64{}
-		err := g.scanPeer(ctx, target{id: id, addr: n.Addr}, tc.t.Partitions(), parts, func(e store.VersionEntry) {
+		err := g.scanPeer(ctx, target{id: id, addr: n.Addr}, tc.t.Partitions(), parts, func(e object.VersionEntry) {
 			if k := e.Bucket + "\x00" + e.Key; keys[k] {
 				h[k] = e.HLC
 			}
@@ -509,33 +511,33 @@ func (p *pacer) wait(ctx context.Context, n int64) {
 }
 
 // scanPeer streams the versions a peer holds in parts.
-func (g *Gateway) scanPeer(ctx context.Context, t target, partitions int, parts []int, fn func(store.VersionEntry)) error {
-	body, _ := json.Marshal(node.ScanRequest{Partitions: partitions, Parts: parts})
-	resp, err := g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodPost, Addr: t.addr, Path: node.PathScan,
-		Body: bytes.NewReader(body), Size: int64(len(body)), Cap: &[3]string{rpc.CapList, "", ""}})
+func (g *Gateway) scanPeer(ctx context.Context, t target, partitions int, parts []int, fn func(object.VersionEntry)) error {
+	body, _ := json.Marshal(wire.ScanRequest{Partitions: partitions, Parts: parts})
+	resp, err := g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodPost, Addr: t.addr, Path: wire.PathScan,
+		Body: bytes.NewReader(body), Size: int64(len(body)), Cap: &rpc.Cap{Op: rpc.CapList, Bucket: "", Key: ""}})
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
 	dec := json.NewDecoder(resp.Body)
 	for {
-		var e store.VersionEntry
-		if err := dec.Decode(&e); err != nil {
+		var w wire.ScanEntry
+		if err := dec.Decode(&w); err != nil {
 			if err == io.EOF {
 				return errors.E(errors.IO, fmt.Errorf("node %s: scan ended early", t.id))
 			}
 			return errors.E(errors.IO, err)
 		}
-		if e.Bucket == "" {
+		if w.Bucket == "" {
 			return nil // end marker
 		}
-		fn(e)
+		fn(object.VersionEntry{Bucket: w.Bucket, Key: w.Key, HLC: w.HLC, Deleted: w.Deleted, Size: w.Size, Striped: w.Striped})
 	}
 }
 
 // pull copies version e of an object from src into the local store and returns the body
 // bytes copied.
-func (g *Gateway) pull(ctx context.Context, src target, e store.VersionEntry) (int64, error) {
+func (g *Gateway) pull(ctx context.Context, src target, e object.VersionEntry) (int64, error) {
 	if err := g.EnsureLocalBucket(e.Bucket); err != nil {
 		return 0, err // the bucket was deleted meanwhile
 	}

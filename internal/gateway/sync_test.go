@@ -8,7 +8,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
-	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 // Sync copies to a node what it missed while it was away (newer versions and tombstones),
@@ -86,7 +86,7 @@ func (c *testCluster) syncAll(order ...int) []SyncStats {
 // records counts the object records (tombstones included) in node i's store.
 func (c *testCluster) records(i int) int {
 	n := 0
-	c.nodes[i].store.Scan(nil, func(store.VersionEntry) error { n++; return nil })
+	c.nodes[i].store.Scan(nil, func(object.VersionEntry) error { n++; return nil })
 	return n
 }
 
@@ -210,7 +210,7 @@ func TestUnknownBucketNeedsCurrentMap(t *testing.T) {
 		t.Fatalf("unknown bucket with a map that cannot be refreshed: %v, want a Transient error", err)
 	}
 	g.cfg.Refresh = func(context.Context) error { return nil }
-	if _, err := g.StatObject(ctx, "nobucket", "k"); !errors.IsErr(err, store.ErrNoSuchBucket) {
+	if _, err := g.StatObject(ctx, "nobucket", "k"); !errors.IsErr(err, object.ErrNoSuchBucket) {
 		t.Fatalf("unknown bucket with a current map: %v, want NoSuchBucket", err)
 	}
 }

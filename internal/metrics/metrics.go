@@ -10,8 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/cairnfs/cairn/internal/store"
 )
 
 // Metrics is the set of a node's metrics.
@@ -63,20 +61,26 @@ func (m *Metrics) ObserveCommit(batches int) { m.commitBatch.Observe(float64(bat
 // ObserveSegmentSync counts segment syncs.
 func (m *Metrics) ObserveSegmentSync(int) { m.segSyncs.Inc() }
 
-// WatchStore exports the store's disk figures, read at scrape time.
-func (m *Metrics) WatchStore(s *store.Store) {
-	gauge := func(name, help string, f func(store.Stats) int64) prometheus.Collector {
+// DiskStats are the engine's disk figures (see store.Stats).
+type DiskStats struct {
+	SegmentBytes, LiveBytes, GarbageBytes, IndexBytes, FreeBytes int64
+	Segments                                                     int
+}
+
+// WatchDisk exports the disk figures stats returns, read at scrape time.
+func (m *Metrics) WatchDisk(stats func() DiskStats) {
+	gauge := func(name, help string, f func(DiskStats) int64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
-			return float64(f(s.Stats()))
+			return float64(f(stats()))
 		})
 	}
 	m.reg.MustRegister(
-		gauge("cairn_disk_used_bytes", "Bytes used by segment files and the index.", func(st store.Stats) int64 { return st.SegmentBytes + st.IndexBytes }),
-		gauge("cairn_disk_free_bytes", "Free bytes on the data disk.", func(st store.Stats) int64 { return st.FreeBytes }),
-		gauge("cairn_disk_garbage_bytes", "Bytes in segment files held by deleted or overwritten data, reclaimable by compaction.", func(st store.Stats) int64 { return st.GarbageBytes }),
-		gauge("cairn_disk_live_bytes", "Bytes of live chunk records in segment files.", func(st store.Stats) int64 { return st.LiveBytes }),
-		gauge("cairn_index_bytes", "Bytes used by the metadata index.", func(st store.Stats) int64 { return st.IndexBytes }),
-		gauge("cairn_segments", "Number of segment files.", func(st store.Stats) int64 { return int64(st.Segments) }),
+		gauge("cairn_disk_used_bytes", "Bytes used by segment files and the index.", func(st DiskStats) int64 { return st.SegmentBytes + st.IndexBytes }),
+		gauge("cairn_disk_free_bytes", "Free bytes on the data disk.", func(st DiskStats) int64 { return st.FreeBytes }),
+		gauge("cairn_disk_garbage_bytes", "Bytes in segment files held by deleted or overwritten data, reclaimable by compaction.", func(st DiskStats) int64 { return st.GarbageBytes }),
+		gauge("cairn_disk_live_bytes", "Bytes of live chunk records in segment files.", func(st DiskStats) int64 { return st.LiveBytes }),
+		gauge("cairn_index_bytes", "Bytes used by the metadata index.", func(st DiskStats) int64 { return st.IndexBytes }),
+		gauge("cairn_segments", "Number of segment files.", func(st DiskStats) int64 { return int64(st.Segments) }),
 	)
 }
 

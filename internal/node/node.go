@@ -15,25 +15,11 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/placement"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/store"
-)
-
-// Paths of the replica protocol.
-const (
-	PathObject   = "/internal/v1/o"
-	PathUpload   = "/internal/v1/upload"
-	PathPart     = "/internal/v1/part"
-	PathParts    = "/internal/v1/parts"
-	PathComplete = "/internal/v1/complete"
-	PathList     = "/internal/v1/list"
-	PathUploads  = "/internal/v1/uploads"
-	// PathUploadEnd takes an upload's end record (POST, JSON store.UploadEnd): the replica
-	// drops the upload and its parts and keeps the record.
-	PathUploadEnd = "/internal/v1/uploadend"
-	PathScan      = "/internal/v1/scan"
-	PathDigest    = "/internal/v1/digest"
+	"github.com/cairnfs/cairn/internal/wire"
 )
 
 // Config configures a Handler.
@@ -59,49 +45,27 @@ type Handler struct {
 // New returns a Handler.
 func New(cfg Config) *Handler {
 	h := &Handler{cfg: cfg, mux: http.NewServeMux(), log: cfg.Logger.With("component", "node")}
-	h.mux.HandleFunc(PathObject, h.object)
-	h.mux.HandleFunc(PathUpload, h.upload)
-	h.mux.HandleFunc(PathPart, h.part)
-	h.mux.HandleFunc(PathParts, h.parts)
-	h.mux.HandleFunc(PathComplete, h.complete)
-	h.mux.HandleFunc(PathList, h.list)
-	h.mux.HandleFunc(PathUploads, h.uploads)
-	h.mux.HandleFunc(PathUploadEnd, h.uploadEnd)
-	h.mux.HandleFunc(PathScan, h.scan)
-	h.mux.HandleFunc(PathDigest, h.digest)
+	h.mux.HandleFunc(wire.PathObject, h.object)
+	h.mux.HandleFunc(wire.PathUpload, h.upload)
+	h.mux.HandleFunc(wire.PathPart, h.part)
+	h.mux.HandleFunc(wire.PathParts, h.parts)
+	h.mux.HandleFunc(wire.PathComplete, h.complete)
+	h.mux.HandleFunc(wire.PathList, h.list)
+	h.mux.HandleFunc(wire.PathUploads, h.uploads)
+	h.mux.HandleFunc(wire.PathUploadEnd, h.uploadEnd)
+	h.mux.HandleFunc(wire.PathScan, h.scan)
+	h.mux.HandleFunc(wire.PathDigest, h.digest)
 	return h
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
-// Meta is an object record on the wire: everything but the body and chunk list.
-type Meta = store.Object
-
-// EncodeMeta returns o's metadata as a header value.
-func EncodeMeta(o *store.Object) string {
-	c := *o
-	// Only what describes the object; how a store lays it out is each store's business.
-	c.Body, c.Chunks, c.VersionID, c.Inline, c.Embedded = nil, nil, [16]byte{}, false, false
-	b, _ := json.Marshal(&c)
-	return string(b)
-}
-
-// DecodeMeta parses a header value made by EncodeMeta.
-func DecodeMeta(s string) (*store.Object, error) {
-	o := new(store.Object)
-	if err := json.Unmarshal([]byte(s), o); err != nil {
-		return nil, errors.E(errors.Invalid, "malformed object metadata")
-	}
-	o.Body, o.Chunks, o.Inline, o.Embedded = nil, nil, false, false
-	return o, nil
-}
-
 // capFor checks the request's capability for op on the bucket and key in its query.
 func (h *Handler) capFor(r *http.Request, op string) (bucket, key string, err error) {
 	q := r.URL.Query()
-	bucket, key = q.Get("b"), q.Get("k")
+	bucket, key = q.Get(wire.QBucket), q.Get(wire.QKey)
 	if op == rpc.CapList {
-		key = q.Get("prefix")
+		key = q.Get(wire.QPrefix)
 	}
 	if err := h.cfg.Secret.CheckCap(r.Header.Get(rpc.HdrCap), op, bucket, key, time.Now()); err != nil {
 		h.log.Warn("refused an internode request", "path", r.URL.Path, "from", r.Header.Get(rpc.HdrNode), "remote", r.RemoteAddr, "err", err)
@@ -120,25 +84,25 @@ func intParam(r *http.Request, name string) int64 {
 	return v
 }
 
-func writeMeta(w http.ResponseWriter, o *store.Object) {
-	w.Header().Set(rpc.HdrMeta, EncodeMeta(o))
-	w.Header().Set(rpc.HdrVersion, strconv.FormatUint(o.HLC, 10))
+func writeMeta(w http.ResponseWriter, o *object.Object) {
+	w.Header().Set(wire.HdrMeta, wire.EncodeMeta(o))
+	w.Header().Set(wire.HdrVersion, strconv.FormatUint(o.HLC, 10))
 }
 
 // finalFrom returns a Finish function that copies the gateway's final metadata (ETag,
 // checksums) into the record: sent as a trailer once a streamed body is complete, or as a
 // header with a body the gateway had in memory. A missing trailer means the gateway gave
 // up on the write: nothing is committed.
-func finalFrom(r *http.Request) func(o *store.Object) error {
-	return func(o *store.Object) error {
-		f := r.Trailer.Get(rpc.HdrFinal)
+func finalFrom(r *http.Request) func(o *object.Object) error {
+	return func(o *object.Object) error {
+		f := r.Trailer.Get(wire.HdrFinal)
 		if f == "" {
-			f = r.Header.Get(rpc.HdrFinal) // small bodies: known before they were sent
+			f = r.Header.Get(wire.HdrFinal) // small bodies: known before they were sent
 		}
 		if f == "" {
 			return errors.E(errors.Invalid, "the coordinator did not confirm the body (no final metadata)")
 		}
-		fin, err := DecodeMeta(f)
+		fin, err := wire.DecodeMeta(f)
 		if err != nil {
 			return err
 		}
@@ -164,57 +128,57 @@ func (h *Handler) object(w http.ResponseWriter, r *http.Request) {
 		if err == nil {
 			err = h.cfg.EnsureBucket(bucket)
 		}
-		var meta *store.Object
+		var meta *object.Object
 		if err == nil {
-			meta, err = DecodeMeta(r.Header.Get(rpc.HdrMeta))
+			meta, err = wire.DecodeMeta(r.Header.Get(wire.HdrMeta))
 		}
 		if err != nil {
-			rpc.WriteError(w, err)
+			wire.WriteError(w, err)
 			return
 		}
-		meta.ModTime = intParam(r, "mod")
+		meta.ModTime = intParam(r, wire.QModTime)
 		o, err := h.cfg.Store.PutObject(r.Context(), bucket, key, meta, r.Body, r.ContentLength,
-			store.PutOptions{Version: uintParam(r, "v"), Finish: finalFrom(r), Repair: r.URL.Query().Get("repair") == "1", IfNoneMatch: r.URL.Query().Get("ifnone") == "1"})
+			object.PutOptions{Version: uintParam(r, wire.QVersion), Finish: finalFrom(r), Repair: r.URL.Query().Get(wire.QRepair) == "1", IfNoneMatch: r.URL.Query().Get(wire.QIfAbsent) == "1"})
 		if err != nil {
-			rpc.WriteError(w, err)
+			wire.WriteError(w, err)
 			return
 		}
 		writeMeta(w, o)
 	case http.MethodHead:
 		bucket, key, err := h.capFor(r, rpc.CapRead)
 		if err != nil {
-			rpc.WriteError(w, err)
+			wire.WriteError(w, err)
 			return
 		}
 		o, err := h.cfg.Store.StatVersion(bucket, key)
 		if err != nil {
-			rpc.WriteError(w, err)
+			wire.WriteError(w, err)
 			return
 		}
 		writeMeta(w, o)
 	case http.MethodGet:
 		bucket, key, err := h.capFor(r, rpc.CapRead)
 		if err != nil {
-			rpc.WriteError(w, err)
+			wire.WriteError(w, err)
 			return
 		}
 		rd, err := h.cfg.Store.OpenObject(bucket, key)
 		if err != nil {
-			rpc.WriteError(w, err)
+			wire.WriteError(w, err)
 			return
 		}
 		defer rd.Close()
-		if v := uintParam(r, "v"); v != 0 && v != rd.Object.HLC {
-			rpc.WriteError(w, errors.E(errors.Precondition, "the object changed since it was opened"))
+		if v := uintParam(r, wire.QVersion); v != 0 && v != rd.Object.HLC {
+			wire.WriteError(w, errors.E(errors.Precondition, "the object changed since it was opened"))
 			return
 		}
-		off, n := intParam(r, "off"), intParam(r, "n")
+		off, n := intParam(r, wire.QOffset), intParam(r, wire.QLength)
 		size := rd.Object.BodySize() // zero for a striped object: its record alone
-		if r.URL.Query().Get("n") == "" {
+		if r.URL.Query().Get(wire.QLength) == "" {
 			n = size - off
 		}
 		if off < 0 || n < 0 || off > size || n > size-off {
-			rpc.WriteError(w, errors.E(errors.Invalid, "range out of bounds"))
+			wire.WriteError(w, errors.E(errors.Invalid, "range out of bounds"))
 			return
 		}
 		writeMeta(w, rd.Object)
@@ -233,12 +197,12 @@ func (h *Handler) object(w http.ResponseWriter, r *http.Request) {
 			err = h.cfg.EnsureBucket(bucket)
 		}
 		if err != nil {
-			rpc.WriteError(w, err)
+			wire.WriteError(w, err)
 			return
 		}
-		o, err := h.cfg.Store.DeleteVersion(bucket, key, uintParam(r, "v"), intParam(r, "mod"))
+		o, err := h.cfg.Store.DeleteVersion(bucket, key, uintParam(r, wire.QVersion), intParam(r, wire.QModTime))
 		if err != nil {
-			rpc.WriteError(w, err)
+			wire.WriteError(w, err)
 			return
 		}
 		writeMeta(w, o)
@@ -248,22 +212,22 @@ func (h *Handler) object(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) upload(w http.ResponseWriter, r *http.Request) {
-	id := r.URL.Query().Get("id")
+	id := r.URL.Query().Get(wire.QUploadID)
 	switch r.Method {
 	case http.MethodPost:
 		bucket, key, err := h.capFor(r, rpc.CapWrite)
 		if err == nil {
 			err = h.cfg.EnsureBucket(bucket)
 		}
-		var meta *store.Object
+		var meta *object.Object
 		if err == nil {
-			meta, err = DecodeMeta(r.Header.Get(rpc.HdrMeta))
+			meta, err = wire.DecodeMeta(r.Header.Get(wire.HdrMeta))
 		}
 		if err == nil {
 			err = h.cfg.Store.CreateUploadID(bucket, key, id, meta)
 		}
 		if err != nil {
-			rpc.WriteError(w, err)
+			wire.WriteError(w, err)
 		}
 	case http.MethodDelete:
 		bucket, key, err := h.capFor(r, rpc.CapDelete)
@@ -271,7 +235,7 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request) {
 			err = h.cfg.Store.AbortUpload(bucket, key, id)
 		}
 		if err != nil {
-			rpc.WriteError(w, err)
+			wire.WriteError(w, err)
 		}
 	default:
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
@@ -281,63 +245,42 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) part(w http.ResponseWriter, r *http.Request) {
 	bucket, key, err := h.capFor(r, rpc.CapWrite)
 	if err != nil {
-		rpc.WriteError(w, err)
+		wire.WriteError(w, err)
 		return
 	}
-	p, err := h.cfg.Store.PutPart(r.Context(), bucket, key, r.URL.Query().Get("id"), int(intParam(r, "n")), r.Body, r.ContentLength, finalFrom(r))
+	p, err := h.cfg.Store.PutPart(r.Context(), bucket, key, r.URL.Query().Get(wire.QUploadID), int(intParam(r, wire.QPart)), r.Body, r.ContentLength, finalFrom(r))
 	if err != nil {
-		rpc.WriteError(w, err)
+		wire.WriteError(w, err)
 		return
 	}
 	writeMeta(w, p)
 }
 
-// PartsAnswer is the answer to a parts listing: the upload's own record and a page of
-// parts, or, for an upload that ended on this replica, only its end record.
-type PartsAnswer struct {
-	Upload    *store.Object    `json:"upload"`
-	Parts     []WirePart       `json:"parts"`
-	Truncated bool             `json:"truncated"`
-	End       *store.UploadEnd `json:"end,omitempty"`
-}
-
-// WirePart is one part in PartsAnswer.
-type WirePart struct {
-	Number int           `json:"number"`
-	Object *store.Object `json:"object"`
-}
-
 func (h *Handler) parts(w http.ResponseWriter, r *http.Request) {
 	bucket, key, err := h.capFor(r, rpc.CapRead)
 	if err != nil {
-		rpc.WriteError(w, err)
+		wire.WriteError(w, err)
 		return
 	}
-	id := r.URL.Query().Get("id")
+	id := r.URL.Query().Get(wire.QUploadID)
 	if e, err := h.cfg.Store.UploadEnd(bucket, key, id); err == nil {
-		writeJSON(w, PartsAnswer{End: e})
+		writeJSON(w, wire.PartsAnswerOf(&object.PartsPage{End: e}))
 		return
 	} else if !errors.Is(errors.NotExist, err) {
-		rpc.WriteError(w, err)
+		wire.WriteError(w, err)
 		return
 	}
 	up, err := h.cfg.Store.Upload(bucket, key, id)
 	if err != nil {
-		rpc.WriteError(w, err)
+		wire.WriteError(w, err)
 		return
 	}
-	parts, trunc, err := h.cfg.Store.ListParts(bucket, key, id, int(intParam(r, "after")), int(intParam(r, "max")))
+	parts, trunc, err := h.cfg.Store.ListParts(bucket, key, id, int(intParam(r, wire.QAfter)), int(intParam(r, wire.QMax)))
 	if err != nil {
-		rpc.WriteError(w, err)
+		wire.WriteError(w, err)
 		return
 	}
-	ans := PartsAnswer{Upload: up, Truncated: trunc}
-	for _, p := range parts {
-		o := *p.Object
-		o.Chunks = nil
-		ans.Parts = append(ans.Parts, WirePart{Number: p.Number, Object: &o})
-	}
-	writeJSON(w, ans)
+	writeJSON(w, wire.PartsAnswerOf(&object.PartsPage{Upload: up, Parts: parts, Truncated: trunc}))
 }
 
 func (h *Handler) uploadEnd(w http.ResponseWriter, r *http.Request) {
@@ -347,49 +290,41 @@ func (h *Handler) uploadEnd(w http.ResponseWriter, r *http.Request) {
 	}
 	bucket, key, err := h.capFor(r, rpc.CapDelete)
 	if err != nil {
-		rpc.WriteError(w, err)
+		wire.WriteError(w, err)
 		return
 	}
-	var e store.UploadEnd
-	if err := json.NewDecoder(io.LimitReader(r.Body, 4<<20)).Decode(&e); err != nil || e.Bucket != bucket || e.Key != key {
-		rpc.WriteError(w, errors.E(errors.Invalid, "malformed upload end record"))
+	var we wire.UploadEnd
+	if err := json.NewDecoder(io.LimitReader(r.Body, 4<<20)).Decode(&we); err != nil || we.Bucket != bucket || we.Key != key {
+		wire.WriteError(w, errors.E(errors.Invalid, "malformed upload end record"))
 		return
 	}
 	if err := h.cfg.EnsureBucket(bucket); err != nil {
-		rpc.WriteError(w, err)
+		wire.WriteError(w, err)
 		return
 	}
-	if err := h.cfg.Store.EndUpload(&e); err != nil {
-		rpc.WriteError(w, err)
+	if err := h.cfg.Store.EndUpload(we.UploadEnd()); err != nil {
+		wire.WriteError(w, err)
 	}
-}
-
-// CompleteRequest is the body of a completion.
-type CompleteRequest struct {
-	Parts   []store.CompletePart `json:"parts"`
-	MinPart int64                `json:"min_part"`
-	// Final carries the checksum fields the gateway computed from the parts.
-	Final *store.Object `json:"final"`
 }
 
 func (h *Handler) complete(w http.ResponseWriter, r *http.Request) {
 	bucket, key, err := h.capFor(r, rpc.CapWrite)
 	if err != nil {
-		rpc.WriteError(w, err)
+		wire.WriteError(w, err)
 		return
 	}
-	var req CompleteRequest
+	var req wire.CompleteRequest
 	if err := json.NewDecoder(io.LimitReader(r.Body, 4<<20)).Decode(&req); err != nil || req.Final == nil {
-		rpc.WriteError(w, errors.E(errors.Invalid, "malformed completion"))
+		wire.WriteError(w, errors.E(errors.Invalid, "malformed completion"))
 		return
 	}
-	o, err := h.cfg.Store.CompleteUploadVersion(bucket, key, r.URL.Query().Get("id"), req.Parts, req.MinPart,
-		uintParam(r, "v"), intParam(r, "mod"), func(o *store.Object, _ []*store.Object) error {
+	o, err := h.cfg.Store.CompleteUploadVersion(bucket, key, r.URL.Query().Get(wire.QUploadID), wire.CompleteParts(req.Parts), req.MinPart,
+		uintParam(r, wire.QVersion), intParam(r, wire.QModTime), func(o *object.Object, _ []*object.Object) error {
 			o.ChecksumAlgo, o.Checksum, o.ChecksumType = req.Final.ChecksumAlgo, req.Final.Checksum, req.Final.ChecksumType
 			return nil
 		})
 	if err != nil {
-		rpc.WriteError(w, err)
+		wire.WriteError(w, err)
 		return
 	}
 	writeMeta(w, o)
@@ -398,44 +333,38 @@ func (h *Handler) complete(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 	bucket, _, err := h.capFor(r, rpc.CapList)
 	if err != nil {
-		rpc.WriteError(w, err)
+		wire.WriteError(w, err)
 		return
 	}
 	q := r.URL.Query()
-	res, err := h.cfg.Store.List(bucket, store.ListOptions{Prefix: q.Get("prefix"), Delimiter: q.Get("delim"),
-		After: q.Get("after"), Max: int(intParam(r, "max")), Tombstones: true})
+	res, err := h.cfg.Store.List(bucket, object.ListOptions{Prefix: q.Get(wire.QPrefix), Delimiter: q.Get(wire.QDelimiter),
+		After: q.Get(wire.QAfter), Max: int(intParam(r, wire.QMax)), Tombstones: true})
 	if err != nil {
-		rpc.WriteError(w, err)
+		wire.WriteError(w, err)
 		return
 	}
-	writeJSON(w, res)
+	writeJSON(w, wire.ListAnswerOf(res))
 }
 
 func (h *Handler) uploads(w http.ResponseWriter, r *http.Request) {
 	bucket, _, err := h.capFor(r, rpc.CapList)
 	if err != nil {
-		rpc.WriteError(w, err)
+		wire.WriteError(w, err)
 		return
 	}
 	q := r.URL.Query()
-	res, err := h.cfg.Store.ListUploads(bucket, store.UploadListOptions{Prefix: q.Get("prefix"), Delimiter: q.Get("delim"),
-		KeyMarker: q.Get("km"), UploadMarker: q.Get("um"), Max: int(intParam(r, "max"))})
+	res, err := h.cfg.Store.ListUploads(bucket, object.UploadListOptions{Prefix: q.Get(wire.QPrefix), Delimiter: q.Get(wire.QDelimiter),
+		KeyMarker: q.Get(wire.QKeyMarker), UploadMarker: q.Get(wire.QUploadMkr), Max: int(intParam(r, wire.QMax))})
 	if err != nil {
-		rpc.WriteError(w, err)
+		wire.WriteError(w, err)
 		return
 	}
-	writeJSON(w, res)
-}
-
-// ScanRequest asks for the versions of every object in some partitions.
-type ScanRequest struct {
-	Partitions int   `json:"partitions"` // partition count of the map
-	Parts      []int `json:"parts"`
+	writeJSON(w, wire.UploadsAnswerOf(res))
 }
 
 // readScanRequest decodes a ScanRequest and returns the partitions it asks for.
-func readScanRequest(r *http.Request) (*ScanRequest, []bool, error) {
-	var req ScanRequest
+func readScanRequest(r *http.Request) (*wire.ScanRequest, []bool, error) {
+	var req wire.ScanRequest
 	if err := json.NewDecoder(io.LimitReader(r.Body, 16<<20)).Decode(&req); err != nil || req.Partitions <= 0 || req.Partitions > 1<<20 {
 		return nil, nil, errors.E(errors.Invalid, "malformed scan request")
 	}
@@ -448,29 +377,24 @@ func readScanRequest(r *http.Request) (*ScanRequest, []bool, error) {
 	return &req, want, nil
 }
 
-// DigestResponse holds one digest per partition asked for, in the order asked.
-type DigestResponse struct {
-	Digests []uint64 `json:"digests"`
-}
-
 // digest answers a digest of each requested partition's versions (see Digests): replicas
 // compare digests first and scan only the partitions that differ.
 func (h *Handler) digest(w http.ResponseWriter, r *http.Request) {
 	if _, _, err := h.capFor(r, rpc.CapList); err != nil {
-		rpc.WriteError(w, err)
+		wire.WriteError(w, err)
 		return
 	}
 	req, _, err := readScanRequest(r)
 	if err != nil {
-		rpc.WriteError(w, err)
+		wire.WriteError(w, err)
 		return
 	}
 	d, err := Digests(h.cfg.Store, req.Partitions, nil)
 	if err != nil {
-		rpc.WriteError(w, err)
+		wire.WriteError(w, err)
 		return
 	}
-	out := DigestResponse{Digests: make([]uint64, len(req.Parts))}
+	out := wire.DigestAnswer{Digests: make([]uint64, len(req.Parts))}
 	for i, p := range req.Parts {
 		if p >= 0 && p < req.Partitions {
 			out.Digests[i] = d[p]
@@ -485,9 +409,9 @@ func (h *Handler) digest(w http.ResponseWriter, r *http.Request) {
 // the partition's records, so two stores holding the same versions have equal digests
 // whatever their order, and one differing record changes it: a one-level hash tree over
 // the partition's metadata.
-func Digests(st *store.Store, partitions int, each func(p int, e store.VersionEntry)) ([]uint64, error) {
+func Digests(st *store.Store, partitions int, each func(p int, e object.VersionEntry)) ([]uint64, error) {
 	d := make([]uint64, partitions)
-	err := st.Scan(notInternal, func(e store.VersionEntry) error {
+	err := st.Scan(notInternal, func(e object.VersionEntry) error {
 		p := placement.Partition(e.Bucket, e.Key, partitions)
 		d[p] += entryHash(e)
 		if each != nil {
@@ -504,7 +428,7 @@ func notInternal(bucket, _ string) bool { return !store.Internal(bucket) }
 
 // entryHash is FNV-1a over the record's identity and version, finished with a 64-bit
 // mixer so that sums of hashes stay well spread.
-func entryHash(e store.VersionEntry) uint64 {
+func entryHash(e object.VersionEntry) uint64 {
 	const prime = 1099511628211
 	h := uint64(14695981039346656037)
 	for i := 0; i < len(e.Bucket); i++ {
@@ -531,27 +455,32 @@ func entryHash(e store.VersionEntry) uint64 {
 // in the requested partitions: replicas compare them to find what they lack.
 func (h *Handler) scan(w http.ResponseWriter, r *http.Request) {
 	if _, _, err := h.capFor(r, rpc.CapList); err != nil {
-		rpc.WriteError(w, err)
+		wire.WriteError(w, err)
 		return
 	}
 	req, want, err := readScanRequest(r)
 	if err != nil {
-		rpc.WriteError(w, err)
+		wire.WriteError(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	enc := json.NewEncoder(w)
 	err = h.cfg.Store.Scan(func(b, k string) bool { return !store.Internal(b) && want[placement.Partition(b, k, req.Partitions)] },
-		func(e store.VersionEntry) error { return enc.Encode(e) })
+		func(e object.VersionEntry) error { return enc.Encode(ScanEntryOf(e)) })
 	if err != nil {
 		// Lines were sent: the missing end marker tells the caller.
 		h.log.Error("scan failed", "err", err)
 		return
 	}
-	enc.Encode(store.VersionEntry{}) // end marker: an entry with no bucket
+	enc.Encode(wire.ScanEntry{}) // end marker: an entry with no bucket
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(v)
+}
+
+// ScanEntryOf returns e's wire form.
+func ScanEntryOf(e object.VersionEntry) wire.ScanEntry {
+	return wire.ScanEntry{Bucket: e.Bucket, Key: e.Key, HLC: e.HLC, Deleted: e.Deleted, Size: e.Size, Striped: e.Striped}
 }

@@ -27,8 +27,10 @@ import (
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/hlc"
 	"github.com/cairnfs/cairn/internal/node"
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/wire"
 )
 
 const (
@@ -140,24 +142,24 @@ func versions(n int) []uint64 {
 	return vs
 }
 
-func finalMeta(data []byte) *store.Object {
-	return &store.Object{Size: int64(len(data)), ETag: etagOf(data), ChecksumAlgo: "CRC32C", Checksum: "AAAAAA==", ChecksumType: "FULL_OBJECT"}
+func finalMeta(data []byte) *object.Object {
+	return &object.Object{Size: int64(len(data)), ETag: etagOf(data), ChecksumAlgo: "CRC32C", Checksum: "AAAAAA==", ChecksumType: "FULL_OBJECT"}
 }
 
 // put writes data as b/k at version v with the final metadata in a header.
-func (e *env) put(c *rpc.Client, b, k string, v uint64, meta *store.Object, data []byte) (*store.Object, error) {
+func (e *env) put(c *rpc.Client, b, k string, v uint64, meta *object.Object, data []byte) (*object.Object, error) {
 	hdr := http.Header{}
-	hdr.Set(rpc.HdrMeta, node.EncodeMeta(meta))
-	hdr.Set(rpc.HdrFinal, node.EncodeMeta(finalMeta(data)))
-	resp, err := c.Do(context.Background(), &rpc.Request{Method: http.MethodPut, Addr: e.addr, Path: node.PathObject,
+	hdr.Set(wire.HdrMeta, wire.EncodeMeta(meta))
+	hdr.Set(wire.HdrFinal, wire.EncodeMeta(finalMeta(data)))
+	resp, err := c.Do(context.Background(), &rpc.Request{Method: http.MethodPut, Addr: e.addr, Path: wire.PathObject,
 		Query: objQuery(b, k, "v", u64(v), "mod", "1700000000000000000"), Header: hdr,
-		Body: bytes.NewReader(data), Size: int64(len(data)), Cap: &[3]string{rpc.CapWrite, b, k}})
+		Body: bytes.NewReader(data), Size: int64(len(data)), Cap: &rpc.Cap{Op: rpc.CapWrite, Bucket: b, Key: k}})
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
 	io.Copy(io.Discard, resp.Body)
-	return node.DecodeMeta(resp.Header.Get(rpc.HdrMeta))
+	return wire.DecodeMeta(resp.Header.Get(wire.HdrMeta))
 }
 
 // trailerReader calls fill just before it returns EOF (the pattern of gateway.putReplica).
@@ -178,40 +180,40 @@ func (t *trailerReader) Read(p []byte) (int, error) {
 
 // putStreamed writes data with an unknown length; the final metadata goes in a trailer
 // unless abandon is set, in which case the trailer is declared but never filled.
-func (e *env) putStreamed(c *rpc.Client, b, k string, v uint64, meta *store.Object, data []byte, final *store.Object) (*store.Object, error) {
-	tr := http.Header{rpc.HdrFinal: nil}
+func (e *env) putStreamed(c *rpc.Client, b, k string, v uint64, meta *object.Object, data []byte, final *object.Object) (*object.Object, error) {
+	tr := http.Header{wire.HdrFinal: nil}
 	hdr := http.Header{}
-	hdr.Set(rpc.HdrMeta, node.EncodeMeta(meta))
+	hdr.Set(wire.HdrMeta, wire.EncodeMeta(meta))
 	body := &trailerReader{r: io.MultiReader(bytes.NewReader(data[:len(data)/2]), bytes.NewReader(data[len(data)/2:])), fill: func() {
 		if final != nil {
-			tr.Set(rpc.HdrFinal, node.EncodeMeta(final))
+			tr.Set(wire.HdrFinal, wire.EncodeMeta(final))
 		}
 	}}
-	resp, err := c.Do(context.Background(), &rpc.Request{Method: http.MethodPut, Addr: e.addr, Path: node.PathObject,
+	resp, err := c.Do(context.Background(), &rpc.Request{Method: http.MethodPut, Addr: e.addr, Path: wire.PathObject,
 		Query: objQuery(b, k, "v", u64(v)), Header: hdr, Body: body, Size: -1, Trailer: tr,
-		Cap: &[3]string{rpc.CapWrite, b, k}})
+		Cap: &rpc.Cap{Op: rpc.CapWrite, Bucket: b, Key: k}})
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
 	io.Copy(io.Discard, resp.Body)
-	return node.DecodeMeta(resp.Header.Get(rpc.HdrMeta))
+	return wire.DecodeMeta(resp.Header.Get(wire.HdrMeta))
 }
 
-func (e *env) head(c *rpc.Client, b, k string) (*store.Object, http.Header, error) {
-	resp, err := c.Do(context.Background(), &rpc.Request{Method: http.MethodHead, Addr: e.addr, Path: node.PathObject,
-		Query: objQuery(b, k), Cap: &[3]string{rpc.CapRead, b, k}})
+func (e *env) head(c *rpc.Client, b, k string) (*object.Object, http.Header, error) {
+	resp, err := c.Do(context.Background(), &rpc.Request{Method: http.MethodHead, Addr: e.addr, Path: wire.PathObject,
+		Query: objQuery(b, k), Cap: &rpc.Cap{Op: rpc.CapRead, Bucket: b, Key: k}})
 	if err != nil {
 		return nil, nil, err
 	}
 	resp.Body.Close()
-	o, err := node.DecodeMeta(resp.Header.Get(rpc.HdrMeta))
+	o, err := wire.DecodeMeta(resp.Header.Get(wire.HdrMeta))
 	return o, resp.Header, err
 }
 
-func (e *env) get(c *rpc.Client, b, k string, kv ...string) ([]byte, *store.Object, http.Header, error) {
-	resp, err := c.Do(context.Background(), &rpc.Request{Method: http.MethodGet, Addr: e.addr, Path: node.PathObject,
-		Query: objQuery(b, k, kv...), Cap: &[3]string{rpc.CapRead, b, k}})
+func (e *env) get(c *rpc.Client, b, k string, kv ...string) ([]byte, *object.Object, http.Header, error) {
+	resp, err := c.Do(context.Background(), &rpc.Request{Method: http.MethodGet, Addr: e.addr, Path: wire.PathObject,
+		Query: objQuery(b, k, kv...), Cap: &rpc.Cap{Op: rpc.CapRead, Bucket: b, Key: k}})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -220,25 +222,28 @@ func (e *env) get(c *rpc.Client, b, k string, kv ...string) ([]byte, *store.Obje
 	if err != nil {
 		return nil, nil, nil, errors.E(errors.IO, err)
 	}
-	o, err := node.DecodeMeta(resp.Header.Get(rpc.HdrMeta))
+	o, err := wire.DecodeMeta(resp.Header.Get(wire.HdrMeta))
 	return data, o, resp.Header, err
 }
 
-func (e *env) del(c *rpc.Client, b, k string, v uint64) (*store.Object, error) {
-	resp, err := c.Do(context.Background(), &rpc.Request{Method: http.MethodDelete, Addr: e.addr, Path: node.PathObject,
-		Query: objQuery(b, k, "v", u64(v), "mod", "1700000000000000001"), Cap: &[3]string{rpc.CapDelete, b, k}})
+func (e *env) del(c *rpc.Client, b, k string, v uint64) (*object.Object, error) {
+	resp, err := c.Do(context.Background(), &rpc.Request{Method: http.MethodDelete, Addr: e.addr, Path: wire.PathObject,
+		Query: objQuery(b, k, "v", u64(v), "mod", "1700000000000000001"), Cap: &rpc.Cap{Op: rpc.CapDelete, Bucket: b, Key: k}})
 	if err != nil {
 		return nil, err
 	}
 	resp.Body.Close()
-	return node.DecodeMeta(resp.Header.Get(rpc.HdrMeta))
+	return wire.DecodeMeta(resp.Header.Get(wire.HdrMeta))
 }
 
-func (e *env) list(c *rpc.Client, b, prefix string) (*store.ListResult, error) {
-	var res store.ListResult
-	err := c.DoJSON(context.Background(), &rpc.Request{Method: http.MethodGet, Addr: e.addr, Path: node.PathList,
-		Query: url.Values{"b": {b}, "prefix": {prefix}, "max": {"1000"}}, Cap: &[3]string{rpc.CapList, b, prefix}}, &res)
-	return &res, err
+func (e *env) list(c *rpc.Client, b, prefix string) (*object.ListResult, error) {
+	var res wire.ListAnswer
+	err := c.DoJSON(context.Background(), &rpc.Request{Method: http.MethodGet, Addr: e.addr, Path: wire.PathList,
+		Query: url.Values{wire.QBucket: {b}, wire.QPrefix: {prefix}, wire.QMax: {"1000"}}, Cap: &rpc.Cap{Op: rpc.CapList, Bucket: b, Key: prefix}}, &res)
+	if err != nil {
+		return nil, err
+	}
+	return res.Result(), nil
 }
 
 // readStore reads b/k from the store directly.
@@ -283,7 +288,7 @@ func TestPutHeadGet(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			key := "dir/" + strings.ReplaceAll(tc.name, " ", "-") + "?&=%+ é"
 			data := randBytes(uint64(i), tc.size)
-			meta := &store.Object{ContentType: "image/jpeg", CacheControl: "no-cache", UserMeta: [][2]string{{"a", "1"}, {"b", "two words"}}}
+			meta := &object.Object{ContentType: "image/jpeg", CacheControl: "no-cache", UserMeta: [][2]string{{"a", "1"}, {"b", "two words"}}}
 			o, err := e.put(e.client, bucket, key, vs[i], meta, data)
 			if err != nil {
 				t.Fatalf("put: %v", err)
@@ -299,10 +304,10 @@ func TestPutHeadGet(t *testing.T) {
 			if err != nil {
 				t.Fatalf("head: %v", err)
 			}
-			if got := hdr.Get(rpc.HdrVersion); got != u64(vs[i]) {
-				t.Errorf("head %s = %q, want %d", rpc.HdrVersion, got, vs[i])
+			if got := hdr.Get(wire.HdrVersion); got != u64(vs[i]) {
+				t.Errorf("head %s = %q, want %d", wire.HdrVersion, got, vs[i])
 			}
-			check := func(what string, o *store.Object) {
+			check := func(what string, o *object.Object) {
 				t.Helper()
 				if o.HLC != vs[i] || o.Size != int64(tc.size) || o.ETag != etagOf(data) || o.Deleted ||
 					o.ContentType != "image/jpeg" || o.CacheControl != "no-cache" || len(o.UserMeta) != 2 || o.UserMeta[1] != [2]string{"b", "two words"} ||
@@ -323,8 +328,8 @@ func TestPutHeadGet(t *testing.T) {
 				t.Fatalf("get returned %d bytes that differ from the %d written", len(got), len(data))
 			}
 			check("get", g)
-			if v := ghdr.Get(rpc.HdrVersion); v != u64(vs[i]) {
-				t.Errorf("get %s = %q, want %d", rpc.HdrVersion, v, vs[i])
+			if v := ghdr.Get(wire.HdrVersion); v != u64(vs[i]) {
+				t.Errorf("get %s = %q, want %d", wire.HdrVersion, v, vs[i])
 			}
 			// The store holds the same bytes.
 			if !bytes.Equal(readStore(t, e.st, bucket, key), data) {
@@ -353,7 +358,7 @@ func TestGetRangeOutOfBounds(t *testing.T) {
 		t.Run(strconv.Itoa(size), func(t *testing.T) {
 			key := "range-" + strconv.Itoa(size)
 			data := randBytes(uint64(100+i), size)
-			if _, err := e.put(e.client, bucket, key, versions(1)[0], &store.Object{}, data); err != nil {
+			if _, err := e.put(e.client, bucket, key, versions(1)[0], &object.Object{}, data); err != nil {
 				t.Fatal(err)
 			}
 			for _, r := range [][2]string{
@@ -422,7 +427,7 @@ func getRangeOverflow(t *testing.T) {
 	for i, size := range []int{100, 12 << 10, 2*64<<10 + 5} {
 		key := "overflow-" + strconv.Itoa(size)
 		data := randBytes(uint64(200+i), size)
-		if _, err := e.put(e.client, bucket, key, versions(1)[0], &store.Object{}, data); err != nil {
+		if _, err := e.put(e.client, bucket, key, versions(1)[0], &object.Object{}, data); err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range [][2]int64{{1, math.MaxInt64}, {math.MaxInt64, 1}, {math.MaxInt64 / 2, math.MaxInt64/2 + 2}} {
@@ -441,7 +446,7 @@ func TestPutStreamedWithTrailer(t *testing.T) {
 		t.Run(strconv.Itoa(size), func(t *testing.T) {
 			key := "streamed-" + strconv.Itoa(size)
 			data := randBytes(uint64(10+i), size)
-			o, err := e.putStreamed(e.client, bucket, key, vs[i], &store.Object{ContentType: "text/plain"}, data, finalMeta(data))
+			o, err := e.putStreamed(e.client, bucket, key, vs[i], &object.Object{ContentType: "text/plain"}, data, finalMeta(data))
 			if err != nil {
 				t.Fatalf("streamed put: %v", err)
 			}
@@ -466,11 +471,11 @@ func TestAbandonedWriteStoresNothing(t *testing.T) {
 		t.Run(strconv.Itoa(size), func(t *testing.T) {
 			key := "abandoned-" + strconv.Itoa(size)
 			data := randBytes(uint64(20+i), size)
-			_, err := e.putStreamed(e.client, bucket, key, vs[0], &store.Object{}, data, nil)
+			_, err := e.putStreamed(e.client, bucket, key, vs[0], &object.Object{}, data, nil)
 			wantKind(t, "abandoned put", err, errors.Invalid)
 			_, _, err = e.head(e.client, bucket, key)
 			wantKind(t, "head after abandoned put", err, errors.NotExist)
-			if !errors.IsErr(err, store.ErrNoSuchKey) {
+			if !errors.IsErr(err, object.ErrNoSuchKey) {
 				t.Errorf("head error %v is not NoSuchKey", err)
 			}
 			if _, err := e.st.StatVersion(bucket, key); !errors.Is(errors.NotExist, err) {
@@ -479,10 +484,10 @@ func TestAbandonedWriteStoresNothing(t *testing.T) {
 
 			// Over an existing object, an abandoned write leaves it as it was.
 			old := randBytes(uint64(30+i), 50)
-			if _, err := e.put(e.client, bucket, key, vs[1], &store.Object{}, old); err != nil {
+			if _, err := e.put(e.client, bucket, key, vs[1], &object.Object{}, old); err != nil {
 				t.Fatal(err)
 			}
-			_, err = e.putStreamed(e.client, bucket, key, vs[2], &store.Object{}, data, nil)
+			_, err = e.putStreamed(e.client, bucket, key, vs[2], &object.Object{}, data, nil)
 			wantKind(t, "abandoned overwrite", err, errors.Invalid)
 			if o, err := e.st.StatVersion(bucket, key); err != nil || o.HLC != vs[1] {
 				t.Fatalf("store after abandoned overwrite: %+v, %v", o, err)
@@ -496,7 +501,7 @@ func TestAbandonedWriteStoresNothing(t *testing.T) {
 	data := randBytes(40, 1000)
 	bad := finalMeta(data)
 	bad.Size++
-	_, err := e.putStreamed(e.client, bucket, "short", vs[0], &store.Object{}, data, bad)
+	_, err := e.putStreamed(e.client, bucket, "short", vs[0], &object.Object{}, data, bad)
 	wantKind(t, "put with a final size that disagrees", err, errors.Invalid)
 	if _, err := e.st.StatVersion(bucket, "short"); !errors.Is(errors.NotExist, err) {
 		t.Fatalf("store: %v, want NotExist", err)
@@ -510,7 +515,7 @@ func TestPutMetadataFromRecord(t *testing.T) {
 	e := newEnv(t)
 	vs := versions(4)
 	small := randBytes(50, 10)
-	if _, err := e.put(e.client, bucket, "small", vs[0], &store.Object{ContentType: "a/b"}, small); err != nil {
+	if _, err := e.put(e.client, bucket, "small", vs[0], &object.Object{ContentType: "a/b"}, small); err != nil {
 		t.Fatal(err)
 	}
 	rec, _, err := e.head(e.client, bucket, "small")
@@ -526,7 +531,7 @@ func TestPutMetadataFromRecord(t *testing.T) {
 		}
 		got, _, _, err := e.get(e.client, bucket, key)
 		if err != nil {
-			t.Errorf("get %d bytes written with the metadata of a %d-byte record (%s: %+v): %v", size, len(small), rpc.HdrMeta, node.EncodeMeta(rec), err)
+			t.Errorf("get %d bytes written with the metadata of a %d-byte record (%s: %+v): %v", size, len(small), wire.HdrMeta, wire.EncodeMeta(rec), err)
 			continue
 		}
 		if !bytes.Equal(got, data) {
@@ -537,7 +542,7 @@ func TestPutMetadataFromRecord(t *testing.T) {
 	for i, size := range []int{12 << 10, 2*64<<10 + 3} {
 		key := "from-record-" + strconv.Itoa(size)
 		data := randBytes(uint64(61+i), 100)
-		if _, err := e.put(e.client, bucket, key, vs[3], &store.Object{}, data); err != nil {
+		if _, err := e.put(e.client, bucket, key, vs[3], &object.Object{}, data); err != nil {
 			t.Errorf("overwrite of %s: %v", key, err)
 			continue
 		}
@@ -551,19 +556,19 @@ func TestVersionsAndTombstones(t *testing.T) {
 	e := newEnv(t)
 	vs := versions(6)
 	newer, older := randBytes(60, 300), randBytes(61, 200)
-	if _, err := e.put(e.client, bucket, "k", vs[3], &store.Object{ContentType: "new"}, newer); err != nil {
+	if _, err := e.put(e.client, bucket, "k", vs[3], &object.Object{ContentType: "new"}, newer); err != nil {
 		t.Fatal(err)
 	}
 	// An older write arriving late does not replace the newer version; the answer is the
 	// record that stays.
-	o, err := e.put(e.client, bucket, "k", vs[1], &store.Object{ContentType: "old"}, older)
+	o, err := e.put(e.client, bucket, "k", vs[1], &object.Object{ContentType: "old"}, older)
 	if err != nil {
 		t.Fatalf("late older put: %v", err)
 	}
 	if o.HLC != vs[3] || o.ContentType != "new" {
 		t.Fatalf("late older put answered %+v, want the newer record", o)
 	}
-	o, err = e.putStreamed(e.client, bucket, "k", vs[2], &store.Object{ContentType: "old"}, older, finalMeta(older))
+	o, err = e.putStreamed(e.client, bucket, "k", vs[2], &object.Object{ContentType: "old"}, older, finalMeta(older))
 	if err != nil || o.HLC != vs[3] {
 		t.Fatalf("late older streamed put: %+v, %v", o, err)
 	}
@@ -590,16 +595,16 @@ func TestVersionsAndTombstones(t *testing.T) {
 	if err != nil {
 		t.Fatalf("head of a tombstone: %v", err)
 	}
-	if !h.Deleted || h.HLC != vs[4] || hdr.Get(rpc.HdrVersion) != u64(vs[4]) {
-		t.Fatalf("head of a tombstone: %+v, version %q", h, hdr.Get(rpc.HdrVersion))
+	if !h.Deleted || h.HLC != vs[4] || hdr.Get(wire.HdrVersion) != u64(vs[4]) {
+		t.Fatalf("head of a tombstone: %+v, version %q", h, hdr.Get(wire.HdrVersion))
 	}
 	_, _, _, err = e.get(e.client, bucket, "k")
 	wantKind(t, "get of a deleted object", err, errors.NotExist)
-	if !errors.IsErr(err, store.ErrNoSuchKey) {
+	if !errors.IsErr(err, object.ErrNoSuchKey) {
 		t.Errorf("get of a deleted object: %v is not NoSuchKey", err)
 	}
 	// A write older than the tombstone does not resurrect the object.
-	if o, err := e.put(e.client, bucket, "k", vs[3]+1, &store.Object{}, older); err != nil || !o.Deleted {
+	if o, err := e.put(e.client, bucket, "k", vs[3]+1, &object.Object{}, older); err != nil || !o.Deleted {
 		t.Fatalf("put older than the tombstone: %+v, %v", o, err)
 	}
 	// Deleting a key never written leaves a tombstone too.
@@ -607,7 +612,7 @@ func TestVersionsAndTombstones(t *testing.T) {
 		t.Fatalf("delete of a missing key: %+v, %v", o, err)
 	}
 	// A newer write replaces the tombstone.
-	if _, err := e.put(e.client, bucket, "k", vs[5], &store.Object{}, older); err != nil {
+	if _, err := e.put(e.client, bucket, "k", vs[5], &object.Object{}, older); err != nil {
 		t.Fatal(err)
 	}
 	if got, _, _, err := e.get(e.client, bucket, "k"); err != nil || !bytes.Equal(got, older) {
@@ -615,7 +620,7 @@ func TestVersionsAndTombstones(t *testing.T) {
 	}
 
 	// Listings include tombstones.
-	if _, err := e.put(e.client, bucket, "live", vs[0], &store.Object{}, newer); err != nil {
+	if _, err := e.put(e.client, bucket, "live", vs[0], &object.Object{}, newer); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.del(e.client, bucket, "gone", vs[1]); err != nil {
@@ -637,7 +642,7 @@ func TestVersionsAndTombstones(t *testing.T) {
 	if err != nil || len(res.Objects) != 1 || res.Objects[0].Key != "live" {
 		t.Fatalf("list with prefix: %+v, %v", res, err)
 	}
-	if _, err := e.list(e.client, "nobucket", ""); !errors.Is(errors.NotExist, err) || !errors.IsErr(err, store.ErrNoSuchBucket) {
+	if _, err := e.list(e.client, "nobucket", ""); !errors.Is(errors.NotExist, err) || !errors.IsErr(err, object.ErrNoSuchBucket) {
 		t.Fatalf("list of a missing bucket: %v", err)
 	}
 }
@@ -648,7 +653,7 @@ func storeState(t *testing.T, st *store.Store) string {
 	t.Helper()
 	var lines []string
 	for _, b := range []string{bucket, otherBucket} {
-		res, err := st.List(b, store.ListOptions{Max: 10000, Tombstones: true})
+		res, err := st.List(b, object.ListOptions{Max: 10000, Tombstones: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -660,7 +665,7 @@ func storeState(t *testing.T, st *store.Store) string {
 			}
 			lines = append(lines, line)
 		}
-		ups, err := st.ListUploads(b, store.UploadListOptions{Max: 10000})
+		ups, err := st.ListUploads(b, object.UploadListOptions{Max: 10000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -687,13 +692,13 @@ func TestRefusedRequests(t *testing.T) {
 	e := newEnv(t)
 	vs := versions(3)
 	victim := randBytes(70, 5000)
-	if _, err := e.put(e.client, bucket, "victim", vs[0], &store.Object{ContentType: "orig"}, victim); err != nil {
+	if _, err := e.put(e.client, bucket, "victim", vs[0], &object.Object{ContentType: "orig"}, victim); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.put(e.client, otherBucket, "victim", vs[0], &store.Object{ContentType: "orig"}, victim); err != nil {
+	if _, err := e.put(e.client, otherBucket, "victim", vs[0], &object.Object{ContentType: "orig"}, victim); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.st.CreateUploadID(bucket, "victim", upload1, &store.Object{}); err != nil {
+	if err := e.st.CreateUploadID(bucket, "victim", upload1, &object.Object{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.st.PutPart(context.Background(), bucket, "victim", upload1, 1, bytes.NewReader(victim), int64(len(victim)), nil); err != nil {
@@ -720,17 +725,17 @@ func TestRefusedRequests(t *testing.T) {
 		body         []byte
 		op           string // the operation the request needs
 	}
-	putReq := request{http.MethodPut, node.PathObject, objQuery(bucket, "victim", "v", u64(vs[2])), newData, rpc.CapWrite}
-	putNew := request{http.MethodPut, node.PathObject, objQuery(bucket, "newkey", "v", u64(vs[2])), newData, rpc.CapWrite}
-	delReq := request{http.MethodDelete, node.PathObject, objQuery(bucket, "victim", "v", u64(vs[2])), nil, rpc.CapDelete}
-	getReq := request{http.MethodGet, node.PathObject, objQuery(bucket, "victim"), nil, rpc.CapRead}
-	headReq := request{http.MethodHead, node.PathObject, objQuery(bucket, "victim"), nil, rpc.CapRead}
-	listReq := request{http.MethodGet, node.PathList, url.Values{"b": {bucket}, "prefix": {""}, "max": {"100"}}, nil, rpc.CapList}
-	uploadReq := request{http.MethodPost, node.PathUpload, objQuery(bucket, "victim", "id", upload2), nil, rpc.CapWrite}
-	abortReq := request{http.MethodDelete, node.PathUpload, objQuery(bucket, "victim", "id", upload1), nil, rpc.CapDelete}
-	partReq := request{http.MethodPut, node.PathPart, objQuery(bucket, "victim", "id", upload1, "n", "1"), newData, rpc.CapWrite}
-	partsReq := request{http.MethodGet, node.PathParts, objQuery(bucket, "victim", "id", upload1), nil, rpc.CapRead}
-	completeReq := request{http.MethodPost, node.PathComplete, objQuery(bucket, "victim", "id", upload1, "v", u64(vs[2])),
+	putReq := request{http.MethodPut, wire.PathObject, objQuery(bucket, "victim", "v", u64(vs[2])), newData, rpc.CapWrite}
+	putNew := request{http.MethodPut, wire.PathObject, objQuery(bucket, "newkey", "v", u64(vs[2])), newData, rpc.CapWrite}
+	delReq := request{http.MethodDelete, wire.PathObject, objQuery(bucket, "victim", "v", u64(vs[2])), nil, rpc.CapDelete}
+	getReq := request{http.MethodGet, wire.PathObject, objQuery(bucket, "victim"), nil, rpc.CapRead}
+	headReq := request{http.MethodHead, wire.PathObject, objQuery(bucket, "victim"), nil, rpc.CapRead}
+	listReq := request{http.MethodGet, wire.PathList, url.Values{"b": {bucket}, "prefix": {""}, "max": {"100"}}, nil, rpc.CapList}
+	uploadReq := request{http.MethodPost, wire.PathUpload, objQuery(bucket, "victim", "id", upload2), nil, rpc.CapWrite}
+	abortReq := request{http.MethodDelete, wire.PathUpload, objQuery(bucket, "victim", "id", upload1), nil, rpc.CapDelete}
+	partReq := request{http.MethodPut, wire.PathPart, objQuery(bucket, "victim", "id", upload1, "n", "1"), newData, rpc.CapWrite}
+	partsReq := request{http.MethodGet, wire.PathParts, objQuery(bucket, "victim", "id", upload1), nil, rpc.CapRead}
+	completeReq := request{http.MethodPost, wire.PathComplete, objQuery(bucket, "victim", "id", upload1, "v", u64(vs[2])),
 		[]byte(`{"parts":[],"min_part":0,"final":{}}`), rpc.CapWrite}
 	all := []request{putReq, putNew, delReq, getReq, headReq, listReq, uploadReq, abortReq, partReq, partsReq, completeReq}
 
@@ -808,11 +813,11 @@ func TestRefusedRequests(t *testing.T) {
 				if tc.useRPC {
 					c := e.newClient(tc.rpcAuth)
 					hdr := http.Header{}
-					hdr.Set(rpc.HdrMeta, node.EncodeMeta(&store.Object{ContentType: "evil"}))
-					hdr.Set(rpc.HdrFinal, node.EncodeMeta(finalMeta(r.body)))
+					hdr.Set(wire.HdrMeta, wire.EncodeMeta(&object.Object{ContentType: "evil"}))
+					hdr.Set(wire.HdrFinal, wire.EncodeMeta(finalMeta(r.body)))
 					var resp *http.Response
 					resp, err = c.Do(context.Background(), &rpc.Request{Method: r.method, Addr: e.addr, Path: r.path, Query: r.query,
-						Header: hdr, Body: bytes.NewReader(r.body), Size: int64(len(r.body)), Cap: &[3]string{r.op, r.query.Get("b"), capKey(r)}})
+						Header: hdr, Body: bytes.NewReader(r.body), Size: int64(len(r.body)), Cap: &rpc.Cap{Op: r.op, Bucket: r.query.Get("b"), Key: capKey(r)}})
 					if err == nil {
 						resp.Body.Close()
 					}
@@ -822,8 +827,8 @@ func TestRefusedRequests(t *testing.T) {
 					if rerr != nil {
 						t.Fatal(rerr)
 					}
-					req.Header.Set(rpc.HdrMeta, node.EncodeMeta(&store.Object{ContentType: "evil"}))
-					req.Header.Set(rpc.HdrFinal, node.EncodeMeta(finalMeta(r.body)))
+					req.Header.Set(wire.HdrMeta, wire.EncodeMeta(&object.Object{ContentType: "evil"}))
+					req.Header.Set(wire.HdrFinal, wire.EncodeMeta(finalMeta(r.body)))
 					if c := tc.cap(r); c != "" {
 						req.Header.Set(rpc.HdrCap, c)
 					}
@@ -843,7 +848,7 @@ func TestRefusedRequests(t *testing.T) {
 					}
 					status = resp.StatusCode
 					if status >= 400 {
-						err = rpc.DecodeError(resp)
+						err = wire.DecodeError(resp)
 					} else {
 						io.Copy(io.Discard, resp.Body)
 					}
@@ -872,7 +877,7 @@ func TestRefusedRequests(t *testing.T) {
 		if _, _, err := e.head(e.client, bucket, "victim"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.put(e.client, bucket, "victim", vs[2], &store.Object{}, newData); err != nil {
+		if _, err := e.put(e.client, bucket, "victim", vs[2], &object.Object{}, newData); err != nil {
 			t.Fatal(err)
 		}
 		if got := readStore(t, e.st, bucket, "victim"); !bytes.Equal(got, newData) {
@@ -892,7 +897,7 @@ func TestDigests(t *testing.T) {
 	const P = 16
 	vs := versions(3)
 	for i := range 20 {
-		if _, err := e.put(e.client, bucket, fmt.Sprint("k", i), vs[0], &store.Object{}, randBytes(uint64(i), 100)); err != nil {
+		if _, err := e.put(e.client, bucket, fmt.Sprint("k", i), vs[0], &object.Object{}, randBytes(uint64(i), 100)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -902,10 +907,10 @@ func TestDigests(t *testing.T) {
 		for i := range all {
 			all[i] = i
 		}
-		body, _ := json.Marshal(node.ScanRequest{Partitions: P, Parts: all})
-		var resp node.DigestResponse
-		if err := e.client.DoJSON(context.Background(), &rpc.Request{Method: http.MethodPost, Addr: e.addr, Path: node.PathDigest,
-			Body: bytes.NewReader(body), Size: int64(len(body)), Cap: &[3]string{rpc.CapList, "", ""}}, &resp); err != nil {
+		body, _ := json.Marshal(wire.ScanRequest{Partitions: P, Parts: all})
+		var resp wire.DigestAnswer
+		if err := e.client.DoJSON(context.Background(), &rpc.Request{Method: http.MethodPost, Addr: e.addr, Path: wire.PathDigest,
+			Body: bytes.NewReader(body), Size: int64(len(body)), Cap: &rpc.Cap{Op: rpc.CapList, Bucket: "", Key: ""}}, &resp); err != nil {
 			t.Fatal(err)
 		}
 		return resp.Digests
@@ -919,7 +924,7 @@ func TestDigests(t *testing.T) {
 	}
 	for _, change := range []func() error{
 		func() error {
-			_, err := e.put(e.client, bucket, "k3", vs[1], &store.Object{}, randBytes(99, 100))
+			_, err := e.put(e.client, bucket, "k3", vs[1], &object.Object{}, randBytes(99, 100))
 			return err
 		},
 		func() error { _, err := e.del(e.client, bucket, "k4", vs[2]); return err },

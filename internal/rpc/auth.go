@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/wire"
 )
 
 // Header names of the internode protocol.
@@ -40,10 +41,6 @@ const (
 	HdrSig     = "X-Cairn-Sig"      // hex HMAC of the canonical request
 	HdrRespSig = "X-Cairn-Resp-Sig" // hex HMAC of the response's status and headers, bound to the request's nonce
 	HdrCap     = "X-Cairn-Cap"      // capability token for object operations
-	HdrMeta    = "X-Cairn-Meta"     // object metadata (JSON) in requests and responses
-	HdrFinal   = "X-Cairn-Final"    // trailer: final metadata once the body is complete
-	HdrVersion = "X-Cairn-Version"  // HLC of the stored record
-	HdrError   = "X-Cairn-Error"    // error kind and sentinel on failures
 )
 
 // MaxSkew is how far a request's signing time may be from the receiver's clock. Within
@@ -126,9 +123,20 @@ func cairnHeaders(h http.Header, skip ...string) string {
 // set, as http.NewRequest does for byte readers); any other is sent chunked, with a
 // trailer MAC over the body and the other trailers.
 func (s *Secret) Sign(r *http.Request, node string, epoch uint64, now time.Time) {
+	s.SignAs(r, node, epoch, now, wire.Version)
+}
+
+// SignAs signs r as a peer speaking protocol version proto (0: a peer from before
+// versioning, which sends no version): a node speaks an older version to an older peer,
+// and tests check how nodes answer other versions.
+func (s *Secret) SignAs(r *http.Request, node string, epoch uint64, now time.Time, proto int) {
 	ts := strconv.FormatInt(now.Unix(), 10)
 	ep := strconv.FormatUint(epoch, 10)
 	r.Header.Set(HdrNode, node)
+	r.Header.Del(wire.HdrProto)
+	if proto != 0 {
+		r.Header.Set(wire.HdrProto, strconv.Itoa(proto))
+	}
 	r.Header.Set(HdrEpoch, ep)
 	r.Header.Set(HdrTime, ts)
 	r.Header.Set(HdrNonce, s.boot+"."+strconv.FormatUint(s.counter.Add(1), 10))
@@ -213,6 +221,9 @@ func (s *Secret) Verify(r *http.Request, now time.Time) (node string, epoch uint
 	if !hmac.Equal(sig, mac(s.req, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, cairnHeaders(r.Header, HdrSig))) {
 		return "", 0, errors.E(op, errors.Permission, "bad internode signature (wrong cluster secret, or the request was changed)")
 	}
+	if err := wire.CheckVersion(r.Header.Get(wire.HdrProto)); err != nil {
+		return "", 0, errors.E(op, err)
+	}
 	t, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil {
 		return "", 0, errors.E(op, errors.Permission, "malformed signing time")
@@ -262,7 +273,14 @@ func (s *Secret) Verify(r *http.Request, now time.Time) (node string, epoch uint
 // SignResponse adds to a response's headers (before they are written) a MAC over its
 // status, its X-Cairn-* headers and the request's nonce, so that an answer cannot be
 // forged, changed or given to another request.
-func (s *Secret) SignResponse(h http.Header, status int, reqNonce string) {
+//
+// The answer carries the protocol version the request was made in (this node accepted it,
+// so it answers in it), or this node's own version for a request it could not read.
+func (s *Secret) SignResponse(h http.Header, status int, reqNonce, reqProto string) {
+	if reqProto == "" || wire.CheckVersion(reqProto) != nil {
+		reqProto = wire.ProtoValue
+	}
+	h.Set(wire.HdrProto, reqProto)
 	h.Set(HdrRespSig, hex.EncodeToString(mac(s.resp, strconv.Itoa(status), reqNonce, cairnHeaders(h, HdrRespSig))))
 }
 
@@ -273,26 +291,27 @@ func (s *Secret) VerifyResponse(resp *http.Response, reqNonce string) error {
 	if err != nil || !hmac.Equal(got, mac(s.resp, strconv.Itoa(resp.StatusCode), reqNonce, cairnHeaders(resp.Header, HdrRespSig))) {
 		return errors.E(errors.Op("rpc.VerifyResponse"), errors.Permission, "the answer is not signed by the cluster (changed in transit, or not from a node)")
 	}
-	return nil
+	return wire.CheckVersion(resp.Header.Get(wire.HdrProto))
 }
 
 // SignedResponses is a handler's ResponseWriter that signs the status and headers when
 // they are written (SignResponse).
 func (s *Secret) SignedResponses(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
-	return &signingWriter{ResponseWriter: w, s: s, nonce: r.Header.Get(HdrNonce)}
+	return &signingWriter{ResponseWriter: w, s: s, nonce: r.Header.Get(HdrNonce), proto: r.Header.Get(wire.HdrProto)}
 }
 
 type signingWriter struct {
 	http.ResponseWriter
 	s     *Secret
 	nonce string
+	proto string // the request's protocol version
 	wrote bool
 }
 
 func (w *signingWriter) WriteHeader(code int) {
 	if !w.wrote && code >= 200 {
 		w.wrote = true
-		w.s.SignResponse(w.Header(), code, w.nonce)
+		w.s.SignResponse(w.Header(), code, w.nonce, w.proto)
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
@@ -332,7 +351,7 @@ func (s *Secret) Authenticate(w http.ResponseWriter, r *http.Request) (sw http.R
 	sw = s.SignedResponses(w, r)
 	node, epoch, err := s.Verify(r, time.Now())
 	if err != nil {
-		WriteError(sw, err)
+		wire.WriteError(sw, err)
 		return sw, "", 0, false
 	}
 	return sw, node, epoch, true
@@ -402,6 +421,12 @@ func (g *replayGuard) check(node, nonce string, now time.Time) error {
 	}
 	w.bits[slot] |= bit
 	return nil
+}
+
+// Cap names what a capability is minted for: an operation (CapRead, CapWrite, CapDelete,
+// CapList) on a bucket and key (a key prefix for CapList).
+type Cap struct {
+	Op, Bucket, Key string
 }
 
 // Capability operations.

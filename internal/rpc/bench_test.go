@@ -63,7 +63,7 @@ func BenchmarkTransport(b *testing.B) {
 			b.SetParallelism(4)
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					r := &Request{Method: tc.method, Addr: addr, Path: "/x", Cap: &[3]string{CapWrite, "b", "k"}}
+					r := &Request{Method: tc.method, Addr: addr, Path: "/x", Cap: &Cap{Op: CapWrite, Bucket: "b", Key: "k"}}
 					if tc.query != "" {
 						r.Query = map[string][]string{"big": {"1"}}
 					}

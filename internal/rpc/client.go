@@ -10,12 +10,11 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
-	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/wire"
 )
 
 // Client sends signed requests to other nodes. It is safe for concurrent use.
@@ -83,8 +82,8 @@ type Request struct {
 	Size   int64 // body length, -1 if unknown (chunked; needed for trailers)
 	// Trailer names trailers the body will fill in before it returns EOF.
 	Trailer http.Header
-	// Cap, if set, is (op, bucket, key) for which a capability is minted.
-	Cap *[3]string
+	// Cap, if set, is the operation, bucket and key for which a capability is minted.
+	Cap *Cap
 }
 
 // Do sends r. A response with a status of 400 or more is turned into an error carrying
@@ -129,7 +128,7 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 		if ttl <= 0 {
 			ttl = 5 * time.Minute
 		}
-		req.Header.Set(HdrCap, c.Secret.MintCap(r.Cap[0], r.Cap[1], r.Cap[2], now, ttl))
+		req.Header.Set(HdrCap, c.Secret.MintCap(r.Cap.Op, r.Cap.Bucket, r.Cap.Key, now, ttl))
 	}
 	var epoch uint64
 	if c.Epoch != nil {
@@ -147,7 +146,7 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 		defer resp.Body.Close()
 		if resp.StatusCode >= 400 {
 			// A refusal we cannot verify: most likely the node has another secret.
-			return nil, errors.E(errors.Permission, fmt.Errorf("node %s: %v; it answered: %v", r.Addr, err, DecodeError(resp)))
+			return nil, errors.E(errors.Permission, fmt.Errorf("node %s: %v; it answered: %v", r.Addr, err, wire.DecodeError(resp)))
 		}
 		// An answer we cannot trust: the request may have been applied.
 		return nil, errors.E(errors.Transient, fmt.Errorf("node %s: %w", r.Addr, err))
@@ -157,7 +156,7 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 	}
 	if resp.StatusCode >= 400 {
 		defer resp.Body.Close()
-		return nil, DecodeError(resp)
+		return nil, wire.DecodeError(resp)
 	}
 	resp.Body = countingBody{countingReader{r: resp.Body, n: &c.received}, resp.Body}
 	return resp, nil
@@ -178,78 +177,4 @@ func (c *Client) DoJSON(ctx context.Context, r *Request, out any) error {
 		return errors.E(errors.IO, fmt.Errorf("node %s: malformed answer: %w", r.Addr, err))
 	}
 	return nil
-}
-
-// sentinels are the store errors that cross the wire by name, so that the S3 layer of the
-// gateway maps them to the same S3 codes as a local error.
-var sentinels = map[string]error{
-	"NoSuchBucket":     store.ErrNoSuchBucket,
-	"NoSuchKey":        store.ErrNoSuchKey,
-	"NoSuchUpload":     store.ErrNoSuchUpload,
-	"InvalidPart":      store.ErrInvalidPart,
-	"InvalidPartOrder": store.ErrInvalidPartOrder,
-	"EntityTooSmall":   store.ErrEntityTooSmall,
-}
-
-// WriteError answers an internode request with err: its kind and sentinel in a header,
-// its message in the body.
-func WriteError(w http.ResponseWriter, err error) {
-	name := ""
-	for n, s := range sentinels {
-		if errors.IsErr(err, s) {
-			name = n
-			break
-		}
-	}
-	kind := errors.KindOf(err)
-	status := http.StatusInternalServerError
-	switch kind {
-	case errors.NotExist:
-		status = http.StatusNotFound
-	case errors.Permission:
-		status = http.StatusForbidden
-	case errors.Invalid:
-		status = http.StatusBadRequest
-	case errors.Precondition:
-		status = http.StatusPreconditionFailed
-	case errors.Transient:
-		status = http.StatusServiceUnavailable
-	case errors.NoSpace:
-		status = http.StatusInsufficientStorage
-	case errors.Exist, errors.NotEmpty:
-		status = http.StatusConflict
-	}
-	w.Header().Set(HdrError, strconv.Itoa(int(kind))+" "+name)
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(status)
-	io.WriteString(w, err.Error())
-}
-
-// DecodeError rebuilds the error a node sent with WriteError.
-func DecodeError(resp *http.Response) error {
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	text := strings.TrimSpace(string(msg))
-	kindS, name, _ := strings.Cut(resp.Header.Get(HdrError), " ")
-	k, err := strconv.Atoi(kindS)
-	if err == nil && (k < 0 || k > int(errors.TooLarge)) {
-		err = strconv.ErrRange // not a kind we know
-	}
-	if err != nil {
-		// Not one of ours (a proxy, an old node): classify by status.
-		switch {
-		case resp.StatusCode == http.StatusForbidden:
-			k = int(errors.Permission)
-		case resp.StatusCode >= 500:
-			k = int(errors.Transient)
-		default:
-			k = int(errors.Invalid)
-		}
-	}
-	if s, ok := sentinels[name]; ok {
-		return errors.E(errors.Kind(k), fmt.Errorf("%s: %w", text, s))
-	}
-	if text == "" {
-		text = resp.Status
-	}
-	return errors.E(errors.Kind(k), text)
 }

@@ -16,8 +16,9 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/rpc"
-	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/wire"
 )
 
 // FuzzCheckCap feeds arbitrary tokens, operations, buckets, keys and times to CheckCap: it
@@ -146,12 +147,12 @@ var errorCases = []struct {
 	status   int
 	sentinel error
 }{
-	{errors.E(errors.Op("store.StatVersion"), errors.NotExist, store.ErrNoSuchKey), errors.NotExist, http.StatusNotFound, store.ErrNoSuchKey},
-	{errors.E(errors.NotExist, store.ErrNoSuchBucket), errors.NotExist, http.StatusNotFound, store.ErrNoSuchBucket},
-	{errors.E(errors.NotExist, fmt.Errorf("upload x: %w", store.ErrNoSuchUpload)), errors.NotExist, http.StatusNotFound, store.ErrNoSuchUpload},
-	{errors.E(errors.Invalid, store.ErrInvalidPart), errors.Invalid, http.StatusBadRequest, store.ErrInvalidPart},
-	{errors.E(errors.Invalid, store.ErrInvalidPartOrder), errors.Invalid, http.StatusBadRequest, store.ErrInvalidPartOrder},
-	{errors.E(errors.Invalid, store.ErrEntityTooSmall), errors.Invalid, http.StatusBadRequest, store.ErrEntityTooSmall},
+	{errors.E(errors.Op("store.StatVersion"), errors.NotExist, object.ErrNoSuchKey), errors.NotExist, http.StatusNotFound, object.ErrNoSuchKey},
+	{errors.E(errors.NotExist, object.ErrNoSuchBucket), errors.NotExist, http.StatusNotFound, object.ErrNoSuchBucket},
+	{errors.E(errors.NotExist, fmt.Errorf("upload x: %w", object.ErrNoSuchUpload)), errors.NotExist, http.StatusNotFound, object.ErrNoSuchUpload},
+	{errors.E(errors.Invalid, object.ErrInvalidPart), errors.Invalid, http.StatusBadRequest, object.ErrInvalidPart},
+	{errors.E(errors.Invalid, object.ErrInvalidPartOrder), errors.Invalid, http.StatusBadRequest, object.ErrInvalidPartOrder},
+	{errors.E(errors.Invalid, object.ErrEntityTooSmall), errors.Invalid, http.StatusBadRequest, object.ErrEntityTooSmall},
 	{errors.E(errors.Op("rpc.CheckCap"), errors.Permission, "capability expired"), errors.Permission, http.StatusForbidden, nil},
 	{errors.E(errors.Precondition, "the object changed"), errors.Precondition, http.StatusPreconditionFailed, nil},
 	{errors.E(errors.Transient, "busy"), errors.Transient, http.StatusServiceUnavailable, nil},
@@ -168,12 +169,12 @@ func TestWriteDecodeErrorRoundTrip(t *testing.T) {
 	for _, tc := range errorCases {
 		t.Run(tc.err.Error(), func(t *testing.T) {
 			w := httptest.NewRecorder()
-			rpc.WriteError(w, tc.err)
+			wire.WriteError(w, tc.err)
 			resp := w.Result()
 			if resp.StatusCode != tc.status {
 				t.Errorf("status %d, want %d", resp.StatusCode, tc.status)
 			}
-			err := rpc.DecodeError(resp)
+			err := wire.DecodeError(resp)
 			if err == nil {
 				t.Fatal("DecodeError returned nil")
 			}
@@ -196,8 +197,8 @@ func TestWriteDecodeErrorRoundTrip(t *testing.T) {
 func FuzzDecodeError(f *testing.F) {
 	for _, tc := range errorCases {
 		w := httptest.NewRecorder()
-		rpc.WriteError(w, tc.err)
-		f.Add(w.Code, w.Header().Get(rpc.HdrError), true, w.Body.Bytes())
+		wire.WriteError(w, tc.err)
+		f.Add(w.Code, w.Header().Get(wire.HdrError), true, w.Body.Bytes())
 	}
 	f.Add(http.StatusForbidden, "", false, []byte("forbidden by a proxy"))
 	f.Add(http.StatusBadGateway, "", false, []byte{})
@@ -213,14 +214,14 @@ func FuzzDecodeError(f *testing.F) {
 			Body:       io.NopCloser(bytes.NewReader(body)),
 		}
 		if setHdr {
-			resp.Header.Set(rpc.HdrError, hdr)
+			resp.Header.Set(wire.HdrError, hdr)
 		}
-		err := rpc.DecodeError(resp)
+		err := wire.DecodeError(resp)
 		if err == nil {
 			t.Fatal("DecodeError returned nil")
 		}
 		_ = err.Error()
-		kindS, _, _ := strings.Cut(resp.Header.Get(rpc.HdrError), " ")
+		kindS, _, _ := strings.Cut(resp.Header.Get(wire.HdrError), " ")
 		if k, perr := strconv.Atoi(kindS); perr == nil {
 			if k >= 1 && k <= int(errors.TooLarge) && errors.KindOf(err) != errors.Kind(k) {
 				t.Fatalf("header %q decoded to kind %v", hdr, errors.KindOf(err))

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cairnfs/cairn/internal/rpc"
+	"github.com/cairnfs/cairn/internal/wire"
 )
 
 // TestResponsesAreVerified: a client accepts only answers signed by the cluster for its
@@ -22,27 +23,27 @@ func TestResponsesAreVerified(t *testing.T) {
 		h    func(w http.ResponseWriter, r *http.Request)
 	}{
 		{"signed", true, func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set(rpc.HdrMeta, `{"Size":1}`)
-			s.SignResponse(w.Header(), 200, r.Header.Get(rpc.HdrNonce))
+			w.Header().Set(wire.HdrMeta, `{"Size":1}`)
+			s.SignResponse(w.Header(), 200, r.Header.Get(rpc.HdrNonce), "")
 		}},
 		{"unsigned", false, func(w http.ResponseWriter, r *http.Request) {}},
 		{"another request's", false, func(w http.ResponseWriter, r *http.Request) {
-			s.SignResponse(w.Header(), 200, "0123456789abcdef.1")
+			s.SignResponse(w.Header(), 200, "0123456789abcdef.1", "")
 		}},
 		{"another secret", false, func(w http.ResponseWriter, r *http.Request) {
-			other.SignResponse(w.Header(), 200, r.Header.Get(rpc.HdrNonce))
+			other.SignResponse(w.Header(), 200, r.Header.Get(rpc.HdrNonce), "")
 		}},
 		{"header changed", false, func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set(rpc.HdrMeta, `{"Size":1}`)
-			s.SignResponse(w.Header(), 200, r.Header.Get(rpc.HdrNonce))
-			w.Header().Set(rpc.HdrMeta, `{"Size":2}`)
+			w.Header().Set(wire.HdrMeta, `{"Size":1}`)
+			s.SignResponse(w.Header(), 200, r.Header.Get(rpc.HdrNonce), "")
+			w.Header().Set(wire.HdrMeta, `{"Size":2}`)
 		}},
 		{"header added", false, func(w http.ResponseWriter, r *http.Request) {
-			s.SignResponse(w.Header(), 200, r.Header.Get(rpc.HdrNonce))
-			w.Header().Set(rpc.HdrVersion, "7")
+			s.SignResponse(w.Header(), 200, r.Header.Get(rpc.HdrNonce), "")
+			w.Header().Set(wire.HdrVersion, "7")
 		}},
 		{"status changed", false, func(w http.ResponseWriter, r *http.Request) {
-			s.SignResponse(w.Header(), 404, r.Header.Get(rpc.HdrNonce))
+			s.SignResponse(w.Header(), 404, r.Header.Get(rpc.HdrNonce), "")
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 const xmlns = "http://s3.amazonaws.com/doc/2006-03-01/"
@@ -224,7 +224,7 @@ func (h *Handler) listObjects(w http.ResponseWriter, r *http.Request, rq *reques
 		}
 		return s
 	}
-	opts := store.ListOptions{Prefix: q.Get("prefix"), Delimiter: q.Get("delimiter"), Max: max}
+	opts := object.ListOptions{Prefix: q.Get("prefix"), Delimiter: q.Get("delimiter"), Max: max}
 	token := q.Get("continuation-token")
 	if v2 {
 		opts.After = q.Get("start-after")
@@ -305,7 +305,7 @@ func (h *Handler) listObjects(w http.ResponseWriter, r *http.Request, rq *reques
 	return x.send(w)
 }
 
-func storageClass(o *store.Object) string {
+func storageClass(o *object.Object) string {
 	if o.StorageClass != "" {
 		return o.StorageClass
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/gateway"
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/s3api"
 	"github.com/cairnfs/cairn/internal/store"
 	"github.com/cairnfs/cairn/internal/testutil"
@@ -32,7 +33,7 @@ func (u unreadable) OpenObject(ctx context.Context, bucket, key string) (gateway
 
 type shortOfShards struct{ gateway.ObjectReader }
 
-func (s shortOfShards) Info() *store.Object {
+func (s shortOfShards) Info() *object.Object {
 	o := *s.ObjectReader.Info()
 	o.StorageClass = "EC42"
 	return &o

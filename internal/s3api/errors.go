@@ -8,8 +8,8 @@ import (
 
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/gateway"
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/sigv4"
-	"github.com/cairnfs/cairn/internal/store"
 )
 
 // apiError is an S3 error response.
@@ -84,17 +84,17 @@ func toAPIError(err error) *apiError {
 	switch {
 	case errors.IsErr(err, gateway.ErrInvalidStorageClass):
 		return &apiError{"InvalidStorageClass", "The storage class you specified is not valid: " + detail(err), 400}
-	case errors.IsErr(err, store.ErrNoSuchBucket):
+	case errors.IsErr(err, object.ErrNoSuchBucket):
 		return errNoSuchBucket
-	case errors.IsErr(err, store.ErrNoSuchKey):
+	case errors.IsErr(err, object.ErrNoSuchKey):
 		return errNoSuchKey
-	case errors.IsErr(err, store.ErrNoSuchUpload):
+	case errors.IsErr(err, object.ErrNoSuchUpload):
 		return errNoSuchUpload
-	case errors.IsErr(err, store.ErrInvalidPart):
+	case errors.IsErr(err, object.ErrInvalidPart):
 		return errInvalidPart
-	case errors.IsErr(err, store.ErrInvalidPartOrder):
+	case errors.IsErr(err, object.ErrInvalidPartOrder):
 		return errInvalidPartOrder
-	case errors.IsErr(err, store.ErrEntityTooSmall):
+	case errors.IsErr(err, object.ErrEntityTooSmall):
 		return errEntityTooSmall
 	case errors.IsErr(err, context.Canceled), errors.IsErr(err, context.DeadlineExceeded):
 		return &apiError{"RequestTimeout", "Your socket connection to the server was not read from or written to within the timeout period.", 400}

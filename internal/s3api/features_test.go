@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/s3api"
 	"github.com/cairnfs/cairn/internal/store"
 )
@@ -89,14 +90,14 @@ func snapshot(t *testing.T, st *store.Store) string {
 	}
 	for _, bk := range bs {
 		fmt.Fprintf(&b, "bucket %s\n", bk.Name)
-		res, err := st.List(bk.Name, store.ListOptions{Max: 1000})
+		res, err := st.List(bk.Name, object.ListOptions{Max: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, e := range res.Objects {
 			fmt.Fprintf(&b, " %s %s %d %d %q\n", e.Key, e.Object.ETag, e.Object.Size, e.Object.ModTime, e.Object.UserMeta)
 		}
-		ul, err := st.ListUploads(bk.Name, store.UploadListOptions{Max: 1000})
+		ul, err := st.ListUploads(bk.Name, object.UploadListOptions{Max: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/gateway"
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/sigv4"
-	"github.com/cairnfs/cairn/internal/store"
 )
 
 // Observer receives one call per finished request, for metrics.
@@ -31,9 +31,9 @@ type Observer interface {
 // Backend is what the S3 API needs of the storage system: bucket, object and multipart
 // operations with S3 semantics. gateway.Gateway implements it over the cluster.
 type Backend interface {
-	ListBuckets(ctx context.Context) ([]store.Bucket, error)
+	ListBuckets(ctx context.Context) ([]object.Bucket, error)
 	CreateBucket(ctx context.Context, name string) error
-	HeadBucket(ctx context.Context, name string) (store.Bucket, error)
+	HeadBucket(ctx context.Context, name string) (object.Bucket, error)
 	DeleteBucket(ctx context.Context, name string) error
 	ObjectBackend
 	MultipartBackend
@@ -41,21 +41,21 @@ type Backend interface {
 
 // ObjectBackend is the object part of Backend.
 type ObjectBackend interface {
-	PutObject(ctx context.Context, bucket, key string, meta *store.Object, src io.Reader, size int64, opts store.PutOptions) (*store.Object, error)
-	StatObject(ctx context.Context, bucket, key string) (*store.Object, error)
+	PutObject(ctx context.Context, bucket, key string, meta *object.Object, src io.Reader, size int64, opts object.PutOptions) (*object.Object, error)
+	StatObject(ctx context.Context, bucket, key string) (*object.Object, error)
 	OpenObject(ctx context.Context, bucket, key string) (gateway.ObjectReader, error)
 	DeleteObject(ctx context.Context, bucket, key string) error
-	List(ctx context.Context, bucket string, opts store.ListOptions) (*store.ListResult, error)
+	List(ctx context.Context, bucket string, opts object.ListOptions) (*object.ListResult, error)
 }
 
 // MultipartBackend is the multipart-upload part of Backend.
 type MultipartBackend interface {
-	CreateUpload(ctx context.Context, bucket, key string, meta *store.Object) (string, error)
-	PutPart(ctx context.Context, bucket, key, uploadID string, n int, src io.Reader, size int64, finish func(*store.Object) error) (*store.Object, error)
-	ListParts(ctx context.Context, bucket, key, uploadID string, after, max int) ([]store.Part, bool, error)
-	CompleteUpload(ctx context.Context, bucket, key, uploadID string, list []store.CompletePart, minPart int64, finish func(o *store.Object, parts []*store.Object) error) (*store.Object, error)
+	CreateUpload(ctx context.Context, bucket, key string, meta *object.Object) (string, error)
+	PutPart(ctx context.Context, bucket, key, uploadID string, n int, src io.Reader, size int64, finish func(*object.Object) error) (*object.Object, error)
+	ListParts(ctx context.Context, bucket, key, uploadID string, after, max int) ([]object.Part, bool, error)
+	CompleteUpload(ctx context.Context, bucket, key, uploadID string, list []object.CompletePart, minPart int64, finish func(o *object.Object, parts []*object.Object) error) (*object.Object, error)
 	AbortUpload(ctx context.Context, bucket, key, uploadID string) error
-	ListUploads(ctx context.Context, bucket string, opts store.UploadListOptions) (*store.UploadList, error)
+	ListUploads(ctx context.Context, bucket string, opts object.UploadListOptions) (*object.UploadList, error)
 }
 
 // Config configures a Handler.
@@ -461,7 +461,7 @@ func readXML(r *http.Request, rq *request, limit int64, v any) error {
 	if int64(len(data)) > limit {
 		return errf(400, "MalformedXML", "The XML you provided was larger than %d bytes.", limit)
 	}
-	if err := body.finish(&store.Object{}); err != nil {
+	if err := body.finish(&object.Object{}); err != nil {
 		return err
 	}
 	rq.bytesIn += int64(len(data))

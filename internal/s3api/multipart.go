@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/checksum"
-	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 func (h *Handler) createUpload(w http.ResponseWriter, r *http.Request, rq *request) error {
@@ -140,17 +140,17 @@ func (h *Handler) completeUpload(w http.ResponseWriter, r *http.Request, rq *req
 	if len(req.Parts) == 0 || len(req.Parts) > 10000 {
 		return errMalformedXML
 	}
-	list := make([]store.CompletePart, len(req.Parts))
+	list := make([]object.CompletePart, len(req.Parts))
 	given := make([]string, len(req.Parts))
 	for i, p := range req.Parts {
-		list[i] = store.CompletePart{Number: p.PartNumber, ETag: strings.Trim(p.ETag, `"`)}
+		list[i] = object.CompletePart{Number: p.PartNumber, ETag: strings.Trim(p.ETag, `"`)}
 		for _, v := range []string{p.ChecksumCRC32, p.ChecksumCRC32C, p.ChecksumCRC64NVME, p.ChecksumSHA1, p.ChecksumSHA256} {
 			if v != "" {
 				given[i] = v
 			}
 		}
 	}
-	finish := func(o *store.Object, parts []*store.Object) error {
+	finish := func(o *object.Object, parts []*object.Object) error {
 		if t := r.Header.Get("x-amz-checksum-type"); t != "" && t != o.ChecksumType {
 			return errf(400, "InvalidRequest", "The checksum type %s does not match the upload's checksum type %q.", t, o.ChecksumType)
 		}
@@ -316,7 +316,7 @@ func (h *Handler) listUploads(w http.ResponseWriter, r *http.Request, rq *reques
 		}
 		return s
 	}
-	opts := store.UploadListOptions{Prefix: q.Get("prefix"), Delimiter: q.Get("delimiter"),
+	opts := object.UploadListOptions{Prefix: q.Get("prefix"), Delimiter: q.Get("delimiter"),
 		KeyMarker: q.Get("key-marker"), UploadMarker: q.Get("upload-id-marker"), Max: max}
 	res, err := h.store.ListUploads(r.Context(), rq.bucket, opts)
 	if err != nil {

@@ -20,12 +20,12 @@ import (
 	"github.com/cairnfs/cairn/internal/checksum"
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/gateway"
-	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 // metaFromHeaders builds an object record's metadata from request headers.
-func metaFromHeaders(hd http.Header) (*store.Object, error) {
-	o := &store.Object{
+func metaFromHeaders(hd http.Header) (*object.Object, error) {
+	o := &object.Object{
 		ContentType:        hd.Get("Content-Type"),
 		ContentEncoding:    hd.Get("Content-Encoding"),
 		ContentDisposition: hd.Get("Content-Disposition"),
@@ -121,7 +121,7 @@ func (bc *bodyCheck) Read(p []byte) (int, error) {
 }
 
 // finish verifies the digests and records the ETag and checksum in o.
-func (bc *bodyCheck) finish(o *store.Object) error {
+func (bc *bodyCheck) finish(o *object.Object) error {
 	sum := bc.md5.Sum(nil)
 	if bc.contentMD5 != nil && !bytes.Equal(sum, bc.contentMD5) {
 		return errBadDigest
@@ -185,7 +185,7 @@ func (h *Handler) putObject(w http.ResponseWriter, r *http.Request, rq *request)
 	if err != nil {
 		return err
 	}
-	opts := store.PutOptions{Finish: bc.finish}
+	opts := object.PutOptions{Finish: bc.finish}
 	switch inm := r.Header.Get("If-None-Match"); inm {
 	case "":
 	case "*":
@@ -226,7 +226,7 @@ func bodyError(err error) error {
 	return err
 }
 
-func setChecksumHeaders(hd http.Header, o *store.Object) {
+func setChecksumHeaders(hd http.Header, o *object.Object) {
 	if o.ChecksumAlgo == "" {
 		return
 	}
@@ -251,7 +251,7 @@ func etagMatches(header, etag string) bool {
 
 // checkConditions evaluates If-Match, If-None-Match, If-Modified-Since and
 // If-Unmodified-Since (under the given header names) as S3 does.
-func checkConditions(hd http.Header, prefix string, o *store.Object, get bool) error {
+func checkConditions(hd http.Header, prefix string, o *object.Object, get bool) error {
 	mod := time.Unix(0, o.ModTime).Truncate(time.Second)
 	im := hd.Get(prefix + "If-Match")
 	inm := hd.Get(prefix + "If-None-Match")
@@ -323,7 +323,7 @@ func parseRange(hv string, size int64) (off, n int64, ok bool, err error) {
 	return a, b - a + 1, true, nil
 }
 
-func setObjectHeaders(hd http.Header, o *store.Object) {
+func setObjectHeaders(hd http.Header, o *object.Object) {
 	ct := o.ContentType
 	if ct == "" {
 		ct = "binary/octet-stream"
@@ -357,7 +357,7 @@ var responseOverrides = []struct{ query, header string }{
 
 func (h *Handler) getObject(w http.ResponseWriter, r *http.Request, rq *request) error {
 	head := r.Method == http.MethodHead
-	var o *store.Object
+	var o *object.Object
 	var rd gateway.ObjectReader
 	if head {
 		var err error
@@ -523,7 +523,7 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 	}
 	defer rd.Close()
 	src := rd.Info()
-	var meta *store.Object
+	var meta *object.Object
 	switch directive {
 	case "", "COPY":
 		if sb == rq.bucket && sk == rq.key && r.Header.Get("x-amz-storage-class") == "" {
@@ -562,7 +562,7 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 		bc.expect = checksum.Expect{Algo: a}
 		bc.sum = a.New()
 	}
-	o, err := h.store.PutObject(r.Context(), rq.bucket, rq.key, meta, bc, src.Size, store.PutOptions{Finish: bc.finish})
+	o, err := h.store.PutObject(r.Context(), rq.bucket, rq.key, meta, bc, src.Size, object.PutOptions{Finish: bc.finish})
 	if err != nil {
 		return err
 	}

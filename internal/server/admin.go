@@ -15,6 +15,7 @@ import (
 	"github.com/cairnfs/cairn/internal/gateway"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/wire"
 )
 
 // NodeStats is what a node reports about itself to `cairn admin status`.
@@ -117,7 +118,7 @@ func (a *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer rpc.EndResponse(w)
 	if _, _, err := a.secret.Verify(r, time.Now()); err != nil {
 		a.log.Warn("refused an admin request", "remote", r.RemoteAddr, "path", r.URL.Path, "err", err)
-		rpc.WriteError(w, err)
+		wire.WriteError(w, err)
 		return
 	}
 	path := strings.TrimPrefix(r.URL.Path, "/admin/v1/")
@@ -128,12 +129,12 @@ func (a *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case path == "placement":
 		ids, part, err := a.gw.Placement(q.Get("bucket"), q.Get("key"))
 		if err != nil {
-			rpc.WriteError(w, err)
+			wire.WriteError(w, err)
 			return
 		}
 		reps, err := a.gw.Replicas(r.Context(), q.Get("bucket"), q.Get("key"))
 		if err != nil {
-			rpc.WriteError(w, err)
+			wire.WriteError(w, err)
 			return
 		}
 		writeJSON(w, map[string]any{"bucket": q.Get("bucket"), "key": q.Get("key"), "partition": part, "nodes": ids, "replicas": reps})
@@ -145,28 +146,28 @@ func (a *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if err := a.nodeAction(r.Context(), parts[0], parts[1]); err != nil {
-			rpc.WriteError(w, err)
+			wire.WriteError(w, err)
 			return
 		}
 		writeJSON(w, a.status(r.Context()))
 	case path == "recovery":
 		rec, err := a.recovery(r.Context(), r.Method, q.Get("rate"))
 		if err != nil {
-			rpc.WriteError(w, err)
+			wire.WriteError(w, err)
 			return
 		}
 		writeJSON(w, rec)
 	case path == "scrub":
 		sts, err := a.scrub(r.Context(), r.Method, q.Get("action"), q.Get("node"))
 		if err != nil {
-			rpc.WriteError(w, err)
+			wire.WriteError(w, err)
 			return
 		}
 		writeJSON(w, sts)
 	case path == "policy":
 		b, ok := a.mgr.Current().Buckets[q.Get("bucket")]
 		if !ok {
-			rpc.WriteError(w, errors.Errorf("", errors.NotExist, "no bucket %q", q.Get("bucket")))
+			wire.WriteError(w, errors.Errorf("", errors.NotExist, "no bucket %q", q.Get("bucket")))
 			return
 		}
 		writeJSON(w, map[string]string{"bucket": b.Name, "policy": b.Policy})

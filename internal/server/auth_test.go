@@ -12,6 +12,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/sigv4"
+	"github.com/cairnfs/cairn/internal/wire"
 )
 
 // signedReq builds a request signed as the admin CLI or a node signs it.
@@ -147,9 +148,9 @@ func TestSignedRequestsRefuseEveryChange(t *testing.T) {
 		{name: "admin POST apply", method: "POST", url: "http://" + r.AdminAddr + "/admin/v1/apply",
 			body: []byte(`{"op":"put_bucket","bucket":{"name":"made-by-replay"}}`)},
 		{name: "internode PUT object (hashed body)", method: "PUT", url: obj, body: []byte("the object's bytes"),
-			hdr: http.Header{rpc.HdrCap: {capa}, rpc.HdrMeta: {`{"Size":18}`}, rpc.HdrFinal: {`{"Size":18,"ETag":"x"}`}}},
+			hdr: http.Header{rpc.HdrCap: {capa}, wire.HdrMeta: {`{"Size":18}`}, wire.HdrFinal: {`{"Size":18,"ETag":"x"}`}}},
 		{name: "internode PUT object (streamed body)", method: "PUT", url: obj, body: bytes.Repeat([]byte("s"), 2<<20), stream: true,
-			hdr: http.Header{rpc.HdrCap: {capa}, rpc.HdrMeta: {`{"Size":2097152}`}}},
+			hdr: http.Header{rpc.HdrCap: {capa}, wire.HdrMeta: {`{"Size":2097152}`}}},
 	}
 	before := state()
 	refusedAll := func(k kind, what string, req *http.Request) {
@@ -218,9 +219,9 @@ func TestSignedRequestsRefuseEveryChange(t *testing.T) {
 				q.Body = &forgedTrailer{r: bytes.NewReader(b), tr: tr}
 			}
 			muts["trailer changed"] = func(q *http.Request) {
-				q.Trailer.Set(rpc.HdrFinal, `{"Size":1}`)
+				q.Trailer.Set(wire.HdrFinal, `{"Size":1}`)
 				body := q.Body
-				q.Body = &keepTrailer{r: body, tr: q.Trailer, key: rpc.HdrFinal, val: `{"Size":1}`}
+				q.Body = &keepTrailer{r: body, tr: q.Trailer, key: wire.HdrFinal, val: `{"Size":1}`}
 			}
 		}
 		for what, mut := range muts {

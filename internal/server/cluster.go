@@ -21,6 +21,7 @@ import (
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/gateway"
 	"github.com/cairnfs/cairn/internal/rpc"
+	"github.com/cairnfs/cairn/internal/wire"
 )
 
 // Paths of the cluster protocol served on the node address (signed with the secret).
@@ -287,7 +288,7 @@ func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, h.mgr.Current())
 	case pathScrub:
 		if h.scrub == nil {
-			rpc.WriteError(w, errors.E(errors.NotExist, "this node has no storage role: nothing to scrub"))
+			wire.WriteError(w, errors.E(errors.NotExist, "this node has no storage role: nothing to scrub"))
 			return
 		}
 		if r.Method == http.MethodPost {
@@ -297,7 +298,7 @@ func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			case "pause":
 				h.scrub.Pause()
 			default:
-				rpc.WriteError(w, errors.E(errors.Invalid, "unknown scrub action (want start or pause)"))
+				wire.WriteError(w, errors.E(errors.Invalid, "unknown scrub action (want start or pause)"))
 				return
 			}
 		}
@@ -308,7 +309,7 @@ func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
 			rate, err := strconv.ParseInt(r.URL.Query().Get("rate"), 10, 64)
 			if err != nil || rate < 0 {
-				rpc.WriteError(w, errors.E(errors.Invalid, "rate must be a number of bytes per second, 0 for unlimited"))
+				wire.WriteError(w, errors.E(errors.Invalid, "rate must be a number of bytes per second, 0 for unlimited"))
 				return
 			}
 			h.gw.SetRecoveryRate(rate)
@@ -318,7 +319,7 @@ func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// Counted now, not as of the last round: `cairn admin remove` decides on it.
 			objs, n, err := h.gw.HeldElsewhere()
 			if err != nil {
-				rpc.WriteError(w, err)
+				wire.WriteError(w, err)
 				return
 			}
 			p.HandoffObjects, p.HandoffBytes = objs, n
@@ -332,19 +333,19 @@ func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case pathJoin:
 		var n clustermap.Node
 		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&n); err != nil || n.ID == "" || n.Addr == "" {
-			rpc.WriteError(w, errors.E(errors.Invalid, "malformed join request"))
+			wire.WriteError(w, errors.E(errors.Invalid, "malformed join request"))
 			return
 		}
 		n.State = clustermap.StateUp
 		m, err := h.apply.Apply(r.Context(), clustermap.Command{Op: clustermap.OpAddNode, Node: &n})
 		if err != nil {
-			rpc.WriteError(w, err)
+			wire.WriteError(w, err)
 			return
 		}
 		writeJSON(w, m)
 	case pathApply:
 		if !h.mgr.IsLeader() {
-			rpc.WriteError(w, errors.E(errors.Transient, clustermap.ErrNotLeader))
+			wire.WriteError(w, errors.E(errors.Transient, clustermap.ErrNotLeader))
 			return
 		}
 		serveApply(w, r, h.mgr.Apply)
@@ -357,12 +358,12 @@ func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func serveApply(w http.ResponseWriter, r *http.Request, apply func(context.Context, clustermap.Command) (*clustermap.Map, error)) {
 	var c clustermap.Command
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&c); err != nil {
-		rpc.WriteError(w, errors.E(errors.Invalid, "malformed command"))
+		wire.WriteError(w, errors.E(errors.Invalid, "malformed command"))
 		return
 	}
 	m, err := apply(r.Context(), c)
 	if err != nil {
-		rpc.WriteError(w, err)
+		wire.WriteError(w, err)
 		return
 	}
 	writeJSON(w, map[string]uint64{"epoch": m.Epoch})

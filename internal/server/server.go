@@ -325,7 +325,11 @@ func Run(ctx context.Context, cfg Config) error {
 			return errors.E(op, err)
 		}
 		defer st.Close()
-		m.WatchStore(st)
+		m.WatchDisk(func() metrics.DiskStats {
+			d := st.Stats()
+			return metrics.DiskStats{SegmentBytes: d.SegmentBytes, LiveBytes: d.LiveBytes, GarbageBytes: d.GarbageBytes,
+				IndexBytes: d.IndexBytes, FreeBytes: d.FreeBytes, Segments: d.Segments}
+		})
 		m.GaugeFunc("cairn_store_damaged_files", "Index files in which reads found corruption since the node started (0: none).",
 			func() float64 { f, _ := st.Damaged(); return float64(len(f)) })
 		m.CounterFunc("cairn_store_corrupt_reads_total", "Index reads that failed on a damaged block.",

@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"sync/atomic"
 	"testing"
+
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 func benchStore(b *testing.B) *Store {
@@ -38,7 +40,7 @@ func BenchmarkPut(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					key := fmt.Sprintf("k%d", n.Add(1))
-					if _, err := s.PutObject(context.Background(), "bench", key, &Object{}, bytes.NewReader(data), int64(len(data)), PutOptions{}); err != nil {
+					if _, err := s.PutObject(context.Background(), "bench", key, &object.Object{}, bytes.NewReader(data), int64(len(data)), object.PutOptions{}); err != nil {
 						b.Error(err)
 						return
 					}
@@ -56,7 +58,7 @@ func BenchmarkGet(b *testing.B) {
 			data := randBytes(1, size)
 			const keys = 64
 			for i := 0; i < keys; i++ {
-				if _, err := s.PutObject(context.Background(), "bench", fmt.Sprint("k", i), &Object{}, bytes.NewReader(data), int64(size), PutOptions{}); err != nil {
+				if _, err := s.PutObject(context.Background(), "bench", fmt.Sprint("k", i), &object.Object{}, bytes.NewReader(data), int64(size), object.PutOptions{}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -8,6 +8,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/store/segment"
 )
 
 // Reader reads one object version as it was when OpenObject returned, even if the object is
@@ -16,7 +18,7 @@ import (
 // closes the reader as it returns): the snapshot is then released when the last running
 // WriteRange returns, and a WriteRange started after Close fails.
 type Reader struct {
-	Object *Object
+	Object *object.Object
 	s      *Store
 	snap   *pebble.Snapshot
 	ticket uint64
@@ -154,7 +156,7 @@ func (r *Reader) WriteRange(ctx context.Context, w io.Writer, off, n int64) (int
 	}
 	read := func(i int) result {
 		c := o.Chunks[i]
-		loc, err := r.s.chunkLoc(r.snap, c.ID)
+		loc, err := r.s.chunkLoc(r.snap, segment.ID(c.ID))
 		if err != nil {
 			if errors.Is(errors.NotExist, err) {
 				err = errors.E(errors.Corrupt, err)
@@ -162,7 +164,7 @@ func (r *Reader) WriteRange(ctx context.Context, w io.Writer, off, n int64) (int
 			return result{err: err}
 		}
 		bp := r.s.bufPool.Get().(*[]byte)
-		payload, err := r.s.segs.Read(loc, c.ID, *bp)
+		payload, err := r.s.segs.Read(loc, segment.ID(c.ID), *bp)
 		if err != nil {
 			r.s.bufPool.Put(bp)
 			if errors.Is(errors.Corrupt, err) {

@@ -7,53 +7,13 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
 )
-
-// Sentinel errors the S3 layer maps to specific error codes. They are wrapped in
-// *errors.Error values carrying a kind.
-var (
-	ErrNoSuchBucket     = errors.New("the specified bucket does not exist")
-	ErrNoSuchKey        = errors.New("the specified key does not exist")
-	ErrNoSuchUpload     = errors.New("the specified multipart upload does not exist")
-	ErrInvalidPart      = errors.New("one or more of the specified parts could not be found or its entity tag did not match")
-	ErrInvalidPartOrder = errors.New("the list of parts was not in ascending order")
-	ErrEntityTooSmall   = errors.New("a part is smaller than the minimum allowed size")
-)
-
-// ListOptions selects the entries of a listing.
-type ListOptions struct {
-	Prefix    string
-	Delimiter string
-	// After lists only keys (and common prefixes) greater than After.
-	After string
-	// Max is the largest number of keys plus common prefixes to return.
-	Max int
-	// Tombstones includes deleted objects' tombstones as entries (Object.Deleted set), for
-	// a cluster gateway merging replicas' listings. Common prefixes never come from
-	// tombstones alone.
-	Tombstones bool
-}
-
-// ListEntry is one object in a listing.
-type ListEntry struct {
-	Key    string
-	Object *Object
-}
-
-// ListResult is a page of a listing.
-type ListResult struct {
-	Objects        []ListEntry
-	CommonPrefixes []string
-	// Truncated reports that more entries follow; Next is the last key or common prefix
-	// returned, to pass as After for the next page.
-	Truncated bool
-	Next      string
-}
 
 // List returns a page of bucket's objects in key order. With a delimiter, keys that contain
 // it after the prefix are rolled up into common prefixes; the scan skips over each common
 // prefix with one seek, so a page costs O(page), not O(keys under the prefixes).
-func (s *Store) List(bucket string, opts ListOptions) (*ListResult, error) {
+func (s *Store) List(bucket string, opts object.ListOptions) (*object.ListResult, error) {
 	const op errors.Op = "store.List"
 	if _, err := s.bucket(bucket); err != nil {
 		return nil, errors.E(op, err)
@@ -65,7 +25,7 @@ func (s *Store) List(bucket string, opts ListOptions) (*ListResult, error) {
 		return nil, errors.E(op, errors.IO, err)
 	}
 	defer it.Close()
-	res := &ListResult{}
+	res := &object.ListResult{}
 	if opts.Max <= 0 {
 		return res, nil
 	}
@@ -107,12 +67,12 @@ func (s *Store) List(bucket string, opts ListOptions) (*ListResult, error) {
 			res.Truncated = true
 			break
 		}
-		o := new(Object)
-		if err := o.Unmarshal(it.Value()); err != nil {
+		o := new(object.Object)
+		if err := unmarshalRecord(o, it.Value()); err != nil {
 			return nil, errors.E(op, err)
 		}
 		o.Body = nil // points into the iterator's buffer
-		res.Objects = append(res.Objects, ListEntry{Key: key, Object: o})
+		res.Objects = append(res.Objects, object.ListEntry{Key: key, Object: o})
 		res.Next = key
 		count++
 		ok = it.Next()
@@ -123,20 +83,10 @@ func (s *Store) List(bucket string, opts ListOptions) (*ListResult, error) {
 	return res, nil
 }
 
-// VersionEntry is one object record as Scan reports it: enough to compare replicas.
-type VersionEntry struct {
-	Bucket  string `json:"b"`
-	Key     string `json:"k"`
-	HLC     uint64 `json:"v"`
-	Deleted bool   `json:"d,omitempty"`
-	Size    int64  `json:"s,omitempty"`
-	Striped bool   `json:"x,omitempty"` // an erasure-coded object's record (Size is the object's)
-}
-
 // Scan calls fn for every object record of every bucket (tombstones included) whose
 // bucket and key keep returns true, in key order, reading a consistent snapshot. It reads
 // the whole index of objects: replicas use it to compare what they hold.
-func (s *Store) Scan(keep func(bucket, key string) bool, fn func(VersionEntry) error) error {
+func (s *Store) Scan(keep func(bucket, key string) bool, fn func(object.VersionEntry) error) error {
 	const op errors.Op = "store.Scan"
 	p := []byte(pfxObject)
 	snap := s.db.NewSnapshot()
@@ -146,7 +96,7 @@ func (s *Store) Scan(keep func(bucket, key string) bool, fn func(VersionEntry) e
 		return errors.E(op, errors.IO, err)
 	}
 	defer it.Close()
-	var o Object
+	var o object.Object
 	for ok := it.First(); ok; ok = it.Next() {
 		k := it.Key()[len(p):]
 		i := bytes.IndexByte(k, 0)
@@ -157,10 +107,10 @@ func (s *Store) Scan(keep func(bucket, key string) bool, fn func(VersionEntry) e
 		if keep != nil && !keep(bucket, key) {
 			continue
 		}
-		if err := o.Unmarshal(it.Value()); err != nil {
+		if err := unmarshalRecord(&o, it.Value()); err != nil {
 			return errors.E(op, err)
 		}
-		if err := fn(VersionEntry{Bucket: bucket, Key: key, HLC: o.HLC, Deleted: o.Deleted, Size: o.Size, Striped: o.Striped}); err != nil {
+		if err := fn(object.VersionEntry{Bucket: bucket, Key: key, HLC: o.HLC, Deleted: o.Deleted, Size: o.Size, Striped: o.Striped}); err != nil {
 			return err
 		}
 	}

@@ -12,33 +12,14 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/store/segment"
 )
 
 const uploadIDLen = 32
 
-// Upload is a pending multipart upload.
-type Upload struct {
-	Key       string
-	UploadID  string
-	Initiated time.Time
-	Meta      *Object
-}
-
-// Part is an uploaded part: its record holds size, ETag, checksum and chunks.
-type Part struct {
-	Number int
-	*Object
-}
-
-// CompletePart names a part in a CompleteMultipartUpload request.
-type CompletePart struct {
-	Number int
-	ETag   string // hex MD5, without quotes
-}
-
 // CreateUpload starts a multipart upload of bucket/key whose object will get meta.
-func (s *Store) CreateUpload(bucket, key string, meta *Object) (string, error) {
+func (s *Store) CreateUpload(bucket, key string, meta *object.Object) (string, error) {
 	id := NewUploadID()
 	return id, s.CreateUploadID(bucket, key, id, meta)
 }
@@ -51,7 +32,7 @@ func NewUploadID() string {
 
 // CreateUploadID is CreateUpload with an id chosen by the caller (a cluster gateway
 // creates the same upload on every replica). Creating an upload that exists is a no-op.
-func (s *Store) CreateUploadID(bucket, key, uploadID string, meta *Object) error {
+func (s *Store) CreateUploadID(bucket, key, uploadID string, meta *object.Object) error {
 	const op errors.Op = "store.CreateUpload"
 	if !validUploadID(uploadID) {
 		return errors.E(op, errors.Invalid, "malformed upload id")
@@ -72,7 +53,7 @@ func (s *Store) CreateUploadID(bucket, key, uploadID string, meta *Object) error
 		m.ModTime = time.Now().UnixNano()
 	}
 	b := s.db.NewBatch()
-	b.Set(uploadKey(bucket, key, uploadID), m.Marshal(), nil)
+	b.Set(uploadKey(bucket, key, uploadID), marshalRecord(&m), nil)
 	if err := s.commit(b); err != nil {
 		return errors.E(op, err)
 	}
@@ -88,7 +69,7 @@ func validUploadID(id string) bool {
 }
 
 // Upload returns a pending upload's record (the metadata the object will get).
-func (s *Store) Upload(bucket, key, uploadID string) (*Object, error) {
+func (s *Store) Upload(bucket, key, uploadID string) (*object.Object, error) {
 	o, err := s.upload(bucket, key, uploadID)
 	if err != nil {
 		return nil, errors.E(errors.Op("store.Upload"), err)
@@ -96,23 +77,23 @@ func (s *Store) Upload(bucket, key, uploadID string) (*Object, error) {
 	return o, nil
 }
 
-func (s *Store) upload(bucket, key, uploadID string) (*Object, error) {
+func (s *Store) upload(bucket, key, uploadID string) (*object.Object, error) {
 	if !validUploadID(uploadID) {
-		return nil, errors.E(errors.NotExist, ErrNoSuchUpload)
+		return nil, errors.E(errors.NotExist, object.ErrNoSuchUpload)
 	}
 	o, err := getObject(s.db, uploadKey(bucket, key, uploadID))
 	if errors.Is(errors.NotExist, err) {
 		if _, berr := s.bucket(bucket); berr != nil {
 			return nil, berr
 		}
-		return nil, errors.E(errors.NotExist, ErrNoSuchUpload)
+		return nil, errors.E(errors.NotExist, object.ErrNoSuchUpload)
 	}
 	return o, err
 }
 
 // PutPart stores part number n of an upload. finish, if set, fills in and may veto the
 // part record (ETag, checksum) once the body is durable.
-func (s *Store) PutPart(ctx context.Context, bucket, key, uploadID string, n int, src io.Reader, size int64, finish func(*Object) error) (*Object, error) {
+func (s *Store) PutPart(ctx context.Context, bucket, key, uploadID string, n int, src io.Reader, size int64, finish func(*object.Object) error) (*object.Object, error) {
 	const op errors.Op = "store.PutPart"
 	if _, err := s.upload(bucket, key, uploadID); err != nil {
 		return nil, errors.E(op, err)
@@ -122,7 +103,7 @@ func (s *Store) PutPart(ctx context.Context, bucket, key, uploadID string, n int
 		return nil, errors.E(op, err)
 	}
 	defer s.release(bd.locs)
-	p := &Object{Size: bd.size, ModTime: time.Now().UnixNano(), VersionID: newID()}
+	p := &object.Object{Size: bd.size, ModTime: time.Now().UnixNano(), VersionID: newID()}
 	if finish != nil {
 		if err := finish(p); err != nil {
 			return nil, errors.E(op, err)
@@ -154,10 +135,10 @@ func (s *Store) PutPart(ctx context.Context, bucket, key, uploadID string, n int
 	}
 	p.Chunks = bd.chunks
 	for i, c := range bd.chunks {
-		b.Set(chunkKey(c.ID), encodeLoc(bd.locs[i]), nil)
-		b.Set(segKey(bd.locs[i]), segValue(c.ID, c.Size), nil)
+		b.Set(chunkKey(segment.ID(c.ID)), encodeLoc(bd.locs[i]), nil)
+		b.Set(segKey(bd.locs[i]), segValue(segment.ID(c.ID), c.Size), nil)
 	}
-	b.Set(pkey, p.Marshal(), nil)
+	b.Set(pkey, marshalRecord(p), nil)
 	if err := s.commit(b); err != nil {
 		return nil, errors.E(op, err)
 	}
@@ -170,27 +151,27 @@ func (s *Store) PutPart(ctx context.Context, bucket, key, uploadID string, n int
 	return p, nil
 }
 
-func (s *Store) parts(uploadID string) ([]Part, error) {
+func (s *Store) parts(uploadID string) ([]object.Part, error) {
 	p := partPrefix(uploadID)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
 	if err != nil {
 		return nil, errors.E(errors.IO, err)
 	}
 	defer it.Close()
-	var out []Part
+	var out []object.Part
 	for ok := it.First(); ok; ok = it.Next() {
 		k := it.Key()
-		o := new(Object)
-		if err := o.Unmarshal(it.Value()); err != nil {
+		o := new(object.Object)
+		if err := unmarshalRecord(o, it.Value()); err != nil {
 			return nil, err
 		}
-		out = append(out, Part{Number: int(beUint32(k[len(k)-4:])), Object: o})
+		out = append(out, object.Part{Number: int(beUint32(k[len(k)-4:])), Object: o})
 	}
 	return out, it.Error()
 }
 
 // ListParts returns up to max parts of an upload numbered above after.
-func (s *Store) ListParts(bucket, key, uploadID string, after, max int) (parts []Part, truncated bool, err error) {
+func (s *Store) ListParts(bucket, key, uploadID string, after, max int) (parts []object.Part, truncated bool, err error) {
 	const op errors.Op = "store.ListParts"
 	if _, err := s.upload(bucket, key, uploadID); err != nil {
 		return nil, false, errors.E(op, err)
@@ -218,7 +199,7 @@ func (s *Store) ListParts(bucket, key, uploadID string, after, max int) (parts [
 //
 // finish, if set, sees the assembled record and the listed parts' records (in order) before
 // the commit; it may fill in o (e.g. a composite checksum) or veto the completion.
-func (s *Store) CompleteUpload(bucket, key, uploadID string, list []CompletePart, minPart int64, finish func(o *Object, parts []*Object) error) (*Object, error) {
+func (s *Store) CompleteUpload(bucket, key, uploadID string, list []object.CompletePart, minPart int64, finish func(o *object.Object, parts []*object.Object) error) (*object.Object, error) {
 	return s.CompleteUploadVersion(bucket, key, uploadID, list, minPart, 0, 0, finish)
 }
 
@@ -226,7 +207,7 @@ func (s *Store) CompleteUpload(bucket, key, uploadID string, list []CompletePart
 // new object chosen by the caller (zero: now), as for PutOptions.Version. If a newer record
 // is stored, the upload is consumed but the object is left as it is, and that newer record is
 // returned.
-func (s *Store) CompleteUploadVersion(bucket, key, uploadID string, list []CompletePart, minPart int64, version uint64, modTime int64, finish func(o *Object, parts []*Object) error) (*Object, error) {
+func (s *Store) CompleteUploadVersion(bucket, key, uploadID string, list []object.CompletePart, minPart int64, version uint64, modTime int64, finish func(o *object.Object, parts []*object.Object) error) (*object.Object, error) {
 	const op errors.Op = "store.CompleteUpload"
 	if len(list) == 0 {
 		return nil, errors.E(op, errors.Invalid, "no parts given")
@@ -245,7 +226,7 @@ func (s *Store) CompleteUploadVersion(bucket, key, uploadID string, list []Compl
 			o := *e.Result
 			return &o, nil
 		}
-		return nil, errors.E(op, errors.NotExist, ErrNoSuchUpload)
+		return nil, errors.E(op, errors.NotExist, object.ErrNoSuchUpload)
 	} else if !errors.Is(errors.NotExist, err) {
 		return nil, errors.E(op, err)
 	}
@@ -257,7 +238,7 @@ func (s *Store) CompleteUploadVersion(bucket, key, uploadID string, list []Compl
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
-	byNum := make(map[int]*Object, len(all))
+	byNum := make(map[int]*object.Object, len(all))
 	for _, p := range all {
 		byNum[p.Number] = p.Object
 	}
@@ -275,17 +256,17 @@ func (s *Store) CompleteUploadVersion(bucket, key, uploadID string, list []Compl
 	o.PartSizes = nil
 	md := md5.New()
 	used := map[int]bool{}
-	var listed []*Object
+	var listed []*object.Object
 	for i, cp := range list {
 		if i > 0 && cp.Number <= list[i-1].Number {
-			return nil, errors.E(op, errors.Invalid, ErrInvalidPartOrder)
+			return nil, errors.E(op, errors.Invalid, object.ErrInvalidPartOrder)
 		}
 		p, ok := byNum[cp.Number]
 		if !ok || !strings.EqualFold(strings.Trim(cp.ETag, `"`), p.ETag) {
-			return nil, errors.E(op, errors.Invalid, fmt.Errorf("part %d: %w", cp.Number, ErrInvalidPart))
+			return nil, errors.E(op, errors.Invalid, fmt.Errorf("part %d: %w", cp.Number, object.ErrInvalidPart))
 		}
 		if i < len(list)-1 && p.Size < minPart {
-			return nil, errors.E(op, errors.Invalid, fmt.Errorf("part %d has %d bytes: %w", cp.Number, p.Size, ErrEntityTooSmall))
+			return nil, errors.E(op, errors.Invalid, fmt.Errorf("part %d has %d bytes: %w", cp.Number, p.Size, object.ErrEntityTooSmall))
 		}
 		sum, err := hex.DecodeString(p.ETag)
 		if err != nil {
@@ -295,7 +276,7 @@ func (s *Store) CompleteUploadVersion(bucket, key, uploadID string, list []Compl
 		if i == 0 {
 			o.Striped, o.Stripe = p.Striped, layoutOf(p)
 		} else if p.Striped != o.Striped || (p.Striped && (p.Stripe.K != o.Stripe.K || p.Stripe.M != o.Stripe.M || p.Stripe.Size != o.Stripe.Size)) {
-			return nil, errors.E(op, errors.Invalid, fmt.Errorf("part %d is stored differently from part %d (erasure-coded or not, or another code): %w", cp.Number, list[0].Number, ErrInvalidPart))
+			return nil, errors.E(op, errors.Invalid, fmt.Errorf("part %d is stored differently from part %d (erasure-coded or not, or another code): %w", cp.Number, list[0].Number, object.ErrInvalidPart))
 		}
 		if o.Striped {
 			o.Stripe.Upload = uploadID
@@ -346,15 +327,15 @@ func (s *Store) CompleteUploadVersion(bucket, key, uploadID string, list []Compl
 		o.Inline, o.Embedded, o.Body = true, true, []byte{}
 	}
 	if !superseded {
-		b.Set(okey, o.Marshal(), nil)
+		b.Set(okey, marshalRecord(&o), nil)
 	}
 	res := o
 	res.Body, res.Chunks, res.Inline, res.Embedded = nil, nil, false, false
-	end := &UploadEnd{Bucket: bucket, Key: key, UploadID: uploadID, State: UploadCompleted, Result: &res, Ended: time.Now().UnixNano()}
+	end := &object.UploadEnd{Bucket: bucket, Key: key, UploadID: uploadID, State: object.UploadCompleted, Result: &res, Ended: time.Now().UnixNano()}
 	for _, cp := range list {
-		end.Parts = append(end.Parts, CompletePart{Number: cp.Number, ETag: strings.ToLower(strings.Trim(cp.ETag, `"`))})
+		end.Parts = append(end.Parts, object.CompletePart{Number: cp.Number, ETag: strings.ToLower(strings.Trim(cp.ETag, `"`))})
 	}
-	b.Set(uploadEndKey(bucket, key, uploadID), end.marshal(), nil)
+	b.Set(uploadEndKey(bucket, key, uploadID), marshalUploadEnd(end), nil)
 	if err := s.commit(b); err != nil {
 		return nil, errors.E(op, err)
 	}
@@ -368,8 +349,8 @@ func (s *Store) CompleteUploadVersion(bucket, key, uploadID string, list []Compl
 }
 
 // layoutOf is p's stripe layout without part information.
-func layoutOf(p *Object) Stripe {
-	return Stripe{K: p.Stripe.K, M: p.Stripe.M, Size: p.Stripe.Size}
+func layoutOf(p *object.Object) object.Stripe {
+	return object.Stripe{K: p.Stripe.K, M: p.Stripe.M, Size: p.Stripe.Size}
 }
 
 // AbortUpload deletes an upload and its parts.
@@ -384,7 +365,7 @@ func (s *Store) AbortUpload(bucket, key, uploadID string) error {
 		return errors.E(op, err)
 	}
 	if _, err := s.uploadEnd(bucket, key, uploadID); err == nil {
-		return errors.E(op, errors.NotExist, ErrNoSuchUpload)
+		return errors.E(op, errors.NotExist, object.ErrNoSuchUpload)
 	}
 	b := s.db.NewBatch()
 	freed, err := s.dropUpload(b, bucket, key, uploadID, nil)
@@ -392,8 +373,8 @@ func (s *Store) AbortUpload(bucket, key, uploadID string) error {
 		b.Close()
 		return errors.E(op, err)
 	}
-	end := &UploadEnd{Bucket: bucket, Key: key, UploadID: uploadID, State: UploadAborted, Ended: time.Now().UnixNano()}
-	b.Set(uploadEndKey(bucket, key, uploadID), end.marshal(), nil)
+	end := &object.UploadEnd{Bucket: bucket, Key: key, UploadID: uploadID, State: object.UploadAborted, Ended: time.Now().UnixNano()}
+	b.Set(uploadEndKey(bucket, key, uploadID), marshalUploadEnd(end), nil)
 	if err := s.commit(b); err != nil {
 		return errors.E(op, err)
 	}
@@ -403,24 +384,8 @@ func (s *Store) AbortUpload(bucket, key, uploadID string) error {
 	return nil
 }
 
-// UploadListOptions selects uploads in ListUploads.
-type UploadListOptions struct {
-	Prefix, Delimiter       string
-	KeyMarker, UploadMarker string
-	Max                     int
-}
-
-// UploadList is a page of uploads.
-type UploadList struct {
-	Uploads        []Upload
-	CommonPrefixes []string
-	Truncated      bool
-	NextKey        string
-	NextUpload     string
-}
-
 // ListUploads lists a bucket's pending uploads in key, then upload id, order.
-func (s *Store) ListUploads(bucket string, opts UploadListOptions) (*UploadList, error) {
+func (s *Store) ListUploads(bucket string, opts object.UploadListOptions) (*object.UploadList, error) {
 	const op errors.Op = "store.ListUploads"
 	if _, err := s.bucket(bucket); err != nil {
 		return nil, errors.E(op, err)
@@ -432,7 +397,7 @@ func (s *Store) ListUploads(bucket string, opts UploadListOptions) (*UploadList,
 		return nil, errors.E(op, errors.IO, err)
 	}
 	defer it.Close()
-	res := &UploadList{}
+	res := &object.UploadList{}
 	count := 0
 	lastCP := ""
 	for ok := it.First(); ok; ok = it.Next() {
@@ -468,11 +433,11 @@ func (s *Store) ListUploads(bucket string, opts UploadListOptions) (*UploadList,
 			res.Truncated = true
 			break
 		}
-		o := new(Object)
-		if err := o.Unmarshal(it.Value()); err != nil {
+		o := new(object.Object)
+		if err := unmarshalRecord(o, it.Value()); err != nil {
 			return nil, errors.E(op, err)
 		}
-		res.Uploads = append(res.Uploads, Upload{Key: key, UploadID: id, Initiated: time.Unix(0, o.ModTime), Meta: o})
+		res.Uploads = append(res.Uploads, object.Upload{Key: key, UploadID: id, Initiated: time.Unix(0, o.ModTime), Meta: o})
 		res.NextKey, res.NextUpload = key, id
 		count++
 	}

@@ -10,32 +10,15 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/store/segment"
 )
-
-// PutOptions adjusts a write.
-type PutOptions struct {
-	// IfNoneMatch makes the write fail with Precondition if the object exists.
-	IfNoneMatch bool
-	// Finish, if set, is called after the whole body has been read and made durable but
-	// before the object is committed. It may fill in o (ETag, checksums) and veto the
-	// write by returning an error, in which case nothing is stored.
-	Finish func(o *Object) error
-	// Version, if non-zero, is the HLC timestamp of this version, chosen by the cluster
-	// gateway that coordinates the write (otherwise the store's clock assigns one). The
-	// write takes effect only if the stored record (object or tombstone) is older; if it
-	// is newer, the write is dropped and PutObject returns the newer record.
-	Version uint64
-	// Repair also replaces a stored record of the same Version: a copy of that version
-	// fetched from another replica replaces a local one that failed its checksum.
-	Repair bool
-}
 
 // body is what writeBody stored: either inline bytes or chunks.
 type body struct {
 	size   int64
 	inline []byte
-	chunks []Chunk
+	chunks []object.Chunk
 	locs   []segment.Loc
 }
 
@@ -98,7 +81,7 @@ func (s *Store) writeBody(ctx context.Context, src io.Reader, size int64, inline
 				if err != nil {
 					werr = err
 				} else {
-					b.chunks = append(b.chunks, Chunk{ID: id, Size: uint32(j.n)})
+					b.chunks = append(b.chunks, object.Chunk{ID: object.ChunkID(id), Size: uint32(j.n)})
 					b.locs = append(b.locs, loc)
 				}
 			}
@@ -218,7 +201,7 @@ func (s *Store) syncLocs(locs []segment.Loc) error {
 const embedMax = 8 << 10
 
 // addBody adds the index entries of a stored body to batch b.
-func addBody(b *pebble.Batch, o *Object, bd *body) {
+func addBody(b *pebble.Batch, o *object.Object, bd *body) {
 	o.Embedded, o.Body = false, nil // set below if the body is embedded, whatever o held
 	if bd.inline != nil || len(bd.chunks) == 0 {
 		o.Inline = true
@@ -236,14 +219,14 @@ func addBody(b *pebble.Batch, o *Object, bd *body) {
 	o.Inline = false
 	o.Chunks = bd.chunks
 	for i, c := range bd.chunks {
-		b.Set(chunkKey(c.ID), encodeLoc(bd.locs[i]), nil)
-		b.Set(segKey(bd.locs[i]), segValue(c.ID, c.Size), nil)
+		b.Set(chunkKey(segment.ID(c.ID)), encodeLoc(bd.locs[i]), nil)
+		b.Set(segKey(bd.locs[i]), segValue(segment.ID(c.ID), c.Size), nil)
 	}
 }
 
 // dropBody adds to b the deletion of o's body and returns the chunk locations freed (for the
 // live-bytes accounting after commit). The caller holds relocMu.RLock until it commits b.
-func (s *Store) dropBody(b *pebble.Batch, o *Object) ([]segment.Loc, error) {
+func (s *Store) dropBody(b *pebble.Batch, o *object.Object) ([]segment.Loc, error) {
 	if o.Embedded {
 		return nil, nil
 	}
@@ -253,14 +236,14 @@ func (s *Store) dropBody(b *pebble.Batch, o *Object) ([]segment.Loc, error) {
 	}
 	var freed []segment.Loc
 	for _, c := range o.Chunks {
-		loc, err := s.chunkLoc(s.db, c.ID)
+		loc, err := s.chunkLoc(s.db, segment.ID(c.ID))
 		if errors.Is(errors.NotExist, err) {
 			continue // shared with another record already dropped in this batch
 		}
 		if err != nil {
 			return nil, err
 		}
-		b.Delete(chunkKey(c.ID), nil)
+		b.Delete(chunkKey(segment.ID(c.ID)), nil)
 		b.Delete(segKey(loc), nil)
 		freed = append(freed, loc)
 	}
@@ -284,26 +267,26 @@ func (s *Store) chunkLoc(g getter, id segment.ID) (segment.Loc, error) {
 }
 
 // getLive is getObject for callers that must not see tombstones.
-func getLive(g getter, key []byte) (*Object, error) {
+func getLive(g getter, key []byte) (*object.Object, error) {
 	o, err := getObject(g, key)
 	if err == nil && o.Deleted {
-		return nil, errors.E(errors.NotExist, ErrNoSuchKey)
+		return nil, errors.E(errors.NotExist, object.ErrNoSuchKey)
 	}
 	return o, err
 }
 
 // getObject returns the record under key, a tombstone included.
-func getObject(g getter, key []byte) (*Object, error) {
+func getObject(g getter, key []byte) (*object.Object, error) {
 	v, c, err := g.Get(key)
 	if err == pebble.ErrNotFound {
-		return nil, errors.E(errors.NotExist, ErrNoSuchKey)
+		return nil, errors.E(errors.NotExist, object.ErrNoSuchKey)
 	}
 	if err != nil {
 		return nil, indexErr(err)
 	}
 	defer c.Close()
-	o := new(Object)
-	if err := o.Unmarshal(v); err != nil {
+	o := new(object.Object)
+	if err := unmarshalRecord(o, v); err != nil {
 		return nil, err
 	}
 	if o.Body != nil {
@@ -323,7 +306,7 @@ func indexErr(err error) error {
 
 // PutObject stores src (size bytes, or until EOF if size < 0) as bucket/key with the
 // metadata in meta, replacing any previous version. It returns the stored record.
-func (s *Store) PutObject(ctx context.Context, bucket, key string, meta *Object, src io.Reader, size int64, opts PutOptions) (*Object, error) {
+func (s *Store) PutObject(ctx context.Context, bucket, key string, meta *object.Object, src io.Reader, size int64, opts object.PutOptions) (*object.Object, error) {
 	const op errors.Op = "store.PutObject"
 	if _, err := s.bucket(bucket); err != nil {
 		return nil, errors.E(op, err)
@@ -354,7 +337,7 @@ func (s *Store) PutObject(ctx context.Context, bucket, key string, meta *Object,
 // commitObject runs opts.Finish and commits o (an object, or a tombstone if o.Deleted)
 // with its body bd as bucket/key, dropping the previous version's body in the same batch,
 // unless the stored record is newer.
-func (s *Store) commitObject(op errors.Op, bucket, key string, o *Object, bd *body, opts PutOptions) (*Object, error) {
+func (s *Store) commitObject(op errors.Op, bucket, key string, o *object.Object, bd *body, opts object.PutOptions) (*object.Object, error) {
 	o.VersionID = newID()
 	if o.ModTime == 0 {
 		o.ModTime = time.Now().UnixNano()
@@ -395,7 +378,7 @@ func (s *Store) commitObject(op errors.Op, bucket, key string, o *Object, bd *bo
 		}
 	}
 	addBody(b, o, bd)
-	b.Set(okey, o.Marshal(), nil)
+	b.Set(okey, marshalRecord(o), nil)
 	if err := s.commit(b); err != nil {
 		return nil, errors.E(op, err)
 	}
@@ -418,17 +401,17 @@ func (s *Store) version(v uint64) uint64 {
 }
 
 // StatObject returns an object's record without its body.
-func (s *Store) StatObject(bucket, key string) (*Object, error) {
+func (s *Store) StatObject(bucket, key string) (*object.Object, error) {
 	return s.stat(errors.Op("store.StatObject"), getLive, bucket, key)
 }
 
 // StatVersion is StatObject that also returns tombstones (records with Deleted set), for
 // replicas comparing versions.
-func (s *Store) StatVersion(bucket, key string) (*Object, error) {
+func (s *Store) StatVersion(bucket, key string) (*object.Object, error) {
 	return s.stat(errors.Op("store.StatVersion"), getObject, bucket, key)
 }
 
-func (s *Store) stat(op errors.Op, get func(getter, []byte) (*Object, error), bucket, key string) (*Object, error) {
+func (s *Store) stat(op errors.Op, get func(getter, []byte) (*object.Object, error), bucket, key string) (*object.Object, error) {
 	o, err := get(s.db, objectKey(bucket, key))
 	if errors.Is(errors.NotExist, err) {
 		if _, berr := s.bucket(bucket); berr != nil {
@@ -455,12 +438,12 @@ func (s *Store) DeleteObject(bucket, key string) error {
 // DeleteVersion deletes bucket/key as of version (an HLC timestamp; zero means now): it
 // replaces the object with a tombstone unless the stored record is newer. It returns the
 // record that is current afterwards (the tombstone, or the newer record).
-func (s *Store) DeleteVersion(bucket, key string, version uint64, modTime int64) (*Object, error) {
+func (s *Store) DeleteVersion(bucket, key string, version uint64, modTime int64) (*object.Object, error) {
 	const op errors.Op = "store.DeleteVersion"
 	if _, err := s.bucket(bucket); err != nil {
 		return nil, errors.E(op, err)
 	}
-	return s.commitObject(op, bucket, key, &Object{Deleted: true, ModTime: modTime}, &body{inline: []byte{}}, PutOptions{Version: version})
+	return s.commitObject(op, bucket, key, &object.Object{Deleted: true, ModTime: modTime}, &body{inline: []byte{}}, object.PutOptions{Version: version})
 }
 
 // Forget removes bucket/key from this store, body and record, if the record stored is
@@ -468,12 +451,12 @@ func (s *Store) DeleteVersion(bucket, key string, version uint64, modTime int64)
 // whether it removed anything. Nodes use it to hand off data they no longer hold once the
 // new holders confirmed their copies: a newer write that arrived meanwhile is kept.
 func (s *Store) Forget(bucket, key string, version uint64) (bool, error) {
-	return s.drop(errors.Op("store.Forget"), bucket, key, func(o *Object) bool { return o.HLC == version })
+	return s.drop(errors.Op("store.Forget"), bucket, key, func(o *object.Object) bool { return o.HLC == version })
 }
 
 // drop removes the record of bucket/key and its body, if there is one and match (when
 // set) accepts it. It reports whether it removed anything.
-func (s *Store) drop(op errors.Op, bucket, key string, match func(*Object) bool) (bool, error) {
+func (s *Store) drop(op errors.Op, bucket, key string, match func(*object.Object) bool) (bool, error) {
 	mu := s.keyLock(bucket, key)
 	mu.Lock()
 	defer mu.Unlock()

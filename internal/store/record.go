@@ -7,83 +7,9 @@ import (
 
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/hlc"
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/store/segment"
 )
-
-// Object is the metadata of one object version (or of one multipart part, or of a pending
-// multipart upload, which reuse the same record).
-type Object struct {
-	VersionID [16]byte
-	// HLC is the version's hybrid-logical-clock timestamp (package hlc): across the
-	// replicas of an object the record with the largest HLC wins.
-	HLC     uint64
-	Size    int64
-	ModTime int64 // Unix nanoseconds
-	// Deleted marks a tombstone: the object was deleted at HLC. Tombstones keep a newer
-	// delete from losing to an older write that reaches a replica late; they have no body.
-	Deleted bool
-	ETag    string
-	// Standard headers stored and returned as given.
-	ContentType        string
-	ContentEncoding    string
-	ContentDisposition string
-	ContentLanguage    string
-	CacheControl       string
-	Expires            string
-	StorageClass       string
-	// UserMeta holds x-amz-meta-* pairs (names lower case, without the prefix), sorted.
-	UserMeta [][2]string
-	// ChecksumAlgo and Checksum are the S3 flexible checksum (e.g. "CRC32C" and its base64).
-	ChecksumAlgo string
-	Checksum     string
-	ChecksumType string // FULL_OBJECT or COMPOSITE
-	// Inline reports that the body is stored in the index, not in chunks: in Body if it
-	// is embedded in the record itself (small bodies: one lookup serves a GET), else under
-	// its own key.
-	Inline bool
-	// Body is the embedded body of a small object (nil otherwise). Unmarshal makes it a
-	// sub-slice of its input: copy it to keep it longer than the input.
-	Body []byte
-	// Embedded reports that Body holds the whole body.
-	Embedded bool
-	// Chunks lists the body's chunks in order (empty when Inline).
-	Chunks []Chunk
-	// PartSizes lists the part sizes of an object made by a multipart upload.
-	PartSizes []int64
-	// Striped marks the record of an erasure-coded object: its bytes are not here but in
-	// stripes of Stripe.Size bytes, each cut into Stripe.K data and Stripe.M parity
-	// shards stored on other nodes (package gateway). Size is the object's size; the
-	// record has no body.
-	Striped bool
-	Stripe  Stripe
-}
-
-// Stripe is the layout of a striped object.
-type Stripe struct {
-	K    int   `json:"k"`
-	M    int   `json:"m"`
-	Size int64 `json:"size"` // bytes of object data per stripe (K shards)
-	// Upload and Parts are set for an object made by a multipart upload: each part was
-	// striped on its own (its stripes are named by the upload and part number), and
-	// PartSizes gives the parts' sizes.
-	Upload string `json:"upload,omitempty"`
-	Parts  []int  `json:"parts,omitempty"`
-}
-
-// BodySize is the number of body bytes the record's store holds: Size, or zero for a
-// striped object.
-func (o *Object) BodySize() int64 {
-	if o.Striped {
-		return 0
-	}
-	return o.Size
-}
-
-// Chunk is one piece of a body stored as a segment record.
-type Chunk struct {
-	ID   segment.ID
-	Size uint32
-}
 
 // recordVersion 2 added HLC and the Deleted flag; version 1 records are still read (their
 // HLC is derived from ModTime). Version 3 is version 2 plus a stripe layout; it is written
@@ -98,7 +24,7 @@ const (
 const maxRecordList = 1 << 22
 
 // Marshal encodes o.
-func (o *Object) Marshal() []byte {
+func marshalRecord(o *object.Object) []byte {
 	b := make([]byte, 0, 128+len(o.Chunks)*20+len(o.PartSizes)*5)
 	if o.Striped {
 		b = append(b, recordVersionStriped)
@@ -226,7 +152,7 @@ func (d *decoder) count() int {
 }
 
 // Unmarshal decodes a record made by Marshal. A malformed record is an error of kind Corrupt.
-func (o *Object) Unmarshal(b []byte) error {
+func unmarshalRecord(o *object.Object, b []byte) error {
 	d := &decoder{b: b}
 	v := d.bytes(2)
 	if d.err != nil {
@@ -236,7 +162,7 @@ func (o *Object) Unmarshal(b []byte) error {
 		d.fail()
 		return d.err
 	}
-	*o = Object{Inline: v[1]&1 != 0, Embedded: v[1]&2 != 0, Deleted: v[1]&4 != 0, Striped: v[0] == recordVersionStriped}
+	*o = object.Object{Inline: v[1]&1 != 0, Embedded: v[1]&2 != 0, Deleted: v[1]&4 != 0, Striped: v[0] == recordVersionStriped}
 	copy(o.VersionID[:], d.bytes(16))
 	o.Size = d.varint()
 	o.ModTime = d.varint()
@@ -256,7 +182,7 @@ func (o *Object) Unmarshal(b []byte) error {
 		}
 	}
 	if n := d.count(); n > 0 {
-		o.Chunks = make([]Chunk, n)
+		o.Chunks = make([]object.Chunk, n)
 		for i := range o.Chunks {
 			copy(o.Chunks[i].ID[:], d.bytes(16))
 			s := d.uvarint()
@@ -274,7 +200,7 @@ func (o *Object) Unmarshal(b []byte) error {
 	}
 	if o.Striped {
 		k, m := d.uvarint(), d.uvarint()
-		o.Stripe = Stripe{K: int(min(k, 1<<16)), M: int(min(m, 1<<16)), Size: d.varint(), Upload: d.str()}
+		o.Stripe = object.Stripe{K: int(min(k, 1<<16)), M: int(min(m, 1<<16)), Size: d.varint(), Upload: d.str()}
 		if k < 1 || (m < 1 && k != 1) || k > 255 || m > 255 || o.Stripe.Size < 1 || o.Stripe.Size > 1<<32 {
 			d.fail()
 		}

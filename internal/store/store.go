@@ -30,6 +30,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/hlc"
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/store/segment"
 )
 
@@ -431,12 +432,6 @@ const InternalPrefix = "."
 // Internal reports whether bucket is an internal bucket.
 func Internal(bucket string) bool { return strings.HasPrefix(bucket, InternalPrefix) }
 
-// Bucket describes a bucket.
-type Bucket struct {
-	Name    string
-	Created time.Time
-}
-
 // CreateBucket creates a bucket; it is an Exist error if it is already there.
 func (s *Store) CreateBucket(name string) error {
 	const op errors.Op = "store.CreateBucket"
@@ -452,21 +447,21 @@ func (s *Store) CreateBucket(name string) error {
 	return s.commit(b)
 }
 
-func (s *Store) bucket(name string) (Bucket, error) {
+func (s *Store) bucket(name string) (object.Bucket, error) {
 	v, c, err := s.db.Get(bucketKey(name))
 	if err == pebble.ErrNotFound {
-		return Bucket{}, errors.E(errors.NotExist, fmt.Errorf("bucket %q: %w", name, ErrNoSuchBucket))
+		return object.Bucket{}, errors.E(errors.NotExist, fmt.Errorf("bucket %q: %w", name, object.ErrNoSuchBucket))
 	}
 	if err != nil {
-		return Bucket{}, errors.E(errors.IO, err)
+		return object.Bucket{}, errors.E(errors.IO, err)
 	}
 	defer c.Close()
 	t, _ := time.Parse(time.RFC3339Nano, string(v))
-	return Bucket{Name: name, Created: t}, nil
+	return object.Bucket{Name: name, Created: t}, nil
 }
 
 // HeadBucket returns a bucket, or a NotExist error.
-func (s *Store) HeadBucket(name string) (Bucket, error) {
+func (s *Store) HeadBucket(name string) (object.Bucket, error) {
 	b, err := s.bucket(name)
 	if err != nil {
 		return b, errors.E(errors.Op("store.HeadBucket"), err)
@@ -475,16 +470,16 @@ func (s *Store) HeadBucket(name string) (Bucket, error) {
 }
 
 // ListBuckets returns every bucket in name order.
-func (s *Store) ListBuckets() ([]Bucket, error) {
+func (s *Store) ListBuckets() ([]object.Bucket, error) {
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(pfxBucket), UpperBound: prefixEnd([]byte(pfxBucket))})
 	if err != nil {
 		return nil, errors.E(errors.Op("store.ListBuckets"), errors.IO, err)
 	}
 	defer it.Close()
-	var out []Bucket
+	var out []object.Bucket
 	for ok := it.First(); ok; ok = it.Next() {
 		t, _ := time.Parse(time.RFC3339Nano, string(it.Value()))
-		out = append(out, Bucket{Name: string(it.Key()[len(pfxBucket):]), Created: t})
+		out = append(out, object.Bucket{Name: string(it.Key()[len(pfxBucket):]), Created: t})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 func testConfig(t testing.TB) Config {
@@ -58,9 +59,9 @@ func readAll(t testing.TB, s *Store, bucket, key string) []byte {
 	return buf.Bytes()
 }
 
-func put(t testing.TB, s *Store, bucket, key string, data []byte) *Object {
+func put(t testing.TB, s *Store, bucket, key string, data []byte) *object.Object {
 	t.Helper()
-	o, err := s.PutObject(context.Background(), bucket, key, &Object{ContentType: "x/y"}, bytes.NewReader(data), int64(len(data)), PutOptions{})
+	o, err := s.PutObject(context.Background(), bucket, key, &object.Object{ContentType: "x/y"}, bytes.NewReader(data), int64(len(data)), object.PutOptions{})
 	if err != nil {
 		t.Fatalf("put %s/%s: %v", bucket, key, err)
 	}
@@ -108,19 +109,19 @@ func TestShortBodyStoresNothing(t *testing.T) {
 	s := openStore(t, testConfig(t))
 	s.CreateBucket("b")
 	data := randBytes(1, 200<<10)
-	_, err := s.PutObject(context.Background(), "b", "k", &Object{}, bytes.NewReader(data[:100<<10]), int64(len(data)), PutOptions{})
+	_, err := s.PutObject(context.Background(), "b", "k", &object.Object{}, bytes.NewReader(data[:100<<10]), int64(len(data)), object.PutOptions{})
 	if err == nil {
 		t.Fatal("short body accepted")
 	}
-	if _, err := s.StatObject("b", "k"); !errors.IsErr(err, ErrNoSuchKey) {
+	if _, err := s.StatObject("b", "k"); !errors.IsErr(err, object.ErrNoSuchKey) {
 		t.Fatalf("stat after short body: %v", err)
 	}
 	vetoed := errors.New("veto")
-	_, err = s.PutObject(context.Background(), "b", "k", &Object{}, bytes.NewReader(data), int64(len(data)), PutOptions{Finish: func(*Object) error { return vetoed }})
+	_, err = s.PutObject(context.Background(), "b", "k", &object.Object{}, bytes.NewReader(data), int64(len(data)), object.PutOptions{Finish: func(*object.Object) error { return vetoed }})
 	if !errors.IsErr(err, vetoed) {
 		t.Fatalf("veto: %v", err)
 	}
-	if _, err := s.StatObject("b", "k"); !errors.IsErr(err, ErrNoSuchKey) {
+	if _, err := s.StatObject("b", "k"); !errors.IsErr(err, object.ErrNoSuchKey) {
 		t.Fatalf("stat after veto: %v", err)
 	}
 }
@@ -169,7 +170,7 @@ func TestOverwriteDeleteCompactReopen(t *testing.T) {
 				t.Fatalf("%s differs", k)
 			}
 		}
-		res, err := s.List("b", ListOptions{Max: 1000})
+		res, err := s.List("b", object.ListOptions{Max: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -255,7 +256,7 @@ func TestListDelimiter(t *testing.T) {
 	var got []string
 	after := ""
 	for {
-		res, err := s.List("b", ListOptions{Delimiter: "/", After: after, Max: 2})
+		res, err := s.List("b", object.ListOptions{Delimiter: "/", After: after, Max: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -273,7 +274,7 @@ func TestListDelimiter(t *testing.T) {
 	if len(got) != 5 {
 		t.Fatalf("got %v want %s", got, want)
 	}
-	res, _ := s.List("b", ListOptions{Prefix: "c/", Delimiter: "/", Max: 100})
+	res, _ := s.List("b", object.ListOptions{Prefix: "c/", Delimiter: "/", Max: 100})
 	if len(res.CommonPrefixes) != 1 || res.CommonPrefixes[0] != "c/x/" || len(res.Objects) != 1 || res.Objects[0].Key != "c/y" {
 		t.Fatalf("prefix listing %+v", res)
 	}
@@ -283,29 +284,29 @@ func TestMultipart(t *testing.T) {
 	cfg := testConfig(t)
 	s := openStore(t, cfg)
 	s.CreateBucket("b")
-	id, err := s.CreateUpload("b", "big", &Object{ContentType: "a/b"})
+	id, err := s.CreateUpload("b", "big", &object.Object{ContentType: "a/b"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var parts []CompletePart
+	var parts []object.CompletePart
 	var all []byte
 	md := md5.New()
 	for n := 1; n <= 3; n++ {
 		data := randBytes(uint64(n), 150<<10)
 		sum := md5.Sum(data)
 		etag := hex.EncodeToString(sum[:])
-		_, err := s.PutPart(context.Background(), "b", "big", id, n, bytes.NewReader(data), int64(len(data)), func(o *Object) error { o.ETag = etag; return nil })
+		_, err := s.PutPart(context.Background(), "b", "big", id, n, bytes.NewReader(data), int64(len(data)), func(o *object.Object) error { o.ETag = etag; return nil })
 		if err != nil {
 			t.Fatal(err)
 		}
-		parts = append(parts, CompletePart{Number: n, ETag: etag})
+		parts = append(parts, object.CompletePart{Number: n, ETag: etag})
 		all = append(all, data...)
 		md.Write(sum[:])
 	}
-	if _, err := s.CompleteUpload("b", "big", id, []CompletePart{parts[1], parts[0]}, 100<<10, nil); !errors.IsErr(err, ErrInvalidPartOrder) {
+	if _, err := s.CompleteUpload("b", "big", id, []object.CompletePart{parts[1], parts[0]}, 100<<10, nil); !errors.IsErr(err, object.ErrInvalidPartOrder) {
 		t.Fatalf("order: %v", err)
 	}
-	if _, err := s.CompleteUpload("b", "big", id, parts, 200<<10, nil); !errors.IsErr(err, ErrEntityTooSmall) {
+	if _, err := s.CompleteUpload("b", "big", id, parts, 200<<10, nil); !errors.IsErr(err, object.ErrEntityTooSmall) {
 		t.Fatalf("small: %v", err)
 	}
 	o, err := s.CompleteUpload("b", "big", id, parts, 100<<10, nil)
@@ -318,7 +319,7 @@ func TestMultipart(t *testing.T) {
 	if got := readAll(t, s, "b", "big"); !bytes.Equal(got, all) {
 		t.Fatal("multipart body differs")
 	}
-	if _, _, err := s.ListParts("b", "big", id, 0, 10); !errors.IsErr(err, ErrNoSuchUpload) {
+	if _, _, err := s.ListParts("b", "big", id, 0, 10); !errors.IsErr(err, object.ErrNoSuchUpload) {
 		t.Fatalf("upload still there: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/store/segment"
 )
 
@@ -23,39 +24,6 @@ const UploadEndLifetime = 7 * 24 * time.Hour
 
 const pfxUploadEnd = "E/"
 
-// Upload end states.
-const (
-	UploadCompleted = "completed"
-	UploadAborted   = "aborted"
-)
-
-// UploadEnd records how an upload ended.
-type UploadEnd struct {
-	Bucket   string `json:"bucket"`
-	Key      string `json:"key"`
-	UploadID string `json:"upload_id"`
-	State    string `json:"state"` // UploadCompleted or UploadAborted
-	// Parts is the completion's part list (completed only), in order, ETags unquoted.
-	Parts []CompletePart `json:"parts,omitempty"`
-	// Result is the record the completion wrote, without its body and chunks: its HLC,
-	// ETag, size and checksums answer a retried completion.
-	Result *Object `json:"result,omitempty"`
-	Ended  int64   `json:"ended"` // unix nanoseconds
-}
-
-// SameParts reports whether list is the part list the upload was completed with.
-func (e *UploadEnd) SameParts(list []CompletePart) bool {
-	if e.State != UploadCompleted || len(list) != len(e.Parts) {
-		return false
-	}
-	for i, p := range list {
-		if p.Number != e.Parts[i].Number || !strings.EqualFold(strings.Trim(p.ETag, `"`), strings.Trim(e.Parts[i].ETag, `"`)) {
-			return false
-		}
-	}
-	return true
-}
-
 func uploadEndKey(bucket, key, uploadID string) []byte {
 	b := make([]byte, 0, len(pfxUploadEnd)+len(bucket)+len(key)+len(uploadID)+2)
 	b = append(b, pfxUploadEnd...)
@@ -66,21 +34,21 @@ func uploadEndKey(bucket, key, uploadID string) []byte {
 	return append(b, uploadID...)
 }
 
-func (e *UploadEnd) marshal() []byte {
+func marshalUploadEnd(e *object.UploadEnd) []byte {
 	b, _ := json.Marshal(e)
 	return b
 }
 
-func (s *Store) uploadEnd(bucket, key, uploadID string) (*UploadEnd, error) {
+func (s *Store) uploadEnd(bucket, key, uploadID string) (*object.UploadEnd, error) {
 	v, c, err := s.db.Get(uploadEndKey(bucket, key, uploadID))
 	if err == pebble.ErrNotFound {
-		return nil, errors.E(errors.NotExist, ErrNoSuchUpload)
+		return nil, errors.E(errors.NotExist, object.ErrNoSuchUpload)
 	}
 	if err != nil {
 		return nil, errors.E(errors.IO, err)
 	}
 	defer c.Close()
-	e := new(UploadEnd)
+	e := new(object.UploadEnd)
 	if err := json.Unmarshal(v, e); err != nil {
 		return nil, errors.E(errors.Corrupt, "malformed upload end record")
 	}
@@ -89,7 +57,7 @@ func (s *Store) uploadEnd(bucket, key, uploadID string) (*UploadEnd, error) {
 
 // UploadEnd returns the end record of an upload, or a NotExist error if this store has
 // none (the upload is pending, unknown, or ended more than UploadEndLifetime ago).
-func (s *Store) UploadEnd(bucket, key, uploadID string) (*UploadEnd, error) {
+func (s *Store) UploadEnd(bucket, key, uploadID string) (*object.UploadEnd, error) {
 	e, err := s.uploadEnd(bucket, key, uploadID)
 	if err != nil {
 		return nil, errors.E(errors.Op("store.UploadEnd"), err)
@@ -124,9 +92,9 @@ func (s *Store) dropUpload(b *pebble.Batch, bucket, key, uploadID string, keep m
 // The parts' bytes are not used: the object a completion made reaches this replica as an
 // object copy (hinted retry or anti-entropy). Shards of erasure-coded parts are not
 // touched here; the gateway's shard collection decides about them.
-func (s *Store) EndUpload(e *UploadEnd) error {
+func (s *Store) EndUpload(e *object.UploadEnd) error {
 	const op errors.Op = "store.EndUpload"
-	if !validUploadID(e.UploadID) || (e.State != UploadCompleted && e.State != UploadAborted) {
+	if !validUploadID(e.UploadID) || (e.State != object.UploadCompleted && e.State != object.UploadAborted) {
 		return errors.E(op, errors.Invalid, "malformed upload end record")
 	}
 	mu := s.keyLock(e.Bucket, e.Key)
@@ -147,7 +115,7 @@ func (s *Store) EndUpload(e *UploadEnd) error {
 			o.Body, o.Chunks, o.Inline, o.Embedded = nil, nil, false, false
 			r.Result = &o
 		}
-		b.Set(uploadEndKey(e.Bucket, e.Key, e.UploadID), r.marshal(), nil)
+		b.Set(uploadEndKey(e.Bucket, e.Key, e.UploadID), marshalUploadEnd(&r), nil)
 	} else if err != nil {
 		b.Close()
 		return errors.E(op, err)
@@ -173,7 +141,7 @@ func (s *Store) GCUploadEnds(before time.Time) (int, error) {
 	b := s.db.NewBatch()
 	n := 0
 	for ok := it.First(); ok; ok = it.Next() {
-		var e UploadEnd
+		var e object.UploadEnd
 		if json.Unmarshal(it.Value(), &e) != nil || e.Ended < before.UnixNano() {
 			b.Delete(append([]byte{}, it.Key()...), nil)
 			n++
@@ -193,21 +161,15 @@ func (s *Store) GCUploadEnds(before time.Time) (int, error) {
 	return n, nil
 }
 
-// PendingUpload names a pending upload, for anti-entropy.
-type PendingUpload struct {
-	Bucket, Key, UploadID string
-	Initiated             time.Time
-}
-
 // PendingUploads calls fn for every pending upload of every bucket.
-func (s *Store) PendingUploads(fn func(PendingUpload) error) error {
+func (s *Store) PendingUploads(fn func(object.PendingUpload) error) error {
 	const op errors.Op = "store.PendingUploads"
 	p := []byte(pfxUpload)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
 	if err != nil {
 		return errors.E(op, errors.IO, err)
 	}
-	var ups []PendingUpload
+	var ups []object.PendingUpload
 	for ok := it.First(); ok; ok = it.Next() {
 		k := it.Key()[len(p):]
 		i := strings.IndexByte(string(k), 0)
@@ -215,9 +177,9 @@ func (s *Store) PendingUploads(fn func(PendingUpload) error) error {
 			continue
 		}
 		bucket, rest := string(k[:i]), k[i+1:]
-		u := PendingUpload{Bucket: bucket, Key: string(rest[:len(rest)-uploadIDLen-1]), UploadID: string(rest[len(rest)-uploadIDLen:])}
-		o := new(Object)
-		if o.Unmarshal(it.Value()) == nil {
+		u := object.PendingUpload{Bucket: bucket, Key: string(rest[:len(rest)-uploadIDLen-1]), UploadID: string(rest[len(rest)-uploadIDLen:])}
+		o := new(object.Object)
+		if unmarshalRecord(o, it.Value()) == nil {
 			u.Initiated = time.Unix(0, o.ModTime)
 		}
 		ups = append(ups, u)

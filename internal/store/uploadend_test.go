@@ -9,17 +9,18 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
 )
 
-func putTestPart(t *testing.T, s *Store, key, id string, n int, body []byte) CompletePart {
+func putTestPart(t *testing.T, s *Store, key, id string, n int, body []byte) object.CompletePart {
 	t.Helper()
 	sum := md5.Sum(body)
 	etag := hex.EncodeToString(sum[:])
 	if _, err := s.PutPart(context.Background(), "b", key, id, n, bytes.NewReader(body), int64(len(body)),
-		func(o *Object) error { o.ETag = etag; return nil }); err != nil {
+		func(o *object.Object) error { o.ETag = etag; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	return CompletePart{Number: n, ETag: `"` + etag + `"`}
+	return object.CompletePart{Number: n, ETag: `"` + etag + `"`}
 }
 
 // TestUploadEndRecords: a completed upload answers a retry of its completion with the
@@ -30,11 +31,11 @@ func TestUploadEndRecords(t *testing.T) {
 	if err := s.CreateBucket("b"); err != nil {
 		t.Fatal(err)
 	}
-	id, err := s.CreateUpload("b", "k", &Object{})
+	id, err := s.CreateUpload("b", "k", &object.Object{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	list := []CompletePart{putTestPart(t, s, "k", id, 1, randBytes(1, 70<<10)), putTestPart(t, s, "k", id, 2, randBytes(2, 10))}
+	list := []object.CompletePart{putTestPart(t, s, "k", id, 1, randBytes(1, 70<<10)), putTestPart(t, s, "k", id, 2, randBytes(2, 10))}
 	o, err := s.CompleteUpload("b", "k", id, list, 0, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -46,23 +47,23 @@ func TestUploadEndRecords(t *testing.T) {
 	if cur, err := s.StatObject("b", "k"); err != nil || cur.HLC != o.HLC {
 		t.Fatalf("object after the retry: %+v, %v", cur, err)
 	}
-	if _, err := s.CompleteUpload("b", "k", id, list[:1], 0, nil); !errors.IsErr(err, ErrNoSuchUpload) {
+	if _, err := s.CompleteUpload("b", "k", id, list[:1], 0, nil); !errors.IsErr(err, object.ErrNoSuchUpload) {
 		t.Errorf("completion with another list: %v; want NoSuchUpload", err)
 	}
-	if err := s.AbortUpload("b", "k", id); !errors.IsErr(err, ErrNoSuchUpload) {
+	if err := s.AbortUpload("b", "k", id); !errors.IsErr(err, object.ErrNoSuchUpload) {
 		t.Errorf("abort of a completed upload: %v; want NoSuchUpload", err)
 	}
-	if err := s.CreateUploadID("b", "k", id, &Object{}); err == nil {
+	if err := s.CreateUploadID("b", "k", id, &object.Object{}); err == nil {
 		t.Error("an ended upload id was created again")
 	}
 
 	// Another replica's end record drops this store's pending upload and its parts.
-	id2, err := s.CreateUpload("b", "k", &Object{})
+	id2, err := s.CreateUpload("b", "k", &object.Object{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	putTestPart(t, s, "k", id2, 1, randBytes(3, 70<<10))
-	if err := s.EndUpload(&UploadEnd{Bucket: "b", Key: "k", UploadID: id2, State: UploadAborted, Ended: time.Now().UnixNano()}); err != nil {
+	if err := s.EndUpload(&object.UploadEnd{Bucket: "b", Key: "k", UploadID: id2, State: object.UploadAborted, Ended: time.Now().UnixNano()}); err != nil {
 		t.Fatal(err)
 	}
 	if ps, err := s.parts(id2); err != nil || len(ps) != 0 {
@@ -71,11 +72,11 @@ func TestUploadEndRecords(t *testing.T) {
 	if _, err := s.Upload("b", "k", id2); !errors.Is(errors.NotExist, err) {
 		t.Errorf("upload after the end record: %v", err)
 	}
-	if _, err := s.PutPart(context.Background(), "b", "k", id2, 2, bytes.NewReader([]byte("x")), 1, nil); !errors.IsErr(err, ErrNoSuchUpload) {
+	if _, err := s.PutPart(context.Background(), "b", "k", id2, 2, bytes.NewReader([]byte("x")), 1, nil); !errors.IsErr(err, object.ErrNoSuchUpload) {
 		t.Errorf("part of an ended upload: %v", err)
 	}
 	n := 0
-	if err := s.PendingUploads(func(PendingUpload) error { n++; return nil }); err != nil || n != 0 {
+	if err := s.PendingUploads(func(object.PendingUpload) error { n++; return nil }); err != nil || n != 0 {
 		t.Errorf("pending uploads: %d, %v", n, err)
 	}
 	// Records live UploadEndLifetime.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 // Replica writes carry HLC versions: the newest wins whatever the arrival order, and a
@@ -19,9 +20,9 @@ func TestVersionsNewestWins(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	putV := func(key string, v uint64, data []byte) *Object {
+	putV := func(key string, v uint64, data []byte) *object.Object {
 		t.Helper()
-		o, err := s.PutObject(ctx, "b", key, &Object{}, bytes.NewReader(data), int64(len(data)), PutOptions{Version: v})
+		o, err := s.PutObject(ctx, "b", key, &object.Object{}, bytes.NewReader(data), int64(len(data)), object.PutOptions{Version: v})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +74,7 @@ func TestVersionsNewestWins(t *testing.T) {
 	if _, err := s.DeleteVersion("b", "cond", 10, 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.PutObject(ctx, "b", "cond", &Object{}, bytes.NewReader(small), int64(len(small)), PutOptions{IfNoneMatch: true}); err != nil {
+	if _, err := s.PutObject(ctx, "b", "cond", &object.Object{}, bytes.NewReader(small), int64(len(small)), object.PutOptions{IfNoneMatch: true}); err != nil {
 		t.Fatalf("If-None-Match over a tombstone: %v", err)
 	}
 }
@@ -91,7 +92,7 @@ func TestTombstonesHiddenFromListingAndBucketDelete(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	res, err := s.List("b", ListOptions{Delimiter: "/", Max: 10})
+	res, err := s.List("b", object.ListOptions{Delimiter: "/", Max: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +104,7 @@ func TestTombstonesHiddenFromListingAndBucketDelete(t *testing.T) {
 	if want := "[z dir/]"; fmtList(got) != want {
 		t.Fatalf("listing = %v, want %s (no tombstones, no prefix of only tombstones)", got, want)
 	}
-	raw, err := s.List("b", ListOptions{Max: 10, Tombstones: true})
+	raw, err := s.List("b", object.ListOptions{Max: 10, Tombstones: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func TestTombstonesHiddenFromListingAndBucketDelete(t *testing.T) {
 	if err := s.CreateBucket("b"); err != nil {
 		t.Fatal(err)
 	}
-	if raw, _ := s.List("b", ListOptions{Max: 10, Tombstones: true}); len(raw.Objects) != 0 {
+	if raw, _ := s.List("b", object.ListOptions{Max: 10, Tombstones: true}); len(raw.Objects) != 0 {
 		t.Fatalf("recreated bucket shows %d old tombstones", len(raw.Objects))
 	}
 }
@@ -154,20 +155,20 @@ func TestUploadWithIDAndVersion(t *testing.T) {
 	}
 	id := NewUploadID()
 	for i := 0; i < 2; i++ { // idempotent
-		if err := s.CreateUploadID("b", "k", id, &Object{ContentType: "text/plain"}); err != nil {
+		if err := s.CreateUploadID("b", "k", id, &object.Object{ContentType: "text/plain"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.CreateUploadID("b", "k", "not-an-id", &Object{}); !errors.Is(errors.Invalid, err) {
+	if err := s.CreateUploadID("b", "k", "not-an-id", &object.Object{}); !errors.Is(errors.Invalid, err) {
 		t.Fatalf("malformed id: %v", err)
 	}
 	data := randBytes(3, 100<<10)
-	p, err := s.PutPart(context.Background(), "b", "k", id, 1, bytes.NewReader(data), int64(len(data)), func(o *Object) error { o.ETag = md5hex(data); return nil })
+	p, err := s.PutPart(context.Background(), "b", "k", id, 1, bytes.NewReader(data), int64(len(data)), func(o *object.Object) error { o.ETag = md5hex(data); return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
 	put(t, s, "b", "k", []byte("newer")) // store clock: newer than version 5 below
-	o, err := s.CompleteUploadVersion("b", "k", id, []CompletePart{{1, p.ETag}}, 0, 5, 0, nil)
+	o, err := s.CompleteUploadVersion("b", "k", id, []object.CompletePart{{Number: 1, ETag: p.ETag}}, 0, 5, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,22 +194,22 @@ func TestRepairSameVersion(t *testing.T) {
 	}
 	ctx := context.Background()
 	first, second := randBytes(1, 300<<10), randBytes(2, 300<<10)
-	if _, err := s.PutObject(ctx, "b", "k", &Object{}, bytes.NewReader(first), int64(len(first)), PutOptions{Version: 7}); err != nil {
+	if _, err := s.PutObject(ctx, "b", "k", &object.Object{}, bytes.NewReader(first), int64(len(first)), object.PutOptions{Version: 7}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.PutObject(ctx, "b", "k", &Object{}, bytes.NewReader(second), int64(len(second)), PutOptions{Version: 7}); err != nil {
+	if _, err := s.PutObject(ctx, "b", "k", &object.Object{}, bytes.NewReader(second), int64(len(second)), object.PutOptions{Version: 7}); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(readAll(t, s, "b", "k"), first) {
 		t.Fatal("a write of the same version replaced the record")
 	}
-	if _, err := s.PutObject(ctx, "b", "k", &Object{}, bytes.NewReader(second), int64(len(second)), PutOptions{Version: 7, Repair: true}); err != nil {
+	if _, err := s.PutObject(ctx, "b", "k", &object.Object{}, bytes.NewReader(second), int64(len(second)), object.PutOptions{Version: 7, Repair: true}); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(readAll(t, s, "b", "k"), second) {
 		t.Fatal("a repair of the same version did not replace the record")
 	}
-	if _, err := s.PutObject(ctx, "b", "k", &Object{}, bytes.NewReader(first), int64(len(first)), PutOptions{Version: 6, Repair: true}); err != nil {
+	if _, err := s.PutObject(ctx, "b", "k", &object.Object{}, bytes.NewReader(first), int64(len(first)), object.PutOptions{Version: 6, Repair: true}); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(readAll(t, s, "b", "k"), second) {
@@ -225,7 +226,7 @@ func TestForget(t *testing.T) {
 	}
 	ctx := context.Background()
 	body := randBytes(3, 300<<10)
-	if _, err := s.PutObject(ctx, "b", "k", &Object{}, bytes.NewReader(body), int64(len(body)), PutOptions{Version: 10}); err != nil {
+	if _, err := s.PutObject(ctx, "b", "k", &object.Object{}, bytes.NewReader(body), int64(len(body)), object.PutOptions{Version: 10}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.DeleteVersion("b", "gone", 12, 0); err != nil {
@@ -258,7 +259,7 @@ func TestForget(t *testing.T) {
 		t.Fatalf("live bytes %d after Forget, %d before: body not released", after, live)
 	}
 	n := 0
-	s.Scan(nil, func(VersionEntry) error { n++; return nil })
+	s.Scan(nil, func(object.VersionEntry) error { n++; return nil })
 	if n != 0 {
 		t.Fatalf("Scan sees %d records after Forget", n)
 	}
@@ -272,8 +273,8 @@ func TestStripedRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	meta := &Object{Size: 9 << 20, ETag: "e", StorageClass: "EC42", Striped: true, Stripe: Stripe{K: 4, M: 2, Size: 4 << 20}}
-	if _, err := s.PutObject(ctx, "b", "k", meta, bytes.NewReader(nil), 0, PutOptions{Version: 5}); err != nil {
+	meta := &object.Object{Size: 9 << 20, ETag: "e", StorageClass: "EC42", Striped: true, Stripe: object.Stripe{K: 4, M: 2, Size: 4 << 20}}
+	if _, err := s.PutObject(ctx, "b", "k", meta, bytes.NewReader(nil), 0, object.PutOptions{Version: 5}); err != nil {
 		t.Fatal(err)
 	}
 	o, err := s.StatObject("b", "k")
@@ -288,15 +289,15 @@ func TestStripedRecord(t *testing.T) {
 	if _, err := rd.WriteRange(ctx, io.Discard, 0, 1); !errors.Is(errors.Invalid, err) {
 		t.Fatalf("reading bytes of a striped record: %v", err)
 	}
-	for _, bad := range []*Object{
-		{Size: 1, Striped: true, Stripe: Stripe{K: 0, M: 2, Size: 4}},
-		{Size: 1, Striped: true, Stripe: Stripe{K: 4, M: 2, Size: 0}},
+	for _, bad := range []*object.Object{
+		{Size: 1, Striped: true, Stripe: object.Stripe{K: 0, M: 2, Size: 4}},
+		{Size: 1, Striped: true, Stripe: object.Stripe{K: 4, M: 2, Size: 0}},
 	} {
-		if _, err := s.PutObject(ctx, "b", "bad", bad, bytes.NewReader(nil), 0, PutOptions{}); err == nil {
+		if _, err := s.PutObject(ctx, "b", "bad", bad, bytes.NewReader(nil), 0, object.PutOptions{}); err == nil {
 			t.Fatalf("accepted a striped record with layout %+v", bad.Stripe)
 		}
 	}
-	if _, err := s.PutObject(ctx, "b", "bad", meta, bytes.NewReader([]byte("x")), 1, PutOptions{}); err == nil {
+	if _, err := s.PutObject(ctx, "b", "bad", meta, bytes.NewReader([]byte("x")), 1, object.PutOptions{}); err == nil {
 		t.Fatal("accepted a striped record with a body")
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/store"
 )
 
@@ -87,8 +88,8 @@ func load(ctx context.Context, dir string, n, workers int, interval time.Duratio
 				size := bodySize(i)
 				off := (i * 7919) % (len(src) - 128)
 				body := src[off : off+size]
-				meta := &store.Object{ContentType: "application/octet-stream"}
-				opts := store.PutOptions{Finish: func(o *store.Object) error {
+				meta := &object.Object{ContentType: "application/octet-stream"}
+				opts := object.PutOptions{Finish: func(o *object.Object) error {
 					sum := md5.Sum(body)
 					o.ETag = hex.EncodeToString(sum[:])
 					return nil
@@ -189,14 +190,14 @@ func openExisting(dir string, inproc func(*store.Store) error) error {
 // HTTP latencies that is the index itself.
 func inprocList(s *store.Store, keys []string, reps int, res *Results) error {
 	n := len(keys)
-	list := func(opts store.ListOptions) (*store.ListResult, time.Duration, error) {
+	list := func(opts object.ListOptions) (*object.ListResult, time.Duration, error) {
 		t := time.Now()
 		r, err := s.List(bucketName, opts)
 		return r, time.Since(t), err
 	}
 	var first, delim, mid []time.Duration
 	for range reps {
-		r, d, err := list(store.ListOptions{Max: 1000})
+		r, d, err := list(object.ListOptions{Max: 1000})
 		if err != nil {
 			return fmt.Errorf("in-process list: %w", err)
 		}
@@ -204,7 +205,7 @@ func inprocList(s *store.Store, keys []string, reps int, res *Results) error {
 			return fmt.Errorf("in-process first page: %d keys, want %d", len(r.Objects), min(n, 1000))
 		}
 		first = append(first, d)
-		r, d, err = list(store.ListOptions{Prefix: delimPrefix, Delimiter: "/", Max: 1000})
+		r, d, err = list(object.ListOptions{Prefix: delimPrefix, Delimiter: "/", Max: 1000})
 		if err != nil {
 			return fmt.Errorf("in-process list: %w", err)
 		}
@@ -212,7 +213,7 @@ func inprocList(s *store.Store, keys []string, reps int, res *Results) error {
 			return fmt.Errorf("in-process delimiter listing: %d common prefixes, want %d", len(r.CommonPrefixes), expectedDelimCount(n))
 		}
 		delim = append(delim, d)
-		r, d, err = list(store.ListOptions{After: keys[n/2], Max: 1000})
+		r, d, err = list(object.ListOptions{After: keys[n/2], Max: 1000})
 		if err != nil {
 			return fmt.Errorf("in-process list: %w", err)
 		}
@@ -230,7 +231,7 @@ func inprocList(s *store.Store, keys []string, reps int, res *Results) error {
 	var pages []time.Duration
 	after, count := "", 0
 	for {
-		r, d, err := list(store.ListOptions{After: after, Max: 1000})
+		r, d, err := list(object.ListOptions{After: after, Max: 1000})
 		if err != nil {
 			return fmt.Errorf("in-process scan: %w", err)
 		}

@@ -1,0 +1,281 @@
+package wire
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
+)
+
+// Meta is an object record on the wire: what describes a version, not how a node lays it
+// out (no body, chunk list, version id or inline flags: those are each store's business).
+type Meta struct {
+	HLC                uint64      `json:"hlc"`
+	Size               int64       `json:"size"`
+	ModTime            int64       `json:"mod,omitempty"`
+	Deleted            bool        `json:"deleted,omitempty"`
+	ETag               string      `json:"etag,omitempty"`
+	ContentType        string      `json:"content_type,omitempty"`
+	ContentEncoding    string      `json:"content_encoding,omitempty"`
+	ContentDisposition string      `json:"content_disposition,omitempty"`
+	ContentLanguage    string      `json:"content_language,omitempty"`
+	CacheControl       string      `json:"cache_control,omitempty"`
+	Expires            string      `json:"expires,omitempty"`
+	StorageClass       string      `json:"storage_class,omitempty"`
+	UserMeta           [][2]string `json:"user_meta,omitempty"`
+	ChecksumAlgo       string      `json:"checksum_algo,omitempty"`
+	Checksum           string      `json:"checksum,omitempty"`
+	ChecksumType       string      `json:"checksum_type,omitempty"`
+	PartSizes          []int64     `json:"part_sizes,omitempty"`
+	Striped            bool        `json:"striped,omitempty"`
+	Stripe             *Stripe     `json:"stripe,omitempty"`
+}
+
+// Stripe is an erasure-coded object's layout on the wire.
+type Stripe struct {
+	K      int    `json:"k"`
+	M      int    `json:"m"`
+	Size   int64  `json:"size"`
+	Upload string `json:"upload,omitempty"`
+	Parts  []int  `json:"parts,omitempty"`
+}
+
+// MetaOf returns o's wire form (nil for nil).
+func MetaOf(o *object.Object) *Meta {
+	if o == nil {
+		return nil
+	}
+	m := &Meta{HLC: o.HLC, Size: o.Size, ModTime: o.ModTime, Deleted: o.Deleted, ETag: o.ETag,
+		ContentType: o.ContentType, ContentEncoding: o.ContentEncoding, ContentDisposition: o.ContentDisposition,
+		ContentLanguage: o.ContentLanguage, CacheControl: o.CacheControl, Expires: o.Expires, StorageClass: o.StorageClass,
+		UserMeta: o.UserMeta, ChecksumAlgo: o.ChecksumAlgo, Checksum: o.Checksum, ChecksumType: o.ChecksumType,
+		PartSizes: o.PartSizes, Striped: o.Striped}
+	if s := o.Stripe; s.K != 0 || s.M != 0 || s.Size != 0 || s.Upload != "" || len(s.Parts) > 0 {
+		m.Stripe = &Stripe{K: s.K, M: s.M, Size: s.Size, Upload: s.Upload, Parts: s.Parts}
+	}
+	return m
+}
+
+// Object returns the record m describes (nil for nil).
+func (m *Meta) Object() *object.Object {
+	if m == nil {
+		return nil
+	}
+	o := &object.Object{HLC: m.HLC, Size: m.Size, ModTime: m.ModTime, Deleted: m.Deleted, ETag: m.ETag,
+		ContentType: m.ContentType, ContentEncoding: m.ContentEncoding, ContentDisposition: m.ContentDisposition,
+		ContentLanguage: m.ContentLanguage, CacheControl: m.CacheControl, Expires: m.Expires, StorageClass: m.StorageClass,
+		UserMeta: m.UserMeta, ChecksumAlgo: m.ChecksumAlgo, Checksum: m.Checksum, ChecksumType: m.ChecksumType,
+		PartSizes: m.PartSizes, Striped: m.Striped}
+	if s := m.Stripe; s != nil {
+		o.Stripe = object.Stripe{K: s.K, M: s.M, Size: s.Size, Upload: s.Upload, Parts: s.Parts}
+	}
+	return o
+}
+
+// EncodeMeta returns o's metadata as a header value.
+func EncodeMeta(o *object.Object) string {
+	b, _ := json.Marshal(MetaOf(o))
+	return string(b)
+}
+
+// DecodeMeta parses a header value made by EncodeMeta.
+func DecodeMeta(s string) (*object.Object, error) {
+	var m Meta
+	if s == "" || s == "null" || json.Unmarshal([]byte(s), &m) != nil {
+		return nil, errors.E(errors.Invalid, "malformed object metadata")
+	}
+	return m.Object(), nil
+}
+
+// Part is one part in a PartsAnswer.
+type Part struct {
+	Number int   `json:"number"`
+	Meta   *Meta `json:"meta"`
+}
+
+// PartsAnswer is the answer to a parts listing: the upload's own record and a page of
+// parts, or, for an upload that ended on this replica, only its end record.
+type PartsAnswer struct {
+	Upload    *Meta      `json:"upload,omitempty"`
+	Parts     []Part     `json:"parts,omitempty"`
+	Truncated bool       `json:"truncated,omitempty"`
+	End       *UploadEnd `json:"end,omitempty"`
+}
+
+// CompletePart names a part of a completion.
+type CompletePart struct {
+	Number int    `json:"number"`
+	ETag   string `json:"etag"`
+}
+
+// CompletePartsOf returns list's wire form.
+func CompletePartsOf(list []object.CompletePart) []CompletePart {
+	out := make([]CompletePart, len(list))
+	for i, p := range list {
+		out[i] = CompletePart{Number: p.Number, ETag: p.ETag}
+	}
+	return out
+}
+
+// CompleteParts returns the parts list.
+func CompleteParts(list []CompletePart) []object.CompletePart {
+	out := make([]object.CompletePart, len(list))
+	for i, p := range list {
+		out[i] = object.CompletePart{Number: p.Number, ETag: p.ETag}
+	}
+	return out
+}
+
+// CompleteRequest is the body of a completion.
+type CompleteRequest struct {
+	Parts   []CompletePart `json:"parts"`
+	MinPart int64          `json:"min_part"`
+	// Final carries the checksum fields the gateway computed from the parts.
+	Final *Meta `json:"final"`
+}
+
+// UploadEnd is an upload's end record on the wire (object.UploadEnd).
+type UploadEnd struct {
+	Bucket   string         `json:"bucket"`
+	Key      string         `json:"key"`
+	UploadID string         `json:"upload_id"`
+	State    string         `json:"state"`
+	Parts    []CompletePart `json:"parts,omitempty"`
+	Result   *Meta          `json:"result,omitempty"`
+	Ended    int64          `json:"ended"`
+}
+
+// UploadEndOf returns e's wire form (nil for nil).
+func UploadEndOf(e *object.UploadEnd) *UploadEnd {
+	if e == nil {
+		return nil
+	}
+	w := &UploadEnd{Bucket: e.Bucket, Key: e.Key, UploadID: e.UploadID, State: e.State, Result: MetaOf(e.Result), Ended: e.Ended}
+	if len(e.Parts) > 0 {
+		w.Parts = CompletePartsOf(e.Parts)
+	}
+	return w
+}
+
+// UploadEnd returns the end record w describes (nil for nil).
+func (w *UploadEnd) UploadEnd() *object.UploadEnd {
+	if w == nil {
+		return nil
+	}
+	e := &object.UploadEnd{Bucket: w.Bucket, Key: w.Key, UploadID: w.UploadID, State: w.State, Result: w.Result.Object(), Ended: w.Ended}
+	if len(w.Parts) > 0 {
+		e.Parts = CompleteParts(w.Parts)
+	}
+	return e
+}
+
+// ListEntry is one record of a ListAnswer.
+type ListEntry struct {
+	Key  string `json:"key"`
+	Meta *Meta  `json:"meta"`
+}
+
+// ListAnswer is a page of a node's listing (object.ListResult).
+type ListAnswer struct {
+	Objects        []ListEntry `json:"objects,omitempty"`
+	CommonPrefixes []string    `json:"common_prefixes,omitempty"`
+	Truncated      bool        `json:"truncated,omitempty"`
+	Next           string      `json:"next,omitempty"`
+}
+
+// ListAnswerOf returns r's wire form.
+func ListAnswerOf(r *object.ListResult) *ListAnswer {
+	a := &ListAnswer{CommonPrefixes: r.CommonPrefixes, Truncated: r.Truncated, Next: r.Next}
+	for _, e := range r.Objects {
+		a.Objects = append(a.Objects, ListEntry{Key: e.Key, Meta: MetaOf(e.Object)})
+	}
+	return a
+}
+
+// Result returns the page a describes.
+func (a *ListAnswer) Result() *object.ListResult {
+	r := &object.ListResult{CommonPrefixes: a.CommonPrefixes, Truncated: a.Truncated, Next: a.Next}
+	for _, e := range a.Objects {
+		if e.Meta != nil {
+			r.Objects = append(r.Objects, object.ListEntry{Key: e.Key, Object: e.Meta.Object()})
+		}
+	}
+	return r
+}
+
+// Upload is one pending upload of an UploadsAnswer.
+type Upload struct {
+	Key       string    `json:"key"`
+	UploadID  string    `json:"upload_id"`
+	Initiated time.Time `json:"initiated"`
+	Meta      *Meta     `json:"meta,omitempty"`
+}
+
+// UploadsAnswer is a page of a node's pending uploads (object.UploadList).
+type UploadsAnswer struct {
+	Uploads        []Upload `json:"uploads,omitempty"`
+	CommonPrefixes []string `json:"common_prefixes,omitempty"`
+	Truncated      bool     `json:"truncated,omitempty"`
+	NextKey        string   `json:"next_key,omitempty"`
+	NextUpload     string   `json:"next_upload,omitempty"`
+}
+
+// UploadsAnswerOf returns l's wire form.
+func UploadsAnswerOf(l *object.UploadList) *UploadsAnswer {
+	a := &UploadsAnswer{CommonPrefixes: l.CommonPrefixes, Truncated: l.Truncated, NextKey: l.NextKey, NextUpload: l.NextUpload}
+	for _, u := range l.Uploads {
+		a.Uploads = append(a.Uploads, Upload{Key: u.Key, UploadID: u.UploadID, Initiated: u.Initiated, Meta: MetaOf(u.Meta)})
+	}
+	return a
+}
+
+// List returns the page a describes.
+func (a *UploadsAnswer) List() *object.UploadList {
+	l := &object.UploadList{CommonPrefixes: a.CommonPrefixes, Truncated: a.Truncated, NextKey: a.NextKey, NextUpload: a.NextUpload}
+	for _, u := range a.Uploads {
+		l.Uploads = append(l.Uploads, object.Upload{Key: u.Key, UploadID: u.UploadID, Initiated: u.Initiated, Meta: u.Meta.Object()})
+	}
+	return l
+}
+
+// ScanRequest asks for the versions of every object in some partitions.
+type ScanRequest struct {
+	Partitions int   `json:"partitions"` // partition count of the map
+	Parts      []int `json:"parts"`
+}
+
+// ScanEntry is one line of a scan's answer (object.VersionEntry).
+type ScanEntry struct {
+	Bucket  string `json:"b"`
+	Key     string `json:"k"`
+	HLC     uint64 `json:"v"`
+	Deleted bool   `json:"d,omitempty"`
+	Size    int64  `json:"s,omitempty"`
+	Striped bool   `json:"x,omitempty"` // an erasure-coded object's record (Size is the object's)
+}
+
+// DigestAnswer holds one digest per partition asked for, in the order asked.
+type DigestAnswer struct {
+	Digests []uint64 `json:"digests"`
+}
+
+// PartsAnswerOf returns p's wire form.
+func PartsAnswerOf(p *object.PartsPage) *PartsAnswer {
+	a := &PartsAnswer{Upload: MetaOf(p.Upload), Truncated: p.Truncated, End: UploadEndOf(p.End)}
+	for _, pt := range p.Parts {
+		a.Parts = append(a.Parts, Part{Number: pt.Number, Meta: MetaOf(pt.Object)})
+	}
+	return a
+}
+
+// Page returns the page a describes.
+func (a *PartsAnswer) Page() *object.PartsPage {
+	p := &object.PartsPage{Upload: a.Upload.Object(), Truncated: a.Truncated, End: a.End.UploadEnd()}
+	for _, pt := range a.Parts {
+		if pt.Meta != nil {
+			p.Parts = append(p.Parts, object.Part{Number: pt.Number, Object: pt.Meta.Object()})
+		}
+	}
+	return p
+}

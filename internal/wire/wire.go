@@ -1,0 +1,113 @@
+// Package wire is cairn's internode protocol: the paths a storage node serves to the other
+// nodes, the query keys and headers of each request, the JSON messages with their explicit
+// field names, the object metadata codec, the error codes, and the protocol version. Both
+// sides (package node serving, package gateway asking) use these names, so the protocol is
+// written down once; renaming a Go field does not change it.
+//
+// Transport and authentication (signatures, capabilities, Raft framing) are package rpc's.
+package wire
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/cairnfs/cairn/internal/errors"
+)
+
+// Version is the internode protocol version this build speaks. Every signed request and
+// answer carries it in HdrProto. A node accepts peers of its own version and of the one
+// before (so a cluster can be upgraded one node at a time); a peer that sends no version
+// is version 0, which predates versioning and is refused.
+//
+// Version 1: the first versioned protocol (explicit JSON field names, stable error codes).
+const Version = 1
+
+// MinVersion is the oldest peer version this build accepts.
+const MinVersion = max(1, Version-1)
+
+// HdrProto carries the sender's protocol version on requests and answers.
+const HdrProto = "X-Cairn-Proto"
+
+// ProtoValue is HdrProto's value for this build.
+var ProtoValue = strconv.Itoa(Version)
+
+// CheckVersion checks a peer's HdrProto value: an error naming both versions if this node
+// cannot talk to it.
+func CheckVersion(value string) error {
+	v := 0
+	if value != "" {
+		n, err := strconv.Atoi(value)
+		if err != nil || n < 0 {
+			return errors.E(errors.Op("wire.CheckVersion"), errors.Invalid, fmt.Sprintf("malformed internode protocol version %q; this node speaks version %d", value, Version))
+		}
+		v = n
+	}
+	if v >= MinVersion && v <= Version {
+		return nil
+	}
+	what := fmt.Sprintf("version %d", v)
+	if v == 0 {
+		what = "version 0 (it sent no version: a cairn from before versioning)"
+	}
+	accepts := fmt.Sprintf("%d", Version)
+	if MinVersion < Version {
+		accepts = fmt.Sprintf("%d to %d", MinVersion, Version)
+	}
+	return errors.E(errors.Op("wire.CheckVersion"), errors.Invalid,
+		fmt.Sprintf("peer speaks internode protocol %s; this node speaks version %d and accepts %s: upgrade the older node", what, Version, accepts))
+}
+
+// Headers of the object requests and answers (besides rpc's authentication headers).
+const (
+	HdrMeta    = "X-Cairn-Meta"    // object metadata (EncodeMeta) in requests and answers
+	HdrFinal   = "X-Cairn-Final"   // the coordinator's final metadata: a trailer once a streamed body is complete, or a header with a small body
+	HdrVersion = "X-Cairn-Version" // HLC of the stored record, in answers
+	HdrError   = "X-Cairn-Error"   // error code and sentinel name of a failed request
+)
+
+// Paths served by a storage node to the other nodes.
+const (
+	// PathObject: PUT a replica (HdrMeta, body, HdrFinal), GET a replica or a range of it,
+	// HEAD its record, DELETE it (writes a tombstone at QVersion).
+	PathObject = "/internal/v1/o"
+	// PathUpload: POST creates a multipart upload with the given id (HdrMeta); DELETE aborts it.
+	PathUpload = "/internal/v1/upload"
+	// PathPart: PUT a part of an upload (body, HdrFinal).
+	PathPart = "/internal/v1/part"
+	// PathParts: GET an upload's record and a page of its parts (PartsAnswer).
+	PathParts = "/internal/v1/parts"
+	// PathComplete: POST completes an upload (CompleteRequest) at QVersion.
+	PathComplete = "/internal/v1/complete"
+	// PathList: GET a page of a bucket's records, tombstones included (ListAnswer).
+	PathList = "/internal/v1/list"
+	// PathUploads: GET a page of a bucket's pending uploads (UploadsAnswer).
+	PathUploads = "/internal/v1/uploads"
+	// PathUploadEnd: POST an upload's end record (UploadEnd): the replica drops the upload
+	// and its parts and keeps the record.
+	PathUploadEnd = "/internal/v1/uploadend"
+	// PathScan: POST a ScanRequest; the answer streams ScanEntry lines (JSON), ending with
+	// an entry with no bucket.
+	PathScan = "/internal/v1/scan"
+	// PathDigest: POST a ScanRequest; the answer is a DigestAnswer.
+	PathDigest = "/internal/v1/digest"
+)
+
+// Query keys.
+const (
+	QBucket    = "b"      // bucket
+	QKey       = "k"      // object key
+	QVersion   = "v"      // HLC of the version written, deleted or expected
+	QModTime   = "mod"    // modification time, Unix nanoseconds
+	QRepair    = "repair" // "1": replace a record of the same version (PutOptions.Repair)
+	QIfAbsent  = "ifnone" // "1": store only if the key holds nothing
+	QOffset    = "off"    // first byte of a ranged GET
+	QLength    = "n"      // length of a ranged GET (absent: to the end)
+	QUploadID  = "id"     // multipart upload id
+	QPart      = "n"      // part number (PathPart)
+	QAfter     = "after"  // list after this key, or parts after this number
+	QMax       = "max"    // page size
+	QPrefix    = "prefix" // key prefix of a listing
+	QDelimiter = "delim"  // delimiter of a listing
+	QKeyMarker = "km"     // uploads listing: key marker
+	QUploadMkr = "um"     // uploads listing: upload id marker
+)
