@@ -16,6 +16,7 @@ require (
 	github.com/minio/crc64nvme v1.1.1
 	github.com/prometheus/client_golang v1.25.0
 	golang.org/x/image v0.47.0
+	golang.org/x/sync v0.24.0
 	golang.org/x/sys v0.49.0
 	pgregory.net/rapid v1.3.0
 )

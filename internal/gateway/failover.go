@@ -95,7 +95,7 @@ func (g *Gateway) RepairLocal(bucket, key string, version uint64) {
 	g.bg.Add(1)
 	go func() {
 		defer g.bg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		ctx, cancel := context.WithTimeout(g.closing, 10*time.Minute)
 		defer cancel()
 		g.repairLocal(ctx, bucket, key, version)
 	}()

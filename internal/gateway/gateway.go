@@ -68,6 +68,10 @@ type Gateway struct {
 	tabMu sync.Mutex
 	// bg tracks background replica work (stragglers, read repair) for Close.
 	bg sync.WaitGroup
+	// closing is cancelled by Close: background work that may run long (a local repair)
+	// stops early instead of holding up shutdown.
+	closing context.Context
+	stop    context.CancelFunc
 	// sync is the live state of partition sync (recovery progress and rate limit).
 	sync syncState
 	// repairing holds the objects whose damaged local copy is being replaced.
@@ -126,6 +130,7 @@ func New(cfg Config) *Gateway {
 		cfg.Timeout = 10 * time.Second
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger.With("component", "gateway"), clock: cfg.Clock}
+	g.closing, g.stop = context.WithCancel(context.Background())
 	if g.clock == nil {
 		g.clock = new(hlc.Clock)
 	}
@@ -155,8 +160,9 @@ func (g *Gateway) readQuorum(cls clustermap.Class, ts []target) int {
 	return r
 }
 
-// Close waits for background replica work to finish.
-func (g *Gateway) Close() { g.bg.Wait() }
+// Close stops long background work (local repairs) and waits for all of it, replica
+// writes still in flight included, to finish.
+func (g *Gateway) Close() { g.stop(); g.bg.Wait() }
 
 // target is one replica of an object.
 type target struct {

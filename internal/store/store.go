@@ -119,6 +119,7 @@ type Store struct {
 	commitCh chan *commitReq
 	wg       sync.WaitGroup
 	closed   atomic.Bool
+	closeMu  sync.RWMutex // commits hold R from their check of closed to their send; Close holds W to set closed
 
 	keyLocks    [512]sync.Mutex // serialise read-modify-write of one object's record
 	bucketMu    sync.RWMutex    // object writes hold R; bucket create/delete hold W
@@ -277,9 +278,14 @@ func beUint32(b []byte) uint32 {
 
 // Close waits for background work to stop, then closes the index and the segment files.
 func (s *Store) Close() error {
-	if s.closed.Swap(true) {
+	s.closeMu.Lock()
+	already := s.closed.Swap(true)
+	s.closeMu.Unlock()
+	if already {
 		return nil
 	}
+	// No commit can be between its check of closed and its send now: closing the
+	// channel is safe, and the committer answers every batch sent before it.
 	s.compactStop()
 	close(s.commitCh)
 	s.wg.Wait()
@@ -344,11 +350,15 @@ func (s *Store) committer() {
 // commit makes b durable and closes it.
 func (s *Store) commit(b *pebble.Batch) error {
 	defer b.Close()
+	s.closeMu.RLock()
 	if s.closed.Load() {
+		s.closeMu.RUnlock()
+		s.log.Error("a write reached the store after it was closed: it was refused, nothing was written")
 		return errors.E(errors.Transient, "store is closed")
 	}
 	req := &commitReq{b: b, done: make(chan error, 1)}
 	s.commitCh <- req
+	s.closeMu.RUnlock()
 	if err := <-req.done; err != nil {
 		return errors.E(errors.Op("store.commit"), errors.IO, err)
 	}
