@@ -12,6 +12,7 @@ import (
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/policy"
+	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/store"
 )
 
@@ -317,7 +318,7 @@ func (g *Gateway) placedEverywhere(ctx context.Context, m *clustermap.Map, bucke
 		if t.local || t.down {
 			continue
 		}
-		o, err := g.statReplica(ctx, t, bucket, key)
+		o, err := g.replica(t).Stat(ctx, bucket, key)
 		if err == nil && o.HLC == v && !placedIn(m, o, cls) {
 			return false
 		}
@@ -361,13 +362,13 @@ func (g *Gateway) rewrite(ctx context.Context, bucket, key string, v uint64, cls
 	if cls.Name == clustermap.StandardClass {
 		meta.StorageClass = ""
 	}
-	wctx := withPutFlags(ctx, putFlags{repair: true})
+	wctx := ctx
 	if !cls.Sharded() {
-		if _, err := g.write(wctx, ts, len(ts), bucket, key, &meta, pr, cur.Size, v, "", 0, nil); err != nil {
+		if _, err := g.write(wctx, ts, len(ts), replica.Write{Bucket: bucket, Key: key, Meta: &meta, Version: v, Repair: true}, pr, cur.Size, nil); err != nil {
 			return false, err
 		}
 		// A holder that had a newer version kept it: the rewrite came too late there.
-		o, err := g.statReplica(ctx, ts[0], bucket, key)
+		o, err := g.replica(ts[0]).Stat(ctx, bucket, key)
 		return err == nil && o.HLC == v, nil
 	}
 	// Chunks under a tag of their own, part by part as the object was uploaded.
@@ -391,7 +392,7 @@ func (g *Gateway) rewrite(ctx context.Context, bucket, key string, v uint64, cls
 		return false, errors.Errorf("", errors.Transient, "rewriting took %s: the chunks may be collected before the record names them; retried later", time.Since(began).Round(time.Second))
 	}
 	ok, failed := g.fanOut(wctx, ts, len(ts), bucket, key, v, never, func(ctx context.Context, t target) (*object.Object, error) {
-		return g.putReplica(ctx, t, bucket, key, &rec, bytes.NewReader(nil), 0, v, "", 0, nil, &rec)
+		return g.replica(t).Put(ctx, replica.Write{Bucket: bucket, Key: key, Meta: &rec, Body: bytes.NewReader(nil), Version: v, FinalNow: &rec, Repair: true})
 	})
 	if len(ok) < len(ts) {
 		return false, quorumFailure("rewrite", ok, failed, len(ts), len(ts))

@@ -29,8 +29,8 @@ import (
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/hlc"
-	"github.com/cairnfs/cairn/internal/node"
 	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/store"
 )
@@ -188,7 +188,7 @@ func newCluster(tb testing.TB, n int, cfg clusterConfig) *testCluster {
 			StragglerWait: cfg.straggler,
 			Logger:        testLogger().With("node", id),
 		})
-		nh := node.New(node.Config{Store: st, Secret: secret, EnsureBucket: nd.gw.EnsureLocalBucket, Logger: testLogger().With("node", id)})
+		nh := replica.NewHandler(replica.HandlerConfig{Local: &replica.Local{Node: id, Store: st, EnsureBucket: nd.gw.EnsureLocalBucket}, Secret: secret, Logger: testLogger().With("node", id)})
 		nd.handler = c.internodeAuth(nh)
 		nd.srv = c.serve(nd.handler)
 		m.Nodes = append(m.Nodes, clustermap.Node{ID: id, Addr: nd.srv.Listener.Addr().String(),

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"slices"
 	"sort"
 	"strconv"
@@ -22,9 +21,8 @@ import (
 	"github.com/cairnfs/cairn/internal/hlc"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/placement"
-	"github.com/cairnfs/cairn/internal/rpc"
+	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/store"
-	"github.com/cairnfs/cairn/internal/wire"
 )
 
 // Erasure-coded objects (classes with K > 0). The object's record lives on the key's
@@ -246,7 +244,7 @@ func (g *Gateway) putStriped(ctx context.Context, cls clustermap.Class, holders 
 	rec.HLC = version
 	rec.Striped, rec.Stripe = true, stripeLayout(cls)
 	ok, failed := g.fanOut(ctx, holders, recW, bucket, key, version, always, func(ctx context.Context, t target) (*object.Object, error) {
-		return g.putReplica(ctx, t, bucket, key, &rec, bytes.NewReader(nil), 0, version, "", 0, nil, &rec)
+		return g.replica(t).Put(ctx, replica.Write{Bucket: bucket, Key: key, Meta: &rec, Body: bytes.NewReader(nil), Version: version, FinalNow: &rec})
 	})
 	if len(ok) < recW {
 		return nil, quorumFailure("write", ok, failed, recW, len(holders))
@@ -272,7 +270,7 @@ func (g *Gateway) putStripedPart(ctx context.Context, cls clustermap.Class, hold
 	fin.Size = total
 	fin.Striped, fin.Stripe = true, stripeLayout(cls)
 	ok, failed := g.fanOut(ctx, holders, recW, bucket, key, 0, never, func(ctx context.Context, t target) (*object.Object, error) {
-		return g.putReplica(ctx, t, bucket, key, &object.Object{}, bytes.NewReader(nil), 0, 0, uploadID, n, nil, fin)
+		return g.replica(t).Put(ctx, replica.Write{Bucket: bucket, Key: key, Body: bytes.NewReader(nil), UploadID: uploadID, Part: n, FinalNow: fin})
 	})
 	if len(ok) < recW {
 		return nil, quorumFailure("write", ok, failed, recW, len(holders))
@@ -416,13 +414,11 @@ func (g *Gateway) putShard(ctx context.Context, t target, key, owner string, sha
 // a shard of the stripe already: a node holds one shard per stripe, so a shard put on a
 // node found free never replaces one that another repair or move put there meanwhile.
 func (g *Gateway) putShardOpts(ctx context.Context, t target, key, owner string, shard []byte, ifAbsent bool) error {
-	if ifAbsent {
-		ctx = withPutFlags(ctx, putFlags{ifAbsent: true})
-	}
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 	defer cancel()
 	meta := &object.Object{Size: int64(len(shard)), ModTime: time.Now().UnixNano(), UserMeta: [][2]string{{"owner", owner}}}
-	_, err := g.putReplica(ctx, t, ShardBucket, key, meta, bytes.NewReader(shard), int64(len(shard)), g.clock.Next(), "", 0, nil, meta)
+	_, err := g.replica(t).Put(ctx, replica.Write{Bucket: ShardBucket, Key: key, Meta: meta, Body: bytes.NewReader(shard), Size: int64(len(shard)),
+		Version: g.clock.Next(), FinalNow: meta, IfAbsent: ifAbsent})
 	return err
 }
 
@@ -433,7 +429,7 @@ func (g *Gateway) getShard(ctx context.Context, t target, key string) ([]byte, e
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 	defer cancel()
-	rd, err := g.openReplica(ctx, t, ShardBucket, key, 0)
+	rd, err := g.replica(t).Open(ctx, ShardBucket, key, replica.OpenOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -878,23 +874,13 @@ func (g *Gateway) shardsPresent(ctx context.Context, ts []target, stripe string)
 
 // shardHeader reads the first erasure.HeaderSize bytes of a node's shard of stripe.
 func (g *Gateway) shardHeader(ctx context.Context, t target, stripe string) ([]byte, error) {
-	var b bytes.Buffer
-	if t.local {
-		rd, err := g.cfg.Store.OpenObject(ShardBucket, stripe)
-		if err != nil {
-			return nil, err
-		}
-		defer rd.Close()
-		_, err = rd.WriteRange(ctx, &b, 0, min(erasure.HeaderSize, rd.Object.Size))
-		return b.Bytes(), err
-	}
-	resp, err := g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodGet, Addr: t.addr, Path: wire.PathObject,
-		Query: objQuery(ShardBucket, stripe, wire.QOffset, "0", wire.QLength, strconv.Itoa(erasure.HeaderSize)), Cap: &rpc.Cap{Op: rpc.CapRead, Bucket: ShardBucket, Key: stripe}})
+	rd, err := g.replica(t).Open(ctx, ShardBucket, stripe, replica.OpenOptions{N: erasure.HeaderSize})
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	_, err = io.CopyN(&b, resp.Body, erasure.HeaderSize)
+	defer rd.Close()
+	var b bytes.Buffer
+	_, err = rd.WriteRange(ctx, &b, 0, min(erasure.HeaderSize, rd.Info().Size))
 	return b.Bytes(), err
 }
 
@@ -959,7 +945,7 @@ func (g *Gateway) collectShards(ctx context.Context, st *SyncStats) {
 			if t.down {
 				continue
 			}
-			if o, err := g.statReplica(ctx, t, bucket, key); err == nil && o.HLC > newest {
+			if o, err := g.replica(t).Stat(ctx, bucket, key); err == nil && o.HLC > newest {
 				newest = o.HLC
 			}
 		}

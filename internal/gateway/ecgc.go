@@ -85,7 +85,7 @@ func (g *Gateway) uploadStripesNeeded(ctx context.Context, bucket, key, upload s
 		}
 	}
 	_, errs := gather(ts, func(t target) (struct{}, error) {
-		ans, err := g.partsReplica(ctx, t, bucket, key, upload, 0, 1)
+		ans, err := g.replica(t).Parts(ctx, bucket, key, upload, 0, 1)
 		if err == nil && ans.End != nil {
 			err = errors.E(errors.NotExist, object.ErrNoSuchUpload) // ended there: its end record is all that is left
 		}
@@ -96,7 +96,7 @@ func (g *Gateway) uploadStripesNeeded(ctx context.Context, bucket, key, upload s
 			return nil, false
 		}
 	}
-	recs, errs := gather(ts, func(t target) (*object.Object, error) { return g.statReplica(ctx, t, bucket, key) })
+	recs, errs := gather(ts, func(t target) (*object.Object, error) { return g.replica(t).Stat(ctx, bucket, key) })
 	for i, o := range recs {
 		switch err := errs[i]; {
 		case errors.Is(errors.NotExist, err):
@@ -128,7 +128,7 @@ func (g *Gateway) versionRewritten(ctx context.Context, bucket, key string, ts [
 			return false
 		}
 	}
-	recs, errs := gather(ts, func(t target) (*object.Object, error) { return g.statReplica(ctx, t, bucket, key) })
+	recs, errs := gather(ts, func(t target) (*object.Object, error) { return g.replica(t).Stat(ctx, bucket, key) })
 	for i, o := range recs {
 		if errs[i] != nil || o.HLC != v || o.Deleted || (o.Striped && o.Stripe.Upload == "") {
 			return false

@@ -155,7 +155,7 @@ func (g *Gateway) ownerClass(ctx context.Context, owner string) string {
 		if t.down {
 			continue
 		}
-		if o, err := g.statReplica(ctx, t, bucket, key); err == nil {
+		if o, err := g.replica(t).Stat(ctx, bucket, key); err == nil {
 			return o.StorageClass
 		}
 	}

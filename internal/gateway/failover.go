@@ -7,6 +7,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/replica"
 )
 
 // failoverReader reads one version of an object from a replica and, if that replica
@@ -77,7 +78,7 @@ func (r *failoverReader) next(ctx context.Context, version uint64) (ObjectReader
 			continue
 		}
 		r.tried[t.id] = true
-		rd, err := r.g.openReplica(ctx, t, r.bucket, r.key, version)
+		rd, err := r.g.replica(t).Open(ctx, r.bucket, r.key, replica.OpenOptions{Version: version})
 		if err == nil {
 			return rd, t, nil
 		}

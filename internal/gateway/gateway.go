@@ -21,6 +21,7 @@ import (
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/placement"
 	"github.com/cairnfs/cairn/internal/policy"
+	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/store"
 )
@@ -56,7 +57,10 @@ type Config struct {
 	StragglerWait time.Duration
 	// Timeout bounds a metadata call to a replica (default 10s).
 	Timeout time.Duration
-	Logger  *slog.Logger
+	// WrapReplica, if set, wraps every replica the gateway talks to (tests inject faults
+	// with replica.Faulty).
+	WrapReplica func(replica.Replica) replica.Replica
+	Logger      *slog.Logger
 }
 
 // Gateway implements the object operations of the S3 API over the cluster.
@@ -68,6 +72,8 @@ type Gateway struct {
 	tabMu sync.Mutex
 	// bg tracks background replica work (stragglers, read repair) for Close.
 	bg sync.WaitGroup
+	// local is this node's store as a replica (nil without one).
+	local *replica.Local
 	// closing is cancelled by Close: background work that may run long (a local repair)
 	// stops early instead of holding up shutdown.
 	closing context.Context
@@ -130,6 +136,9 @@ func New(cfg Config) *Gateway {
 		cfg.Timeout = 10 * time.Second
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger.With("component", "gateway"), clock: cfg.Clock}
+	if cfg.Store != nil {
+		g.local = &replica.Local{Node: cfg.NodeID, Store: cfg.Store, EnsureBucket: g.EnsureLocalBucket}
+	}
 	g.closing, g.stop = context.WithCancel(context.Background())
 	if g.clock == nil {
 		g.clock = new(hlc.Clock)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/replica"
 )
 
 // readGrace is how long a read that has its quorum still waits for the other replicas'
@@ -40,7 +41,7 @@ func (g *Gateway) versions(ctx context.Context, ts []target, r int, bucket, key 
 			if t.down {
 				continue
 			}
-			o, err := g.statReplica(ctx, t, bucket, key)
+			o, err := g.replica(t).Stat(ctx, bucket, key)
 			if err != nil && !errors.Is(errors.NotExist, err) {
 				lastErr = err
 				continue
@@ -63,7 +64,7 @@ func (g *Gateway) versions(ctx context.Context, ts []target, r int, bucket, key 
 			}
 			asked++
 			go func() {
-				o, err := g.statReplica(sctx, t, bucket, key)
+				o, err := g.replica(t).Stat(sctx, bucket, key)
 				ch <- answer{t: t, o: o, err: err}
 			}()
 		}
@@ -124,7 +125,7 @@ func (g *Gateway) versions(ctx context.Context, ts []target, r int, bucket, key 
 		// No replica has any record: while placement changes settle, the object may be
 		// only on a node that held it before (several holders moved at once, or N = 1).
 		for _, t := range g.formerReplicas(bucket, key, ts) {
-			o, err := g.statReplica(ctx, t, bucket, key)
+			o, err := g.replica(t).Stat(ctx, bucket, key)
 			if err == nil && !o.Deleted {
 				g.clock.Observe(o.HLC)
 				return o, []target{t}, nil
@@ -196,7 +197,7 @@ func (g *Gateway) OpenObject(ctx context.Context, bucket, key string) (ObjectRea
 			if t.down {
 				continue
 			}
-			rd, err := g.openReplica(ctx, t, bucket, key, 0)
+			rd, err := g.replica(t).Open(ctx, bucket, key, replica.OpenOptions{Version: 0})
 			if err == nil {
 				if o := rd.Info(); o.Striped {
 					rd.Close()
@@ -221,7 +222,7 @@ func (g *Gateway) OpenObject(ctx context.Context, bucket, key string) (ObjectRea
 			return g.openStriped(o, bucket, key)
 		}
 		for _, t := range holders {
-			rd, err := g.openReplica(ctx, t, bucket, key, o.HLC)
+			rd, err := g.replica(t).Open(ctx, bucket, key, replica.OpenOptions{Version: o.HLC})
 			if err == nil {
 				return g.failover(rd, t, ts, bucket, key), nil
 			}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/replica"
 )
 
 // Hints is the durable retry queue of replica writes that failed (LeoFS's repair queue,
@@ -263,7 +264,7 @@ func (g *Gateway) RunHints(ctx context.Context, interval time.Duration) {
 			dst := target{id: n.ID, addr: n.Addr, local: n.ID == g.cfg.NodeID && g.cfg.Store != nil}
 			var err error
 			if e.end != nil {
-				if err = g.endReplica(ctx, dst, e.end); errors.Is(errors.NotExist, err) {
+				if err = g.replica(dst).EndUpload(ctx, e.end); errors.Is(errors.NotExist, err) {
 					err = nil // the bucket is gone: nothing to deliver
 				}
 			} else {
@@ -301,7 +302,7 @@ func (g *Gateway) deliver(ctx context.Context, dst target, e hintEntry) error {
 	if g.cfg.Store != nil && dst.id != g.cfg.NodeID {
 		srcs = append(srcs, target{id: g.cfg.NodeID, local: true})
 	}
-	os, _ := gather(srcs, func(t target) (*object.Object, error) { return g.statReplica(ctx, t, e.bucket, e.key) })
+	os, _ := gather(srcs, func(t target) (*object.Object, error) { return g.replica(t).Stat(ctx, e.bucket, e.key) })
 	var best *object.Object
 	var src target
 	for i, o := range os {
@@ -315,13 +316,13 @@ func (g *Gateway) deliver(ctx context.Context, dst target, e hintEntry) error {
 		}
 		return errNotYet
 	}
-	if cur, err := g.statReplica(ctx, dst, e.bucket, e.key); err == nil && cur.HLC >= best.HLC {
+	if cur, err := g.replica(dst).Stat(ctx, e.bucket, e.key); err == nil && cur.HLC >= best.HLC {
 		return nil
 	} else if err != nil && !errors.Is(errors.NotExist, err) {
 		return err
 	}
 	if best.Deleted {
-		_, err := g.deleteReplica(ctx, dst, e.bucket, e.key, best.HLC, best.ModTime)
+		_, err := g.replica(dst).Delete(ctx, e.bucket, e.key, best.HLC, best.ModTime)
 		return err
 	}
 	_, err = g.copyVersion(ctx, src, dst, e.bucket, e.key, best.HLC, false)
@@ -332,7 +333,7 @@ func (g *Gateway) deliver(ctx context.Context, dst target, e hintEntry) error {
 // body bytes copied. With repair (dst local only) it replaces a record of the same
 // version: a damaged copy.
 func (g *Gateway) copyVersion(ctx context.Context, src, dst target, bucket, key string, version uint64, repair bool) (int64, error) {
-	rd, err := g.openReplica(ctx, src, bucket, key, version)
+	rd, err := g.replica(src).Open(ctx, bucket, key, replica.OpenOptions{Version: version})
 	if err != nil {
 		return 0, err
 	}
@@ -347,12 +348,8 @@ func (g *Gateway) copyVersion(ctx context.Context, src, dst target, bucket, key 
 	defer pr.CloseWithError(errReplicaGone)
 	meta := *o
 	meta.Body, meta.Chunks, meta.Inline, meta.Embedded = nil, nil, false, false
-	if repair && dst.local {
-		_, err = g.cfg.Store.PutObject(ctx, bucket, key, &meta, pr, size, object.PutOptions{Version: o.HLC, Repair: true,
-			Finish: func(x *object.Object) error { copyFinal(x, o); return nil }})
-	} else {
-		_, err = g.putReplica(ctx, dst, bucket, key, &meta, pr, size, o.HLC, "", 0, nil, &meta)
-	}
+	_, err = g.replica(dst).Put(ctx, replica.Write{Bucket: bucket, Key: key, Meta: &meta, Body: pr, Size: size, Version: o.HLC, FinalNow: &meta,
+		Repair: repair && dst.local})
 	if err != nil {
 		return 0, err
 	}
@@ -381,7 +378,7 @@ func (g *Gateway) Replicas(ctx context.Context, bucket, key string) ([]ReplicaSt
 	if err != nil {
 		return nil, err
 	}
-	os, errs := gather(ts, func(t target) (*object.Object, error) { return g.statReplica(ctx, t, bucket, key) })
+	os, errs := gather(ts, func(t target) (*object.Object, error) { return g.replica(t).Stat(ctx, bucket, key) })
 	out := make([]ReplicaState, len(ts))
 	for i, t := range ts {
 		out[i].Node = t.id

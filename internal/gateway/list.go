@@ -2,16 +2,11 @@ package gateway
 
 import (
 	"context"
-	"net/http"
-	"net/url"
 	"sort"
-	"strconv"
 
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
-	"github.com/cairnfs/cairn/internal/rpc"
-	"github.com/cairnfs/cairn/internal/wire"
 )
 
 // listTargets are the nodes whose stores together hold every object: all storage nodes
@@ -26,25 +21,6 @@ func (g *Gateway) listTargets() []target {
 		ts = append(ts, target{id: n.ID, addr: n.Addr, local: n.ID == g.cfg.NodeID && g.cfg.Store != nil})
 	}
 	return ts
-}
-
-func (g *Gateway) listReplica(ctx context.Context, t target, bucket string, opts object.ListOptions) (*object.ListResult, error) {
-	if t.local {
-		if err := g.EnsureLocalBucket(bucket); err != nil {
-			return nil, err
-		}
-		return g.cfg.Store.List(bucket, opts)
-	}
-	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
-	defer cancel()
-	q := url.Values{wire.QBucket: {bucket}, wire.QPrefix: {opts.Prefix}, wire.QDelimiter: {opts.Delimiter}, wire.QAfter: {opts.After}, wire.QMax: {strconv.Itoa(opts.Max)}}
-	var res wire.ListAnswer
-	err := g.cfg.RPC.DoJSON(ctx, &rpc.Request{Method: http.MethodGet, Addr: t.addr, Path: wire.PathList, Query: q,
-		Cap: &rpc.Cap{Op: rpc.CapList, Bucket: bucket, Key: opts.Prefix}}, &res)
-	if err != nil {
-		return nil, err
-	}
-	return res.Result(), nil
 }
 
 // List returns a page of bucket's objects, merged from every storage node's store: for
@@ -75,7 +51,7 @@ func (g *Gateway) List(ctx context.Context, bucket string, opts object.ListOptio
 	ropts := opts
 	ropts.Tombstones = true
 	for round := 0; round < 8; round++ {
-		ress, errs := gather(ts, func(t target) (*object.ListResult, error) { return g.listReplica(ctx, t, bucket, ropts) })
+		ress, errs := gather(ts, func(t target) (*object.ListResult, error) { return g.replica(t).List(ctx, bucket, ropts) })
 		for _, err := range errs {
 			if err != nil {
 				// A listing that silently missed a node could miss objects only it holds.

@@ -1,25 +1,19 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"crypto/md5"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
-	"github.com/cairnfs/cairn/internal/rpc"
+	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/store"
-	"github.com/cairnfs/cairn/internal/wire"
 )
 
 // Multipart uploads live on the replicas of their object: the upload record and every
@@ -57,21 +51,9 @@ func (g *Gateway) CreateUpload(ctx context.Context, bucket, key string, meta *ob
 	}
 	m.ModTime = time.Now().UnixNano()
 	ok, failed := g.fanOut(ctx, ts, cls.W, bucket, key, 0, never, func(ctx context.Context, t target) (*object.Object, error) {
-		if t.local {
-			if err := g.EnsureLocalBucket(bucket); err != nil {
-				return nil, err
-			}
-			return nil, g.cfg.Store.CreateUploadID(bucket, key, id, &m)
-		}
 		ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 		defer cancel()
-		resp, err := g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodPost, Addr: t.addr, Path: wire.PathUpload,
-			Query: objQuery(bucket, key, wire.QUploadID, id), Header: http.Header{wire.HdrMeta: {wire.EncodeMeta(&m)}}, Cap: &rpc.Cap{Op: rpc.CapWrite, Bucket: bucket, Key: key}})
-		if err != nil {
-			return nil, err
-		}
-		resp.Body.Close()
-		return nil, nil
+		return nil, g.replica(t).CreateUpload(ctx, bucket, key, id, &m)
 	})
 	if len(ok) < cls.W {
 		return "", errors.E(op, quorumFailure("write", ok, failed, cls.W, len(ts)))
@@ -103,7 +85,7 @@ func (g *Gateway) PutPart(ctx context.Context, bucket, key, uploadID string, n i
 			return p, nil
 		}
 	}
-	p, err := g.write(ctx, ts, cls.W, bucket, key, &object.Object{ModTime: time.Now().UnixNano()}, src, size, 0, uploadID, n, finish)
+	p, err := g.write(ctx, ts, cls.W, replica.Write{Bucket: bucket, Key: key, Meta: &object.Object{ModTime: time.Now().UnixNano()}, UploadID: uploadID, Part: n}, src, size, finish)
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
@@ -161,11 +143,11 @@ func (g *Gateway) uploadView(ctx context.Context, ts []target, need int, bucket,
 			return nil, errors.E(errors.Transient, fmt.Errorf("node %s is down: %w", t.id, errNotSent))
 		}
 		if !all {
-			return g.partsReplica(ctx, t, bucket, key, uploadID, after, max)
+			return g.replica(t).Parts(ctx, bucket, key, uploadID, after, max)
 		}
 		var out *object.PartsPage
 		for a := 0; ; {
-			p, err := g.partsReplica(ctx, t, bucket, key, uploadID, a, 1000)
+			p, err := g.replica(t).Parts(ctx, bucket, key, uploadID, a, 1000)
 			if err != nil {
 				return nil, err
 			}
@@ -261,7 +243,7 @@ func (g *Gateway) spreadEnd(ctx context.Context, v *uploadState, e *object.Uploa
 			g.queueEndHint(r.t, e)
 		}
 	}
-	_, errs := gather(send, func(t target) (struct{}, error) { return struct{}{}, g.endReplica(ctx, t, e) })
+	_, errs := gather(send, func(t target) (struct{}, error) { return struct{}{}, g.replica(t).EndUpload(ctx, e) })
 	for i, err := range errs {
 		if err != nil {
 			g.queueEndHint(send[i], e)
@@ -277,60 +259,6 @@ func (g *Gateway) queueEndHint(t target, e *object.UploadEnd) {
 	if err := g.cfg.Hints.AddUploadEnd(t.id, e); err != nil {
 		g.log.Error("cannot queue an upload's end for retry: the replica keeps the upload until anti-entropy", "node", t.id, "bucket", e.Bucket, "key", e.Key, "upload", e.UploadID, "err", err)
 	}
-}
-
-// endReplica applies an upload's end record on one replica.
-func (g *Gateway) endReplica(ctx context.Context, t target, e *object.UploadEnd) error {
-	if t.local {
-		if err := g.EnsureLocalBucket(e.Bucket); err != nil {
-			return err
-		}
-		return g.cfg.Store.EndUpload(e)
-	}
-	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
-	defer cancel()
-	body, _ := json.Marshal(wire.UploadEndOf(e))
-	resp, err := g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodPost, Addr: t.addr, Path: wire.PathUploadEnd,
-		Query: objQuery(e.Bucket, e.Key, wire.QUploadID, e.UploadID), Body: bytes.NewReader(body), Size: int64(len(body)),
-		Cap: &rpc.Cap{Op: rpc.CapDelete, Bucket: e.Bucket, Key: e.Key}})
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	return nil
-}
-
-func (g *Gateway) partsReplica(ctx context.Context, t target, bucket, key, uploadID string, after, max int) (*object.PartsPage, error) {
-	if t.local {
-		if e, err := g.cfg.Store.UploadEnd(bucket, key, uploadID); err == nil {
-			return &object.PartsPage{End: e}, nil
-		} else if !errors.Is(errors.NotExist, err) {
-			return nil, err
-		}
-		up, err := g.cfg.Store.Upload(bucket, key, uploadID)
-		if err != nil {
-			return nil, err
-		}
-		parts, trunc, err := g.cfg.Store.ListParts(bucket, key, uploadID, after, max)
-		if err != nil {
-			return nil, err
-		}
-		ans := &object.PartsPage{Upload: up, Truncated: trunc}
-		for _, p := range parts {
-			ans.Parts = append(ans.Parts, object.Part{Number: p.Number, Object: p.Object})
-		}
-		return ans, nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
-	defer cancel()
-	var ans wire.PartsAnswer
-	err := g.cfg.RPC.DoJSON(ctx, &rpc.Request{Method: http.MethodGet, Addr: t.addr, Path: wire.PathParts,
-		Query: objQuery(bucket, key, wire.QUploadID, uploadID, wire.QAfter, strconv.Itoa(after), wire.QMax, strconv.Itoa(max)),
-		Cap:   &rpc.Cap{Op: rpc.CapRead, Bucket: bucket, Key: key}}, &ans)
-	if err != nil {
-		return nil, err
-	}
-	return ans.Page(), nil
 }
 
 // ListParts returns a page of an upload's parts.
@@ -481,24 +409,9 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucket, key, uploadID stri
 		}
 	}
 	version, mod := g.clock.Next(), time.Now().UnixNano()
-	body, _ := json.Marshal(wire.CompleteRequest{Parts: wire.CompletePartsOf(list), MinPart: minPart, Final: wire.MetaOf(&o)})
+	c := replica.Completion{Bucket: bucket, Key: key, UploadID: uploadID, Parts: list, MinPart: minPart, Version: version, ModTime: mod, Final: &o}
 	ok, failed := g.fanOut(ctx, holders, cls.W, bucket, key, version, always, func(ctx context.Context, t target) (*object.Object, error) {
-		if t.local {
-			return g.cfg.Store.CompleteUploadVersion(bucket, key, uploadID, list, minPart, version, mod, func(x *object.Object, _ []*object.Object) error {
-				x.ChecksumAlgo, x.Checksum, x.ChecksumType = o.ChecksumAlgo, o.Checksum, o.ChecksumType
-				return nil
-			})
-		}
-		ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
-		defer cancel()
-		resp, err := g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodPost, Addr: t.addr, Path: wire.PathComplete,
-			Query: objQuery(bucket, key, wire.QUploadID, uploadID, wire.QVersion, u64(version), wire.QModTime, i64(mod)),
-			Body:  strings.NewReader(string(body)), Size: int64(len(body)), Cap: &rpc.Cap{Op: rpc.CapWrite, Bucket: bucket, Key: key}})
-		if err != nil {
-			return nil, err
-		}
-		resp.Body.Close()
-		return metaOf(resp)
+		return g.replica(t).Complete(ctx, c)
 	})
 	if len(ok) < cls.W {
 		return nil, errors.E(op, quorumFailure("write", ok, failed, cls.W, len(holders)))
@@ -551,7 +464,7 @@ func (g *Gateway) AbortUpload(ctx context.Context, bucket, key, uploadID string)
 	}
 	end := &object.UploadEnd{Bucket: bucket, Key: key, UploadID: uploadID, State: object.UploadAborted, Ended: time.Now().UnixNano()}
 	ok, failed := g.fanOut(ctx, ts, cls.D, bucket, key, 0, never, func(ctx context.Context, t target) (*object.Object, error) {
-		return nil, g.endReplica(ctx, t, end)
+		return nil, g.replica(t).EndUpload(ctx, end)
 	})
 	for _, f := range failed {
 		g.queueEndHint(f.t, end)
@@ -576,20 +489,7 @@ func (g *Gateway) ListUploads(ctx context.Context, bucket string, opts object.Up
 	}
 	ts := g.listTargets()
 	ress, errs := gather(ts, func(t target) (*object.UploadList, error) {
-		if t.local {
-			if err := g.EnsureLocalBucket(bucket); err != nil {
-				return nil, err
-			}
-			return g.cfg.Store.ListUploads(bucket, opts)
-		}
-		q := url.Values{wire.QBucket: {bucket}, wire.QPrefix: {opts.Prefix}, wire.QDelimiter: {opts.Delimiter}, wire.QKeyMarker: {opts.KeyMarker}, wire.QUploadMkr: {opts.UploadMarker}, wire.QMax: {strconv.Itoa(opts.Max)}}
-		var res wire.UploadsAnswer
-		err := g.cfg.RPC.DoJSON(ctx, &rpc.Request{Method: http.MethodGet, Addr: t.addr, Path: wire.PathUploads, Query: q,
-			Cap: &rpc.Cap{Op: rpc.CapList, Bucket: bucket, Key: opts.Prefix}}, &res)
-		if err != nil {
-			return nil, err
-		}
-		return res.List(), nil
+		return g.replica(t).ListUploads(ctx, bucket, opts)
 	})
 	out := &object.UploadList{}
 	seen := map[string]bool{}

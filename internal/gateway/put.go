@@ -12,6 +12,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/replica"
 )
 
 // smallBody is the largest body read into memory before it is sent to the replicas; larger
@@ -308,18 +309,20 @@ func (g *Gateway) PutObject(ctx context.Context, bucket, key string, meta *objec
 	}
 	m.ModTime = time.Now().UnixNano()
 	version := g.clock.Next()
-	o, err := g.write(ctx, ts, cls.W, bucket, key, &m, src, size, version, "", 0, opts.Finish)
+	o, err := g.write(ctx, ts, cls.W, replica.Write{Bucket: bucket, Key: key, Meta: &m, Version: version}, src, size, opts.Finish)
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
 	return o, nil
 }
 
-// write sends a body to the replicas ts (object, or part when part > 0) and waits for
-// need acknowledgements.
-func (g *Gateway) write(ctx context.Context, ts []target, need int, bucket, key string, meta *object.Object, src io.Reader, size int64,
-	version uint64, uploadID string, part int, finish func(*object.Object) error) (*object.Object, error) {
-	fin := *meta
+// write sends a body to the replicas ts and waits for need acknowledgements. w says what
+// is written (an object version, or a part when w.Part > 0); its body and final
+// metadata are filled in here.
+func (g *Gateway) write(ctx context.Context, ts []target, need int, w replica.Write, src io.Reader, size int64,
+	finish func(*object.Object) error) (*object.Object, error) {
+	bucket, key, version, part := w.Bucket, w.Key, w.Version, w.Part
+	fin := *w.Meta
 	fin.HLC = version
 	hint := func() bool { return part == 0 }
 	var ok, failed []replicaResult
@@ -351,11 +354,13 @@ func (g *Gateway) write(ctx context.Context, ts []target, need int, bucket, key 
 		ok, failed = g.fanOut(ctx, ts, need, bucket, key, version, hint, func(ctx context.Context, t target) (*object.Object, error) {
 			ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout+time.Duration(size/(1<<20))*time.Second)
 			defer cancel()
-			return g.putReplica(ctx, t, bucket, key, meta, bytes.NewReader(buf), size, version, uploadID, part, nil, &fin)
+			rw := w
+			rw.Body, rw.Size, rw.FinalNow = bytes.NewReader(buf), size, &fin
+			return g.replica(t).Put(ctx, rw)
 		})
 	} else {
 		var err error
-		ok, failed, err = g.stream(ctx, ts, need, bucket, key, meta, &fin, src, size, version, uploadID, part, finish)
+		ok, failed, err = g.stream(ctx, ts, need, w, &fin, src, size, finish)
 		if err != nil {
 			return nil, err
 		}
@@ -376,8 +381,9 @@ func (g *Gateway) write(ctx context.Context, ts []target, need int, bucket, key 
 // buffer whatever the size. A replica that fails is dropped from the copy; the write
 // fails if fewer than need remain. finish runs once src is exhausted; only then do the
 // replicas receive the final metadata that lets them commit.
-func (g *Gateway) stream(ctx context.Context, ts []target, need int, bucket, key string, meta, fin *object.Object, src io.Reader, size int64,
-	version uint64, uploadID string, part int, finish func(*object.Object) error) (ok, failed []replicaResult, err error) {
+func (g *Gateway) stream(ctx context.Context, ts []target, need int, w replica.Write, fin *object.Object, src io.Reader, size int64,
+	finish func(*object.Object) error) (ok, failed []replicaResult, err error) {
+	bucket, key, version, part := w.Bucket, w.Key, w.Version, w.Part
 	var finalMu sync.Mutex
 	var final *object.Object
 	getFinal := func() *object.Object { finalMu.Lock(); defer finalMu.Unlock(); return final }
@@ -394,7 +400,9 @@ func (g *Gateway) stream(ctx context.Context, ts []target, need int, bucket, key
 	var abandoned atomic.Bool // the client's body failed or was refused: replicas failing now need no retry
 	go func() {
 		o, f := g.fanOut(ctx, ts, need, bucket, key, version, func() bool { return part == 0 && !abandoned.Load() }, func(ctx context.Context, t target) (*object.Object, error) {
-			o, err := g.putReplica(ctx, t, bucket, key, meta, prs[t.id], -1, version, uploadID, part, getFinal, nil)
+			rw := w
+			rw.Body, rw.Size, rw.Final = prs[t.id], -1, getFinal
+			o, err := g.replica(t).Put(ctx, rw)
 			prs[t.id].CloseWithError(errReplicaGone) // unblock the pump if the replica stopped reading
 			return o, err
 		})
@@ -493,7 +501,7 @@ func (g *Gateway) DeleteObject(ctx context.Context, bucket, key string) error {
 	}
 	version, mod := g.clock.Next(), time.Now().UnixNano()
 	ok, failed := g.fanOut(ctx, ts, cls.D, bucket, key, version, always, func(ctx context.Context, t target) (*object.Object, error) {
-		return g.deleteReplica(ctx, t, bucket, key, version, mod)
+		return g.replica(t).Delete(ctx, bucket, key, version, mod)
 	})
 	if len(ok) < cls.D {
 		return errors.E(op, quorumFailure("delete", ok, failed, cls.D, len(ts)))

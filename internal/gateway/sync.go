@@ -1,12 +1,7 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -17,12 +12,10 @@ import (
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/erasure"
 	"github.com/cairnfs/cairn/internal/errors"
-	"github.com/cairnfs/cairn/internal/node"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/placement"
-	"github.com/cairnfs/cairn/internal/rpc"
+	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/store"
-	"github.com/cairnfs/cairn/internal/wire"
 )
 
 // SyncStats reports one synchronisation round of this node's partitions.
@@ -174,7 +167,7 @@ func (g *Gateway) Sync(ctx context.Context) (st SyncStats, err error) {
 	local := map[string]uint64{}
 	foreign := map[int][]object.VersionEntry{}
 	var striped []object.VersionEntry // erasure-coded objects whose shards this node checks
-	digests, err := node.Digests(g.cfg.Store, P, func(p int, e object.VersionEntry) {
+	digests, err := replica.Digests(g.cfg.Store, P, func(p int, e object.VersionEntry) {
 		if mine[p] {
 			local[e.Bucket+"\x00"+e.Key] = e.HLC
 			if e.Striped && !e.Deleted && g.firstUpHolder(m, tc.t.Nodes(p)) {
@@ -307,7 +300,7 @@ func (g *Gateway) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts
 		if len(differ) == 0 {
 			continue
 		}
-		err = g.scanPeer(ctx, src, P, differ, func(e object.VersionEntry) {
+		err = g.replica(src).Scan(ctx, P, differ, func(e object.VersionEntry) {
 			st.Compared++
 			k := e.Bucket + "\x00" + e.Key
 			switch b := best[k]; {
@@ -379,19 +372,13 @@ func (g *Gateway) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts
 // differing asks peer t for its digests of parts and returns those that are not empty
 // there and differ from ours (digests, indexed by partition).
 func (g *Gateway) differing(ctx context.Context, t target, P int, parts []int, digests []uint64) ([]int, error) {
-	body, _ := json.Marshal(wire.ScanRequest{Partitions: P, Parts: parts})
-	var resp wire.DigestAnswer
-	err := g.cfg.RPC.DoJSON(ctx, &rpc.Request{Method: http.MethodPost, Addr: t.addr, Path: wire.PathDigest,
-		Body: bytes.NewReader(body), Size: int64(len(body)), Cap: &rpc.Cap{Op: rpc.CapList, Bucket: "", Key: ""}}, &resp)
+	theirs, err := g.replica(t).Digests(ctx, P, parts)
 	if err != nil {
 		return nil, err
 	}
-	if len(resp.Digests) != len(parts) {
-		return nil, errors.E(errors.IO, fmt.Errorf("node %s answered %d digests for %d partitions", t.id, len(resp.Digests), len(parts)))
-	}
 	var out []int
 	for i, p := range parts {
-		if d := resp.Digests[i]; d != 0 && d != digests[p] {
+		if d := theirs[i]; d != 0 && d != digests[p] {
 			out = append(out, p)
 		}
 	}
@@ -430,7 +417,7 @@ func (g *Gateway) handOff(ctx context.Context, m *clustermap.Map, tc *tableCache
 	for id, parts := range byNode {
 		n, _ := m.Node(id)
 		h := map[string]uint64{}
-		err := g.scanPeer(ctx, target{id: id, addr: n.Addr}, tc.t.Partitions(), parts, func(e object.VersionEntry) {
+		err := g.replica(target{id: id, addr: n.Addr}).Scan(ctx, tc.t.Partitions(), parts, func(e object.VersionEntry) {
 			if k := e.Bucket + "\x00" + e.Key; keys[k] {
 				h[k] = e.HLC
 			}
@@ -507,31 +494,6 @@ func (p *pacer) wait(ctx context.Context, n int64) {
 			return
 		case <-time.After(min(d, 200*time.Millisecond)):
 		}
-	}
-}
-
-// scanPeer streams the versions a peer holds in parts.
-func (g *Gateway) scanPeer(ctx context.Context, t target, partitions int, parts []int, fn func(object.VersionEntry)) error {
-	body, _ := json.Marshal(wire.ScanRequest{Partitions: partitions, Parts: parts})
-	resp, err := g.cfg.RPC.Do(ctx, &rpc.Request{Method: http.MethodPost, Addr: t.addr, Path: wire.PathScan,
-		Body: bytes.NewReader(body), Size: int64(len(body)), Cap: &rpc.Cap{Op: rpc.CapList, Bucket: "", Key: ""}})
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	dec := json.NewDecoder(resp.Body)
-	for {
-		var w wire.ScanEntry
-		if err := dec.Decode(&w); err != nil {
-			if err == io.EOF {
-				return errors.E(errors.IO, fmt.Errorf("node %s: scan ended early", t.id))
-			}
-			return errors.E(errors.IO, err)
-		}
-		if w.Bucket == "" {
-			return nil // end marker
-		}
-		fn(object.VersionEntry{Bucket: w.Bucket, Key: w.Key, HLC: w.HLC, Deleted: w.Deleted, Size: w.Size, Striped: w.Striped})
 	}
 }
 

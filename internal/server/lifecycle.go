@@ -19,7 +19,7 @@ import (
 	"github.com/cairnfs/cairn/internal/gateway"
 	"github.com/cairnfs/cairn/internal/hlc"
 	"github.com/cairnfs/cairn/internal/metrics"
-	"github.com/cairnfs/cairn/internal/node"
+	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/s3api"
 	"github.com/cairnfs/cairn/internal/store"
@@ -304,7 +304,7 @@ func (n *instance) internodeMux() *http.ServeMux {
 		imux.Handle(p, ch)
 	}
 	if n.st != nil {
-		imux.Handle("/internal/v1/", node.New(node.Config{Store: n.st, Secret: n.secret, EnsureBucket: n.gw.EnsureLocalBucket, OnCorrupt: n.gw.RepairLocal, Logger: n.log}))
+		imux.Handle("/internal/v1/", replica.NewHandler(replica.HandlerConfig{Local: &replica.Local{Node: n.nodeID, Store: n.st, EnsureBucket: n.gw.EnsureLocalBucket}, Secret: n.secret, OnCorrupt: n.gw.RepairLocal, Logger: n.log}))
 	}
 	return imux
 }

@@ -1,4 +1,4 @@
-package node_test
+package replica_test
 
 import (
 	"bytes"
@@ -26,8 +26,8 @@ import (
 
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/hlc"
-	"github.com/cairnfs/cairn/internal/node"
 	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/store"
 	"github.com/cairnfs/cairn/internal/wire"
@@ -53,7 +53,7 @@ func newSecret(tb testing.TB, s string) *rpc.Secret {
 	return sec
 }
 
-// env is one storage node serving node.Handler on a loopback socket behind the internode
+// env is one storage node serving replica.Handler on a loopback socket behind the internode
 // signature check, as the server wires it.
 type env struct {
 	st     *store.Store
@@ -84,7 +84,7 @@ func newEnv(t *testing.T) *env {
 		}
 	}
 	secret := newSecret(t, clusterSecret)
-	h := node.New(node.Config{Store: st, Secret: secret, EnsureBucket: func(string) error { return nil }, Logger: discard()})
+	h := replica.NewHandler(replica.HandlerConfig{Local: &replica.Local{Node: "n1", Store: st, EnsureBucket: func(string) error { return nil }}, Secret: secret, Logger: discard()})
 	auth := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w, _, _, ok := secret.Authenticate(w, r)
 		if !ok {
@@ -732,7 +732,8 @@ func TestRefusedRequests(t *testing.T) {
 	headReq := request{http.MethodHead, wire.PathObject, objQuery(bucket, "victim"), nil, rpc.CapRead}
 	listReq := request{http.MethodGet, wire.PathList, url.Values{"b": {bucket}, "prefix": {""}, "max": {"100"}}, nil, rpc.CapList}
 	uploadReq := request{http.MethodPost, wire.PathUpload, objQuery(bucket, "victim", "id", upload2), nil, rpc.CapWrite}
-	abortReq := request{http.MethodDelete, wire.PathUpload, objQuery(bucket, "victim", "id", upload1), nil, rpc.CapDelete}
+	abortReq := request{http.MethodPost, wire.PathUploadEnd, objQuery(bucket, "victim", "id", upload1),
+		[]byte(`{"bucket":"` + bucket + `","key":"victim","upload_id":"` + upload1 + `","state":"aborted","ended":1}`), rpc.CapDelete}
 	partReq := request{http.MethodPut, wire.PathPart, objQuery(bucket, "victim", "id", upload1, "n", "1"), newData, rpc.CapWrite}
 	partsReq := request{http.MethodGet, wire.PathParts, objQuery(bucket, "victim", "id", upload1), nil, rpc.CapRead}
 	completeReq := request{http.MethodPost, wire.PathComplete, objQuery(bucket, "victim", "id", upload1, "v", u64(vs[2])),
@@ -915,7 +916,7 @@ func TestDigests(t *testing.T) {
 		}
 		return resp.Digests
 	}
-	before, err := node.Digests(e.st, P, nil)
+	before, err := replica.Digests(e.st, P, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -932,7 +933,7 @@ func TestDigests(t *testing.T) {
 		if err := change(); err != nil {
 			t.Fatal(err)
 		}
-		after, err := node.Digests(e.st, P, nil)
+		after, err := replica.Digests(e.st, P, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
