@@ -111,12 +111,45 @@ type testCluster struct {
 
 	stopMu sync.Mutex
 	stops  []func() // background work (RunHints) to stop before the stores close
+
+	faultMu sync.Mutex
+	faultsM map[[2]string]*replica.Faults // by (gateway node, replica node)
+}
+
+// faults returns the faults injected into what node from's gateway asks of node to
+// (none until set): a partition or a slow link between two nodes only.
+func (c *testCluster) faults(from, to string) *replica.Faults {
+	c.faultMu.Lock()
+	defer c.faultMu.Unlock()
+	if c.faultsM == nil {
+		c.faultsM = map[[2]string]*replica.Faults{}
+	}
+	f := c.faultsM[[2]string{from, to}]
+	if f == nil {
+		f = replica.NewFaults()
+		c.faultsM[[2]string{from, to}] = f
+	}
+	return f
+}
+
+// healAll clears every injected fault.
+func (c *testCluster) healAll() {
+	c.faultMu.Lock()
+	fs := make([]*replica.Faults, 0, len(c.faultsM))
+	for _, f := range c.faultsM {
+		fs = append(fs, f)
+	}
+	c.faultMu.Unlock()
+	for _, f := range fs {
+		f.Heal()
+	}
 }
 
 // clusterConfig adjusts a test cluster.
 type clusterConfig struct {
 	class     clustermap.Class // STANDARD; default N=3 W=2 R=1 D=2
 	straggler time.Duration    // default 200ms
+	timeout   time.Duration    // gateway.Config.Timeout; default 10s
 }
 
 func testLogger() *slog.Logger {
@@ -186,7 +219,9 @@ func newCluster(tb testing.TB, n int, cfg clusterConfig) *testCluster {
 			Hints:         nd.hints,
 			Clock:         clock,
 			StragglerWait: cfg.straggler,
+			Timeout:       cfg.timeout,
 			Logger:        testLogger().With("node", id),
+			WrapReplica:   func(r replica.Replica) replica.Replica { return c.faults(id, r.ID()).Wrap(r) },
 		})
 		nh := replica.NewHandler(replica.HandlerConfig{Local: &replica.Local{Node: id, Store: st, EnsureBucket: nd.gw.EnsureLocalBucket}, Secret: secret, Logger: testLogger().With("node", id)})
 		nd.handler = c.internodeAuth(nh)
@@ -291,6 +326,7 @@ func (c *testCluster) runHints(i int, interval time.Duration) (stop func()) {
 }
 
 func (c *testCluster) close() {
+	c.healAll() // nothing hangs on an injected fault
 	c.stopMu.Lock()
 	stops := c.stops
 	c.stops = nil

@@ -1,0 +1,135 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/errors"
+)
+
+// Gateway behaviour under replica faults injected through the replica seam
+// (replica.Faults), without stopping nodes: a holder that hangs in the middle of a body,
+// one that fails after the quorum was reached, and one cut off from the coordinating
+// gateway but not from the others.
+
+// holds reports whether node i's store has bucket/key at version with body want.
+func (c *testCluster) holds(i int, bucket, key string, version uint64, want []byte) bool {
+	rd, err := c.nodes[i].store.OpenObject(bucket, key)
+	if err != nil {
+		return false
+	}
+	defer rd.Close()
+	var buf bytes.Buffer
+	if _, err := rd.WriteRange(context.Background(), &buf, 0, rd.Object.Size); err != nil {
+		return false
+	}
+	return rd.Object.HLC == version && bytes.Equal(buf.Bytes(), want)
+}
+
+func TestFaultReplicaHangsMidBody(t *testing.T) {
+	c := newCluster(t, 3, clusterConfig{timeout: 300 * time.Millisecond})
+	c.createBucket("b")
+	// Node n3 stops taking the body 100 KiB into a 3 MiB write coordinated by n1.
+	c.faults("n1", "n3").HangBodyAfter(100 << 10)
+	body := randBody(1, 3<<20)
+	o, err := put(context.Background(), c.nodes[0].gw, "b", "k", body, -1)
+	if err != nil {
+		t.Fatalf("put with one replica hung mid-body: %v (two replicas took it: W=2 holds)", err)
+	}
+	if !c.holds(0, "b", "k", o.HLC, body) || !c.holds(1, "b", "k", o.HLC, body) {
+		t.Fatal("the replicas that took the body do not hold it")
+	}
+	if _, err := c.nodes[2].store.StatVersion("b", "k"); !errors.Is(errors.NotExist, err) {
+		t.Fatalf("the hung replica holds a record of a body it never finished: %v", err)
+	}
+	if got, _, err := get(context.Background(), c.nodes[2].gw, "b", "k", 0, -1); err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("read through the hung replica's own gateway: %v", err)
+	}
+	// Once healed, the queued hint brings the hung replica up to date.
+	c.healAll()
+	c.runHints(0, 20*time.Millisecond)
+	if !waitFor(20*time.Second, func() bool { return c.holds(2, "b", "k", o.HLC, body) }) {
+		t.Fatal("the replica that hung did not receive the object after it healed")
+	}
+}
+
+func TestFaultReplicaFailsAfterQuorum(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		inject func(c *testCluster)
+		// applied: the failing replica applied the write although it answered an error.
+		applied bool
+	}{
+		{"answers an error after the quorum", func(c *testCluster) {
+			f := c.faults("n1", "n3")
+			f.Delay(600 * time.Millisecond) // past the straggler wait (200ms): the client has its answer
+			f.Fail(errors.E(errors.Transient, "injected failure"))
+		}, false},
+		{"applies the write, its answer is lost", func(c *testCluster) { c.faults("n1", "n3").LoseAnswers() }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, 3, clusterConfig{})
+			c.createBucket("b")
+			tc.inject(c)
+			for i, size := range []int{5 << 10, 2 << 20} { // in memory, and streamed
+				key := "k" + string(rune('0'+i))
+				body := randBody(uint64(i), size)
+				o, err := put(context.Background(), c.nodes[0].gw, "b", key, body, int64(size))
+				if err != nil {
+					t.Fatalf("put %d bytes: %v", size, err)
+				}
+				if !waitFor(10*time.Second, func() bool { return len(c.hintsFor(0, "n3", "b", key)) > 0 }) {
+					t.Fatalf("no hint queued for the replica that failed (%d bytes)", size)
+				}
+				if got := c.holds(2, "b", key, o.HLC, body); got != tc.applied {
+					t.Fatalf("failing replica holds the object: %v, want %v", got, tc.applied)
+				}
+				if got, _, err := get(context.Background(), c.nodes[1].gw, "b", key, 0, -1); err != nil || !bytes.Equal(got, body) {
+					t.Fatalf("read after the write: %v", err)
+				}
+				c.faults("n1", "n3").Heal()
+				c.runHints(0, 20*time.Millisecond)
+				if !waitFor(20*time.Second, func() bool { return c.holds(2, "b", key, o.HLC, body) && len(c.hintsFor(0, "n3", "b", key)) == 0 }) {
+					t.Fatalf("the hint was not delivered (%d bytes)", size)
+				}
+				tc.inject(c)
+			}
+		})
+	}
+}
+
+func TestFaultPartitionedFromGatewayOnly(t *testing.T) {
+	c := newCluster(t, 3, clusterConfig{})
+	c.createBucket("b")
+	c.faults("n1", "n3").Partition() // n1 cannot reach n3; n2 can, and n3 can reach both
+	b1, b2 := randBody(1, 40<<10), randBody(2, 2<<20)
+	o1, err := put(context.Background(), c.nodes[0].gw, "b", "k1", b1, int64(len(b1)))
+	if err != nil {
+		t.Fatalf("put through n1: %v", err)
+	}
+	if _, err := c.nodes[2].store.StatVersion("b", "k1"); !errors.Is(errors.NotExist, err) {
+		t.Fatalf("n3 got a write from a gateway partitioned from it: %v", err)
+	}
+	if len(c.hintsFor(0, "n3", "b", "k1")) == 0 {
+		t.Fatal("no hint queued at n1 for n3")
+	}
+	o2, err := put(context.Background(), c.nodes[1].gw, "b", "k2", b2, int64(len(b2)))
+	if err != nil || !c.holds(2, "b", "k2", o2.HLC, b2) {
+		t.Fatalf("put through n2, which reaches n3: %v", err)
+	}
+	// n3's own gateway lacks k1 locally and reads it from the others.
+	if got, _, err := get(context.Background(), c.nodes[2].gw, "b", "k1", 0, -1); err != nil || !bytes.Equal(got, b1) {
+		t.Fatalf("read of k1 through n3: %v", err)
+	}
+	// n1 still reads k2 (n3's copy is out of its reach, the others are not).
+	if got, _, err := get(context.Background(), c.nodes[0].gw, "b", "k2", 0, -1); err != nil || !bytes.Equal(got, b2) {
+		t.Fatalf("read of k2 through n1: %v", err)
+	}
+	c.healAll()
+	c.runHints(0, 20*time.Millisecond)
+	if !waitFor(20*time.Second, func() bool { return c.holds(2, "b", "k1", o1.HLC, b1) }) {
+		t.Fatal("n3 did not receive k1 once the partition healed")
+	}
+}
