@@ -146,14 +146,8 @@ func stripeLayout(cls clustermap.Class) object.Stripe {
 
 // ecState caches codes and placement tables per class.
 type ecState struct {
-	mu     sync.Mutex
-	codes  map[[2]int]*erasure.Code
-	tables map[string]ecTable // by class name
-}
-
-type ecTable struct {
-	digest string
-	t      *placement.Table
+	mu    sync.Mutex
+	codes map[[2]int]*erasure.Code
 }
 
 func (g *Gateway) code(k, m int) (*erasure.Code, error) {
@@ -171,56 +165,6 @@ func (g *Gateway) code(k, m int) (*erasure.Code, error) {
 	}
 	g.ec.codes[[2]int{k, m}] = c
 	return c, nil
-}
-
-// shardTable returns the placement of cls's shards in m: K+M distinct nodes per partition,
-// among the placement nodes of its device class. With fewer nodes than that, writes are
-// refused and reads get a narrower table (they search every node for what is missing).
-func (g *Gateway) shardTable(m *clustermap.Map, cls clustermap.Class, forWrite bool) (*placement.Table, error) {
-	k, p := cls.Shards()
-	var ns []placement.Node
-	for _, n := range placementNodes(m) {
-		if nd, _ := m.Node(n.ID); cls.DeviceClass == "" || nd.DeviceClass == cls.DeviceClass {
-			ns = append(ns, n)
-		}
-	}
-	if len(ns) < k+p && forWrite {
-		what := "storage nodes"
-		if cls.DeviceClass != "" {
-			what += " of device class " + cls.DeviceClass
-		}
-		return nil, errors.Errorf("", errors.Transient, "class %s needs %d %s for its shards, %d are in placement", cls.Name, k+p, what, len(ns))
-	}
-	if len(ns) == 0 {
-		return nil, errors.E(errors.Transient, "no storage nodes in placement")
-	}
-	width := min(k+p, len(ns)) // reads look further when nodes are missing
-	d := fmt.Sprint(m.Partitions, width, ns)
-	g.ec.mu.Lock()
-	defer g.ec.mu.Unlock()
-	if t, ok := g.ec.tables[cls.Name+"|"+cls.DeviceClass]; ok && t.digest == d {
-		return t.t, nil
-	}
-	t, err := placement.New(ns, max(m.Partitions, 1), width)
-	if err != nil {
-		return nil, errors.E(errors.Invalid, err)
-	}
-	if g.ec.tables == nil {
-		g.ec.tables = map[string]ecTable{}
-	}
-	g.ec.tables[cls.Name+"|"+cls.DeviceClass] = ecTable{digest: d, t: t}
-	return t, nil
-}
-
-// shardTargets returns the K+M nodes of a stripe, shard j on the j-th.
-func (g *Gateway) shardTargets(m *clustermap.Map, t *placement.Table, stripe string) []target {
-	ids := t.Nodes(placement.Partition(ShardBucket, stripe, t.Partitions()))
-	ts := make([]target, len(ids))
-	for j, id := range ids {
-		n, _ := m.Node(id)
-		ts[j] = target{id: id, addr: n.Addr, local: id == g.cfg.NodeID && g.cfg.Store != nil, down: n.State == clustermap.StateDown}
-	}
-	return ts
 }
 
 // putStriped stores src as an erasure-coded object of class cls: its stripes (putStripes),

@@ -1,9 +1,19 @@
-// Package gateway gives S3 object semantics over the cluster: it places each object on the
-// replicas its partition maps to (package placement), writes them in parallel with a write
-// quorum, reads with a read quorum and repairs stale replicas, keeps a durable queue of
-// replica writes that failed (hinted retry), and merges the replicas' listings. The local
-// store is used directly when this node is one of the replicas; other nodes are reached
-// through package rpc. It knows nothing of HTTP or S3 wire formats (package s3api does).
+// Package gateway gives S3 object semantics over the cluster. It has three jobs, in
+// files of their own:
+//
+//   - The coordinator (gateway.go, put.go, get.go, failover.go, list.go, multipart.go):
+//     places each object on the replicas its partition maps to, writes them in parallel
+//     with a write quorum, reads with a read quorum and fails over to another replica
+//     mid-body, merges the replicas' listings, and runs multipart uploads.
+//   - The erasure-coded path (ec.go): objects of a sharded class are cut into stripes of
+//     K data and M parity shards, each stored on its own node.
+//   - The repair loops (hints.go, sync.go, ecmove.go, ecgc.go, scrub.go, ecscrub.go,
+//     apply.go): hinted retry of failed replica writes, anti-entropy and hand-off between
+//     holders, shard moves and collection, deep scrub, and re-placement by policy.
+//
+// Where things live is the topology's (topology.go). Every holder, this node's store
+// included, is reached through the replica seam (package replica). It knows nothing of
+// HTTP or S3 wire formats (package s3api does).
 package gateway
 
 import (
@@ -19,7 +29,6 @@ import (
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/hlc"
 	"github.com/cairnfs/cairn/internal/object"
-	"github.com/cairnfs/cairn/internal/placement"
 	"github.com/cairnfs/cairn/internal/policy"
 	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/rpc"
@@ -65,11 +74,10 @@ type Config struct {
 
 // Gateway implements the object operations of the S3 API over the cluster.
 type Gateway struct {
+	*topology
 	cfg   Config
 	log   *slog.Logger
 	clock *hlc.Clock
-	tab   atomic.Pointer[tableCache]
-	tabMu sync.Mutex
 	// bg tracks background replica work (stragglers, read repair) for Close.
 	bg sync.WaitGroup
 	// local is this node's store as a replica (nil without one).
@@ -90,39 +98,7 @@ type Gateway struct {
 	policies sync.Map
 	// apply is the progress of re-placing objects by their bucket's policy.
 	apply applyState
-	// suspect holds, by node id, when a replica last failed to answer within
-	// StragglerWait; reads try such nodes last and writes do not wait for them.
-	suspect  sync.Map
-	suspects atomic.Int64 // entries in suspect
-	// returned holds, by node id, until when a node that came back is read last.
-	returned  sync.Map
-	returning atomic.Int64 // entries in returned
 }
-
-// tableCache is the placement of one map: recomputed when the map changes, and only if
-// what placement depends on changed (bucket and user changes do not move data).
-type tableCache struct {
-	m      *clustermap.Map
-	digest string
-	t      *placement.Table
-	cls    clustermap.Class // STANDARD in force
-	// former are the tables of recent placements (newest first): until every new holder
-	// has copied its share, an object may be only on a former holder.
-	former []formerTable
-}
-
-// formerTable is a placement replaced at some time.
-type formerTable struct {
-	t     *placement.Table
-	until time.Time // when reads stop asking its holders
-}
-
-// formerKeep is how long reads that find nothing on an object's holders also ask the
-// holders of the placements replaced in that time, and formerMax how many are kept.
-const (
-	formerKeep = 30 * time.Minute
-	formerMax  = 4
-)
 
 // New returns a Gateway.
 func New(cfg Config) *Gateway {
@@ -136,6 +112,7 @@ func New(cfg Config) *Gateway {
 		cfg.Timeout = 10 * time.Second
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger.With("component", "gateway"), clock: cfg.Clock}
+	g.topology = newTopology(cfg.Maps, cfg.NodeID, cfg.Store != nil, g.log)
 	if cfg.Store != nil {
 		g.local = &replica.Local{Node: cfg.NodeID, Store: cfg.Store, EnsureBucket: g.EnsureLocalBucket}
 	}
@@ -172,206 +149,6 @@ func (g *Gateway) readQuorum(cls clustermap.Class, ts []target) int {
 // Close stops long background work (local repairs) and waits for all of it, replica
 // writes still in flight included, to finish.
 func (g *Gateway) Close() { g.stop(); g.bg.Wait() }
-
-// target is one replica of an object.
-type target struct {
-	id, addr string
-	local    bool
-	down     bool // marked down in the map: not tried, hinted
-}
-
-func (t target) String() string { return t.id }
-
-// placementNodes are the nodes that hold data: storage role, neither out nor draining
-// (a draining node's partitions move to the others; it serves what it holds until
-// they confirm their copies).
-func placementNodes(m *clustermap.Map) []placement.Node {
-	var ns []placement.Node
-	for _, n := range m.PlacementNodes() {
-		w := n.Weight
-		if w <= 0 {
-			w = 1
-		}
-		ns = append(ns, placement.Node{ID: n.ID, Zone: n.Zone, Host: hostOf(n.Addr), Weight: w})
-	}
-	return ns
-}
-
-func hostOf(addr string) string {
-	for i := len(addr) - 1; i >= 0; i-- {
-		if addr[i] == ':' {
-			return addr[:i]
-		}
-	}
-	return addr
-}
-
-// table returns the placement of m: its table and the STANDARD class in force.
-func (g *Gateway) table(m *clustermap.Map) (*tableCache, error) {
-	if c := g.tab.Load(); c != nil && c.m == m {
-		return c, nil
-	}
-	g.tabMu.Lock()
-	defer g.tabMu.Unlock()
-	c := g.tab.Load()
-	if c != nil && c.m == m {
-		return c, nil
-	}
-	ns := placementNodes(m)
-	cls := m.EffectiveClass(standard(m))
-	p := m.Partitions
-	if p <= 0 {
-		p = 1
-	}
-	d := fmt.Sprint(p, cls.N, ns)
-	if c != nil && c.digest == d {
-		g.noteReturns(c, m)
-		nc := *c
-		nc.m, nc.cls = m, cls
-		g.tab.Store(&nc)
-		return &nc, nil
-	}
-	if len(ns) == 0 {
-		return nil, errors.E(errors.Transient, "no storage nodes in the cluster map")
-	}
-	t, err := placement.New(ns, p, cls.N)
-	if err != nil {
-		return nil, errors.E(errors.Invalid, err)
-	}
-	nc := &tableCache{m: m, digest: d, t: t, cls: cls}
-	g.noteReturns(c, m)
-	if c != nil {
-		now := time.Now()
-		nc.former = append(nc.former, formerTable{t: c.t, until: now.Add(formerKeep)})
-		for _, f := range c.former {
-			if len(nc.former) < formerMax && f.until.After(now) {
-				nc.former = append(nc.former, f)
-			}
-		}
-	}
-	g.tab.Store(nc)
-	return nc, nil
-}
-
-func standard(m *clustermap.Map) clustermap.Class {
-	if c, ok := m.Class(clustermap.StandardClass); ok {
-		return c
-	}
-	n := m.Replicas
-	if n <= 0 {
-		n = 1
-	}
-	return clustermap.Class{Name: clustermap.StandardClass, N: n, W: n/2 + 1, R: 1, D: n/2 + 1}
-}
-
-// replicas returns the class in force and the targets of bucket/key, local one first
-// where it holds a copy (reads prefer it; writes go to all in parallel anyway).
-func (g *Gateway) replicas(bucket, key string) (clustermap.Class, []target, error) {
-	m := g.cfg.Maps.Current()
-	tc, err := g.table(m)
-	if err != nil {
-		return clustermap.Class{}, nil, err
-	}
-	cls := tc.cls
-	ids := tc.t.Lookup(bucket, key)
-	ts := make([]target, 0, len(ids))
-	for _, id := range ids {
-		n, ok := m.Node(id)
-		if !ok {
-			continue
-		}
-		tg := target{id: id, addr: n.Addr, local: id == g.cfg.NodeID && g.cfg.Store != nil, down: n.State == clustermap.StateDown}
-		if tg.local {
-			ts = append([]target{tg}, ts...)
-		} else {
-			ts = append(ts, tg)
-		}
-	}
-	// Reads go in this order: replicas that were slow recently, or came back recently
-	// (their copies may be stale until they caught up), go last.
-	if g.suspects.Load() > 0 || g.returning.Load() > 0 {
-		late := func(id string) bool { return g.isSuspect(id) || g.isReturning(id) }
-		sort.SliceStable(ts, func(i, j int) bool { return !late(ts[i].id) && late(ts[j].id) })
-	}
-	return cls, ts, nil
-}
-
-// formerReplicas returns the nodes that may still hold bucket/key although they are not
-// among ts (its current holders): the draining nodes, and the holders under the
-// placements this gateway saw replaced in the last formerKeep; none down or out.
-func (g *Gateway) formerReplicas(bucket, key string, ts []target) []target {
-	m := g.cfg.Maps.Current()
-	tc, err := g.table(m)
-	if err != nil {
-		return nil
-	}
-	var out []target
-	seen := map[string]bool{}
-	for _, t := range ts {
-		seen[t.id] = true
-	}
-	add := func(n clustermap.Node) {
-		if seen[n.ID] || n.State == clustermap.StateDown || n.State == clustermap.StateOut {
-			return
-		}
-		seen[n.ID] = true
-		out = append(out, target{id: n.ID, addr: n.Addr, local: n.ID == g.cfg.NodeID && g.cfg.Store != nil})
-	}
-	now := time.Now()
-	for _, f := range tc.former {
-		if now.After(f.until) || f.t.Partitions() != tc.t.Partitions() {
-			continue
-		}
-		for _, id := range f.t.Lookup(bucket, key) {
-			if n, ok := m.Node(id); ok {
-				add(n)
-			}
-		}
-	}
-	for _, n := range m.Nodes {
-		if n.State == clustermap.StateDraining && n.HasRole(clustermap.RoleStorage) {
-			add(n)
-		}
-	}
-	return out
-}
-
-// returnWindow is how long reads ask a node that came back (down or out, then up) last:
-// until its sync round and the queued writes reached it, its copies may be stale.
-const returnWindow = time.Minute
-
-// noteReturns records the nodes that are up in m but were down or out in the map of c.
-func (g *Gateway) noteReturns(c *tableCache, m *clustermap.Map) {
-	if c == nil || c.m == nil {
-		return
-	}
-	for _, n := range m.Nodes {
-		if n.State != clustermap.StateUp || n.ID == g.cfg.NodeID {
-			continue
-		}
-		if old, ok := c.m.Node(n.ID); ok && (old.State == clustermap.StateDown || old.State == clustermap.StateOut) {
-			if _, loaded := g.returned.Swap(n.ID, time.Now().Add(returnWindow)); !loaded {
-				g.returning.Add(1)
-			}
-			g.log.Info("a node came back: reads ask it last for a while", "node", n.ID, "for", returnWindow)
-		}
-	}
-}
-
-// isReturning reports whether node id came back less than returnWindow ago.
-func (g *Gateway) isReturning(id string) bool {
-	v, ok := g.returned.Load(id)
-	if !ok {
-		return false
-	}
-	if time.Now().After(v.(time.Time)) {
-		if g.returned.CompareAndDelete(id, v) {
-			g.returning.Add(-1)
-		}
-		return false
-	}
-	return true
-}
 
 // ErrInvalidStorageClass: an x-amz-storage-class name is neither a class of the cluster
 // nor an S3 name.
@@ -433,24 +210,6 @@ func (g *Gateway) bucketPolicy(bucket string) (*policy.Policy, bool) {
 type cachedPolicy struct {
 	src string
 	p   *policy.Policy
-}
-
-// Table returns the placement table of the current map.
-func (g *Gateway) Table() (*placement.Table, error) {
-	tc, err := g.table(g.cfg.Maps.Current())
-	if err != nil {
-		return nil, err
-	}
-	return tc.t, nil
-}
-
-// Placement returns the ordered node ids that hold bucket/key (primary first).
-func (g *Gateway) Placement(bucket, key string) ([]string, int, error) {
-	tc, err := g.table(g.cfg.Maps.Current())
-	if err != nil {
-		return nil, 0, err
-	}
-	return tc.t.Lookup(bucket, key), placement.Partition(bucket, key, tc.t.Partitions()), nil
 }
 
 // ErrQuorum is wrapped by the errors of requests that reached fewer replicas than their

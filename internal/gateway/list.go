@@ -4,24 +4,9 @@ import (
 	"context"
 	"sort"
 
-	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
 )
-
-// listTargets are the nodes whose stores together hold every object: all storage nodes
-// that are not down or out.
-func (g *Gateway) listTargets() []target {
-	m := g.cfg.Maps.Current()
-	var ts []target
-	for _, n := range m.Nodes {
-		if !n.HasRole(clustermap.RoleStorage) || n.State == clustermap.StateOut || n.State == clustermap.StateDown {
-			continue
-		}
-		ts = append(ts, target{id: n.ID, addr: n.Addr, local: n.ID == g.cfg.NodeID && g.cfg.Store != nil})
-	}
-	return ts
-}
 
 // List returns a page of bucket's objects, merged from every storage node's store: for
 // each key the newest record wins, and keys whose newest record is a tombstone are left

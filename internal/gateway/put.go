@@ -134,29 +134,6 @@ func (g *Gateway) allSuspect(waiting map[string]bool) bool {
 	return any
 }
 
-func (g *Gateway) markSuspect(id string) {
-	if _, loaded := g.suspect.Swap(id, time.Now()); !loaded {
-		g.suspects.Add(1)
-	}
-}
-
-func (g *Gateway) clearSuspect(id string) {
-	if g.suspects.Load() == 0 {
-		return // the common case: nothing to clear, no map access
-	}
-	if _, ok := g.suspect.LoadAndDelete(id); ok {
-		g.suspects.Add(-1)
-	}
-}
-
-func (g *Gateway) isSuspect(id string) bool {
-	if g.suspects.Load() == 0 {
-		return false
-	}
-	v, ok := g.suspect.Load(id)
-	return ok && time.Since(v.(time.Time)) < suspectFor
-}
-
 // hint queues a failed replica write for retry. Refusals (a malformed or abandoned
 // write, a bad signature) are not retried: only unreachable or failing nodes are.
 func (g *Gateway) hint(t target, bucket, key string, version uint64, cause error) {

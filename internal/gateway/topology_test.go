@@ -1,0 +1,116 @@
+package gateway
+
+import (
+	"log/slog"
+	"strconv"
+	"testing"
+
+	"github.com/cairnfs/cairn/internal/clustermap"
+)
+
+func topoMap(epoch uint64, n int, state func(id string) clustermap.NodeState) *clustermap.Map {
+	m := &clustermap.Map{Epoch: epoch, Partitions: 64, Replicas: 3,
+		Classes: map[string]clustermap.Class{clustermap.StandardClass: {Name: clustermap.StandardClass, N: 3, W: 2, R: 1, D: 2}}}
+	for i := range n {
+		id := "n" + strconv.Itoa(i+1)
+		m.Nodes = append(m.Nodes, clustermap.Node{ID: id, Addr: "10.0.0." + strconv.Itoa(i+1) + ":7000", Zone: "z" + strconv.Itoa(i%3),
+			Weight: 1, State: state(id), Roles: []string{clustermap.RoleStorage}})
+	}
+	return m
+}
+
+// TestTopology checks the topology alone, on plain maps: targets, the local node first,
+// suspects and returning nodes last, former holders after a placement change.
+func TestTopology(t *testing.T) {
+	up := func(string) clustermap.NodeState { return clustermap.StateUp }
+	maps := &testMaps{}
+	maps.Set(topoMap(1, 4, up))
+	tp := newTopology(maps, "n2", true, slog.New(slog.DiscardHandler))
+	key := ""
+	for i := range 1000 { // a key n2 holds, not as primary
+		k := "k" + strconv.Itoa(i)
+		_, ts, err := tp.replicas("b", k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, _, _ := tp.Placement("b", k)
+		if len(ts) == 3 && ids[0] != "n2" && (ids[1] == "n2" || ids[2] == "n2") {
+			key = k
+			break
+		}
+	}
+	if key == "" {
+		t.Fatal("no key held by n2 as a secondary")
+	}
+	cls, ts, _ := tp.replicas("b", key)
+	if cls.N != 3 || !ts[0].local || ts[0].id != "n2" {
+		t.Fatalf("local holder not first: %v", ts)
+	}
+	// A suspect goes last.
+	other := ts[1].id
+	tp.markSuspect(other)
+	_, ts, _ = tp.replicas("b", key)
+	if ts[2].id != other {
+		t.Fatalf("suspect %s not last: %v", other, ts)
+	}
+	tp.clearSuspect(other)
+	if tp.isSuspect(other) {
+		t.Fatal("suspect not cleared")
+	}
+	// A node that was down and is up again is read last for a while.
+	down := func(id string) clustermap.NodeState {
+		if id == other {
+			return clustermap.StateDown
+		}
+		return clustermap.StateUp
+	}
+	maps.Set(topoMap(2, 4, down))
+	_, ts, _ = tp.replicas("b", key)
+	for _, x := range ts {
+		if x.id == other && !x.down {
+			t.Fatalf("a down node's target is not marked down: %v", ts)
+		}
+	}
+	maps.Set(topoMap(3, 4, up))
+	_, ts, _ = tp.replicas("b", key)
+	if ts[2].id != other || !tp.isReturning(other) {
+		t.Fatalf("returning node %s not last: %v", other, ts)
+	}
+	// A fifth node changes placement: the former holders stay reachable for reads.
+	before, _, _ := tp.Placement("b", key)
+	maps.Set(topoMap(4, 5, up))
+	after, _, _ := tp.Placement("b", key)
+	_, ts, _ = tp.replicas("b", key)
+	former := tp.formerReplicas("b", key, ts)
+	for _, id := range before {
+		inNew := false
+		for _, a := range after {
+			inNew = inNew || a == id
+		}
+		found := inNew
+		for _, f := range former {
+			found = found || f.id == id
+		}
+		if !found {
+			t.Fatalf("former holder %s neither a holder nor a former holder (before %v, after %v, former %v)", id, before, after, former)
+		}
+	}
+	// Shard targets: K+M distinct nodes.
+	m := maps.Current()
+	cls = clustermap.Class{Name: "EC21", K: 2, M: 1}
+	tab, err := tp.shardTable(m, cls, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sts := tp.shardTargets(m, tab, "stripe-1")
+	seen := map[string]bool{}
+	for _, s := range sts {
+		seen[s.id] = true
+	}
+	if len(sts) != 3 || len(seen) != 3 {
+		t.Fatalf("shard targets %v", sts)
+	}
+	if _, err := tp.shardTable(m, clustermap.Class{Name: "EC55", K: 5, M: 5}, true); err == nil {
+		t.Fatal("a class needing more nodes than there are is placed for writes")
+	}
+}
