@@ -1,7 +1,7 @@
 package gateway
 
 // An in-process test cluster: every node has its own store, hint queue and Gateway, and
-// serves the replica protocol (package node) on a real loopback listener behind a
+// serves the replica protocol (replica.Handler) on a real loopback listener behind a
 // middleware that checks the internode signature, as internal/server does. The cluster map
 // is a plain mutable value shared by all nodes (no Raft).
 

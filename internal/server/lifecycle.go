@@ -290,7 +290,7 @@ func (n *instance) openManager() error {
 }
 
 // internodeMux routes the internode paths: cluster administration and, on a storage
-// node, the replica protocol (package node).
+// node, the replica protocol (replica.Handler).
 func (n *instance) internodeMux() *http.ServeMux {
 	ch := &clusterHandler{mgr: n.mgr, apply: n.app, scrub: n.scrub, gw: n.gw, stats: func() any {
 		ns := nodeStats(n.nodeID, n.st, n.hints, n.mgr, n.client)

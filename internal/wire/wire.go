@@ -1,7 +1,7 @@
 // Package wire is cairn's internode protocol: the paths a storage node serves to the other
 // nodes, the query keys and headers of each request, the JSON messages with their explicit
 // field names, the object metadata codec, the error codes, and the protocol version. Both
-// sides (package node serving, package gateway asking) use these names, so the protocol is
+// sides (replica.Handler serving, replica.Remote asking) use these names, so the protocol is
 // written down once; renaming a Go field does not change it.
 //
 // Transport and authentication (signatures, capabilities, Raft framing) are package rpc's.
