@@ -16,6 +16,7 @@ import (
 	"hash/fnv"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,7 +27,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	"golang.org/x/sys/unix"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/hlc"
@@ -64,6 +65,11 @@ type Config struct {
 	// Clock assigns HLC versions to writes that do not bring their own (nil: a private
 	// clock). A node shares one clock between its store and its gateway.
 	Clock *hlc.Clock
+	// FS holds every file of the store, the index's and the segments' (nil: the operating
+	// system's, with direct I/O for large chunks). Tests pass a crashable memory file
+	// system (vfs.NewCrashableMem) to cut power at any instant. A file system that does
+	// not report its free space (vfs.MemFS) is taken to have unlimited space.
+	FS vfs.FS
 }
 
 func (c *Config) setDefaults() {
@@ -111,6 +117,7 @@ func (c *Config) Validate() error {
 type Store struct {
 	damage *damage
 	cfg    Config
+	fs     vfs.FS
 	log    *slog.Logger
 	db     *pebble.DB
 	segs   *segment.Set
@@ -145,7 +152,11 @@ func Open(cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, errors.E(op, err)
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+	fsys, segFS := vfs.Default, segment.OS
+	if cfg.FS != nil && cfg.FS != vfs.Default {
+		fsys, segFS = cfg.FS, segment.FromVFS(cfg.FS)
+	}
+	if err := mkdirAllSync(fsys, cfg.Dir); err != nil {
 		return nil, errors.E(op, errors.IO, err)
 	}
 	dmg := &damage{}
@@ -154,6 +165,7 @@ func Open(cfg Config) (*Store, error) {
 		CacheSize:    cfg.CacheSize,
 		MemTableSize: 32 << 20,
 		Logger:       pebbleLogger{ilog},
+		FS:           fsys,
 	}
 	el := pebble.MakeLoggingEventListener(pebbleLogger{ilog})
 	// A damaged index block fails the reads that need it (an error of kind Corrupt: the
@@ -171,7 +183,7 @@ func Open(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, errors.E(op, errors.IO, err)
 	}
-	segs, err := segment.Open(segment.Config{Dir: filepath.Join(cfg.Dir, "segments"), MaxSize: cfg.SegmentSize, Logger: cfg.Logger})
+	segs, err := segment.Open(segment.Config{Dir: filepath.Join(cfg.Dir, "segments"), MaxSize: cfg.SegmentSize, Logger: cfg.Logger, FS: segFS})
 	if err != nil {
 		db.Close()
 		return nil, errors.E(op, err)
@@ -179,6 +191,7 @@ func Open(cfg Config) (*Store, error) {
 	s := &Store{
 		damage:   dmg,
 		cfg:      cfg,
+		fs:       fsys,
 		log:      cfg.Logger.With("component", "store"),
 		db:       db,
 		segs:     segs,
@@ -381,11 +394,14 @@ func (s *Store) freeSpace() (int64, error) {
 	if s.cfg.FreeSpace != nil {
 		return s.cfg.FreeSpace()
 	}
-	var st unix.Statfs_t
-	if err := unix.Statfs(s.cfg.Dir, &st); err != nil {
+	u, err := s.fs.GetDiskUsage(s.cfg.Dir)
+	if errors.IsErr(err, vfs.ErrUnsupported) {
+		return math.MaxInt64, nil
+	}
+	if err != nil {
 		return 0, err
 	}
-	return int64(st.Bavail) * int64(st.Bsize), nil
+	return int64(min(u.AvailBytes, math.MaxInt64)), nil
 }
 
 // Stats describes the store's disk use.
