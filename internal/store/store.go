@@ -7,6 +7,11 @@
 // batches are committed with a synced write-ahead log by a single committer that groups
 // concurrent commits. Store knows nothing of HTTP or S3 wire formats; package s3api does.
 // The design and on-disk format are in docs/design/20261122_storage_engine.md.
+//
+// Every file, the index's and the segments', lives in one file system, Config.FS (the
+// operating system's by default). TestPowerCut keeps a store in pebble's crashable memory
+// file system and checks what survives power cuts at random instants; TestFormatV1 reads
+// data written by the first on-disk format (testdata/format-v1).
 package store
 
 import (
@@ -165,7 +170,8 @@ func Open(cfg Config) (*Store, error) {
 		CacheSize:    cfg.CacheSize,
 		MemTableSize: 32 << 20,
 		Logger:       pebbleLogger{ilog},
-		FS:           fsys,
+		// Nil (the OS) lets pebble add its disk-health checks (slow-disk events).
+		FS: cfg.FS,
 	}
 	el := pebble.MakeLoggingEventListener(pebbleLogger{ilog})
 	// A damaged index block fails the reads that need it (an error of kind Corrupt: the

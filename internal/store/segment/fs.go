@@ -80,6 +80,11 @@ var OS FS = osFS{}
 
 type osFS struct{}
 
+var (
+	_ DirectWriter = (*osFile)(nil)
+	_ Advisor      = (*osFile)(nil)
+)
+
 func (osFS) Create(name string) (File, error) {
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {

@@ -6,6 +6,10 @@
 // commit). Read returns a record's payload only after verifying its checksums. The package
 // knows nothing of objects or of which records are live: the caller's index does (see
 // docs/design/20261122_storage_engine.md).
+//
+// Every file operation goes through an FS: OS, the default, writes large records with
+// direct I/O and gives the kernel page-cache hints; FromVFS keeps the files in a pebble
+// vfs.FS, such as the crashable memory file system the power-cut tests cut.
 package segment
 
 import (

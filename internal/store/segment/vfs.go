@@ -21,6 +21,8 @@ func FromVFS(fsys vfs.FS) FS { return vfsFS{fsys} }
 
 type vfsFS struct{ fs vfs.FS }
 
+var _ File = (*vfsFile)(nil)
+
 func (v vfsFS) Create(name string) (File, error) {
 	if _, err := v.fs.Stat(name); err == nil {
 		return nil, &os.PathError{Op: "create", Path: name, Err: os.ErrExist}
