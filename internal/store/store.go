@@ -7,6 +7,11 @@
 // batches are committed with a synced write-ahead log by a single committer that groups
 // concurrent commits. Store knows nothing of HTTP or S3 wire formats; package s3api does.
 // The design and on-disk format are in docs/design/20261122_storage_engine.md.
+//
+// Every file, the index's and the segments', lives in one file system, Config.FS (the
+// operating system's by default). TestPowerCut keeps a store in pebble's crashable memory
+// file system and checks what survives power cuts at random instants; TestFormatV1 reads
+// data written by the first on-disk format (testdata/format-v1).
 package store
 
 import (
@@ -16,6 +21,7 @@ import (
 	"hash/fnv"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,7 +32,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	"golang.org/x/sys/unix"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/hlc"
@@ -65,6 +71,11 @@ type Config struct {
 	// Clock assigns HLC versions to writes that do not bring their own (nil: a private
 	// clock). A node shares one clock between its store and its gateway.
 	Clock *hlc.Clock
+	// FS holds every file of the store, the index's and the segments' (nil: the operating
+	// system's, with direct I/O for large chunks). Tests pass a crashable memory file
+	// system (vfs.NewCrashableMem) to cut power at any instant. A file system that does
+	// not report its free space (vfs.MemFS) is taken to have unlimited space.
+	FS vfs.FS
 }
 
 func (c *Config) setDefaults() {
@@ -112,6 +123,7 @@ func (c *Config) Validate() error {
 type Store struct {
 	damage *damage
 	cfg    Config
+	fs     vfs.FS
 	log    *slog.Logger
 	db     *pebble.DB
 	segs   *segment.Set
@@ -147,7 +159,11 @@ func Open(cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, errors.E(op, err)
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+	fsys, segFS := vfs.Default, segment.OS
+	if cfg.FS != nil && cfg.FS != vfs.Default {
+		fsys, segFS = cfg.FS, segment.FromVFS(cfg.FS)
+	}
+	if err := mkdirAllSync(fsys, cfg.Dir); err != nil {
 		return nil, errors.E(op, errors.IO, err)
 	}
 	dmg := &damage{}
@@ -156,6 +172,8 @@ func Open(cfg Config) (*Store, error) {
 		CacheSize:    cfg.CacheSize,
 		MemTableSize: 32 << 20,
 		Logger:       pebbleLogger{ilog},
+		// Nil (the OS) lets pebble add its disk-health checks (slow-disk events).
+		FS: cfg.FS,
 	}
 	el := pebble.MakeLoggingEventListener(pebbleLogger{ilog})
 	// A damaged index block fails the reads that need it (an error of kind Corrupt: the
@@ -173,7 +191,7 @@ func Open(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, errors.E(op, errors.IO, err)
 	}
-	segs, err := segment.Open(segment.Config{Dir: filepath.Join(cfg.Dir, "segments"), MaxSize: cfg.SegmentSize, Logger: cfg.Logger})
+	segs, err := segment.Open(segment.Config{Dir: filepath.Join(cfg.Dir, "segments"), MaxSize: cfg.SegmentSize, Logger: cfg.Logger, FS: segFS})
 	if err != nil {
 		db.Close()
 		return nil, errors.E(op, err)
@@ -181,6 +199,7 @@ func Open(cfg Config) (*Store, error) {
 	s := &Store{
 		damage:   dmg,
 		cfg:      cfg,
+		fs:       fsys,
 		log:      cfg.Logger.With("component", "store"),
 		db:       db,
 		segs:     segs,
@@ -392,11 +411,14 @@ func (s *Store) freeSpace() (int64, error) {
 	if s.cfg.FreeSpace != nil {
 		return s.cfg.FreeSpace()
 	}
-	var st unix.Statfs_t
-	if err := unix.Statfs(s.cfg.Dir, &st); err != nil {
+	u, err := s.fs.GetDiskUsage(s.cfg.Dir)
+	if errors.IsErr(err, vfs.ErrUnsupported) {
+		return math.MaxInt64, nil
+	}
+	if err != nil {
 		return 0, err
 	}
-	return int64(st.Bavail) * int64(st.Bsize), nil
+	return int64(min(u.AvailBytes, math.MaxInt64)), nil
 }
 
 // Stats describes the store's disk use.
