@@ -22,6 +22,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 var (
@@ -319,7 +320,7 @@ func (r *crashRun) worker(w int, midBody map[int]bool) {
 				src = &cutReader{r: src, at: rng.IntN(len(body) + 1), cut: func() { r.cut(fmt.Sprintf("mid-body of a %d-byte PUT", len(body))) }}
 			}
 			op := r.begin(key, opPut, body)
-			_, err := r.s.PutObject(ctx, crashBucket, key, &Object{ContentType: "x/crash"}, src, int64(len(body)), PutOptions{})
+			_, err := r.s.PutObject(ctx, crashBucket, key, &object.Object{ContentType: "x/crash"}, src, int64(len(body)), object.PutOptions{})
 			r.end(op, err)
 		case p < 60:
 			op := r.begin(key, opDelete, nil)
@@ -350,21 +351,21 @@ func (r *crashRun) worker(w int, midBody map[int]bool) {
 }
 
 func (r *crashRun) multipart(ctx context.Context, key string, parts [][]byte) error {
-	id, err := r.s.CreateUpload(crashBucket, key, &Object{ContentType: "x/multipart"})
+	id, err := r.s.CreateUpload(crashBucket, key, &object.Object{ContentType: "x/multipart"})
 	if err != nil {
 		return err
 	}
-	var list []CompletePart
+	var list []object.CompletePart
 	for i, p := range parts {
 		sum := md5.Sum(p)
 		etag := hex.EncodeToString(sum[:])
-		if _, err := r.s.PutPart(ctx, crashBucket, key, id, i+1, bytes.NewReader(p), int64(len(p)), func(o *Object) error {
+		if _, err := r.s.PutPart(ctx, crashBucket, key, id, i+1, bytes.NewReader(p), int64(len(p)), func(o *object.Object) error {
 			o.ETag = etag
 			return nil
 		}); err != nil {
 			return err
 		}
-		list = append(list, CompletePart{Number: i + 1, ETag: etag})
+		list = append(list, object.CompletePart{Number: i + 1, ETag: etag})
 	}
 	_, err = r.s.CompleteUpload(crashBucket, key, id, list, 1, nil)
 	return err
@@ -516,7 +517,7 @@ func (r *crashRun) verify(i int, c crashCut) {
 		}
 		listed := map[string]bool{}
 		for after := ""; ; {
-			res, err := s.List(crashBucket, ListOptions{After: after, Max: 100})
+			res, err := s.List(crashBucket, object.ListOptions{After: after, Max: 100})
 			if err != nil {
 				fail("%s: list: %v", when, err)
 				break
@@ -561,7 +562,7 @@ func (r *crashRun) verify(i int, c crashCut) {
 
 	// The recovered store takes a write and compacts; then power is cut again.
 	body := crashBody(r.seed, 700<<10)
-	if _, err := s.PutObject(context.Background(), crashBucket, "after-crash", &Object{}, bytes.NewReader(body), int64(len(body)), PutOptions{}); err != nil {
+	if _, err := s.PutObject(context.Background(), crashBucket, "after-crash", &object.Object{}, bytes.NewReader(body), int64(len(body)), object.PutOptions{}); err != nil {
 		fail("put after recovery: %v", err)
 		return
 	}

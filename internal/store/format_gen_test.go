@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 // TestGenerateFormatData writes testdata/format-v1 (see formatDir): a data directory with
@@ -32,8 +34,8 @@ func TestGenerateFormatData(t *testing.T) {
 	etag := func(b []byte) string { h := md5.Sum(b); return hex.EncodeToString(h[:]) }
 	put := func(key string, seed uint64, n int, meta [][2]string) {
 		body := randBytes(seed, n)
-		m := &Object{ContentType: "application/x-" + key, ETag: etag(body), UserMeta: meta}
-		o, err := s.PutObject(ctx, bucket, key, m, bytes.NewReader(body), int64(n), PutOptions{})
+		m := &object.Object{ContentType: "application/x-" + key, ETag: etag(body), UserMeta: meta}
+		o, err := s.PutObject(ctx, bucket, key, m, bytes.NewReader(body), int64(n), object.PutOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +66,7 @@ func TestGenerateFormatData(t *testing.T) {
 
 	// A completed multipart upload, and one left pending.
 	upload := func(key string, seed uint64, sizes []int) (string, []formatPart, [][]byte) {
-		id, err := s.CreateUpload(bucket, key, &Object{ContentType: "application/x-" + key})
+		id, err := s.CreateUpload(bucket, key, &object.Object{ContentType: "application/x-" + key})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +75,7 @@ func TestGenerateFormatData(t *testing.T) {
 		for i, n := range sizes {
 			body := randBytes(seed+uint64(i), n)
 			tag := etag(body)
-			if _, err := s.PutPart(ctx, bucket, key, id, i+1, bytes.NewReader(body), int64(n), func(p *Object) error {
+			if _, err := s.PutPart(ctx, bucket, key, id, i+1, bytes.NewReader(body), int64(n), func(p *object.Object) error {
 				p.ETag = tag
 				return nil
 			}); err != nil {
@@ -85,9 +87,9 @@ func TestGenerateFormatData(t *testing.T) {
 		return id, parts, bodies
 	}
 	id, parts, bodies := upload("multipart", 20, []int{70 << 10, 10 << 10})
-	var list []CompletePart
+	var list []object.CompletePart
 	for _, p := range parts {
-		list = append(list, CompletePart{Number: p.Number, ETag: p.ETag})
+		list = append(list, object.CompletePart{Number: p.Number, ETag: p.ETag})
 	}
 	o, err := s.CompleteUpload(bucket, "multipart", id, list, 1, nil)
 	if err != nil {
@@ -100,7 +102,7 @@ func TestGenerateFormatData(t *testing.T) {
 	id, parts, _ = upload("pending", 30, []int{5000, 66 << 10})
 	exp.Uploads = []formatUpload{{Key: "pending", UploadID: id, Parts: parts}}
 
-	res, err := s.List(bucket, ListOptions{Max: 1000})
+	res, err := s.List(bucket, object.ListOptions{Max: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 // formatDir holds a data directory written by the format-v1 code and, beside it, what it
@@ -60,7 +62,7 @@ type formatPart struct {
 	ETag   string `json:"etag"`
 }
 
-func layoutOfObject(o *Object) (string, int) {
+func layoutOfObject(o *object.Object) (string, int) {
 	switch {
 	case o.Embedded:
 		return "embedded", 0
@@ -160,7 +162,7 @@ func TestFormatV1(t *testing.T) {
 			t.Errorf("tombstone of %q: %+v, %v", k, o, err)
 		}
 	}
-	res, err := s.List(bucket, ListOptions{Max: 1000})
+	res, err := s.List(bucket, object.ListOptions{Max: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,14 +186,14 @@ func TestFormatV1(t *testing.T) {
 			if len(parts) != len(u.Parts) {
 				t.Fatalf("%d parts, want %d", len(parts), len(u.Parts))
 			}
-			var list []CompletePart
+			var list []object.CompletePart
 			var sizes []int64
 			for i, p := range parts {
 				w := u.Parts[i]
 				if p.Number != w.Number || p.Size != w.Size || p.ETag != w.ETag {
 					t.Errorf("part %d: %d/%d/%s, want %+v", i, p.Number, p.Size, p.ETag, w)
 				}
-				list = append(list, CompletePart{Number: p.Number, ETag: p.ETag})
+				list = append(list, object.CompletePart{Number: p.Number, ETag: p.ETag})
 				sizes = append(sizes, p.Size)
 			}
 			if _, err := s.CompleteUpload(bucket, u.Key, u.UploadID, list, 1, nil); err != nil {
