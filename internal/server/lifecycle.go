@@ -98,8 +98,8 @@ func (n *instance) close() error {
 }
 
 // assemble opens a node's parts; on failure it closes what it opened.
-func assemble(cfg Config) (n *instance, err error) {
-	n = &instance{cfg: cfg, log: cfg.Logger, m: metrics.New()}
+func assemble(cfg Config) (_ *instance, err error) {
+	n := &instance{cfg: cfg, log: cfg.Logger, m: metrics.New()}
 	defer func() {
 		if err != nil {
 			n.close()

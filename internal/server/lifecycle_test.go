@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"runtime"
 	"strings"
@@ -241,4 +242,46 @@ func short(s *string) string {
 		return "nothing"
 	}
 	return fmt.Sprintf("%d bytes (%x)", len(*s), sha256.Sum256([]byte(*s)))
+}
+
+// TestAssembleFailureCloses: a node that cannot start (here: joining without the cluster
+// secret) returns a clear error, and what it opened is closed (its listeners are free).
+func TestAssembleFailureCloses(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{DataDir: dir, Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0", NodeAddr: "127.0.0.1:0", Join: "127.0.0.1:1",
+		Logger: slog.New(slog.DiscardHandler)}
+	err := Run(context.Background(), cfg)
+	if err == nil || !strings.Contains(err.Error(), "needs its secret") {
+		t.Fatalf("Run without the secret: %v", err)
+	}
+	if left := nodeGoroutines(); left != "" {
+		t.Fatalf("goroutines of the failed node remain:\n%s", left)
+	}
+	// A failure after the store was opened (the S3 address is taken) closes it: the same
+	// data directory opens again at once.
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	cfg = Config{DataDir: t.TempDir(), Listen: taken.Addr().String(), AdminListen: "127.0.0.1:0", NodeAddr: "127.0.0.1:0",
+		Logger: slog.New(slog.DiscardHandler)}
+	if err := Run(context.Background(), cfg); err == nil {
+		t.Fatal("Run on a taken address succeeded")
+	}
+	cfg.Listen = "127.0.0.1:0"
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan struct{})
+	cfg.Ready = func(Ready) { close(ready) }
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("the data directory of the failed start does not open again: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }
