@@ -376,6 +376,17 @@ func (p *Proc) ExitErr() error {
 	return p.waitErr
 }
 
+// ProcessState is that of the last process once it has exited (its resource usage), or
+// nil.
+func (p *Proc) ProcessState() *os.ProcessState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.runningLocked() {
+		return nil
+	}
+	return p.cmd.ProcessState
+}
+
 // Info returns the ready file of the current (or last) process.
 func (p *Proc) Info() Ready {
 	p.mu.Lock()
