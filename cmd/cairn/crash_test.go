@@ -26,8 +26,6 @@ type keyState struct {
 	certain  bool
 }
 
-var absent [32]byte
-
 func content(key string, version int) []byte {
 	seed := sha256.Sum256([]byte(fmt.Sprint(key, "/", version)))
 	cc := rand.NewChaCha8(seed)

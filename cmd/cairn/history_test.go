@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -25,15 +24,6 @@ type histOp struct {
 	value      string // put: the value written; get: the value read ("" = not found)
 	start, end time.Time
 	ok         bool // acknowledged (put, del) or answered (get)
-}
-
-// endOrInf is the end of an operation, or +inf for one whose outcome is unknown (it may
-// take effect at any time after it started).
-func (o *histOp) endOrInf() time.Time {
-	if o.ok {
-		return o.end
-	}
-	return time.Unix(math.MaxInt32, 0)
 }
 
 // superseded reports whether write x was overwritten, before time t, by an acknowledged
