@@ -92,8 +92,12 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := p.Stop(); err != nil {
-					fmt.Fprintf(stderr, "cairn dev cluster: %s: %v\n", p.Name(), err)
+				// A Ctrl-C in a terminal reaches the nodes too: one that already stopped
+				// cleanly on its own is no error.
+				if err := p.Stop(); errors.Is(err, proc.ErrStopTimeout) {
+					fmt.Fprintf(stderr, "cairn dev cluster: %v\n", err)
+				} else if err := p.ExitErr(); err != nil {
+					fmt.Fprintf(stderr, "cairn dev cluster: %s: %v (log: %s)\n", p.Name(), err, p.LogPath())
 				}
 			}()
 		}
