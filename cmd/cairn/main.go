@@ -186,13 +186,6 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 		defer os.Remove(*readyFile)
 	}
 	cfg.Ready = func(r server.Ready) {
-		if *readyFile != "" {
-			readyErr = proc.WriteReadyFile(*readyFile, proc.Ready{PID: os.Getpid(), S3: r.S3Addr, Admin: r.AdminAddr, Node: r.NodeAddr,
-				NodeID: r.NodeID, DataDir: absPath(cfg.DataDir), Version: versionString()})
-			if readyErr != nil {
-				stop() // a supervisor waiting for the file would wait in vain
-			}
-		}
 		c := r.Creds
 		fmt.Fprintf(stdout, "cairn %s\n", versionString())
 		fmt.Fprintf(stdout, "  S3 endpoint: http://%s\n", r.S3Addr)
@@ -206,6 +199,14 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 		if r.SecretGenerated {
 			fmt.Fprintf(stdout, "  new cluster; its secret is kept in %s/cluster-secret. To add a node:\n", cfg.DataDir)
 			fmt.Fprintf(stdout, "    CAIRN_CLUSTER_SECRET=%s cairn server --data DIR --listen ADDR --node-addr ADDR --join %s\n", r.Secret, r.NodeAddr)
+		}
+		// Last: whoever waits for the file finds the lines above already written.
+		if *readyFile != "" {
+			readyErr = proc.WriteReadyFile(*readyFile, proc.Ready{PID: os.Getpid(), S3: r.S3Addr, Admin: r.AdminAddr, Node: r.NodeAddr,
+				NodeID: r.NodeID, DataDir: absPath(cfg.DataDir), Version: versionString()})
+			if readyErr != nil {
+				stop() // a supervisor waiting for the file would wait in vain
+			}
 		}
 	}
 	if err := server.Run(ctx, cfg); err != nil {
