@@ -10,12 +10,15 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/cairnfs/cairn/internal/testutil/proctest"
 )
 
 // Storage classes are defined with `cairn admin class create`: invalid ones (no data
 // shard, more shards than failure domains, a device class no node has, a malformed code)
 // are refused with the reason and leave the map unchanged; valid ones are listed.
 func TestClusterClassCreate(t *testing.T) {
+	skipShort(t)
 	tc := startCluster(t, 3, "--device-class", "hdd")
 	tc.waitVoters(3)
 	epoch := tc.status(0).Epoch
@@ -67,16 +70,12 @@ func TestClusterClassCreate(t *testing.T) {
 	tc.createBucket(0, "cls")
 	ctx := context.Background()
 	body := bytes.Repeat([]byte("cairn-class "), 60000) // 720000 bytes: 3 chunks
-	var err2 error
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if _, err2 = tc.procs[0].client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("cls"), Key: aws.String("k"),
-			Body: bytes.NewReader(body), StorageClass: "HDD2"}); err2 == nil {
-			break
-		}
-	}
-	if err2 != nil {
-		t.Fatalf("put in HDD2: %v", err2)
-	}
+	// The class reaches node1's map through Raft: retry until it is there.
+	proctest.WaitFor(t, 10*time.Second, func() error {
+		_, err := tc.procs[0].client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("cls"), Key: aws.String("k"),
+			Body: bytes.NewReader(body), StorageClass: "HDD2"})
+		return err
+	})
 	got, err := tc.procs[2].client().GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("cls"), Key: aws.String("k")})
 	if err != nil {
 		t.Fatalf("get: %v", err)

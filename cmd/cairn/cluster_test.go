@@ -1,12 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -28,6 +29,9 @@ import (
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/gateway"
 	"github.com/cairnfs/cairn/internal/server"
+
+	"github.com/cairnfs/cairn/internal/proc"
+	"github.com/cairnfs/cairn/internal/testutil/proctest"
 )
 
 const testClusterSecret = "test-cluster-secret-0123456789abcdef"
@@ -35,44 +39,34 @@ const testClusterSecret = "test-cluster-secret-0123456789abcdef"
 // testCluster is a cluster of cairn processes on loopback.
 type testCluster struct {
 	t     *testing.T
-	procs []*proc
+	procs []*testProc
 	addrs []string // node addresses
 }
 
-// startCluster starts n nodes: the first bootstraps, the others join it.
+// startCluster starts n nodes: the first bootstraps, the others join it. It is a long
+// process test: skipped in -short.
 func startCluster(t *testing.T, n int, extra ...string) *testCluster {
 	t.Helper()
+	skipShort(t)
 	tc := &testCluster{t: t}
-	t.Cleanup(func() {
-		if !t.Failed() {
-			return
-		}
-		for i, p := range tc.procs {
-			lines := strings.Split(p.output(), "\n")
-			if len(lines) > 60 {
-				lines = lines[len(lines)-60:]
-			}
-			t.Logf("node%d log (tail):\n%s", i+1, strings.Join(lines, "\n"))
-		}
-	})
 	for i := 0; i < n; i++ {
 		tc.add(extra...)
 	}
 	return tc
 }
 
-// add starts one more node, joining the first.
-func (tc *testCluster) add(extra ...string) *proc {
+// add starts one more node, joining the first. Its first start binds port 0 for each
+// address; restarts keep the ports it got.
+func (tc *testCluster) add(extra ...string) *testProc {
 	tc.t.Helper()
 	i := len(tc.procs)
-	addr := freePort(tc.t)
-	args := []string{"--node-addr", addr, "--node-id", fmt.Sprintf("node%d", i+1), "--zone", fmt.Sprintf("z%d", i%3+1)}
+	args := []string{"--node-id", nodeID(i), "--zone", fmt.Sprintf("z%d", i%3+1)}
 	if i > 0 {
 		args = append(args, "--join", tc.addrs[0])
 	}
-	p := startProcEnv(tc.t, tc.t.TempDir(), []string{"CAIRN_CLUSTER_SECRET=" + testClusterSecret}, append(args, extra...)...)
+	p := startTestProc(tc.t, proc.Config{Name: nodeID(i), Args: append(args, extra...), Env: []string{"CAIRN_CLUSTER_SECRET=" + testClusterSecret}})
 	tc.procs = append(tc.procs, p)
-	tc.addrs = append(tc.addrs, addr)
+	tc.addrs = append(tc.addrs, p.NodeAddr())
 	return p
 }
 
@@ -87,22 +81,32 @@ func (tc *testCluster) createBucket(i int, bucket string) {
 // waitVoters waits until the Raft group has n voting managers.
 func (tc *testCluster) waitVoters(n int) *server.Status {
 	tc.t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		st := tc.status(0)
+	var st *server.Status
+	proctest.WaitFor(tc.t, 20*time.Second, func() error {
+		st = tc.status(0)
 		voters := 0
 		for _, m := range st.Managers {
 			if m.Voter {
 				voters++
 			}
 		}
-		if voters == n {
-			return st
+		if voters != n {
+			return fmt.Errorf("%d voting managers, want %d: %+v", voters, n, st.Managers)
 		}
-		if time.Now().After(deadline) {
-			tc.t.Fatalf("%d voting managers, want %d: %+v", voters, n, st.Managers)
+		return nil
+	})
+	return st
+}
+
+// waitState waits until node 1's map has node id in state want.
+func (tc *testCluster) waitState(id string, want clustermap.NodeState, timeout time.Duration) {
+	tc.t.Helper()
+	proctest.WaitFor(tc.t, timeout, func() error {
+		if s := tc.nodeState(id); s != want {
+			return fmt.Errorf("node %s is %q, want %s", id, s, want)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // nodeState returns node id's state in the map, as node 1 reports it ("" if absent).
@@ -117,7 +121,7 @@ func (tc *testCluster) nodeState(id string) clustermap.NodeState {
 
 // admin runs `cairn admin` against node i.
 func (tc *testCluster) admin(i int, args ...string) (string, error) {
-	cmd := exec.Command(cairnBin(tc.t), append([]string{"admin", "--admin", tc.procs[i].admin}, args...)...)
+	cmd := exec.Command(proctest.Bin(tc.t), append([]string{"admin", "--admin", tc.procs[i].AdminAddr()}, args...)...)
 	cmd.Env = []string{"CAIRN_CLUSTER_SECRET=" + testClusterSecret}
 	out, err := cmd.CombinedOutput()
 	return string(out), err
@@ -167,34 +171,21 @@ func (tc *testCluster) replicas(i int, bucket, key string) *replicaView {
 // deleted), and fails the test after timeout.
 func (tc *testCluster) waitAllReplicas(via int, bucket string, want map[string]string, n int, timeout time.Duration) {
 	tc.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		bad := ""
+	proctest.WaitFor(tc.t, timeout, func() error {
 		for k, etag := range want {
 			v := tc.replicas(via, bucket, k)
 			if len(v.Replicas) != n {
-				bad = fmt.Sprintf("%s: %d replicas, want %d", k, len(v.Replicas), n)
-				break
+				return fmt.Errorf("replicas not converged: %s: %d replicas, want %d", k, len(v.Replicas), n)
 			}
 			for _, r := range v.Replicas {
 				ok := (etag == "" && (r.Deleted || r.Missing)) || (etag != "" && r.ETag == etag && !r.Deleted && r.Error == "")
 				if !ok {
-					bad = fmt.Sprintf("%s on %s: %+v, want etag %q", k, r.Node, r, etag)
-					break
+					return fmt.Errorf("replicas not converged: %s on %s: %+v, want etag %q", k, r.Node, r, etag)
 				}
 			}
-			if bad != "" {
-				break
-			}
 		}
-		if bad == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			tc.t.Fatalf("replicas did not converge within %s: %s", timeout, bad)
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func md5hex(b []byte) string {
@@ -239,6 +230,7 @@ func listAll(ctx context.Context, t *testing.T, c *s3.Client, bucket, delim stri
 
 // Objects written through one gateway are read through every other; listings agree.
 func TestClusterReadWriteEverywhere(t *testing.T) {
+	skipShort(t)
 	for _, n := range []int{3, 5} {
 		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) {
 			tc := startCluster(t, n)
@@ -331,6 +323,7 @@ func TestClusterReadWriteEverywhere(t *testing.T) {
 // with a clear error and reads still work; after restarts every acknowledged write is on
 // all three replicas.
 func TestClusterNodeFailures(t *testing.T) {
+	skipShort(t)
 	tc := startCluster(t, 3)
 	ctx := context.Background()
 	c0, c1 := tc.procs[0].client(), tc.procs[1].client()
@@ -350,7 +343,16 @@ func TestClusterNodeFailures(t *testing.T) {
 		}
 		return err
 	}
-	// Load through the gateways of nodes 0 and 1 while node 2 is killed.
+	// Load through the gateways of nodes 0 and 1 while node 2 is killed: some writes
+	// before the kill, and as many after.
+	acks := func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(acked) < 20 {
+			return fmt.Errorf("%d writes acknowledged", len(acked))
+		}
+		return nil
+	}
 	var wg sync.WaitGroup
 	errs := make(chan error, 100)
 	stop := make(chan struct{})
@@ -376,9 +378,30 @@ func TestClusterNodeFailures(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(1500 * time.Millisecond)
-	tc.procs[2].kill()
-	time.Sleep(2 * time.Second)
+	failed := func() error {
+		select {
+		case err := <-errs:
+			return proc.Permanent(fmt.Errorf("a write failed with every node up or one down: %w", err))
+		default:
+			return nil
+		}
+	}
+	proctest.WaitFor(t, 30*time.Second, func() error { return errors.Join(failed(), acks()) })
+	tc.procs[2].Kill()
+	mu.Lock()
+	before := len(acked)
+	mu.Unlock()
+	proctest.WaitFor(t, 30*time.Second, func() error {
+		if err := failed(); err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(acked) < before+20 {
+			return fmt.Errorf("%d writes acknowledged since the kill", len(acked)-before)
+		}
+		return nil
+	})
 	close(stop)
 	wg.Wait()
 	close(errs)
@@ -399,7 +422,7 @@ func TestClusterNodeFailures(t *testing.T) {
 		}
 	}
 	// Two of three down: writes are refused with a clear error, reads still work (R=1).
-	tc.procs[1].kill()
+	tc.procs[1].Kill()
 	err := put(c0, "refused", 100)
 	if err == nil || !(strings.Contains(err.Error(), "ServiceUnavailable") && strings.Contains(err.Error(), "503")) {
 		t.Fatalf("write with 2 of 3 nodes down: %v, want 503 SlowDown", err)
@@ -412,14 +435,15 @@ func TestClusterNodeFailures(t *testing.T) {
 		}
 	}
 	// Restart both; the retry queue brings every replica up to date.
-	tc.procs[1].restart()
-	tc.procs[2].restart()
+	tc.procs[1].Restart()
+	tc.procs[2].Restart()
 	tc.waitAllReplicas(0, "bkt", acked, 3, 90*time.Second)
 }
 
 // Killing the Raft leader: a new leader is elected, the map can still change (a node
 // joins), and S3 traffic through the other gateways never stops.
 func TestClusterManagerFailover(t *testing.T) {
+	skipShort(t)
 	tc := startCluster(t, 3)
 	ctx := context.Background()
 	tc.createBucket(0, "bkt")
@@ -441,9 +465,11 @@ func TestClusterManagerFailover(t *testing.T) {
 	}
 	stop := make(chan struct{})
 	done := make(chan error, 1)
+	var ops atomic.Int64
 	go func() {
 		c := tc.procs[others[0]].client()
 		for i := 0; ; i++ {
+			ops.Store(int64(i))
 			select {
 			case <-stop:
 				done <- nil
@@ -461,19 +487,20 @@ func TestClusterManagerFailover(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(500 * time.Millisecond)
-	tc.procs[li].kill()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		st := tc.status(others[0])
-		if st.Leader != "" && st.Leader != leader {
-			break
+	// Traffic flows before the leader is killed.
+	proctest.WaitFor(t, 30*time.Second, func() error {
+		if n := ops.Load(); n < 5 {
+			return fmt.Errorf("%d PUT and GET pairs done", n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no new leader 30s after killing %s", leader)
+		return nil
+	})
+	tc.procs[li].Kill()
+	proctest.WaitFor(t, 30*time.Second, func() error {
+		if st := tc.status(others[0]); st.Leader == "" || st.Leader == leader {
+			return fmt.Errorf("no new leader since %s was killed (leader %q)", leader, st.Leader)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	// The map still changes: a fourth node joins through a surviving node.
 	tc.addrs[0] = tc.addrs[others[0]]
 	tc.add()
@@ -489,6 +516,7 @@ func TestClusterManagerFailover(t *testing.T) {
 // Joining with a wrong secret, a duplicate node id, or an address that does not answer
 // fails with a clear error and leaves the cluster unchanged.
 func TestClusterBadJoin(t *testing.T) {
+	skipShort(t)
 	tc := startCluster(t, 1)
 	before := tc.status(0)
 	cases := []struct {
@@ -499,13 +527,15 @@ func TestClusterBadJoin(t *testing.T) {
 	}{
 		{"wrong secret", "CAIRN_CLUSTER_SECRET=not-the-right-secret-at-all", []string{"--join", tc.addrs[0]}, "refused"},
 		{"duplicate id", "CAIRN_CLUSTER_SECRET=" + testClusterSecret, []string{"--join", tc.addrs[0], "--node-id", "node1"}, "duplicate node id"},
-		{"no answer", "CAIRN_CLUSTER_SECRET=" + testClusterSecret, []string{"--join", freePort(t)}, "cannot join"},
+		// Port 1 on loopback: nothing listens there (tcpmux is long gone).
+		{"no answer", "CAIRN_CLUSTER_SECRET=" + testClusterSecret, []string{"--join", "127.0.0.1:1"}, "cannot join"},
 		{"no secret", "CAIRN_CLUSTER_SECRET=", []string{"--join", tc.addrs[0]}, "needs its secret"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			args := append([]string{"server", "--data", t.TempDir(), "--listen", freePort(t), "--admin-listen", "off", "--node-addr", freePort(t)}, c.args...)
-			cmd := exec.Command(cairnBin(t), args...)
+			// A start that must fail at once: run to its exit, no ready file awaited.
+			args := append([]string{"server", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--admin-listen", "off", "--node-addr", "127.0.0.1:0"}, c.args...)
+			cmd := exec.Command(proctest.Bin(t), args...)
 			cmd.Env = []string{c.env, "PATH=/usr/bin:/bin"}
 			out, err := cmd.CombinedOutput()
 			if err == nil {
@@ -534,29 +564,34 @@ func sortedKeys(m map[string]string) []string {
 // `cairn dev cluster` starts a working cluster, prints its endpoints, and stops it on
 // Ctrl-C.
 func TestDevCluster(t *testing.T) {
+	skipShort(t)
 	dir := t.TempDir()
-	cmd := exec.Command(cairnBin(t), "dev", "cluster", "--nodes", "3", "--dir", dir)
-	stdout, _ := cmd.StdoutPipe()
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	cmd := exec.Command(proctest.Bin(t), "dev", "cluster", "--nodes", "3", "--dir", dir)
+	var stdout, stderr syncBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer cmd.Process.Kill()
-	sc := bufio.NewScanner(stdout)
-	var out strings.Builder
-	ready := false
-	for sc.Scan() {
-		out.WriteString(sc.Text() + "\n")
-		if strings.Contains(sc.Text(), "cluster ready") {
-			ready = true
-			break
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		cmd.Process.Kill()
+		<-exited
+	}()
+	// The dev cluster writes cluster.json and then says it is ready.
+	proctest.WaitFor(t, 120*time.Second, func() error {
+		select {
+		case err := <-exited:
+			exited <- err
+			return proc.Permanent(fmt.Errorf("dev cluster exited (%v) before it was ready:\n%s\n%s", err, stdout.String(), stderr.String()))
+		default:
 		}
-	}
-	if !ready {
-		t.Fatalf("dev cluster did not get ready:\n%s\n%s", out.String(), stderr.String())
-	}
-	go io.Copy(io.Discard, stdout)
+		if !strings.Contains(stdout.String(), "cluster ready") {
+			return fmt.Errorf("dev cluster not ready:\n%s", stdout.String())
+		}
+		return nil
+	})
+	out := &stdout
 	data, err := os.ReadFile(filepath.Join(dir, "cluster.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -585,10 +620,9 @@ func TestDevCluster(t *testing.T) {
 		t.Fatalf("get via node 3: %q %v", b, err)
 	}
 	cmd.Process.Signal(syscall.SIGINT)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
 	select {
-	case err := <-done:
+	case err := <-exited:
+		exited <- err
 		if err != nil {
 			t.Fatalf("dev cluster exit: %v\n%s", err, stderr.String())
 		}
@@ -605,20 +639,13 @@ func TestDevCluster(t *testing.T) {
 // A paused node (SIGSTOP: connections accepted, nothing answered) neither blocks writes,
 // small or streamed, nor reads; after it resumes it receives what it missed.
 func TestClusterPausedNode(t *testing.T) {
+	skipShort(t)
 	tc := startCluster(t, 3)
 	ctx := context.Background()
 	c := tc.procs[0].client()
 	tc.createBucket(0, "bkt")
 	paused := tc.procs[2]
-	if err := paused.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	defer func() {
-		if !resumed {
-			paused.cmd.Process.Signal(syscall.SIGCONT)
-		}
-	}()
+	paused.Pause()
 	want := map[string]string{}
 	for i := 0; i < 6; i++ {
 		size := 2000 + i
@@ -636,8 +663,7 @@ func TestClusterPausedNode(t *testing.T) {
 			t.Fatalf("get %s via node 2 with a paused replica: %v", key, err)
 		}
 	}
-	paused.cmd.Process.Signal(syscall.SIGCONT)
-	resumed = true
+	paused.Resume()
 	tc.waitAllReplicas(0, "bkt", want, 3, 90*time.Second)
 }
 
@@ -645,6 +671,7 @@ func TestClusterPausedNode(t *testing.T) {
 // node catches up: no read it serves returns the data it missed, even before the queued
 // writes reach it.
 func TestClusterNodeStateMonitor(t *testing.T) {
+	skipShort(t)
 	// Queued writes are retried only every 8 s, so that the returning node's first reads
 	// happen before they reach it.
 	tc := startCluster(t, 3, "--hint-interval", "8s")
@@ -665,21 +692,15 @@ func TestClusterNodeStateMonitor(t *testing.T) {
 	tc.waitAllReplicas(0, "bkt", old, 3, 30*time.Second)
 	waitState := func(id string, want clustermap.NodeState) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for tc.nodeState(id) != want {
-			if time.Now().After(deadline) {
-				t.Fatalf("node %s not %s after 30s (is %s)", id, want, tc.nodeState(id))
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		tc.waitState(id, want, 30*time.Second)
 	}
-	tc.procs[2].kill()
+	tc.procs[2].Kill()
 	waitState("node3", clustermap.StateDown)
 	now := map[string]string{}
 	for k := range old {
 		now[k] = put(k, "new "+k)
 	}
-	tc.procs[2].restart()
+	tc.procs[2].Restart()
 	c3 := tc.procs[2].client()
 	for k, etag := range now {
 		got, err := getBody(ctx, c3, "bkt", k)
@@ -715,6 +736,7 @@ func (tc *testCluster) writeObjects(via int, bucket string, n int) map[string]st
 // A node marked out: the partitions it held get a new holder, which copies the objects from
 // the survivors, until every object has N copies again.
 func TestClusterNodeOutRecovers(t *testing.T) {
+	skipShort(t)
 	tc := startCluster(t, 4)
 	ctx := context.Background()
 	tc.createBucket(0, "bkt")
@@ -725,34 +747,33 @@ func TestClusterNodeOutRecovers(t *testing.T) {
 			t.Fatalf("recovery set --rate %s accepted:\n%s", bad, out)
 		}
 	}
-	if out, err := tc.admin(0, "recovery", "set", "--rate", "256KiB"); err != nil {
+	if out, err := tc.admin(0, "recovery", "set", "--rate", "16KiB"); err != nil {
 		t.Fatalf("recovery set: %v\n%s", err, out)
 	}
-	tc.procs[3].kill()
+	tc.procs[3].Kill()
 	if out, err := tc.admin(0, "mark", "node4", "out"); err != nil {
 		t.Fatalf("mark out: %v\n%s", err, out)
 	}
-	// Throttled to 256 KiB/s, the copying is visible while it runs.
+	// Throttled to 16 KiB/s, the copying is visible while it runs: node1 takes over
+	// node4's copies in zone z1, small objects only (placement puts every large one on
+	// node1), about 47 KB: 3 s.
 	var rec server.Recovery
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	proctest.WaitFor(t, 30*time.Second, func() error {
 		out, err := tc.admin(0, "--json", "recovery")
 		if err != nil {
-			t.Fatalf("recovery: %v\n%s", err, out)
+			return proc.Permanent(fmt.Errorf("recovery: %v\n%s", err, out))
 		}
 		if err := json.Unmarshal([]byte(out), &rec); err != nil {
-			t.Fatalf("recovery --json: %v\n%s", err, out)
+			return proc.Permanent(fmt.Errorf("recovery --json: %v\n%s", err, out))
 		}
-		if rec.ObjectsToDo > 0 && rec.ObjectsDone < rec.ObjectsToDo {
-			break
+		if rec.ObjectsToDo == 0 || rec.ObjectsDone >= rec.ObjectsToDo {
+			return fmt.Errorf("no recovery in progress seen: %+v", rec)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no recovery in progress seen: %+v", rec)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	for _, n := range rec.Nodes {
-		if n.Error == "" && n.RateBytes != 256<<10 {
-			t.Fatalf("node %s copies at %d bytes/s, want the 256 KiB/s set", n.Node, n.RateBytes)
+		if n.Error == "" && n.RateBytes != 16<<10 {
+			t.Fatalf("node %s copies at %d bytes/s, want the 16 KiB/s set", n.Node, n.RateBytes)
 		}
 	}
 	if out, err := tc.admin(0, "recovery", "set", "--rate", "unlimited"); err != nil {
@@ -771,6 +792,7 @@ func TestClusterNodeOutRecovers(t *testing.T) {
 // A node that joins gets its share: the objects whose placement now includes it are
 // copied to it.
 func TestClusterNodeAddGetsShare(t *testing.T) {
+	skipShort(t)
 	tc := startCluster(t, 3)
 	tc.createBucket(0, "bkt")
 	want := tc.writeObjects(1, "bkt", 40)
@@ -808,57 +830,65 @@ func TestClusterNodeAddGetsShare(t *testing.T) {
 // A node down past --out-after is marked out and its copies are re-created on the others;
 // a second failure that would leave fewer than N storage nodes is not taken out.
 func TestClusterAutoOut(t *testing.T) {
+	skipShort(t)
 	tc := startCluster(t, 4, "--down-after", "2s", "--out-after", "5s")
 	tc.createBucket(0, "bkt")
 	want := tc.writeObjects(0, "bkt", 30)
 	tc.waitAllReplicas(0, "bkt", want, 3, 30*time.Second)
-	tc.procs[3].kill()
-	deadline := time.Now().Add(60 * time.Second)
-	for tc.nodeState("node4") != clustermap.StateOut {
-		if time.Now().After(deadline) {
-			t.Fatalf("node4 not out 60s after it died (state %s)", tc.nodeState("node4"))
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+	tc.procs[3].Kill()
+	tc.waitState("node4", clustermap.StateOut, 60*time.Second)
 	tc.waitAllReplicas(0, "bkt", want, 3, 90*time.Second)
-	tc.procs[2].kill()
-	time.Sleep(9 * time.Second) // past down-after + out-after
-	if s := tc.nodeState("node3"); s != clustermap.StateDown {
-		t.Fatalf("node3 is %s; want down (marking it out would leave 2 storage nodes for 3 copies)", s)
-	}
+	tc.procs[2].Kill()
+	tc.waitState("node3", clustermap.StateDown, 30*time.Second)
+	// Marked down means silent for more than --down-after (2 s); it would be marked out
+	// once silent for more than --out-after (5 s). That must not happen: watch the state
+	// for the whole time it would take, and a few probe rounds (1 s each) more.
+	proctest.Holds(t, 6*time.Second, func() error {
+		if s := tc.nodeState("node3"); s != clustermap.StateDown {
+			return fmt.Errorf("node3 is %s; want down (marking it out would leave 2 storage nodes for 3 copies)", s)
+		}
+		return nil
+	})
 }
 
 // The whole cluster stops and restarts one node at a time: a node waits for a majority of
 // managers without exiting, and every object is readable afterwards. A node that was
 // marked out while it was stopped comes back up.
 func TestClusterFullRestart(t *testing.T) {
+	skipShort(t)
 	tc := startCluster(t, 4)
 	tc.waitVoters(3)
 	ctx := context.Background()
 	tc.createBucket(0, "bkt")
 	want := tc.writeObjects(0, "bkt", 12)
 	tc.waitAllReplicas(0, "bkt", want, 3, 30*time.Second)
-	tc.procs[3].kill()
+	tc.procs[3].Kill()
 	if out, err := tc.admin(0, "mark", "node4", "out"); err != nil {
 		t.Fatalf("mark out: %v\n%s", err, out)
 	}
 	for _, p := range tc.procs[:3] {
-		if err := p.stop(); err != nil {
-			t.Fatalf("stop: %v\n%s", err, p.output())
+		if err := p.Stop(); err != nil {
+			t.Fatalf("stop: %v", err)
 		}
 	}
-	tc.procs[0].restart()
-	time.Sleep(6 * time.Second) // alone: no majority; it must keep running
-	select {
-	case <-tc.procs[0].exited:
-		t.Fatalf("a node restarted without a majority exited:\n%s", tc.procs[0].output())
-	default:
-	}
-	tc.procs[1].restart()
-	tc.procs[2].restart()
-	tc.procs[3].restart()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	// Alone, node1 has no majority: it finds no leader and no peer to join through (it
+	// says so), and keeps running.
+	tc.procs[0].Restart()
+	proctest.WaitFor(t, 60*time.Second, func() error {
+		select {
+		case <-tc.procs[0].Exited():
+			return proc.Permanent(fmt.Errorf("a node restarted without a majority exited"))
+		default:
+		}
+		if out := tc.procs[0].Output(); !strings.Contains(out[strings.LastIndex(out, "=== proc: start"):], "hears no leader") {
+			return fmt.Errorf("node1 has not yet given up finding a leader")
+		}
+		return nil
+	})
+	tc.procs[1].Restart()
+	tc.procs[2].Restart()
+	tc.procs[3].Restart()
+	proctest.WaitFor(t, 60*time.Second, func() error {
 		st := tc.status(0)
 		up := 0
 		for _, n := range st.Nodes {
@@ -866,14 +896,11 @@ func TestClusterFullRestart(t *testing.T) {
 				up++
 			}
 		}
-		if up == 4 {
-			break
+		if up != 4 {
+			return fmt.Errorf("not all nodes up after the restart: %+v", st.Nodes)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not all nodes up after the restart: %+v", st.Nodes)
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+		return nil
+	})
 	tc.waitAllReplicas(0, "bkt", want, 3, 60*time.Second)
 	for i, p := range tc.procs {
 		for k, etag := range want {
@@ -888,6 +915,7 @@ func TestClusterFullRestart(t *testing.T) {
 // A replica whose copy fails its checksum: the read goes on from another replica (the
 // client gets every byte, correct), and the damaged copy is replaced by a good one.
 func TestClusterBitRotFailover(t *testing.T) {
+	skipShort(t)
 	tc := startCluster(t, 3)
 	ctx := context.Background()
 	c := tc.procs[0].client()
@@ -900,7 +928,7 @@ func TestClusterBitRotFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	tc.waitAllReplicas(0, "bkt", map[string]string{"rot": md5hex(data)}, 3, 30*time.Second)
-	if flipped := flipSegmentByte(t, tc.procs[0].dataDir); flipped == 0 {
+	if flipped := flipSegmentByte(t, tc.procs[0].DataDir()); flipped == 0 {
 		t.Fatal("no segment holds the object's bytes")
 	}
 	got, err := getBody(ctx, c, "bkt", "rot")
@@ -908,14 +936,14 @@ func TestClusterBitRotFailover(t *testing.T) {
 		t.Fatalf("read through the node with the damaged copy: %d bytes, %v; want all %d, correct", len(got), err, len(data))
 	}
 	// The damaged copy is replaced: with the two other nodes gone it still reads right.
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(tc.procs[0].output(), "repaired a damaged copy"); {
-		if time.Now().After(deadline) {
-			t.Fatal("the damaged copy was not repaired within 30s")
+	proctest.WaitFor(t, 30*time.Second, func() error {
+		if !strings.Contains(tc.procs[0].Output(), "repaired a damaged copy") {
+			return fmt.Errorf("the damaged copy is not repaired")
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	tc.procs[1].kill()
-	tc.procs[2].kill()
+		return nil
+	})
+	tc.procs[1].Kill()
+	tc.procs[2].Kill()
 	got, err = getBody(ctx, c, "bkt", "rot")
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("read of the repaired copy alone: %d bytes, %v", len(got), err)
@@ -924,6 +952,7 @@ func TestClusterBitRotFailover(t *testing.T) {
 
 // Deep scrub: a damaged copy nobody reads is found, counted and repaired from a replica.
 func TestClusterDeepScrub(t *testing.T) {
+	skipShort(t)
 	tc := startCluster(t, 3)
 	ctx := context.Background()
 	c := tc.procs[0].client()
@@ -944,7 +973,7 @@ func TestClusterDeepScrub(t *testing.T) {
 		want[k] = md5hex([]byte(k))
 	}
 	tc.waitAllReplicas(0, "bkt", want, 3, 30*time.Second)
-	if flipped := flipSegmentByte(t, tc.procs[1].dataDir); flipped != 1 {
+	if flipped := flipSegmentByte(t, tc.procs[1].DataDir()); flipped != 1 {
 		t.Fatalf("flipped a byte in %d segments, want the one holding the object", flipped)
 	}
 	if out, err := tc.admin(0, "scrub", "start", "nosuchnode"); err == nil || !strings.Contains(out, "no storage node") {
@@ -954,27 +983,24 @@ func TestClusterDeepScrub(t *testing.T) {
 		t.Fatalf("scrub start: %v\n%s", err, out)
 	}
 	var st []gateway.ScrubStatus
-	for deadline := time.Now().Add(60 * time.Second); ; {
+	proctest.WaitFor(t, 60*time.Second, func() error {
 		out, err := tc.admin(0, "--json", "scrub", "status", "node2")
 		if err != nil {
-			t.Fatalf("scrub status: %v\n%s", err, out)
+			return proc.Permanent(fmt.Errorf("scrub status: %v\n%s", err, out))
 		}
 		if err := json.Unmarshal([]byte(out), &st); err != nil || len(st) != 1 {
-			t.Fatalf("scrub status --json: %v\n%s", err, out)
+			return proc.Permanent(fmt.Errorf("scrub status --json: %v\n%s", err, out))
 		}
-		if st[0].State == "idle" && !st[0].Finished.IsZero() {
-			break
+		if st[0].State != "idle" || st[0].Finished.IsZero() {
+			return fmt.Errorf("scrub did not finish: %+v", st)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("scrub did not finish: %+v", st)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	if s := st[0]; s.Objects != 6 || s.Corrupt != 1 || s.Repaired != 1 || s.Errors != 0 || s.Bytes == 0 {
 		t.Fatalf("scrub figures: %+v; want 6 objects, 1 damaged copy found and repaired", s)
 	}
-	tc.procs[0].kill()
-	tc.procs[2].kill()
+	tc.procs[0].Kill()
+	tc.procs[2].Kill()
 	for k, etag := range want {
 		got, err := getBody(ctx, tc.procs[1].client(), "bkt", k)
 		if err != nil || md5hex(got) != etag {

@@ -26,8 +26,6 @@ type keyState struct {
 	certain  bool
 }
 
-var absent [32]byte
-
 func content(key string, version int) []byte {
 	seed := sha256.Sum256([]byte(fmt.Sprint(key, "/", version)))
 	cc := rand.NewChaCha8(seed)
@@ -53,6 +51,7 @@ func content(key string, version int) []byte {
 // SIGKILLs it at random moments, restarts it, and checks that every acknowledged write is
 // readable with its last acknowledged content, nothing is torn, and deletes stay deleted.
 func TestCrashSafety(t *testing.T) {
+	skipShort(t)
 	const (
 		rounds  = 22
 		workers = 8
@@ -147,11 +146,12 @@ func TestCrashSafety(t *testing.T) {
 				}
 			}(w)
 		}
+		// Deliberate: the kill lands at a random moment of the load (and of compactions).
 		time.Sleep(time.Duration(150+rng.IntN(900)) * time.Millisecond)
-		p.kill()
+		p.Kill()
 		close(stop)
 		wg.Wait()
-		compactions += strings.Count(p.output(), "compacted segment")
+		compactions += strings.Count(p.Output(), "compacted segment")
 	}
 	p := startProc(t, dir)
 	verify(t, p.client(), rounds, keys, state)

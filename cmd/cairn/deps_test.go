@@ -2,6 +2,7 @@ package main
 
 import (
 	"os/exec"
+	"path"
 	"strings"
 	"testing"
 )
@@ -38,6 +39,8 @@ func TestDependencyRules(t *testing.T) {
 		"internal/testutil":            {"internal/gateway", "internal/store", "internal/s3api"},
 		"internal/bench":               {"internal/sigv4"},
 		"internal/bench/plot":          {"internal/bench"},
+		"internal/proc":                {},
+		"internal/testutil/proctest":   {"internal/proc"},
 	}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		fields := strings.Fields(line)
@@ -60,5 +63,31 @@ func TestDependencyRules(t *testing.T) {
 				t.Errorf("%s must not import %s", pkg, dep)
 			}
 		}
+	}
+}
+
+// TestPackageDocs checks that every package under internal/, cmd/ and tools/ has a doc
+// comment that names it ("Package x ...", or "Command x ..." for a command), saying what
+// it is.
+func TestPackageDocs(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.Name}}|{{.ImportPath}}|{{.Doc}}`, "../../internal/...", "../../cmd/...", "../../tools/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		name, rest, _ := strings.Cut(line, "|")
+		pkg, doc, _ := strings.Cut(rest, "|")
+		want := "Package " + name + " "
+		if name == "main" {
+			want = "Command " + path.Base(pkg) + " "
+		}
+		if !strings.HasPrefix(doc+" ", want) {
+			t.Errorf("%s: package doc %q, want a comment starting %q", pkg, doc, want)
+		}
+		n++
+	}
+	if n < 20 {
+		t.Fatalf("only %d packages listed", n)
 	}
 }

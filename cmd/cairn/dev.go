@@ -1,23 +1,23 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/cairnfs/cairn/internal/proc"
 )
 
 const devUsage = `Usage: cairn dev cluster [--nodes N] [--zones Z] [--dir DIR] [--replicas R]
@@ -85,14 +85,23 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	c, procs, err := startDev(ctx, bin, *dir, *nodes, *zones, *replicas, stderr)
+	c, procs, err := startDev(ctx, bin, *dir, *nodes, *zones, *replicas)
 	defer func() {
+		var wg sync.WaitGroup
 		for _, p := range procs {
-			p.Process.Signal(syscall.SIGTERM)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// A Ctrl-C in a terminal reaches the nodes too: one that already stopped
+				// cleanly on its own is no error.
+				if err := p.Stop(); errors.Is(err, proc.ErrStopTimeout) {
+					fmt.Fprintf(stderr, "cairn dev cluster: %v\n", err)
+				} else if err := p.ExitErr(); err != nil {
+					fmt.Fprintf(stderr, "cairn dev cluster: %s: %v (log: %s)\n", p.Name(), err, p.LogPath())
+				}
+			}()
 		}
-		for _, p := range procs {
-			p.Wait()
-		}
+		wg.Wait()
 	}()
 	if err != nil {
 		return err
@@ -116,104 +125,50 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func loopbackPort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
-// startDev starts the nodes and returns once every one serves.
-func startDev(ctx context.Context, bin, dir string, n, zones, replicas int, stderr io.Writer) (*devCluster, []*exec.Cmd, error) {
+// startDev starts the nodes and returns once every one serves: node1 bootstraps, the
+// others join it. Each binds free loopback ports (port 0) and says which in its ready
+// file, DIR/nodeI.ready.json.
+func startDev(ctx context.Context, bin, dir string, n, zones, replicas int) (*devCluster, []*proc.Proc, error) {
 	c := &devCluster{AccessKey: "CAIRNDEV" + strings.ToUpper(randHex(6)), SecretKey: randHex(20), ClusterSecret: randHex(24)}
-	var procs []*exec.Cmd
-	for i := 0; i < n; i++ {
-		var addrs [3]string
-		for j := range addrs {
-			a, err := loopbackPort()
-			if err != nil {
-				return nil, procs, err
-			}
-			addrs[j] = a
-		}
-		nd := devNode{ID: fmt.Sprintf("node%d", i+1), S3: addrs[0], Admin: addrs[1], Addr: addrs[2], Zone: fmt.Sprintf("z%d", i%zones+1),
-			Dir: filepath.Join(dir, fmt.Sprintf("node%d", i+1)), Log: filepath.Join(dir, fmt.Sprintf("node%d.log", i+1))}
-		nd.Args = []string{"server", "--data", nd.Dir, "--listen", nd.S3, "--admin-listen", nd.Admin, "--node-addr", nd.Addr,
-			"--zone", nd.Zone, "--node-id", nd.ID, "--replicas", fmt.Sprint(replicas)}
+	env := []string{"CAIRN_ACCESS_KEY=" + c.AccessKey, "CAIRN_SECRET_KEY=" + c.SecretKey, "CAIRN_CLUSTER_SECRET=" + c.ClusterSecret}
+	cfg := func(i int) proc.Config {
+		id := fmt.Sprintf("node%d", i+1)
+		args := []string{"--zone", fmt.Sprintf("z%d", i%zones+1), "--node-id", id, "--replicas", fmt.Sprint(replicas)}
 		if i > 0 {
-			nd.Args = append(nd.Args, "--join", c.Nodes[0].Addr)
+			args = append(args, "--join", c.Nodes[0].Addr)
 		}
-		c.Nodes = append(c.Nodes, nd)
+		return proc.Config{Bin: bin, Name: id, Dir: dir, Args: args, Env: env, StartTimeout: 90 * time.Second}
 	}
-	env := append(os.Environ(), "CAIRN_ACCESS_KEY="+c.AccessKey, "CAIRN_SECRET_KEY="+c.SecretKey, "CAIRN_CLUSTER_SECRET="+c.ClusterSecret)
-	start := func(i int) (*exec.Cmd, <-chan error, error) {
-		nd := &c.Nodes[i]
-		logf, err := os.OpenFile(nd.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-		if err != nil {
-			return nil, nil, err
-		}
-		cmd := exec.Command(bin, nd.Args...)
-		cmd.Env = env
-		cmd.Stderr = logf
-		out, _ := cmd.StdoutPipe()
-		if err := cmd.Start(); err != nil {
-			logf.Close()
-			return nil, nil, err
-		}
-		nd.PID = cmd.Process.Pid
-		ready := make(chan error, 1)
-		go func() {
-			sc := bufio.NewScanner(out)
-			ok := false
-			for sc.Scan() {
-				fmt.Fprintln(logf, sc.Text())
-				if !ok && strings.Contains(sc.Text(), "S3 endpoint:") {
-					ok = true
-					ready <- nil
-				}
-			}
-			if !ok {
-				ready <- fmt.Errorf("node %s exited before serving; see %s", nd.ID, nd.Log)
-			}
-		}()
-		return cmd, ready, nil
+	node := func(p *proc.Proc, i int) devNode {
+		r := p.Info()
+		return devNode{ID: r.NodeID, S3: r.S3, Admin: r.Admin, Addr: r.Node, Zone: fmt.Sprintf("z%d", i%zones+1),
+			Dir: p.DataDir(), Log: p.LogPath(), PID: r.PID, Args: p.Args()}
 	}
-	wait := func(ready <-chan error) error {
-		select {
-		case err := <-ready:
-			return err
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(90 * time.Second):
-			return fmt.Errorf("a node did not start within 90s")
-		}
-	}
-	cmd, ready, err := start(0)
+	first, err := proc.Start(ctx, cfg(0))
 	if err != nil {
-		return nil, procs, err
+		return nil, nil, err
 	}
-	procs = append(procs, cmd)
-	if err := wait(ready); err != nil {
-		return nil, procs, err
-	}
-	var readies []<-chan error
-	var mu sync.Mutex
+	procs := []*proc.Proc{first}
+	c.Nodes = append(c.Nodes, node(first, 0))
+	rest := make([]*proc.Proc, n-1)
+	errs := make([]error, n-1)
+	var wg sync.WaitGroup
 	for i := 1; i < n; i++ {
-		cmd, ready, err := start(i)
-		if err != nil {
-			return nil, procs, err
-		}
-		mu.Lock()
-		procs = append(procs, cmd)
-		mu.Unlock()
-		readies = append(readies, ready)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rest[i-1], errs[i-1] = proc.Start(ctx, cfg(i))
+		}()
 	}
-	for _, r := range readies {
-		if err := wait(r); err != nil {
-			return nil, procs, err
+	wg.Wait()
+	for i, p := range rest {
+		if p != nil {
+			procs = append(procs, p)
+			c.Nodes = append(c.Nodes, node(p, i+1))
 		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, procs, err
 	}
 	data, _ := json.MarshalIndent(c, "", "  ")
 	if err := os.WriteFile(filepath.Join(dir, "cluster.json"), data, 0o600); err != nil {

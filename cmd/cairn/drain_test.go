@@ -3,17 +3,22 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/server"
+
+	"github.com/cairnfs/cairn/internal/proc"
+	"github.com/cairnfs/cairn/internal/testutil/proctest"
 )
 
 // Draining a node moves every partition off it: its objects get their copies on the
 // others, it removes its own only once they are confirmed, and only then does `remove`
 // succeed. Reads stay correct throughout. Conflicting or bad requests change nothing.
 func TestClusterDrainAndRemove(t *testing.T) {
+	skipShort(t)
 	tc := startCluster(t, 4)
 	ctx := context.Background()
 	tc.createBucket(0, "bkt")
@@ -70,17 +75,18 @@ func TestClusterDrainAndRemove(t *testing.T) {
 	if out, err := tc.admin(0, "recovery", "set", "--rate", "unlimited"); err != nil {
 		t.Fatalf("recovery set: %v\n%s", err, out)
 	}
-	for deadline := time.Now().Add(90 * time.Second); ; {
+	proctest.WaitFor(t, 90*time.Second, func() error {
 		out, err := tc.admin(0, "remove", "node4")
 		if err == nil {
-			break
+			return nil
 		}
-		if !strings.Contains(out, "still holds") || time.Now().After(deadline) {
-			rec, _ := tc.admin(0, "recovery")
-			t.Fatalf("remove after the drain: %v\n%s\n%s", err, out, rec)
+		rec, _ := tc.admin(0, "recovery")
+		err = fmt.Errorf("remove after the drain: %v\n%s\n%s", err, out, rec)
+		if !strings.Contains(out, "still holds") {
+			return proc.Permanent(err)
 		}
-		time.Sleep(time.Second)
-	}
+		return err
+	})
 	var st server.Status
 	out, err = tc.admin(0, "--json", "status")
 	if err != nil || json.Unmarshal([]byte(out), &st) != nil {

@@ -17,6 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/cairnfs/cairn/internal/testutil/proctest"
 )
 
 // liveBytes sums the object bytes the storage nodes report holding (their own accounting:
@@ -37,6 +39,7 @@ func (tc *testCluster) liveBytes() int64 {
 // EC42 (or an S3 name mapped to it) come back with their class, cost about 1.5x their size
 // on disk against 3x for STANDARD, and stay readable with two nodes killed.
 func TestClusterErasureCoded(t *testing.T) {
+	skipShort(t)
 	tc := startCluster(t, 6)
 	tc.waitVoters(3)
 	ctx := context.Background()
@@ -47,17 +50,14 @@ func TestClusterErasureCoded(t *testing.T) {
 	tc.createBucket(0, "stdb")
 	c := tc.procs[0].client()
 	// Maps reach every node through Raft: wait until the last node knows the class.
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	proctest.WaitFor(t, 10*time.Second, func() error {
 		_, err := tc.procs[5].client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("ecb"), Key: aws.String("probe"),
 			Body: bytes.NewReader([]byte("p")), StorageClass: "EC42"})
-		if err == nil {
-			break
+		if err != nil {
+			return fmt.Errorf("class not usable on node6: %w", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("class not usable on node6: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 
 	const big = 48 << 20
 	measure := func(bucket string, class types.StorageClass) float64 {
@@ -199,8 +199,8 @@ func TestClusterErasureCoded(t *testing.T) {
 		t.Fatalf("policy apply without a policy: %v\n%s", err, out)
 	}
 
-	tc.procs[4].kill()
-	tc.procs[5].kill()
+	tc.procs[4].Kill()
+	tc.procs[5].Kill()
 	for key, body := range want {
 		got, err := getBody(ctx, tc.procs[1].client(), "ecb", key)
 		if err != nil || !bytes.Equal(got, body) {
@@ -218,6 +218,7 @@ func TestClusterErasureCoded(t *testing.T) {
 // gateway, and checks that gateway's peak RSS stays under 300 MiB and the bytes and ETag
 // are right.
 func TestClusterECLargeObjectMemory(t *testing.T) {
+	skipShort(t)
 	size := int64(5 << 30)
 	if v := os.Getenv("CAIRN_EC_BIG_SIZE"); v != "" {
 		size, _ = strconv.ParseInt(v, 10, 64)
@@ -230,8 +231,8 @@ func TestClusterECLargeObjectMemory(t *testing.T) {
 	tc.createBucket(0, "big")
 	gw := tc.procs[0]
 	client := &http.Client{Timeout: 30 * time.Minute}
-	putTook, getTook := roundTripBig(t, client, gw.url()+"/big/object", size, http.Header{"X-Amz-Storage-Class": {"EC42"}})
-	rss := gw.peakRSS()
+	putTook, getTook := roundTripBig(t, client, gw.URL()+"/big/object", size, http.Header{"X-Amz-Storage-Class": {"EC42"}})
+	rss := gw.peakRSS(t)
 	mib := float64(size) / (1 << 20)
 	t.Logf("EC42 %d MiB through a cluster gateway: PUT %.1fs (%.0f MiB/s), GET %.1fs (%.0f MiB/s), gateway peak RSS %d MiB",
 		size>>20, putTook.Seconds(), mib/putTook.Seconds(), getTook.Seconds(), mib/getTook.Seconds(), rss>>20)

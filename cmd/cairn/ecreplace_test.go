@@ -15,6 +15,8 @@ import (
 
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/server"
+
+	"github.com/cairnfs/cairn/internal/testutil/proctest"
 )
 
 // ecWaitHealed waits until every node of live has finished a sync round that started
@@ -28,41 +30,32 @@ import (
 // whose reads on exactly K nodes are the proof either way. It returns the last status.
 func (tc *testCluster) ecWaitHealed(via int, live []string, since time.Time, stripes int, timeout time.Duration) *server.Status {
 	tc.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		st := tc.status(via)
-		checked, bad := 0, ""
+	var st *server.Status
+	proctest.WaitFor(tc.t, timeout, func() error {
+		st = tc.status(via)
+		checked := 0
 		for _, id := range live {
 			i := slices.IndexFunc(st.Nodes, func(n server.NodeStatus) bool { return n.ID == id })
 			switch {
 			case i < 0:
-				bad = id + " is not in the map"
+				return fmt.Errorf("stripes not whole: %s is not in the map", id)
 			case st.Nodes[i].Stats == nil:
-				bad = fmt.Sprintf("%s did not answer: %s", id, st.Nodes[i].Error)
+				return fmt.Errorf("stripes not whole: %s did not answer: %s", id, st.Nodes[i].Error)
 			case st.Nodes[i].Stats.LastSync == nil || !st.Nodes[i].Stats.LastSync.Start.After(since):
-				bad = id + " has not finished a sync round since " + since.Format("15:04:05.000")
-			}
-			if bad != "" {
-				break
+				return fmt.Errorf("stripes not whole: %s has not finished a sync round since %s", id, since.Format("15:04:05.000"))
 			}
 			s := st.Nodes[i].Stats.LastSync
 			if s.Rebuilt > 0 || s.Unhealable > 0 || s.Copied > 0 || s.Deleted > 0 || s.Errors > 0 || s.Err != "" {
-				bad = fmt.Sprintf("%s's last round still had work or errors: %+v", id, *s)
-				break
+				return fmt.Errorf("stripes not whole: %s's last round still had work or errors: %+v", id, *s)
 			}
 			checked += s.Stripes
 		}
-		if bad == "" && checked != stripes {
-			bad = fmt.Sprintf("the last rounds checked %d stripes, want %d", checked, stripes)
+		if checked != stripes {
+			return fmt.Errorf("stripes not whole: the last rounds checked %d stripes, want %d", checked, stripes)
 		}
-		if bad == "" {
-			return st
-		}
-		if time.Now().After(deadline) {
-			tc.t.Fatalf("erasure-coded stripes not whole after %s: %s", timeout, bad)
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+		return nil
+	})
+	return st
 }
 
 // nodeID is the id startCluster and add give the node of tc.procs[i].
@@ -86,6 +79,7 @@ func ecLiveBytes(st *server.Status) map[string]int64 {
 // replacements, exactly K = 4 nodes, and every object still reads back byte for byte
 // through each of them, which needs a shard of every stripe on each replacement.
 func TestClusterECReplacementNodes(t *testing.T) {
+	skipShort(t)
 	start := time.Now()
 	// Sync rounds every 2 s (default 10 min): the heal runs on placement changes anyway,
 	// the short interval makes the rounds the wait below looks at come soon.
@@ -99,12 +93,12 @@ func TestClusterECReplacementNodes(t *testing.T) {
 	tc.createBucket(0, "ecb")
 	// Maps reach every node through Raft: wait until each knows the class.
 	for i := range tc.procs {
-		for deadline := time.Now().Add(10 * time.Second); !slices.ContainsFunc(tc.status(i).Classes, func(c clustermap.Class) bool { return c.Name == "EC42" }); {
-			if time.Now().After(deadline) {
-				t.Fatalf("node%d does not know class EC42 after 10s", i+1)
+		proctest.WaitFor(t, 10*time.Second, func() error {
+			if !slices.ContainsFunc(tc.status(i).Classes, func(c clustermap.Class) bool { return c.Name == "EC42" }) {
+				return fmt.Errorf("node%d does not know class EC42", i+1)
 			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 
 	const K = 4
@@ -168,7 +162,7 @@ func TestClusterECReplacementNodes(t *testing.T) {
 		}
 	}
 	for _, i := range dead {
-		tc.procs[i].kill()
+		tc.procs[i].Kill()
 	}
 	t.Logf("killed %s and %s", nodeID(dead[0]), nodeID(dead[1]))
 	readAll("two of six nodes killed", alive...)
@@ -195,22 +189,14 @@ func TestClusterECReplacementNodes(t *testing.T) {
 	// Rounds count only once their node runs on the new map: wait until each live node
 	// reports it (its epoch), then for a round on every one of them that started later.
 	epoch := tc.status(0).Epoch
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		st := tc.status(0)
-		lagging := ""
-		for _, n := range st.Nodes {
+	proctest.WaitFor(t, 20*time.Second, func() error {
+		for _, n := range tc.status(0).Nodes {
 			if slices.Contains(liveIDs, n.ID) && (n.Stats == nil || n.Stats.Epoch < epoch) {
-				lagging = n.ID
+				return fmt.Errorf("%s does not have map epoch %d", n.ID, epoch)
 			}
 		}
-		if lagging == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s does not have map epoch %d after 20s", lagging, epoch)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	replaced := time.Now()
 	st = tc.ecWaitHealed(0, liveIDs, replaced, stripes, 60*time.Second)
 	held := ecLiveBytes(st)
@@ -252,7 +238,7 @@ func TestClusterECReplacementNodes(t *testing.T) {
 		t.Fatalf("no two of the originals %v can be killed without losing the Raft majority (leader %s): %+v", alive, st.Leader, st.Managers)
 	}
 	for _, i := range victims {
-		tc.procs[i].kill()
+		tc.procs[i].Kill()
 	}
 	var left []int
 	var leftIDs []string

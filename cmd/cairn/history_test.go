@@ -3,17 +3,17 @@ package main
 import (
 	"context"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/cairnfs/cairn/internal/testutil/proctest"
 )
 
 // histOp is one client operation of the history checker.
@@ -24,15 +24,6 @@ type histOp struct {
 	value      string // put: the value written; get: the value read ("" = not found)
 	start, end time.Time
 	ok         bool // acknowledged (put, del) or answered (get)
-}
-
-// endOrInf is the end of an operation, or +inf for one whose outcome is unknown (it may
-// take effect at any time after it started).
-func (o *histOp) endOrInf() time.Time {
-	if o.ok {
-		return o.end
-	}
-	return time.Unix(math.MaxInt32, 0)
 }
 
 // superseded reports whether write x was overwritten, before time t, by an acknowledged
@@ -79,6 +70,7 @@ func checkRead(r *histOp, writes []*histOp) error {
 // every key reads as its last acknowledged write (or a write whose outcome was unknown)
 // from every gateway, with all three replicas equal.
 func TestClusterHistory(t *testing.T) {
+	skipShort(t)
 	tc := startCluster(t, 3)
 	if out, err := tc.admin(0, "class", "set", "STANDARD", "--replicas", "3", "--w", "2", "--r", "2", "--d", "2"); err != nil {
 		t.Fatalf("class set: %v\n%s", err, out)
@@ -150,6 +142,8 @@ func TestClusterHistory(t *testing.T) {
 	// Kill and restart, or pause (SIGSTOP) and resume, one node at a time.
 	r := rand.New(rand.NewPCG(seed, 99))
 	kills, pauses := 0, 0
+	// The sleeps are the fault schedule (seeded): how long the cluster runs whole, and how
+	// long a node stays down or paused while the clients go on.
 	for time.Now().Add(4 * time.Second).Before(deadline) {
 		time.Sleep(time.Duration(500+r.IntN(1000)) * time.Millisecond)
 		v := r.IntN(3)
@@ -157,15 +151,15 @@ func TestClusterHistory(t *testing.T) {
 		alive[v] = false
 		aliveMu.Unlock()
 		if r.IntN(3) == 0 {
-			tc.procs[v].cmd.Process.Signal(syscall.SIGSTOP)
+			tc.procs[v].Pause()
 			pauses++
 			time.Sleep(time.Duration(500+r.IntN(2500)) * time.Millisecond)
-			tc.procs[v].cmd.Process.Signal(syscall.SIGCONT)
+			tc.procs[v].Resume()
 		} else {
-			tc.procs[v].kill()
+			tc.procs[v].Kill()
 			kills++
 			time.Sleep(time.Duration(500+r.IntN(1500)) * time.Millisecond)
-			tc.procs[v].restart()
+			tc.procs[v].Restart()
 		}
 		aliveMu.Lock()
 		alive[v] = true
@@ -224,8 +218,7 @@ func TestClusterHistory(t *testing.T) {
 // waitConverged waits until every replica of bucket/key holds the same version.
 func (tc *testCluster) waitConverged(via int, bucket, key string, timeout time.Duration) {
 	tc.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	proctest.WaitFor(tc.t, timeout, func() error {
 		v := tc.replicas(via, bucket, key)
 		same := len(v.Replicas) == 3
 		for _, r := range v.Replicas {
@@ -234,14 +227,11 @@ func (tc *testCluster) waitConverged(via int, bucket, key string, timeout time.D
 				same = false
 			}
 		}
-		if same {
-			return
+		if !same {
+			return fmt.Errorf("replicas of %s/%s differ: %+v", bucket, key, v.Replicas)
 		}
-		if time.Now().After(deadline) {
-			tc.t.Fatalf("replicas of %s/%s did not converge within %s: %+v", bucket, key, timeout, v.Replicas)
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // The checker itself: it accepts what a correct store may return and flags stale reads.

@@ -9,12 +9,14 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/cairnfs/cairn/internal/proc"
 	"github.com/cairnfs/cairn/internal/server"
 )
 
@@ -109,6 +111,7 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	recoveryRate := fs.String("recovery-rate", "64MiB", "bytes per second a node copies in to recover or rebalance (0: unlimited); cairn admin recovery set changes it")
 	fs.DurationVar(&cfg.HintInterval, "hint-interval", time.Second, "how often replica writes queued for nodes that were away are retried")
 	fs.DurationVar(&cfg.SyncInterval, "sync-interval", 10*time.Minute, "how often a node compares its partitions with their other holders and copies what it lacks (also on placement changes)")
+	readyFile := fs.String("ready-file", "", "once the node serves, write this JSON file (atomically) with its pid, node id, data directory and bound addresses (S3, admin, node: the actual ports of listeners given port 0); removed at exit")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
 	if err := fs.Parse(args); err != nil {
@@ -173,6 +176,15 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	}
 	cfg.AccessKey = os.Getenv("CAIRN_ACCESS_KEY")
 	cfg.SecretKey = os.Getenv("CAIRN_SECRET_KEY")
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	var readyErr error
+	if *readyFile != "" {
+		if err := os.Remove(*readyFile); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("server: --ready-file: %w", err)
+		}
+		defer os.Remove(*readyFile)
+	}
 	cfg.Ready = func(r server.Ready) {
 		c := r.Creds
 		fmt.Fprintf(stdout, "cairn %s\n", versionString())
@@ -188,10 +200,22 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "  new cluster; its secret is kept in %s/cluster-secret. To add a node:\n", cfg.DataDir)
 			fmt.Fprintf(stdout, "    CAIRN_CLUSTER_SECRET=%s cairn server --data DIR --listen ADDR --node-addr ADDR --join %s\n", r.Secret, r.NodeAddr)
 		}
+		// Last: whoever waits for the file finds the lines above already written.
+		if *readyFile != "" {
+			readyErr = proc.WriteReadyFile(*readyFile, proc.Ready{PID: os.Getpid(), S3: r.S3Addr, Admin: r.AdminAddr, Node: r.NodeAddr,
+				NodeID: r.NodeID, DataDir: absPath(cfg.DataDir), Version: versionString()})
+			if readyErr != nil {
+				stop() // a supervisor waiting for the file would wait in vain
+			}
+		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	return server.Run(ctx, cfg)
+	if err := server.Run(ctx, cfg); err != nil {
+		return err
+	}
+	if readyErr != nil {
+		return fmt.Errorf("server: --ready-file: %w", readyErr)
+	}
+	return nil
 }
 
 // parseSize parses a byte count with an optional KiB, MiB, GiB or TiB suffix (or K, M, G, T).
@@ -212,4 +236,12 @@ func parseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("bad size %q", s)
 	}
 	return n * mult, nil
+}
+
+// absPath is path made absolute, or path itself if that fails.
+func absPath(path string) string {
+	if a, err := filepath.Abs(path); err == nil {
+		return a
+	}
+	return path
 }

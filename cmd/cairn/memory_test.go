@@ -63,20 +63,21 @@ func signedReq(t *testing.T, method, url string, body io.Reader, n int64) *http.
 // TestLargeObjectMemory streams a 5 GiB object in and out (CAIRN_BIG_SIZE overrides the size)
 // and checks the server's peak RSS stays under 300 MiB and the bytes and ETag are right.
 func TestLargeObjectMemory(t *testing.T) {
+	skipShort(t)
 	size := int64(5 << 30)
 	if v := os.Getenv("CAIRN_BIG_SIZE"); v != "" {
 		size, _ = strconv.ParseInt(v, 10, 64)
 	}
 	p := startProc(t, t.TempDir())
 	client := &http.Client{Timeout: 30 * time.Minute}
-	resp, err := client.Do(signedReq(t, "PUT", p.url()+"/big", nil, 0))
+	resp, err := client.Do(signedReq(t, "PUT", p.URL()+"/big", nil, 0))
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("create bucket: %v %v", resp, err)
 	}
 	resp.Body.Close()
 
-	putTook, getTook := roundTripBig(t, client, p.url()+"/big/object", size, nil)
-	rss := p.peakRSS()
+	putTook, getTook := roundTripBig(t, client, p.URL()+"/big/object", size, nil)
+	rss := p.peakRSS(t)
 	mib := float64(size) / (1 << 20)
 	t.Logf("%d MiB: PUT %.1fs (%.0f MiB/s), GET %.1fs (%.0f MiB/s), server peak RSS %d MiB",
 		size>>20, putTook.Seconds(), mib/putTook.Seconds(), getTook.Seconds(), mib/getTook.Seconds(), rss>>20)

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	"github.com/cairnfs/cairn/internal/proc"
 	"github.com/cairnfs/cairn/internal/server"
 )
 
@@ -88,6 +89,15 @@ func (m *mpuModel) fatalf(format string, args ...any) {
 		tail = tail[len(tail)-40:]
 	}
 	m.t.Fatalf("%s\nsteps (last %d):\n  %s", fmt.Sprintf(format, args...), len(tail), strings.Join(tail, "\n  "))
+}
+
+// waitFor calls cond until it returns nil, and fails the test with the model's last
+// steps if it has not after timeout.
+func (m *mpuModel) waitFor(timeout time.Duration, cond func() error) {
+	m.t.Helper()
+	if err := proc.Until(context.Background(), timeout, cond); err != nil {
+		m.fatalf("%v", err)
+	}
 }
 
 func (m *mpuModel) live() []int {
@@ -175,8 +185,8 @@ func (m *mpuModel) during(fn func()) bool {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		time.Sleep(delay) // the point in the request at which the node dies
-		m.tc.procs[victim].kill()
+		time.Sleep(delay) // deliberate: the point in the request at which the node dies
+		m.tc.procs[victim].Kill()
 	}()
 	fn()
 	<-done
@@ -314,17 +324,14 @@ func (m *mpuModel) complete(ctx context.Context) {
 	// clients do, until it learns the outcome; the retry must answer 200 with the ETag.
 	m.unknown(u.key, sum)
 	m.settleNodes(ctx)
-	for try := 0; ; try++ {
+	m.waitFor(10*time.Second, func() error {
 		out, err = m.doComplete(ctx, m.gateway(), u, list)
 		m.logf("  retried complete %s: %v", u.id, errOr(err))
-		if err == nil {
-			break
+		if err != nil {
+			return fmt.Errorf("Complete of %s after an unknown outcome, retried with every node up: %w", u.id, err)
 		}
-		if try == 5 {
-			m.fatalf("Complete of %s after an unknown outcome, retried with every node up: %v", u.id, err)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return nil
+	})
 	if got := strings.Trim(aws.ToString(out.ETag), `"`); got != want {
 		m.fatalf("retried Complete of %s answered ETag %s, want %s", u.id, got, want)
 	}
@@ -402,18 +409,15 @@ func (m *mpuModel) abort(ctx context.Context) {
 	}
 	// Not acknowledged: the client retries until it is, with every node back.
 	m.settleNodes(ctx)
-	for try := 0; ; try++ {
+	m.waitFor(10*time.Second, func() error {
 		_, err = m.client(m.gateway()).AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(mpuBucket), Key: aws.String(u.key), UploadId: aws.String(u.id)})
 		m.logf("  retried abort %s: %v", u.id, errOr(err))
-		if err == nil || isCode(err, "NoSuchUpload") {
-			u.state = mpuAborted
-			return
+		if err != nil && !isCode(err, "NoSuchUpload") {
+			return fmt.Errorf("Abort of %s retried with every node up: %w", u.id, err)
 		}
-		if try == 5 {
-			m.fatalf("Abort of %s retried with every node up: %v", u.id, err)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return nil
+	})
+	u.state = mpuAborted
 }
 
 // put overwrites a key with a plain PUT, so that a retried Complete that wrote a new
@@ -441,14 +445,14 @@ func (m *mpuModel) put(ctx context.Context) {
 func (m *mpuModel) killOrRestart() {
 	for i, u := range m.up {
 		if !u {
-			m.tc.procs[i].restart()
+			m.tc.procs[i].Restart()
 			m.up[i] = true
 			m.logf("node%d restarted", i+1)
 			return
 		}
 	}
 	i := m.r.IntN(3)
-	m.tc.procs[i].kill()
+	m.tc.procs[i].Kill()
 	m.up[i] = false
 	m.logf("node%d killed", i+1)
 }
@@ -459,39 +463,30 @@ func (m *mpuModel) settleNodes(ctx context.Context) {
 	m.t.Helper()
 	for i, u := range m.up {
 		if !u {
-			m.tc.procs[i].restart()
+			m.tc.procs[i].Restart()
 			m.up[i] = true
 			m.logf("node%d restarted", i+1)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		why := ""
+	m.waitFor(30*time.Second, func() error {
 		for i := range m.tc.procs {
 			st, err := m.tc.statusErr(i)
 			if err != nil {
-				why = err.Error()
-				break
+				return fmt.Errorf("nodes not settled: %w", err)
 			}
 			for _, n := range st.Nodes {
 				switch {
 				case n.State != "up":
-					why = fmt.Sprintf("%s is %s", n.ID, n.State)
+					return fmt.Errorf("nodes not settled: %s is %s", n.ID, n.State)
 				case n.Stats == nil:
-					why = fmt.Sprintf("%s does not answer: %s", n.ID, n.Error)
+					return fmt.Errorf("nodes not settled: %s does not answer: %s", n.ID, n.Error)
 				case n.Stats.HintsPending > 0:
-					why = fmt.Sprintf("%s has %d hints queued", n.ID, n.Stats.HintsPending)
+					return fmt.Errorf("nodes not settled: %s has %d hints queued", n.ID, n.Stats.HintsPending)
 				}
 			}
 		}
-		if why == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			m.fatalf("nodes did not settle in 30s: %s", why)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // waitSync waits until every node has finished an anti-entropy round that started after
@@ -499,27 +494,18 @@ func (m *mpuModel) settleNodes(ctx context.Context) {
 func (m *mpuModel) waitSync() {
 	m.t.Helper()
 	since := time.Now()
-	deadline := since.Add(45 * time.Second)
-	for {
-		why := ""
+	m.waitFor(45*time.Second, func() error {
 		st, err := m.tc.statusErr(m.gateway())
 		if err != nil {
-			why = err.Error()
-		} else {
-			for _, n := range st.Nodes {
-				if n.Stats == nil || n.Stats.LastSync == nil || !n.Stats.LastSync.Start.After(since) {
-					why = n.ID + " has not run a sync round"
-				}
+			return fmt.Errorf("no sync round: %w", err)
+		}
+		for _, n := range st.Nodes {
+			if n.Stats == nil || n.Stats.LastSync == nil || !n.Stats.LastSync.Start.After(since) {
+				return fmt.Errorf("no sync round: %s has not run a sync round", n.ID)
 			}
 		}
-		if why == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			m.fatalf("no sync round within 45s: %s", why)
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // check reads every key through every live gateway, and probes the ended uploads. A read
@@ -532,7 +518,7 @@ func (m *mpuModel) check(ctx context.Context, strict bool) {
 	for k := 0; k < mpuKeys; k++ {
 		key := fmt.Sprintf("k%d", k)
 		for _, g := range m.live() {
-			for deadline := time.Now().Add(5 * time.Second); ; {
+			m.waitFor(5*time.Second, func() error {
 				body, err := getBody(ctx, m.client(g), mpuBucket, key)
 				got := ""
 				switch {
@@ -549,13 +535,10 @@ func (m *mpuModel) check(ctx context.Context, strict bool) {
 					m.fatalf("GET %s via node%d: %s (%d bytes), a value never written; the key had %q", key, g+1, orNotFound(got), len(body), m.ever[key])
 				}
 				if !strict || slices.Contains(m.objects[key], got) {
-					break
+					return nil
 				}
-				if time.Now().After(deadline) {
-					m.fatalf("GET %s via node%d: %s (%d bytes), want one of %q", key, g+1, orNotFound(got), len(body), m.objects[key])
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
+				return fmt.Errorf("GET %s via node%d: %s (%d bytes), want one of %q", key, g+1, orNotFound(got), len(body), m.objects[key])
+			})
 		}
 	}
 	for _, u := range m.uploads {
@@ -641,9 +624,7 @@ func (m *mpuModel) final(ctx context.Context) {
 }
 
 func TestMultipartModel(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process-level cluster test")
-	}
+	skipShort(t)
 	for _, seed := range []uint64{1, 2, 3} {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) { runMultipartModel(t, seed, 50) })
 	}
@@ -715,9 +696,7 @@ func countState(us []*mpuUpload, s mpuState) int {
 // gateway answers NoSuchUpload for it, the retried original Complete answers 200 with
 // the original ETag, and the replica drops the stale upload.
 func TestMultipartStaleReplica(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process-level cluster test")
-	}
+	skipShort(t)
 	tc := startCluster(t, 3, "--hint-interval", "200ms", "--down-after", "1s")
 	tc.waitVoters(3)
 	tc.createBucket(0, mpuBucket)
@@ -740,7 +719,7 @@ func TestMultipartStaleReplica(t *testing.T) {
 		u.parts[n], u.etags[n] = data, strings.Trim(aws.ToString(out.ETag), `"`)
 	}
 	put(1)
-	tc.procs[2].kill() // node3 keeps the upload with part 1 only
+	tc.procs[2].Kill() // node3 keeps the upload with part 1 only
 	put(2)
 	out, err := m.doComplete(ctx, 0, u, m.completeList(u))
 	if err != nil {
@@ -751,7 +730,7 @@ func TestMultipartStaleReplica(t *testing.T) {
 	if got := strings.Trim(aws.ToString(out.ETag), `"`); got != want {
 		t.Fatalf("ETag %s, want %s", got, want)
 	}
-	tc.procs[2].restart()
+	tc.procs[2].Restart()
 	stale := []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: aws.String(`"` + u.etags[1] + `"`)}}
 	for g := range tc.procs {
 		if _, err := m.client(g).ListParts(ctx, &s3.ListPartsInput{Bucket: aws.String(mpuBucket), Key: aws.String(key), UploadId: cr.UploadId}); !isCode(err, "NoSuchUpload") {

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -13,13 +15,16 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/cairnfs/cairn/internal/proc"
+	"github.com/cairnfs/cairn/internal/server"
+	"github.com/cairnfs/cairn/internal/testutil/proctest"
 )
 
 const (
@@ -27,181 +32,68 @@ const (
 	testSecret = "procTestSecret0123456789abcdefghijklmnop"
 )
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
-// cairnBin returns the cairn binary under test: $CAIRN_BIN, or one built once per run.
-func cairnBin(t testing.TB) string {
+// skipShort skips a process-level test under -short.
+func skipShort(t testing.TB) {
 	t.Helper()
-	if p := os.Getenv("CAIRN_BIN"); p != "" {
-		return p
-	}
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "cairn-bin")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "cairn")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
+	proctest.SkipIfShort(t)
 }
 
-func freePort(t testing.TB) string {
+// syncBuffer is a bytes.Buffer safe for a process writing and a test reading.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// testProc is a cairn server process of a test (internal/testutil/proctest): killed when
+// the test ends, its log tail printed if the test failed.
+type testProc struct{ *proctest.Proc }
+
+// startTestProc starts a cairn server with the test credentials (cfg.Env may add more
+// environment, cfg.Args more flags) and waits until it is ready.
+func startTestProc(t testing.TB, cfg proc.Config) *testProc {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	cfg.Env = append([]string{"CAIRN_ACCESS_KEY=" + testAccess, "CAIRN_SECRET_KEY=" + testSecret}, cfg.Env...)
+	return &testProc{proctest.Start(t, cfg)}
 }
 
-// proc is a cairn server running as a separate process.
-type proc struct {
-	t       testing.TB
-	args    []string
-	env     []string
-	cmd     *exec.Cmd
-	addr    string
-	admin   string
-	dataDir string
-	exited  chan struct{}
-	logs    *strings.Builder
-	logsMu  sync.Mutex
-	waitErr error
-}
-
-func startProc(t testing.TB, dataDir string, extra ...string) *proc {
+// startProc starts a single-node cairn server on dataDir with more flags.
+func startProc(t testing.TB, dataDir string, extra ...string) *testProc {
 	t.Helper()
-	return startProcEnv(t, dataDir, nil, extra...)
-}
-
-// startProcEnv is startProc with more environment variables.
-func startProcEnv(t testing.TB, dataDir string, env []string, extra ...string) *proc {
-	t.Helper()
-	p := &proc{t: t, addr: freePort(t), admin: freePort(t), dataDir: dataDir}
-	p.args = append([]string{"server", "--data", dataDir, "--listen", p.addr, "--admin-listen", p.admin}, extra...)
-	p.env = append(append(os.Environ(), "CAIRN_ACCESS_KEY="+testAccess, "CAIRN_SECRET_KEY="+testSecret), env...)
-	p.start()
-	t.Cleanup(p.kill)
-	return p
-}
-
-// restart starts a stopped or killed proc again with the same arguments.
-func (p *proc) restart() {
-	p.t.Helper()
-	p.kill()
-	p.start()
-}
-
-func (p *proc) start() {
-	t := p.t
-	t.Helper()
-	p.exited = make(chan struct{})
-	p.logsMu.Lock()
-	p.logs = &strings.Builder{}
-	p.logsMu.Unlock()
-	p.cmd = exec.Command(cairnBin(t), p.args...)
-	p.cmd.Env = p.env
-	stdout, _ := p.cmd.StdoutPipe()
-	stderr, _ := p.cmd.StderrPipe()
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan struct{})
-	var once sync.Once
-	scan := func(r *bufio.Scanner) {
-		for r.Scan() {
-			line := r.Text()
-			p.logsMu.Lock()
-			p.logs.WriteString(line + "\n")
-			p.logsMu.Unlock()
-			if strings.Contains(line, "S3 endpoint:") {
-				once.Do(func() { close(ready) })
-			}
-		}
-	}
-	go scan(bufio.NewScanner(stdout))
-	go scan(bufio.NewScanner(stderr))
-	cmd, exited := p.cmd, p.exited
-	go func() {
-		err := cmd.Wait()
-		p.logsMu.Lock()
-		p.waitErr = err
-		p.logsMu.Unlock()
-		close(exited)
-	}()
-	select {
-	case <-ready:
-	case <-p.exited:
-		t.Fatalf("cairn exited before it was ready: %v\n%s", p.waitErr, p.output())
-	case <-time.After(60 * time.Second):
-		p.kill()
-		t.Fatalf("cairn not ready after 60s\n%s", p.output())
-	}
-}
-
-func (p *proc) output() string {
-	p.logsMu.Lock()
-	defer p.logsMu.Unlock()
-	return p.logs.String()
-}
-
-func (p *proc) url() string { return "http://" + p.addr }
-
-func (p *proc) kill() {
-	select {
-	case <-p.exited:
-		return
-	default:
-	}
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.exited
-}
-
-// stop sends SIGTERM and waits for a clean exit.
-func (p *proc) stop() error {
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-		return p.waitErr
-	case <-time.After(60 * time.Second):
-		p.kill()
-		return fmt.Errorf("no exit 60s after SIGTERM")
-	}
+	return startTestProc(t, proc.Config{DataDir: dataDir, Args: extra})
 }
 
 var hwmRe = regexp.MustCompile(`VmHWM:\s+(\d+) kB`)
 
 // peakRSS returns the process's peak resident set size in bytes.
-func (p *proc) peakRSS() int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+func (p *testProc) peakRSS(t testing.TB) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.PID()))
 	if err != nil {
-		p.t.Fatal(err)
+		t.Fatal(err)
 	}
 	m := hwmRe.FindSubmatch(data)
 	if m == nil {
-		p.t.Fatal("no VmHWM in /proc status")
+		t.Fatal("no VmHWM in /proc status")
 	}
 	kb, _ := strconv.ParseInt(string(m[1]), 10, 64)
 	return kb << 10
 }
 
-func (p *proc) client() *s3.Client {
+func (p *testProc) client() *s3.Client {
 	return s3.New(s3.Options{
 		Region:           "us-east-1",
-		BaseEndpoint:     aws.String(p.url()),
+		BaseEndpoint:     aws.String(p.URL()),
 		UsePathStyle:     true,
 		Credentials:      credentials.NewStaticCredentialsProvider(testAccess, testSecret, ""),
 		RetryMaxAttempts: 1,
@@ -210,6 +102,7 @@ func (p *proc) client() *s3.Client {
 }
 
 func TestServerStartStop(t *testing.T) {
+	skipShort(t)
 	dir := t.TempDir()
 	p := startProc(t, dir)
 	c := p.client()
@@ -220,12 +113,12 @@ func TestServerStartStop(t *testing.T) {
 	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String("k"), Body: strings.NewReader("v")}); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Get("http://" + p.admin + "/health")
+	resp, err := http.Get("http://" + p.AdminAddr() + "/health")
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("health: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	resp, err = http.Get("http://" + p.admin + "/metrics")
+	resp, err = http.Get("http://" + p.AdminAddr() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,44 +131,83 @@ func TestServerStartStop(t *testing.T) {
 			t.Errorf("metrics lack %q", m)
 		}
 	}
-	if err := p.stop(); err != nil {
-		t.Fatalf("graceful stop: %v\n%s", err, p.output())
+	if err := p.Stop(); err != nil {
+		t.Fatalf("graceful stop: %v", err)
 	}
-	if !strings.Contains(p.output(), "stopped cleanly") {
-		t.Fatalf("no clean stop in logs:\n%s", p.output())
+	if !strings.Contains(p.Output(), "stopped cleanly") {
+		t.Fatalf("no clean stop in logs:\n%s", p.Output())
 	}
-	// Restart on the same data: the object is there.
-	p2 := startProc(t, dir)
-	out, err := p2.client().GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("bkt"), Key: aws.String("k")})
+	if _, err := os.Stat(filepath.Join(filepath.Dir(p.LogPath()), "cairn.ready.json")); !os.IsNotExist(err) {
+		t.Fatalf("the ready file is still there after a clean stop: %v", err)
+	}
+	// Restart on the same data and addresses: the object is there.
+	first := p.Info()
+	p.Restart()
+	if again := p.Info(); again.S3 != first.S3 || again.Admin != first.Admin || again.Node != first.Node || again.PID == first.PID {
+		t.Fatalf("restarted on other addresses: %+v, was %+v", again, first)
+	}
+	out, err := p.client().GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("bkt"), Key: aws.String("k")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	out.Body.Close()
 }
 
-func TestGeneratedCredentials(t *testing.T) {
-	dir := t.TempDir()
-	cmd := exec.Command(cairnBin(t), "server", "--data", dir, "--listen", freePort(t), "--admin-listen", "off")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
+// Listeners given port 0 bind a free port each; the ready file reports them, and the
+// node advertises the bound addresses in the cluster map.
+func TestReadyFilePortZero(t *testing.T) {
+	skipShort(t)
+	p := startProc(t, t.TempDir()) // --listen, --admin-listen, --node-addr 127.0.0.1:0
+	r := p.Info()
+	for _, a := range []string{r.S3, r.Admin, r.Node} {
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "0" {
+			t.Fatalf("ready file address %q: %v", a, err)
+		}
+	}
+	if r.PID == 0 || r.NodeID == "" || r.DataDir != p.DataDir() {
+		t.Fatalf("ready file: %+v", r)
+	}
+	cmd := exec.Command(proctest.Bin(t), "admin", "--admin", r.Admin, "--json", "status")
+	cmd.Env = []string{"CAIRN_CLUSTER_SECRET=" + mustRead(t, filepath.Join(p.DataDir(), "cluster-secret"))}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("admin status: %v\n%s", err, out)
+	}
+	var st server.Status
+	if err := json.Unmarshal(out, &st); err != nil || len(st.Nodes) != 1 {
+		t.Fatalf("admin status --json: %v\n%s", err, out)
+	}
+	if n := st.Nodes[0]; n.Addr != r.Node || n.S3Addr != r.S3 || n.AdminAddr != r.Admin {
+		t.Fatalf("the map has node %s at %s (S3 %s, admin %s); the ready file says %+v", n.ID, n.Addr, n.S3Addr, n.AdminAddr, r)
+	}
+}
+
+func mustRead(t testing.TB, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	sc := bufio.NewScanner(stdout)
+	return strings.TrimSpace(string(data))
+}
+
+// A server started without credentials generates a pair, prints it and keeps it in the
+// data directory, private.
+func TestGeneratedCredentials(t *testing.T) {
+	skipShort(t)
+	dir := t.TempDir()
+	p := proctest.Start(t, proc.Config{DataDir: dir, AdminListen: "off", Env: []string{"CAIRN_ACCESS_KEY=", "CAIRN_SECRET_KEY="}})
 	var access, secret string
-	deadline := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
-	defer deadline.Stop()
-	for sc.Scan() && (access == "" || secret == "") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "access key:"); ok {
+	for _, line := range strings.Split(p.Output(), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "access key:"); ok {
 			access = strings.TrimSpace(v)
 		}
-		if v, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "secret key:"); ok {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "secret key:"); ok {
 			secret = strings.TrimSpace(v)
 		}
 	}
 	if access == "" || secret == "" {
-		t.Fatal("credentials not printed")
+		t.Fatalf("credentials not printed:\n%s", p.Output())
 	}
 	data, err := os.ReadFile(filepath.Join(dir, "credentials.json"))
 	if err != nil || !strings.Contains(string(data), access) || !strings.Contains(string(data), secret) {

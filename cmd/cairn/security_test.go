@@ -12,6 +12,7 @@ import (
 // --pprof asks for them (they need no authentication), secrets readable by other users
 // are warned about at start, and the data directory is created private.
 func TestAdminPprofAndFileModes(t *testing.T) {
+	skipShort(t)
 	dir := filepath.Join(t.TempDir(), "data")
 	secret := filepath.Join(t.TempDir(), "secret")
 	if err := os.WriteFile(secret, []byte(testClusterSecret+"\n"), 0o644); err != nil {
@@ -19,7 +20,7 @@ func TestAdminPprofAndFileModes(t *testing.T) {
 	}
 	p := startProc(t, dir, "--cluster-secret-file", secret)
 	get := func(path string) int {
-		resp, err := http.Get("http://" + p.admin + path)
+		resp, err := http.Get("http://" + p.AdminAddr() + path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -32,7 +33,7 @@ func TestAdminPprofAndFileModes(t *testing.T) {
 	if st := get("/health"); st != http.StatusOK {
 		t.Errorf("/health: %d", st)
 	}
-	if out := p.output(); !strings.Contains(out, secret+" is readable by other users") {
+	if out := p.Output(); !strings.Contains(out, secret+" is readable by other users") {
 		t.Errorf("no warning about the secret file readable by others:\n%s", out)
 	}
 	for _, d := range []string{dir, filepath.Join(dir, "segments")} {
@@ -40,9 +41,7 @@ func TestAdminPprofAndFileModes(t *testing.T) {
 			t.Errorf("%s: %v %v, want mode 0700", d, fi.Mode().Perm(), err)
 		}
 	}
-	p.kill()
-	p.args = append(p.args, "--pprof")
-	p.start()
+	p.Restart("--pprof")
 	if st := get("/debug/pprof/"); st != http.StatusOK {
 		t.Errorf("/debug/pprof/ with --pprof: %d, want 200", st)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/cairnfs/cairn/internal/gateway"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/server"
+	"github.com/cairnfs/cairn/internal/testutil/proctest"
 )
 
 // healAdmin is an in-process admin client of node i: the same signed API as `cairn
@@ -36,7 +37,7 @@ func (tc *testCluster) healAdmin(i int) *adminClient {
 	if err != nil {
 		tc.t.Fatal(err)
 	}
-	return &adminClient{addr: tc.procs[i].admin, secret: s}
+	return &adminClient{addr: tc.procs[i].AdminAddr(), secret: s}
 }
 
 // healPlacement is the answer of the admin placement call, with each replica's version.
@@ -138,26 +139,23 @@ func (tc *testCluster) healWaitPlaced(via int, bucket string, want map[string]st
 	start := time.Now()
 	all := sortedKeys(want)
 	pending := all
-	for {
+	proctest.WaitFor(tc.t, timeout, func() error {
 		bad := tc.healCheck(via, bucket, pending, want, dead)
 		if len(bad) == 0 && len(pending) < len(all) {
-			pending = all // confirm with a full pass
-			continue
+			pending = all
+			return fmt.Errorf("the laggards are placed: confirming with a full pass")
 		}
 		if len(bad) == 0 {
-			return time.Since(start)
-		}
-		if time.Since(start) > timeout {
-			keys := sortedKeys(bad)
-			var lines []string
-			for _, k := range keys[:min(len(keys), 8)] {
-				lines = append(lines, k+": "+bad[k])
-			}
-			tc.t.Fatalf("%d of %d objects not on their 3 placement nodes after %s:\n%s", len(bad), len(want), timeout, strings.Join(lines, "\n"))
+			return nil
 		}
 		pending = sortedKeys(bad)
-		time.Sleep(200 * time.Millisecond)
-	}
+		var lines []string
+		for _, k := range pending[:min(len(pending), 8)] {
+			lines = append(lines, k+": "+bad[k])
+		}
+		return fmt.Errorf("%d of %d objects not on their 3 placement nodes:\n%s", len(bad), len(want), strings.Join(lines, "\n"))
+	})
+	return time.Since(start)
 }
 
 // healState returns node id's state in the map seen by node via.
@@ -173,28 +171,27 @@ func (tc *testCluster) healState(via int, id string) clustermap.NodeState {
 
 func (tc *testCluster) healWaitState(via int, id string, want clustermap.NodeState, timeout time.Duration) {
 	tc.t.Helper()
-	for deadline := time.Now().Add(timeout); tc.healState(via, id) != want; {
-		if time.Now().After(deadline) {
-			tc.t.Fatalf("node %s not %s after %s (is %s)", id, want, timeout, tc.healState(via, id))
+	proctest.WaitFor(tc.t, timeout, func() error {
+		if s := tc.healState(via, id); s != want {
+			return fmt.Errorf("node %s is %q, want %s", id, s, want)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // healAdminRetry runs `cairn admin ARGS` against node via until it succeeds (a map change
 // fails while a new Raft leader is being elected).
 func (tc *testCluster) healAdminRetry(via int, timeout time.Duration, args ...string) string {
 	tc.t.Helper()
-	for deadline := time.Now().Add(timeout); ; {
-		out, err := tc.admin(via, args...)
-		if err == nil {
-			return out
+	var out string
+	proctest.WaitFor(tc.t, timeout, func() error {
+		var err error
+		if out, err = tc.admin(via, args...); err != nil {
+			return fmt.Errorf("admin %v: %v\n%s", args, err, out)
 		}
-		if time.Now().After(deadline) {
-			tc.t.Fatalf("admin %v: %v\n%s", args, err, out)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return nil
+	})
+	return out
 }
 
 // healObjects writes n objects of mixed sizes (1 KiB to 512 KiB, and every 25th a 2 MiB
@@ -308,9 +305,12 @@ func (tc *testCluster) healStartLoad(bucket string, gws []int, base map[string]s
 				default:
 				}
 				l.mu.Lock()
-				if len(l.keys) == 0 {
+				if len(l.keys) == 0 { // no key to read yet: look again soon
 					l.mu.Unlock()
-					time.Sleep(10 * time.Millisecond)
+					select {
+					case <-l.stop:
+					case <-time.After(10 * time.Millisecond):
+					}
 					continue
 				}
 				k := l.keys[r.IntN(len(l.keys))]
@@ -362,6 +362,18 @@ func (l *healLoad) fail(format string, args ...any) {
 	if len(l.errs) < 10 {
 		l.errs = append(l.errs, fmt.Sprintf("%6.2fs ", time.Since(l.start).Seconds())+fmt.Sprintf(format, args...))
 	}
+}
+
+// waitOps waits until the load has done n more PUTs and n more GETs.
+func (l *healLoad) waitOps(t *testing.T, n int64) {
+	t.Helper()
+	p0, g0 := l.puts.Load(), l.gets.Load()
+	proctest.WaitFor(t, 60*time.Second, func() error {
+		if p, g := l.puts.Load()-p0, l.gets.Load()-g0; p < n || g < n {
+			return fmt.Errorf("the load did %d PUTs and %d GETs, want %d of each", p, g, n)
+		}
+		return nil
+	})
 }
 
 // snapshot returns every key readable so far (base set and acknowledged writes).
@@ -477,6 +489,7 @@ func mibps(bytes int64, d time.Duration) float64 {
 // survivors (checked object by object, replica by replica, for the base set and for
 // everything the load got acknowledged), and nothing acknowledged is lost or corrupted.
 func TestClusterNodeLossFiveNodes(t *testing.T) {
+	skipShort(t)
 	tc := startCluster(t, 5)
 	ctx := context.Background()
 	tc.createBucket(0, "bkt")
@@ -489,11 +502,11 @@ func TestClusterNodeLossFiveNodes(t *testing.T) {
 	t.Logf("base set: %d objects, %.1f MiB", len(base), float64(baseBytes)/(1<<20))
 
 	load := tc.healStartLoad("bkt", survivors, base, 4, 4, 20*time.Millisecond)
-	time.Sleep(2 * time.Second)
-	tc.procs[deadIdx].kill()
+	load.waitOps(t, 50)
+	tc.procs[deadIdx].Kill()
 	// Writes meanwhile are queued for node3, then dropped with it. The clock starts before
 	// the mark-out: the sync rounds may start before the CLI returns.
-	time.Sleep(500 * time.Millisecond)
+	load.waitOps(t, 10)
 	markedOut := time.Now()
 	watch := tc.healWatchRecovery(0, markedOut)
 	tc.healAdminRetry(0, 20*time.Second, "mark", dead, "out")
@@ -501,7 +514,7 @@ func TestClusterNodeLossFiveNodes(t *testing.T) {
 	before := load.snapshot()
 	took := tc.healWaitPlaced(0, "bkt", before, dead, 45*time.Second)
 	converged := time.Since(markedOut)
-	time.Sleep(time.Second)
+	load.waitOps(t, 20) // the load goes on after the convergence
 	load.finish(t)
 	objects, bytes, idle, rounds := watch.figures()
 	t.Logf("recovery: %d objects, %.1f MiB copied in %d sync rounds; copying done %.2fs after the mark-out (%.1f MiB/s); "+
@@ -545,6 +558,7 @@ func TestClusterNodeLossFiveNodes(t *testing.T) {
 // times through it, by GET, HEAD and listing, while the queued writes are still on their
 // way), and once it has caught up its own replicas hold the new versions.
 func TestClusterNodeReturnNoStaleReads(t *testing.T) {
+	skipShort(t)
 	// Queued writes are retried only every 20 s, so the node's copies stay stale during
 	// the reads below unless something else (sync at start) brings them up to date.
 	tc := startCluster(t, 5, "--hint-interval", "20s", "--down-after", "2s")
@@ -605,7 +619,7 @@ func TestClusterNodeReturnNoStaleReads(t *testing.T) {
 		want[k] = ""
 	}
 	changed := map[string]bool{}
-	tc.procs[backIdx].kill()
+	tc.procs[backIdx].Kill()
 	// While node2 is not yet known to be down (writes to it fail and are queued), then
 	// once it is marked down (writes skip it and are queued).
 	for i, k := range held {
@@ -670,7 +684,7 @@ func TestClusterNodeReturnNoStaleReads(t *testing.T) {
 	for _, i := range others {
 		oclients = append(oclients, timeout(tc.procs[i].client()))
 	}
-	tc.procs[backIdx].restart()
+	tc.procs[backIdx].Restart()
 	returned := time.Now()
 	c := timeout(tc.procs[backIdx].client())
 	var mu sync.Mutex
@@ -801,6 +815,7 @@ func TestClusterNodeReturnNoStaleReads(t *testing.T) {
 // and afterwards, every object stays readable throughout, and after convergence every
 // object is on its 3 placement nodes.
 func TestClusterNodeAddUnderLoad(t *testing.T) {
+	skipShort(t)
 	tc := startCluster(t, 5)
 	ctx := context.Background()
 	tc.createBucket(0, "bkt")
@@ -837,7 +852,7 @@ func TestClusterNodeAddUnderLoad(t *testing.T) {
 			sweeps++
 		}
 	}()
-	time.Sleep(2 * time.Second)
+	load.waitOps(t, 50)
 	joined := time.Now()
 	tc.add()
 	const fresh = "node6"
@@ -883,7 +898,7 @@ func TestClusterNodeAddUnderLoad(t *testing.T) {
 	}
 	tc.healWaitPlaced(0, "bkt", load.snapshot(), "", 45*time.Second)
 	converged := time.Since(joined)
-	time.Sleep(time.Second) // and the load goes on after the convergence
+	load.waitOps(t, 20) // and the load goes on after the convergence
 	close(stopSweep)
 	sweeps := <-sweepDone
 	load.finish(t)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/testutil/proctest"
 )
 
 // Short timeouts so that elections and failover take well under a second or
@@ -116,17 +117,13 @@ func (c *tcluster) listen(n *tnode) net.Listener {
 		n.addr = ln.Addr().String()
 		return ln
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		ln, err := net.Listen("tcp", n.addr) // restart on the same address
-		if err == nil {
-			return ln
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatal(err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	var ln net.Listener
+	proctest.WaitFor(c.t, 5*time.Second, func() error {
+		var err error
+		ln, err = net.Listen("tcp", n.addr) // restart on the same address
+		return err
+	})
+	return ln
 }
 
 func (c *tcluster) config(n *tnode, ln net.Listener) Config {
@@ -187,17 +184,12 @@ func (c *tcluster) stop(n *tnode) {
 // waitFor polls cond until it returns "" or the wait times out.
 func (c *tcluster) waitFor(what string, cond func() string) {
 	c.t.Helper()
-	deadline := time.Now().Add(testWait)
-	for {
-		msg := cond()
-		if msg == "" {
-			return
+	proctest.WaitFor(c.t, testWait, func() error {
+		if msg := cond(); msg != "" {
+			return fmt.Errorf("waiting for %s: %s", what, msg)
 		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("timed out waiting for %s: %s", what, msg)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // leader waits for a running node to be the leader.
@@ -571,7 +563,17 @@ func TestManagerFiveMembersFailover(t *testing.T) {
 	c.stop(n6)
 	// Back up: no churn, the voter set is full and spread over all zones.
 	c.apply(Command{Op: OpSetState, NodeID: old.id, State: StateUp})
-	time.Sleep(3 * testReconcile)
+	// Three reconcile periods without a change of voters.
+	proctest.Holds(t, 3*testReconcile, func() error {
+		ms, err := c.leader().m.Members()
+		if err != nil {
+			return err
+		}
+		if got := voters(ms); !equalStrings(got, vs) {
+			return fmt.Errorf("voters changed from %v to %v", vs, got)
+		}
+		return nil
+	})
 	if got := c.waitVoters(5, 3); !equalStrings(got, vs) {
 		t.Fatalf("voters changed from %v to %v", vs, got)
 	}

@@ -86,9 +86,7 @@ func sizes(c *Code) []int {
 	k := c.K()
 	out := []int{0, 1, 2, k - 1, k, k + 1, 2*k - 1, 2 * k, 2*k + 1, 4096, 4097}
 	s := c.ShardSize(100_000) // a shard size, and lengths around multiples of it
-	for _, n := range []int{s*k - 1, s * k, s*k + 1, (s-1)*k - 1, (s-1)*k + 1, (s+1)*k - 1} {
-		out = append(out, n)
-	}
+	out = append(out, s*k-1, s*k, s*k+1, (s-1)*k-1, (s-1)*k+1, (s+1)*k-1)
 	out = append(out, 1<<20-1, 1<<20, 1<<20+1, 3<<20+5)
 	slices.Sort(out)
 	return slices.Compact(slices.DeleteFunc(out, func(n int) bool { return n < 0 }))

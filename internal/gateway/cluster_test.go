@@ -30,6 +30,7 @@ import (
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/hlc"
 	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/proc"
 	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/store"
@@ -496,19 +497,18 @@ func converged(rs []ReplicaState, hlc uint64, deleted bool) bool {
 	return len(rs) > 0
 }
 
-// waitFor polls cond every 20ms until it holds or d passes.
+// waitFor polls cond (proc.Until) until it holds or d passes, and reports whether it
+// held.
 func waitFor(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if cond() {
-			return true
+	return proc.Until(context.Background(), d, func() error {
+		if !cond() {
+			return errCondFalse
 		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	}) == nil
 }
+
+var errCondFalse = errors.New("condition not met")
 
 // replicaStates returns bucket/key's replicas as seen from node i.
 func (c *testCluster) replicaStates(i int, bucket, key string) []ReplicaState {

@@ -50,7 +50,7 @@ func flipOnDisk(t *testing.T, st *store.Store, stripe string, off int) {
 		if i < 0 {
 			continue
 		}
-		if bytes.Index(data[i+1:], needle) >= 0 {
+		if bytes.Contains(data[i+1:], needle) {
 			t.Fatalf("%s holds the shard's bytes twice", s)
 		}
 		found++

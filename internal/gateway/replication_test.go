@@ -517,7 +517,7 @@ func (r *slowReader) Read(p []byte) (int, error) {
 	copy(p, r.body[r.off:r.off+n])
 	r.off += n
 	if r.pause > 0 {
-		time.Sleep(r.pause)
+		time.Sleep(r.pause) // deliberate: a slow client, its body trickling in
 	}
 	if r.at != nil {
 		r.at(r.off)

@@ -5,17 +5,21 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cairnfs/cairn/internal/testutil/proctest"
 )
 
 // logBuffer collects a Mux's log lines; safe for concurrent use.
@@ -402,7 +406,14 @@ func TestMuxCloseUnblocksAccept(t *testing.T) {
 					errs <- err
 				}()
 			}
-			time.Sleep(20 * time.Millisecond) // let both block in Accept
+			// Both goroutines blocked in Accept (their stacks say so) before the close.
+			proctest.WaitFor(t, 5*time.Second, func() error {
+				buf := make([]byte, 1<<20)
+				if n := strings.Count(string(buf[:runtime.Stack(buf, true)]), "(*chanListener).Accept"); n < 2 {
+					return fmt.Errorf("%d goroutines blocked in Accept", n)
+				}
+				return nil
+			})
 			switch closer {
 			case "mux":
 				m.Close()

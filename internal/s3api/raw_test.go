@@ -24,10 +24,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/cairnfs/cairn/internal/checksum"
+	"github.com/cairnfs/cairn/internal/proc"
 	"github.com/cairnfs/cairn/internal/s3api"
 	"github.com/cairnfs/cairn/internal/sigv4"
 	"github.com/cairnfs/cairn/internal/store"
 	"github.com/cairnfs/cairn/internal/testutil"
+	"github.com/cairnfs/cairn/internal/testutil/proctest"
 )
 
 // signed builds a request signed with UNSIGNED-PAYLOAD (or the given payload hash).
@@ -428,8 +430,14 @@ func TestDiskFull(t *testing.T) {
 			break
 		}
 	}
-	time.Sleep(1100 * time.Millisecond) // the free-space figure is cached for a second
-	mustPut(t, c, "bkt", "after", randBytes(99, 1<<20))
+	// The free-space figure is cached for a second: writes are refused until it is renewed.
+	proctest.WaitFor(t, 10*time.Second, func() error {
+		_, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String("after"), Body: bytes.NewReader(randBytes(99, 1<<20))})
+		if err != nil && !strings.Contains(err.Error(), "InsufficientStorage") {
+			return proc.Permanent(fmt.Errorf("put after compaction: %w", err))
+		}
+		return err
+	})
 	for k, v := range kept {
 		if got := mustGet(t, c, "bkt", k); !bytes.Equal(got, v) {
 			t.Fatalf("%s damaged after compaction", k)

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"io"
-	"sort"
 	"sync"
 	"time"
 
@@ -487,9 +486,4 @@ func (s *Store) drop(op errors.Op, bucket, key string, match func(*object.Object
 		s.addLive(l, -1)
 	}
 	return true, nil
-}
-
-// sortUserMeta sorts user metadata pairs by name, as records store them.
-func sortUserMeta(m [][2]string) {
-	sort.Slice(m, func(i, j int) bool { return m[i][0] < m[j][0] })
 }

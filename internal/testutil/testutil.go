@@ -1,5 +1,5 @@
-// Package testutil starts real cairn servers for tests: in-process on a real loopback socket,
-// or as a separate process built from cmd/cairn.
+// Package testutil starts real cairn servers for tests, in-process on a real loopback
+// socket. Package proctest (testutil/proctest) starts them as processes.
 package testutil
 
 import (

@@ -1,23 +1,22 @@
 """Fixtures for the client-compatibility suite: one cairn server per session, real clients.
 
 The server binary comes from $CAIRN_BIN (relative paths are tried against the current
-directory, then the repository root), default <repo>/bin/cairn. It is started on free
-loopback ports in a temporary data directory with fixed credentials, and on teardown it
-is sent SIGTERM and must exit with status 0 within 30 seconds.
+directory, then the repository root), default <repo>/bin/cairn. It is started on loopback
+port 0 (the kernel picks free ports: nothing can take them between a probe and the bind)
+in a temporary data directory with fixed credentials, and is ready when its ready file
+(`cairn server --ready-file`) appears, naming the ports it got. On teardown it is sent
+SIGTERM and must exit with status 0 within 30 seconds.
 """
 
 import itertools
+import json
 import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,19 +59,6 @@ def _find_binary() -> Path:
     )
 
 
-def _free_ports(n: int) -> list:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 @dataclass
 class Server:
     endpoint: str
@@ -92,63 +78,42 @@ class Server:
         return "\n".join(lines[-n:])
 
 
-class _StdoutWatcher(threading.Thread):
-    """Drains the server's stdout (so it never blocks) and notes the S3 endpoint line."""
-
-    def __init__(self, stream):
-        super().__init__(daemon=True)
-        self.stream = stream
-        self.lines = []
-        self.endpoint = None
-        self.ready = threading.Event()
-
-    def run(self):
-        for raw in self.stream:
-            line = raw.decode("utf-8", "replace").rstrip("\n")
-            self.lines.append(line)
-            m = re.search(r"S3 endpoint:\s*(http://\S+)", line)
-            if m and self.endpoint is None:
-                self.endpoint = m.group(1).rstrip("/")
-                self.ready.set()
-        self.ready.set()
-
-
-def _health_ok(admin: str) -> bool:
-    try:
-        with urllib.request.urlopen(admin + "/health", timeout=2) as resp:
-            return resp.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
-
-
-def _start(binary: Path, data_dir: Path, log_path: Path):
-    s3_port, admin_port = _free_ports(2)
+def _start(binary: Path, base: Path, data_dir: Path, log_path: Path):
+    """Starts the server and waits for its ready file; returns (proc, ready dict or None)."""
+    ready_path = base / "ready.json"
     env = dict(os.environ, CAIRN_ACCESS_KEY=ACCESS_KEY, CAIRN_SECRET_KEY=SECRET_KEY)
     log = open(log_path, "ab")
     proc = subprocess.Popen(
         [
             str(binary), "server",
             "--data", str(data_dir),
-            "--listen", "127.0.0.1:%d" % s3_port,
-            "--admin-listen", "127.0.0.1:%d" % admin_port,
+            "--listen", "127.0.0.1:0",
+            "--admin-listen", "127.0.0.1:0",
+            "--node-addr", "127.0.0.1:0",
+            "--ready-file", str(ready_path),
         ],
-        stdout=subprocess.PIPE,
+        stdout=log,
         stderr=log,
         stdin=subprocess.DEVNULL,
         env=env,
     )
     log.close()
-    watcher = _StdoutWatcher(proc.stdout)
-    watcher.start()
-    admin = "http://127.0.0.1:%d" % admin_port
+    # Poll for the ready file (written atomically, so it is whole once it exists) until the
+    # deadline, failing at once if the process exits.
     deadline = time.monotonic() + STARTUP_TIMEOUT
+    delay = 0.01
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            return proc, watcher, None, admin
-        if watcher.endpoint and _health_ok(admin):
-            return proc, watcher, watcher.endpoint, admin
-        time.sleep(0.05)
-    return proc, watcher, None, admin
+            return proc, None
+        try:
+            ready = json.loads(ready_path.read_text())
+        except FileNotFoundError:
+            ready = None
+        if ready and ready.get("pid") == proc.pid:
+            return proc, ready
+        time.sleep(delay)
+        delay = min(delay * 2, 0.2)
+    return proc, None
 
 
 @pytest.fixture(scope="session")
@@ -157,22 +122,19 @@ def cairn_server(tmp_path_factory):
     base = tmp_path_factory.mktemp("cairn")
     data_dir = base / "data"
     log_path = base / "server.log"
-    proc = watcher = endpoint = None
-    for attempt in range(3):  # a free port can be taken between probing and binding
-        proc, watcher, endpoint, admin = _start(binary, data_dir, log_path)
-        if endpoint:
-            break
+    proc, ready = _start(binary, base, data_dir, log_path)
+    if not ready:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        if attempt == 2 or "address already in use" not in log_path.read_text(errors="replace"):
-            pytest.fail(
-                "cairn server did not become ready (exit=%s)\nstdout:\n%s\nstderr:\n%s"
-                % (proc.returncode, "\n".join(watcher.lines), log_path.read_text(errors="replace")[-4000:]),
-                pytrace=False,
-            )
+        pytest.fail(
+            "cairn server did not become ready within %ss (exit=%s)\nlog:\n%s"
+            % (STARTUP_TIMEOUT, proc.returncode, log_path.read_text(errors="replace")[-4000:]),
+            pytrace=False,
+        )
+    endpoint = "http://" + ready["s3"]
     assert endpoint.startswith("http://127.0.0.1:"), endpoint
-    srv = Server(endpoint, admin, ACCESS_KEY, SECRET_KEY, REGION, data_dir, log_path, proc)
+    srv = Server(endpoint, "http://" + ready["admin"], ACCESS_KEY, SECRET_KEY, REGION, data_dir, log_path, proc)
     yield srv
 
     # Teardown: a graceful stop must be clean.
@@ -184,7 +146,6 @@ def cairn_server(tmp_path_factory):
         proc.kill()
         proc.wait()
         pytest.fail("cairn did not exit within %ss of SIGTERM\n%s" % (SHUTDOWN_TIMEOUT, srv.log_tail()), pytrace=False)
-    watcher.join(timeout=5)
     assert rc == 0, "cairn exited with status %s after SIGTERM\n%s" % (rc, srv.log_tail())
 
 

@@ -6,18 +6,21 @@
 package main
 
 import (
-	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
+	"sync"
 	"time"
+
+	"github.com/cairnfs/cairn/internal/proc"
 )
 
 type opResult struct {
@@ -150,67 +153,51 @@ func internode(bin string, t target) int64 {
 	return sum
 }
 
-func freeAddr() string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+func randHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
+// startSingle starts one node with N=1 and returns it and its stop function.
 func startSingle(bin, dir string) (target, func()) {
-	s3, admin, node := freeAddr(), freeAddr(), freeAddr()
-	t := target{endpoint: "http://" + s3, access: "CAIRNBENCH000000001", secret: "clusterbench-secret-key-0123456789"}
-	cmd := exec.Command(bin, "server", "--data", dir, "--listen", s3, "--admin-listen", admin, "--node-addr", node, "--replicas", "1")
-	cmd.Env = append(os.Environ(), "CAIRN_ACCESS_KEY="+t.access, "CAIRN_SECRET_KEY="+t.secret)
-	waitLine(cmd, "S3 endpoint:")
-	return t, func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }
-}
-
-func startCluster(bin, dir string, n int) (target, func()) {
-	os.MkdirAll(dir, 0o755)
-	cmd := exec.Command(bin, "dev", "cluster", "--nodes", fmt.Sprint(n), "--dir", dir)
-	waitLine(cmd, "cluster ready")
-	data, err := os.ReadFile(filepath.Join(dir, "cluster.json"))
+	t := target{access: "CAIRNBENCH000000001", secret: "clusterbench-secret-key-0123456789"}
+	p, err := proc.Start(context.Background(), proc.Config{Bin: bin, Name: "single", Dir: dir, Args: []string{"--replicas", "1"},
+		Env: []string{"CAIRN_ACCESS_KEY=" + t.access, "CAIRN_SECRET_KEY=" + t.secret}})
 	if err != nil {
 		log.Fatal(err)
 	}
-	var c struct {
-		AccessKey     string `json:"access_key"`
-		SecretKey     string `json:"secret_key"`
-		ClusterSecret string `json:"cluster_secret"`
-		Nodes         []struct {
-			S3    string `json:"s3"`
-			Admin string `json:"admin"`
-		} `json:"nodes"`
-	}
-	if err := json.Unmarshal(data, &c); err != nil {
-		log.Fatal(err)
-	}
-	t := target{endpoint: "http://" + c.Nodes[0].S3, access: c.AccessKey, secret: c.SecretKey, clusterSecret: c.ClusterSecret}
-	for _, nd := range c.Nodes {
-		t.admins = append(t.admins, nd.Admin)
-	}
-	return t, func() { cmd.Process.Signal(syscall.SIGINT); cmd.Wait() }
+	t.endpoint = p.URL()
+	return t, func() { p.Stop() }
 }
 
-// waitLine starts cmd and waits for a line of its stdout containing s.
-func waitLine(cmd *exec.Cmd, s string) {
-	out, _ := cmd.StdoutPipe()
-	cmd.Stderr = nil
-	if err := cmd.Start(); err != nil {
-		log.Fatal(err)
-	}
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		if strings.Contains(sc.Text(), s) {
-			go func() {
-				for sc.Scan() {
-				}
-			}()
-			return
+// startCluster starts n nodes on loopback (node1 bootstraps, the others join it, zones
+// z1..z3 round robin, N=3) and returns them and their stop function.
+func startCluster(bin, dir string, n int) (target, func()) {
+	t := target{access: "CAIRNBENCH" + randHex(5), secret: randHex(20), clusterSecret: randHex(24)}
+	env := []string{"CAIRN_ACCESS_KEY=" + t.access, "CAIRN_SECRET_KEY=" + t.secret, "CAIRN_CLUSTER_SECRET=" + t.clusterSecret}
+	var procs []*proc.Proc
+	stop := func() {
+		var wg sync.WaitGroup
+		for _, p := range procs {
+			wg.Add(1)
+			go func() { defer wg.Done(); p.Stop() }()
 		}
+		wg.Wait()
 	}
-	log.Fatalf("%s exited before printing %q", cmd.Path, s)
+	for i := 0; i < n; i++ {
+		args := []string{"--node-id", fmt.Sprintf("node%d", i+1), "--zone", fmt.Sprintf("z%d", i%3+1)}
+		if i > 0 {
+			args = append(args, "--join", procs[0].NodeAddr())
+		}
+		p, err := proc.Start(context.Background(), proc.Config{Bin: bin, Name: fmt.Sprintf("node%d", i+1), Dir: dir, Args: args, Env: env})
+		if err != nil {
+			stop()
+			log.Fatal(err)
+		}
+		procs = append(procs, p)
+		t.admins = append(t.admins, p.AdminAddr())
+	}
+	t.endpoint = procs[0].URL()
+	return t, stop
 }

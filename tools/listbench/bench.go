@@ -60,9 +60,9 @@ func runServer(ctx context.Context, cfg benchConfig, dataDir string, keys []stri
 	if err != nil {
 		return nil, err
 	}
-	defer p.kill()
+	defer p.Kill()
 	run.StartupSec = startup.Seconds()
-	pid := p.pid()
+	pid := p.PID()
 	if run.MemReady, err = procMemory(pid); err != nil {
 		return nil, err
 	}
@@ -83,7 +83,7 @@ func runServer(ctx context.Context, cfg benchConfig, dataDir string, keys []stri
 	}
 	fmt.Fprintf(os.Stderr, "server on %s: ready in %.2fs, RSS %.1f MiB\n", dataDir, run.StartupSec, float64(run.MemStartup.RSSKiB)/1024)
 
-	c := newClient(p.addr, cfg.timeout)
+	c := newClient(p.S3Addr(), cfg.timeout)
 	defer c.close()
 	if create {
 		if err := c.createBucket(ctx, bucketName); err != nil {
@@ -97,8 +97,8 @@ func runServer(ctx context.Context, cfg benchConfig, dataDir string, keys []stri
 		}
 	}
 	if err := measureHTTP(ctx, c, cfg, pid, keys, &run.Results, step); err != nil {
-		p.stop(10 * time.Second)
-		return nil, fmt.Errorf("%w\nserver log (tail):\n%s", err, p.output(20))
+		p.stop()
+		return nil, fmt.Errorf("%w\nserver log (tail):\n%s", err, p.LogTail(20))
 	}
 	run.ListingCPUSec = (procCPU(pid) - cpu1).Seconds()
 	if run.MemAfter, err = procMemory(pid); err != nil {
@@ -108,7 +108,7 @@ func runServer(ctx context.Context, cfg benchConfig, dataDir string, keys []stri
 		return nil, fmt.Errorf("server metrics: %w", err)
 	}
 	c.close()
-	d, err := p.stop(60 * time.Second)
+	d, err := p.stop()
 	run.StopSec = d.Seconds()
 	if err != nil {
 		run.StopError = err.Error()

@@ -4,16 +4,13 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
+
+	"github.com/cairnfs/cairn/internal/proc"
 )
 
 const (
@@ -22,112 +19,26 @@ const (
 	region    = "us-east-1"
 )
 
-// proc is a cairn server running as a child process.
-type proc struct {
-	cmd     *exec.Cmd
-	addr    string
-	admin   string
-	exited  chan struct{}
-	waitErr error
+// server is a cairn server running as a child process (internal/proc): its output is in
+// DATADIR.log beside its data directory.
+type server struct{ *proc.Proc }
 
-	mu   sync.Mutex
-	logs []string
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
-// startServer runs bin server on dataDir and waits (at most timeout) until it prints its
-// S3 endpoint. It returns the time that took.
-func startServer(ctx context.Context, bin, dataDir string, timeout time.Duration, extra []string) (*proc, time.Duration, error) {
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, 0, err
-	}
-	admin, err := freeAddr()
-	if err != nil {
-		return nil, 0, err
-	}
-	p := &proc{addr: addr, admin: admin, exited: make(chan struct{})}
-	p.cmd = exec.Command(bin, append([]string{"server", "--data", dataDir, "--listen", addr, "--admin-listen", admin}, extra...)...)
-	p.cmd.Env = append(os.Environ(), "CAIRN_ACCESS_KEY="+accessKey, "CAIRN_SECRET_KEY="+secretKey)
-	p.cmd.SysProcAttr = childAttr()
-	stdout, err := p.cmd.StdoutPipe()
-	if err != nil {
-		return nil, 0, err
-	}
-	stderr, err := p.cmd.StderrPipe()
-	if err != nil {
-		return nil, 0, err
-	}
+// startServer runs bin server on dataDir and waits (at most timeout) until it is ready
+// (its ready file). It returns the time that took.
+func startServer(ctx context.Context, bin, dataDir string, timeout time.Duration, extra []string) (*server, time.Duration, error) {
 	start := time.Now()
-	if err := p.cmd.Start(); err != nil {
-		return nil, 0, fmt.Errorf("start %s: %w", bin, err)
+	p, err := proc.Start(ctx, proc.Config{Bin: bin, Name: filepath.Base(dataDir), Dir: filepath.Dir(dataDir), DataDir: dataDir,
+		Args: extra, Env: []string{"CAIRN_ACCESS_KEY=" + accessKey, "CAIRN_SECRET_KEY=" + secretKey}, StartTimeout: timeout})
+	if err != nil {
+		return nil, 0, err
 	}
-	ready := make(chan struct{})
-	var once sync.Once
-	var readers sync.WaitGroup
-	read := func(r io.Reader) {
-		defer readers.Done()
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			p.mu.Lock()
-			p.logs = append(p.logs, line)
-			p.mu.Unlock()
-			if strings.Contains(line, "S3 endpoint:") {
-				once.Do(func() { close(ready) })
-			}
-		}
-	}
-	readers.Add(2)
-	go read(stdout)
-	go read(stderr)
-	go func() {
-		readers.Wait() // Wait closes the pipes: read them to the end first
-		p.waitErr = p.cmd.Wait()
-		close(p.exited)
-	}()
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-ready:
-		return p, time.Since(start), nil
-	case <-p.exited:
-		return nil, 0, fmt.Errorf("cairn exited before it was ready: %v\n%s", p.waitErr, p.output(40))
-	case <-t.C:
-		p.kill()
-		return nil, 0, fmt.Errorf("cairn not ready after %v\n%s", timeout, p.output(40))
-	case <-ctx.Done():
-		p.kill()
-		return nil, 0, ctx.Err()
-	}
-}
-
-// output is the last n lines the server printed.
-func (p *proc) output(n int) string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	l := p.logs
-	if len(l) > n {
-		l = l[len(l)-n:]
-	}
-	return strings.Join(l, "\n")
+	return &server{p}, time.Since(start), nil
 }
 
 // problems returns the server's log lines at WARN or ERROR level.
-func (p *proc) problems() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+func (p *server) problems() []string {
 	var out []string
-	for _, l := range p.logs {
+	for _, l := range strings.Split(p.Output(), "\n") {
 		if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") {
 			out = append(out, l)
 		}
@@ -135,41 +46,12 @@ func (p *proc) problems() []string {
 	return out
 }
 
-func (p *proc) pid() int { return p.cmd.Process.Pid }
-
-func (p *proc) kill() {
-	select {
-	case <-p.exited:
-		return
-	default:
-	}
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.exited
-}
-
-// stop sends SIGTERM and waits up to timeout for the exit, then kills the server. It
-// returns how long the exit took.
-func (p *proc) stop(timeout time.Duration) (time.Duration, error) {
+// stop sends SIGTERM and waits for the exit (SIGKILL after a minute). It returns how
+// long the exit took.
+func (p *server) stop() (time.Duration, error) {
 	start := time.Now()
-	select {
-	case <-p.exited:
-		return 0, fmt.Errorf("cairn had already exited: %v", p.waitErr)
-	default:
-	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-p.exited:
-		d := time.Since(start)
-		if p.waitErr != nil {
-			return d, fmt.Errorf("cairn exit: %v\n%s", p.waitErr, p.output(20))
-		}
-		return d, nil
-	case <-t.C:
-		p.kill()
-		return time.Since(start), fmt.Errorf("cairn did not exit %v after SIGTERM; killed", timeout)
-	}
+	err := p.Stop()
+	return time.Since(start), err
 }
 
 // GoMemory is the server's Go runtime memory, from its /metrics (Go collector), in bytes.
@@ -181,10 +63,10 @@ type GoMemory struct {
 }
 
 // goMemory scrapes the server's /metrics; zero figures if they are not there.
-func (p *proc) goMemory(ctx context.Context, timeout time.Duration) (GoMemory, error) {
+func (p *server) goMemory(ctx context.Context, timeout time.Duration) (GoMemory, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.admin+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.AdminAddr()+"/metrics", nil)
 	if err != nil {
 		return GoMemory{}, err
 	}

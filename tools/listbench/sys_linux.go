@@ -2,11 +2,6 @@ package main
 
 import "syscall"
 
-// childAttr makes a started server die with this process, even if this one is killed.
-func childAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-}
-
 // fsType names the file system that holds dir.
 func fsType(dir string) string {
 	var st syscall.Statfs_t

@@ -2,8 +2,4 @@
 
 package main
 
-import "syscall"
-
-func childAttr() *syscall.SysProcAttr { return nil }
-
 func fsType(string) string { return "" }

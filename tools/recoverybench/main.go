@@ -27,7 +27,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/md5"
@@ -37,7 +36,6 @@ import (
 	"fmt"
 	"log"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -56,6 +54,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/cairnfs/cairn/internal/proc"
 )
 
 const (
@@ -152,11 +151,10 @@ func fatalf(format string, args ...any) {
 	os.Exit(1)
 }
 
+// node is one cairn server of the cluster (internal/proc); its output is in DIR/nodeI.log.
 type node struct {
-	id, s3, admin, addr, dir string
-	args                     []string
-	cmd                      *exec.Cmd
-	exited                   chan struct{}
+	id, s3, admin, addr string // addresses it bound (its ready file)
+	p                   *proc.Proc
 }
 
 type bench struct {
@@ -254,22 +252,14 @@ type getResult struct {
 }
 
 func (b *bench) cleanup() {
+	var wg sync.WaitGroup
 	for _, n := range b.nodes {
-		if n.cmd != nil && !n.dead() {
-			n.cmd.Process.Signal(syscall.SIGTERM)
+		if n.p != nil && n.p.Running() {
+			wg.Add(1)
+			go func() { defer wg.Done(); n.p.Stop() }()
 		}
 	}
-	for _, n := range b.nodes {
-		if n.cmd == nil {
-			continue
-		}
-		select {
-		case <-n.exited:
-		case <-time.After(30 * time.Second):
-			n.cmd.Process.Kill()
-			<-n.exited
-		}
-	}
+	wg.Wait()
 	if b.cfg.keep {
 		log.Printf("kept %s", b.cfg.dir)
 		return
@@ -277,14 +267,7 @@ func (b *bench) cleanup() {
 	os.RemoveAll(b.cfg.dir)
 }
 
-func (n *node) dead() bool {
-	select {
-	case <-n.exited:
-		return true
-	default:
-		return false
-	}
-}
+func (n *node) dead() bool { return n.p == nil || !n.p.Running() }
 
 func (b *bench) run() {
 	cfg := b.cfg
@@ -369,64 +352,29 @@ func alignedBlock(n int) []byte {
 	return b[off : off+n]
 }
 
-func freeAddr() string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fatalf("%v", err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 func (b *bench) startCluster() {
 	log.Printf("starting %d nodes (N=3, %d zones)", b.cfg.nodes, b.cfg.zones)
 	for i := 0; i < b.cfg.nodes; i++ {
-		n := &node{id: fmt.Sprintf("node%d", i+1), s3: freeAddr(), admin: freeAddr(), addr: freeAddr(),
-			dir: filepath.Join(b.cfg.dir, fmt.Sprintf("node%d", i+1))}
-		n.args = []string{"server", "--data", n.dir, "--listen", n.s3, "--admin-listen", n.admin, "--node-addr", n.addr,
-			"--node-id", n.id, "--zone", fmt.Sprintf("z%d", i%b.cfg.zones+1)}
+		n := &node{id: fmt.Sprintf("node%d", i+1)}
+		args := []string{"--node-id", n.id, "--zone", fmt.Sprintf("z%d", i%b.cfg.zones+1)}
 		if i > 0 {
-			n.args = append(n.args, "--join", b.nodes[0].addr)
+			args = append(args, "--join", b.nodes[0].addr)
 		}
 		b.nodes = append(b.nodes, n)
-		b.start(n)
+		b.start(n, args)
 	}
 }
 
-// start runs n and waits until it serves S3; its output goes to DIR/nodeI.log.
-func (b *bench) start(n *node) {
-	logf, err := os.OpenFile(filepath.Join(b.cfg.dir, n.id+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+// start runs n and waits until it is ready (its ready file); its output goes to
+// DIR/nodeI.log, its data to DIR/nodeI.
+func (b *bench) start(n *node, args []string) {
+	p, err := proc.Start(context.Background(), proc.Config{Bin: b.cfg.bin, Name: n.id, Dir: b.cfg.dir, Args: args, StartTimeout: 90 * time.Second,
+		StopTimeout: 30 * time.Second, Env: []string{"CAIRN_ACCESS_KEY=" + accessKey, "CAIRN_SECRET_KEY=" + secretKey, "CAIRN_CLUSTER_SECRET=" + clusterSecret}})
 	if err != nil {
 		fatalf("%v", err)
 	}
-	cmd := exec.Command(b.cfg.bin, n.args...)
-	cmd.Env = append(os.Environ(), "CAIRN_ACCESS_KEY="+accessKey, "CAIRN_SECRET_KEY="+secretKey, "CAIRN_CLUSTER_SECRET="+clusterSecret)
-	cmd.Stderr = logf
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		fatalf("%v", err)
-	}
-	n.cmd, n.exited = cmd, make(chan struct{})
-	ready := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(out)
-		ok := false
-		for sc.Scan() {
-			fmt.Fprintln(logf, sc.Text())
-			if !ok && strings.Contains(sc.Text(), "S3 endpoint:") {
-				ok = true
-				close(ready)
-			}
-		}
-	}()
-	go func() { n.cmd.Wait(); logf.Close(); close(n.exited) }()
-	select {
-	case <-ready:
-	case <-n.exited:
-		fatalf("%s exited before serving; see %s.log", n.id, filepath.Join(b.cfg.dir, n.id))
-	case <-time.After(90 * time.Second):
-		fatalf("%s did not serve within 90s", n.id)
-	}
+	n.p = p
+	n.s3, n.admin, n.addr = p.S3Addr(), p.AdminAddr(), p.NodeAddr()
 }
 
 // admin runs `cairn admin ARGS` against the first node and returns its output.
@@ -591,8 +539,7 @@ func (b *bench) loseNode(i int, running func()) recovery {
 	n := b.nodes[i]
 	r := recovery{lost: n.id}
 	log.Printf("killing %s and marking it out", n.id)
-	n.cmd.Process.Signal(syscall.SIGKILL)
-	<-n.exited
+	n.p.Kill()
 	r.markedOut = time.Now()
 	b.admin("mark", n.id, "out")
 	if running != nil {

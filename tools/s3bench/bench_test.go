@@ -5,33 +5,22 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cairnfs/cairn/internal/testutil/proctest"
 )
 
-// cairnBinary returns $CAIRN_BIN, or builds ./cmd/cairn into a temporary directory.
+// cairnBinary returns $CAIRN_BIN, or a cairn built from ./cmd/cairn once per test binary.
 func cairnBinary(t *testing.T) string {
 	t.Helper()
-	if bin := os.Getenv("CAIRN_BIN"); bin != "" {
-		return bin
-	}
-	bin := filepath.Join(t.TempDir(), "cairn")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/cairnfs/cairn/cmd/cairn").CombinedOutput()
-	if err != nil {
-		t.Fatalf("building cairn: %v\n%s", err, out)
-	}
-	return bin
+	return proctest.Bin(t)
 }
 
 func TestBenchAllPhases(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a cairn server")
-	}
+	proctest.SkipIfShort(t)
 	bin := cairnBinary(t)
 	jsonPath := filepath.Join(t.TempDir(), "bench.json")
 	args := []string{"--cairn", bin, "--dir", t.TempDir(), "--duration", "300ms",
@@ -77,9 +66,7 @@ func checkPhase(t *testing.T, p phaseResult) {
 
 // TestGetSeedsObjects runs a GET phase alone: the harness must write objects first.
 func TestGetSeedsObjects(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a cairn server")
-	}
+	proctest.SkipIfShort(t)
 	args := []string{"--cairn", cairnBinary(t), "--dir", t.TempDir(), "--duration", "200ms",
 		"--small-clients", "2", "--phases", "get-4k"}
 	var stdout, stderr bytes.Buffer
@@ -97,7 +84,7 @@ func TestStartFailures(t *testing.T) {
 		want string
 	}{
 		{[]string{"--cairn", "/nonexistent/cairn"}, "not found"},
-		{[]string{"--cairn", "/bin/false"}, "exited before serving"},
+		{[]string{"--cairn", "/bin/false"}, "exited before it was ready"},
 		{[]string{"--endpoint", "http://127.0.0.1:1", "--access-key", "a", "--secret-key", "b"}, "cannot create bucket"},
 		{[]string{"--phases", "get-1g"}, "unknown phase"},
 		{[]string{"--endpoint", "http://127.0.0.1:1"}, "needs --access-key"},

@@ -178,7 +178,7 @@ func (b *bench) newPhase(name string) *phase {
 	c := b.cfg
 	p := &phase{name: name, tgt: b.cairnT, clients: c.smallClients, data: b.small, verify: c.verify}
 	if b.proc != nil {
-		p.serverPID = b.proc.cmd.Process.Pid
+		p.serverPID = b.proc.p.PID()
 	}
 	switch name {
 	case "bare-get", "bare-put":
@@ -203,10 +203,8 @@ func (b *bench) runPhases(ctx context.Context) ([]phaseResult, error) {
 		fmt.Fprintf(b.progress, "s3bench: %-8s %2d clients x %s for %v\n", name, p.clients, formatSize(p.data.size), b.cfg.duration)
 		results = append(results, p.run(ctx, b.cfg.duration))
 		if b.proc != nil {
-			select {
-			case <-b.proc.done:
-				return results, fmt.Errorf("cairn exited during %s (%v): %s", name, b.proc.waitErr, b.proc.log.last())
-			default:
+			if !b.proc.p.Running() {
+				return results, fmt.Errorf("cairn exited during %s (%v): %s", name, b.proc.p.ExitErr(), b.proc.p.LogTail(1))
 			}
 		}
 	}

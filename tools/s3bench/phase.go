@@ -3,13 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
-	benchlib "github.com/cairnfs/cairn/internal/bench"
 	"math/rand/v2"
 	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	benchlib "github.com/cairnfs/cairn/internal/bench"
 )
 
 // window is how far into a dataset's content an object may start.

@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	benchlib "github.com/cairnfs/cairn/internal/bench"
 	"io"
 	"os"
 	"runtime"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	benchlib "github.com/cairnfs/cairn/internal/bench"
 )
 
 // phaseResult is the figures of one phase.

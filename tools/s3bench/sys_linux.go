@@ -46,11 +46,6 @@ func procCPU(pid int) time.Duration {
 	return time.Duration(ut+st) * time.Second / clockTicks
 }
 
-// childAttr makes a started server die with this process, even if it is killed.
-func childAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-}
-
 // fsType names the file system that holds dir.
 func fsType(dir string) string {
 	var st syscall.Statfs_t

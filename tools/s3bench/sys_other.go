@@ -3,14 +3,12 @@
 package main
 
 import (
-	"syscall"
 	"time"
 )
 
-func selfCPU() time.Duration          { return 0 }
-func procCPU(int) time.Duration       { return -1 }
-func childAttr() *syscall.SysProcAttr { return nil }
-func fsType(string) string            { return "" }
-func machineBusy() time.Duration      { return -1 }
+func selfCPU() time.Duration     { return 0 }
+func procCPU(int) time.Duration  { return -1 }
+func fsType(string) string       { return "" }
+func machineBusy() time.Duration { return -1 }
 
 func procTimes() map[int]procTime { return nil }

@@ -9,8 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	mrand "math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/cairnfs/cairn/internal/proc"
 )
 
 // cluster is N cairn server processes on loopback, each with its data directory on its
@@ -47,26 +46,24 @@ type cluster struct {
 // --segment-size the soak passes (8 MiB) + 64 MiB.
 const spaceReserve = 2*8<<20 + 64<<20
 
-// node is one cairn server process; it can be killed, restarted, paused and resumed.
+// node is one cairn server process (internal/proc); it can be killed, restarted, paused
+// and resumed. Its addresses are those its first start bound (random ports below the
+// ephemeral range: proc.Config.LowPorts), kept across restarts.
 type node struct {
 	cl      *cluster
 	idx     int
 	id      string
-	s3Addr  string
+	s3Addr  string // set by the first start
 	admin   string
 	addr    string
 	mnt     string // tmpfs mount point, "" if none
 	data    string // --data
 	logPath string
-	args    []string
+	args    []string // server flags other than the addresses and --data
 	client  *s3.Client
 
-	mu       sync.Mutex
-	cmd      *exec.Cmd
-	exited   chan struct{} // closed when the current process has exited
-	expected bool          // the current process was told to exit
-	paused   bool
-	waitErr  error
+	mu sync.Mutex
+	p  *proc.Proc // nil until the first start
 }
 
 func randHex(n int) string {
@@ -75,49 +72,13 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// freeAddr returns a loopback address nothing listens on, with a port below the kernel's
-// ephemeral range when there is room: a node restarted after kill -9 binds its addresses
-// again, and a port in the ephemeral range may meanwhile be the source port of some
-// outgoing connection.
-func freeAddr() (string, error) {
-	lo := 32768
-	if data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		fmt.Sscan(string(data), &lo)
-	}
-	if lo > 12000 {
-		for try := 0; try < 100; try++ {
-			addr := fmt.Sprintf("127.0.0.1:%d", 10000+mrand.IntN(lo-10000))
-			if ln, err := net.Listen("tcp", addr); err == nil {
-				ln.Close()
-				return addr, nil
-			}
-		}
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
 // newCluster prepares the nodes' directories and mounts; start starts them.
 func newCluster(cfg *config, lg *logger) (*cluster, error) {
 	c := &cluster{cfg: cfg, log: lg, access: "CAIRNSOAK" + strings.ToUpper(randHex(6)), secret: randHex(20), clusterSecret: randHex(24)}
 	c.tmpfs = true // until a mount fails
 	c.peak = make([]int64, cfg.nodes)
-	used := map[string]bool{} // addresses given to nodes (freeAddr closes its listener)
 	for i := 0; i < cfg.nodes; i++ {
 		n := &node{cl: c, idx: i, id: fmt.Sprintf("node%d", i+1), logPath: filepath.Join(cfg.dir, fmt.Sprintf("node%d.log", i+1))}
-		var err error
-		for _, p := range []*string{&n.s3Addr, &n.admin, &n.addr} {
-			for *p == "" || used[*p] {
-				if *p, err = freeAddr(); err != nil {
-					return c, err
-				}
-			}
-			used[*p] = true
-		}
 		root := filepath.Join(cfg.dir, n.id)
 		if err := os.MkdirAll(root, 0o755); err != nil {
 			return c, err
@@ -131,23 +92,11 @@ func newCluster(cfg *config, lg *logger) (*cluster, error) {
 			}
 		}
 		n.data = filepath.Join(root, "data")
-		n.args = []string{"server", "--data", n.data, "--listen", n.s3Addr, "--admin-listen", n.admin, "--pprof", "--node-addr", n.addr,
-			"--node-id", n.id, "--zone", fmt.Sprintf("z%d", i%3+1), "--replicas", fmt.Sprint(cfg.replicas),
+		n.args = []string{"--pprof", "--node-id", n.id, "--zone", fmt.Sprintf("z%d", i%3+1), "--replicas", fmt.Sprint(cfg.replicas),
 			"--down-after", cfg.downAfter.String(), "--sync-interval", cfg.syncInterval.String(),
 			// Small segments and frequent compaction keep a node's space use well inside its
 			// tmpfs (the free-space reserve is 2 segments + 64 MiB).
 			"--segment-size", "8MiB", "--compact-interval", "5s", "--cache-size", "16MiB"}
-		if i > 0 {
-			n.args = append(n.args, "--join", c.nodes[0].addr)
-		}
-		n.client = s3.New(s3.Options{
-			Region:           "us-east-1",
-			BaseEndpoint:     aws.String("http://" + n.s3Addr),
-			UsePathStyle:     true,
-			Credentials:      credentials.NewStaticCredentialsProvider(c.access, c.secret, ""),
-			RetryMaxAttempts: 1,
-			HTTPClient:       &http.Client{Timeout: cfg.clientTO, Transport: &http.Transport{MaxIdleConnsPerHost: 32, IdleConnTimeout: 30 * time.Second}},
-		})
 		c.nodes = append(c.nodes, n)
 	}
 	if !c.tmpfs {
@@ -159,8 +108,6 @@ func newCluster(cfg *config, lg *logger) (*cluster, error) {
 		}
 		cfg.faults = kept
 	}
-	info, _ := json.MarshalIndent(c.describe(), "", "  ")
-	os.WriteFile(filepath.Join(cfg.dir, "cluster.json"), info, 0o600)
 	return c, nil
 }
 
@@ -181,18 +128,24 @@ func (c *cluster) describe() any {
 		Nodes         []nd   `json:"nodes"`
 	}{AccessKey: c.access, SecretKey: c.secret, ClusterSecret: c.clusterSecret}
 	for _, n := range c.nodes {
-		out.Nodes = append(out.Nodes, nd{n.id, n.s3Addr, n.admin, n.addr, n.logPath, n.args})
+		var args []string
+		if n.p != nil {
+			args = n.p.Args()
+		}
+		out.Nodes = append(out.Nodes, nd{n.id, n.s3Addr, n.admin, n.addr, n.logPath, args})
 	}
 	return out
 }
 
-// start starts every node: the first bootstraps the cluster, the others join it.
+// start starts every node: the first bootstraps the cluster, the others join it. Then
+// it writes DIR/cluster.json, what is needed to look at the nodes or restart one by hand.
 func (c *cluster) start(ctx context.Context) error {
 	if err := c.nodes[0].start(ctx); err != nil {
 		return err
 	}
 	errs := make(chan error, len(c.nodes))
 	for _, n := range c.nodes[1:] {
+		n.args = append(n.args, "--join", c.nodes[0].addr)
 		go func() { errs <- n.start(ctx) }()
 	}
 	var first error
@@ -201,125 +154,66 @@ func (c *cluster) start(ctx context.Context) error {
 			first = err
 		}
 	}
-	return first
-}
-
-// readyWriter copies a node's stdout to its log and reports the line that says it serves.
-type readyWriter struct {
-	w     io.Writer
-	buf   []byte
-	ready chan struct{}
-	once  sync.Once
-}
-
-func (r *readyWriter) Write(p []byte) (int, error) {
-	r.buf = append(r.buf, p...)
-	if i := bytes.LastIndexByte(r.buf, '\n'); i >= 0 {
-		if bytes.Contains(r.buf[:i], []byte("S3 endpoint:")) {
-			r.once.Do(func() { close(r.ready) })
-		}
-		r.buf = append(r.buf[:0], r.buf[i+1:]...)
+	if first != nil {
+		return first
 	}
-	return r.w.Write(p)
+	for _, n := range c.nodes {
+		n.client = s3.New(s3.Options{
+			Region:           "us-east-1",
+			BaseEndpoint:     aws.String("http://" + n.s3Addr),
+			UsePathStyle:     true,
+			Credentials:      credentials.NewStaticCredentialsProvider(c.access, c.secret, ""),
+			RetryMaxAttempts: 1,
+			HTTPClient:       &http.Client{Timeout: c.cfg.clientTO, Transport: &http.Transport{MaxIdleConnsPerHost: 32, IdleConnTimeout: 30 * time.Second}},
+		})
+	}
+	info, _ := json.MarshalIndent(c.describe(), "", "  ")
+	return os.WriteFile(filepath.Join(c.cfg.dir, "cluster.json"), info, 0o600)
 }
 
-// start starts the node's process with its arguments and waits until it serves.
+// start starts the node's process (the first time, on new addresses; then on the same
+// ones) and waits until it serves.
 func (n *node) start(ctx context.Context) error {
-	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	n.mu.Lock()
+	p := n.p
+	n.mu.Unlock()
+	if p != nil {
+		return p.Restart(ctx)
+	}
+	p, err := proc.Start(ctx, proc.Config{Bin: n.cl.cfg.cairn, Name: n.id, Dir: n.cl.cfg.dir, DataDir: n.data, LogPath: n.logPath,
+		LowPorts: true, Args: n.args, SysProcAttr: procAttr(), StartTimeout: 60 * time.Second, StopTimeout: 40 * time.Second,
+		Env: []string{"CAIRN_ACCESS_KEY=" + n.cl.access, "CAIRN_SECRET_KEY=" + n.cl.secret, "CAIRN_CLUSTER_SECRET=" + n.cl.clusterSecret},
+		OnExit: func(_ *proc.Proc, err error) {
+			if n.cl.onExit != nil {
+				n.cl.onExit(n, err)
+			}
+		}})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(logf, "=== soak: starting %s at %s\n", n.id, time.Now().Format("15:04:05.000"))
-	cmd := exec.Command(n.cl.cfg.cairn, n.args...)
-	cmd.Env = append(os.Environ(), "CAIRN_ACCESS_KEY="+n.cl.access, "CAIRN_SECRET_KEY="+n.cl.secret, "CAIRN_CLUSTER_SECRET="+n.cl.clusterSecret)
-	rw := &readyWriter{w: logf, ready: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = rw, logf
-	setProcAttr(cmd)
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return err
-	}
-	exited := make(chan struct{})
 	n.mu.Lock()
-	n.cmd, n.exited, n.expected, n.paused, n.waitErr = cmd, exited, false, false, nil
+	n.p = p
+	n.s3Addr, n.admin, n.addr = p.S3Addr(), p.AdminAddr(), p.NodeAddr()
 	n.mu.Unlock()
-	go func() {
-		err := cmd.Wait()
-		logf.Close()
-		n.mu.Lock()
-		n.waitErr = err
-		expected := n.expected
-		n.mu.Unlock()
-		close(exited)
-		if !expected && n.cl.onExit != nil {
-			n.cl.onExit(n, err)
-		}
-	}()
-	select {
-	case <-rw.ready:
-		return nil
-	case <-exited:
-		return fmt.Errorf("%s exited before it served (%v); log: %s\n%s", n.id, n.exitErr(), n.logPath, n.logTail(15))
-	case <-time.After(60 * time.Second):
-		n.kill()
-		return fmt.Errorf("%s did not serve within 60s; log: %s\n%s", n.id, n.logPath, n.logTail(15))
-	case <-ctx.Done():
-		n.kill()
-		return ctx.Err()
-	}
+	return nil
 }
 
-func (n *node) exitErr() error {
+func (n *node) current() *proc.Proc {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.waitErr
+	return n.p
 }
 
 // running reports whether the node's process is alive (possibly paused).
 func (n *node) running() bool {
-	n.mu.Lock()
-	ch := n.exited
-	n.mu.Unlock()
-	if ch == nil {
-		return false
-	}
-	select {
-	case <-ch:
-		return false
-	default:
-		return true
-	}
-}
-
-// signal sends sig to the running process; expectExit marks the exit it causes as ours.
-func (n *node) signal(sig syscall.Signal, expectExit bool) (exited chan struct{}) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd == nil {
-		return nil
-	}
-	select {
-	case <-n.exited:
-		return n.exited
-	default:
-	}
-	if expectExit {
-		n.expected = true
-	}
-	switch sig {
-	case syscall.SIGSTOP:
-		n.paused = true
-	case syscall.SIGCONT:
-		n.paused = false
-	}
-	n.cmd.Process.Signal(sig)
-	return n.exited
+	p := n.current()
+	return p != nil && p.Running()
 }
 
 // kill sends SIGKILL and waits for the process to go.
 func (n *node) kill() {
-	if ch := n.signal(syscall.SIGKILL, true); ch != nil {
-		<-ch
+	if p := n.current(); p != nil {
+		p.Kill()
 	}
 }
 
@@ -327,23 +221,26 @@ func (n *node) kill() {
 // requests 30 s) and waits for it. It returns how long that took, and whether the
 // process had to be killed.
 func (n *node) stop() (time.Duration, bool) {
-	t0 := time.Now()
-	n.signal(syscall.SIGCONT, false)
-	ch := n.signal(syscall.SIGTERM, true)
-	if ch == nil {
+	p := n.current()
+	if p == nil || !p.Running() {
 		return 0, false
 	}
-	select {
-	case <-ch:
-		return time.Since(t0), false
-	case <-time.After(40 * time.Second):
-		n.kill()
-		return time.Since(t0), true
+	t0 := time.Now()
+	err := p.Stop()
+	return time.Since(t0), errors.Is(err, proc.ErrStopTimeout)
+}
+
+func (n *node) pause() {
+	if p := n.current(); p != nil {
+		p.Pause()
 	}
 }
 
-func (n *node) pause()  { n.signal(syscall.SIGSTOP, false) }
-func (n *node) resume() { n.signal(syscall.SIGCONT, false) }
+func (n *node) resume() {
+	if p := n.current(); p != nil {
+		p.Resume()
+	}
+}
 
 // logTail returns the last lines of the node's log.
 func (n *node) logTail(lines int) string {

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"syscall"
 )
 
@@ -21,10 +20,10 @@ func unmount(dir string) error {
 	return err
 }
 
-// setProcAttr puts a node in its own process group (a Ctrl-C meant for the soak does not
+// procAttr puts a node in its own process group (a Ctrl-C meant for the soak does not
 // reach it: the soak stops it) and has the kernel kill it if the soak dies.
-func setProcAttr(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+func procAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
 
 // fallocate allocates n bytes to f at once.

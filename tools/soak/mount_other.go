@@ -5,7 +5,6 @@ package main
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"syscall"
 )
 
@@ -13,6 +12,6 @@ func mountTmpfs(dir, size string) error { return errors.New("tmpfs mounts need L
 
 func unmount(dir string) error { return nil }
 
-func setProcAttr(cmd *exec.Cmd) { cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} }
+func procAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
 
 func fallocate(f *os.File, n int64) error { return errors.ErrUnsupported }
