@@ -6,7 +6,7 @@ LDFLAGS := -X main.version=$(VERSION)
 VENV    := .venv
 # Packages fast enough to run under the race detector in CI.
 RACE_PKGS := ./internal/errors/... ./internal/store/... ./internal/sigv4/... ./internal/checksum/... ./internal/s3api/... ./internal/server/... ./internal/bench \
-             ./internal/hlc/... ./internal/placement/... ./internal/policy/... ./internal/erasure/... ./internal/clustermap/... ./internal/rpc/... ./internal/node/... ./internal/gateway/... \
+             ./internal/hlc/... ./internal/placement/... ./internal/policy/... ./internal/erasure/... ./internal/clustermap/... ./internal/rpc/... ./internal/replica/... ./internal/wire/... ./internal/object/... ./internal/metrics/... ./internal/gateway/... \
              ./internal/proc/... ./internal/testutil/...
 FUZZTIME ?= 10s
 FUZZFLAGS ?=
@@ -73,6 +73,7 @@ test-long: build ## the long tier: process-level tests (crash safety, memory, cl
 _test-long:
 	CAIRN_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m ./cmd/... ./tools/... ./internal/bench/plot
 	$(GO) test -count=1 -run 'Alloc' ./internal/erasure/ ./internal/policy/ # allocation bounds: skipped under -race, so run here
+	$(GO) test -count=1 -run 'TestPowerCut|TestFormatV1' ./internal/store/ # the full power-cut test (short under -race)
 
 test-e2e: test-long # the long tier's former name
 

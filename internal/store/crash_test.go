@@ -27,7 +27,7 @@ import (
 
 var (
 	crashSeed = flag.Uint64("crash.seed", 0, "run TestPowerCut with this seed only")
-	crashRuns = flag.Int("crash.runs", 0, "TestPowerCut runs (0: 60, or 12 with -short)")
+	crashRuns = flag.Int("crash.runs", 0, "TestPowerCut runs (0: 60, or 12 with -short or -race)")
 )
 
 // TestPowerCut cuts power under a random workload and checks what survives. Each run keeps
@@ -51,7 +51,7 @@ func TestPowerCut(t *testing.T) {
 	runs := *crashRuns
 	if runs == 0 {
 		runs = 60
-		if testing.Short() {
+		if testing.Short() || raceBuild {
 			runs = 12
 		}
 	}
