@@ -178,7 +178,9 @@ func TestECShardMoveDestinationDown(t *testing.T) {
 	}
 	c.restart(6)
 	for round := 1; ; round++ {
-		if st := c.syncUp(t); st.ShardsWaiting == 0 && st.ShardsMoved == 0 {
+		st := c.syncUp(t)
+		t.Logf("round %d: %+v", round, st)
+		if st.ShardsWaiting == 0 && st.ShardsMoved == 0 {
 			break
 		}
 		if round == 4 {
