@@ -272,7 +272,7 @@ func (a *adminHandler) drained(ctx context.Context, n clustermap.Node) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var p gateway.SyncProgress
-	err := a.rpc.DoJSON(ctx, &rpc.Request{Method: http.MethodGet, Addr: n.Addr, Path: pathRecovery, Query: map[string][]string{"held": {"1"}}}, &p)
+	err := a.rpc.DoJSON(ctx, &rpc.Request{Method: http.MethodGet, Addr: n.Addr, Path: wire.PathRecovery, Query: map[string][]string{"held": {"1"}}}, &p)
 	switch {
 	case err != nil && n.State == clustermap.StateOut:
 		return nil
@@ -314,7 +314,7 @@ func (a *adminHandler) recovery(ctx context.Context, method, rate string) (*Reco
 		out.Nodes[i].Node = n.ID
 	}
 	a.askStorageNodes(ctx, nodes, func(ctx context.Context, i int, n clustermap.Node) error {
-		req := &rpc.Request{Method: http.MethodGet, Addr: n.Addr, Path: pathRecovery}
+		req := &rpc.Request{Method: http.MethodGet, Addr: n.Addr, Path: wire.PathRecovery}
 		if method == http.MethodPost {
 			req.Method, req.Query = http.MethodPost, map[string][]string{"rate": {rate}}
 		}
@@ -363,7 +363,7 @@ func (a *adminHandler) scrub(ctx context.Context, method, action, node string) (
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req := &rpc.Request{Method: http.MethodGet, Addr: n.Addr, Path: pathScrub}
+			req := &rpc.Request{Method: http.MethodGet, Addr: n.Addr, Path: wire.PathScrub}
 			if method == http.MethodPost {
 				req.Method, req.Query = http.MethodPost, map[string][]string{"action": {action}}
 			}
@@ -407,7 +407,7 @@ func (a *adminHandler) status(ctx context.Context) *Status {
 		go func() {
 			defer wg.Done()
 			var ns NodeStats
-			err := a.rpc.DoJSON(ctx, &rpc.Request{Method: http.MethodGet, Addr: n.Addr, Path: pathStats}, &ns)
+			err := a.rpc.DoJSON(ctx, &rpc.Request{Method: http.MethodGet, Addr: n.Addr, Path: wire.PathStats}, &ns)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -465,7 +465,7 @@ func (a *adminHandler) replace(ctx context.Context, bucket string) *Replace {
 	}
 	a.askStorageNodes(ctx, nodes, func(ctx context.Context, i int, n clustermap.Node) error {
 		var ps []gateway.ApplyProgress
-		if err := a.rpc.DoJSON(ctx, &rpc.Request{Method: http.MethodGet, Addr: n.Addr, Path: pathReplace}, &ps); err != nil {
+		if err := a.rpc.DoJSON(ctx, &rpc.Request{Method: http.MethodGet, Addr: n.Addr, Path: wire.PathReplace}, &ps); err != nil {
 			return err
 		}
 		for _, p := range ps {

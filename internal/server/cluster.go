@@ -24,22 +24,6 @@ import (
 	"github.com/cairnfs/cairn/internal/wire"
 )
 
-// Paths of the cluster protocol served on the node address (signed with the secret).
-const (
-	pathMap   = "/internal/v1/map"
-	pathJoin  = "/internal/v1/join"
-	pathApply = "/internal/v1/apply"
-	pathStats = "/internal/v1/stats"
-	// pathMapInfo answers the epoch and digest of a node's map (the ring monitor).
-	pathMapInfo = "/internal/v1/mapinfo"
-	// pathScrub answers a node's deep-scrub status; POST ?action=start|pause acts on it.
-	pathScrub = "/internal/v1/scrub"
-	// pathRecovery answers a node's recovery progress; POST ?rate=N sets its copy rate.
-	pathRecovery = "/internal/v1/recovery"
-	// pathReplace answers a node's progress re-placing objects by their bucket's policy.
-	pathReplace = "/internal/v1/replace"
-)
-
 type mapInfo struct {
 	Epoch  uint64 `json:"epoch"`
 	Digest string `json:"digest"`
@@ -70,7 +54,7 @@ func ringMonitor(ctx context.Context, mgr *clustermap.Manager, c *rpc.Client, se
 		p := peers[mrand.IntN(len(peers))]
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		var info mapInfo
-		err := c.DoJSON(rctx, &rpc.Request{Method: http.MethodGet, Addr: p.Addr, Path: pathMapInfo}, &info)
+		err := c.DoJSON(rctx, &rpc.Request{Method: http.MethodGet, Addr: p.Addr, Path: wire.PathMapInfo}, &info)
 		cancel()
 		if err != nil {
 			continue // a peer that does not answer is the failure detector's business
@@ -201,7 +185,7 @@ func (a *applyer) Apply(ctx context.Context, c clustermap.Command) (*clustermap.
 			var ans struct {
 				Epoch uint64 `json:"epoch"`
 			}
-			err = a.rpc.DoJSON(ctx, &rpc.Request{Method: http.MethodPost, Addr: addr, Path: pathApply, Body: bytes.NewReader(body), Size: int64(len(body))}, &ans)
+			err = a.rpc.DoJSON(ctx, &rpc.Request{Method: http.MethodPost, Addr: addr, Path: wire.PathApply, Body: bytes.NewReader(body), Size: int64(len(body))}, &ans)
 			if err == nil {
 				m, err = a.mgr.WaitEpoch(ctx, ans.Epoch)
 			}
@@ -238,7 +222,7 @@ func (a *applyer) Refresh(ctx context.Context) error {
 		return errors.E(errors.Transient, "no raft leader")
 	}
 	var info mapInfo
-	if err := a.rpc.DoJSON(ctx, &rpc.Request{Method: http.MethodGet, Addr: addr, Path: pathMapInfo}, &info); err != nil {
+	if err := a.rpc.DoJSON(ctx, &rpc.Request{Method: http.MethodGet, Addr: addr, Path: wire.PathMapInfo}, &info); err != nil {
 		return err
 	}
 	_, err := a.mgr.WaitEpoch(ctx, info.Epoch)
@@ -253,7 +237,7 @@ func join(ctx context.Context, c *rpc.Client, addr string, self clustermap.Node)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
-		err := c.DoJSON(ctx, &rpc.Request{Method: http.MethodPost, Addr: addr, Path: pathJoin, Body: bytes.NewReader(body), Size: int64(len(body))}, &m)
+		err := c.DoJSON(ctx, &rpc.Request{Method: http.MethodPost, Addr: addr, Path: wire.PathJoin, Body: bytes.NewReader(body), Size: int64(len(body))}, &m)
 		if err == nil {
 			return &m, nil
 		}
@@ -284,9 +268,9 @@ type clusterHandler struct {
 
 func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
-	case pathMap:
+	case wire.PathMap:
 		writeJSON(w, h.mgr.Current())
-	case pathScrub:
+	case wire.PathScrub:
 		if h.scrub == nil {
 			wire.WriteError(w, errors.E(errors.NotExist, "this node has no storage role: nothing to scrub"))
 			return
@@ -303,9 +287,9 @@ func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		writeJSON(w, h.scrub.Status())
-	case pathReplace:
+	case wire.PathReplace:
 		writeJSON(w, h.gw.ApplyStatus())
-	case pathRecovery:
+	case wire.PathRecovery:
 		if r.Method == http.MethodPost {
 			rate, err := strconv.ParseInt(r.URL.Query().Get("rate"), 10, 64)
 			if err != nil || rate < 0 {
@@ -325,12 +309,12 @@ func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			p.HandoffObjects, p.HandoffBytes = objs, n
 		}
 		writeJSON(w, p)
-	case pathMapInfo:
+	case wire.PathMapInfo:
 		m := h.mgr.Current()
 		writeJSON(w, mapInfo{Epoch: m.Epoch, Digest: m.Digest()})
-	case pathStats:
+	case wire.PathStats:
 		writeJSON(w, h.stats())
-	case pathJoin:
+	case wire.PathJoin:
 		var n clustermap.Node
 		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&n); err != nil || n.ID == "" || n.Addr == "" {
 			wire.WriteError(w, errors.E(errors.Invalid, "malformed join request"))
@@ -343,7 +327,7 @@ func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeJSON(w, m)
-	case pathApply:
+	case wire.PathApply:
 		if !h.mgr.IsLeader() {
 			wire.WriteError(w, errors.E(errors.Transient, clustermap.ErrNotLeader))
 			return

@@ -23,6 +23,7 @@ import (
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/s3api"
 	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/wire"
 )
 
 // A node's life has three stages:
@@ -300,7 +301,7 @@ func (n *instance) internodeMux() *http.ServeMux {
 		return ns
 	}}
 	imux := http.NewServeMux()
-	for _, p := range []string{"/internal/v1/map", "/internal/v1/join", "/internal/v1/apply", "/internal/v1/stats", pathMapInfo, pathScrub, pathRecovery, pathReplace} {
+	for _, p := range []string{wire.PathMap, wire.PathJoin, wire.PathApply, wire.PathStats, wire.PathMapInfo, wire.PathScrub, wire.PathRecovery, wire.PathReplace} {
 		imux.Handle(p, ch)
 	}
 	if n.st != nil {

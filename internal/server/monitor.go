@@ -9,6 +9,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/rpc"
+	"github.com/cairnfs/cairn/internal/wire"
 )
 
 // monitor is the node-state monitor (LeoFS's NodeState monitor): on the Raft leader it
@@ -93,7 +94,7 @@ func (mo *monitor) probe(ctx context.Context, m *clustermap.Map) map[string]bool
 		go func() {
 			defer wg.Done()
 			var info mapInfo
-			if err := mo.rpc.DoJSON(pctx, &rpc.Request{Method: http.MethodGet, Addr: n.Addr, Path: pathMapInfo}, &info); err == nil {
+			if err := mo.rpc.DoJSON(pctx, &rpc.Request{Method: http.MethodGet, Addr: n.Addr, Path: wire.PathMapInfo}, &info); err == nil {
 				mu.Lock()
 				answered[n.ID] = true
 				mu.Unlock()

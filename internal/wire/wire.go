@@ -92,6 +92,23 @@ const (
 	PathDigest = "/internal/v1/digest"
 )
 
+// Paths of the cluster protocol, served on the node address by every node (package
+// server); their messages are clustermap's types.
+const (
+	PathMap   = "/internal/v1/map"   // GET: the node's cluster map
+	PathJoin  = "/internal/v1/join"  // POST a clustermap.Node: add it to the cluster (leader)
+	PathApply = "/internal/v1/apply" // POST a clustermap.Command: apply it to the map (leader)
+	PathStats = "/internal/v1/stats" // GET: the node's figures (disk, hints, sync, recovery)
+	// PathMapInfo answers the epoch and digest of a node's map (the ring monitor).
+	PathMapInfo = "/internal/v1/mapinfo"
+	// PathScrub answers a node's deep-scrub status; POST ?action=start|pause acts on it.
+	PathScrub = "/internal/v1/scrub"
+	// PathRecovery answers a node's recovery progress; POST ?rate=N sets its copy rate.
+	PathRecovery = "/internal/v1/recovery"
+	// PathReplace answers a node's progress re-placing objects by their bucket's policy.
+	PathReplace = "/internal/v1/replace"
+)
+
 // Query keys.
 const (
 	QBucket    = "b"      // bucket
