@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
+	"fmt"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/replica/replicatest"
+	"github.com/cairnfs/cairn/internal/testutil/proctest"
 )
 
 func write(b []byte) replica.Write {
@@ -61,11 +63,14 @@ func TestFaults(t *testing.T) {
 		f.HangBodyAfter(1000)
 		done := make(chan error, 1)
 		go func() { _, err := f.Wrap(l).Put(ctx, write(b)); done <- err }()
-		select {
-		case err := <-done:
-			t.Fatalf("a hung body finished: %v", err)
-		case <-time.After(50 * time.Millisecond): // the write must still be waiting
-		}
+		proctest.Holds(t, 100*time.Millisecond, func() error {
+			select {
+			case err := <-done:
+				return fmt.Errorf("a hung body finished: %v", err)
+			default:
+				return nil
+			}
+		})
 		f.Heal()
 		if err := <-done; err != nil {
 			t.Fatalf("after heal: %v", err)

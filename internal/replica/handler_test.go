@@ -162,7 +162,8 @@ func (e *env) put(c *rpc.Client, b, k string, v uint64, meta *object.Object, dat
 	return wire.DecodeMeta(resp.Header.Get(wire.HdrMeta))
 }
 
-// trailerReader calls fill just before it returns EOF (the pattern of gateway.putReplica).
+// trailerReader calls fill just before it returns EOF, as Remote.Put does: this test builds
+// raw requests to reach the handler with what a gateway would never send.
 type trailerReader struct {
 	r    io.Reader
 	fill func()

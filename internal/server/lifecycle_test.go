@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/sigv4"
+	"github.com/cairnfs/cairn/internal/testutil/proctest"
 )
 
 // lockedBuffer is a log sink shared by a node's goroutines.
@@ -186,10 +187,12 @@ func TestShutdownUnderLoad(t *testing.T) {
 		}
 		// Stop once the load is under way, at a different point each cycle.
 		target := int64(20 + rng.IntN(60))
-		deadline := time.Now().Add(60 * time.Second)
-		for ops.Load() < target && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond) // polling the load's progress
-		}
+		proctest.WaitFor(t, 60*time.Second, func() error {
+			if n := ops.Load(); n < target {
+				return fmt.Errorf("cycle %d: %d operations done, waiting for %d", cycle, n, target)
+			}
+			return nil
+		})
 		cancel()
 		var err error
 		select {
@@ -203,16 +206,12 @@ func TestShutdownUnderLoad(t *testing.T) {
 			t.Fatalf("cycle %d: Run: %v\n%s", cycle, err, logs)
 		}
 		// Every goroutine the node started has ended: no loop outlives the store.
-		var left string
-		for end := time.Now().Add(10 * time.Second); ; {
-			if left = nodeGoroutines(); left == "" || time.Now().After(end) {
-				break
+		proctest.WaitFor(t, 10*time.Second, func() error {
+			if left := nodeGoroutines(); left != "" {
+				return fmt.Errorf("cycle %d: goroutines of the node outlive Run:\n%s", cycle, left)
 			}
-			time.Sleep(10 * time.Millisecond) // polling for goroutines to finish
-		}
-		if left != "" {
-			t.Fatalf("cycle %d: goroutines of the node outlive Run:\n%s", cycle, left)
-		}
+			return nil
+		})
 		out := logs.String()
 		for _, bad := range []string{"after it was closed", "panic", "stopped cleanly"} {
 			has := strings.Contains(out, bad)
