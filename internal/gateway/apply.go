@@ -14,6 +14,7 @@ import (
 	"github.com/cairnfs/cairn/internal/policy"
 	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/topology"
 )
 
 // Re-placing existing objects (cairn admin policy apply). An apply request raises the
@@ -221,14 +222,14 @@ const applyWorkers = 4
 // applyOne visits bucket/key for ApplyPass; false means it must be visited again.
 func (g *Gateway) applyOne(ctx context.Context, pol *policy.Policy, bucket, key string, pace *pacer) bool {
 	// The key's first holder in placement order visits it (whoever asks).
-	tc, err := g.table(g.cfg.Maps.Current())
+	tc, err := g.topo.Layout(g.cfg.Maps.Current())
 	if err != nil {
 		return false
 	}
-	if ids := tc.t.Lookup(bucket, key); len(ids) == 0 || ids[0] != g.cfg.NodeID {
+	if ids := tc.Table.Lookup(bucket, key); len(ids) == 0 || ids[0] != g.cfg.NodeID {
 		return true
 	}
-	_, ts, err := g.replicas(bucket, key)
+	_, ts, err := g.topo.Replicas(bucket, key)
 	if err != nil {
 		return false
 	}
@@ -268,7 +269,7 @@ const (
 
 // replace rewrites bucket/key (this node's record o of it) into the class pol chooses,
 // if that differs from how it is stored.
-func (g *Gateway) replace(ctx context.Context, pol *policy.Policy, bucket, key string, o *object.Object, ts []target, pace *pacer) (replaceOutcome, error) {
+func (g *Gateway) replace(ctx context.Context, pol *policy.Policy, bucket, key string, o *object.Object, ts []topology.Target, pace *pacer) (replaceOutcome, error) {
 	name, _ := pol.Evaluate(policy.Object{Key: key, Size: o.Size, ContentType: o.ContentType})
 	if name == "" {
 		return kept, nil // no rule and no default: the object stays where it is
@@ -282,8 +283,8 @@ func (g *Gateway) replace(ctx context.Context, pol *policy.Policy, bucket, key s
 		return kept, nil
 	}
 	for _, t := range ts {
-		if t.down {
-			return kept, errors.Errorf("", errors.Transient, "holder %s is down: every holder must take the rewrite", t.id)
+		if t.Down {
+			return kept, errors.Errorf("", errors.Transient, "holder %s is down: every holder must take the rewrite", t.ID)
 		}
 	}
 	pace.wait(ctx, o.Size)
@@ -313,9 +314,9 @@ func placedIn(m *clustermap.Map, o *object.Object, cls clustermap.Class) bool {
 // placedEverywhere reports whether every other holder's record of version v is stored
 // as cls stores objects: a rewrite that reached only some holders is finished by the
 // next pass. A holder with a newer version or none counts as placed (nothing to redo).
-func (g *Gateway) placedEverywhere(ctx context.Context, m *clustermap.Map, bucket, key string, v uint64, cls clustermap.Class, ts []target) bool {
+func (g *Gateway) placedEverywhere(ctx context.Context, m *clustermap.Map, bucket, key string, v uint64, cls clustermap.Class, ts []topology.Target) bool {
 	for _, t := range ts {
-		if t.local || t.down {
+		if t.Local || t.Down {
 			continue
 		}
 		o, err := g.replica(t).Stat(ctx, bucket, key)
@@ -329,7 +330,7 @@ func (g *Gateway) placedEverywhere(ctx context.Context, m *clustermap.Map, bucke
 // rewrite stores version v of bucket/key again in class cls, on every holder ts, keeping
 // its version, metadata and modification time. It returns false when a newer version or
 // a delete came first (nothing to do: the newer write was placed when it was made).
-func (g *Gateway) rewrite(ctx context.Context, bucket, key string, v uint64, cls clustermap.Class, ts []target) (bool, error) {
+func (g *Gateway) rewrite(ctx context.Context, bucket, key string, v uint64, cls clustermap.Class, ts []topology.Target) (bool, error) {
 	rd, err := g.OpenObject(ctx, bucket, key)
 	if errors.Is(errors.NotExist, err) {
 		return false, nil
@@ -391,7 +392,7 @@ func (g *Gateway) rewrite(ctx context.Context, bucket, key string, v uint64, cls
 		// Shard collection may take chunks of a tag no record names after relayoutGrace.
 		return false, errors.Errorf("", errors.Transient, "rewriting took %s: the chunks may be collected before the record names them; retried later", time.Since(began).Round(time.Second))
 	}
-	ok, failed := g.fanOut(wctx, ts, len(ts), bucket, key, v, never, func(ctx context.Context, t target) (*object.Object, error) {
+	ok, failed := g.fanOut(wctx, ts, len(ts), bucket, key, v, never, func(ctx context.Context, t topology.Target) (*object.Object, error) {
 		return g.replica(t).Put(ctx, replica.Write{Bucket: bucket, Key: key, Meta: &rec, Body: bytes.NewReader(nil), Version: v, FinalNow: &rec, Repair: true})
 	})
 	if len(ok) < len(ts) {

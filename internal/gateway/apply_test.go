@@ -190,7 +190,7 @@ func TestApplyPolicyRaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	cls, _ := c.maps.Current().ResolveClass("EC42")
-	_, ts, err := c.nodes[0].gw.replicas("b", "x.log")
+	_, ts, err := c.nodes[0].gw.topo.Replicas("b", "x.log")
 	if err != nil {
 		t.Fatal(err)
 	}

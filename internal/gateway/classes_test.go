@@ -9,6 +9,7 @@ import (
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/erasure"
 	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/topology"
 )
 
 // Replicated classes other than STANDARD keep the object's record on its STANDARD
@@ -58,8 +59,8 @@ func TestReplicatedClassOnDevices(t *testing.T) {
 	// checksummed copy; FAST has 3 copies per chunk, COLD 2 of 256 KiB chunks.
 	copies := map[string]int{}
 	for _, nd := range c.nodes {
-		nd.store.Scan(func(b, _ string) bool { return b == ShardBucket }, func(e object.VersionEntry) error {
-			rd, err := nd.store.OpenObject(ShardBucket, e.Key)
+		nd.store.Scan(func(b, _ string) bool { return b == topology.ShardBucket }, func(e object.VersionEntry) error {
+			rd, err := nd.store.OpenObject(topology.ShardBucket, e.Key)
 			if err != nil {
 				t.Fatal(err)
 			}

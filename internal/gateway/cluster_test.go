@@ -366,7 +366,7 @@ func (c *testCluster) index(id string) int {
 // replicaSet returns the indexes of bucket/key's replicas (primary first) and of the
 // other nodes.
 func (c *testCluster) replicaSet(bucket, key string) (replicas, others []int) {
-	ids, _, err := c.nodes[0].gw.Placement(bucket, key)
+	ids, _, err := c.nodes[0].gw.topo.Placement(bucket, key)
 	if err != nil {
 		c.tb.Fatal(err)
 	}

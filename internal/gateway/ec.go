@@ -22,7 +22,7 @@ import (
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/placement"
 	"github.com/cairnfs/cairn/internal/replica"
-	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/topology"
 )
 
 // Erasure-coded objects (classes with K > 0). The object's record lives on the key's
@@ -30,15 +30,11 @@ import (
 // into stripes of K shard units; each stripe is encoded into K data and M parity shards
 // (package erasure: every shard carries its own checksum), and the shards go to the K+M
 // distinct nodes of the stripe's partition in the class's placement table, as records of
-// the internal bucket ShardBucket. Stripes of one object land in different partitions, so
+// the internal bucket topology.ShardBucket. Stripes of one object land in different partitions, so
 // a large object spreads over the whole cluster. A node holds at most one shard of a
 // stripe, under the stripe's name: the shard's header says which one it is, so a shard
 // stays readable where it is when placement changes shift positions. See
 // docs/design/20261123_classes_and_ec.md.
-
-// ShardBucket is the internal bucket that holds shards on the storage nodes: no S3 bucket
-// can have this name (S3 bucket names start with a letter or digit).
-const ShardBucket = store.InternalPrefix + "shards"
 
 // The shard size of a full stripe is the class's chunk size (clustermap.DefaultChunk,
 // 1 MiB, unless the class sets one): a stripe holds K chunks of the object (4 MiB for
@@ -169,7 +165,7 @@ func (g *Gateway) code(k, m int) (*erasure.Code, error) {
 
 // putStriped stores src as an erasure-coded object of class cls: its stripes (putStripes),
 // then the record on the key's holders (the write quorum of STANDARD).
-func (g *Gateway) putStriped(ctx context.Context, cls clustermap.Class, holders []target, recW int, bucket, key string, meta *object.Object,
+func (g *Gateway) putStriped(ctx context.Context, cls clustermap.Class, holders []topology.Target, recW int, bucket, key string, meta *object.Object,
 	src io.Reader, size int64, finish func(*object.Object) error) (*object.Object, error) {
 	version := g.clock.Next()
 	total, err := g.putStripes(ctx, cls, bucket+"/"+key, src, size, func(i int64) string { return stripeKey(bucket, key, version, i) })
@@ -187,7 +183,7 @@ func (g *Gateway) putStriped(ctx context.Context, cls clustermap.Class, holders 
 	rec.ModTime = time.Now().UnixNano()
 	rec.HLC = version
 	rec.Striped, rec.Stripe = true, stripeLayout(cls)
-	ok, failed := g.fanOut(ctx, holders, recW, bucket, key, version, always, func(ctx context.Context, t target) (*object.Object, error) {
+	ok, failed := g.fanOut(ctx, holders, recW, bucket, key, version, always, func(ctx context.Context, t topology.Target) (*object.Object, error) {
 		return g.replica(t).Put(ctx, replica.Write{Bucket: bucket, Key: key, Meta: &rec, Body: bytes.NewReader(nil), Version: version, FinalNow: &rec})
 	})
 	if len(ok) < recW {
@@ -199,7 +195,7 @@ func (g *Gateway) putStriped(ctx context.Context, cls clustermap.Class, holders 
 
 // putStripedPart stores part n of an erasure-coded upload: its stripes, then the part's
 // record (striped, no body) on the key's holders.
-func (g *Gateway) putStripedPart(ctx context.Context, cls clustermap.Class, holders []target, recW int, bucket, key, uploadID string, n int,
+func (g *Gateway) putStripedPart(ctx context.Context, cls clustermap.Class, holders []topology.Target, recW int, bucket, key, uploadID string, n int,
 	src io.Reader, size int64, finish func(*object.Object) error) (*object.Object, error) {
 	total, err := g.putStripes(ctx, cls, bucket+"/"+key, src, size, func(i int64) string { return partStripeKey(bucket, key, uploadID, n, i) })
 	if err != nil {
@@ -213,7 +209,7 @@ func (g *Gateway) putStripedPart(ctx context.Context, cls clustermap.Class, hold
 	}
 	fin.Size = total
 	fin.Striped, fin.Stripe = true, stripeLayout(cls)
-	ok, failed := g.fanOut(ctx, holders, recW, bucket, key, 0, never, func(ctx context.Context, t target) (*object.Object, error) {
+	ok, failed := g.fanOut(ctx, holders, recW, bucket, key, 0, never, func(ctx context.Context, t topology.Target) (*object.Object, error) {
 		return g.replica(t).Put(ctx, replica.Write{Bucket: bucket, Key: key, Body: bytes.NewReader(nil), UploadID: uploadID, Part: n, FinalNow: fin})
 	})
 	if len(ok) < recW {
@@ -233,7 +229,7 @@ func (g *Gateway) putStripes(ctx context.Context, cls clustermap.Class, owner st
 	if err != nil {
 		return 0, err
 	}
-	tbl, err := g.shardTable(m, cls, true)
+	tbl, err := g.topo.ShardTable(m, cls, true)
 	if err != nil {
 		return 0, err
 	}
@@ -291,7 +287,7 @@ func (g *Gateway) putStripes(ctx context.Context, cls clustermap.Class, owner st
 		pending[slot] = ch
 		stripe := name(i)
 		go func() {
-			ch <- g.putShards(ctx, cls, g.shardTargets(m, tbl, stripe), stripe, owner, shards)
+			ch <- g.putShards(ctx, cls, g.topo.ShardTargets(m, tbl, stripe), stripe, owner, shards)
 		}()
 		if int64(n) < stripeSize {
 			break
@@ -316,7 +312,7 @@ func putDepth(cls clustermap.Class) int {
 // putShards writes the shards of one stripe, shard j to ts[j], and returns nil once
 // cls.W of them are durable. Shards that fail are not queued (no other node holds them):
 // reads reconstruct them and put them back.
-func (g *Gateway) putShards(ctx context.Context, cls clustermap.Class, ts []target, stripe, owner string, shards [][]byte) error {
+func (g *Gateway) putShards(ctx context.Context, cls clustermap.Class, ts []topology.Target, stripe, owner string, shards [][]byte) error {
 	type res struct {
 		j   int
 		err error
@@ -324,8 +320,8 @@ func (g *Gateway) putShards(ctx context.Context, cls clustermap.Class, ts []targ
 	ch := make(chan res, len(ts))
 	for j, t := range ts {
 		go func() {
-			if t.down {
-				ch <- res{j, errors.E(errors.Transient, "node "+t.id+" is down")}
+			if t.Down {
+				ch <- res{j, errors.E(errors.Transient, "node "+t.ID+" is down")}
 				return
 			}
 			ch <- res{j, g.putShard(ctx, t, stripe, owner, shards[j])}
@@ -337,7 +333,7 @@ func (g *Gateway) putShards(ctx context.Context, cls clustermap.Class, ts []targ
 		r := <-ch
 		if r.err != nil {
 			last = r.err
-			g.log.Warn("shard write failed", "stripe", stripe, "shard", r.j, "node", ts[r.j].id, "err", r.err)
+			g.log.Warn("shard write failed", "stripe", stripe, "shard", r.j, "node", ts[r.j].ID, "err", r.err)
 			continue
 		}
 		okN++
@@ -350,30 +346,30 @@ func (g *Gateway) putShards(ctx context.Context, cls clustermap.Class, ts []targ
 
 // putShard stores one shard on t. owner ("bucket/key") is kept in the shard's record so
 // that shards of versions no longer current can be found and collected.
-func (g *Gateway) putShard(ctx context.Context, t target, key, owner string, shard []byte) error {
+func (g *Gateway) putShard(ctx context.Context, t topology.Target, key, owner string, shard []byte) error {
 	return g.putShardOpts(ctx, t, key, owner, shard, false)
 }
 
 // putShardOpts is putShard; with ifAbsent the write is refused (Precondition) if t holds
 // a shard of the stripe already: a node holds one shard per stripe, so a shard put on a
 // node found free never replaces one that another repair or move put there meanwhile.
-func (g *Gateway) putShardOpts(ctx context.Context, t target, key, owner string, shard []byte, ifAbsent bool) error {
+func (g *Gateway) putShardOpts(ctx context.Context, t topology.Target, key, owner string, shard []byte, ifAbsent bool) error {
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 	defer cancel()
 	meta := &object.Object{Size: int64(len(shard)), ModTime: time.Now().UnixNano(), UserMeta: [][2]string{{"owner", owner}}}
-	_, err := g.replica(t).Put(ctx, replica.Write{Bucket: ShardBucket, Key: key, Meta: meta, Body: bytes.NewReader(shard), Size: int64(len(shard)),
+	_, err := g.replica(t).Put(ctx, replica.Write{Bucket: topology.ShardBucket, Key: key, Meta: meta, Body: bytes.NewReader(shard), Size: int64(len(shard)),
 		Version: g.clock.Next(), FinalNow: meta, IfAbsent: ifAbsent})
 	return err
 }
 
 // getShard reads one shard whole; a missing one is a NotExist error.
-func (g *Gateway) getShard(ctx context.Context, t target, key string) ([]byte, error) {
-	if t.down {
-		return nil, errors.E(errors.Transient, "node "+t.id+" is down")
+func (g *Gateway) getShard(ctx context.Context, t topology.Target, key string) ([]byte, error) {
+	if t.Down {
+		return nil, errors.E(errors.Transient, "node "+t.ID+" is down")
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 	defer cancel()
-	rd, err := g.replica(t).Open(ctx, ShardBucket, key, replica.OpenOptions{})
+	rd, err := g.replica(t).Open(ctx, topology.ShardBucket, key, replica.OpenOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -412,7 +408,7 @@ func (g *Gateway) openStriped(o *object.Object, bucket, key string) (ObjectReade
 	if err != nil {
 		return nil, errors.E(errors.Corrupt, err)
 	}
-	tbl, err := g.shardTable(m, codeClass(m, o.Stripe.K, o.Stripe.M, o.StorageClass), false)
+	tbl, err := g.topo.ShardTable(m, codeClass(m, o.Stripe.K, o.Stripe.M, o.StorageClass), false)
 	if err != nil {
 		return nil, err
 	}
@@ -513,9 +509,9 @@ func (r *stripedReader) WriteRange(ctx context.Context, w io.Writer, off, n int6
 // background.
 func (r *stripedReader) readStripe(ctx context.Context, ref stripeRef) ([]byte, error) {
 	stripe := ref.name
-	ts := r.g.shardTargets(r.m, r.tbl, stripe)
+	ts := r.g.topo.ShardTargets(r.m, r.tbl, stripe)
 	K, M := r.o.Stripe.K, r.o.Stripe.M
-	f := &shardFetch{name: stripe, owner: r.bucket + "/" + r.key, shards: make([][]byte, K+M), holder: make([]*target, K+M)}
+	f := &shardFetch{name: stripe, owner: r.bucket + "/" + r.key, shards: make([][]byte, K+M), holder: make([]*topology.Target, K+M)}
 	first := min(K, len(ts)) // fewer when the cluster has fewer nodes than K+M
 	f.get(ctx, r.g, ts[:first])
 	data, err := r.code.Decode(nil, f.shards)
@@ -526,12 +522,12 @@ func (r *stripedReader) readStripe(ctx context.Context, ref stripeRef) ([]byte, 
 			// Placement changed since the write: the shards are where they were written.
 			in := map[string]bool{}
 			for _, t := range ts {
-				in[t.id] = true
+				in[t.ID] = true
 			}
-			var others []target
+			var others []topology.Target
 			for _, n := range r.m.StorageNodes() {
 				if !in[n.ID] && n.State != clustermap.StateDown {
-					others = append(others, target{id: n.ID, addr: n.Addr, local: n.ID == r.g.cfg.NodeID && r.g.cfg.Store != nil})
+					others = append(others, topology.Target{ID: n.ID, Addr: n.Addr, Local: n.ID == r.g.cfg.NodeID && r.g.cfg.Store != nil})
 				}
 			}
 			f.get(ctx, r.g, others)
@@ -556,17 +552,17 @@ type shardFetch struct {
 	name   string // the stripe's
 	owner  string // the object's "bucket/key"
 	mu     sync.Mutex
-	shards [][]byte  // by index
-	holder []*target // who sent shards[j]
-	empty  []target  // nodes that answered without a usable shard
-	want   []int     // the indices to rebuild; nil: every missing or damaged one
+	shards [][]byte           // by index
+	holder []*topology.Target // who sent shards[j]
+	empty  []topology.Target  // nodes that answered without a usable shard
+	want   []int              // the indices to rebuild; nil: every missing or damaged one
 	// unplaced counts the rebuilt shards repairShards found no node for.
 	unplaced int
 	absent   map[string]bool // of those, the ones that hold nothing for the stripe
 }
 
 // get asks each of ts for its shard of the stripe, in parallel.
-func (f *shardFetch) get(ctx context.Context, g *Gateway, ts []target) {
+func (f *shardFetch) get(ctx context.Context, g *Gateway, ts []topology.Target) {
 	var wg sync.WaitGroup
 	for _, t := range ts {
 		wg.Add(1)
@@ -585,7 +581,7 @@ func (f *shardFetch) get(ctx context.Context, g *Gateway, ts []target) {
 					if f.absent == nil {
 						f.absent = map[string]bool{}
 					}
-					f.absent[t.id] = true
+					f.absent[t.ID] = true
 				}
 			case f.shards[h.Index] == nil:
 				f.shards[h.Index], f.holder[h.Index] = b, &t
@@ -604,7 +600,7 @@ func (f *shardFetch) get(ctx context.Context, g *Gateway, ts []target) {
 // (EC read repair).
 // It returns how many shards it put back, or -1 if the stripe has too few sound shards to
 // rebuild any.
-func (g *Gateway) repairShards(ctx context.Context, ts []target, stripe string, f *shardFetch, code *erasure.Code) int {
+func (g *Gateway) repairShards(ctx context.Context, ts []topology.Target, stripe string, f *shardFetch, code *erasure.Code) int {
 	if f.want != nil && len(f.want) == 0 {
 		return 0
 	}
@@ -616,27 +612,27 @@ func (g *Gateway) repairShards(ctx context.Context, ts []target, stripe string, 
 	put := 0
 	free := map[string]bool{}
 	for _, t := range f.empty {
-		free[t.id] = true
+		free[t.ID] = true
 	}
 	for _, j := range fixed {
-		var dst *target
+		var dst *topology.Target
 		if f.holder[j] != nil {
 			dst = f.holder[j] // it sent a damaged copy
 		} else {
 			for _, t := range ts {
-				if free[t.id] && !t.down {
-					free[t.id] = false
+				if free[t.ID] && !t.Down {
+					free[t.ID] = false
 					dst = &t
 					break
 				}
 			}
 		}
-		ifAbsent := dst != nil && f.absent[dst.id] // else it replaces a damaged or spare copy
+		ifAbsent := dst != nil && f.absent[dst.ID] // else it replaces a damaged or spare copy
 		if dst == nil {
 			// Expected while a node of the stripe is down (every read of the stripe gets
 			// here): the heal places the shard once the node is back or marked out.
 			lvl := slog.LevelWarn
-			if slices.ContainsFunc(ts, func(t target) bool { return t.down }) {
+			if slices.ContainsFunc(ts, func(t topology.Target) bool { return t.Down }) {
 				lvl = slog.LevelDebug
 			}
 			g.log.Log(ctx, lvl, "no node to put a rebuilt shard on", "stripe", stripe, "shard", j)
@@ -644,12 +640,12 @@ func (g *Gateway) repairShards(ctx context.Context, ts []target, stripe string, 
 			continue
 		}
 		if err := g.putShardOpts(ctx, *dst, stripe, f.owner, f.shards[j], ifAbsent); errors.Is(errors.Precondition, err) {
-			g.log.Debug("a node found free for a rebuilt shard holds one now", "stripe", stripe, "shard", j, "node", dst.id)
+			g.log.Debug("a node found free for a rebuilt shard holds one now", "stripe", stripe, "shard", j, "node", dst.ID)
 		} else if err != nil {
-			g.log.Warn("could not put a rebuilt shard back", "stripe", stripe, "shard", j, "node", dst.id, "err", err)
+			g.log.Warn("could not put a rebuilt shard back", "stripe", stripe, "shard", j, "node", dst.ID, "err", err)
 		} else {
 			put++
-			g.log.Info("rebuilt a missing or damaged shard", "stripe", stripe, "shard", j, "node", dst.id)
+			g.log.Info("rebuilt a missing or damaged shard", "stripe", stripe, "shard", j, "node", dst.ID)
 		}
 	}
 	return put
@@ -677,11 +673,11 @@ func (g *Gateway) healStriped(ctx context.Context, m *clustermap.Map, bucket, ke
 		}
 		st.Stripes++
 		stripe := ref.name
-		ts := g.shardTargets(m, r.tbl, stripe)
+		ts := g.topo.ShardTargets(m, r.tbl, stripe)
 		if g.shardsPresent(ctx, ts, stripe) == K+M {
 			continue
 		}
-		f := &shardFetch{name: stripe, owner: bucket + "/" + key, shards: make([][]byte, K+M), holder: make([]*target, K+M)}
+		f := &shardFetch{name: stripe, owner: bucket + "/" + key, shards: make([][]byte, K+M), holder: make([]*topology.Target, K+M)}
 		f.get(ctx, g, ts)
 		good := 0
 		for j := range f.shards {
@@ -697,12 +693,12 @@ func (g *Gateway) healStriped(ctx context.Context, m *clustermap.Map, bucket, ke
 		// Look beyond the stripe's nodes: placement may have changed since the write.
 		in := map[string]bool{}
 		for _, t := range ts {
-			in[t.id] = true
+			in[t.ID] = true
 		}
-		var others []target
+		var others []topology.Target
 		for _, n := range m.StorageNodes() {
 			if !in[n.ID] && n.State != clustermap.StateDown {
-				others = append(others, target{id: n.ID, addr: n.Addr, local: n.ID == g.cfg.NodeID && g.cfg.Store != nil})
+				others = append(others, topology.Target{ID: n.ID, Addr: n.Addr, Local: n.ID == g.cfg.NodeID && g.cfg.Store != nil})
 			}
 		}
 		if good < K {
@@ -737,7 +733,7 @@ func (g *Gateway) healStriped(ctx context.Context, m *clustermap.Map, bucket, ke
 // none of others (nodes outside the stripe, up or draining) holds as a shard of the same
 // stripe: the ones to rebuild. It reads only headers; a node that does not answer holds
 // nothing as far as this is concerned.
-func (g *Gateway) notElsewhere(ctx context.Context, m *clustermap.Map, f *shardFetch, others []target) []int {
+func (g *Gateway) notElsewhere(ctx context.Context, m *clustermap.Map, f *shardFetch, others []topology.Target) []int {
 	var id *erasure.Header
 	for _, b := range f.shards {
 		if h, _, err := erasure.ParseShard(b); b != nil && err == nil {
@@ -760,7 +756,7 @@ func (g *Gateway) notElsewhere(ctx context.Context, m *clustermap.Map, f *shardF
 	found := map[int]bool{}
 	var wg sync.WaitGroup
 	for _, t := range others {
-		if n, ok := m.Node(t.id); !ok || (n.State != clustermap.StateUp && n.State != clustermap.StateDraining) {
+		if n, ok := m.Node(t.ID); !ok || (n.State != clustermap.StateUp && n.State != clustermap.StateDraining) {
 			continue // a node marked out is leaving: what it holds is rebuilt
 		}
 		wg.Go(func() {
@@ -788,12 +784,12 @@ func (g *Gateway) notElsewhere(ctx context.Context, m *clustermap.Map, f *shardF
 
 // shardsPresent counts the distinct shard indices the nodes ts hold for stripe, reading
 // only each shard's header.
-func (g *Gateway) shardsPresent(ctx context.Context, ts []target, stripe string) int {
+func (g *Gateway) shardsPresent(ctx context.Context, ts []topology.Target, stripe string) int {
 	var mu sync.Mutex
 	seen := map[int]bool{}
 	var wg sync.WaitGroup
 	for _, t := range ts {
-		if t.down {
+		if t.Down {
 			continue
 		}
 		wg.Add(1)
@@ -817,8 +813,8 @@ func (g *Gateway) shardsPresent(ctx context.Context, ts []target, stripe string)
 }
 
 // shardHeader reads the first erasure.HeaderSize bytes of a node's shard of stripe.
-func (g *Gateway) shardHeader(ctx context.Context, t target, stripe string) ([]byte, error) {
-	rd, err := g.replica(t).Open(ctx, ShardBucket, stripe, replica.OpenOptions{N: erasure.HeaderSize})
+func (g *Gateway) shardHeader(ctx context.Context, t topology.Target, stripe string) ([]byte, error) {
+	rd, err := g.replica(t).Open(ctx, topology.ShardBucket, stripe, replica.OpenOptions{N: erasure.HeaderSize})
 	if err != nil {
 		return nil, err
 	}
@@ -841,7 +837,7 @@ func (g *Gateway) collectShards(ctx context.Context, st *SyncStats) {
 	}
 	byOwner := map[string][]shard{}
 	byUpload := map[[2]string][]shard{} // shards of parts, by owner and upload
-	err := g.cfg.Store.Scan(func(b, _ string) bool { return b == ShardBucket }, func(e object.VersionEntry) error {
+	err := g.cfg.Store.Scan(func(b, _ string) bool { return b == topology.ShardBucket }, func(e object.VersionEntry) error {
 		// The key is hash/version/stripe: the version is the object's; or a part's,
 		// hash/upload.part/stripe.
 		upload, isPart := partStripe(e.Key)
@@ -853,7 +849,7 @@ func (g *Gateway) collectShards(ctx context.Context, st *SyncStats) {
 		if err != nil && !isPart {
 			return nil
 		}
-		o, err := g.cfg.Store.StatVersion(ShardBucket, e.Key)
+		o, err := g.cfg.Store.StatVersion(topology.ShardBucket, e.Key)
 		if err != nil {
 			return nil
 		}
@@ -880,13 +876,13 @@ func (g *Gateway) collectShards(ctx context.Context, st *SyncStats) {
 		if !ok {
 			continue
 		}
-		_, ts, err := g.replicas(bucket, key)
+		_, ts, err := g.topo.Replicas(bucket, key)
 		if err != nil {
 			continue
 		}
 		var newest uint64
 		for _, t := range ts {
-			if t.down {
+			if t.Down {
 				continue
 			}
 			if o, err := g.replica(t).Stat(ctx, bucket, key); err == nil && o.HLC > newest {
@@ -901,7 +897,7 @@ func (g *Gateway) collectShards(ctx context.Context, st *SyncStats) {
 				rewritten, asked = g.versionRewritten(ctx, bucket, key, ts, s.version), true
 			}
 			if newest > s.version || (newest == s.version && rewritten) {
-				if gone, err := g.cfg.Store.Forget(ShardBucket, s.key, s.record); err == nil && gone {
+				if gone, err := g.cfg.Store.Forget(topology.ShardBucket, s.key, s.record); err == nil && gone {
 					st.Collected++
 				}
 			}
@@ -921,7 +917,7 @@ func (g *Gateway) collectShards(ctx context.Context, st *SyncStats) {
 				continue // a rewrite may still be writing the record that reads it
 			}
 			if ok && !needed[s.key] {
-				if gone, err := g.cfg.Store.Forget(ShardBucket, s.key, s.record); err == nil && gone {
+				if gone, err := g.cfg.Store.Forget(topology.ShardBucket, s.key, s.record); err == nil && gone {
 					st.Collected++
 				}
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/topology"
 )
 
 // newECCluster is a 6-node cluster with the class EC42 (4+2, W=5) beside STANDARD.
@@ -35,7 +36,7 @@ func putClass(ctx context.Context, g *Gateway, bucket, key, class string, body [
 // shardsOf returns, per node, the shard records stored there.
 func (c *testCluster) shardsOf() (records int, bytes int64) {
 	for _, nd := range c.nodes {
-		nd.store.Scan(func(b, _ string) bool { return b == ShardBucket }, func(e object.VersionEntry) error {
+		nd.store.Scan(func(b, _ string) bool { return b == topology.ShardBucket }, func(e object.VersionEntry) error {
 			records++
 			bytes += e.Size
 			return nil
@@ -172,22 +173,22 @@ func TestECRepairsShards(t *testing.T) {
 	// Damage one shard of stripe 0 and remove another.
 	stripe := stripeKey("b", "k", o.HLC, 0)
 	m := c.maps.Current()
-	tbl, err := c.nodes[0].gw.shardTable(m, m.Classes["EC42"], true)
+	tbl, err := c.nodes[0].gw.topo.ShardTable(m, m.Classes["EC42"], true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := c.nodes[0].gw.shardTargets(m, tbl, stripe)
-	bad, gone := c.nodes[c.index(ts[1].id)].store, c.nodes[c.index(ts[2].id)].store
-	sv, err := bad.StatVersion(ShardBucket, stripe)
+	ts := c.nodes[0].gw.topo.ShardTargets(m, tbl, stripe)
+	bad, gone := c.nodes[c.index(ts[1].ID)].store, c.nodes[c.index(ts[2].ID)].store
+	sv, err := bad.StatVersion(topology.ShardBucket, stripe)
 	if err != nil {
 		t.Fatal(err)
 	}
 	junk := bytes.Repeat([]byte{0x5a}, int(sv.Size))
-	if _, err := bad.PutObject(ctx, ShardBucket, stripe, &object.Object{}, bytes.NewReader(junk), int64(len(junk)), object.PutOptions{Version: sv.HLC, Repair: true}); err != nil {
+	if _, err := bad.PutObject(ctx, topology.ShardBucket, stripe, &object.Object{}, bytes.NewReader(junk), int64(len(junk)), object.PutOptions{Version: sv.HLC, Repair: true}); err != nil {
 		t.Fatal(err)
 	}
-	gv, _ := gone.StatVersion(ShardBucket, stripe)
-	if ok, err := gone.Forget(ShardBucket, stripe, gv.HLC); !ok || err != nil {
+	gv, _ := gone.StatVersion(topology.ShardBucket, stripe)
+	if ok, err := gone.Forget(topology.ShardBucket, stripe, gv.HLC); !ok || err != nil {
 		t.Fatalf("forget: %v %v", ok, err)
 	}
 	got, _, err := get(ctx, c.nodes[3].gw, "b", "k", 0, -1)
@@ -196,7 +197,7 @@ func TestECRepairsShards(t *testing.T) {
 	}
 	c.nodes[3].gw.Close() // waits for the background rebuild
 	shard := func(st *store.Store, j int) []byte {
-		rd, err := st.OpenObject(ShardBucket, stripe)
+		rd, err := st.OpenObject(topology.ShardBucket, stripe)
 		if err != nil {
 			return nil
 		}
@@ -209,8 +210,8 @@ func TestECRepairsShards(t *testing.T) {
 		t.Fatal("the damaged and lost shards were not rebuilt")
 	}
 	// Now the healthy path reads them: stop the parity holders.
-	c.stop(c.index(ts[4].id))
-	c.stop(c.index(ts[5].id))
+	c.stop(c.index(ts[4].ID))
+	c.stop(c.index(ts[5].ID))
 	got, _, err = get(ctx, c.nodes[0].gw, "b", "k", 0, 1<<20)
 	if err != nil || !bytes.Equal(got, body[:1<<20]) {
 		t.Fatalf("read of the rebuilt data shards: %v", err)

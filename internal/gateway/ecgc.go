@@ -6,6 +6,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/topology"
 )
 
 // Collection of the shards of multipart parts. A part of an erasure-coded upload is
@@ -74,17 +75,17 @@ func digits(s string) bool {
 // other order, step 2 could see no record, a completion commit, and step 1 then see the
 // upload gone: the parts of a live object would be collected.
 func (g *Gateway) uploadStripesNeeded(ctx context.Context, bucket, key, upload string) (needed map[string]bool, ok bool) {
-	_, ts, err := g.replicas(bucket, key)
+	_, ts, err := g.topo.Replicas(bucket, key)
 	if err != nil {
 		return nil, false
 	}
-	ts = append(ts, g.formerReplicas(bucket, key, ts)...)
+	ts = append(ts, g.topo.FormerReplicas(bucket, key, ts)...)
 	for _, t := range ts {
-		if t.down {
+		if t.Down {
 			return nil, false
 		}
 	}
-	_, errs := gather(ts, func(t target) (struct{}, error) {
+	_, errs := gather(ts, func(t topology.Target) (struct{}, error) {
 		ans, err := g.replica(t).Parts(ctx, bucket, key, upload, 0, 1)
 		if err == nil && ans.End != nil {
 			err = errors.E(errors.NotExist, object.ErrNoSuchUpload) // ended there: its end record is all that is left
@@ -96,7 +97,7 @@ func (g *Gateway) uploadStripesNeeded(ctx context.Context, bucket, key, upload s
 			return nil, false
 		}
 	}
-	recs, errs := gather(ts, func(t target) (*object.Object, error) { return g.replica(t).Stat(ctx, bucket, key) })
+	recs, errs := gather(ts, func(t topology.Target) (*object.Object, error) { return g.replica(t).Stat(ctx, bucket, key) })
 	for i, o := range recs {
 		switch err := errs[i]; {
 		case errors.Is(errors.NotExist, err):
@@ -121,14 +122,14 @@ func (g *Gateway) uploadStripesNeeded(ctx context.Context, bucket, key, upload s
 // layout (policy apply) on every holder, so that the stripes its first write made
 // (hash/V/i) can never be read again: every holder, current or former, answers with
 // version v stored whole or under a rewrite's tag. ts are the current holders.
-func (g *Gateway) versionRewritten(ctx context.Context, bucket, key string, ts []target, v uint64) bool {
-	ts = append(ts, g.formerReplicas(bucket, key, ts)...)
+func (g *Gateway) versionRewritten(ctx context.Context, bucket, key string, ts []topology.Target, v uint64) bool {
+	ts = append(ts, g.topo.FormerReplicas(bucket, key, ts)...)
 	for _, t := range ts {
-		if t.down {
+		if t.Down {
 			return false
 		}
 	}
-	recs, errs := gather(ts, func(t target) (*object.Object, error) { return g.replica(t).Stat(ctx, bucket, key) })
+	recs, errs := gather(ts, func(t topology.Target) (*object.Object, error) { return g.replica(t).Stat(ctx, bucket, key) })
 	for i, o := range recs {
 		if errs[i] != nil || o.HLC != v || o.Deleted || (o.Striped && o.Stripe.Upload == "") {
 			return false

@@ -11,6 +11,7 @@ import (
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/placement"
+	"github.com/cairnfs/cairn/internal/topology"
 )
 
 // Moving shards with placement. When nodes join, drain or leave, a stripe's nodes in its
@@ -45,7 +46,7 @@ func (g *Gateway) misplacedShards(m *clustermap.Map) ([]misplacedShard, error) {
 	}
 	var tables []placeable
 	for _, c := range shardedClasses(m) {
-		if tbl, err := g.shardTable(m, c, true); err == nil {
+		if tbl, err := g.topo.ShardTable(m, c, true); err == nil {
 			k, p := c.Shards()
 			tables = append(tables, placeable{k, p, tbl})
 		}
@@ -54,7 +55,7 @@ func (g *Gateway) misplacedShards(m *clustermap.Map) ([]misplacedShard, error) {
 		return nil, nil
 	}
 	var keys []object.VersionEntry
-	err := g.cfg.Store.Scan(func(b, _ string) bool { return b == ShardBucket }, func(e object.VersionEntry) error {
+	err := g.cfg.Store.Scan(func(b, _ string) bool { return b == topology.ShardBucket }, func(e object.VersionEntry) error {
 		if !e.Deleted {
 			keys = append(keys, e)
 		}
@@ -82,7 +83,7 @@ func (g *Gateway) misplacedShards(m *clustermap.Map) ([]misplacedShard, error) {
 		if !slices.ContainsFunc(tables, func(t placeable) bool { return t.k == h.K && t.p == h.M }) {
 			continue
 		}
-		o, err := g.cfg.Store.StatVersion(ShardBucket, e.Key)
+		o, err := g.cfg.Store.StatVersion(topology.ShardBucket, e.Key)
 		if err != nil || o.HLC != e.HLC {
 			continue
 		}
@@ -99,12 +100,12 @@ func (g *Gateway) misplacedShards(m *clustermap.Map) ([]misplacedShard, error) {
 
 // onTable reports whether this node is one of stripe's nodes in tbl.
 func (g *Gateway) onTable(tbl *placement.Table, stripe string) bool {
-	return slices.Contains(tbl.Nodes(placement.Partition(ShardBucket, stripe, tbl.Partitions())), g.cfg.NodeID)
+	return slices.Contains(tbl.Nodes(placement.Partition(topology.ShardBucket, stripe, tbl.Partitions())), g.cfg.NodeID)
 }
 
 // localShardHeader reads the header of this node's shard of stripe.
 func (g *Gateway) localShardHeader(stripe string) ([]byte, error) {
-	return g.shardHeader(context.Background(), target{id: g.cfg.NodeID, local: true}, stripe)
+	return g.shardHeader(context.Background(), topology.Target{ID: g.cfg.NodeID, Local: true}, stripe)
 }
 
 // moveShards hands off this node's misplaced shards (see above). It returns how many
@@ -121,19 +122,19 @@ func (g *Gateway) moveShards(ctx context.Context, m *clustermap.Map, st *SyncSta
 			return
 		}
 		cls := codeClass(m, s.hdr.K, s.hdr.M, g.ownerClass(ctx, s.owner))
-		tbl, err := g.shardTable(m, cls, true)
+		tbl, err := g.topo.ShardTable(m, cls, true)
 		if err != nil {
 			st.ShardsWaiting++
 			continue
 		}
-		ts := g.shardTargets(m, tbl, s.key)
+		ts := g.topo.ShardTargets(m, tbl, s.key)
 		done, err := g.moveShard(ctx, ts, s, pace)
 		switch {
 		case err != nil:
 			st.ShardsWaiting++
 			g.log.Debug("shard move: not now", "stripe", s.key, "err", err)
 		case done:
-			if gone, err := g.cfg.Store.Forget(ShardBucket, s.key, s.record); err == nil && gone {
+			if gone, err := g.cfg.Store.Forget(topology.ShardBucket, s.key, s.record); err == nil && gone {
 				st.ShardsMoved++
 			}
 		}
@@ -147,12 +148,12 @@ func (g *Gateway) ownerClass(ctx context.Context, owner string) string {
 	if !ok {
 		return ""
 	}
-	_, ts, err := g.replicas(bucket, key)
+	_, ts, err := g.topo.Replicas(bucket, key)
 	if err != nil {
 		return ""
 	}
 	for _, t := range ts {
-		if t.down {
+		if t.Down {
 			continue
 		}
 		if o, err := g.replica(t).Stat(ctx, bucket, key); err == nil {
@@ -164,7 +165,7 @@ func (g *Gateway) ownerClass(ctx context.Context, owner string) string {
 
 // moveShard makes sure a node of the stripe (ts) holds the shard s, copying it to a free
 // one if none does. true means this node's copy may go.
-func (g *Gateway) moveShard(ctx context.Context, ts []target, s misplacedShard, pace *pacer) (bool, error) {
+func (g *Gateway) moveShard(ctx context.Context, ts []topology.Target, s misplacedShard, pace *pacer) (bool, error) {
 	held, free, err := g.probeStripe(ctx, ts, s.key)
 	if err != nil {
 		return false, err
@@ -188,7 +189,7 @@ func (g *Gateway) moveShard(ctx context.Context, ts []target, s misplacedShard, 
 		return false, errors.E(errors.Transient, "no free node of the stripe for the shard")
 	}
 	dst := free[pos]
-	b, err := g.getShard(ctx, target{id: g.cfg.NodeID, local: true}, s.key)
+	b, err := g.getShard(ctx, topology.Target{ID: g.cfg.NodeID, Local: true}, s.key)
 	if err != nil {
 		return false, err
 	}
@@ -205,23 +206,23 @@ func (g *Gateway) moveShard(ctx context.Context, ts []target, s misplacedShard, 
 	}
 	h, err := erasure.ParseHeader(hb)
 	if err != nil || h.Index != s.hdr.Index || h.Stripe != s.hdr.Stripe || h.CRC != s.hdr.CRC {
-		return false, errors.Errorf("", errors.Precondition, "node %s does not hold the shard it took", dst.id)
+		return false, errors.Errorf("", errors.Precondition, "node %s does not hold the shard it took", dst.ID)
 	}
-	g.log.Debug("moved a shard to follow placement", "stripe", s.key, "shard", s.hdr.Index, "to", dst.id)
+	g.log.Debug("moved a shard to follow placement", "stripe", s.key, "shard", s.hdr.Index, "to", dst.ID)
 	return true, nil
 }
 
 // probeStripe reads the headers of the shards ts hold for stripe: held by index, and the
 // nodes that hold nothing for it, in stripe order. A node that does not answer makes the
 // probe fail: what it holds is unknown.
-func (g *Gateway) probeStripe(ctx context.Context, ts []target, stripe string) (held map[int]erasure.Header, free []target, err error) {
+func (g *Gateway) probeStripe(ctx context.Context, ts []topology.Target, stripe string) (held map[int]erasure.Header, free []topology.Target, err error) {
 	hs := make([]*erasure.Header, len(ts))
 	absent := make([]bool, len(ts))
 	errs := make([]error, len(ts))
 	var wg sync.WaitGroup
 	for i, t := range ts {
-		if t.down {
-			errs[i] = errors.E(errors.Transient, "node "+t.id+" is down")
+		if t.Down {
+			errs[i] = errors.E(errors.Transient, "node "+t.ID+" is down")
 			continue
 		}
 		wg.Go(func() {

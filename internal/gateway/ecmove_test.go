@@ -9,6 +9,7 @@ import (
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/placement"
+	"github.com/cairnfs/cairn/internal/topology"
 )
 
 // shardLayout checks that every shard record sits on a node of its stripe in the class's
@@ -21,13 +22,13 @@ func (c *testCluster) shardLayout(t *testing.T, cls clustermap.Class) int {
 		if nd.gw == nil || nd.srv == nil {
 			continue
 		}
-		tbl, err := nd.gw.shardTable(m, cls, true)
+		tbl, err := nd.gw.topo.ShardTable(m, cls, true)
 		if err != nil {
 			t.Fatal(err)
 		}
-		nd.store.Scan(func(b, _ string) bool { return b == ShardBucket }, func(e object.VersionEntry) error {
+		nd.store.Scan(func(b, _ string) bool { return b == topology.ShardBucket }, func(e object.VersionEntry) error {
 			n++
-			ids := tbl.Nodes(placement.Partition(ShardBucket, e.Key, tbl.Partitions()))
+			ids := tbl.Nodes(placement.Partition(topology.ShardBucket, e.Key, tbl.Partitions()))
 			found := false
 			for _, id := range ids {
 				found = found || id == nd.id
@@ -130,7 +131,7 @@ func TestECShardsFollowPlacement(t *testing.T) {
 		c.syncUp(t)
 	}
 	n := 0
-	c.nodes[2].store.Scan(func(b, _ string) bool { return b == ShardBucket }, func(object.VersionEntry) error { n++; return nil })
+	c.nodes[2].store.Scan(func(b, _ string) bool { return b == topology.ShardBucket }, func(object.VersionEntry) error { n++; return nil })
 	if n != 0 {
 		t.Fatalf("the drained node keeps %d shards", n)
 	}
@@ -166,7 +167,7 @@ func TestECShardMoveDestinationDown(t *testing.T) {
 	}
 	total := 0
 	for _, nd := range c.nodes {
-		nd.store.Scan(func(b, _ string) bool { return b == ShardBucket }, func(object.VersionEntry) error { total++; return nil })
+		nd.store.Scan(func(b, _ string) bool { return b == topology.ShardBucket }, func(object.VersionEntry) error { total++; return nil })
 	}
 	if total < stripes*6 {
 		t.Fatalf("%d shards after failed moves, %d before: a shard was removed before its copy was confirmed", total, stripes*6)

@@ -9,6 +9,7 @@ import (
 	"github.com/cairnfs/cairn/internal/erasure"
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/topology"
 )
 
 // Deep scrub of erasure-code shards. The store checks its own chunk checksums on every
@@ -22,7 +23,7 @@ import (
 // shard is rebuilt and put back; the scrub's status counts what it found and did, and
 // the log says it. It returns the bytes read.
 func (s *Scrub) verifyShard(ctx context.Context, log *slog.Logger, e object.VersionEntry) int64 {
-	rd, err := s.g.cfg.Store.OpenObject(ShardBucket, e.Key)
+	rd, err := s.g.cfg.Store.OpenObject(topology.ShardBucket, e.Key)
 	if err != nil {
 		if !errors.Is(errors.NotExist, err) { // else removed since the scan
 			log.Warn("deep scrub could not open a shard", "stripe", e.Key, "err", err)
@@ -96,19 +97,19 @@ func (s *Scrub) verifyShard(ctx context.Context, log *slog.Logger, e object.Vers
 func (g *Gateway) rebuildLocalShard(ctx context.Context, stripe, owner string, hdr *erasure.Header) (int, error) {
 	const op errors.Op = "gateway.rebuildLocalShard"
 	m := g.cfg.Maps.Current()
-	self := target{id: g.cfg.NodeID, local: true}
+	self := topology.Target{ID: g.cfg.NodeID, Local: true}
 	width := erasure.MaxDataShards + erasure.MaxParityShards // until a header tells
-	var ts []target                                          // the stripe's nodes, if its code is known
+	var ts []topology.Target                                 // the stripe's nodes, if its code is known
 	if hdr != nil {
 		width = hdr.K + hdr.M
 		ts = g.stripeNodes(m, hdr.K, hdr.M, stripe)
 	}
-	f := &shardFetch{name: stripe, owner: owner, shards: make([][]byte, width), holder: make([]*target, width)}
-	asked := map[string]bool{self.id: true}
-	var first []target
+	f := &shardFetch{name: stripe, owner: owner, shards: make([][]byte, width), holder: make([]*topology.Target, width)}
+	asked := map[string]bool{self.ID: true}
+	var first []topology.Target
 	for _, t := range ts {
-		if !asked[t.id] && !t.down {
-			asked[t.id] = true
+		if !asked[t.ID] && !t.Down {
+			asked[t.ID] = true
 			first = append(first, t)
 		}
 	}
@@ -118,11 +119,11 @@ func (g *Gateway) rebuildLocalShard(ctx context.Context, stripe, owner string, h
 		k = hdr.K
 	}
 	if good, _ := soundShards(f.shards); k == 0 || good < k {
-		var others []target
+		var others []topology.Target
 		for _, n := range m.StorageNodes() {
 			if !asked[n.ID] && n.State != clustermap.StateDown {
 				asked[n.ID] = true
-				others = append(others, target{id: n.ID, addr: n.Addr})
+				others = append(others, topology.Target{ID: n.ID, Addr: n.Addr})
 			}
 		}
 		f.get(ctx, g, others) // repairShards puts rebuilt shards only on the stripe's nodes
@@ -185,10 +186,10 @@ func (g *Gateway) rebuildLocalShard(ctx context.Context, stripe, owner string, h
 // if the header survived and no other node holds a sound copy; else the only index
 // missing; else this node's position in the stripe if that index is missing; else the
 // first index missing, or (nothing missing) the header's or this node's position.
-func (g *Gateway) localIndex(f *shardFetch, hdr *erasure.Header, ts []target) int {
+func (g *Gateway) localIndex(f *shardFetch, hdr *erasure.Header, ts []topology.Target) int {
 	pos := -1
 	for i, t := range ts {
-		if t.id == g.cfg.NodeID {
+		if t.ID == g.cfg.NodeID {
 			pos = i
 		}
 	}
@@ -246,10 +247,10 @@ func sound(b []byte) bool {
 // stripeNodes returns the nodes of stripe in the placement of the shards of a K+M code:
 // the table of a class with that code (the first by name, if several), else of a class
 // with that code and no device class. It returns nil if no table can be made.
-func (g *Gateway) stripeNodes(m *clustermap.Map, k, mm int, stripe string) []target {
-	tbl, err := g.shardTable(m, codeClass(m, k, mm, ""), false)
+func (g *Gateway) stripeNodes(m *clustermap.Map, k, mm int, stripe string) []topology.Target {
+	tbl, err := g.topo.ShardTable(m, codeClass(m, k, mm, ""), false)
 	if err != nil {
 		return nil
 	}
-	return g.shardTargets(m, tbl, stripe)
+	return g.topo.ShardTargets(m, tbl, stripe)
 }

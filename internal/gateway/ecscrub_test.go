@@ -11,13 +11,14 @@ import (
 	"github.com/cairnfs/cairn/internal/erasure"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/topology"
 )
 
 // readShard returns st's shard of stripe, read through the store (its chunk checksums
 // checked), and the record.
 func readShard(t *testing.T, st *store.Store, stripe string) ([]byte, *object.Object, error) {
 	t.Helper()
-	rd, err := st.OpenObject(ShardBucket, stripe)
+	rd, err := st.OpenObject(topology.ShardBucket, stripe)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -79,7 +80,7 @@ func rewriteShard(t *testing.T, st *store.Store, stripe string, fn func([]byte) 
 		t.Fatal(err)
 	}
 	b := fn(bytes.Clone(shard))
-	if _, err := st.PutObject(context.Background(), ShardBucket, stripe, &object.Object{UserMeta: o.UserMeta}, bytes.NewReader(b), int64(len(b)),
+	if _, err := st.PutObject(context.Background(), topology.ShardBucket, stripe, &object.Object{UserMeta: o.UserMeta}, bytes.NewReader(b), int64(len(b)),
 		object.PutOptions{Version: o.HLC, Repair: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -118,12 +119,12 @@ func TestECScrubRebuildsDamagedShards(t *testing.T) {
 			}
 			stripe := stripeKey("b", "k", o.HLC, 0)
 			m := c.maps.Current()
-			tbl, err := c.nodes[0].gw.shardTable(m, m.Classes["EC42"], true)
+			tbl, err := c.nodes[0].gw.topo.ShardTable(m, m.Classes["EC42"], true)
 			if err != nil {
 				t.Fatal(err)
 			}
-			ts := c.nodes[0].gw.shardTargets(m, tbl, stripe)
-			victim := c.nodes[c.index(ts[1].id)] // holds data shard 1
+			ts := c.nodes[0].gw.topo.ShardTargets(m, tbl, stripe)
+			victim := c.nodes[c.index(ts[1].ID)] // holds data shard 1
 			tc.damage(t, victim.store, stripe)
 			if b, _, err := readShard(t, victim.store, stripe); err == nil {
 				if _, _, err := erasure.ParseShard(b); err == nil {
@@ -131,13 +132,13 @@ func TestECScrubRebuildsDamagedShards(t *testing.T) {
 				}
 			}
 			for _, tg := range ts[len(ts)-tc.remove:] { // parity shards
-				st := c.nodes[c.index(tg.id)].store
-				sv, _ := st.StatVersion(ShardBucket, stripe)
-				if ok, err := st.Forget(ShardBucket, stripe, sv.HLC); !ok || err != nil {
+				st := c.nodes[c.index(tg.ID)].store
+				sv, _ := st.StatVersion(topology.ShardBucket, stripe)
+				if ok, err := st.Forget(topology.ShardBucket, stripe, sv.HLC); !ok || err != nil {
 					t.Fatalf("forget: %v %v", ok, err)
 				}
 			}
-			before, err := victim.store.StatVersion(ShardBucket, stripe)
+			before, err := victim.store.StatVersion(topology.ShardBucket, stripe)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -153,7 +154,7 @@ func TestECScrubRebuildsDamagedShards(t *testing.T) {
 				if st.Repaired != 0 || st.Unrepairable != 1 {
 					t.Fatalf("scrub figures %+v; want the damaged shard counted as unrepairable", st)
 				}
-				after, err := victim.store.StatVersion(ShardBucket, stripe)
+				after, err := victim.store.StatVersion(topology.ShardBucket, stripe)
 				if err != nil || after.HLC != before.HLC {
 					t.Fatalf("the damaged shard was replaced (version %d, was %d): %v", after.HLC, before.HLC, err)
 				}
@@ -182,9 +183,9 @@ func TestECScrubRebuildsDamagedShards(t *testing.T) {
 				t.Fatalf("second pass %+v; want a sound shard", st)
 			}
 			// The parity shards' nodes gone: the object needs the rebuilt shard.
-			c.stop(c.index(ts[4].id))
-			c.stop(c.index(ts[5].id))
-			got, _, err := get(ctx, c.nodes[c.index(ts[0].id)].gw, "b", "k", 0, -1)
+			c.stop(c.index(ts[4].ID))
+			c.stop(c.index(ts[5].ID))
+			got, _, err := get(ctx, c.nodes[c.index(ts[0].ID)].gw, "b", "k", 0, -1)
 			if err != nil || !bytes.Equal(got, body) {
 				t.Fatalf("read from the data shards alone after the scrub: %v", err)
 			}
@@ -201,7 +202,7 @@ func TestECScrubLeavesSoundShards(t *testing.T) {
 	}
 	for _, nd := range c.nodes {
 		var before []object.VersionEntry
-		nd.store.Scan(func(b, _ string) bool { return b == ShardBucket }, func(e object.VersionEntry) error {
+		nd.store.Scan(func(b, _ string) bool { return b == topology.ShardBucket }, func(e object.VersionEntry) error {
 			before = append(before, e)
 			return nil
 		})

@@ -8,6 +8,7 @@ import (
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/replica"
+	"github.com/cairnfs/cairn/internal/topology"
 )
 
 // failoverReader reads one version of an object from a replica and, if that replica
@@ -17,15 +18,15 @@ import (
 type failoverReader struct {
 	g           *Gateway
 	bucket, key string
-	ts          []target
+	ts          []topology.Target
 	cur         ObjectReader
-	curT        target
+	curT        topology.Target
 	tried       map[string]bool
 }
 
 // failover wraps rd, opened on t, so that reads continue on the other targets ts.
-func (g *Gateway) failover(rd ObjectReader, t target, ts []target, bucket, key string) ObjectReader {
-	return &failoverReader{g: g, bucket: bucket, key: key, ts: ts, cur: rd, curT: t, tried: map[string]bool{t.id: true}}
+func (g *Gateway) failover(rd ObjectReader, t topology.Target, ts []topology.Target, bucket, key string) ObjectReader {
+	return &failoverReader{g: g, bucket: bucket, key: key, ts: ts, cur: rd, curT: t, tried: map[string]bool{t.ID: true}}
 }
 
 func (r *failoverReader) Info() *object.Object { return r.cur.Info() }
@@ -57,7 +58,7 @@ func (r *failoverReader) WriteRange(ctx context.Context, w io.Writer, off, n int
 		if err == nil || cw.err != nil || ctx.Err() != nil {
 			return done, err
 		}
-		if errors.Is(errors.Corrupt, err) && r.curT.local {
+		if errors.Is(errors.Corrupt, err) && r.curT.Local {
 			r.g.RepairLocal(r.bucket, r.key, version)
 		}
 		next, nt, oerr := r.next(ctx, version)
@@ -65,25 +66,25 @@ func (r *failoverReader) WriteRange(ctx context.Context, w io.Writer, off, n int
 			return done, err // no other replica can continue: the original error
 		}
 		r.g.log.Warn("a replica failed during a read; continuing from another", "bucket", r.bucket, "key", r.key,
-			"failed", r.curT.id, "next", nt.id, "offset", off+done, "err", err)
+			"failed", r.curT.ID, "next", nt.ID, "offset", off+done, "err", err)
 		r.cur.Close()
 		r.cur, r.curT = next, nt
 	}
 }
 
 // next opens the same version on a replica not tried yet.
-func (r *failoverReader) next(ctx context.Context, version uint64) (ObjectReader, target, error) {
+func (r *failoverReader) next(ctx context.Context, version uint64) (ObjectReader, topology.Target, error) {
 	for _, t := range r.ts {
-		if r.tried[t.id] || t.down {
+		if r.tried[t.ID] || t.Down {
 			continue
 		}
-		r.tried[t.id] = true
+		r.tried[t.ID] = true
 		rd, err := r.g.replica(t).Open(ctx, r.bucket, r.key, replica.OpenOptions{Version: version})
 		if err == nil {
 			return rd, t, nil
 		}
 	}
-	return nil, target{}, errors.E(errors.NotExist, "no other replica holds this version")
+	return nil, topology.Target{}, errors.E(errors.NotExist, "no other replica holds this version")
 }
 
 // RepairLocal replaces this node's copy of version of bucket/key, which failed its
@@ -112,23 +113,23 @@ func (g *Gateway) repairLocal(ctx context.Context, bucket, key string, version u
 		return nil
 	}
 	defer g.repairing.Delete(id)
-	_, ts, err := g.replicas(bucket, key)
+	_, ts, err := g.topo.Replicas(bucket, key)
 	if err != nil {
 		return err
 	}
 	last := errors.E(errors.NotExist, "no other replica holds this version")
 	for _, t := range ts {
-		if t.local || t.down {
+		if t.Local || t.Down {
 			continue
 		}
-		_, err := g.copyVersion(ctx, t, target{id: g.cfg.NodeID, local: true}, bucket, key, version, true)
+		_, err := g.copyVersion(ctx, t, topology.Target{ID: g.cfg.NodeID, Local: true}, bucket, key, version, true)
 		if err == nil {
-			g.log.Warn("repaired a damaged copy from another replica", "bucket", bucket, "key", key, "from", t.id)
+			g.log.Warn("repaired a damaged copy from another replica", "bucket", bucket, "key", key, "from", t.ID)
 			return nil
 		}
 		last = err
 		if !errors.Is(errors.NotExist, err) && !errors.Is(errors.Precondition, err) {
-			g.log.Warn("repair of a damaged copy failed", "bucket", bucket, "key", key, "from", t.id, "err", err)
+			g.log.Warn("repair of a damaged copy failed", "bucket", bucket, "key", key, "from", t.ID, "err", err)
 		}
 	}
 	return last

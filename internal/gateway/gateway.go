@@ -33,12 +33,11 @@ import (
 	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/topology"
 )
 
 // MapSource gives the newest cluster map this node knows.
-type MapSource interface {
-	Current() *clustermap.Map
-}
+type MapSource = topology.MapSource
 
 // Config configures a Gateway.
 type Config struct {
@@ -74,7 +73,7 @@ type Config struct {
 
 // Gateway implements the object operations of the S3 API over the cluster.
 type Gateway struct {
-	*topology
+	topo  *topology.Topology
 	cfg   Config
 	log   *slog.Logger
 	clock *hlc.Clock
@@ -112,7 +111,7 @@ func New(cfg Config) *Gateway {
 		cfg.Timeout = 10 * time.Second
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger.With("component", "gateway"), clock: cfg.Clock}
-	g.topology = newTopology(cfg.Maps, cfg.NodeID, cfg.Store != nil, g.log)
+	g.topo = topology.NewTopology(cfg.Maps, cfg.NodeID, cfg.Store != nil, g.log)
 	if cfg.Store != nil {
 		g.local = &replica.Local{Node: cfg.NodeID, Store: cfg.Store, EnsureBucket: g.EnsureLocalBucket}
 	}
@@ -123,6 +122,12 @@ func New(cfg Config) *Gateway {
 	return g
 }
 
+// Topology is where this gateway places objects and shards.
+func (g *Gateway) Topology() *topology.Topology { return g.topo }
+
+// Replica returns the Replica through which this gateway reaches target t (see replica.go).
+func (g *Gateway) Replica(t topology.Target) replica.Replica { return g.replica(t) }
+
 // CatchUp makes reads through this gateway ask at least two replicas (R >= 2) for d:
 // after this node was away its own copies may be stale until queued writes and repairs
 // reach it, and a read with R = 1 would be served from them.
@@ -132,12 +137,12 @@ func (g *Gateway) CatchUp(d time.Duration) {
 }
 
 // readQuorum is the read quorum in force for the targets ts.
-func (g *Gateway) readQuorum(cls clustermap.Class, ts []target) int {
+func (g *Gateway) readQuorum(cls clustermap.Class, ts []topology.Target) int {
 	r := cls.R
 	if r < 2 && time.Now().UnixNano() < g.catchUp.Load() {
 		live := 0
 		for _, t := range ts {
-			if !t.down {
+			if !t.Down {
 				live++
 			}
 		}
@@ -363,7 +368,7 @@ func (g *Gateway) DeleteBucket(ctx context.Context, name string) error {
 }
 
 // gather runs fn for every target in parallel and returns the results in target order.
-func gather[T any](ts []target, fn func(target) (T, error)) ([]T, []error) {
+func gather[T any](ts []topology.Target, fn func(topology.Target) (T, error)) ([]T, []error) {
 	out := make([]T, len(ts))
 	errs := make([]error, len(ts))
 	var wg sync.WaitGroup

@@ -7,6 +7,7 @@ import (
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/replica"
+	"github.com/cairnfs/cairn/internal/topology"
 )
 
 // readGrace is how long a read that has its quorum still waits for the other replicas'
@@ -18,9 +19,9 @@ const readGrace = 50 * time.Millisecond
 // it asks one replica at a time, the local one first, and stops at the first that has a
 // live version: the common read costs one lookup and no network hop when this node holds
 // a copy. Replicas that answered with an older record are repaired in the background.
-func (g *Gateway) versions(ctx context.Context, ts []target, r int, bucket, key string) (*object.Object, []target, error) {
+func (g *Gateway) versions(ctx context.Context, ts []topology.Target, r int, bucket, key string) (*object.Object, []topology.Target, error) {
 	type answer struct {
-		t   target
+		t   topology.Target
 		o   *object.Object // nil: the replica has no record
 		err error
 	}
@@ -28,7 +29,7 @@ func (g *Gateway) versions(ctx context.Context, ts []target, r int, bucket, key 
 	var lastErr error
 	live := 0
 	for _, t := range ts {
-		if t.down {
+		if t.Down {
 			continue
 		}
 		live++
@@ -38,7 +39,7 @@ func (g *Gateway) versions(ctx context.Context, ts []target, r int, bucket, key 
 	}
 	if r <= 1 {
 		for _, t := range ts {
-			if t.down {
+			if t.Down {
 				continue
 			}
 			o, err := g.replica(t).Stat(ctx, bucket, key)
@@ -59,7 +60,7 @@ func (g *Gateway) versions(ctx context.Context, ts []target, r int, bucket, key 
 		sctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		for _, t := range ts {
-			if t.down {
+			if t.Down {
 				continue
 			}
 			asked++
@@ -81,12 +82,12 @@ func (g *Gateway) versions(ctx context.Context, ts []target, r int, bucket, key 
 		// are used too (newest wins) and stale ones get repaired.
 		pending := map[string]bool{}
 		for _, t := range ts {
-			if !t.down {
-				pending[t.id] = true
+			if !t.Down {
+				pending[t.ID] = true
 			}
 		}
 		for _, a := range answers {
-			delete(pending, a.t.id)
+			delete(pending, a.t.ID)
 		}
 		if asked > 0 && !g.allSuspect(pending) {
 			grace := time.NewTimer(readGrace)
@@ -96,13 +97,13 @@ func (g *Gateway) versions(ctx context.Context, ts []target, r int, bucket, key 
 				select {
 				case a := <-ch:
 					asked--
-					delete(pending, a.t.id)
+					delete(pending, a.t.ID)
 					if a.err == nil || errors.Is(errors.NotExist, a.err) {
 						answers = append(answers, answer{t: a.t, o: a.o})
 					}
 				case <-grace.C:
 					for id := range pending {
-						g.markSuspect(id) // slow: later reads do not wait for it
+						g.topo.MarkSuspect(id) // slow: later reads do not wait for it
 					}
 					break more
 				}
@@ -124,15 +125,15 @@ func (g *Gateway) versions(ctx context.Context, ts []target, r int, bucket, key 
 	if best == nil {
 		// No replica has any record: while placement changes settle, the object may be
 		// only on a node that held it before (several holders moved at once, or N = 1).
-		for _, t := range g.formerReplicas(bucket, key, ts) {
+		for _, t := range g.topo.FormerReplicas(bucket, key, ts) {
 			o, err := g.replica(t).Stat(ctx, bucket, key)
 			if err == nil && !o.Deleted {
 				g.clock.Observe(o.HLC)
-				return o, []target{t}, nil
+				return o, []topology.Target{t}, nil
 			}
 		}
 	}
-	var holders []target
+	var holders []topology.Target
 	for _, a := range answers {
 		if a.o != nil && a.o.HLC == best.HLC {
 			holders = append(holders, a.t)
@@ -145,15 +146,15 @@ func (g *Gateway) versions(ctx context.Context, ts []target, r int, bucket, key 
 
 // repair brings a stale replica up to version in the background (read repair): the hint
 // queue delivers it.
-func (g *Gateway) repair(t target, bucket, key string, version uint64) {
+func (g *Gateway) repair(t topology.Target, bucket, key string, version uint64) {
 	if g.cfg.Hints == nil {
 		return
 	}
-	if err := g.cfg.Hints.Add(t.id, bucket, key, version); err != nil {
-		g.log.Warn("cannot queue a read repair", "node", t.id, "bucket", bucket, "key", key, "err", err)
+	if err := g.cfg.Hints.Add(t.ID, bucket, key, version); err != nil {
+		g.log.Warn("cannot queue a read repair", "node", t.ID, "bucket", bucket, "key", key, "err", err)
 		return
 	}
-	g.log.Debug("read repair queued", "node", t.id, "bucket", bucket, "key", key)
+	g.log.Debug("read repair queued", "node", t.ID, "bucket", bucket, "key", key)
 }
 
 func noSuchKey(op errors.Op) error {
@@ -166,7 +167,7 @@ func (g *Gateway) StatObject(ctx context.Context, bucket, key string) (*object.O
 	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return nil, errors.E(op, err)
 	}
-	cls, ts, err := g.replicas(bucket, key)
+	cls, ts, err := g.topo.Replicas(bucket, key)
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
@@ -186,7 +187,7 @@ func (g *Gateway) OpenObject(ctx context.Context, bucket, key string) (ObjectRea
 	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return nil, errors.E(op, err)
 	}
-	cls, ts, err := g.replicas(bucket, key)
+	cls, ts, err := g.topo.Replicas(bucket, key)
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
@@ -194,7 +195,7 @@ func (g *Gateway) OpenObject(ctx context.Context, bucket, key string) (ObjectRea
 	if r <= 1 {
 		// Fast path: open on the first replica that answers; one round trip.
 		for _, t := range ts {
-			if t.down {
+			if t.Down {
 				continue
 			}
 			rd, err := g.replica(t).Open(ctx, bucket, key, replica.OpenOptions{Version: 0})

@@ -19,6 +19,7 @@ import (
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/replica"
+	"github.com/cairnfs/cairn/internal/topology"
 )
 
 // Hints is the durable retry queue of replica writes that failed (LeoFS's repair queue,
@@ -261,7 +262,7 @@ func (g *Gateway) RunHints(ctx context.Context, interval time.Duration) {
 			if n.State == "down" {
 				continue
 			}
-			dst := target{id: n.ID, addr: n.Addr, local: n.ID == g.cfg.NodeID && g.cfg.Store != nil}
+			dst := topology.Target{ID: n.ID, Addr: n.Addr, Local: n.ID == g.cfg.NodeID && g.cfg.Store != nil}
 			var err error
 			if e.end != nil {
 				if err = g.replica(dst).EndUpload(ctx, e.end); errors.Is(errors.NotExist, err) {
@@ -283,28 +284,28 @@ func (g *Gateway) RunHints(ctx context.Context, interval time.Duration) {
 var errNotYet = errors.E(errors.Transient, "version not found on any replica yet")
 
 // deliver brings dst up to the newest version of e's object known among its replicas.
-func (g *Gateway) deliver(ctx context.Context, dst target, e hintEntry) error {
+func (g *Gateway) deliver(ctx context.Context, dst topology.Target, e hintEntry) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	if _, err := g.HeadBucket(ctx, e.bucket); err != nil {
 		return nil // the bucket is gone: nothing to deliver
 	}
-	_, ts, err := g.replicas(e.bucket, e.key)
+	_, ts, err := g.topo.Replicas(e.bucket, e.key)
 	if err != nil {
 		return err
 	}
-	var srcs []target
+	var srcs []topology.Target
 	for _, t := range ts {
-		if t.id != dst.id && !t.down {
+		if t.ID != dst.ID && !t.Down {
 			srcs = append(srcs, t)
 		}
 	}
-	if g.cfg.Store != nil && dst.id != g.cfg.NodeID {
-		srcs = append(srcs, target{id: g.cfg.NodeID, local: true})
+	if g.cfg.Store != nil && dst.ID != g.cfg.NodeID {
+		srcs = append(srcs, topology.Target{ID: g.cfg.NodeID, Local: true})
 	}
-	os, _ := gather(srcs, func(t target) (*object.Object, error) { return g.replica(t).Stat(ctx, e.bucket, e.key) })
+	os, _ := gather(srcs, func(t topology.Target) (*object.Object, error) { return g.replica(t).Stat(ctx, e.bucket, e.key) })
 	var best *object.Object
-	var src target
+	var src topology.Target
 	for i, o := range os {
 		if o != nil && (best == nil || o.HLC > best.HLC) {
 			best, src = o, srcs[i]
@@ -332,7 +333,7 @@ func (g *Gateway) deliver(ctx context.Context, dst target, e hintEntry) error {
 // copyVersion copies version of bucket/key from src to dst, streaming, and returns the
 // body bytes copied. With repair (dst local only) it replaces a record of the same
 // version: a damaged copy.
-func (g *Gateway) copyVersion(ctx context.Context, src, dst target, bucket, key string, version uint64, repair bool) (int64, error) {
+func (g *Gateway) copyVersion(ctx context.Context, src, dst topology.Target, bucket, key string, version uint64, repair bool) (int64, error) {
 	rd, err := g.replica(src).Open(ctx, bucket, key, replica.OpenOptions{Version: version})
 	if err != nil {
 		return 0, err
@@ -349,7 +350,7 @@ func (g *Gateway) copyVersion(ctx context.Context, src, dst target, bucket, key 
 	meta := *o
 	meta.Body, meta.Chunks, meta.Inline, meta.Embedded = nil, nil, false, false
 	_, err = g.replica(dst).Put(ctx, replica.Write{Bucket: bucket, Key: key, Meta: &meta, Body: pr, Size: size, Version: o.HLC, FinalNow: &meta,
-		Repair: repair && dst.local})
+		Repair: repair && dst.Local})
 	if err != nil {
 		return 0, err
 	}
@@ -374,14 +375,14 @@ type ReplicaState struct {
 
 // Replicas reads bucket/key's record directly from each of its replicas.
 func (g *Gateway) Replicas(ctx context.Context, bucket, key string) ([]ReplicaState, error) {
-	_, ts, err := g.replicas(bucket, key)
+	_, ts, err := g.topo.Replicas(bucket, key)
 	if err != nil {
 		return nil, err
 	}
-	os, errs := gather(ts, func(t target) (*object.Object, error) { return g.replica(t).Stat(ctx, bucket, key) })
+	os, errs := gather(ts, func(t topology.Target) (*object.Object, error) { return g.replica(t).Stat(ctx, bucket, key) })
 	out := make([]ReplicaState, len(ts))
 	for i, t := range ts {
-		out[i].Node = t.id
+		out[i].Node = t.ID
 		switch {
 		case errors.Is(errors.NotExist, errs[i]):
 			out[i].Missing = true

@@ -6,6 +6,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/topology"
 )
 
 // List returns a page of bucket's objects, merged from every storage node's store: for
@@ -24,19 +25,19 @@ func (g *Gateway) List(ctx context.Context, bucket string, opts object.ListOptio
 	if opts.Max <= 0 {
 		return out, nil
 	}
-	ts := g.listTargets()
+	ts := g.topo.ListTargets()
 	if len(ts) == 0 {
 		return nil, errors.E(op, errors.Transient, "no storage node is up")
 	}
 	need := 1
-	if tc, err := g.table(g.cfg.Maps.Current()); err == nil {
-		need = tc.cls.N
+	if tc, err := g.topo.Layout(g.cfg.Maps.Current()); err == nil {
+		need = tc.Class.N
 	}
 	want := opts.Max
 	ropts := opts
 	ropts.Tombstones = true
 	for round := 0; round < 8; round++ {
-		ress, errs := gather(ts, func(t target) (*object.ListResult, error) { return g.replica(t).List(ctx, bucket, ropts) })
+		ress, errs := gather(ts, func(t topology.Target) (*object.ListResult, error) { return g.replica(t).List(ctx, bucket, ropts) })
 		for _, err := range errs {
 			if err != nil {
 				// A listing that silently missed a node could miss objects only it holds.

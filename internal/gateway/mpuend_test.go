@@ -11,6 +11,7 @@ import (
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/topology"
 )
 
 // mpuParts uploads parts through g and returns their completion list and the whole body.
@@ -291,7 +292,7 @@ func TestMultipartCompleteTwoPhase(t *testing.T) {
 // TestQuorumFailureWording: a quorum error says the outcome is unknown exactly when some
 // replica applied the write or may have.
 func TestQuorumFailureWording(t *testing.T) {
-	a, b, c := target{id: "a"}, target{id: "b"}, target{id: "c"}
+	a, b, c := topology.Target{ID: "a"}, topology.Target{ID: "b"}, topology.Target{ID: "c"}
 	down := errors.E(errors.Transient, fmt.Errorf("node c is down: %w", errNotSent))
 	timeout := errors.E(errors.Transient, "node b: context deadline exceeded")
 	refused := errors.E(errors.Invalid, "part 2: invalid part")

@@ -14,6 +14,7 @@ import (
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/topology"
 )
 
 // Multipart uploads live on the replicas of their object: the upload record and every
@@ -37,7 +38,7 @@ func (g *Gateway) CreateUpload(ctx context.Context, bucket, key string, meta *ob
 	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return "", errors.E(op, err)
 	}
-	cls, ts, err := g.replicas(bucket, key)
+	cls, ts, err := g.topo.Replicas(bucket, key)
 	if err != nil {
 		return "", errors.E(op, err)
 	}
@@ -50,7 +51,7 @@ func (g *Gateway) CreateUpload(ctx context.Context, bucket, key string, meta *ob
 		m.StorageClass = g.policyClass(bucket, key, -1, m.ContentType)
 	}
 	m.ModTime = time.Now().UnixNano()
-	ok, failed := g.fanOut(ctx, ts, cls.W, bucket, key, 0, never, func(ctx context.Context, t target) (*object.Object, error) {
+	ok, failed := g.fanOut(ctx, ts, cls.W, bucket, key, 0, never, func(ctx context.Context, t topology.Target) (*object.Object, error) {
 		ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 		defer cancel()
 		return nil, g.replica(t).CreateUpload(ctx, bucket, key, id, &m)
@@ -67,7 +68,7 @@ func (g *Gateway) PutPart(ctx context.Context, bucket, key, uploadID string, n i
 	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return nil, errors.E(op, err)
 	}
-	cls, ts, err := g.replicas(bucket, key)
+	cls, ts, err := g.topo.Replicas(bucket, key)
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
@@ -94,7 +95,7 @@ func (g *Gateway) PutPart(ctx context.Context, bucket, key, uploadID string, n i
 
 // replicaUpload is one replica's view of an upload.
 type replicaUpload struct {
-	t   target
+	t   topology.Target
 	ans *object.PartsPage // nil if err is set
 	err error             // NotExist: the replica neither holds the upload nor has its end record
 }
@@ -135,12 +136,12 @@ func (v *uploadState) unanswered() error {
 // any W of them include one of them: an end record held by W replicas is always seen), the
 // others get StragglerWait more, so a paused replica does not hold up every operation on
 // the upload; one that has not answered by then counts as not answering.
-func (g *Gateway) uploadView(ctx context.Context, ts []target, need int, bucket, key, uploadID string, after, max int, all bool) *uploadState {
+func (g *Gateway) uploadView(ctx context.Context, ts []topology.Target, need int, bucket, key, uploadID string, after, max int, all bool) *uploadState {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	fetch := func(t target) (*object.PartsPage, error) {
-		if t.down {
-			return nil, errors.E(errors.Transient, fmt.Errorf("node %s is down: %w", t.id, errNotSent))
+	fetch := func(t topology.Target) (*object.PartsPage, error) {
+		if t.Down {
+			return nil, errors.E(errors.Transient, fmt.Errorf("node %s is down: %w", t.ID, errNotSent))
 		}
 		if !all {
 			return g.replica(t).Parts(ctx, bucket, key, uploadID, after, max)
@@ -177,7 +178,7 @@ func (g *Gateway) uploadView(ctx context.Context, ts []target, need int, bucket,
 	}
 	v := &uploadState{reps: make([]replicaUpload, len(ts))}
 	for i, t := range ts {
-		v.reps[i] = replicaUpload{t: t, err: errors.E(errors.Transient, fmt.Errorf("node %s did not answer in time", t.id))}
+		v.reps[i] = replicaUpload{t: t, err: errors.E(errors.Transient, fmt.Errorf("node %s did not answer in time", t.ID))}
 	}
 	var cutoff <-chan time.Time
 	for got := 0; got < len(ts); got++ {
@@ -234,7 +235,7 @@ func (g *Gateway) settle(ctx context.Context, v *uploadState, bucket, key, uploa
 // spreadEnd sends an upload's end record to the replicas in v that hold the upload
 // pending, and queues it for the replicas that did not answer.
 func (g *Gateway) spreadEnd(ctx context.Context, v *uploadState, e *object.UploadEnd) {
-	var send []target
+	var send []topology.Target
 	for _, r := range v.reps {
 		switch {
 		case r.pending():
@@ -243,7 +244,7 @@ func (g *Gateway) spreadEnd(ctx context.Context, v *uploadState, e *object.Uploa
 			g.queueEndHint(r.t, e)
 		}
 	}
-	_, errs := gather(send, func(t target) (struct{}, error) { return struct{}{}, g.replica(t).EndUpload(ctx, e) })
+	_, errs := gather(send, func(t topology.Target) (struct{}, error) { return struct{}{}, g.replica(t).EndUpload(ctx, e) })
 	for i, err := range errs {
 		if err != nil {
 			g.queueEndHint(send[i], e)
@@ -252,12 +253,12 @@ func (g *Gateway) spreadEnd(ctx context.Context, v *uploadState, e *object.Uploa
 }
 
 // queueEndHint queues t to receive an upload's end record.
-func (g *Gateway) queueEndHint(t target, e *object.UploadEnd) {
+func (g *Gateway) queueEndHint(t topology.Target, e *object.UploadEnd) {
 	if g.cfg.Hints == nil {
 		return
 	}
-	if err := g.cfg.Hints.AddUploadEnd(t.id, e); err != nil {
-		g.log.Error("cannot queue an upload's end for retry: the replica keeps the upload until anti-entropy", "node", t.id, "bucket", e.Bucket, "key", e.Key, "upload", e.UploadID, "err", err)
+	if err := g.cfg.Hints.AddUploadEnd(t.ID, e); err != nil {
+		g.log.Error("cannot queue an upload's end for retry: the replica keeps the upload until anti-entropy", "node", t.ID, "bucket", e.Bucket, "key", e.Key, "upload", e.UploadID, "err", err)
 	}
 }
 
@@ -267,7 +268,7 @@ func (g *Gateway) ListParts(ctx context.Context, bucket, key, uploadID string, a
 	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return nil, false, errors.E(op, err)
 	}
-	cls, ts, err := g.replicas(bucket, key)
+	cls, ts, err := g.topo.Replicas(bucket, key)
 	if err != nil {
 		return nil, false, errors.E(op, err)
 	}
@@ -325,7 +326,7 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucket, key, uploadID stri
 	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return nil, errors.E(op, err)
 	}
-	cls, ts, err := g.replicas(bucket, key)
+	cls, ts, err := g.topo.Replicas(bucket, key)
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
@@ -355,7 +356,7 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucket, key, uploadID stri
 		return nil, errors.E(op, errors.NotExist, object.ErrNoSuchUpload)
 	}
 	// The replicas that hold every listed part with its ETag, and their part records.
-	var holders []target
+	var holders []topology.Target
 	var byNum map[int]*object.Object
 	for _, r := range pend {
 		have := map[int]*object.Object{}
@@ -386,7 +387,7 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucket, key, uploadID stri
 	}
 	up := pend[0].ans.Upload
 	for _, r := range pend {
-		if r.t.id == holders[0].id {
+		if r.t.ID == holders[0].ID {
 			up = r.ans.Upload
 		}
 	}
@@ -410,7 +411,7 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucket, key, uploadID stri
 	}
 	version, mod := g.clock.Next(), time.Now().UnixNano()
 	c := replica.Completion{Bucket: bucket, Key: key, UploadID: uploadID, Parts: list, MinPart: minPart, Version: version, ModTime: mod, Final: &o}
-	ok, failed := g.fanOut(ctx, holders, cls.W, bucket, key, version, always, func(ctx context.Context, t target) (*object.Object, error) {
+	ok, failed := g.fanOut(ctx, holders, cls.W, bucket, key, version, always, func(ctx context.Context, t topology.Target) (*object.Object, error) {
 		return g.replica(t).Complete(ctx, c)
 	})
 	if len(ok) < cls.W {
@@ -427,11 +428,11 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucket, key, uploadID stri
 	}
 	sent := map[string]bool{}
 	for _, t := range holders {
-		sent[t.id] = true
+		sent[t.ID] = true
 	}
 	var rest []replicaUpload
 	for _, r := range v.reps {
-		if !sent[r.t.id] {
+		if !sent[r.t.ID] {
 			g.queueHint(r.t, bucket, key, version, errors.E(errors.Invalid, "the replica could not complete the upload"))
 			rest = append(rest, r)
 		}
@@ -455,7 +456,7 @@ func (g *Gateway) AbortUpload(ctx context.Context, bucket, key, uploadID string)
 	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return errors.E(op, err)
 	}
-	cls, ts, err := g.replicas(bucket, key)
+	cls, ts, err := g.topo.Replicas(bucket, key)
 	if err != nil {
 		return errors.E(op, err)
 	}
@@ -463,7 +464,7 @@ func (g *Gateway) AbortUpload(ctx context.Context, bucket, key, uploadID string)
 		return errors.E(op, err)
 	}
 	end := &object.UploadEnd{Bucket: bucket, Key: key, UploadID: uploadID, State: object.UploadAborted, Ended: time.Now().UnixNano()}
-	ok, failed := g.fanOut(ctx, ts, cls.D, bucket, key, 0, never, func(ctx context.Context, t target) (*object.Object, error) {
+	ok, failed := g.fanOut(ctx, ts, cls.D, bucket, key, 0, never, func(ctx context.Context, t topology.Target) (*object.Object, error) {
 		return nil, g.replica(t).EndUpload(ctx, end)
 	})
 	for _, f := range failed {
@@ -487,8 +488,8 @@ func (g *Gateway) ListUploads(ctx context.Context, bucket string, opts object.Up
 	if opts.Max <= 0 {
 		opts.Max = 1000
 	}
-	ts := g.listTargets()
-	ress, errs := gather(ts, func(t target) (*object.UploadList, error) {
+	ts := g.topo.ListTargets()
+	ress, errs := gather(ts, func(t topology.Target) (*object.UploadList, error) {
 		return g.replica(t).ListUploads(ctx, bucket, opts)
 	})
 	out := &object.UploadList{}

@@ -13,6 +13,7 @@ import (
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/replica"
+	"github.com/cairnfs/cairn/internal/topology"
 )
 
 // smallBody is the largest body read into memory before it is sent to the replicas; larger
@@ -24,7 +25,7 @@ const pumpBuf = 256 << 10
 
 // replicaResult is the outcome of one replica write.
 type replicaResult struct {
-	t   target
+	t   topology.Target
 	o   *object.Object
 	err error
 }
@@ -34,16 +35,16 @@ type replicaResult struct {
 // no longer be reached. Failed replicas, including those still failing after the return,
 // are queued as hints for (bucket, key) at version when hint, asked at the time of each
 // failure, says so (a streamed write the client abandoned stops wanting hints).
-func (g *Gateway) fanOut(ctx context.Context, ts []target, need int, bucket, key string, version uint64, hint func() bool,
-	write func(ctx context.Context, t target) (*object.Object, error)) (ok []replicaResult, failed []replicaResult) {
+func (g *Gateway) fanOut(ctx context.Context, ts []topology.Target, need int, bucket, key string, version uint64, hint func() bool,
+	write func(ctx context.Context, t topology.Target) (*object.Object, error)) (ok []replicaResult, failed []replicaResult) {
 	results := make(chan replicaResult, len(ts))
 	// Replica writes outlive the request if they straggle: their context is detached
 	// from the client's, bounded by the write itself.
 	wctx := context.WithoutCancel(ctx)
 	started := 0
 	for _, t := range ts {
-		if t.down {
-			failed = append(failed, replicaResult{t: t, err: errors.E(errors.Transient, fmt.Errorf("node %s is down: %w", t.id, errNotSent))})
+		if t.Down {
+			failed = append(failed, replicaResult{t: t, err: errors.E(errors.Transient, fmt.Errorf("node %s is down: %w", t.ID, errNotSent))})
 			continue
 		}
 		started++
@@ -58,7 +59,7 @@ func (g *Gateway) fanOut(ctx context.Context, ts []target, need int, bucket, key
 	pending := started
 	waiting := map[string]bool{}
 	for _, t := range ts {
-		waiting[t.id] = !t.down
+		waiting[t.ID] = !t.Down
 	}
 	for pending > 0 {
 		if len(ok) >= need && straggle == nil {
@@ -73,8 +74,8 @@ func (g *Gateway) fanOut(ctx context.Context, ts []target, need int, bucket, key
 		select {
 		case r := <-results:
 			pending--
-			waiting[r.t.id] = false
-			g.clearSuspect(r.t.id)
+			waiting[r.t.ID] = false
+			g.topo.ClearSuspect(r.t.ID)
 			if r.o != nil {
 				g.clock.Observe(r.o.HLC)
 			}
@@ -86,7 +87,7 @@ func (g *Gateway) fanOut(ctx context.Context, ts []target, need int, bucket, key
 		case <-straggle:
 			for id, w := range waiting {
 				if w {
-					g.markSuspect(id)
+					g.topo.MarkSuspect(id)
 				}
 			}
 			goto done
@@ -114,11 +115,6 @@ done:
 	return ok, failed
 }
 
-// suspectFor is how long a replica that did not answer within StragglerWait is not
-// waited for again beyond the quorum (a paused or overloaded node does not slow every
-// write down by StragglerWait).
-const suspectFor = 30 * time.Second
-
 // allSuspect reports whether every target still awaited was slow recently.
 func (g *Gateway) allSuspect(waiting map[string]bool) bool {
 	any := false
@@ -127,7 +123,7 @@ func (g *Gateway) allSuspect(waiting map[string]bool) bool {
 			continue
 		}
 		any = true
-		if !g.isSuspect(id) {
+		if !g.topo.IsSuspect(id) {
 			return false
 		}
 	}
@@ -136,7 +132,7 @@ func (g *Gateway) allSuspect(waiting map[string]bool) bool {
 
 // hint queues a failed replica write for retry. Refusals (a malformed or abandoned
 // write, a bad signature) are not retried: only unreachable or failing nodes are.
-func (g *Gateway) hint(t target, bucket, key string, version uint64, cause error) {
+func (g *Gateway) hint(t topology.Target, bucket, key string, version uint64, cause error) {
 	switch errors.KindOf(cause) {
 	case errors.Invalid, errors.Precondition, errors.Permission, errors.NotExist:
 		return
@@ -145,15 +141,15 @@ func (g *Gateway) hint(t target, bucket, key string, version uint64, cause error
 }
 
 // queueHint queues t to receive bucket/key at version.
-func (g *Gateway) queueHint(t target, bucket, key string, version uint64, cause error) {
+func (g *Gateway) queueHint(t topology.Target, bucket, key string, version uint64, cause error) {
 	if g.cfg.Hints == nil {
 		return
 	}
-	if err := g.cfg.Hints.Add(t.id, bucket, key, version); err != nil {
-		g.log.Error("cannot queue a replica write for retry: the replica stays stale until anti-entropy", "node", t.id, "bucket", bucket, "key", key, "err", err)
+	if err := g.cfg.Hints.Add(t.ID, bucket, key, version); err != nil {
+		g.log.Error("cannot queue a replica write for retry: the replica stays stale until anti-entropy", "node", t.ID, "bucket", bucket, "key", key, "err", err)
 		return
 	}
-	g.log.Warn("replica write failed, queued for retry", "node", t.id, "bucket", bucket, "key", key, "err", cause)
+	g.log.Warn("replica write failed, queued for retry", "node", t.ID, "bucket", bucket, "key", key, "err", cause)
 }
 
 // bodyErr classifies an error reading the client's body: errors with a kind (a failed
@@ -257,7 +253,7 @@ func (g *Gateway) PutObject(ctx context.Context, bucket, key string, meta *objec
 	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return nil, errors.E(op, err)
 	}
-	cls, ts, err := g.replicas(bucket, key)
+	cls, ts, err := g.topo.Replicas(bucket, key)
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
@@ -296,7 +292,7 @@ func (g *Gateway) PutObject(ctx context.Context, bucket, key string, meta *objec
 // write sends a body to the replicas ts and waits for need acknowledgements. w says what
 // is written (an object version, or a part when w.Part > 0); its body and final
 // metadata are filled in here.
-func (g *Gateway) write(ctx context.Context, ts []target, need int, w replica.Write, src io.Reader, size int64,
+func (g *Gateway) write(ctx context.Context, ts []topology.Target, need int, w replica.Write, src io.Reader, size int64,
 	finish func(*object.Object) error) (*object.Object, error) {
 	bucket, key, version, part := w.Bucket, w.Key, w.Version, w.Part
 	fin := *w.Meta
@@ -328,7 +324,7 @@ func (g *Gateway) write(ctx context.Context, ts []target, need int, w replica.Wr
 				return nil, err
 			}
 		}
-		ok, failed = g.fanOut(ctx, ts, need, bucket, key, version, hint, func(ctx context.Context, t target) (*object.Object, error) {
+		ok, failed = g.fanOut(ctx, ts, need, bucket, key, version, hint, func(ctx context.Context, t topology.Target) (*object.Object, error) {
 			ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout+time.Duration(size/(1<<20))*time.Second)
 			defer cancel()
 			rw := w
@@ -358,7 +354,7 @@ func (g *Gateway) write(ctx context.Context, ts []target, need int, w replica.Wr
 // buffer whatever the size. A replica that fails is dropped from the copy; the write
 // fails if fewer than need remain. finish runs once src is exhausted; only then do the
 // replicas receive the final metadata that lets them commit.
-func (g *Gateway) stream(ctx context.Context, ts []target, need int, w replica.Write, fin *object.Object, src io.Reader, size int64,
+func (g *Gateway) stream(ctx context.Context, ts []topology.Target, need int, w replica.Write, fin *object.Object, src io.Reader, size int64,
 	finish func(*object.Object) error) (ok, failed []replicaResult, err error) {
 	bucket, key, version, part := w.Bucket, w.Key, w.Version, w.Part
 	var finalMu sync.Mutex
@@ -367,20 +363,20 @@ func (g *Gateway) stream(ctx context.Context, ts []target, need int, w replica.W
 	pws := map[string]*io.PipeWriter{}
 	prs := map[string]*io.PipeReader{}
 	for _, t := range ts {
-		if !t.down {
+		if !t.Down {
 			pr, pw := io.Pipe()
-			pws[t.id], prs[t.id] = pw, pr
+			pws[t.ID], prs[t.ID] = pw, pr
 		}
 	}
 	type outcome struct{ ok, failed []replicaResult }
 	res := make(chan outcome, 1)
 	var abandoned atomic.Bool // the client's body failed or was refused: replicas failing now need no retry
 	go func() {
-		o, f := g.fanOut(ctx, ts, need, bucket, key, version, func() bool { return part == 0 && !abandoned.Load() }, func(ctx context.Context, t target) (*object.Object, error) {
+		o, f := g.fanOut(ctx, ts, need, bucket, key, version, func() bool { return part == 0 && !abandoned.Load() }, func(ctx context.Context, t topology.Target) (*object.Object, error) {
 			rw := w
-			rw.Body, rw.Size, rw.Final = prs[t.id], -1, getFinal
+			rw.Body, rw.Size, rw.Final = prs[t.ID], -1, getFinal
 			o, err := g.replica(t).Put(ctx, rw)
-			prs[t.id].CloseWithError(errReplicaGone) // unblock the pump if the replica stopped reading
+			prs[t.ID].CloseWithError(errReplicaGone) // unblock the pump if the replica stopped reading
 			return o, err
 		})
 		res <- outcome{o, f}
@@ -472,12 +468,12 @@ func (g *Gateway) DeleteObject(ctx context.Context, bucket, key string) error {
 	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return errors.E(op, err)
 	}
-	cls, ts, err := g.replicas(bucket, key)
+	cls, ts, err := g.topo.Replicas(bucket, key)
 	if err != nil {
 		return errors.E(op, err)
 	}
 	version, mod := g.clock.Next(), time.Now().UnixNano()
-	ok, failed := g.fanOut(ctx, ts, cls.D, bucket, key, version, always, func(ctx context.Context, t target) (*object.Object, error) {
+	ok, failed := g.fanOut(ctx, ts, cls.D, bucket, key, version, always, func(ctx context.Context, t topology.Target) (*object.Object, error) {
 		return g.replica(t).Delete(ctx, bucket, key, version, mod)
 	})
 	if len(ok) < cls.D {

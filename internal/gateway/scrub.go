@@ -11,6 +11,7 @@ import (
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/topology"
 )
 
 // ScrubStatus describes a node's deep scrub: the pass in progress, or the last one.
@@ -131,12 +132,12 @@ func (s *Scrub) pass(ctx context.Context) {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if e.Deleted || store.Internal(e.Bucket) && e.Bucket != ShardBucket {
+		if e.Deleted || store.Internal(e.Bucket) && e.Bucket != topology.ShardBucket {
 			return nil
 		}
 		var n int64
 		var err error
-		if e.Bucket == ShardBucket {
+		if e.Bucket == topology.ShardBucket {
 			n = s.verifyShard(ctx, log, e) // counts, logs and rebuilds on its own (ecscrub.go)
 		} else {
 			n, err = s.verify(ctx, e)

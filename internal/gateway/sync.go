@@ -16,6 +16,7 @@ import (
 	"github.com/cairnfs/cairn/internal/placement"
 	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/topology"
 )
 
 // SyncStats reports one synchronisation round of this node's partitions.
@@ -95,13 +96,13 @@ func (g *Gateway) HeldElsewhere() (objects, bytes int64, err error) {
 	if g.cfg.Store == nil {
 		return 0, 0, nil
 	}
-	tc, err := g.table(g.cfg.Maps.Current())
+	tc, err := g.topo.Layout(g.cfg.Maps.Current())
 	if err != nil {
 		return 0, 0, err
 	}
-	P := tc.t.Partitions()
+	P := tc.Table.Partitions()
 	err = g.cfg.Store.Scan(func(b, _ string) bool { return !store.Internal(b) }, func(e object.VersionEntry) error {
-		if !slices.Contains(tc.t.Nodes(placement.Partition(e.Bucket, e.Key, P)), g.cfg.NodeID) {
+		if !slices.Contains(tc.Table.Nodes(placement.Partition(e.Bucket, e.Key, P)), g.cfg.NodeID) {
 			objects++
 			bytes += e.Size
 		}
@@ -122,7 +123,7 @@ func (g *Gateway) HeldElsewhere() (objects, bytes int64, err error) {
 // want is a version to copy here from a peer.
 type want struct {
 	e       object.VersionEntry
-	src     target
+	src     topology.Target
 	holders int // peers holding this newest version: fewer means more urgent
 }
 
@@ -147,15 +148,15 @@ func (g *Gateway) Sync(ctx context.Context) (st SyncStats, err error) {
 	g.sync.run.Lock()
 	defer g.sync.run.Unlock()
 	m := g.cfg.Maps.Current()
-	tc, err := g.table(m)
+	tc, err := g.topo.Layout(m)
 	if err != nil {
 		return st, errors.E(op, err)
 	}
-	P := tc.t.Partitions()
+	P := tc.Table.Partitions()
 	mine := make([]bool, P)
 	var myParts []int
 	for p := 0; p < P; p++ {
-		for _, id := range tc.t.Nodes(p) {
+		for _, id := range tc.Table.Nodes(p) {
 			if id == g.cfg.NodeID {
 				mine[p] = true
 				myParts = append(myParts, p)
@@ -170,7 +171,7 @@ func (g *Gateway) Sync(ctx context.Context) (st SyncStats, err error) {
 	digests, err := replica.Digests(g.cfg.Store, P, func(p int, e object.VersionEntry) {
 		if mine[p] {
 			local[e.Bucket+"\x00"+e.Key] = e.HLC
-			if e.Striped && !e.Deleted && g.firstUpHolder(m, tc.t.Nodes(p)) {
+			if e.Striped && !e.Deleted && g.firstUpHolder(m, tc.Table.Nodes(p)) {
 				striped = append(striped, e)
 			}
 		} else {
@@ -183,7 +184,7 @@ func (g *Gateway) Sync(ctx context.Context) (st SyncStats, err error) {
 	}
 	if st.Partitions > 0 {
 		for _, e := range g.pullNewer(ctx, m, P, myParts, digests, local, &st) {
-			if e.Striped && !e.Deleted && g.firstUpHolder(m, tc.t.Nodes(placement.Partition(e.Bucket, e.Key, P))) {
+			if e.Striped && !e.Deleted && g.firstUpHolder(m, tc.Table.Nodes(placement.Partition(e.Bucket, e.Key, P))) {
 				striped = append(striped, e) // a record copied here just now
 			}
 		}
@@ -236,13 +237,13 @@ func (g *Gateway) syncUploads(ctx context.Context, st *SyncStats) {
 		if ctx.Err() != nil {
 			return
 		}
-		cls, ts, err := g.replicas(u.Bucket, u.Key)
+		cls, ts, err := g.topo.Replicas(u.Bucket, u.Key)
 		if err != nil {
 			continue // the bucket is gone from the map
 		}
-		var peers []target
+		var peers []topology.Target
 		for _, t := range ts {
-			if t.id != g.cfg.NodeID {
+			if t.ID != g.cfg.NodeID {
 				peers = append(peers, t)
 			}
 		}
@@ -288,7 +289,7 @@ func (g *Gateway) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts
 		if n.ID == g.cfg.NodeID || n.State == clustermap.StateDown {
 			continue
 		}
-		src := target{id: n.ID, addr: n.Addr}
+		src := topology.Target{ID: n.ID, Addr: n.Addr}
 		differ, err := g.differing(ctx, src, P, parts, digests)
 		if err != nil {
 			st.Errors++
@@ -346,7 +347,7 @@ func (g *Gateway) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts
 				switch {
 				case err != nil:
 					st.Errors++
-					g.log.Debug("sync: copy failed", "bucket", x.e.Bucket, "key", x.e.Key, "from", x.src.id, "err", err)
+					g.log.Debug("sync: copy failed", "bucket", x.e.Bucket, "key", x.e.Key, "from", x.src.ID, "err", err)
 				case x.e.Deleted:
 					st.Deleted++
 				default:
@@ -371,7 +372,7 @@ func (g *Gateway) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts
 
 // differing asks peer t for its digests of parts and returns those that are not empty
 // there and differ from ours (digests, indexed by partition).
-func (g *Gateway) differing(ctx context.Context, t target, P int, parts []int, digests []uint64) ([]int, error) {
+func (g *Gateway) differing(ctx context.Context, t topology.Target, P int, parts []int, digests []uint64) ([]int, error) {
 	theirs, err := g.replica(t).Digests(ctx, P, parts)
 	if err != nil {
 		return nil, err
@@ -389,12 +390,12 @@ func (g *Gateway) differing(ctx context.Context, t target, P int, parts []int, d
 // every current holder of the partition (all N, each up) holds that version or a newer
 // one: the data is never down to fewer copies than before. Holders that lack a version
 // get it from this node through their own sync rounds, which ask every storage node.
-func (g *Gateway) handOff(ctx context.Context, m *clustermap.Map, tc *tableCache, foreign map[int][]object.VersionEntry, st *SyncStats) {
+func (g *Gateway) handOff(ctx context.Context, m *clustermap.Map, tc *topology.Layout, foreign map[int][]object.VersionEntry, st *SyncStats) {
 	// Which partitions each holder must confirm, and whether all their holders are up.
 	byNode := map[string][]int{}
 	for p := range foreign {
-		ids := tc.t.Nodes(p)
-		ok := len(ids) >= tc.cls.N
+		ids := tc.Table.Nodes(p)
+		ok := len(ids) >= tc.Class.N
 		for _, id := range ids {
 			n, found := m.Node(id)
 			ok = ok && found && n.State == clustermap.StateUp
@@ -417,7 +418,7 @@ func (g *Gateway) handOff(ctx context.Context, m *clustermap.Map, tc *tableCache
 	for id, parts := range byNode {
 		n, _ := m.Node(id)
 		h := map[string]uint64{}
-		err := g.replica(target{id: id, addr: n.Addr}).Scan(ctx, tc.t.Partitions(), parts, func(e object.VersionEntry) {
+		err := g.replica(topology.Target{ID: id, Addr: n.Addr}).Scan(ctx, tc.Table.Partitions(), parts, func(e object.VersionEntry) {
 			if k := e.Bucket + "\x00" + e.Key; keys[k] {
 				h[k] = e.HLC
 			}
@@ -431,7 +432,7 @@ func (g *Gateway) handOff(ctx context.Context, m *clustermap.Map, tc *tableCache
 	}
 	var left, leftBytes int64
 	for p, es := range foreign {
-		ids := tc.t.Nodes(p)
+		ids := tc.Table.Nodes(p)
 		for _, e := range es {
 			k := e.Bucket + "\x00" + e.Key
 			confirmed := len(ids) > 0
@@ -499,7 +500,7 @@ func (p *pacer) wait(ctx context.Context, n int64) {
 
 // pull copies version e of an object from src into the local store and returns the body
 // bytes copied.
-func (g *Gateway) pull(ctx context.Context, src target, e object.VersionEntry) (int64, error) {
+func (g *Gateway) pull(ctx context.Context, src topology.Target, e object.VersionEntry) (int64, error) {
 	if err := g.EnsureLocalBucket(e.Bucket); err != nil {
 		return 0, err // the bucket was deleted meanwhile
 	}
@@ -507,7 +508,7 @@ func (g *Gateway) pull(ctx context.Context, src target, e object.VersionEntry) (
 		_, err := g.cfg.Store.DeleteVersion(e.Bucket, e.Key, e.HLC, 0)
 		return 0, err
 	}
-	return g.copyVersion(ctx, src, target{id: g.cfg.NodeID, local: true}, e.Bucket, e.Key, e.HLC, false)
+	return g.copyVersion(ctx, src, topology.Target{ID: g.cfg.NodeID, Local: true}, e.Bucket, e.Key, e.HLC, false)
 }
 
 // nodeStates lists the nodes' states, for RunSync to notice changes.
@@ -542,13 +543,13 @@ func (g *Gateway) RunSync(ctx context.Context, interval time.Duration, last func
 		case <-t.C:
 		}
 		m := g.cfg.Maps.Current()
-		tc, err := g.table(m)
+		tc, err := g.topo.Layout(m)
 		if err != nil {
 			continue
 		}
 		// Placement changed, or a node changed state (one that returns has missed writes; one
 		// that drains or leaves has data to move).
-		d := tc.digest + "|" + nodeStates(m)
+		d := tc.Digest + "|" + nodeStates(m)
 		if d != digest && digest != "" {
 			next = time.Now()
 		}

@@ -121,7 +121,7 @@ func TestSyncDrainHandsOff(t *testing.T) {
 					t.Fatalf("%s: read %s via %s: %v", when, k, c.nodes[i].id, err)
 				}
 			}
-			if ids, _, _ := c.nodes[0].gw.Placement("b", k); len(ids) != 3 || contains(ids, "n4") {
+			if ids, _, _ := c.nodes[0].gw.topo.Placement("b", k); len(ids) != 3 || contains(ids, "n4") {
 				t.Fatalf("%s: %s placed on %v; want 3 nodes without the draining n4", when, k, ids)
 			}
 		}

@@ -127,7 +127,7 @@ func (a *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case path == "status" || path == "nodes":
 		writeJSON(w, a.status(r.Context()))
 	case path == "placement":
-		ids, part, err := a.gw.Placement(q.Get("bucket"), q.Get("key"))
+		ids, part, err := a.gw.Topology().Placement(q.Get("bucket"), q.Get("key"))
 		if err != nil {
 			wire.WriteError(w, err)
 			return
@@ -389,7 +389,7 @@ func (a *adminHandler) status(ctx context.Context) *Status {
 	st.Leader, _ = a.mgr.Leader()
 	st.Managers, _ = a.mgr.Members()
 	counts := map[string]int{}
-	if t, err := a.gw.Table(); err == nil {
+	if t, err := a.gw.Topology().Table(); err == nil {
 		counts = t.Counts()
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)

@@ -1,12 +1,29 @@
-package gateway
+package topology
 
 import (
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cairnfs/cairn/internal/clustermap"
+	"github.com/cairnfs/cairn/internal/store"
 )
+
+// testMaps is a MapSource whose map a test replaces.
+type testMaps struct {
+	p atomic.Pointer[clustermap.Map]
+}
+
+func (m *testMaps) Current() *clustermap.Map { return m.p.Load() }
+func (m *testMaps) Set(nm *clustermap.Map)   { m.p.Store(nm) }
+
+// TestShardBucketInternal: shards live in a bucket the store keeps out of S3's reach.
+func TestShardBucketInternal(t *testing.T) {
+	if !store.Internal(ShardBucket) {
+		t.Fatalf("%q is not an internal bucket of the store", ShardBucket)
+	}
+}
 
 func topoMap(epoch uint64, n int, state func(id string) clustermap.NodeState) *clustermap.Map {
 	m := &clustermap.Map{Epoch: epoch, Partitions: 64, Replicas: 3,
@@ -25,11 +42,11 @@ func TestTopology(t *testing.T) {
 	up := func(string) clustermap.NodeState { return clustermap.StateUp }
 	maps := &testMaps{}
 	maps.Set(topoMap(1, 4, up))
-	tp := newTopology(maps, "n2", true, slog.New(slog.DiscardHandler))
+	tp := NewTopology(maps, "n2", true, slog.New(slog.DiscardHandler))
 	key := ""
 	for i := range 1000 { // a key n2 holds, not as primary
 		k := "k" + strconv.Itoa(i)
-		_, ts, err := tp.replicas("b", k)
+		_, ts, err := tp.Replicas("b", k)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,19 +59,19 @@ func TestTopology(t *testing.T) {
 	if key == "" {
 		t.Fatal("no key held by n2 as a secondary")
 	}
-	cls, ts, _ := tp.replicas("b", key)
-	if cls.N != 3 || !ts[0].local || ts[0].id != "n2" {
+	cls, ts, _ := tp.Replicas("b", key)
+	if cls.N != 3 || !ts[0].Local || ts[0].ID != "n2" {
 		t.Fatalf("local holder not first: %v", ts)
 	}
 	// A suspect goes last.
-	other := ts[1].id
-	tp.markSuspect(other)
-	_, ts, _ = tp.replicas("b", key)
-	if ts[2].id != other {
+	other := ts[1].ID
+	tp.MarkSuspect(other)
+	_, ts, _ = tp.Replicas("b", key)
+	if ts[2].ID != other {
 		t.Fatalf("suspect %s not last: %v", other, ts)
 	}
-	tp.clearSuspect(other)
-	if tp.isSuspect(other) {
+	tp.ClearSuspect(other)
+	if tp.IsSuspect(other) {
 		t.Fatal("suspect not cleared")
 	}
 	// A node that was down and is up again is read last for a while.
@@ -65,23 +82,23 @@ func TestTopology(t *testing.T) {
 		return clustermap.StateUp
 	}
 	maps.Set(topoMap(2, 4, down))
-	_, ts, _ = tp.replicas("b", key)
+	_, ts, _ = tp.Replicas("b", key)
 	for _, x := range ts {
-		if x.id == other && !x.down {
+		if x.ID == other && !x.Down {
 			t.Fatalf("a down node's target is not marked down: %v", ts)
 		}
 	}
 	maps.Set(topoMap(3, 4, up))
-	_, ts, _ = tp.replicas("b", key)
-	if ts[2].id != other || !tp.isReturning(other) {
+	_, ts, _ = tp.Replicas("b", key)
+	if ts[2].ID != other || !tp.isReturning(other) {
 		t.Fatalf("returning node %s not last: %v", other, ts)
 	}
 	// A fifth node changes placement: the former holders stay reachable for reads.
 	before, _, _ := tp.Placement("b", key)
 	maps.Set(topoMap(4, 5, up))
 	after, _, _ := tp.Placement("b", key)
-	_, ts, _ = tp.replicas("b", key)
-	former := tp.formerReplicas("b", key, ts)
+	_, ts, _ = tp.Replicas("b", key)
+	former := tp.FormerReplicas("b", key, ts)
 	for _, id := range before {
 		inNew := false
 		for _, a := range after {
@@ -89,7 +106,7 @@ func TestTopology(t *testing.T) {
 		}
 		found := inNew
 		for _, f := range former {
-			found = found || f.id == id
+			found = found || f.ID == id
 		}
 		if !found {
 			t.Fatalf("former holder %s neither a holder nor a former holder (before %v, after %v, former %v)", id, before, after, former)
@@ -98,19 +115,19 @@ func TestTopology(t *testing.T) {
 	// Shard targets: K+M distinct nodes.
 	m := maps.Current()
 	cls = clustermap.Class{Name: "EC21", K: 2, M: 1}
-	tab, err := tp.shardTable(m, cls, true)
+	tab, err := tp.ShardTable(m, cls, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sts := tp.shardTargets(m, tab, "stripe-1")
+	sts := tp.ShardTargets(m, tab, "stripe-1")
 	seen := map[string]bool{}
 	for _, s := range sts {
-		seen[s.id] = true
+		seen[s.ID] = true
 	}
 	if len(sts) != 3 || len(seen) != 3 {
 		t.Fatalf("shard targets %v", sts)
 	}
-	if _, err := tp.shardTable(m, clustermap.Class{Name: "EC55", K: 5, M: 5}, true); err == nil {
+	if _, err := tp.ShardTable(m, clustermap.Class{Name: "EC55", K: 5, M: 5}, true); err == nil {
 		t.Fatal("a class needing more nodes than there are is placed for writes")
 	}
 }

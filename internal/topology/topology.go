@@ -1,13 +1,12 @@
-package gateway
-
-// This file is the gateway's topology: where objects and shards live and how far each
-// holder is to be trusted right now. It turns the cluster map into placement tables
-// (cached per map, recomputed only when what placement depends on changes, with the
-// tables of recent placements kept so that reads find objects not yet moved), the
-// targets of an object or a stripe, and the nodes to read last: those that were slow
-// recently (suspects) and those that came back recently (their copies may be stale).
-// It does no I/O: the coordinator and the repair loops ask it where to go, and reach
-// the holders through the replica seam.
+// Package topology is where things live in the cluster, as one gateway sees it: it turns
+// the cluster map into placement tables (cached per map, recomputed only when what
+// placement depends on changes, with the tables of recent placements kept so that reads
+// find objects not yet moved), the targets of an object or of an erasure-coded stripe,
+// and the nodes to read last: those that were slow recently (suspects) and those that
+// came back recently (their copies may be stale). It does no I/O: the coordinator
+// (package gateway), the erasure-coded path (package stripe) and the repair loops
+// (package repair) ask it where to go, and reach the holders through the replica seam.
+package topology
 
 import (
 	"fmt"
@@ -22,14 +21,28 @@ import (
 	"github.com/cairnfs/cairn/internal/placement"
 )
 
-// topology is the placement state of one gateway (see the top of this file).
-type topology struct {
+// MapSource gives the newest cluster map this node knows.
+type MapSource interface {
+	Current() *clustermap.Map
+}
+
+// ShardBucket is the internal bucket that holds erasure-code shards on the storage nodes:
+// no S3 bucket can have this name (S3 bucket names start with a letter or digit).
+const ShardBucket = ".shards" // internal: store.InternalPrefix (TestShardBucketInternal)
+
+// SuspectFor is how long a replica that did not answer in time is read last and not
+// waited for beyond the quorum (a paused or overloaded node does not slow every write
+// down).
+const SuspectFor = 30 * time.Second
+
+// Topology is the placement state of one gateway (see the package comment).
+type Topology struct {
 	maps    MapSource
 	self    string // this node's id
 	storage bool   // this node has a store: it is a target of its own partitions
 	log     *slog.Logger
 
-	tab   atomic.Pointer[tableCache]
+	tab   atomic.Pointer[Layout]
 	tabMu sync.Mutex
 	// shardTables caches erasure-code shard placements by class and device class.
 	shardMu     sync.Mutex
@@ -43,20 +56,20 @@ type topology struct {
 	returning atomic.Int64 // entries in returned
 }
 
-func newTopology(maps MapSource, self string, storage bool, log *slog.Logger) *topology {
-	return &topology{maps: maps, self: self, storage: storage, log: log}
+func NewTopology(maps MapSource, self string, storage bool, log *slog.Logger) *Topology {
+	return &Topology{maps: maps, self: self, storage: storage, log: log}
 }
 
-// isLocal reports whether node id is this node with its store.
-func (tp *topology) isLocal(id string) bool { return id == tp.self && tp.storage }
+// IsLocal reports whether node id is this node with its store.
+func (tp *Topology) IsLocal(id string) bool { return id == tp.self && tp.storage }
 
-// tableCache is the placement of one map: recomputed when the map changes, and only if
+// Layout is the placement of one map: recomputed when the map changes, and only if
 // what placement depends on changed (bucket and user changes do not move data).
-type tableCache struct {
-	m      *clustermap.Map
-	digest string
-	t      *placement.Table
-	cls    clustermap.Class // STANDARD in force
+type Layout struct {
+	Map    *clustermap.Map
+	Digest string // what placement depends on: layouts with equal digests place alike
+	Table  *placement.Table
+	Class  clustermap.Class // STANDARD in force
 	// former are the tables of recent placements (newest first): until every new holder
 	// has copied its share, an object may be only on a former holder.
 	former []formerTable
@@ -75,14 +88,14 @@ const (
 	formerMax  = 4
 )
 
-// target is one replica of an object.
-type target struct {
-	id, addr string
-	local    bool
-	down     bool // marked down in the map: not tried, hinted
+// Target is one replica of an object.
+type Target struct {
+	ID, Addr string
+	Local    bool
+	Down     bool // marked down in the map: not tried, hinted
 }
 
-func (t target) String() string { return t.id }
+func (t Target) String() string { return t.ID }
 
 // placementNodes are the nodes that hold data: storage role, neither out nor draining
 // (a draining node's partitions move to the others; it serves what it holds until
@@ -108,15 +121,15 @@ func hostOf(addr string) string {
 	return addr
 }
 
-// table returns the placement of m: its table and the STANDARD class in force.
-func (tp *topology) table(m *clustermap.Map) (*tableCache, error) {
-	if c := tp.tab.Load(); c != nil && c.m == m {
+// Layout returns the placement of m: its Layout and the STANDARD class in force.
+func (tp *Topology) Layout(m *clustermap.Map) (*Layout, error) {
+	if c := tp.tab.Load(); c != nil && c.Map == m {
 		return c, nil
 	}
 	tp.tabMu.Lock()
 	defer tp.tabMu.Unlock()
 	c := tp.tab.Load()
-	if c != nil && c.m == m {
+	if c != nil && c.Map == m {
 		return c, nil
 	}
 	ns := placementNodes(m)
@@ -126,10 +139,10 @@ func (tp *topology) table(m *clustermap.Map) (*tableCache, error) {
 		p = 1
 	}
 	d := fmt.Sprint(p, cls.N, ns)
-	if c != nil && c.digest == d {
+	if c != nil && c.Digest == d {
 		tp.noteReturns(c, m)
 		nc := *c
-		nc.m, nc.cls = m, cls
+		nc.Map, nc.Class = m, cls
 		tp.tab.Store(&nc)
 		return &nc, nil
 	}
@@ -140,11 +153,11 @@ func (tp *topology) table(m *clustermap.Map) (*tableCache, error) {
 	if err != nil {
 		return nil, errors.E(errors.Invalid, err)
 	}
-	nc := &tableCache{m: m, digest: d, t: t, cls: cls}
+	nc := &Layout{Map: m, Digest: d, Table: t, Class: cls}
 	tp.noteReturns(c, m)
 	if c != nil {
 		now := time.Now()
-		nc.former = append(nc.former, formerTable{t: c.t, until: now.Add(formerKeep)})
+		nc.former = append(nc.former, formerTable{t: c.Table, until: now.Add(formerKeep)})
 		for _, f := range c.former {
 			if len(nc.former) < formerMax && f.until.After(now) {
 				nc.former = append(nc.former, f)
@@ -166,25 +179,25 @@ func standard(m *clustermap.Map) clustermap.Class {
 	return clustermap.Class{Name: clustermap.StandardClass, N: n, W: n/2 + 1, R: 1, D: n/2 + 1}
 }
 
-// replicas returns the class in force and the targets of bucket/key, local one first
+// Replicas returns the class in force and the targets of bucket/key, local one first
 // where it holds a copy (reads prefer it; writes go to all in parallel anyway).
-func (tp *topology) replicas(bucket, key string) (clustermap.Class, []target, error) {
+func (tp *Topology) Replicas(bucket, key string) (clustermap.Class, []Target, error) {
 	m := tp.maps.Current()
-	tc, err := tp.table(m)
+	tc, err := tp.Layout(m)
 	if err != nil {
 		return clustermap.Class{}, nil, err
 	}
-	cls := tc.cls
-	ids := tc.t.Lookup(bucket, key)
-	ts := make([]target, 0, len(ids))
+	cls := tc.Class
+	ids := tc.Table.Lookup(bucket, key)
+	ts := make([]Target, 0, len(ids))
 	for _, id := range ids {
 		n, ok := m.Node(id)
 		if !ok {
 			continue
 		}
-		tg := target{id: id, addr: n.Addr, local: tp.isLocal(id), down: n.State == clustermap.StateDown}
-		if tg.local {
-			ts = append([]target{tg}, ts...)
+		tg := Target{ID: id, Addr: n.Addr, Local: tp.IsLocal(id), Down: n.State == clustermap.StateDown}
+		if tg.Local {
+			ts = append([]Target{tg}, ts...)
 		} else {
 			ts = append(ts, tg)
 		}
@@ -192,36 +205,36 @@ func (tp *topology) replicas(bucket, key string) (clustermap.Class, []target, er
 	// Reads go in this order: replicas that were slow recently, or came back recently
 	// (their copies may be stale until they caught up), go last.
 	if tp.suspects.Load() > 0 || tp.returning.Load() > 0 {
-		late := func(id string) bool { return tp.isSuspect(id) || tp.isReturning(id) }
-		sort.SliceStable(ts, func(i, j int) bool { return !late(ts[i].id) && late(ts[j].id) })
+		late := func(id string) bool { return tp.IsSuspect(id) || tp.isReturning(id) }
+		sort.SliceStable(ts, func(i, j int) bool { return !late(ts[i].ID) && late(ts[j].ID) })
 	}
 	return cls, ts, nil
 }
 
-// formerReplicas returns the nodes that may still hold bucket/key although they are not
+// FormerReplicas returns the nodes that may still hold bucket/key although they are not
 // among ts (its current holders): the draining nodes, and the holders under the
 // placements this gateway saw replaced in the last formerKeep; none down or out.
-func (tp *topology) formerReplicas(bucket, key string, ts []target) []target {
+func (tp *Topology) FormerReplicas(bucket, key string, ts []Target) []Target {
 	m := tp.maps.Current()
-	tc, err := tp.table(m)
+	tc, err := tp.Layout(m)
 	if err != nil {
 		return nil
 	}
-	var out []target
+	var out []Target
 	seen := map[string]bool{}
 	for _, t := range ts {
-		seen[t.id] = true
+		seen[t.ID] = true
 	}
 	add := func(n clustermap.Node) {
 		if seen[n.ID] || n.State == clustermap.StateDown || n.State == clustermap.StateOut {
 			return
 		}
 		seen[n.ID] = true
-		out = append(out, target{id: n.ID, addr: n.Addr, local: tp.isLocal(n.ID)})
+		out = append(out, Target{ID: n.ID, Addr: n.Addr, Local: tp.IsLocal(n.ID)})
 	}
 	now := time.Now()
 	for _, f := range tc.former {
-		if now.After(f.until) || f.t.Partitions() != tc.t.Partitions() {
+		if now.After(f.until) || f.t.Partitions() != tc.Table.Partitions() {
 			continue
 		}
 		for _, id := range f.t.Lookup(bucket, key) {
@@ -243,15 +256,15 @@ func (tp *topology) formerReplicas(bucket, key string, ts []target) []target {
 const returnWindow = time.Minute
 
 // noteReturns records the nodes that are up in m but were down or out in the map of c.
-func (tp *topology) noteReturns(c *tableCache, m *clustermap.Map) {
-	if c == nil || c.m == nil {
+func (tp *Topology) noteReturns(c *Layout, m *clustermap.Map) {
+	if c == nil || c.Map == nil {
 		return
 	}
 	for _, n := range m.Nodes {
 		if n.State != clustermap.StateUp || n.ID == tp.self {
 			continue
 		}
-		if old, ok := c.m.Node(n.ID); ok && (old.State == clustermap.StateDown || old.State == clustermap.StateOut) {
+		if old, ok := c.Map.Node(n.ID); ok && (old.State == clustermap.StateDown || old.State == clustermap.StateOut) {
 			if _, loaded := tp.returned.Swap(n.ID, time.Now().Add(returnWindow)); !loaded {
 				tp.returning.Add(1)
 			}
@@ -261,7 +274,7 @@ func (tp *topology) noteReturns(c *tableCache, m *clustermap.Map) {
 }
 
 // isReturning reports whether node id came back less than returnWindow ago.
-func (tp *topology) isReturning(id string) bool {
+func (tp *Topology) isReturning(id string) bool {
 	v, ok := tp.returned.Load(id)
 	if !ok {
 		return false
@@ -276,30 +289,30 @@ func (tp *topology) isReturning(id string) bool {
 }
 
 // Table returns the placement table of the current map.
-func (tp *topology) Table() (*placement.Table, error) {
-	tc, err := tp.table(tp.maps.Current())
+func (tp *Topology) Table() (*placement.Table, error) {
+	tc, err := tp.Layout(tp.maps.Current())
 	if err != nil {
 		return nil, err
 	}
-	return tc.t, nil
+	return tc.Table, nil
 }
 
 // Placement returns the ordered node ids that hold bucket/key (primary first).
-func (tp *topology) Placement(bucket, key string) ([]string, int, error) {
-	tc, err := tp.table(tp.maps.Current())
+func (tp *Topology) Placement(bucket, key string) ([]string, int, error) {
+	tc, err := tp.Layout(tp.maps.Current())
 	if err != nil {
 		return nil, 0, err
 	}
-	return tc.t.Lookup(bucket, key), placement.Partition(bucket, key, tc.t.Partitions()), nil
+	return tc.Table.Lookup(bucket, key), placement.Partition(bucket, key, tc.Table.Partitions()), nil
 }
 
-func (tp *topology) markSuspect(id string) {
+func (tp *Topology) MarkSuspect(id string) {
 	if _, loaded := tp.suspect.Swap(id, time.Now()); !loaded {
 		tp.suspects.Add(1)
 	}
 }
 
-func (tp *topology) clearSuspect(id string) {
+func (tp *Topology) ClearSuspect(id string) {
 	if tp.suspects.Load() == 0 {
 		return // the common case: nothing to clear, no map access
 	}
@@ -308,32 +321,32 @@ func (tp *topology) clearSuspect(id string) {
 	}
 }
 
-func (tp *topology) isSuspect(id string) bool {
+func (tp *Topology) IsSuspect(id string) bool {
 	if tp.suspects.Load() == 0 {
 		return false
 	}
 	v, ok := tp.suspect.Load(id)
-	return ok && time.Since(v.(time.Time)) < suspectFor
+	return ok && time.Since(v.(time.Time)) < SuspectFor
 }
 
-// listTargets are the nodes whose stores together hold every object: all storage nodes
+// ListTargets are the nodes whose stores together hold every object: all storage nodes
 // that are not down or out.
-func (tp *topology) listTargets() []target {
+func (tp *Topology) ListTargets() []Target {
 	m := tp.maps.Current()
-	var ts []target
+	var ts []Target
 	for _, n := range m.Nodes {
 		if !n.HasRole(clustermap.RoleStorage) || n.State == clustermap.StateOut || n.State == clustermap.StateDown {
 			continue
 		}
-		ts = append(ts, target{id: n.ID, addr: n.Addr, local: tp.isLocal(n.ID)})
+		ts = append(ts, Target{ID: n.ID, Addr: n.Addr, Local: tp.IsLocal(n.ID)})
 	}
 	return ts
 }
 
-// shardTable returns the placement of cls's shards in m: K+M distinct nodes per partition,
+// ShardTable returns the placement of cls's shards in m: K+M distinct nodes per partition,
 // among the placement nodes of its device class. With fewer nodes than that, writes are
 // refused and reads get a narrower table (they search every node for what is missing).
-func (tp *topology) shardTable(m *clustermap.Map, cls clustermap.Class, forWrite bool) (*placement.Table, error) {
+func (tp *Topology) ShardTable(m *clustermap.Map, cls clustermap.Class, forWrite bool) (*placement.Table, error) {
 	k, p := cls.Shards()
 	var ns []placement.Node
 	for _, n := range placementNodes(m) {
@@ -369,13 +382,13 @@ func (tp *topology) shardTable(m *clustermap.Map, cls clustermap.Class, forWrite
 	return t, nil
 }
 
-// shardTargets returns the K+M nodes of a stripe, shard j on the j-th.
-func (tp *topology) shardTargets(m *clustermap.Map, t *placement.Table, stripe string) []target {
+// ShardTargets returns the K+M nodes of a stripe, shard j on the j-th.
+func (tp *Topology) ShardTargets(m *clustermap.Map, t *placement.Table, stripe string) []Target {
 	ids := t.Nodes(placement.Partition(ShardBucket, stripe, t.Partitions()))
-	ts := make([]target, len(ids))
+	ts := make([]Target, len(ids))
 	for j, id := range ids {
 		n, _ := m.Node(id)
-		ts[j] = target{id: id, addr: n.Addr, local: tp.isLocal(id), down: n.State == clustermap.StateDown}
+		ts[j] = Target{ID: id, Addr: n.Addr, Local: tp.IsLocal(id), Down: n.State == clustermap.StateDown}
 	}
 	return ts
 }
