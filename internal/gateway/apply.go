@@ -14,6 +14,7 @@ import (
 	"github.com/cairnfs/cairn/internal/policy"
 	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/stripe"
 	"github.com/cairnfs/cairn/internal/topology"
 )
 
@@ -307,7 +308,7 @@ func placedIn(m *clustermap.Map, o *object.Object, cls clustermap.Class) bool {
 	if !o.Striped {
 		return true
 	}
-	want := stripeLayout(cls)
+	want := stripe.LayoutOf(cls)
 	return o.Stripe.K == want.K && o.Stripe.M == want.M && o.Stripe.Size == want.Size
 }
 
@@ -380,10 +381,10 @@ func (g *Gateway) rewrite(ctx context.Context, bucket, key string, v uint64, cls
 		sizes = []int64{cur.Size}
 	}
 	rec := meta
-	rec.Striped, rec.Stripe = true, stripeLayout(cls)
+	rec.Striped, rec.Stripe = true, stripe.LayoutOf(cls)
 	rec.Stripe.Upload = tag
 	for p, n := range sizes {
-		if _, err := g.putStripes(wctx, cls, bucket+"/"+key, io.LimitReader(pr, n), n, func(i int64) string { return partStripeKey(bucket, key, tag, p+1, i) }); err != nil {
+		if _, err := g.ec.Put(wctx, cls, bucket+"/"+key, io.LimitReader(pr, n), n, func(i int64) string { return stripe.PartKey(bucket, key, tag, p+1, i) }); err != nil {
 			return false, err
 		}
 		rec.Stripe.Parts = append(rec.Stripe.Parts, p+1)

@@ -10,7 +10,9 @@ import (
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/stripe"
 	"github.com/cairnfs/cairn/internal/topology"
 )
 
@@ -140,7 +142,7 @@ func TestECDegradedReads(t *testing.T) {
 			if err != nil {
 				break
 			}
-			p, ok := rd.(Preparer)
+			p, ok := rd.(replica.Preparer)
 			if !ok {
 				t.Fatal("an erasure-coded object's reader cannot prepare")
 			}
@@ -171,7 +173,7 @@ func TestECRepairsShards(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Damage one shard of stripe 0 and remove another.
-	stripe := stripeKey("b", "k", o.HLC, 0)
+	stripe := stripe.Key("b", "k", o.HLC, 0)
 	m := c.maps.Current()
 	tbl, err := c.nodes[0].gw.topo.ShardTable(m, m.Classes["EC42"], true)
 	if err != nil {

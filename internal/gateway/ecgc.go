@@ -2,10 +2,10 @@ package gateway
 
 import (
 	"context"
-	"strings"
 
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/stripe"
 	"github.com/cairnfs/cairn/internal/topology"
 )
 
@@ -16,34 +16,6 @@ import (
 // object and no holder's current record references it, nothing can read them again: the
 // upload was aborted, or the object it made was replaced or deleted. collectShards
 // (ec.go) removes them then, and keeps them whenever a holder cannot be asked.
-
-// partStripe parses the name of a stripe of a multipart part, hash/UPLOAD.N/i, and
-// returns the upload; ok is false for any other name (a whole object's stripes are
-// hash/VERSION/i, the version in hex).
-func partStripe(name string) (upload string, ok bool) {
-	_, rest, ok := strings.Cut(name, "/")
-	if !ok {
-		return "", false
-	}
-	mid, i, ok := strings.Cut(rest, "/")
-	if !ok {
-		return "", false
-	}
-	upload, n, ok := strings.Cut(mid, ".")
-	if !ok || upload == "" || !digits(n) || !digits(i) {
-		return "", false
-	}
-	return upload, true
-}
-
-func digits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return s != ""
-}
 
 // uploadStripesNeeded decides whether the stripes of the parts of upload (of bucket/key)
 // can still be read. ok false means no proof either way: a holder is down or did not
@@ -110,8 +82,8 @@ func (g *Gateway) uploadStripesNeeded(ctx context.Context, bucket, key, upload s
 			if needed == nil {
 				needed = map[string]bool{}
 			}
-			for _, s := range stripesOf(bucket, key, o) {
-				needed[s.name] = true
+			for _, name := range stripe.Names(bucket, key, o) {
+				needed[name] = true
 			}
 		}
 	}

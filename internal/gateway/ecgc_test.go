@@ -3,12 +3,9 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/cairnfs/cairn/internal/object"
-	"github.com/cairnfs/cairn/internal/store"
 )
 
 // ecUpload starts an upload of b/key into EC42 and sends parts of the given sizes,
@@ -192,51 +189,4 @@ func TestECPartShardsNeedEveryHolder(t *testing.T) {
 	if err != nil || !bytes.Equal(got, bytes.Join(parts, nil)) {
 		t.Fatalf("read after collection: %v", err)
 	}
-}
-
-// Part stripe names are told from whole-object stripe names.
-func TestPartStripeNames(t *testing.T) {
-	up := store.NewUploadID()
-	for _, tc := range []struct {
-		name   string
-		upload string
-	}{
-		{partStripeKey("b", "k", up, 7, 3), up},
-		{partStripeKey("b", "a/b/c", up, 10000, 0), up},
-		{stripeKey("b", "k", 0x18f3a2b4c5d6e7f8, 2), ""},
-		{stripeKey("b", "k", 0, 0), ""},
-		{"x", ""},
-		{"abc/def.1", ""},
-		{"abc/def.x/1", ""},
-		{"abc/.1/1", ""},
-		{"abc/def.1/", ""},
-	} {
-		got, ok := partStripe(tc.name)
-		if got != tc.upload || ok != (tc.upload != "") {
-			t.Errorf("partStripe(%q) = %q, %v; want %q", tc.name, got, ok, tc.upload)
-		}
-	}
-}
-
-// The stripe-name parser never panics, never takes a whole object's stripe (hash/version/i)
-// for a part's, and gives back the upload of every name partStripeKey makes, including
-// the tags of policy apply's rewrites.
-func FuzzPartStripe(f *testing.F) {
-	f.Add("b", "k", store.NewUploadID(), 1, int64(0), "x/y.1/2")
-	f.Add("b", "a/b", relayoutPrefix+"18f3a2b4c5d6e7f8", 3, int64(7), "abc/.1/1")
-	f.Fuzz(func(t *testing.T, bucket, key, upload string, n int, i int64, raw string) {
-		partStripe(raw) // no panic on anything
-		if v, err := strconv.ParseUint(strings.SplitN(raw+"//", "/", 3)[1], 16, 64); err == nil {
-			if _, ok := partStripe(raw); ok {
-				t.Fatalf("%q (version %x) parsed as a part's stripe", raw, v)
-			}
-		}
-		if upload == "" || strings.ContainsAny(upload, "./") || n < 0 || i < 0 {
-			return
-		}
-		got, ok := partStripe(partStripeKey(bucket, key, upload, n, i))
-		if !ok || got != upload {
-			t.Fatalf("partStripe(partStripeKey(.., %q, %d, %d)) = %q, %v", upload, n, i, got, ok)
-		}
-	})
 }

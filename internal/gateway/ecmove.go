@@ -11,6 +11,7 @@ import (
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/placement"
+	"github.com/cairnfs/cairn/internal/stripe"
 	"github.com/cairnfs/cairn/internal/topology"
 )
 
@@ -45,7 +46,7 @@ func (g *Gateway) misplacedShards(m *clustermap.Map) ([]misplacedShard, error) {
 		tbl  *placement.Table
 	}
 	var tables []placeable
-	for _, c := range shardedClasses(m) {
+	for _, c := range stripe.ShardedClasses(m) {
 		if tbl, err := g.topo.ShardTable(m, c, true); err == nil {
 			k, p := c.Shards()
 			tables = append(tables, placeable{k, p, tbl})
@@ -105,7 +106,7 @@ func (g *Gateway) onTable(tbl *placement.Table, stripe string) bool {
 
 // localShardHeader reads the header of this node's shard of stripe.
 func (g *Gateway) localShardHeader(stripe string) ([]byte, error) {
-	return g.shardHeader(context.Background(), topology.Target{ID: g.cfg.NodeID, Local: true}, stripe)
+	return g.ec.ShardHeader(context.Background(), topology.Target{ID: g.cfg.NodeID, Local: true}, stripe)
 }
 
 // moveShards hands off this node's misplaced shards (see above). It returns how many
@@ -121,7 +122,7 @@ func (g *Gateway) moveShards(ctx context.Context, m *clustermap.Map, st *SyncSta
 		if ctx.Err() != nil {
 			return
 		}
-		cls := codeClass(m, s.hdr.K, s.hdr.M, g.ownerClass(ctx, s.owner))
+		cls := stripe.CodeClass(m, s.hdr.K, s.hdr.M, g.ownerClass(ctx, s.owner))
 		tbl, err := g.topo.ShardTable(m, cls, true)
 		if err != nil {
 			st.ShardsWaiting++
@@ -189,7 +190,7 @@ func (g *Gateway) moveShard(ctx context.Context, ts []topology.Target, s misplac
 		return false, errors.E(errors.Transient, "no free node of the stripe for the shard")
 	}
 	dst := free[pos]
-	b, err := g.getShard(ctx, topology.Target{ID: g.cfg.NodeID, Local: true}, s.key)
+	b, err := g.ec.GetShard(ctx, topology.Target{ID: g.cfg.NodeID, Local: true}, s.key)
 	if err != nil {
 		return false, err
 	}
@@ -197,10 +198,10 @@ func (g *Gateway) moveShard(ctx context.Context, ts []topology.Target, s misplac
 		return false, err // never spread a damaged shard
 	}
 	pace.wait(ctx, int64(len(b)))
-	if err := g.putShardOpts(ctx, dst, s.key, s.owner, b, true); err != nil {
+	if err := g.ec.PutShard(ctx, dst, s.key, s.owner, b, true); err != nil {
 		return false, err
 	}
-	hb, err := g.shardHeader(ctx, dst, s.key)
+	hb, err := g.ec.ShardHeader(ctx, dst, s.key)
 	if err != nil {
 		return false, err
 	}
@@ -226,7 +227,7 @@ func (g *Gateway) probeStripe(ctx context.Context, ts []topology.Target, stripe 
 			continue
 		}
 		wg.Go(func() {
-			b, err := g.shardHeader(ctx, t, stripe)
+			b, err := g.ec.ShardHeader(ctx, t, stripe)
 			switch {
 			case errors.Is(errors.NotExist, err):
 				absent[i] = true

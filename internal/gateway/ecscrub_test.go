@@ -11,6 +11,7 @@ import (
 	"github.com/cairnfs/cairn/internal/erasure"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/stripe"
 	"github.com/cairnfs/cairn/internal/topology"
 )
 
@@ -117,7 +118,7 @@ func TestECScrubRebuildsDamagedShards(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			stripe := stripeKey("b", "k", o.HLC, 0)
+			stripe := stripe.Key("b", "k", o.HLC, 0)
 			m := c.maps.Current()
 			tbl, err := c.nodes[0].gw.topo.ShardTable(m, m.Classes["EC42"], true)
 			if err != nil {

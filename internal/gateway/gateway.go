@@ -33,8 +33,16 @@ import (
 	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/stripe"
 	"github.com/cairnfs/cairn/internal/topology"
 )
+
+// ErrQuorum is wrapped by the errors of requests that reached fewer replicas than their
+// quorum (see replica.QuorumError).
+var ErrQuorum = replica.ErrQuorum
+
+// QuorumError describes a request that reached fewer replicas than its quorum.
+type QuorumError = replica.QuorumError
 
 // MapSource gives the newest cluster map this node knows.
 type MapSource = topology.MapSource
@@ -91,8 +99,8 @@ type Gateway struct {
 	repairing sync.Map
 	// catchUp is when (unix ns) this node's copies are trusted again after it was away.
 	catchUp atomic.Int64
-	// ec caches erasure codes and shard placement tables.
-	ec ecState
+	// ec is the erasure-coded data path.
+	ec *stripe.Path
 	// policies caches parsed bucket policies by bucket name (*cachedPolicy).
 	policies sync.Map
 	// apply is the progress of re-placing objects by their bucket's policy.
@@ -115,6 +123,8 @@ func New(cfg Config) *Gateway {
 	if cfg.Store != nil {
 		g.local = &replica.Local{Node: cfg.NodeID, Store: cfg.Store, EnsureBucket: g.EnsureLocalBucket}
 	}
+	g.ec = stripe.New(stripe.Config{Self: cfg.NodeID, Maps: cfg.Maps, Topology: g.topo, Replica: g.replica, Clock: g.clock,
+		Timeout: cfg.Timeout, Logger: g.log})
 	g.closing, g.stop = context.WithCancel(context.Background())
 	if g.clock == nil {
 		g.clock = new(hlc.Clock)
@@ -153,7 +163,7 @@ func (g *Gateway) readQuorum(cls clustermap.Class, ts []topology.Target) int {
 
 // Close stops long background work (local repairs) and waits for all of it, replica
 // writes still in flight included, to finish.
-func (g *Gateway) Close() { g.stop(); g.bg.Wait() }
+func (g *Gateway) Close() { g.stop(); g.bg.Wait(); g.ec.Close() }
 
 // ErrInvalidStorageClass: an x-amz-storage-class name is neither a class of the cluster
 // nor an S3 name.
@@ -215,41 +225,6 @@ func (g *Gateway) bucketPolicy(bucket string) (*policy.Policy, bool) {
 type cachedPolicy struct {
 	src string
 	p   *policy.Policy
-}
-
-// ErrQuorum is wrapped by the errors of requests that reached fewer replicas than their
-// quorum: the request was not acknowledged (QuorumError.Unknown says whether a write may
-// still have been applied), and the client may retry later.
-var ErrQuorum = errors.New("quorum not reached")
-
-// QuorumError describes a request that reached fewer replicas than its quorum.
-type QuorumError struct {
-	What          string // write, read, delete
-	Got, Need, Of int
-	Last          error // the last replica error seen
-	// Unknown is set for a write that some replica applied or may have applied (it
-	// acknowledged, or failed or straggled in a way that does not rule it out): the write
-	// may take effect later, through hinted retry or anti-entropy. Unset, no replica
-	// applied the write.
-	Unknown bool
-}
-
-func (e *QuorumError) Error() string {
-	msg := fmt.Sprintf("%s quorum not reached: %d of %d replicas answered, %d needed", e.What, e.Got, e.Of, e.Need)
-	if e.Unknown {
-		msg += "; the outcome is unknown (some replica may have applied it)"
-	}
-	if e.Last != nil {
-		msg += " (last error: " + e.Last.Error() + ")"
-	}
-	return msg
-}
-
-func (e *QuorumError) Unwrap() error { return ErrQuorum }
-
-// quorumError is the error of a request that reached fewer replicas than its quorum.
-func quorumError(what string, got, need, of int, last error) error {
-	return errors.E(errors.Transient, &QuorumError{What: what, Got: got, Need: need, Of: of, Last: last})
 }
 
 // ensureBucket checks that bucket exists (in the map, or in the local store without one).

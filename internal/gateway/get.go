@@ -35,7 +35,7 @@ func (g *Gateway) versions(ctx context.Context, ts []topology.Target, r int, buc
 		live++
 	}
 	if r > live {
-		return nil, nil, quorumError("read", live, r, len(ts), errors.E(errors.Transient, "replicas marked down"))
+		return nil, nil, replica.QuorumErr("read", live, r, len(ts), errors.E(errors.Transient, "replicas marked down"))
 	}
 	if r <= 1 {
 		for _, t := range ts {
@@ -111,7 +111,7 @@ func (g *Gateway) versions(ctx context.Context, ts []topology.Target, r int, buc
 		}
 	}
 	if len(answers) < r || len(answers) == 0 {
-		return nil, nil, quorumError("read", len(answers), max(r, 1), len(ts), lastErr)
+		return nil, nil, replica.QuorumErr("read", len(answers), max(r, 1), len(ts), lastErr)
 	}
 	var best *object.Object
 	for _, a := range answers {
@@ -202,7 +202,7 @@ func (g *Gateway) OpenObject(ctx context.Context, bucket, key string) (ObjectRea
 			if err == nil {
 				if o := rd.Info(); o.Striped {
 					rd.Close()
-					return g.openStriped(o, bucket, key)
+					return g.ec.Open(o, bucket, key)
 				}
 				return g.failover(rd, t, ts, bucket, key), nil
 			}
@@ -220,7 +220,7 @@ func (g *Gateway) OpenObject(ctx context.Context, bucket, key string) (ObjectRea
 			return nil, noSuchKey(op)
 		}
 		if o.Striped {
-			return g.openStriped(o, bucket, key)
+			return g.ec.Open(o, bucket, key)
 		}
 		for _, t := range holders {
 			rd, err := g.replica(t).Open(ctx, bucket, key, replica.OpenOptions{Version: o.HLC})

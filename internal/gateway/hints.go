@@ -346,7 +346,7 @@ func (g *Gateway) copyVersion(ctx context.Context, src, dst topology.Target, buc
 		_, err := rd.WriteRange(ctx, pw, 0, size)
 		pw.CloseWithError(err)
 	}()
-	defer pr.CloseWithError(errReplicaGone)
+	defer pr.CloseWithError(replica.ErrReaderGone)
 	meta := *o
 	meta.Body, meta.Chunks, meta.Inline, meta.Embedded = nil, nil, false, false
 	_, err = g.replica(dst).Put(ctx, replica.Write{Bucket: bucket, Key: key, Meta: &meta, Body: pr, Size: size, Version: o.HLC, FinalNow: &meta,

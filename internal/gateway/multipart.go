@@ -382,7 +382,7 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucket, key, uploadID stri
 		if len(holders) == 0 && v.unanswered() == nil {
 			return nil, errors.E(op, errors.Invalid, fmt.Errorf("no replica holds every listed part: %w", object.ErrInvalidPart))
 		}
-		return nil, errors.E(op, quorumError("write", len(holders), cls.W, len(ts),
+		return nil, errors.E(op, replica.QuorumErr("write", len(holders), cls.W, len(ts),
 			errors.E(errors.Transient, "too few replicas hold every listed part: nothing was sent")))
 	}
 	up := pend[0].ans.Upload

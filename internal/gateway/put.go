@@ -152,18 +152,6 @@ func (g *Gateway) queueHint(t topology.Target, bucket, key string, version uint6
 	g.log.Warn("replica write failed, queued for retry", "node", t.ID, "bucket", bucket, "key", key, "err", cause)
 }
 
-// bodyErr classifies an error reading the client's body: errors with a kind (a failed
-// signature or checksum) keep it, others mean the body was cut short.
-func bodyErr(err error) error {
-	if errors.KindOf(err) != errors.Other {
-		return err
-	}
-	if err == io.ErrUnexpectedEOF || err == io.EOF {
-		return errors.E(errors.Invalid, fmt.Errorf("reading the body: %w", err))
-	}
-	return errors.E(errors.Invalid, err)
-}
-
 // quorumFailure is the error of a write that got fewer than need acknowledgements: the
 // replicas' own refusal when every one of them refused (a full disk, a bad part list),
 // else a Transient quorum error, which says whether the write may still have been applied
@@ -184,7 +172,7 @@ func quorumFailure(what string, ok, failed []replicaResult, need, of int) error 
 			return refusal // every replica refused, for a reason the client should see
 		}
 	}
-	err := quorumError(what, len(ok), need, of, firstErr(failed))
+	err := replica.QuorumErr(what, len(ok), need, of, firstErr(failed))
 	var qe *QuorumError
 	if errors.As(err, &qe) {
 		qe.Unknown = mayHaveApplied(ok, failed, of)
@@ -302,7 +290,7 @@ func (g *Gateway) write(ctx context.Context, ts []topology.Target, need int, w r
 	if size >= 0 && size <= smallBody {
 		buf := make([]byte, size)
 		if _, err := io.ReadFull(src, buf); err != nil {
-			return nil, bodyErr(err)
+			return nil, replica.BodyErr(err)
 		}
 		// Read to EOF: signed and checksummed bodies are verified there.
 		var one [1]byte
@@ -315,7 +303,7 @@ func (g *Gateway) write(ctx context.Context, ts []topology.Target, need int, w r
 				break
 			}
 			if err != nil {
-				return nil, bodyErr(err)
+				return nil, replica.BodyErr(err)
 			}
 		}
 		fin.Size = size
@@ -376,7 +364,7 @@ func (g *Gateway) stream(ctx context.Context, ts []topology.Target, need int, w 
 			rw := w
 			rw.Body, rw.Size, rw.Final = prs[t.ID], -1, getFinal
 			o, err := g.replica(t).Put(ctx, rw)
-			prs[t.ID].CloseWithError(errReplicaGone) // unblock the pump if the replica stopped reading
+			prs[t.ID].CloseWithError(replica.ErrReaderGone) // unblock the pump if the replica stopped reading
 			return o, err
 		})
 		res <- outcome{o, f}
@@ -429,7 +417,7 @@ func (g *Gateway) stream(ctx context.Context, ts []topology.Target, need int, w 
 		if rerr != nil {
 			abort(rerr)
 			<-res
-			return nil, nil, bodyErr(rerr)
+			return nil, nil, replica.BodyErr(rerr)
 		}
 	}
 	if size >= 0 && total != size {
@@ -458,8 +446,6 @@ func (g *Gateway) stream(ctx context.Context, ts []topology.Target, need int, w 
 
 func always() bool { return true }
 func never() bool  { return false }
-
-var errReplicaGone = errors.New("replica stopped reading")
 
 // DeleteObject deletes bucket/key: a tombstone on the replicas, acknowledged by the delete
 // quorum.

@@ -24,3 +24,7 @@ func (g *Gateway) replica(t topology.Target) replica.Replica {
 // ObjectReader reads one object version (through the replica that holds it, or from its
 // stripes).
 type ObjectReader = replica.Reader
+
+// Preparer is implemented by readers that can fetch the start of a range before the
+// response's status is sent (see replica.Preparer).
+type Preparer = replica.Preparer

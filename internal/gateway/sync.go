@@ -201,7 +201,16 @@ func (g *Gateway) Sync(ctx context.Context) (st SyncStats, err error) {
 		if ctx.Err() != nil {
 			break
 		}
-		g.healStriped(ctx, m, e.Bucket, e.Key, &st)
+		o, err := g.cfg.Store.StatVersion(e.Bucket, e.Key)
+		if err != nil {
+			continue
+		}
+		h := g.ec.Heal(ctx, m, o, e.Bucket, e.Key)
+		st.Stripes += h.Stripes
+		st.Rebuilt += h.Rebuilt
+		st.Unhealable += h.Unhealable
+		st.Misplaced += h.Misplaced
+		st.ShardsWaiting += h.Waiting
 	}
 	if ctx.Err() == nil {
 		g.syncUploads(ctx, &st) // before collecting shards: a dropped upload's shards may go

@@ -3,13 +3,7 @@ package replica
 import (
 	"context"
 	"io"
-
-	"github.com/cairnfs/cairn/internal/errors"
 )
-
-// ErrReaderGone is what a writer to a replica sees when that replica stopped reading
-// the body it was sent (it failed, or answered early).
-var ErrReaderGone = errors.New("replica stopped reading")
 
 // Copy copies version of bucket/key from src to dst, streaming its body, and returns the
 // body bytes copied (none for the record of an erasure-coded object, whose bytes are in

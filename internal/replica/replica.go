@@ -118,6 +118,13 @@ type Reader interface {
 	Close() error
 }
 
+// Preparer is implemented by readers that can fetch the start of a range before the
+// response's status is sent, so that a read that cannot start is answered with an error
+// status rather than a 200 and a cut-off body.
+type Preparer interface {
+	Prepare(ctx context.Context, off, n int64) error
+}
+
 // CopyFinal copies the fields only the coordinator knows once the body is complete into a
 // record being written.
 func CopyFinal(dst, src *object.Object) {
