@@ -28,6 +28,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/hints"
 	"github.com/cairnfs/cairn/internal/hlc"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/proc"
@@ -94,7 +95,7 @@ func (m *testMaps) apply(_ context.Context, c clustermap.Command) (*clustermap.M
 type testNode struct {
 	id      string
 	store   *store.Store
-	hints   *Hints
+	hints   *hints.Queue
 	gw      *Gateway
 	tr      *http.Transport
 	handler http.Handler
@@ -208,7 +209,7 @@ func newCluster(tb testing.TB, n int, cfg clusterConfig) *testCluster {
 		}
 		nd := &testNode{id: id, store: st, tr: rpc.NewTransport()}
 		c.nodes = append(c.nodes, nd)
-		if nd.hints, err = OpenHints(dirs[i][1]); err != nil {
+		if nd.hints, err = hints.Open(dirs[i][1]); err != nil {
 			tb.Fatal(err)
 		}
 		nd.gw = New(Config{
@@ -404,14 +405,14 @@ func (c *testCluster) createBucket(name string) {
 }
 
 // hintsFor returns the queued entries of node i's hint queue that target node dst.
-func (c *testCluster) hintsFor(i int, dst, bucket, key string) []hintEntry {
-	es, err := c.nodes[i].hints.entries(1<<20, func(string) bool { return false })
+func (c *testCluster) hintsFor(i int, dst, bucket, key string) []hints.Entry {
+	es, err := c.nodes[i].hints.Entries(1<<20, func(string) bool { return false })
 	if err != nil {
 		c.tb.Fatal(err)
 	}
-	var out []hintEntry
+	var out []hints.Entry
 	for _, e := range es {
-		if e.node == dst && e.bucket == bucket && e.key == key {
+		if e.Node == dst && e.Bucket == bucket && e.Key == key {
 			out = append(out, e)
 		}
 	}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/hints"
 	"github.com/cairnfs/cairn/internal/hlc"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/policy"
@@ -64,7 +65,7 @@ type Config struct {
 	// NoSuchBucket, so a bucket just created through another gateway is found).
 	Refresh func(ctx context.Context) error
 	// Hints is the durable retry queue of replica writes; nil disables hinted retry.
-	Hints *Hints
+	Hints *hints.Queue
 	// Clock issues versions (shared with the store). Nil: a private clock.
 	Clock *hlc.Clock
 	// StragglerWait is how long a write that has its quorum still waits for the other

@@ -1,229 +1,17 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
-	"golang.org/x/sys/unix"
-
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/hints"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/topology"
 )
-
-// Hints is the durable retry queue of replica writes that failed (LeoFS's repair queue,
-// Dynamo's hinted handoff): one entry per (node, bucket, key) with the newest version the
-// node must reach. It lives in its own small pebble database so an entry is synced before
-// the write it belongs to is acknowledged.
-type Hints struct {
-	db      *pebble.DB
-	free    func() int64 // free bytes on the queue's disk
-	pending atomic.Int64
-	mu      sync.Mutex // serialises the read-modify-writes of Add and done
-}
-
-// hintsReserve is the free space the queue leaves on its disk: below it, Add refuses
-// (the write it belongs to still counts its other replicas; anti-entropy repairs the one
-// that missed it) rather than let the queue's database run into a full disk, which
-// pebble treats as fatal.
-const hintsReserve = 64 << 20
-
-// OpenHints opens (or creates) the queue in dir.
-func OpenHints(dir string) (*Hints, error) {
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}})
-	if err != nil {
-		return nil, errors.E(errors.Op("gateway.OpenHints"), errors.IO, err)
-	}
-	h := &Hints{db: db, free: func() int64 {
-		var st unix.Statfs_t
-		if err := unix.Statfs(dir, &st); err != nil {
-			return hintsReserve // unknown: let pebble try
-		}
-		return int64(st.Bavail) * int64(st.Bsize)
-	}}
-	it, err := db.NewIter(nil)
-	if err == nil {
-		n := int64(0)
-		for ok := it.First(); ok; ok = it.Next() {
-			n++
-		}
-		it.Close()
-		h.pending.Store(n)
-	}
-	return h, nil
-}
-
-// Close closes the queue.
-func (h *Hints) Close() error { return h.db.Close() }
-
-// Len is the number of queued entries.
-func (h *Hints) Len() int64 { return h.pending.Load() }
-
-func hintKey(node, bucket, key string) []byte {
-	b := make([]byte, 0, len(node)+len(bucket)+len(key)+2)
-	b = append(b, node...)
-	b = append(b, 0)
-	b = append(b, bucket...)
-	b = append(b, 0)
-	return append(b, key...)
-}
-
-func splitHint(k []byte) (node, bucket, key string, ok bool) {
-	i := bytes.IndexByte(k, 0)
-	if i < 0 {
-		return "", "", "", false
-	}
-	j := bytes.IndexByte(k[i+1:], 0)
-	if j < 0 {
-		return "", "", "", false
-	}
-	return string(k[:i]), string(k[i+1 : i+1+j]), string(k[i+2+j:]), true
-}
-
-// Add queues (node, bucket, key) to reach at least version, durably.
-func (h *Hints) Add(node, bucket, key string, version uint64) error {
-	if h.free() < hintsReserve {
-		return errors.Errorf(errors.Op("gateway.Hints.Add"), errors.NoSpace,
-			"the disk of the hint queue has less than %d MiB free: not queued", hintsReserve>>20)
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	k := hintKey(node, bucket, key)
-	if v, c, err := h.db.Get(k); err == nil {
-		old := binary.BigEndian.Uint64(v)
-		c.Close()
-		if old >= version {
-			return nil
-		}
-	} else {
-		h.pending.Add(1) // undone below if the write fails
-	}
-	var v [16]byte
-	binary.BigEndian.PutUint64(v[:], version)
-	binary.BigEndian.PutUint64(v[8:], uint64(time.Now().UnixNano()))
-	if err := h.db.Set(k, v[:], pebble.Sync); err != nil {
-		h.pending.Add(-1)
-		return errors.E(errors.IO, err)
-	}
-	return nil
-}
-
-// AddUploadEnd queues node to receive an upload's end record (it missed the upload's
-// completion or abort, and may hold the upload and its parts), durably. Its key has an
-// empty bucket, which no object hint has; its value is an object hint's followed by the
-// record.
-func (h *Hints) AddUploadEnd(node string, e *object.UploadEnd) error {
-	if h.free() < hintsReserve {
-		return errors.Errorf(errors.Op("gateway.Hints.AddUploadEnd"), errors.NoSpace,
-			"the disk of the hint queue has less than %d MiB free: not queued", hintsReserve>>20)
-	}
-	rec, err := json.Marshal(e)
-	if err != nil {
-		return errors.E(errors.Invalid, err)
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	k := hintKey(node, "", e.Bucket+"\x00"+e.Key+"\x00"+e.UploadID)
-	if _, c, err := h.db.Get(k); err == nil {
-		c.Close()
-		return nil // queued already
-	}
-	v := make([]byte, 16, 16+len(rec))
-	binary.BigEndian.PutUint64(v[8:], uint64(time.Now().UnixNano()))
-	v = append(v, rec...)
-	h.pending.Add(1)
-	if err := h.db.Set(k, v, pebble.Sync); err != nil {
-		h.pending.Add(-1)
-		return errors.E(errors.IO, err)
-	}
-	return nil
-}
-
-// hintEntry is one queued replica write: an object version, or an upload's end record
-// (end set, bucket and key empty).
-type hintEntry struct {
-	node, bucket, key string
-	version           uint64
-	added             time.Time
-	raw               []byte
-	end               *object.UploadEnd
-}
-
-// entries returns up to n queued entries, skipping every entry of a node for which skip
-// is true (one seek per skipped node, so a long queue for a node that is down does not
-// hide the others).
-func (h *Hints) entries(n int, skip func(node string) bool) ([]hintEntry, error) {
-	it, err := h.db.NewIter(nil)
-	if err != nil {
-		return nil, err
-	}
-	defer it.Close()
-	var out []hintEntry
-	for valid := it.First(); valid && len(out) < n; valid = it.Next() {
-		nd, b, k, ok := splitHint(it.Key())
-		v := it.Value()
-		if !ok || len(v) < 16 || (b != "" && len(v) != 16) {
-			continue
-		}
-		var end *object.UploadEnd
-		if b == "" {
-			end = new(object.UploadEnd)
-			if json.Unmarshal(v[16:], end) != nil {
-				continue
-			}
-		}
-		if skip(nd) {
-			if !it.SeekGE(append([]byte(nd), 1)) { // past "node\x00..."
-				break
-			}
-			it.Prev() // the loop's Next lands on the first entry of the next node
-			continue
-		}
-		out = append(out, hintEntry{node: nd, bucket: b, key: k, version: binary.BigEndian.Uint64(v),
-			added: time.Unix(0, int64(binary.BigEndian.Uint64(v[8:16]))), raw: append([]byte{}, v...), end: end})
-	}
-	return out, it.Error()
-}
-
-// done removes e unless a newer version was queued meanwhile.
-func (h *Hints) done(e hintEntry) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	k := hintKey(e.node, e.bucket, e.key)
-	v, c, err := h.db.Get(k)
-	if err != nil {
-		return
-	}
-	same := bytes.Equal(v, e.raw)
-	c.Close()
-	if same && h.db.Delete(k, pebble.NoSync) == nil {
-		h.pending.Add(-1)
-	}
-}
-
-type quietLogger struct{}
-
-func (quietLogger) Infof(string, ...any)  {}
-func (quietLogger) Errorf(string, ...any) {}
-
-// Fatalf ends the process: pebble calls it when its database can no longer be used (a
-// failed log write, for one), and it may hold internal locks when it does, so the queue
-// cannot go on. Queued entries are durable; a restart carries on with them.
-func (quietLogger) Fatalf(format string, args ...any) {
-	slog.Error("the hint queue's database failed: stopping the node (restart it)", "cause", fmt.Sprintf(format, args...))
-	os.Exit(1)
-}
 
 // RunHints delivers queued replica writes to their nodes until ctx ends: every interval it
 // takes the queue's entries for nodes that are up, finds the newest record of each object
@@ -242,7 +30,7 @@ func (g *Gateway) RunHints(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 		}
 		m := g.cfg.Maps.Current()
-		es, err := g.cfg.Hints.entries(512, func(id string) bool {
+		es, err := g.cfg.Hints.Entries(512, func(id string) bool {
 			n, ok := m.Node(id)
 			return ok && n.State == "down"
 		})
@@ -254,9 +42,9 @@ func (g *Gateway) RunHints(ctx context.Context, interval time.Duration) {
 			if ctx.Err() != nil {
 				return
 			}
-			n, ok := m.Node(e.node)
+			n, ok := m.Node(e.Node)
 			if !ok || n.State == "out" {
-				g.cfg.Hints.done(e) // the node left: recovery re-creates its copies elsewhere
+				g.cfg.Hints.Done(e) // the node left: recovery re-creates its copies elsewhere
 				continue
 			}
 			if n.State == "down" {
@@ -264,18 +52,18 @@ func (g *Gateway) RunHints(ctx context.Context, interval time.Duration) {
 			}
 			dst := topology.Target{ID: n.ID, Addr: n.Addr, Local: n.ID == g.cfg.NodeID && g.cfg.Store != nil}
 			var err error
-			if e.end != nil {
-				if err = g.replica(dst).EndUpload(ctx, e.end); errors.Is(errors.NotExist, err) {
+			if e.End != nil {
+				if err = g.replica(dst).EndUpload(ctx, e.End); errors.Is(errors.NotExist, err) {
 					err = nil // the bucket is gone: nothing to deliver
 				}
 			} else {
 				err = g.deliver(ctx, dst, e)
 			}
 			if err == nil {
-				g.cfg.Hints.done(e)
+				g.cfg.Hints.Done(e)
 				continue
 			}
-			g.log.Debug("hint not delivered yet", "node", e.node, "bucket", e.bucket, "key", e.key, "err", err)
+			g.log.Debug("hint not delivered yet", "node", e.Node, "bucket", e.Bucket, "key", e.Key, "err", err)
 		}
 	}
 }
@@ -284,13 +72,13 @@ func (g *Gateway) RunHints(ctx context.Context, interval time.Duration) {
 var errNotYet = errors.E(errors.Transient, "version not found on any replica yet")
 
 // deliver brings dst up to the newest version of e's object known among its replicas.
-func (g *Gateway) deliver(ctx context.Context, dst topology.Target, e hintEntry) error {
+func (g *Gateway) deliver(ctx context.Context, dst topology.Target, e hints.Entry) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	if _, err := g.HeadBucket(ctx, e.bucket); err != nil {
+	if _, err := g.HeadBucket(ctx, e.Bucket); err != nil {
 		return nil // the bucket is gone: nothing to deliver
 	}
-	_, ts, err := g.topo.Replicas(e.bucket, e.key)
+	_, ts, err := g.topo.Replicas(e.Bucket, e.Key)
 	if err != nil {
 		return err
 	}
@@ -303,7 +91,7 @@ func (g *Gateway) deliver(ctx context.Context, dst topology.Target, e hintEntry)
 	if g.cfg.Store != nil && dst.ID != g.cfg.NodeID {
 		srcs = append(srcs, topology.Target{ID: g.cfg.NodeID, Local: true})
 	}
-	os, _ := gather(srcs, func(t topology.Target) (*object.Object, error) { return g.replica(t).Stat(ctx, e.bucket, e.key) })
+	os, _ := gather(srcs, func(t topology.Target) (*object.Object, error) { return g.replica(t).Stat(ctx, e.Bucket, e.Key) })
 	var best *object.Object
 	var src topology.Target
 	for i, o := range os {
@@ -311,22 +99,22 @@ func (g *Gateway) deliver(ctx context.Context, dst topology.Target, e hintEntry)
 			best, src = o, srcs[i]
 		}
 	}
-	if best == nil || best.HLC < e.version {
-		if time.Since(e.added) > time.Minute {
+	if best == nil || best.HLC < e.Version {
+		if time.Since(e.Added) > time.Minute {
 			return nil // the write never landed anywhere (it failed as a whole): drop the hint
 		}
 		return errNotYet
 	}
-	if cur, err := g.replica(dst).Stat(ctx, e.bucket, e.key); err == nil && cur.HLC >= best.HLC {
+	if cur, err := g.replica(dst).Stat(ctx, e.Bucket, e.Key); err == nil && cur.HLC >= best.HLC {
 		return nil
 	} else if err != nil && !errors.Is(errors.NotExist, err) {
 		return err
 	}
 	if best.Deleted {
-		_, err := g.replica(dst).Delete(ctx, e.bucket, e.key, best.HLC, best.ModTime)
+		_, err := g.replica(dst).Delete(ctx, e.Bucket, e.Key, best.HLC, best.ModTime)
 		return err
 	}
-	_, err = g.copyVersion(ctx, src, dst, e.bucket, e.key, best.HLC, false)
+	_, err = g.copyVersion(ctx, src, dst, e.Bucket, e.Key, best.HLC, false)
 	return err
 }
 

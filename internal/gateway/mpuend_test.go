@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/hints"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/store"
 	"github.com/cairnfs/cairn/internal/topology"
@@ -321,7 +322,7 @@ func TestQuorumFailureWording(t *testing.T) {
 // object hints of the same key.
 func TestHintsUploadEnd(t *testing.T) {
 	dir := t.TempDir()
-	h, err := OpenHints(dir)
+	h, err := hints.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,26 +336,26 @@ func TestHintsUploadEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Close()
-	if h, err = OpenHints(dir); err != nil {
+	if h, err = hints.Open(dir); err != nil {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	es, err := h.entries(10, func(string) bool { return false })
+	es, err := h.Entries(10, func(string) bool { return false })
 	if err != nil || len(es) != 2 || h.Len() != 2 {
 		t.Fatalf("entries after reopening: %+v, %v, Len %d; want an object hint and an end hint", es, err, h.Len())
 	}
-	var end hintEntry
+	var end hints.Entry
 	for _, x := range es {
-		if x.end != nil {
+		if x.End != nil {
 			end = x
-		} else if x.bucket != "b" || x.key != "k\x00x" || x.version != 7 {
+		} else if x.Bucket != "b" || x.Key != "k\x00x" || x.Version != 7 {
 			t.Errorf("object hint: %+v", x)
 		}
 	}
-	if end.end == nil || end.node != "n2" || end.end.UploadID != e.UploadID || end.end.Key != e.Key || end.end.State != object.UploadAborted {
+	if end.End == nil || end.Node != "n2" || end.End.UploadID != e.UploadID || end.End.Key != e.Key || end.End.State != object.UploadAborted {
 		t.Fatalf("end hint: %+v", end)
 	}
-	h.done(end)
+	h.Done(end)
 	if h.Len() != 1 {
 		t.Errorf("Len after delivering the end hint: %d; want 1", h.Len())
 	}

@@ -217,7 +217,7 @@ func TestMultipartReplicaMissedPart(t *testing.T) {
 	if ids := uploadsOf(t, g, "b", key); len(ids) != 0 {
 		t.Errorf("the completed upload is still listed as pending: %q (left on %s, which missed part 2)", ids, c.nodes[missed].id)
 	}
-	if es := c.hintsFor(0, c.nodes[missed].id, "b", key); len(es) != 1 || es[0].version != o.HLC {
+	if es := c.hintsFor(0, c.nodes[missed].id, "b", key); len(es) != 1 || es[0].Version != o.HLC {
 		t.Errorf("hints for %s, which could not complete: %+v; want one at version %d", c.nodes[missed].id, es, o.HLC)
 	}
 	c.runHints(0, 50*time.Millisecond)

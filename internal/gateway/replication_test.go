@@ -177,7 +177,7 @@ func TestWriteQuorum(t *testing.T) {
 				if !waitFor(2*time.Second, func() bool { return h.Len() > 0 }) {
 					t.Fatal("no hint queued for the closed replica")
 				}
-				if es := c.hintsFor(via, down, "b", "k"); len(es) != 1 || es[0].version != o.HLC {
+				if es := c.hintsFor(via, down, "b", "k"); len(es) != 1 || es[0].Version != o.HLC {
 					t.Fatalf("hints for %s: %+v; want one at version %d", down, es, o.HLC)
 				}
 				rs := c.replicaStates(via, "b", "k")
@@ -269,7 +269,7 @@ func TestReadRepair(t *testing.T) {
 				}
 				for _, i := range askers {
 					es := c.hintsFor(i, staleID, "b", ck.key)
-					if len(es) != 1 || es[0].version != ck.want.HLC {
+					if len(es) != 1 || es[0].Version != ck.want.HLC {
 						t.Errorf("repair hints for %s/%s on %s's queue: %+v; want one at version %d", staleID, ck.key, c.nodes[i].id, es, ck.want.HLC)
 					}
 				}

@@ -13,6 +13,7 @@ import (
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/gateway"
+	"github.com/cairnfs/cairn/internal/hints"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/store"
 	"github.com/cairnfs/cairn/internal/wire"
@@ -58,7 +59,7 @@ type Recovery struct {
 	ETASeconds  float64        `json:"eta_seconds"`        // -1 when unknown
 }
 
-func nodeStats(id string, st *store.Store, h *gateway.Hints, mgr *clustermap.Manager, c *rpc.Client) NodeStats {
+func nodeStats(id string, st *store.Store, h *hints.Queue, mgr *clustermap.Manager, c *rpc.Client) NodeStats {
 	ns := NodeStats{Node: id, Epoch: mgr.Current().Epoch, HintsPending: h.Len(), SentBytes: c.Sent(), ReceivedBytes: c.Received()}
 	if st != nil {
 		s := st.Stats()

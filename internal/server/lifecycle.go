@@ -17,6 +17,7 @@ import (
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/gateway"
+	"github.com/cairnfs/cairn/internal/hints"
 	"github.com/cairnfs/cairn/internal/hlc"
 	"github.com/cairnfs/cairn/internal/metrics"
 	"github.com/cairnfs/cairn/internal/replica"
@@ -75,7 +76,7 @@ type instance struct {
 	mgr               *clustermap.Manager
 	client            *rpc.Client
 	app               *applyer
-	hints             *gateway.Hints
+	hints             *hints.Queue
 	gw                *gateway.Gateway
 	scrub             *gateway.Scrub
 	lastSync          atomic.Pointer[gateway.SyncStats]
@@ -137,7 +138,7 @@ func assemble(cfg Config) (_ *instance, err error) {
 	if err := n.openManager(); err != nil {
 		return nil, err
 	}
-	if n.hints, err = gateway.OpenHints(filepath.Join(cfg.DataDir, "hints")); err != nil {
+	if n.hints, err = hints.Open(filepath.Join(cfg.DataDir, "hints")); err != nil {
 		return nil, err
 	}
 	n.onClose(n.hints.Close)
