@@ -3,7 +3,6 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"io"
 	"strconv"
 	"sync"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/policy"
-	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/store"
 	"github.com/cairnfs/cairn/internal/stripe"
 	"github.com/cairnfs/cairn/internal/topology"
@@ -35,14 +33,6 @@ import (
 // ApplyBucket is the internal bucket holding the apply generation each bucket reached
 // on this node (key: bucket name, user metadata "gen").
 const ApplyBucket = store.InternalPrefix + "apply"
-
-// relayoutPrefix starts the tag a rewrite names its chunks with; relayoutGrace is how
-// long they are safe from collection before a record names them (collectShards): a
-// rewrite whose chunks took more than half of it to write gives up before the record.
-const (
-	relayoutPrefix = "relayout-"
-	relayoutGrace  = time.Hour
-)
 
 // applyRetry is how long a node waits before visiting again the objects a pass could not
 // rewrite (a holder down, a write failed).
@@ -289,7 +279,7 @@ func (g *Gateway) replace(ctx context.Context, pol *policy.Policy, bucket, key s
 		}
 	}
 	pace.wait(ctx, o.Size)
-	ok, err := g.rewrite(ctx, bucket, key, o.HLC, cls, ts)
+	ok, err := g.Rewrite(ctx, bucket, key, o.HLC, cls, ts)
 	switch {
 	case err != nil:
 		return kept, err
@@ -326,83 +316,4 @@ func (g *Gateway) placedEverywhere(ctx context.Context, m *clustermap.Map, bucke
 		}
 	}
 	return true
-}
-
-// rewrite stores version v of bucket/key again in class cls, on every holder ts, keeping
-// its version, metadata and modification time. It returns false when a newer version or
-// a delete came first (nothing to do: the newer write was placed when it was made).
-func (g *Gateway) rewrite(ctx context.Context, bucket, key string, v uint64, cls clustermap.Class, ts []topology.Target) (bool, error) {
-	rd, err := g.OpenObject(ctx, bucket, key)
-	if errors.Is(errors.NotExist, err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	defer rd.Close()
-	cur := rd.Info()
-	if cur.HLC != v || cur.Deleted {
-		return false, nil
-	}
-	pr, pw := io.Pipe()
-	rctx, cancel := context.WithCancel(ctx)
-	copied := make(chan struct{})
-	go func() {
-		defer close(copied)
-		_, err := rd.WriteRange(rctx, pw, 0, cur.Size)
-		pw.CloseWithError(err)
-	}()
-	defer func() { // the reader stays open until the copy has stopped
-		pr.Close()
-		cancel()
-		<-copied
-	}()
-	meta := *cur
-	meta.Body, meta.Chunks, meta.Inline, meta.Embedded = nil, nil, false, false
-	meta.Striped, meta.Stripe = false, object.Stripe{}
-	meta.StorageClass = cls.Name
-	if cls.Name == clustermap.StandardClass {
-		meta.StorageClass = ""
-	}
-	wctx := ctx
-	if !cls.Sharded() {
-		if _, err := g.write(wctx, ts, len(ts), replica.Write{Bucket: bucket, Key: key, Meta: &meta, Version: v, Repair: true}, pr, cur.Size, nil); err != nil {
-			return false, err
-		}
-		// A holder that had a newer version kept it: the rewrite came too late there.
-		o, err := g.replica(ts[0]).Stat(ctx, bucket, key)
-		return err == nil && o.HLC == v, nil
-	}
-	// Chunks under a tag of their own, part by part as the object was uploaded.
-	began := time.Now()
-	tag := relayoutPrefix + strconv.FormatUint(g.clock.Next(), 16)
-	sizes := cur.PartSizes
-	if len(sizes) == 0 {
-		sizes = []int64{cur.Size}
-	}
-	rec := meta
-	rec.Striped, rec.Stripe = true, stripe.LayoutOf(cls)
-	rec.Stripe.Upload = tag
-	for p, n := range sizes {
-		if _, err := g.ec.Put(wctx, cls, bucket+"/"+key, io.LimitReader(pr, n), n, func(i int64) string { return stripe.PartKey(bucket, key, tag, p+1, i) }); err != nil {
-			return false, err
-		}
-		rec.Stripe.Parts = append(rec.Stripe.Parts, p+1)
-	}
-	if time.Since(began) > relayoutGrace/2 {
-		// Shard collection may take chunks of a tag no record names after relayoutGrace.
-		return false, errors.Errorf("", errors.Transient, "rewriting took %s: the chunks may be collected before the record names them; retried later", time.Since(began).Round(time.Second))
-	}
-	ok, failed := g.fanOut(wctx, ts, len(ts), bucket, key, v, never, func(ctx context.Context, t topology.Target) (*object.Object, error) {
-		return g.replica(t).Put(ctx, replica.Write{Bucket: bucket, Key: key, Meta: &rec, Body: bytes.NewReader(nil), Version: v, FinalNow: &rec, Repair: true})
-	})
-	if len(ok) < len(ts) {
-		return false, quorumFailure("rewrite", ok, failed, len(ts), len(ts))
-	}
-	for _, r := range ok {
-		if r.o != nil && r.o.HLC != v {
-			return false, nil
-		}
-	}
-	return true, nil
 }

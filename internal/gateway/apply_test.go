@@ -194,7 +194,7 @@ func TestApplyPolicyRaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ok, err := c.nodes[0].gw.rewrite(ctx, "b", "x.log", o.HLC, cls, ts)
+	ok, err := c.nodes[0].gw.Rewrite(ctx, "b", "x.log", o.HLC, cls, ts)
 	if err != nil || ok {
 		t.Fatalf("rewrite of a superseded version: %v %v, want false, nil", ok, err)
 	}

@@ -165,7 +165,7 @@ func (g *Gateway) collectShards(ctx context.Context, st *SyncStats) {
 		}
 		needed, ok := g.uploadStripesNeeded(ctx, bucket, key, ou[1])
 		for _, s := range shards {
-			if strings.HasPrefix(ou[1], relayoutPrefix) && time.Since(hlc.Time(s.record)) < relayoutGrace {
+			if strings.HasPrefix(ou[1], stripe.RelayoutPrefix) && time.Since(hlc.Time(s.record)) < stripe.RelayoutGrace {
 				continue // a rewrite may still be writing the record that reads it
 			}
 			if ok && !needed[s.key] {

@@ -57,7 +57,7 @@ func (g *Gateway) uploadStripesNeeded(ctx context.Context, bucket, key, upload s
 			return nil, false
 		}
 	}
-	_, errs := gather(ts, func(t topology.Target) (struct{}, error) {
+	_, errs := topology.Gather(ts, func(t topology.Target) (struct{}, error) {
 		ans, err := g.replica(t).Parts(ctx, bucket, key, upload, 0, 1)
 		if err == nil && ans.End != nil {
 			err = errors.E(errors.NotExist, object.ErrNoSuchUpload) // ended there: its end record is all that is left
@@ -69,7 +69,7 @@ func (g *Gateway) uploadStripesNeeded(ctx context.Context, bucket, key, upload s
 			return nil, false
 		}
 	}
-	recs, errs := gather(ts, func(t topology.Target) (*object.Object, error) { return g.replica(t).Stat(ctx, bucket, key) })
+	recs, errs := topology.Gather(ts, func(t topology.Target) (*object.Object, error) { return g.replica(t).Stat(ctx, bucket, key) })
 	for i, o := range recs {
 		switch err := errs[i]; {
 		case errors.Is(errors.NotExist, err):
@@ -101,7 +101,7 @@ func (g *Gateway) versionRewritten(ctx context.Context, bucket, key string, ts [
 			return false
 		}
 	}
-	recs, errs := gather(ts, func(t topology.Target) (*object.Object, error) { return g.replica(t).Stat(ctx, bucket, key) })
+	recs, errs := topology.Gather(ts, func(t topology.Target) (*object.Object, error) { return g.replica(t).Stat(ctx, bucket, key) })
 	for i, o := range recs {
 		if errs[i] != nil || o.HLC != v || o.Deleted || (o.Striped && o.Stripe.Upload == "") {
 			return false

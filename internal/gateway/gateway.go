@@ -343,22 +343,6 @@ func (g *Gateway) DeleteBucket(ctx context.Context, name string) error {
 	return nil
 }
 
-// gather runs fn for every target in parallel and returns the results in target order.
-func gather[T any](ts []topology.Target, fn func(topology.Target) (T, error)) ([]T, []error) {
-	out := make([]T, len(ts))
-	errs := make([]error, len(ts))
-	var wg sync.WaitGroup
-	for i, t := range ts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out[i], errs[i] = fn(t)
-		}()
-	}
-	wg.Wait()
-	return out, errs
-}
-
 // staticMap is a MapSource that never changes.
 type staticMap struct{ m *clustermap.Map }
 

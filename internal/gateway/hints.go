@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
@@ -91,7 +90,7 @@ func (g *Gateway) deliver(ctx context.Context, dst topology.Target, e hints.Entr
 	if g.cfg.Store != nil && dst.ID != g.cfg.NodeID {
 		srcs = append(srcs, topology.Target{ID: g.cfg.NodeID, Local: true})
 	}
-	os, _ := gather(srcs, func(t topology.Target) (*object.Object, error) { return g.replica(t).Stat(ctx, e.Bucket, e.Key) })
+	os, _ := topology.Gather(srcs, func(t topology.Target) (*object.Object, error) { return g.replica(t).Stat(ctx, e.Bucket, e.Key) })
 	var best *object.Object
 	var src topology.Target
 	for i, o := range os {
@@ -118,31 +117,10 @@ func (g *Gateway) deliver(ctx context.Context, dst topology.Target, e hints.Entr
 	return err
 }
 
-// copyVersion copies version of bucket/key from src to dst, streaming, and returns the
-// body bytes copied. With repair (dst local only) it replaces a record of the same
-// version: a damaged copy.
+// copyVersion copies version of bucket/key from src to dst (replica.Copy); with repair
+// (dst local only) it replaces a damaged record of the same version.
 func (g *Gateway) copyVersion(ctx context.Context, src, dst topology.Target, bucket, key string, version uint64, repair bool) (int64, error) {
-	rd, err := g.replica(src).Open(ctx, bucket, key, replica.OpenOptions{Version: version})
-	if err != nil {
-		return 0, err
-	}
-	defer rd.Close()
-	o := rd.Info()
-	size := o.BodySize() // a striped object's record has no body: copying it copies the record
-	pr, pw := io.Pipe()
-	go func() {
-		_, err := rd.WriteRange(ctx, pw, 0, size)
-		pw.CloseWithError(err)
-	}()
-	defer pr.CloseWithError(replica.ErrReaderGone)
-	meta := *o
-	meta.Body, meta.Chunks, meta.Inline, meta.Embedded = nil, nil, false, false
-	_, err = g.replica(dst).Put(ctx, replica.Write{Bucket: bucket, Key: key, Meta: &meta, Body: pr, Size: size, Version: o.HLC, FinalNow: &meta,
-		Repair: repair && dst.Local})
-	if err != nil {
-		return 0, err
-	}
-	return size, nil
+	return replica.Copy(ctx, g.replica(src), g.replica(dst), bucket, key, version, repair && dst.Local)
 }
 
 // ReplicaState is one replica's record of an object, for operators and tests.
@@ -167,7 +145,7 @@ func (g *Gateway) Replicas(ctx context.Context, bucket, key string) ([]ReplicaSt
 	if err != nil {
 		return nil, err
 	}
-	os, errs := gather(ts, func(t topology.Target) (*object.Object, error) { return g.replica(t).Stat(ctx, bucket, key) })
+	os, errs := topology.Gather(ts, func(t topology.Target) (*object.Object, error) { return g.replica(t).Stat(ctx, bucket, key) })
 	out := make([]ReplicaState, len(ts))
 	for i, t := range ts {
 		out[i].Node = t.ID

@@ -37,7 +37,7 @@ func (g *Gateway) List(ctx context.Context, bucket string, opts object.ListOptio
 	ropts := opts
 	ropts.Tombstones = true
 	for round := 0; round < 8; round++ {
-		ress, errs := gather(ts, func(t topology.Target) (*object.ListResult, error) { return g.replica(t).List(ctx, bucket, ropts) })
+		ress, errs := topology.Gather(ts, func(t topology.Target) (*object.ListResult, error) { return g.replica(t).List(ctx, bucket, ropts) })
 		for _, err := range errs {
 			if err != nil {
 				// A listing that silently missed a node could miss objects only it holds.

@@ -244,7 +244,7 @@ func (g *Gateway) spreadEnd(ctx context.Context, v *uploadState, e *object.Uploa
 			g.queueEndHint(r.t, e)
 		}
 	}
-	_, errs := gather(send, func(t topology.Target) (struct{}, error) { return struct{}{}, g.replica(t).EndUpload(ctx, e) })
+	_, errs := topology.Gather(send, func(t topology.Target) (struct{}, error) { return struct{}{}, g.replica(t).EndUpload(ctx, e) })
 	for i, err := range errs {
 		if err != nil {
 			g.queueEndHint(send[i], e)
@@ -489,7 +489,7 @@ func (g *Gateway) ListUploads(ctx context.Context, bucket string, opts object.Up
 		opts.Max = 1000
 	}
 	ts := g.topo.ListTargets()
-	ress, errs := gather(ts, func(t topology.Target) (*object.UploadList, error) {
+	ress, errs := topology.Gather(ts, func(t topology.Target) (*object.UploadList, error) {
 		return g.replica(t).ListUploads(ctx, bucket, opts)
 	})
 	out := &object.UploadList{}

@@ -222,13 +222,10 @@ func (g *Gateway) Sync(ctx context.Context) (st SyncStats, err error) {
 }
 
 // syncUploads is anti-entropy for multipart uploads. It removes this node's upload end
-// records older than store.UploadEndLifetime, then asks the other replicas of each upload
-// this node holds pending: if one has the upload's end record (this node missed the
-// completion or abort), the record is applied here, which drops the upload and its parts.
-// An upload that no other replica holds or has ended, and that was initiated more than
-// the end records' lifetime ago, ended while this node was away for longer than that (the
-// others' records have expired): it is dropped too, as aborted. (Only where the write
-// quorum is at least 2: a pending upload is then held by another replica as well.)
+// records older than store.UploadEndLifetime, then asks the coordinator about each upload
+// this node holds pending (StaleUpload): if it ended elsewhere (this node missed the
+// completion or abort, or was away for longer than the end records live), its end record
+// is applied here, which drops the upload and its parts.
 func (g *Gateway) syncUploads(ctx context.Context, st *SyncStats) {
 	if n, err := g.cfg.Store.GCUploadEnds(time.Now().Add(-store.UploadEndLifetime)); err != nil {
 		st.Errors++
@@ -246,25 +243,9 @@ func (g *Gateway) syncUploads(ctx context.Context, st *SyncStats) {
 		if ctx.Err() != nil {
 			return
 		}
-		cls, ts, err := g.topo.Replicas(u.Bucket, u.Key)
-		if err != nil {
-			continue // the bucket is gone from the map
-		}
-		var peers []topology.Target
-		for _, t := range ts {
-			if t.ID != g.cfg.NodeID {
-				peers = append(peers, t)
-			}
-		}
-		v := g.uploadView(ctx, peers, len(peers), u.Bucket, u.Key, u.UploadID, 0, 0, false)
-		end := v.end
+		end := g.StaleUpload(ctx, u)
 		if end == nil {
-			// Only with W >= 2 must a pending upload be on another replica too (with W = 1
-			// it may live here alone), and only with peers to ask.
-			if len(peers) == 0 || cls.W < 2 || len(v.pending()) > 0 || v.unanswered() != nil || time.Since(u.Initiated) < store.UploadEndLifetime {
-				continue
-			}
-			end = &object.UploadEnd{Bucket: u.Bucket, Key: u.Key, UploadID: u.UploadID, State: object.UploadAborted, Ended: time.Now().UnixNano()}
+			continue
 		}
 		if err := g.cfg.Store.EndUpload(end); err != nil {
 			st.Errors++

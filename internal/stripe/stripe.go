@@ -128,6 +128,15 @@ type stripeRef struct {
 	off, n int64
 }
 
+// RelayoutPrefix starts the tag a rewrite (policy apply) names its stripes with, in
+// place of an upload id; RelayoutGrace is how long they are safe from collection before a
+// record names them: a rewrite whose stripes took more than half of it to write gives up
+// before writing the record.
+const (
+	RelayoutPrefix = "relayout-"
+	RelayoutGrace  = time.Hour
+)
+
 // Names lists the names of the stripes of the erasure-coded object o (its record), in
 // order.
 func Names(bucket, key string, o *object.Object) []string {

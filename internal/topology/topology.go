@@ -397,3 +397,19 @@ type ecTable struct {
 	digest string
 	t      *placement.Table
 }
+
+// Gather runs fn for every target in parallel and returns the results in target order.
+func Gather[T any](ts []Target, fn func(Target) (T, error)) ([]T, []error) {
+	out := make([]T, len(ts))
+	errs := make([]error, len(ts))
+	var wg sync.WaitGroup
+	for i, t := range ts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i], errs[i] = fn(t)
+		}()
+	}
+	wg.Wait()
+	return out, errs
+}
