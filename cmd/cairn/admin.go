@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/clustermap"
-	"github.com/cairnfs/cairn/internal/gateway"
+	"github.com/cairnfs/cairn/internal/repair"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/server"
 	"github.com/cairnfs/cairn/internal/wire"
@@ -209,7 +209,7 @@ func runAdmin(args []string, stdout, stderr io.Writer) error {
 				q += "?node=" + urlQuery(rest[1])
 			}
 		}
-		var sts []gateway.ScrubStatus
+		var sts []repair.ScrubStatus
 		if err := c.do(method, q, &sts); err != nil {
 			return err
 		}

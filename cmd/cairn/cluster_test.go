@@ -27,7 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/cairnfs/cairn/internal/clustermap"
-	"github.com/cairnfs/cairn/internal/gateway"
+	"github.com/cairnfs/cairn/internal/repair"
 	"github.com/cairnfs/cairn/internal/server"
 
 	"github.com/cairnfs/cairn/internal/proc"
@@ -982,7 +982,7 @@ func TestClusterDeepScrub(t *testing.T) {
 	if out, err := tc.admin(0, "scrub", "start", "node2"); err != nil {
 		t.Fatalf("scrub start: %v\n%s", err, out)
 	}
-	var st []gateway.ScrubStatus
+	var st []repair.ScrubStatus
 	proctest.WaitFor(t, 60*time.Second, func() error {
 		out, err := tc.admin(0, "--json", "scrub", "status", "node2")
 		if err != nil {

@@ -23,7 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/cairnfs/cairn/internal/clustermap"
-	"github.com/cairnfs/cairn/internal/gateway"
+	"github.com/cairnfs/cairn/internal/repair"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/server"
 	"github.com/cairnfs/cairn/internal/testutil/proctest"
@@ -400,14 +400,14 @@ func (l *healLoad) finish(t *testing.T) {
 type healRecovery struct {
 	since  time.Time
 	mu     sync.Mutex
-	rounds map[string]gateway.SyncProgress // by node and start
-	idleAt time.Time                       // first poll with rounds seen and none running
+	rounds map[string]repair.SyncProgress // by node and start
+	idleAt time.Time                      // first poll with rounds seen and none running
 	stop   chan struct{}
 	done   chan struct{}
 }
 
 func (tc *testCluster) healWatchRecovery(via int, since time.Time) *healRecovery {
-	hr := &healRecovery{since: since, rounds: map[string]gateway.SyncProgress{}, stop: make(chan struct{}), done: make(chan struct{})}
+	hr := &healRecovery{since: since, rounds: map[string]repair.SyncProgress{}, stop: make(chan struct{}), done: make(chan struct{})}
 	c := tc.healAdmin(via)
 	go func() {
 		defer close(hr.done)

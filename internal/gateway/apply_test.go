@@ -38,7 +38,7 @@ func (c *testCluster) applyAll(bucket string, gen uint64) (left int64, moved int
 		if nd.gw == nil {
 			continue
 		}
-		wg.Go(func() { lefts[i] = nd.gw.ApplyPass(context.Background(), bucket, gen) })
+		wg.Go(func() { lefts[i] = nd.rep.ApplyPass(context.Background(), bucket, gen) })
 	}
 	wg.Wait()
 	for i, nd := range c.nodes {
@@ -46,7 +46,7 @@ func (c *testCluster) applyAll(bucket string, gen uint64) (left int64, moved int
 		if nd.gw == nil {
 			continue
 		}
-		for _, p := range nd.gw.ApplyStatus() {
+		for _, p := range nd.rep.ApplyStatus() {
 			if p.Bucket == bucket {
 				moved += p.Moved
 			}
@@ -303,7 +303,7 @@ func TestApplyPolicyUnderWrites(t *testing.T) {
 		left, moved := c.applyAll("b", gen)
 		var raced int64
 		for _, nd := range c.nodes {
-			for _, p := range nd.gw.ApplyStatus() {
+			for _, p := range nd.rep.ApplyStatus() {
 				raced += p.Raced
 			}
 		}

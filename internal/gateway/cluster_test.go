@@ -32,6 +32,7 @@ import (
 	"github.com/cairnfs/cairn/internal/hlc"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/proc"
+	"github.com/cairnfs/cairn/internal/repair"
 	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/store"
@@ -97,6 +98,7 @@ type testNode struct {
 	store   *store.Store
 	hints   *hints.Queue
 	gw      *Gateway
+	rep     *repair.Loops
 	tr      *http.Transport
 	handler http.Handler
 
@@ -225,6 +227,8 @@ func newCluster(tb testing.TB, n int, cfg clusterConfig) *testCluster {
 			Logger:        testLogger().With("node", id),
 			WrapReplica:   func(r replica.Replica) replica.Replica { return c.faults(id, r.ID()).Wrap(r) },
 		})
+		nd.rep = repair.New(repair.Config{NodeID: id, Store: st, Maps: c.maps, Topology: nd.gw.Topology(), Replica: nd.gw.Replica,
+			Stripes: nd.gw.Stripes(), Coordinator: nd.gw, Hints: nd.hints, Clock: clock, Timeout: cfg.timeout, Logger: testLogger().With("node", id)})
 		nh := replica.NewHandler(replica.HandlerConfig{Local: &replica.Local{Node: id, Store: st, EnsureBucket: nd.gw.EnsureLocalBucket}, Secret: secret, Logger: testLogger().With("node", id)})
 		nd.handler = c.internodeAuth(nh)
 		nd.srv = c.serve(nd.handler)
@@ -317,7 +321,7 @@ func (c *testCluster) runHints(i int, interval time.Duration) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		c.nodes[i].gw.RunHints(ctx, interval)
+		c.nodes[i].rep.RunHints(ctx, interval)
 	}()
 	var once sync.Once
 	stop = func() { once.Do(func() { cancel(); <-done }) }

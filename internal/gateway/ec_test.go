@@ -300,7 +300,7 @@ func TestECSurvivesPlacementChanges(t *testing.T) {
 		// The records move with the sync (the shards do not: reads find them).
 		for _, nd := range c.nodes {
 			if n, _ := c.maps.Current().Node(nd.id); nd.srv != nil && n.State == clustermap.StateUp {
-				if _, err := nd.gw.Sync(ctx); err != nil {
+				if _, err := nd.rep.Sync(ctx); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -331,7 +331,7 @@ func TestECSurvivesPlacementChanges(t *testing.T) {
 		rebuilt := 0
 		for _, nd := range c.nodes {
 			if n, _ := c.maps.Current().Node(nd.id); nd.srv != nil && n.State == clustermap.StateUp {
-				st, _ := nd.gw.Sync(ctx)
+				st, _ := nd.rep.Sync(ctx)
 				rebuilt += st.Rebuilt
 				if st.Unhealable != 0 {
 					t.Fatalf("%s: %d stripes cannot be healed", nd.id, st.Unhealable)
@@ -374,7 +374,7 @@ func TestECCollectsReplacedShards(t *testing.T) {
 	}
 	collected := 0
 	for _, nd := range c.nodes {
-		st, err := nd.gw.Sync(ctx)
+		st, err := nd.rep.Sync(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -480,10 +480,10 @@ func TestECFewerNodesThanShards(t *testing.T) {
 	// With nowhere to put them, shards stay where they are: none is counted as waiting to
 	// be handed off, and sync rounds move nothing.
 	for i := range 5 {
-		if objs, _, err := c.nodes[i].gw.HeldElsewhere(); err != nil || objs != 0 {
+		if objs, _, err := c.nodes[i].rep.HeldElsewhere(); err != nil || objs != 0 {
 			t.Fatalf("%s holds %d records or shards to hand off with 5 of 6 nodes (%v)", c.nodes[i].id, objs, err)
 		}
-		if st, err := c.nodes[i].gw.Sync(ctx); err != nil || st.ShardsMoved != 0 {
+		if st, err := c.nodes[i].rep.Sync(ctx); err != nil || st.ShardsMoved != 0 {
 			t.Fatalf("sync on %s: %+v %v", c.nodes[i].id, st, err)
 		}
 	}

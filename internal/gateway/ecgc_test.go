@@ -164,7 +164,7 @@ func TestECPartShardsNeedEveryHolder(t *testing.T) {
 		if i == holders[1] {
 			continue
 		}
-		st, _ := nd.gw.Sync(ctx) // errors expected: a peer does not answer
+		st, _ := nd.rep.Sync(ctx) // errors expected: a peer does not answer
 		if st.Collected != 0 {
 			t.Fatalf("%s collected %d shards while a holder of the object is away", nd.id, st.Collected)
 		}

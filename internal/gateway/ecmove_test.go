@@ -9,6 +9,7 @@ import (
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/placement"
+	"github.com/cairnfs/cairn/internal/repair"
 	"github.com/cairnfs/cairn/internal/topology"
 )
 
@@ -43,11 +44,11 @@ func (c *testCluster) shardLayout(t *testing.T, cls clustermap.Class) int {
 }
 
 // syncUp runs one sync round on every up node and sums what they did.
-func (c *testCluster) syncUp(t *testing.T) (total SyncStats) {
+func (c *testCluster) syncUp(t *testing.T) (total repair.SyncStats) {
 	t.Helper()
 	for _, nd := range c.nodes {
 		if n, _ := c.maps.Current().Node(nd.id); nd.srv != nil && (n.State == clustermap.StateUp || n.State == clustermap.StateDraining) {
-			st, err := nd.gw.Sync(context.Background())
+			st, err := nd.rep.Sync(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -112,7 +113,7 @@ func TestECShardsFollowPlacement(t *testing.T) {
 	// A draining node hands every shard off; then it holds none, and the data reads with
 	// it stopped.
 	c.setNode("n3", func(n *clustermap.Node) { n.State = clustermap.StateDraining })
-	if objs, _, err := c.nodes[2].gw.HeldElsewhere(); err != nil || objs == 0 {
+	if objs, _, err := c.nodes[2].rep.HeldElsewhere(); err != nil || objs == 0 {
 		t.Fatalf("a draining node with shards says it holds %d outside placement (%v)", objs, err)
 	}
 	st = c.syncUp(t)
@@ -121,7 +122,7 @@ func TestECShardsFollowPlacement(t *testing.T) {
 	}
 	// The records' hand-off waits for their new holders to confirm: a round or two more.
 	for round := 1; ; round++ {
-		objs, _, err := c.nodes[2].gw.HeldElsewhere()
+		objs, _, err := c.nodes[2].rep.HeldElsewhere()
 		if err == nil && objs == 0 {
 			break
 		}

@@ -143,8 +143,8 @@ func TestECScrubRebuildsDamagedShards(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := victim.gw.NewScrub(time.Hour, 0)
-			s.pass(ctx)
+			s := victim.rep.NewScrub(time.Hour, 0)
+			s.Pass(ctx)
 			st := s.Status()
 			if st.Shards != 1 || st.Corrupt != 1 || st.Errors != 0 {
 				t.Fatalf("scrub figures %+v; want 1 shard checked, found damaged", st)
@@ -178,8 +178,8 @@ func TestECScrubRebuildsDamagedShards(t *testing.T) {
 			if h, _, err := erasure.ParseShard(b); err != nil || h.Index != 1 {
 				t.Fatalf("the rebuilt shard: index %d, %v; want a sound shard 1", h.Index, err)
 			}
-			again := victim.gw.NewScrub(time.Hour, 0)
-			again.pass(ctx)
+			again := victim.rep.NewScrub(time.Hour, 0)
+			again.Pass(ctx)
 			if st := again.Status(); st.Shards != 1 || st.Corrupt != 0 {
 				t.Fatalf("second pass %+v; want a sound shard", st)
 			}
@@ -207,8 +207,8 @@ func TestECScrubLeavesSoundShards(t *testing.T) {
 			before = append(before, e)
 			return nil
 		})
-		s := nd.gw.NewScrub(time.Hour, 0)
-		s.pass(ctx)
+		s := nd.rep.NewScrub(time.Hour, 0)
+		s.Pass(ctx)
 		st := s.Status()
 		if st.Shards != int64(len(before)) || st.Corrupt != 0 || st.Errors != 0 || st.Bytes == 0 {
 			t.Fatalf("%s: scrub figures %+v; want %d sound shards", nd.id, st, len(before))

@@ -1,19 +1,16 @@
-// Package gateway gives S3 object semantics over the cluster. It has three jobs, in
-// files of their own:
+// Package gateway is the object coordinator: it gives S3 object semantics over the
+// cluster. It places each object on the holders its partition maps to (package
+// topology), writes them in parallel with a write quorum and queues a hint (package
+// hints) for each holder that missed the write, reads with a read quorum and fails over to
+// another holder mid-body, repairs a stale or damaged copy it comes across (read repair),
+// merges the holders' listings, and runs multipart uploads (gateway.go, put.go, get.go,
+// failover.go, list.go, multipart.go). The bytes of objects of erasure-coded and
+// replicated-by-shard classes go through package stripe; their record is written here
+// (ec.go). The background repair loops are package repair, which asks the coordinator
+// for what must go through its quorums (coordinator.go).
 //
-//   - The coordinator (gateway.go, put.go, get.go, failover.go, list.go, multipart.go):
-//     places each object on the replicas its partition maps to, writes them in parallel
-//     with a write quorum, reads with a read quorum and fails over to another replica
-//     mid-body, merges the replicas' listings, and runs multipart uploads.
-//   - The erasure-coded path (ec.go): objects of a sharded class are cut into stripes of
-//     K data and M parity shards, each stored on its own node.
-//   - The repair loops (hints.go, sync.go, ecmove.go, ecgc.go, scrub.go, ecscrub.go,
-//     apply.go): hinted retry of failed replica writes, anti-entropy and hand-off between
-//     holders, shard moves and collection, deep scrub, and re-placement by policy.
-//
-// Where things live is the topology's (topology.go). Every holder, this node's store
-// included, is reached through the replica seam (package replica). It knows nothing of
-// HTTP or S3 wire formats (package s3api does).
+// Every holder, this node's store included, is reached through the replica seam (package
+// replica). It knows nothing of HTTP or S3 wire formats (package s3api does).
 package gateway
 
 import (
@@ -94,8 +91,6 @@ type Gateway struct {
 	// stops early instead of holding up shutdown.
 	closing context.Context
 	stop    context.CancelFunc
-	// sync is the live state of partition sync (recovery progress and rate limit).
-	sync syncState
 	// repairing holds the objects whose damaged local copy is being replaced.
 	repairing sync.Map
 	// catchUp is when (unix ns) this node's copies are trusted again after it was away.
@@ -104,8 +99,6 @@ type Gateway struct {
 	ec *stripe.Path
 	// policies caches parsed bucket policies by bucket name (*cachedPolicy).
 	policies sync.Map
-	// apply is the progress of re-placing objects by their bucket's policy.
-	apply applyState
 }
 
 // New returns a Gateway.
@@ -135,6 +128,9 @@ func New(cfg Config) *Gateway {
 
 // Topology is where this gateway places objects and shards.
 func (g *Gateway) Topology() *topology.Topology { return g.topo }
+
+// Stripes is this gateway's erasure-coded data path.
+func (g *Gateway) Stripes() *stripe.Path { return g.ec }
 
 // Replica returns the Replica through which this gateway reaches target t (see replica.go).
 func (g *Gateway) Replica(t topology.Target) replica.Replica { return g.replica(t) }

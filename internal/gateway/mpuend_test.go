@@ -184,7 +184,7 @@ func TestMultipartStaleUploadSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.restart(stale)
-	st, err := c.nodes[stale].gw.Sync(ctx)
+	st, err := c.nodes[stale].rep.Sync(ctx)
 	if err != nil || st.UploadsEnded != 2 {
 		t.Fatalf("sync on the returning replica: %+v, %v; want 2 uploads ended", st, err)
 	}
@@ -214,7 +214,7 @@ func TestMultipartStaleUploadSync(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st, err = c.nodes[stale].gw.Sync(ctx)
+	st, err = c.nodes[stale].rep.Sync(ctx)
 	if err != nil || st.UploadsEnded != 1 {
 		t.Fatalf("sync with an expired stale upload: %+v, %v; want 1 upload ended", st, err)
 	}

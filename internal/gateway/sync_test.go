@@ -9,6 +9,7 @@ import (
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/repair"
 )
 
 // Sync copies to a node what it missed while it was away (newer versions and tombstones),
@@ -37,7 +38,7 @@ func TestSyncRecoversMissedWrites(t *testing.T) {
 		}
 	}
 	c.restart(2)
-	st, err := c.nodes[2].gw.Sync(ctx)
+	st, err := c.nodes[2].rep.Sync(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func TestSyncRecoversMissedWrites(t *testing.T) {
 			t.Fatalf("gone%d on the returning node: %+v %v; want its tombstone", i, o, err)
 		}
 	}
-	st, err = c.nodes[2].gw.Sync(ctx)
+	st, err = c.nodes[2].rep.Sync(ctx)
 	if err != nil || st.Copied+st.Deleted != 0 {
 		t.Fatalf("second sync: %+v %v; want nothing to do", st, err)
 	}
@@ -65,16 +66,16 @@ func TestSyncRecoversMissedWrites(t *testing.T) {
 }
 
 // syncAll runs one sync round on every node, in order, and fails on errors.
-func (c *testCluster) syncAll(order ...int) []SyncStats {
+func (c *testCluster) syncAll(order ...int) []repair.SyncStats {
 	c.tb.Helper()
 	if len(order) == 0 {
 		for i := range c.nodes {
 			order = append(order, i)
 		}
 	}
-	out := make([]SyncStats, len(c.nodes))
+	out := make([]repair.SyncStats, len(c.nodes))
 	for _, i := range order {
-		st, err := c.nodes[i].gw.Sync(context.Background())
+		st, err := c.nodes[i].rep.Sync(context.Background())
 		if err != nil || st.Errors != 0 {
 			c.tb.Fatalf("sync on %s: %+v %v", c.nodes[i].id, st, err)
 		}
@@ -134,7 +135,7 @@ func TestSyncDrainHandsOff(t *testing.T) {
 	if sts[3].HandedOff >= held || sts[3].Foreign != held {
 		t.Fatalf("n4 with n1 down: %+v; want some of its %d records kept", sts[3], held)
 	}
-	if p := c.nodes[3].gw.Progress(); p.HandoffObjects != int64(held-sts[3].HandedOff) {
+	if p := c.nodes[3].rep.Progress(); p.HandoffObjects != int64(held-sts[3].HandedOff) {
 		t.Fatalf("progress shows %d records to hand off; want %d", p.HandoffObjects, held-sts[3].HandedOff)
 	}
 	c.setNode("n1", func(n *clustermap.Node) { n.State = clustermap.StateUp })
@@ -142,7 +143,7 @@ func TestSyncDrainHandsOff(t *testing.T) {
 	if n := c.records(3); n != 0 {
 		t.Fatalf("n4 still holds %d records after the holders confirmed", n)
 	}
-	if p := c.nodes[3].gw.Progress(); p.HandoffObjects != 0 {
+	if p := c.nodes[3].rep.Progress(); p.HandoffObjects != 0 {
 		t.Fatalf("progress shows %d records to hand off after the drain", p.HandoffObjects)
 	}
 	for k := range want {

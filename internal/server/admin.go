@@ -14,6 +14,7 @@ import (
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/gateway"
 	"github.com/cairnfs/cairn/internal/hints"
+	"github.com/cairnfs/cairn/internal/repair"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/store"
 	"github.com/cairnfs/cairn/internal/wire"
@@ -32,9 +33,9 @@ type NodeStats struct {
 	SentBytes     int64 `json:"internode_sent_bytes"`
 	ReceivedBytes int64 `json:"internode_received_bytes"`
 	// LastSync is the last anti-entropy round of this node's partitions.
-	LastSync *gateway.SyncStats `json:"last_sync,omitempty"`
+	LastSync *repair.SyncStats `json:"last_sync,omitempty"`
 	// Recovery is the copying in progress (or last done) to this node.
-	Recovery *gateway.SyncProgress `json:"recovery,omitempty"`
+	Recovery *repair.SyncProgress `json:"recovery,omitempty"`
 	// Damaged lists the index files in which reads found corruption (see store.Damaged);
 	// DamagedReads counts the reads that failed on them.
 	Damaged      []string `json:"damaged,omitempty"`
@@ -44,7 +45,7 @@ type NodeStats struct {
 // NodeRecovery is one node's line of `cairn admin recovery`.
 type NodeRecovery struct {
 	Node string `json:"node"`
-	gateway.SyncProgress
+	repair.SyncProgress
 	Error string `json:"error,omitempty"`
 }
 
@@ -272,7 +273,7 @@ func canDrain(m *clustermap.Map, n clustermap.Node) error {
 func (a *adminHandler) drained(ctx context.Context, n clustermap.Node) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	var p gateway.SyncProgress
+	var p repair.SyncProgress
 	err := a.rpc.DoJSON(ctx, &rpc.Request{Method: http.MethodGet, Addr: n.Addr, Path: wire.PathRecovery, Query: map[string][]string{"held": {"1"}}}, &p)
 	switch {
 	case err != nil && n.State == clustermap.StateOut:
@@ -342,7 +343,7 @@ func (a *adminHandler) recovery(ctx context.Context, method, rate string) (*Reco
 }
 
 // scrub forwards a scrub action (or a status request) to one node or every storage node.
-func (a *adminHandler) scrub(ctx context.Context, method, action, node string) ([]gateway.ScrubStatus, error) {
+func (a *adminHandler) scrub(ctx context.Context, method, action, node string) ([]repair.ScrubStatus, error) {
 	m := a.mgr.Current()
 	var nodes []clustermap.Node
 	for _, n := range m.StorageNodes() {
@@ -358,7 +359,7 @@ func (a *adminHandler) scrub(ctx context.Context, method, action, node string) (
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	out := make([]gateway.ScrubStatus, len(nodes))
+	out := make([]repair.ScrubStatus, len(nodes))
 	var wg sync.WaitGroup
 	for i, n := range nodes {
 		wg.Add(1)
@@ -369,7 +370,7 @@ func (a *adminHandler) scrub(ctx context.Context, method, action, node string) (
 				req.Method, req.Query = http.MethodPost, map[string][]string{"action": {action}}
 			}
 			if err := a.rpc.DoJSON(ctx, req, &out[i]); err != nil {
-				out[i] = gateway.ScrubStatus{Node: n.ID, State: "unreachable: " + err.Error()}
+				out[i] = repair.ScrubStatus{Node: n.ID, State: "unreachable: " + err.Error()}
 			}
 		}()
 	}
@@ -442,7 +443,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // NodeReplace is one storage node's line of `cairn admin policy status`.
 type NodeReplace struct {
 	Node string `json:"node"`
-	gateway.ApplyProgress
+	repair.ApplyProgress
 	Error string `json:"error,omitempty"`
 }
 
@@ -465,7 +466,7 @@ func (a *adminHandler) replace(ctx context.Context, bucket string) *Replace {
 		out.Nodes[i].Node = n.ID
 	}
 	a.askStorageNodes(ctx, nodes, func(ctx context.Context, i int, n clustermap.Node) error {
-		var ps []gateway.ApplyProgress
+		var ps []repair.ApplyProgress
 		if err := a.rpc.DoJSON(ctx, &rpc.Request{Method: http.MethodGet, Addr: n.Addr, Path: wire.PathReplace}, &ps); err != nil {
 			return err
 		}

@@ -19,7 +19,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
-	"github.com/cairnfs/cairn/internal/gateway"
+	"github.com/cairnfs/cairn/internal/repair"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/wire"
 )
@@ -261,8 +261,8 @@ func join(ctx context.Context, c *rpc.Client, addr string, self clustermap.Node)
 type clusterHandler struct {
 	mgr   *clustermap.Manager
 	apply *applyer
-	scrub *gateway.Scrub // nil without the storage role
-	gw    *gateway.Gateway
+	scrub *repair.Scrub // nil without the storage role
+	rep   *repair.Loops
 	stats func() any
 }
 
@@ -288,7 +288,7 @@ func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, h.scrub.Status())
 	case wire.PathReplace:
-		writeJSON(w, h.gw.ApplyStatus())
+		writeJSON(w, h.rep.ApplyStatus())
 	case wire.PathRecovery:
 		if r.Method == http.MethodPost {
 			rate, err := strconv.ParseInt(r.URL.Query().Get("rate"), 10, 64)
@@ -296,12 +296,12 @@ func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				wire.WriteError(w, errors.E(errors.Invalid, "rate must be a number of bytes per second, 0 for unlimited"))
 				return
 			}
-			h.gw.SetRecoveryRate(rate)
+			h.rep.SetRecoveryRate(rate)
 		}
-		p := h.gw.Progress()
+		p := h.rep.Progress()
 		if r.URL.Query().Get("held") != "" {
 			// Counted now, not as of the last round: `cairn admin remove` decides on it.
-			objs, n, err := h.gw.HeldElsewhere()
+			objs, n, err := h.rep.HeldElsewhere()
 			if err != nil {
 				wire.WriteError(w, err)
 				return

@@ -20,6 +20,7 @@ import (
 	"github.com/cairnfs/cairn/internal/hints"
 	"github.com/cairnfs/cairn/internal/hlc"
 	"github.com/cairnfs/cairn/internal/metrics"
+	"github.com/cairnfs/cairn/internal/repair"
 	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/s3api"
@@ -78,8 +79,9 @@ type instance struct {
 	app               *applyer
 	hints             *hints.Queue
 	gw                *gateway.Gateway
-	scrub             *gateway.Scrub
-	lastSync          atomic.Pointer[gateway.SyncStats]
+	rep               *repair.Loops
+	scrub             *repair.Scrub
+	lastSync          atomic.Pointer[repair.SyncStats]
 	isrv              *http.Server // internode
 
 	closers []func() error // what assemble opened, closed in reverse by close
@@ -146,15 +148,17 @@ func assemble(cfg Config) (_ *instance, err error) {
 	n.gw = gateway.New(gateway.Config{NodeID: n.nodeID, Store: n.st, Maps: n.mgr, RPC: n.client, Apply: n.app.Apply, Refresh: n.app.Refresh,
 		Hints: n.hints, Clock: clock, Logger: log, StragglerWait: cfg.StragglerWait})
 	n.onClose(func() error { n.gw.Close(); return nil })
-	n.gw.SetRecoveryRate(max(cfg.RecoveryRate, 0))
-	gw := n.gw
-	n.m.GaugeFunc("cairn_recovery_objects_to_move", "Objects this node is copying in during the current sync round (recovery, rebalance).", func() float64 { return float64(gw.Progress().ObjectsToDo) })
-	n.m.GaugeFunc("cairn_recovery_objects_done", "Objects copied in so far in the current sync round.", func() float64 { return float64(gw.Progress().ObjectsDone) })
-	n.m.GaugeFunc("cairn_recovery_bytes_to_move", "Bytes this node is copying in during the current sync round.", func() float64 { return float64(gw.Progress().BytesToDo) })
-	n.m.GaugeFunc("cairn_recovery_bytes_done", "Bytes copied in so far in the current sync round.", func() float64 { return float64(gw.Progress().BytesDone) })
-	n.m.GaugeFunc("cairn_recovery_rate_limit_bytes", "Bytes per second this node may copy in (0: unlimited).", func() float64 { return float64(gw.Progress().RateBytes) })
+	n.rep = repair.New(repair.Config{NodeID: n.nodeID, Store: n.st, Maps: n.mgr, Topology: n.gw.Topology(), Replica: n.gw.Replica,
+		Stripes: n.gw.Stripes(), Coordinator: n.gw, Hints: n.hints, Clock: clock, Logger: log})
+	n.rep.SetRecoveryRate(max(cfg.RecoveryRate, 0))
+	rep := n.rep
+	n.m.GaugeFunc("cairn_recovery_objects_to_move", "Objects this node is copying in during the current sync round (recovery, rebalance).", func() float64 { return float64(rep.Progress().ObjectsToDo) })
+	n.m.GaugeFunc("cairn_recovery_objects_done", "Objects copied in so far in the current sync round.", func() float64 { return float64(rep.Progress().ObjectsDone) })
+	n.m.GaugeFunc("cairn_recovery_bytes_to_move", "Bytes this node is copying in during the current sync round.", func() float64 { return float64(rep.Progress().BytesToDo) })
+	n.m.GaugeFunc("cairn_recovery_bytes_done", "Bytes copied in so far in the current sync round.", func() float64 { return float64(rep.Progress().BytesDone) })
+	n.m.GaugeFunc("cairn_recovery_rate_limit_bytes", "Bytes per second this node may copy in (0: unlimited).", func() float64 { return float64(rep.Progress().RateBytes) })
 	if n.st != nil {
-		n.scrub = gw.NewScrub(cfg.ScrubInterval, max(cfg.ScrubRate, 0))
+		n.scrub = rep.NewScrub(cfg.ScrubInterval, max(cfg.ScrubRate, 0))
 	}
 	n.isrv = serveLimited(internodeAuth(n.secret, n.mgr, log, n.internodeMux()), cfg.NodeLimits, func(s *http.Server) {
 		s.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
@@ -294,10 +298,10 @@ func (n *instance) openManager() error {
 // internodeMux routes the internode paths: cluster administration and, on a storage
 // node, the replica protocol (replica.Handler).
 func (n *instance) internodeMux() *http.ServeMux {
-	ch := &clusterHandler{mgr: n.mgr, apply: n.app, scrub: n.scrub, gw: n.gw, stats: func() any {
+	ch := &clusterHandler{mgr: n.mgr, apply: n.app, scrub: n.scrub, rep: n.rep, stats: func() any {
 		ns := nodeStats(n.nodeID, n.st, n.hints, n.mgr, n.client)
 		ns.LastSync = n.lastSync.Load()
-		p := n.gw.Progress()
+		p := n.rep.Progress()
 		ns.Recovery = &p
 		return ns
 	}}
@@ -361,7 +365,7 @@ func (n *instance) run(ctx context.Context) (err error) {
 		shutdown()
 		return err
 	}
-	loop(func(ctx context.Context) { n.gw.RunHints(ctx, cfg.HintInterval) })
+	loop(func(ctx context.Context) { n.rep.RunHints(ctx, cfg.HintInterval) })
 	loop(func(ctx context.Context) { ringMonitor(ctx, n.mgr, n.client, n.nodeID, log) })
 	mon := &monitor{mgr: n.mgr, rpc: n.client, apply: n.app, self: n.nodeID, downAfter: cfg.DownAfter, outAfter: max(cfg.OutAfter, 0), log: log.With("component", "monitor")}
 	loop(mon.run)
@@ -370,9 +374,9 @@ func (n *instance) run(ctx context.Context) (err error) {
 	}
 	loop(func(ctx context.Context) { watchSelf(ctx, n.mgr, n.nodeID, func() { n.gw.CatchUp(cfg.CatchUp) }) })
 	loop(func(ctx context.Context) {
-		n.gw.RunSync(ctx, cfg.SyncInterval, func(s gateway.SyncStats) { n.lastSync.Store(&s) })
+		n.rep.RunSync(ctx, cfg.SyncInterval, func(s repair.SyncStats) { n.lastSync.Store(&s) })
 	})
-	loop(n.gw.RunApply)
+	loop(n.rep.RunApply)
 	if n.scrub != nil {
 		loop(n.scrub.Run)
 	}

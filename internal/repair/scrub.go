@@ -1,13 +1,15 @@
-package gateway
+package repair
 
 import (
 	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/cairnfs/cairn/internal/erasure"
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/store"
@@ -34,11 +36,11 @@ type ScrubStatus struct {
 // Scrub is a node's deep scrub: it reads every byte of every object this node stores,
 // checks the checksums (chunk records' CRC32C; pebble's block checksums for small bodies),
 // and replaces a damaged copy with a good one from another replica; erasure-code shards
-// are checked as shards too, and rebuilt from their stripe (ecscrub.go). A pass runs every
+// are checked as shards too, and rebuilt from their stripe. A pass runs every
 // interval, paced at a byte rate so that it never competes with clients (Spreadshirt's
 // lesson); an operator can start, pause and resume it.
 type Scrub struct {
-	g        *Gateway
+	l        *Loops
 	interval time.Duration
 	rate     atomic.Int64
 	start    chan struct{}
@@ -46,15 +48,15 @@ type Scrub struct {
 	resume   chan struct{}
 	mu       sync.Mutex
 	st       ScrubStatus
-	shardBuf bytes.Buffer // the pass's (one pass at a time): a shard read whole (ecscrub.go)
+	shardBuf bytes.Buffer // the pass's (one pass at a time): a shard read whole
 }
 
 // NewScrub returns the scrub of this node's store: a pass every interval at rate bytes/s
 // (0: unpaced).
-func (g *Gateway) NewScrub(interval time.Duration, rate int64) *Scrub {
-	s := &Scrub{g: g, interval: interval, start: make(chan struct{}, 1), resume: make(chan struct{}, 1)}
+func (l *Loops) NewScrub(interval time.Duration, rate int64) *Scrub {
+	s := &Scrub{l: l, interval: interval, start: make(chan struct{}, 1), resume: make(chan struct{}, 1)}
 	s.rate.Store(rate)
-	s.st = ScrubStatus{Node: g.cfg.NodeID, State: "idle", RateBytes: rate}
+	s.st = ScrubStatus{Node: l.self, State: "idle", RateBytes: rate}
 	return s
 }
 
@@ -88,7 +90,7 @@ func (s *Scrub) Status() ScrubStatus {
 // Run runs passes until ctx ends: the first one interval after start (or when Start is
 // called), then every interval.
 func (s *Scrub) Run(ctx context.Context) {
-	if s.g.cfg.Store == nil {
+	if s.l.store == nil {
 		return
 	}
 	for {
@@ -102,7 +104,7 @@ func (s *Scrub) Run(ctx context.Context) {
 		case <-time.After(time.Until(next)):
 		case <-s.start:
 		}
-		s.pass(ctx)
+		s.Pass(ctx)
 	}
 }
 
@@ -112,16 +114,17 @@ func (s *Scrub) update(fn func(*ScrubStatus)) {
 	s.mu.Unlock()
 }
 
-// pass reads every object once.
-func (s *Scrub) pass(ctx context.Context) {
+// Pass reads every object once, now (Run runs passes on its schedule; one pass at a
+// time: not while Run runs).
+func (s *Scrub) Pass(ctx context.Context) {
 	s.update(func(st *ScrubStatus) {
 		*st = ScrubStatus{Node: st.Node, State: "running", Started: time.Now()}
 	})
-	log := s.g.log.With("component", "scrub")
+	log := s.l.log.With("component", "scrub")
 	log.Info("deep scrub pass started")
 	begin := time.Now()
 	var read int64
-	err := s.g.cfg.Store.Scan(nil, func(e object.VersionEntry) error {
+	err := s.l.store.Scan(nil, func(e object.VersionEntry) error {
 		for s.paused.Load() {
 			select {
 			case <-ctx.Done():
@@ -138,7 +141,7 @@ func (s *Scrub) pass(ctx context.Context) {
 		var n int64
 		var err error
 		if e.Bucket == topology.ShardBucket {
-			n = s.verifyShard(ctx, log, e) // counts, logs and rebuilds on its own (ecscrub.go)
+			n = s.verifyShard(ctx, log, e) // counts, logs and rebuilds on its own
 		} else {
 			n, err = s.verify(ctx, e)
 		}
@@ -147,7 +150,7 @@ func (s *Scrub) pass(ctx context.Context) {
 		case errors.Is(errors.Corrupt, err):
 			log.Warn("deep scrub found a damaged copy", "bucket", e.Bucket, "key", e.Key, "err", err)
 			s.update(func(st *ScrubStatus) { st.Corrupt++ })
-			if rerr := s.g.repairLocal(ctx, e.Bucket, e.Key, e.HLC); rerr == nil {
+			if rerr := s.l.coord.RepairCopy(ctx, e.Bucket, e.Key, e.HLC); rerr == nil {
 				s.update(func(st *ScrubStatus) { st.Repaired++ })
 			} else {
 				log.Error("deep scrub could not repair a damaged copy: it stays damaged until a replica is available", "bucket", e.Bucket, "key", e.Key, "err", rerr)
@@ -181,7 +184,7 @@ func (s *Scrub) pass(ctx context.Context) {
 // verify reads one object's body in full, checking every checksum, and returns the bytes
 // read. A copy that changed since the scan is skipped.
 func (s *Scrub) verify(ctx context.Context, e object.VersionEntry) (int64, error) {
-	rd, err := s.g.cfg.Store.OpenObject(e.Bucket, e.Key)
+	rd, err := s.l.store.OpenObject(e.Bucket, e.Key)
 	if err != nil {
 		return 0, err
 	}
@@ -190,4 +193,74 @@ func (s *Scrub) verify(ctx context.Context, e object.VersionEntry) (int64, error
 		return 0, nil
 	}
 	return rd.WriteRange(ctx, io.Discard, 0, rd.Object.BodySize())
+}
+
+// Deep scrub of erasure-code shards. The store checks its own chunk checksums on every
+// read, which catches bit rot on disk; the shard's header (erasure.ParseShard) also
+// catches a shard that was damaged before it was stored, or that is cut short. A shard
+// nobody reads is checked here, once per scrub pass, like any other record; a damaged one
+// is rebuilt from the other shards of its stripe (stripe.Path.RebuildLocal) and put back
+// over the damaged copy.
+
+// verifyShard reads this node's shard record e whole and checks it as a shard. A damaged
+// shard is rebuilt and put back; the scrub's status counts what it found and did, and
+// the log says it. It returns the bytes read.
+func (s *Scrub) verifyShard(ctx context.Context, log *slog.Logger, e object.VersionEntry) int64 {
+	rd, err := s.l.store.OpenObject(topology.ShardBucket, e.Key)
+	if err != nil {
+		if !errors.Is(errors.NotExist, err) { // else removed since the scan
+			log.Warn("deep scrub could not open a shard", "stripe", e.Key, "err", err)
+			s.update(func(st *ScrubStatus) { st.Errors++ })
+		}
+		return 0
+	}
+	if rd.Object.HLC != e.HLC {
+		rd.Close()
+		return 0 // replaced since the scan: the next pass checks the new one
+	}
+	owner := ""
+	for _, kv := range rd.Object.UserMeta {
+		if kv[0] == "owner" {
+			owner = kv[1]
+		}
+	}
+	// One buffer for the whole pass (a pass runs alone): a shard is read without allocating.
+	buf := &s.shardBuf
+	buf.Reset()
+	buf.Grow(int(rd.Object.Size))
+	n, err := rd.WriteRange(ctx, buf, 0, rd.Object.Size)
+	rd.Close()
+	s.update(func(st *ScrubStatus) { st.Shards++ })
+	switch {
+	case err == nil:
+		if _, _, err = erasure.ParseShard(buf.Bytes()); err == nil {
+			return n
+		}
+	case ctx.Err() != nil:
+		return n
+	case !errors.Is(errors.Corrupt, err): // not the store's chunk checksum
+		log.Warn("deep scrub could not read a shard", "stripe", e.Key, "err", err)
+		s.update(func(st *ScrubStatus) { st.Errors++ })
+		return n
+	}
+	log.Warn("deep scrub found a damaged shard", "stripe", e.Key, "owner", owner, "err", err)
+	s.update(func(st *ScrubStatus) { st.Corrupt++ })
+	// The header may have survived (the payload is damaged, or only a later chunk of the
+	// record): it gives the code and the shard's index. Else the other shards tell.
+	var hdr *erasure.Header
+	if h, herr := erasure.ParseHeader(buf.Bytes()); herr == nil {
+		hdr = &h
+	}
+	switch j, err := s.l.stripes.RebuildLocal(ctx, e.Key, owner, hdr); {
+	case err == nil:
+		s.update(func(st *ScrubStatus) { st.Repaired++ })
+		log.Warn("deep scrub rebuilt a damaged shard from the other shards of its stripe", "stripe", e.Key, "owner", owner, "shard", j)
+	case errors.IsErr(err, erasure.ErrTooFewShards):
+		s.update(func(st *ScrubStatus) { st.Unrepairable++ })
+		log.Error("deep scrub found a damaged shard it cannot rebuild: its stripe has fewer than K sound shards",
+			"stripe", e.Key, "owner", owner, "err", err)
+	default:
+		log.Error("deep scrub could not rebuild a damaged shard: it stays damaged until the next pass", "stripe", e.Key, "owner", owner, "err", err)
+	}
+	return n
 }

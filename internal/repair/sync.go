@@ -1,4 +1,4 @@
-package gateway
+package repair
 
 import (
 	"context"
@@ -72,37 +72,37 @@ type syncState struct {
 
 // SetRecoveryRate limits the bytes per second Sync copies to this node (0: unlimited); it
 // applies at once, also to a round in progress.
-func (g *Gateway) SetRecoveryRate(bytesPerSec int64) { g.sync.rate.Store(max(bytesPerSec, 0)) }
+func (l *Loops) SetRecoveryRate(bytesPerSec int64) { l.sync.rate.Store(max(bytesPerSec, 0)) }
 
 // Progress returns the copying of the current (or last) Sync round.
-func (g *Gateway) Progress() SyncProgress {
-	g.sync.mu.Lock()
-	defer g.sync.mu.Unlock()
-	p := g.sync.p
-	p.RateBytes = g.sync.rate.Load()
+func (l *Loops) Progress() SyncProgress {
+	l.sync.mu.Lock()
+	defer l.sync.mu.Unlock()
+	p := l.sync.p
+	p.RateBytes = l.sync.rate.Load()
 	return p
 }
 
-func (g *Gateway) progress(fn func(*SyncProgress)) {
-	g.sync.mu.Lock()
-	fn(&g.sync.p)
-	g.sync.mu.Unlock()
+func (l *Loops) progress(fn func(*SyncProgress)) {
+	l.sync.mu.Lock()
+	fn(&l.sync.p)
+	l.sync.mu.Unlock()
 }
 
 // HeldElsewhere counts the records and erasure-code shards (and their bytes) this node holds for partitions that
 // the current map places on other nodes only: what a drain still has to hand off. It
 // reads the whole local index.
-func (g *Gateway) HeldElsewhere() (objects, bytes int64, err error) {
-	if g.cfg.Store == nil {
+func (l *Loops) HeldElsewhere() (objects, bytes int64, err error) {
+	if l.store == nil {
 		return 0, 0, nil
 	}
-	tc, err := g.topo.Layout(g.cfg.Maps.Current())
+	tc, err := l.topo.Layout(l.maps.Current())
 	if err != nil {
 		return 0, 0, err
 	}
 	P := tc.Table.Partitions()
-	err = g.cfg.Store.Scan(func(b, _ string) bool { return !store.Internal(b) }, func(e object.VersionEntry) error {
-		if !slices.Contains(tc.Table.Nodes(placement.Partition(e.Bucket, e.Key, P)), g.cfg.NodeID) {
+	err = l.store.Scan(func(b, _ string) bool { return !store.Internal(b) }, func(e object.VersionEntry) error {
+		if !slices.Contains(tc.Table.Nodes(placement.Partition(e.Bucket, e.Key, P)), l.self) {
 			objects++
 			bytes += e.Size
 		}
@@ -112,7 +112,7 @@ func (g *Gateway) HeldElsewhere() (objects, bytes int64, err error) {
 		return objects, bytes, err
 	}
 	// Shards that no table puts here wait to be moved to their stripe's nodes.
-	shards, err := g.misplacedShards(g.cfg.Maps.Current())
+	shards, err := l.misplacedShards(l.maps.Current())
 	for _, s := range shards {
 		objects++
 		bytes += int64(s.hdr.ShardSize()) + erasure.HeaderSize
@@ -138,17 +138,17 @@ type want struct {
 // compared record by record. What is newer elsewhere is copied, four objects at a time,
 // fewest surviving copies first, paced by the recovery rate. It is idempotent and can be
 // interrupted at any point.
-func (g *Gateway) Sync(ctx context.Context) (st SyncStats, err error) {
-	const op errors.Op = "gateway.Sync"
+func (l *Loops) Sync(ctx context.Context) (st SyncStats, err error) {
+	const op errors.Op = "repair.Sync"
 	st = SyncStats{Start: time.Now()}
 	defer func() { st.Duration = time.Since(st.Start) }()
-	if g.cfg.Store == nil {
+	if l.store == nil {
 		return st, nil
 	}
-	g.sync.run.Lock()
-	defer g.sync.run.Unlock()
-	m := g.cfg.Maps.Current()
-	tc, err := g.topo.Layout(m)
+	l.sync.run.Lock()
+	defer l.sync.run.Unlock()
+	m := l.maps.Current()
+	tc, err := l.topo.Layout(m)
 	if err != nil {
 		return st, errors.E(op, err)
 	}
@@ -157,7 +157,7 @@ func (g *Gateway) Sync(ctx context.Context) (st SyncStats, err error) {
 	var myParts []int
 	for p := 0; p < P; p++ {
 		for _, id := range tc.Table.Nodes(p) {
-			if id == g.cfg.NodeID {
+			if id == l.self {
 				mine[p] = true
 				myParts = append(myParts, p)
 				st.Partitions++
@@ -168,10 +168,10 @@ func (g *Gateway) Sync(ctx context.Context) (st SyncStats, err error) {
 	local := map[string]uint64{}
 	foreign := map[int][]object.VersionEntry{}
 	var striped []object.VersionEntry // erasure-coded objects whose shards this node checks
-	digests, err := replica.Digests(g.cfg.Store, P, func(p int, e object.VersionEntry) {
+	digests, err := replica.Digests(l.store, P, func(p int, e object.VersionEntry) {
 		if mine[p] {
 			local[e.Bucket+"\x00"+e.Key] = e.HLC
-			if e.Striped && !e.Deleted && g.firstUpHolder(m, tc.Table.Nodes(p)) {
+			if e.Striped && !e.Deleted && l.firstUpHolder(m, tc.Table.Nodes(p)) {
 				striped = append(striped, e)
 			}
 		} else {
@@ -183,29 +183,29 @@ func (g *Gateway) Sync(ctx context.Context) (st SyncStats, err error) {
 		return st, errors.E(op, err)
 	}
 	if st.Partitions > 0 {
-		for _, e := range g.pullNewer(ctx, m, P, myParts, digests, local, &st) {
-			if e.Striped && !e.Deleted && g.firstUpHolder(m, tc.Table.Nodes(placement.Partition(e.Bucket, e.Key, P))) {
+		for _, e := range l.pullNewer(ctx, m, P, myParts, digests, local, &st) {
+			if e.Striped && !e.Deleted && l.firstUpHolder(m, tc.Table.Nodes(placement.Partition(e.Bucket, e.Key, P))) {
 				striped = append(striped, e) // a record copied here just now
 			}
 		}
 	}
 	if len(foreign) > 0 && ctx.Err() == nil {
-		g.handOff(ctx, m, tc, foreign, &st)
+		l.handOff(ctx, m, tc, foreign, &st)
 	} else if len(foreign) == 0 {
-		g.progress(func(p *SyncProgress) { p.HandoffObjects, p.HandoffBytes = 0, 0 })
+		l.progress(func(p *SyncProgress) { p.HandoffObjects, p.HandoffBytes = 0, 0 })
 	}
 	if ctx.Err() == nil {
-		g.moveShards(ctx, m, &st) // before healing: a moved shard needs no rebuild
+		l.moveShards(ctx, m, &st) // before healing: a moved shard needs no rebuild
 	}
 	for _, e := range striped {
 		if ctx.Err() != nil {
 			break
 		}
-		o, err := g.cfg.Store.StatVersion(e.Bucket, e.Key)
+		o, err := l.store.StatVersion(e.Bucket, e.Key)
 		if err != nil {
 			continue
 		}
-		h := g.ec.Heal(ctx, m, o, e.Bucket, e.Key)
+		h := l.stripes.Heal(ctx, m, o, e.Bucket, e.Key)
 		st.Stripes += h.Stripes
 		st.Rebuilt += h.Rebuilt
 		st.Unhealable += h.Unhealable
@@ -213,10 +213,10 @@ func (g *Gateway) Sync(ctx context.Context) (st SyncStats, err error) {
 		st.ShardsWaiting += h.Waiting
 	}
 	if ctx.Err() == nil {
-		g.syncUploads(ctx, &st) // before collecting shards: a dropped upload's shards may go
+		l.syncUploads(ctx, &st) // before collecting shards: a dropped upload's shards may go
 	}
 	if ctx.Err() == nil {
-		g.collectShards(ctx, &st)
+		l.collectShards(ctx, &st)
 	}
 	return st, ctx.Err()
 }
@@ -226,43 +226,43 @@ func (g *Gateway) Sync(ctx context.Context) (st SyncStats, err error) {
 // this node holds pending (StaleUpload): if it ended elsewhere (this node missed the
 // completion or abort, or was away for longer than the end records live), its end record
 // is applied here, which drops the upload and its parts.
-func (g *Gateway) syncUploads(ctx context.Context, st *SyncStats) {
-	if n, err := g.cfg.Store.GCUploadEnds(time.Now().Add(-store.UploadEndLifetime)); err != nil {
+func (l *Loops) syncUploads(ctx context.Context, st *SyncStats) {
+	if n, err := l.store.GCUploadEnds(time.Now().Add(-store.UploadEndLifetime)); err != nil {
 		st.Errors++
-		g.log.Warn("removing expired upload end records", "err", err)
+		l.log.Warn("removing expired upload end records", "err", err)
 	} else {
 		st.EndsExpired += n
 	}
 	var ups []object.PendingUpload
-	if err := g.cfg.Store.PendingUploads(func(u object.PendingUpload) error { ups = append(ups, u); return nil }); err != nil {
+	if err := l.store.PendingUploads(func(u object.PendingUpload) error { ups = append(ups, u); return nil }); err != nil {
 		st.Errors++
-		g.log.Warn("listing pending uploads", "err", err)
+		l.log.Warn("listing pending uploads", "err", err)
 		return
 	}
 	for _, u := range ups {
 		if ctx.Err() != nil {
 			return
 		}
-		end := g.StaleUpload(ctx, u)
+		end := l.coord.StaleUpload(ctx, u)
 		if end == nil {
 			continue
 		}
-		if err := g.cfg.Store.EndUpload(end); err != nil {
+		if err := l.store.EndUpload(end); err != nil {
 			st.Errors++
-			g.log.Warn("dropping a stale upload", "bucket", u.Bucket, "key", u.Key, "upload", u.UploadID, "err", err)
+			l.log.Warn("dropping a stale upload", "bucket", u.Bucket, "key", u.Key, "upload", u.UploadID, "err", err)
 			continue
 		}
 		st.UploadsEnded++
-		g.log.Info("dropped a stale upload", "bucket", u.Bucket, "key", u.Key, "upload", u.UploadID, "state", end.State)
+		l.log.Info("dropped a stale upload", "bucket", u.Bucket, "key", u.Key, "upload", u.UploadID, "state", end.State)
 	}
 }
 
 // firstUpHolder reports whether this node is the first of ids that is up: the one that
 // checks the shards of the partition's erasure-coded objects.
-func (g *Gateway) firstUpHolder(m *clustermap.Map, ids []string) bool {
+func (l *Loops) firstUpHolder(m *clustermap.Map, ids []string) bool {
 	for _, id := range ids {
 		if n, ok := m.Node(id); ok && n.State == clustermap.StateUp {
-			return id == g.cfg.NodeID
+			return id == l.self
 		}
 	}
 	return false
@@ -270,20 +270,20 @@ func (g *Gateway) firstUpHolder(m *clustermap.Map, ids []string) bool {
 
 // pullNewer copies to this node what other storage nodes hold newer in parts, and
 // returns what it copied.
-func (g *Gateway) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts []int, digests []uint64, local map[string]uint64, st *SyncStats) []object.VersionEntry {
+func (l *Loops) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts []int, digests []uint64, local map[string]uint64, st *SyncStats) []object.VersionEntry {
 	// Every other storage node is asked, not only the partitions' current co-holders: when
 	// several nodes join at once, or a node drains, a partition's data may sit only on
 	// nodes that held it under an older map (they keep it until it is handed off).
 	best := map[string]want{}
 	for _, n := range m.StorageNodes() {
-		if n.ID == g.cfg.NodeID || n.State == clustermap.StateDown {
+		if n.ID == l.self || n.State == clustermap.StateDown {
 			continue
 		}
 		src := topology.Target{ID: n.ID, Addr: n.Addr}
-		differ, err := g.differing(ctx, src, P, parts, digests)
+		differ, err := l.differing(ctx, src, P, parts, digests)
 		if err != nil {
 			st.Errors++
-			g.log.Warn("sync: could not compare digests with a peer", "peer", n.ID, "err", err)
+			l.log.Warn("sync: could not compare digests with a peer", "peer", n.ID, "err", err)
 			continue
 		}
 		st.Peers++
@@ -291,7 +291,7 @@ func (g *Gateway) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts
 		if len(differ) == 0 {
 			continue
 		}
-		err = g.replica(src).Scan(ctx, P, differ, func(e object.VersionEntry) {
+		err = l.replica(src).Scan(ctx, P, differ, func(e object.VersionEntry) {
 			st.Compared++
 			k := e.Bucket + "\x00" + e.Key
 			switch b := best[k]; {
@@ -305,7 +305,7 @@ func (g *Gateway) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts
 		})
 		if err != nil {
 			st.Errors++
-			g.log.Warn("sync: could not compare with a peer", "peer", n.ID, "err", err)
+			l.log.Warn("sync: could not compare with a peer", "peer", n.ID, "err", err)
 		}
 	}
 	// Objects with the fewest surviving copies first.
@@ -316,11 +316,11 @@ func (g *Gateway) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts
 		bytesToDo += x.e.Size
 	}
 	sort.Slice(todo, func(i, j int) bool { return todo[i].holders < todo[j].holders })
-	g.progress(func(p *SyncProgress) {
+	l.progress(func(p *SyncProgress) {
 		p.Running, p.Started, p.ObjectsToDo, p.BytesToDo, p.ObjectsDone, p.BytesDone = true, st.Start, int64(len(todo)), bytesToDo, 0, 0
 	})
-	defer g.progress(func(p *SyncProgress) { p.Running = false })
-	limiter := newPacer(&g.sync.rate)
+	defer l.progress(func(p *SyncProgress) { p.Running = false })
+	limiter := newPacer(&l.sync.rate)
 	var copied []object.VersionEntry
 	work := make(chan want)
 	var mu sync.Mutex
@@ -331,13 +331,13 @@ func (g *Gateway) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts
 			defer wg.Done()
 			for x := range work {
 				limiter.wait(ctx, x.e.Size)
-				n, err := g.pull(ctx, x.src, x.e)
-				g.progress(func(p *SyncProgress) { p.ObjectsDone++; p.BytesDone += x.e.Size })
+				n, err := l.pull(ctx, x.src, x.e)
+				l.progress(func(p *SyncProgress) { p.ObjectsDone++; p.BytesDone += x.e.Size })
 				mu.Lock()
 				switch {
 				case err != nil:
 					st.Errors++
-					g.log.Debug("sync: copy failed", "bucket", x.e.Bucket, "key", x.e.Key, "from", x.src.ID, "err", err)
+					l.log.Debug("sync: copy failed", "bucket", x.e.Bucket, "key", x.e.Key, "from", x.src.ID, "err", err)
 				case x.e.Deleted:
 					st.Deleted++
 				default:
@@ -362,8 +362,8 @@ func (g *Gateway) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts
 
 // differing asks peer t for its digests of parts and returns those that are not empty
 // there and differ from ours (digests, indexed by partition).
-func (g *Gateway) differing(ctx context.Context, t topology.Target, P int, parts []int, digests []uint64) ([]int, error) {
-	theirs, err := g.replica(t).Digests(ctx, P, parts)
+func (l *Loops) differing(ctx context.Context, t topology.Target, P int, parts []int, digests []uint64) ([]int, error) {
+	theirs, err := l.replica(t).Digests(ctx, P, parts)
 	if err != nil {
 		return nil, err
 	}
@@ -380,7 +380,7 @@ func (g *Gateway) differing(ctx context.Context, t topology.Target, P int, parts
 // every current holder of the partition (all N, each up) holds that version or a newer
 // one: the data is never down to fewer copies than before. Holders that lack a version
 // get it from this node through their own sync rounds, which ask every storage node.
-func (g *Gateway) handOff(ctx context.Context, m *clustermap.Map, tc *topology.Layout, foreign map[int][]object.VersionEntry, st *SyncStats) {
+func (l *Loops) handOff(ctx context.Context, m *clustermap.Map, tc *topology.Layout, foreign map[int][]object.VersionEntry, st *SyncStats) {
 	// Which partitions each holder must confirm, and whether all their holders are up.
 	byNode := map[string][]int{}
 	for p := range foreign {
@@ -408,14 +408,14 @@ func (g *Gateway) handOff(ctx context.Context, m *clustermap.Map, tc *topology.L
 	for id, parts := range byNode {
 		n, _ := m.Node(id)
 		h := map[string]uint64{}
-		err := g.replica(topology.Target{ID: id, Addr: n.Addr}).Scan(ctx, tc.Table.Partitions(), parts, func(e object.VersionEntry) {
+		err := l.replica(topology.Target{ID: id, Addr: n.Addr}).Scan(ctx, tc.Table.Partitions(), parts, func(e object.VersionEntry) {
 			if k := e.Bucket + "\x00" + e.Key; keys[k] {
 				h[k] = e.HLC
 			}
 		})
 		if err != nil {
 			st.Errors++
-			g.log.Warn("hand-off: could not compare with a holder", "node", id, "err", err)
+			l.log.Warn("hand-off: could not compare with a holder", "node", id, "err", err)
 			continue
 		}
 		held[id] = h
@@ -431,9 +431,9 @@ func (g *Gateway) handOff(ctx context.Context, m *clustermap.Map, tc *topology.L
 				confirmed = confirmed && ok && h[k] >= e.HLC && h[k] != 0
 			}
 			if confirmed && ctx.Err() == nil {
-				if gone, err := g.cfg.Store.Forget(e.Bucket, e.Key, e.HLC); err != nil {
+				if gone, err := l.store.Forget(e.Bucket, e.Key, e.HLC); err != nil {
 					st.Errors++
-					g.log.Warn("hand-off: could not remove a copy", "bucket", e.Bucket, "key", e.Key, "err", err)
+					l.log.Warn("hand-off: could not remove a copy", "bucket", e.Bucket, "key", e.Key, "err", err)
 				} else if gone {
 					st.HandedOff++
 					continue
@@ -443,7 +443,7 @@ func (g *Gateway) handOff(ctx context.Context, m *clustermap.Map, tc *topology.L
 			leftBytes += e.Size
 		}
 	}
-	g.progress(func(p *SyncProgress) { p.HandoffObjects, p.HandoffBytes = left, leftBytes })
+	l.progress(func(p *SyncProgress) { p.HandoffObjects, p.HandoffBytes = left, leftBytes })
 }
 
 // pacer spaces copies so that bytes per second stay under a limit read while waiting, so
@@ -490,15 +490,15 @@ func (p *pacer) wait(ctx context.Context, n int64) {
 
 // pull copies version e of an object from src into the local store and returns the body
 // bytes copied.
-func (g *Gateway) pull(ctx context.Context, src topology.Target, e object.VersionEntry) (int64, error) {
-	if err := g.EnsureLocalBucket(e.Bucket); err != nil {
+func (l *Loops) pull(ctx context.Context, src topology.Target, e object.VersionEntry) (int64, error) {
+	if err := l.coord.EnsureLocalBucket(e.Bucket); err != nil {
 		return 0, err // the bucket was deleted meanwhile
 	}
 	if e.Deleted {
-		_, err := g.cfg.Store.DeleteVersion(e.Bucket, e.Key, e.HLC, 0)
+		_, err := l.store.DeleteVersion(e.Bucket, e.Key, e.HLC, 0)
 		return 0, err
 	}
-	return g.copyVersion(ctx, src, topology.Target{ID: g.cfg.NodeID, Local: true}, e.Bucket, e.Key, e.HLC, false)
+	return l.copyVersion(ctx, src, topology.Target{ID: l.self, Local: true}, e.Bucket, e.Key, e.HLC, false)
 }
 
 // nodeStates lists the nodes' states, for RunSync to notice changes.
@@ -517,8 +517,8 @@ func nodeStates(m *clustermap.Map) string {
 // out), when a node changes state (one returning from down, say), when this node starts,
 // and every interval, until ctx ends; sooner while it has copies to hand off. last, if
 // set, receives each round's figures.
-func (g *Gateway) RunSync(ctx context.Context, interval time.Duration, last func(SyncStats)) {
-	if g.cfg.Store == nil {
+func (l *Loops) RunSync(ctx context.Context, interval time.Duration, last func(SyncStats)) {
+	if l.store == nil {
 		return
 	}
 	t := time.NewTicker(time.Second)
@@ -532,8 +532,8 @@ func (g *Gateway) RunSync(ctx context.Context, interval time.Duration, last func
 			return
 		case <-t.C:
 		}
-		m := g.cfg.Maps.Current()
-		tc, err := g.topo.Layout(m)
+		m := l.maps.Current()
+		tc, err := l.topo.Layout(m)
 		if err != nil {
 			continue
 		}
@@ -546,13 +546,13 @@ func (g *Gateway) RunSync(ctx context.Context, interval time.Duration, last func
 		if time.Now().Before(next) {
 			continue
 		}
-		st, err := g.Sync(ctx)
+		st, err := l.Sync(ctx)
 		if err != nil && ctx.Err() == nil {
 			st.Err = err.Error()
-			g.log.Warn("sync round failed", "err", err)
+			l.log.Warn("sync round failed", "err", err)
 		}
 		if st.Copied+st.Deleted > 0 || st.Errors > 0 {
-			g.log.Info("sync round", "partitions", st.Partitions, "peers", st.Peers, "compared", st.Compared,
+			l.log.Info("sync round", "partitions", st.Partitions, "peers", st.Peers, "compared", st.Compared,
 				"copied", st.Copied, "deleted", st.Deleted, "bytes", st.Bytes, "errors", st.Errors, "took", st.Duration.Round(time.Millisecond))
 		}
 		if last != nil {

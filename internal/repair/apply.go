@@ -1,4 +1,4 @@
-package gateway
+package repair
 
 import (
 	"bytes"
@@ -62,34 +62,34 @@ type applyState struct {
 }
 
 // ApplyStatus returns this node's progress for every bucket it has re-placed objects of.
-func (g *Gateway) ApplyStatus() []ApplyProgress {
-	g.apply.mu.Lock()
-	defer g.apply.mu.Unlock()
-	out := make([]ApplyProgress, 0, len(g.apply.by))
-	for _, p := range g.apply.by {
+func (l *Loops) ApplyStatus() []ApplyProgress {
+	l.apply.mu.Lock()
+	defer l.apply.mu.Unlock()
+	out := make([]ApplyProgress, 0, len(l.apply.by))
+	for _, p := range l.apply.by {
 		out = append(out, *p)
 	}
 	return out
 }
 
-func (g *Gateway) applyUpdate(bucket string, fn func(*ApplyProgress)) {
-	g.apply.mu.Lock()
-	defer g.apply.mu.Unlock()
-	if g.apply.by == nil {
-		g.apply.by = map[string]*ApplyProgress{}
+func (l *Loops) applyUpdate(bucket string, fn func(*ApplyProgress)) {
+	l.apply.mu.Lock()
+	defer l.apply.mu.Unlock()
+	if l.apply.by == nil {
+		l.apply.by = map[string]*ApplyProgress{}
 	}
-	p := g.apply.by[bucket]
+	p := l.apply.by[bucket]
 	if p == nil {
 		p = &ApplyProgress{Bucket: bucket}
-		g.apply.by[bucket] = p
+		l.apply.by[bucket] = p
 	}
 	fn(p)
 }
 
 // RunApply re-places objects whenever a bucket's apply generation in the map is above
 // the one this node finished, until ctx ends.
-func (g *Gateway) RunApply(ctx context.Context) {
-	if g.cfg.Store == nil {
+func (l *Loops) RunApply(ctx context.Context) {
+	if l.store == nil {
 		return
 	}
 	retry := map[string]time.Time{}
@@ -101,33 +101,33 @@ func (g *Gateway) RunApply(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		for name, b := range g.cfg.Maps.Current().Buckets {
+		for name, b := range l.maps.Current().Buckets {
 			if b.Apply == 0 || time.Now().Before(retry[name]) {
 				continue
 			}
-			done := g.applyDone(name)
+			done := l.applyDone(name)
 			if done >= b.Apply {
-				g.applyUpdate(name, func(p *ApplyProgress) { p.Done, p.Gen = done, max(p.Gen, done) })
+				l.applyUpdate(name, func(p *ApplyProgress) { p.Done, p.Gen = done, max(p.Gen, done) })
 				continue
 			}
-			if left := g.ApplyPass(ctx, name, b.Apply); left > 0 {
+			if left := l.ApplyPass(ctx, name, b.Apply); left > 0 {
 				retry[name] = time.Now().Add(applyRetry)
 				continue
 			}
-			if err := g.setApplyDone(ctx, name, b.Apply); err != nil {
-				g.log.Warn("apply: cannot record the finished generation", "bucket", name, "err", err)
+			if err := l.setApplyDone(ctx, name, b.Apply); err != nil {
+				l.log.Warn("apply: cannot record the finished generation", "bucket", name, "err", err)
 				retry[name] = time.Now().Add(applyRetry)
 				continue
 			}
 			delete(retry, name)
-			g.applyUpdate(name, func(p *ApplyProgress) { p.Done = b.Apply })
+			l.applyUpdate(name, func(p *ApplyProgress) { p.Done = b.Apply })
 		}
 	}
 }
 
 // applyDone returns the apply generation this node finished for bucket.
-func (g *Gateway) applyDone(bucket string) uint64 {
-	o, err := g.cfg.Store.StatVersion(ApplyBucket, bucket)
+func (l *Loops) applyDone(bucket string) uint64 {
+	o, err := l.store.StatVersion(ApplyBucket, bucket)
 	if err != nil || o.Deleted {
 		return 0
 	}
@@ -140,42 +140,42 @@ func (g *Gateway) applyDone(bucket string) uint64 {
 	return 0
 }
 
-func (g *Gateway) setApplyDone(ctx context.Context, bucket string, gen uint64) error {
-	if err := g.EnsureLocalBucket(ApplyBucket); err != nil {
+func (l *Loops) setApplyDone(ctx context.Context, bucket string, gen uint64) error {
+	if err := l.coord.EnsureLocalBucket(ApplyBucket); err != nil {
 		return err
 	}
 	meta := &object.Object{ModTime: time.Now().UnixNano(), UserMeta: [][2]string{{"gen", strconv.FormatUint(gen, 10)}}}
-	_, err := g.cfg.Store.PutObject(ctx, ApplyBucket, bucket, meta, bytes.NewReader(nil), 0, object.PutOptions{Version: g.clock.Next()})
+	_, err := l.store.PutObject(ctx, ApplyBucket, bucket, meta, bytes.NewReader(nil), 0, object.PutOptions{Version: l.clock.Next()})
 	return err
 }
 
 // ApplyPass visits the current objects of bucket this node is the first holder of and
 // rewrites those the bucket's policy places in another class. It returns how many it
 // had to leave for a later pass.
-func (g *Gateway) ApplyPass(ctx context.Context, bucket string, gen uint64) (left int64) {
-	g.applyUpdate(bucket, func(p *ApplyProgress) {
+func (l *Loops) ApplyPass(ctx context.Context, bucket string, gen uint64) (left int64) {
+	l.applyUpdate(bucket, func(p *ApplyProgress) {
 		*p = ApplyProgress{Bucket: bucket, Gen: gen, Done: p.Done, Running: true, Started: time.Now()}
 	})
-	defer g.applyUpdate(bucket, func(p *ApplyProgress) { p.Running, p.Finished = false, time.Now() })
-	pol, ok := g.bucketPolicy(bucket)
+	defer l.applyUpdate(bucket, func(p *ApplyProgress) { p.Running, p.Finished = false, time.Now() })
+	pol, ok := l.coord.BucketPolicy(bucket)
 	if !ok {
-		g.log.Info("apply: the bucket has no placement policy: nothing to re-place", "bucket", bucket)
+		l.log.Info("apply: the bucket has no placement policy: nothing to re-place", "bucket", bucket)
 		return 0
 	}
 	var keys []string
-	err := g.cfg.Store.Scan(func(b, _ string) bool { return b == bucket }, func(e object.VersionEntry) error {
+	err := l.store.Scan(func(b, _ string) bool { return b == bucket }, func(e object.VersionEntry) error {
 		if !e.Deleted {
 			keys = append(keys, e.Key)
 		}
 		return nil
 	})
 	if err != nil {
-		g.applyUpdate(bucket, func(p *ApplyProgress) { p.Err = err.Error() })
+		l.applyUpdate(bucket, func(p *ApplyProgress) { p.Err = err.Error() })
 		return 1
 	}
-	g.log.Info("apply: re-placing objects by the bucket's policy", "bucket", bucket, "generation", gen, "local objects", len(keys))
+	l.log.Info("apply: re-placing objects by the bucket's policy", "bucket", bucket, "generation", gen, "local objects", len(keys))
 	// The copying shares the recovery rate limit (cairn admin recovery set --rate).
-	pace := newPacer(&g.sync.rate)
+	pace := newPacer(&l.sync.rate)
 	work := make(chan string)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -184,7 +184,7 @@ func (g *Gateway) ApplyPass(ctx context.Context, bucket string, gen uint64) (lef
 		go func() {
 			defer wg.Done()
 			for key := range work {
-				if !g.applyOne(ctx, pol, bucket, key, pace) {
+				if !l.applyOne(ctx, pol, bucket, key, pace) {
 					mu.Lock()
 					left++
 					mu.Unlock()
@@ -203,7 +203,7 @@ func (g *Gateway) ApplyPass(ctx context.Context, bucket string, gen uint64) (lef
 	if ctx.Err() != nil {
 		return max(left, 1)
 	}
-	g.log.Info("apply: pass finished", "bucket", bucket, "generation", gen, "left for later", left)
+	l.log.Info("apply: pass finished", "bucket", bucket, "generation", gen, "left for later", left)
 	return left
 }
 
@@ -211,28 +211,28 @@ func (g *Gateway) ApplyPass(ctx context.Context, bucket string, gen uint64) (lef
 const applyWorkers = 4
 
 // applyOne visits bucket/key for ApplyPass; false means it must be visited again.
-func (g *Gateway) applyOne(ctx context.Context, pol *policy.Policy, bucket, key string, pace *pacer) bool {
+func (l *Loops) applyOne(ctx context.Context, pol *policy.Policy, bucket, key string, pace *pacer) bool {
 	// The key's first holder in placement order visits it (whoever asks).
-	tc, err := g.topo.Layout(g.cfg.Maps.Current())
+	tc, err := l.topo.Layout(l.maps.Current())
 	if err != nil {
 		return false
 	}
-	if ids := tc.Table.Lookup(bucket, key); len(ids) == 0 || ids[0] != g.cfg.NodeID {
+	if ids := tc.Table.Lookup(bucket, key); len(ids) == 0 || ids[0] != l.self {
 		return true
 	}
-	_, ts, err := g.topo.Replicas(bucket, key)
+	_, ts, err := l.topo.Replicas(bucket, key)
 	if err != nil {
 		return false
 	}
-	o, err := g.cfg.Store.StatVersion(bucket, key)
+	o, err := l.store.StatVersion(bucket, key)
 	if err != nil || o.Deleted {
 		return true
 	}
-	outcome, err := g.replace(ctx, pol, bucket, key, o, ts, pace)
+	outcome, err := l.replace(ctx, pol, bucket, key, o, ts, pace)
 	if err != nil {
-		g.log.Warn("apply: object left for a later pass", "bucket", bucket, "key", key, "err", err)
+		l.log.Warn("apply: object left for a later pass", "bucket", bucket, "key", key, "err", err)
 	}
-	g.applyUpdate(bucket, func(p *ApplyProgress) {
+	l.applyUpdate(bucket, func(p *ApplyProgress) {
 		p.Scanned++
 		switch {
 		case err != nil:
@@ -260,17 +260,17 @@ const (
 
 // replace rewrites bucket/key (this node's record o of it) into the class pol chooses,
 // if that differs from how it is stored.
-func (g *Gateway) replace(ctx context.Context, pol *policy.Policy, bucket, key string, o *object.Object, ts []topology.Target, pace *pacer) (replaceOutcome, error) {
+func (l *Loops) replace(ctx context.Context, pol *policy.Policy, bucket, key string, o *object.Object, ts []topology.Target, pace *pacer) (replaceOutcome, error) {
 	name, _ := pol.Evaluate(policy.Object{Key: key, Size: o.Size, ContentType: o.ContentType})
 	if name == "" {
 		return kept, nil // no rule and no default: the object stays where it is
 	}
-	m := g.cfg.Maps.Current()
+	m := l.maps.Current()
 	cls, ok := m.ResolveClass(name)
 	if !ok {
 		return kept, errors.Errorf("", errors.NotExist, "the policy names class %q, which the cluster does not have", name)
 	}
-	if placedIn(m, o, cls) && g.placedEverywhere(ctx, m, bucket, key, o.HLC, cls, ts) {
+	if placedIn(m, o, cls) && l.placedEverywhere(ctx, m, bucket, key, o.HLC, cls, ts) {
 		return kept, nil
 	}
 	for _, t := range ts {
@@ -279,7 +279,7 @@ func (g *Gateway) replace(ctx context.Context, pol *policy.Policy, bucket, key s
 		}
 	}
 	pace.wait(ctx, o.Size)
-	ok, err := g.Rewrite(ctx, bucket, key, o.HLC, cls, ts)
+	ok, err := l.coord.Rewrite(ctx, bucket, key, o.HLC, cls, ts)
 	switch {
 	case err != nil:
 		return kept, err
@@ -305,12 +305,12 @@ func placedIn(m *clustermap.Map, o *object.Object, cls clustermap.Class) bool {
 // placedEverywhere reports whether every other holder's record of version v is stored
 // as cls stores objects: a rewrite that reached only some holders is finished by the
 // next pass. A holder with a newer version or none counts as placed (nothing to redo).
-func (g *Gateway) placedEverywhere(ctx context.Context, m *clustermap.Map, bucket, key string, v uint64, cls clustermap.Class, ts []topology.Target) bool {
+func (l *Loops) placedEverywhere(ctx context.Context, m *clustermap.Map, bucket, key string, v uint64, cls clustermap.Class, ts []topology.Target) bool {
 	for _, t := range ts {
 		if t.Local || t.Down {
 			continue
 		}
-		o, err := g.replica(t).Stat(ctx, bucket, key)
+		o, err := l.replica(t).Stat(ctx, bucket, key)
 		if err == nil && o.HLC == v && !placedIn(m, o, cls) {
 			return false
 		}

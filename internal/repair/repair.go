@@ -1,0 +1,119 @@
+// Package repair is every background loop that brings a node's copies back to what the
+// cluster map and the writes it acknowledged say they must be:
+//
+//   - hinted retry (hints.go): delivers the replica writes the coordinator queued when a
+//     holder missed them (package hints);
+//   - anti-entropy and hand-off (sync.go): compares partition digests with every other
+//     storage node, copies what is newer elsewhere, removes what this node holds for
+//     partitions that moved once their holders confirm it, and heals the stripes of
+//     erasure-coded objects (package stripe);
+//   - shard moves and collection (shards.go): hands shards to the nodes their stripe's
+//     placement now names, and removes shards that can never be read again;
+//   - deep scrub (scrub.go): reads every byte this node stores, checks it, and replaces
+//     what is damaged from a good copy or by rebuilding the shard;
+//   - policy apply (apply.go): rewrites objects that a bucket's placement policy now puts
+//     in another class.
+//
+// The loops decide what to repair and when; they reach holders through the replica seam,
+// places through the topology, and ask the object coordinator (package gateway, through
+// the Coordinator interface) for what must go through its quorums: a rewrite, a local
+// repair from a good copy, whether an upload ended elsewhere.
+package repair
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/clustermap"
+	"github.com/cairnfs/cairn/internal/hints"
+	"github.com/cairnfs/cairn/internal/hlc"
+	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/policy"
+	"github.com/cairnfs/cairn/internal/replica"
+	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/stripe"
+	"github.com/cairnfs/cairn/internal/topology"
+)
+
+// Coordinator is what the repair loops ask of the object coordinator (gateway.Gateway).
+type Coordinator interface {
+	// HeadBucket returns a bucket, or a NotExist error once it is gone from the map.
+	HeadBucket(ctx context.Context, name string) (object.Bucket, error)
+	// EnsureLocalBucket creates bucket in this node's store if the map has it.
+	EnsureLocalBucket(bucket string) error
+	// BucketPolicy returns bucket's placement policy; false if it has none.
+	BucketPolicy(bucket string) (*policy.Policy, bool)
+	// Rewrite stores version v of bucket/key again in class cls on every holder ts,
+	// keeping its version; false if a newer write or a delete came first.
+	Rewrite(ctx context.Context, bucket, key string, v uint64, cls clustermap.Class, ts []topology.Target) (bool, error)
+	// RepairCopy replaces this node's damaged copy of a version with a good one.
+	RepairCopy(ctx context.Context, bucket, key string, version uint64) error
+	// StaleUpload returns the end record of an upload pending here that ended
+	// elsewhere, or nil.
+	StaleUpload(ctx context.Context, u object.PendingUpload) *object.UploadEnd
+}
+
+// Config configures the Loops of one node.
+type Config struct {
+	// NodeID is this node's id; Store its store (required: the loops repair a store).
+	NodeID string
+	Store  *store.Store
+	// Maps gives the cluster map, Topology places objects and shards.
+	Maps     topology.MapSource
+	Topology *topology.Topology
+	// Replica reaches a holder (this node's store included) through the replica seam.
+	Replica func(topology.Target) replica.Replica
+	// Stripes is the erasure-coded data path.
+	Stripes *stripe.Path
+	// Coordinator writes through quorums (the node's gateway).
+	Coordinator Coordinator
+	// Hints is the queue RunHints delivers; nil: RunHints returns at once.
+	Hints *hints.Queue
+	// Clock versions the records the loops write themselves (apply progress).
+	Clock *hlc.Clock
+	// Timeout bounds a metadata call to a holder (default 10s).
+	Timeout time.Duration
+	Logger  *slog.Logger
+}
+
+// Loops is the repair work of one node. Its Run methods each run one loop until their
+// context ends; Sync, ApplyPass and a Scrub pass can also be run once.
+type Loops struct {
+	self    string
+	store   *store.Store
+	maps    topology.MapSource
+	topo    *topology.Topology
+	replica func(topology.Target) replica.Replica
+	stripes *stripe.Path
+	coord   Coordinator
+	hints   *hints.Queue
+	clock   *hlc.Clock
+	timeout time.Duration
+	log     *slog.Logger
+	// sync is the live state of partition sync (recovery progress and rate limit).
+	sync syncState
+	// apply is the progress of re-placing objects by their bucket's policy.
+	apply applyState
+}
+
+// New returns the Loops of a node.
+func New(cfg Config) *Loops {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = new(hlc.Clock)
+	}
+	return &Loops{self: cfg.NodeID, store: cfg.Store, maps: cfg.Maps, topo: cfg.Topology, replica: cfg.Replica, stripes: cfg.Stripes,
+		coord: cfg.Coordinator, hints: cfg.Hints, clock: cfg.Clock, timeout: cfg.Timeout, log: cfg.Logger.With("component", "repair")}
+}
+
+// copyVersion copies version of bucket/key from src to dst (replica.Copy); with repair
+// (dst local only) it replaces a damaged record of the same version.
+func (l *Loops) copyVersion(ctx context.Context, src, dst topology.Target, bucket, key string, version uint64, repair bool) (int64, error) {
+	return replica.Copy(ctx, l.replica(src), l.replica(dst), bucket, key, version, repair && dst.Local)
+}
