@@ -81,15 +81,6 @@ type HealStats struct {
 	Waiting    int // rebuilt shards no node could take yet
 }
 
-// Add adds o's counts to s.
-func (s *HealStats) Add(o HealStats) {
-	s.Stripes += o.Stripes
-	s.Rebuilt += o.Rebuilt
-	s.Unhealable += o.Unhealable
-	s.Misplaced += o.Misplaced
-	s.Waiting += o.Waiting
-}
-
 // Heal checks every stripe of the erasure-coded object bucket/key, whose record is o,
 // and rebuilds the shards that are missing or damaged: the sync's share of erasure
 // coding. Shards are probed by their header (a few bytes each); only a stripe with
