@@ -3,7 +3,10 @@ package gateway
 // An in-process test cluster: every node has its own store, hint queue and Gateway, and
 // serves the replica protocol (replica.Handler) on a real loopback listener behind a
 // middleware that checks the internode signature, as internal/server does. The cluster map
-// is a plain mutable value shared by all nodes (no Raft).
+// is a plain mutable value shared by all nodes (no Raft). Each node runs its repair.Loops
+// beside its Gateway: the tests of the repair loops that need a whole cluster over the
+// internode protocol (sync, shard moves and collection, scrub, policy apply) are here
+// too; package repair tests the loops alone through the replica seam.
 
 import (
 	"bytes"

@@ -29,7 +29,9 @@ import (
 	"github.com/cairnfs/cairn/internal/testutil/proctest"
 )
 
-type maps struct{ p atomic.Pointer[clustermap.Map] }
+type maps struct {
+	p atomic.Pointer[clustermap.Map]
+}
 
 func (m *maps) Current() *clustermap.Map { return m.p.Load() }
 
