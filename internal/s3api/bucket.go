@@ -353,7 +353,7 @@ func (h *Handler) deleteObjects(w http.ResponseWriter, r *http.Request, rq *requ
 			err = errKeyTooLong
 		} else if o.Key == "" {
 			err = errf(400, "InvalidArgument", "Key must not be empty")
-		} else if o.VersionID != "" && o.VersionID != "null" {
+		} else if o.VersionID != "" && o.VersionID != nullVersion {
 			err = errf(501, "NotImplemented", "Objects are not versioned: only VersionId null can be deleted.")
 		} else {
 			err = h.store.DeleteObject(r.Context(), rq.bucket, o.Key)

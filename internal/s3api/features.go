@@ -67,7 +67,7 @@ const (
 	opsObjectWrite = "PutObject CopyObject CreateMultipartUpload" // operations that store object metadata
 	opsObjectRead  = "GetObject HeadObject"
 	opsBodyDigest  = "PutObject UploadPart CompleteMultipartUpload DeleteObjects CreateBucket" // request bodies cairn verifies
-	opsList        = "ListObjects ListObjectsV2 ListMultipartUploads"
+	opsList        = "ListObjects ListObjectsV2 ListObjectVersions ListMultipartUploads"
 	opsUpload      = "UploadPart UploadPartCopy ListParts CompleteMultipartUpload AbortMultipartUpload"
 	opsCopy        = "CopyObject UploadPartCopy"
 	opsAll         = "*"
@@ -200,7 +200,7 @@ var features = []feature{
 	{query, "partNumber", "UploadPart UploadPartCopy GetObject HeadObject", "", errNI, "parts"},
 	{query, "delete", "DeleteObjects", "", errNI, "DeleteObjects"},
 	{query, "list-type", "ListObjectsV2", "2", errNI, "ListObjectsV2"},
-	{query, "versions", "", "", errNI, "ListObjectVersions"},
+	{query, "versions", "ListObjectVersions", "", errNI, "ListObjectVersions: every object is its one version, null (versioning cannot be enabled)"},
 	{query, "tagging", "", "", errNI, "object and bucket tagging"},
 	{query, "policy", "", "", errNI, "bucket policies"},
 	{query, "policyStatus", "", "", errNI, "bucket policies"},
@@ -237,17 +237,17 @@ var features = []feature{
 	{query, "prefix", "ListBuckets " + opsList, "", errNI, "listings"},
 	{query, "delimiter", opsList, "", errNI, "listings"},
 	{query, "encoding-type", opsList, "url", errEncoding, "listings"},
-	{query, "max-keys", "ListObjects ListObjectsV2", "", errNI, "listings"},
+	{query, "max-keys", "ListObjects ListObjectsV2 ListObjectVersions", "", errNI, "listings"},
 	{query, "marker", "ListObjects", "", errNI, "ListObjects"},
 	{query, "continuation-token", "ListBuckets ListObjectsV2", "", errNI, "paging"},
 	{query, "start-after", "ListObjectsV2", "", errNI, "ListObjectsV2"},
 	{query, "fetch-owner", "ListObjectsV2", "", errNI, "ListObjectsV2"},
-	{query, "key-marker", "ListMultipartUploads", "", errNI, "ListMultipartUploads"},
+	{query, "key-marker", "ListMultipartUploads ListObjectVersions", "", errNI, "ListMultipartUploads and ListObjectVersions paging"},
 	{query, "upload-id-marker", "ListMultipartUploads", "", errNI, "ListMultipartUploads"},
 	{query, "max-uploads", "ListMultipartUploads", "", errNI, "ListMultipartUploads"},
 	{query, "max-parts", "ListParts", "", errNI, "ListParts"},
 	{query, "part-number-marker", "ListParts", "", errNI, "ListParts"},
-	{query, "version-id-marker", "", "", errNI, "ListObjectVersions"},
+	{query, "version-id-marker", "ListObjectVersions", "", errNI, "ListObjectVersions paging"},
 	{query, "max-buckets", "ListBuckets", "", errNI, "ListBuckets paging"},
 	{query, "bucket-region", "ListBuckets", "", errNI, "ListBuckets filtering (all buckets are in the configured region)"},
 	{query, "response-content-type", opsObjectRead, "", errNI, "response header override"},
@@ -261,7 +261,7 @@ var features = []feature{
 // opNames are the operations operation returns, each given one bit.
 var opNames = []string{
 	"ListBuckets", "CreateBucket", "HeadBucket", "DeleteBucket", "GetBucketLocation",
-	"GetBucketVersioning", "GetBucketAcl", "GetObjectAcl", "ListObjects", "ListObjectsV2",
+	"GetBucketVersioning", "GetBucketAcl", "GetObjectAcl", "ListObjects", "ListObjectsV2", "ListObjectVersions",
 	"ListMultipartUploads", "DeleteObjects", "PutObject", "CopyObject", "GetObject",
 	"HeadObject", "DeleteObject", "CreateMultipartUpload", "UploadPart", "UploadPartCopy",
 	"CompleteMultipartUpload", "AbortMultipartUpload", "ListParts", "Unsupported", "Unknown",

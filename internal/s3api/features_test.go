@@ -46,6 +46,7 @@ func featureSamples(uploadID string) []opSample {
 		{op: "GetObjectAcl", method: "GET", path: "/bkt/obj", query: []string{"acl"}},
 		{op: "ListObjects", method: "GET", path: "/bkt"},
 		{op: "ListObjectsV2", method: "GET", path: "/bkt", query: []string{"list-type=2"}},
+		{op: "ListObjectVersions", method: "GET", path: "/bkt", query: []string{"versions"}},
 		{op: "ListMultipartUploads", method: "GET", path: "/bkt", query: []string{"uploads"}},
 		{op: "DeleteObjects", method: "POST", path: "/bkt", query: []string{"delete"}, body: del},
 		{op: "PutObject", method: "PUT", path: "/bkt/new", body: "new data"},

@@ -301,7 +301,9 @@ func operation(r *http.Request, bucket, key string) string {
 				return "GetBucketVersioning"
 			case has("acl"):
 				return "GetBucketAcl"
-			case has("versions"), has("policy"), has("cors"), has("lifecycle"), has("tagging"),
+			case has("versions"):
+				return "ListObjectVersions"
+			case has("policy"), has("cors"), has("lifecycle"), has("tagging"),
 				has("encryption"), has("object-lock"), has("replication"), has("website"),
 				has("notification"), has("logging"), has("ownershipControls"), has("policyStatus"),
 				has("publicAccessBlock"), has("accelerate"), has("requestPayment"):
@@ -394,6 +396,8 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, rq *request) err
 		return h.listObjects(w, r, rq, false)
 	case "ListObjectsV2":
 		return h.listObjects(w, r, rq, true)
+	case "ListObjectVersions":
+		return h.listObjectVersions(w, r, rq)
 	case "ListMultipartUploads":
 		return h.listUploads(w, r, rq)
 	case "DeleteObjects":

@@ -467,7 +467,7 @@ func (h *Handler) deleteObject(w http.ResponseWriter, r *http.Request, rq *reque
 // copySource parses x-amz-copy-source.
 func copySource(hv string) (bucket, key string, err error) {
 	src, version, _ := strings.Cut(hv, "?versionId=")
-	if version != "" && version != "null" {
+	if version != "" && version != nullVersion {
 		return "", "", errf(501, "NotImplemented", "Objects are not versioned: only versionId=null can be copied.")
 	}
 	src, uerr := url.PathUnescape(src)
@@ -567,7 +567,7 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 		return err
 	}
 	if sb != rq.bucket {
-		w.Header().Set("x-amz-copy-source-version-id", "null")
+		w.Header().Set("x-amz-copy-source-version-id", nullVersion)
 	}
 	return writeXML(w, struct {
 		XMLName      xml.Name `xml:"CopyObjectResult"`
