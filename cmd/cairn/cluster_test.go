@@ -228,6 +228,26 @@ func listAll(ctx context.Context, t *testing.T, c *s3.Client, bucket, delim stri
 	}
 }
 
+// listVersions pages through ListObjectVersions: every object is its one version, null.
+func listVersions(ctx context.Context, t *testing.T, c *s3.Client, bucket string, page int32) []string {
+	t.Helper()
+	var out []string
+	p := s3.NewListObjectVersionsPaginator(c, &s3.ListObjectVersionsInput{Bucket: aws.String(bucket), MaxKeys: aws.Int32(page)})
+	for p.HasMorePages() {
+		res, err := p.NextPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range res.Versions {
+			if aws.ToString(v.VersionId) != "null" || !aws.ToBool(v.IsLatest) {
+				t.Fatalf("version %s: id %q latest %v", aws.ToString(v.Key), aws.ToString(v.VersionId), aws.ToBool(v.IsLatest))
+			}
+			out = append(out, *v.Key+"="+strings.Trim(aws.ToString(v.ETag), `"`))
+		}
+	}
+	return out
+}
+
 // Objects written through one gateway are read through every other; listings agree.
 func TestClusterReadWriteEverywhere(t *testing.T) {
 	skipShort(t)
@@ -285,6 +305,9 @@ func TestClusterReadWriteEverywhere(t *testing.T) {
 				l := listAll(ctx, t, c, "bkt", "", 7)
 				if len(l) != len(want) {
 					t.Fatalf("node %d lists %d keys, want %d", i, len(l), len(want))
+				}
+				if v := listVersions(ctx, t, c, "bkt", 7); strings.Join(v, ",") != strings.Join(l, ",") {
+					t.Fatalf("node %d: the versions listing differs from the objects listing:\n%v\n%v", i, v, l)
 				}
 				lists = append(lists, append(l, listAll(ctx, t, c, "bkt", "/", 2)...))
 			}
