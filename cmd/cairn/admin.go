@@ -23,6 +23,7 @@ import (
 )
 
 const adminUsage = `Usage: cairn admin [--admin ADDR] [--json] COMMAND [ARGS]
+(the flags of cairn admin may also come after the command: cairn admin status --json)
 
 Commands:
   status                 map epoch, managers and leader, nodes (state, zone, capacity, used, partitions), warnings
@@ -68,7 +69,7 @@ func runAdmin(args []string, stdout, stderr io.Writer) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	secretFile := fs.String("cluster-secret-file", "", "file holding the cluster secret")
 	dataDir := fs.String("data", "./data", "data directory to read the cluster secret from")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(hoistFlags(fs, args)); err != nil {
 		if err == flag.ErrHelp {
 			return nil
 		}
@@ -287,8 +288,12 @@ func printJSON(w io.Writer, v any) error {
 
 func printStatus(w io.Writer, st *server.Status) {
 	fmt.Fprintf(w, "map epoch %d (digest %.12s), %d partitions, %d bucket(s)\n", st.Epoch, st.Digest, st.Partitions, st.Buckets)
-	fmt.Fprintf(w, "STANDARD: N=%d W=%d R=%d D=%d (in force: N=%d W=%d R=%d D=%d)\n", st.Class.N, st.Class.W, st.Class.R, st.Class.D,
-		st.Effective.N, st.Effective.W, st.Effective.R, st.Effective.D)
+	if e, c := st.Effective, st.Class; e.N == c.N && e.W == c.W && e.R == c.R && e.D == c.D {
+		fmt.Fprintf(w, "STANDARD: N=%d W=%d R=%d D=%d\n", st.Class.N, st.Class.W, st.Class.R, st.Class.D)
+	} else {
+		fmt.Fprintf(w, "STANDARD: N=%d W=%d R=%d D=%d in force (configured N=%d W=%d R=%d D=%d)\n", st.Effective.N, st.Effective.W, st.Effective.R, st.Effective.D,
+			st.Class.N, st.Class.W, st.Class.R, st.Class.D)
+	}
 	var ms []string
 	for _, m := range st.Managers {
 		s := m.ID
@@ -302,6 +307,9 @@ func printStatus(w io.Writer, st *server.Status) {
 	}
 	fmt.Fprintf(w, "managers: %s\n\n", strings.Join(ms, ", "))
 	printNodes(w, st)
+	for _, note := range st.Notes {
+		fmt.Fprintf(w, "note: %s\n", note)
+	}
 	for _, warn := range st.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)
 	}

@@ -1055,3 +1055,56 @@ func flipSegmentByte(t *testing.T, dataDir string) int {
 	}
 	return flipped
 }
+
+// A cluster with fewer storage nodes than STANDARD's copies keeps one copy per node and
+// says so as a note, not a warning (no node could hold the missing copies); once it has
+// N storage nodes the note is gone. The admin flags work after the command too.
+func TestFewerNodesThanCopiesStatus(t *testing.T) {
+	tc := startCluster(t, 1)
+	check := func(nodes int) {
+		t.Helper()
+		out, err := tc.admin(0, "status", "--json")
+		if err != nil {
+			t.Fatalf("admin status --json: %v\n%s", err, out)
+		}
+		var st server.Status
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if len(st.Warnings) != 0 || st.Effective.N != min(nodes, 3) || st.Class.N != 3 {
+			t.Fatalf("%d node(s): warnings %q, N %d in force of %d", nodes, st.Warnings, st.Effective.N, st.Class.N)
+		}
+		text, err := tc.admin(0, "status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if nodes < 3 {
+			if len(st.Notes) != 1 || !strings.Contains(st.Notes[0], fmt.Sprintf("keeps %d cop", nodes)) ||
+				!strings.Contains(text, fmt.Sprintf("STANDARD: N=%d W=%d R=1 D=%d in force (configured N=3 W=2 R=1 D=2)", nodes, min(nodes, 2), min(nodes, 2))) {
+				t.Fatalf("%d node(s): notes %q, status:\n%s", nodes, st.Notes, text)
+			}
+		} else if len(st.Notes) != 0 || !strings.Contains(text, "STANDARD: N=3 W=2 R=1 D=2\n") {
+			t.Fatalf("3 nodes: notes %q, status:\n%s", st.Notes, text)
+		}
+		if strings.Contains(text, "warning:") {
+			t.Fatalf("%d node(s): a warning in the status:\n%s", nodes, text)
+		}
+	}
+	check(1)
+	tc.add()
+	proctest.WaitFor(t, 30*time.Second, func() error {
+		if n := len(tc.status(0).Nodes); n != 2 {
+			return fmt.Errorf("%d nodes in the map, want 2", n)
+		}
+		return nil
+	})
+	check(2)
+	tc.add()
+	proctest.WaitFor(t, 30*time.Second, func() error {
+		if n := len(tc.status(0).Nodes); n != 3 {
+			return fmt.Errorf("%d nodes in the map, want 3", n)
+		}
+		return nil
+	})
+	check(3)
+}

@@ -25,6 +25,13 @@ const devUsage = `Usage: cairn dev cluster [--nodes N] [--zones Z] [--dir DIR] [
 Starts N cairn nodes on loopback ports (node 1 bootstraps, the others join it), in zones
 z1..zZ round robin, prints their S3 endpoints and the credentials, writes DIR/cluster.json,
 and stops them all on Ctrl-C. Each node's data is in DIR/nodeI and its log in DIR/nodeI.log.
+
+Flags:
+  --nodes N      number of nodes, 1 to 64 (default 3)
+  --zones Z      number of zones (default: one per node, up to 3)
+  --dir DIR      directory for the nodes' data and logs (default: a new temporary directory)
+  --replicas R   copies of STANDARD objects (default 3; a class's copies in force are at
+                 most the number of storage nodes)
 `
 
 // devNode is one node of a dev cluster, as written to cluster.json.
@@ -49,6 +56,10 @@ type devCluster struct {
 }
 
 func runDev(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help") {
+		fmt.Fprint(stdout, devUsage)
+		return nil
+	}
 	if len(args) == 0 || args[0] != "cluster" {
 		fmt.Fprint(stderr, devUsage)
 		return fmt.Errorf("dev: unknown command (want \"cluster\")")

@@ -78,6 +78,25 @@ func main() {
 	}
 }
 
+// serverUsage heads `cairn server -h`; the flags and their defaults follow.
+const serverUsage = `Usage: cairn server [FLAGS]
+
+Runs one cairn node: S3 on --listen, metrics, health and the admin API on --admin-listen,
+the internode protocol (replicas, Raft) on --node-addr. Without --join it bootstraps a new
+cluster, or restarts the member whose data is in --data.
+
+Environment:
+  CAIRN_ACCESS_KEY, CAIRN_SECRET_KEY
+        the S3 credentials (set both or neither); unset, the key pair kept in
+        DATA/credentials.json is used, generated (mode 0600) and printed on the first start
+  CAIRN_CLUSTER_SECRET
+        the secret that signs every internode and admin message (at least 16 characters);
+        --cluster-secret-file overrides it; unset on a bootstrap, one is generated and kept
+        in DATA/cluster-secret (give it to joining nodes and to cairn admin)
+
+Flags:
+`
+
 func runServer(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("cairn server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -114,6 +133,10 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	readyFile := fs.String("ready-file", "", "once the node serves, write this JSON file (atomically) with its pid, node id, data directory and bound addresses (S3, admin, node: the actual ports of listeners given port 0); removed at exit")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, serverUsage)
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return nil

@@ -95,6 +95,9 @@ type Status struct {
 	Managers   []clustermap.Member  `json:"managers"`
 	Nodes      []NodeStatus         `json:"nodes"`
 	Warnings   []string             `json:"warnings,omitempty"`
+	// Notes say how the cluster runs when that is expected but may surprise: fewer
+	// storage nodes than a class's copies, say.
+	Notes []string `json:"notes,omitempty"`
 	Buckets    int                  `json:"buckets"`
 	Map        *clustermap.Map      `json:"-"`
 	Answered   map[string]NodeStats `json:"-"`
@@ -422,12 +425,14 @@ func (a *adminHandler) status(ctx context.Context) *Status {
 	wg.Wait()
 	storage := len(m.StorageNodes())
 	if st.Class.N > storage {
-		st.Warnings = append(st.Warnings, "under-replicated: STANDARD asks for "+itoa(st.Class.N)+" copies but the cluster has "+itoa(storage)+
-			" storage node(s); objects have one copy per node until more nodes join")
+		// Not a warning: there is no node that could hold the missing copies. Each object
+		// has one copy per storage node, and gets the others as nodes join.
+		st.Notes = append(st.Notes, "STANDARD keeps "+itoa(st.Effective.N)+" cop"+plural(st.Effective.N, "y", "ies")+
+			" of each object, one per storage node; it asks for "+itoa(st.Class.N)+", which objects get as storage nodes join")
 	}
 	for _, n := range st.Nodes {
 		if n.State == clustermap.StateDown || n.Error != "" {
-			st.Warnings = append(st.Warnings, "node "+n.ID+" is not answering: its replicas are served by the others, writes for it are queued")
+			st.Warnings = append(st.Warnings, "node "+n.ID+" is not answering: reads go to the other replicas, and writes that reach their quorum without it are queued for it")
 		}
 		if n.Stats != nil && len(n.Stats.Damaged) > 0 {
 			st.Warnings = append(st.Warnings, "node "+n.ID+"'s index is damaged ("+strings.Join(n.Stats.Damaged, ", ")+
@@ -503,4 +508,12 @@ func (a *adminHandler) askStorageNodes(ctx context.Context, nodes []clustermap.N
 		})
 	}
 	wg.Wait()
+}
+
+// plural returns one for n == 1, else many.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
