@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -584,12 +585,16 @@ func sortedKeys(m map[string]string) []string {
 	return out
 }
 
-// `cairn dev cluster` starts a working cluster, prints its endpoints, and stops it on
-// Ctrl-C.
+// `cairn dev cluster` starts a working cluster on the ports --base-port gives, prints its
+// endpoints, kills, starts and restarts a node on command (the node keeps its ports and
+// data), and on Ctrl-C stops every node, those started again included, and with --clean
+// removes its directory.
 func TestDevCluster(t *testing.T) {
 	skipShort(t)
-	dir := t.TempDir()
-	cmd := exec.Command(proctest.Bin(t), "dev", "cluster", "--nodes", "3", "--dir", dir)
+	dir := filepath.Join(t.TempDir(), "dev")
+	// A base port below the ephemeral range, away from the other tests' ports (port 0).
+	base := 20000 + 10*rand.IntN(1000)
+	cmd := exec.Command(proctest.Bin(t), "dev", "cluster", "--nodes", "3", "--dir", dir, "--base-port", strconv.Itoa(base), "--clean")
 	var stdout, stderr syncBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
@@ -642,6 +647,45 @@ func TestDevCluster(t *testing.T) {
 	if b, err := getBody(ctx, client(2), "dev", "hello"); err != nil || string(b) != "world" {
 		t.Fatalf("get via node 3: %q %v", b, err)
 	}
+	for i, n := range dc.Nodes {
+		if want := fmt.Sprintf("127.0.0.1:%d", base+10*i); n.S3 != want {
+			t.Fatalf("node %d serves S3 on %s, want %s (--base-port %d)", i+1, n.S3, want, base)
+		}
+	}
+	ctl := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(proctest.Bin(t), append([]string{"dev", "cluster"}, append(args, "--dir", dir)...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("dev cluster %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	ctl("kill", "node2")
+	if syscall.Kill(dc.Nodes[1].PID, 0) == nil {
+		t.Fatalf("node2 (pid %d) runs after kill", dc.Nodes[1].PID)
+	}
+	if _, err := getBody(ctx, client(1), "dev", "hello"); err == nil {
+		t.Fatal("a killed node answered")
+	}
+	if out, err := exec.Command(proctest.Bin(t), "dev", "cluster", "stop", "node2", "--dir", dir).CombinedOutput(); err == nil || !strings.Contains(string(out), "not running") {
+		t.Fatalf("stop of a killed node: %v %s", err, out)
+	}
+	if out := ctl("start", "node2"); !strings.Contains(out, "http://"+dc.Nodes[1].S3) {
+		t.Fatalf("start: %s", out)
+	}
+	if b, err := getBody(ctx, client(1), "dev", "hello"); err != nil || string(b) != "world" {
+		t.Fatalf("get via node 2 started again: %q %v", b, err)
+	}
+	ctl("restart", "node3")
+	if b, err := getBody(ctx, client(2), "dev", "hello"); err != nil || string(b) != "world" {
+		t.Fatalf("get via node 3 restarted: %q %v", b, err)
+	}
+	if data, err = os.ReadFile(filepath.Join(dir, "cluster.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &dc); err != nil {
+		t.Fatal(err)
+	}
 	cmd.Process.Signal(syscall.SIGINT)
 	select {
 	case err := <-exited:
@@ -656,6 +700,12 @@ func TestDevCluster(t *testing.T) {
 		if syscall.Kill(n.PID, 0) == nil {
 			t.Fatalf("node %s (pid %d) still running after the dev cluster stopped", n.ID, n.PID)
 		}
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) || !strings.Contains(stdout.String(), "removed "+dir) {
+		t.Fatalf("--clean: %s still there (%v); output:\n%s", dir, err, stdout.String())
+	}
+	if strings.Contains(stderr.String(), "died") {
+		t.Fatalf("a node was reported dead:\n%s", stderr.String())
 	}
 }
 

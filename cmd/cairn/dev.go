@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -20,18 +21,28 @@ import (
 	"github.com/cairnfs/cairn/internal/proc"
 )
 
-const devUsage = `Usage: cairn dev cluster [--nodes N] [--zones Z] [--dir DIR] [--replicas R]
+const devUsage = `Usage: cairn dev cluster [--nodes N] [--zones Z] [--dir DIR] [--replicas R] [--base-port P] [--clean]
+       cairn dev cluster kill|stop|start|restart NODE [--dir DIR]
 
 Starts N cairn nodes on loopback ports (node 1 bootstraps, the others join it), in zones
 z1..zZ round robin, prints their S3 endpoints and the credentials, writes DIR/cluster.json,
 and stops them all on Ctrl-C. Each node's data is in DIR/nodeI and its log in DIR/nodeI.log.
+A node that dies is reported as it dies. While the cluster runs, the second form acts on
+one of its nodes (NODE is node1, node2, ...): kill (SIGKILL), stop (SIGTERM, clean),
+start (a stopped or killed node), restart (stop, then start); a started node keeps its
+ports and data, and Ctrl-C stops it with the others.
 
 Flags:
   --nodes N      number of nodes, 1 to 64 (default 3)
   --zones Z      number of zones (default: one per node, up to 3)
-  --dir DIR      directory for the nodes' data and logs (default: a new temporary directory)
+  --dir DIR      directory for the nodes' data and logs (default: a new temporary directory;
+                 the control commands find the cluster there, or in $CAIRN_DEV_DIR)
   --replicas R   copies of STANDARD objects (default 3; a class's copies in force are at
                  most the number of storage nodes)
+  --base-port P  node I (from 0) serves S3 on port P+10I, the admin API on P+10I+1 and the
+                 internode protocol on P+10I+2 (default 19000: below the kernel's ephemeral
+                 port range, so a node's ports stay free while it is down; 0: any free ports)
+  --clean        remove DIR when the cluster stops (default: keep it, and say where it is)
 `
 
 // devNode is one node of a dev cluster, as written to cluster.json.
@@ -64,6 +75,9 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stderr, devUsage)
 		return fmt.Errorf("dev: unknown command (want \"cluster\")")
 	}
+	if len(args) > 1 && devActions[args[1]] {
+		return devControl(args[1], args[2:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("cairn dev cluster", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, devUsage) }
@@ -71,17 +85,29 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 	zones := fs.Int("zones", 0, "number of zones (default: one per node, up to 3)")
 	dir := fs.String("dir", "", "directory for the nodes' data and logs (default: a new temporary directory)")
 	replicas := fs.Int("replicas", 3, "copies of STANDARD objects")
+	basePort := fs.Int("base-port", 19000, "first port: node I uses P+10I (S3), P+10I+1 (admin), P+10I+2 (internode); 0: any free ports")
+	clean := fs.Bool("clean", false, "remove the directory when the cluster stops")
 	if err := fs.Parse(args[1:]); err != nil {
 		if err == flag.ErrHelp {
 			return nil
 		}
 		return err
 	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("dev: unexpected %q: the commands are cairn dev cluster [FLAGS] and cairn dev cluster kill|stop|start|restart NODE --dir DIR", fs.Arg(0))
+	}
 	if *nodes < 1 || *nodes > 64 {
 		return fmt.Errorf("dev: --nodes %d: want 1 to 64", *nodes)
 	}
 	if *zones <= 0 {
 		*zones = min(*nodes, 3)
+	}
+	if *basePort < 0 || *basePort+10**nodes > 65535 {
+		return fmt.Errorf("dev: --base-port %d: the ports of %d nodes do not fit below 65536", *basePort, *nodes)
+	}
+	if lo := ephemeralStart(); *basePort > 0 && *basePort+10**nodes > lo {
+		fmt.Fprintf(stderr, "cairn dev cluster: warning: ports %d to %d reach into the kernel's ephemeral range (from %d): a node's port may be taken while it is down\n",
+			*basePort, *basePort+10**nodes-1, lo)
 	}
 	if *dir == "" {
 		d, err := os.MkdirTemp("", "cairn-dev-")
@@ -96,27 +122,30 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	c, procs, err := startDev(ctx, bin, *dir, *nodes, *zones, *replicas)
+	dc := &devSupervisor{dir: *dir, stdout: stdout, stderr: stderr, ctx: ctx}
+	c, procs, err := startDev(ctx, bin, *dir, *nodes, *zones, *replicas, *basePort, dc.died)
+	dc.c, dc.procs = c, procs
 	defer func() {
-		var wg sync.WaitGroup
-		for _, p := range procs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				// A Ctrl-C in a terminal reaches the nodes too: one that already stopped
-				// cleanly on its own is no error.
-				if err := p.Stop(); errors.Is(err, proc.ErrStopTimeout) {
-					fmt.Fprintf(stderr, "cairn dev cluster: %v\n", err)
-				} else if err := p.ExitErr(); err != nil {
-					fmt.Fprintf(stderr, "cairn dev cluster: %s: %v (log: %s)\n", p.Name(), err, p.LogPath())
-				}
-			}()
+		dc.stopAll()
+		if *clean {
+			if err := os.RemoveAll(*dir); err != nil {
+				fmt.Fprintf(stderr, "cairn dev cluster: removing %s: %v\n", *dir, err)
+			} else {
+				fmt.Fprintf(stdout, "removed %s\n", *dir)
+			}
+		} else {
+			fmt.Fprintf(stdout, "data and logs kept in %s (remove it, or run with --clean)\n", *dir)
 		}
-		wg.Wait()
 	}()
 	if err != nil {
 		return err
 	}
+	ln, err := net.Listen("unix", filepath.Join(*dir, "control.sock"))
+	if err != nil {
+		return fmt.Errorf("dev: the control socket: %w", err)
+	}
+	defer ln.Close()
+	go dc.serve(ln)
 	fmt.Fprintf(stdout, "cairn dev cluster: %d nodes, data and logs in %s\n", *nodes, *dir)
 	for i, n := range c.Nodes {
 		fmt.Fprintf(stdout, "  node%d %-14s zone %-4s S3 http://%s  admin %s  node %s\n", i+1, n.ID, n.Zone, n.S3, n.Admin, n.Addr)
@@ -124,6 +153,7 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "  access key:  %s\n  secret key:  %s\n", c.AccessKey, c.SecretKey)
 	fmt.Fprintf(stdout, "  try: AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s aws --endpoint-url http://%s s3 ls\n", c.AccessKey, c.SecretKey, c.Nodes[0].S3)
 	fmt.Fprintf(stdout, "       CAIRN_CLUSTER_SECRET=%s cairn admin --admin %s status\n", c.ClusterSecret, c.Nodes[0].Admin)
+	fmt.Fprintf(stdout, "       cairn dev cluster kill|stop|start|restart node2 --dir %s\n", *dir)
 	fmt.Fprintf(stdout, "  cluster ready; Ctrl-C stops every node\n")
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "stopping the cluster")
@@ -137,9 +167,10 @@ func randHex(n int) string {
 }
 
 // startDev starts the nodes and returns once every one serves: node1 bootstraps, the
-// others join it. Each binds free loopback ports (port 0) and says which in its ready
-// file, DIR/nodeI.ready.json.
-func startDev(ctx context.Context, bin, dir string, n, zones, replicas int) (*devCluster, []*proc.Proc, error) {
+// others join it. Each binds the loopback ports basePort gives it (any free ones for 0)
+// and says which in its ready file, DIR/nodeI.ready.json. onExit hears of a node that
+// exits without being told to.
+func startDev(ctx context.Context, bin, dir string, n, zones, replicas, basePort int, onExit func(*proc.Proc, error)) (*devCluster, []*proc.Proc, error) {
 	c := &devCluster{AccessKey: "CAIRNDEV" + strings.ToUpper(randHex(6)), SecretKey: randHex(20), ClusterSecret: randHex(24)}
 	env := []string{"CAIRN_ACCESS_KEY=" + c.AccessKey, "CAIRN_SECRET_KEY=" + c.SecretKey, "CAIRN_CLUSTER_SECRET=" + c.ClusterSecret}
 	cfg := func(i int) proc.Config {
@@ -148,7 +179,12 @@ func startDev(ctx context.Context, bin, dir string, n, zones, replicas int) (*de
 		if i > 0 {
 			args = append(args, "--join", c.Nodes[0].Addr)
 		}
-		return proc.Config{Bin: bin, Name: id, Dir: dir, Args: args, Env: env, StartTimeout: 90 * time.Second}
+		pc := proc.Config{Bin: bin, Name: id, Dir: dir, Args: args, Env: env, StartTimeout: 90 * time.Second, OnExit: onExit}
+		if basePort > 0 {
+			port := basePort + 10*i
+			pc.Listen, pc.AdminListen, pc.NodeAddr = fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("127.0.0.1:%d", port+1), fmt.Sprintf("127.0.0.1:%d", port+2)
+		}
+		return pc
 	}
 	node := func(p *proc.Proc, i int) devNode {
 		r := p.Info()
