@@ -84,23 +84,23 @@ type adminHandler struct {
 
 // Status is the answer of /admin/v1/status.
 type Status struct {
-	Epoch      uint64               `json:"epoch"`
-	Digest     string               `json:"digest"`
-	Partitions int                  `json:"partitions"`
-	Replicas   int                  `json:"replicas"`
-	Class      clustermap.Class     `json:"standard"`
-	Effective  clustermap.Class     `json:"effective"`
-	Classes    []clustermap.Class   `json:"classes"` // every class, by name
-	Leader     string               `json:"leader"`
-	Managers   []clustermap.Member  `json:"managers"`
-	Nodes      []NodeStatus         `json:"nodes"`
-	Warnings   []string             `json:"warnings,omitempty"`
+	Epoch      uint64              `json:"epoch"`
+	Digest     string              `json:"digest"`
+	Partitions int                 `json:"partitions"`
+	Replicas   int                 `json:"replicas"`
+	Class      clustermap.Class    `json:"standard"`
+	Effective  clustermap.Class    `json:"effective"`
+	Classes    []clustermap.Class  `json:"classes"` // every class, by name
+	Leader     string              `json:"leader"`
+	Managers   []clustermap.Member `json:"managers"`
+	Nodes      []NodeStatus        `json:"nodes"`
+	Warnings   []string            `json:"warnings,omitempty"`
 	// Notes say how the cluster runs when that is expected but may surprise: fewer
 	// storage nodes than a class's copies, say.
-	Notes []string `json:"notes,omitempty"`
-	Buckets    int                  `json:"buckets"`
-	Map        *clustermap.Map      `json:"-"`
-	Answered   map[string]NodeStats `json:"-"`
+	Notes    []string             `json:"notes,omitempty"`
+	Buckets  int                  `json:"buckets"`
+	Map      *clustermap.Map      `json:"-"`
+	Answered map[string]NodeStats `json:"-"`
 }
 
 // NodeStatus is one node in Status.
