@@ -1212,4 +1212,8 @@ func TestClusterQuorumLoss(t *testing.T) {
 	if _, err := c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("bkt")}); err == nil {
 		t.Fatal("a listing with two of three nodes gone succeeded: it could miss objects only they hold")
 	}
+	out, err := tc.admin(0, "status")
+	if err != nil || !strings.Contains(out, "warning: no Raft leader") || strings.Contains(out, "*leader*") {
+		t.Fatalf("status without a leader: %v\n%s", err, out)
+	}
 }
