@@ -26,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/repair"
@@ -1157,4 +1158,62 @@ func TestFewerNodesThanCopiesStatus(t *testing.T) {
 		return nil
 	})
 	check(3)
+}
+
+// With two of three managers killed there is no Raft leader: creating a bucket fails
+// within seconds with 503 ServiceUnavailable naming the cause (not SlowDown after minutes
+// of retries); reading an object the survivor holds still works; a write fails honestly
+// (its quorum cannot be reached) and so does a listing that would miss objects only the
+// dead nodes hold. With one of three killed (not yet marked down), listings route around
+// it at once.
+func TestClusterQuorumLoss(t *testing.T) {
+	tc := startCluster(t, 3)
+	tc.waitVoters(3)
+	ctx := context.Background()
+	c := tc.procs[0].client()
+	tc.createBucket(0, "bkt")
+	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String("k"), Body: strings.NewReader("kept")}); err != nil {
+		t.Fatal(err)
+	}
+	// Every holder has it before the kills (the write waits W=2; the third may be on its way).
+	proctest.WaitFor(t, 30*time.Second, func() error {
+		for i, p := range tc.procs {
+			if b, err := getBody(ctx, p.client(), "bkt", "k"); err != nil || string(b) != "kept" {
+				return fmt.Errorf("node %d: %q %v", i, b, err)
+			}
+		}
+		return nil
+	})
+	tc.procs[2].Kill()
+	if l := listAll(ctx, t, c, "bkt", "", 100); len(l) != 1 {
+		t.Fatalf("listing with one node killed: %v", l)
+	}
+	tc.procs[1].Kill()
+	start := time.Now()
+	_, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("new")})
+	took := time.Since(start)
+	var ae smithy.APIError
+	if !errors.As(err, &ae) || ae.ErrorCode() != "ServiceUnavailable" || !strings.Contains(ae.ErrorMessage(), "no Raft leader") {
+		t.Fatalf("CreateBucket without a leader: %v, want 503 ServiceUnavailable naming the missing leader", err)
+	}
+	// A bound, not a timing measurement: without the fast answer it took the whole 15 s
+	// commit budget, times the client's retries.
+	if took > 14*time.Second {
+		t.Fatalf("CreateBucket without a leader took %s", took)
+	}
+	t.Logf("CreateBucket without a leader: %s: %s", took.Round(100*time.Millisecond), ae.ErrorMessage())
+	if b, err := getBody(ctx, c, "bkt", "k"); err != nil || string(b) != "kept" {
+		t.Fatalf("read without a leader: %q %v", b, err)
+	}
+	_, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String("k2"), Body: strings.NewReader("x")})
+	if !errors.As(err, &ae) || ae.ErrorCode() != "ServiceUnavailable" {
+		t.Fatalf("write with two of three holders gone: %v, want 503 ServiceUnavailable", err)
+	}
+	if _, err := c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("bkt")}); err == nil {
+		t.Fatal("a listing with two of three nodes gone succeeded: it could miss objects only they hold")
+	}
+	out, err := tc.admin(0, "status")
+	if err != nil || !strings.Contains(out, "warning: no Raft leader") || strings.Contains(out, "*leader*") {
+		t.Fatalf("status without a leader: %v\n%s", err, out)
+	}
 }

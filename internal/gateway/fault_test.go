@@ -3,10 +3,13 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 // Gateway behaviour under replica faults injected through the replica seam
@@ -131,5 +134,44 @@ func TestFaultPartitionedFromGatewayOnly(t *testing.T) {
 	c.runHints(0, 20*time.Millisecond)
 	if !waitFor(20*time.Second, func() bool { return c.holds(2, "b", "k1", o1.HLC, b1) }) {
 		t.Fatal("n3 did not receive k1 once the partition healed")
+	}
+}
+
+// A listing goes on without storage nodes that do not answer (not marked down yet) while
+// they are fewer than min(W, D): every acknowledged write and delete is on at least that
+// many nodes. Here a node is partitioned from the listing gateway only, after writes and
+// deletes it missed in part; the listing is complete and current. With two of three
+// partitioned (more than W-1), it is refused rather than incomplete.
+func TestFaultListWithoutUnreachableNode(t *testing.T) {
+	c := newCluster(t, 3, clusterConfig{})
+	c.createBucket("b")
+	g := c.nodes[0].gw
+	ctx := context.Background()
+	live := map[string]bool{}
+	for i := range 40 {
+		k := fmt.Sprintf("d%d/k%02d", i%3, i)
+		if i == 20 {
+			c.faults("n1", "n3").Partition() // n3 misses the rest from n1 (hinted)
+		}
+		mustPut(t, g, "b", k, []byte(k))
+		live[k] = true
+	}
+	for i := 0; i < 40; i += 7 {
+		k := fmt.Sprintf("d%d/k%02d", i%3, i)
+		if err := g.DeleteObject(ctx, "b", k); err != nil {
+			t.Fatal(err)
+		}
+		delete(live, k)
+	}
+	for _, opts := range []object.ListOptions{{Max: 1000}, {Max: 3}, {Max: 2, Delimiter: "/"}, {Max: 1000, Prefix: "d1/"}} {
+		keys, prefixes := listKeys(t, g, "b", opts)
+		wantKeys, wantPrefixes := modelList(live, opts)
+		if !slices.Equal(keys, wantKeys) || !slices.Equal(prefixes, wantPrefixes) {
+			t.Fatalf("%+v without n3: keys %q prefixes %q; want %q %q", opts, keys, prefixes, wantKeys, wantPrefixes)
+		}
+	}
+	c.faults("n1", "n2").Partition()
+	if _, err := g.List(ctx, "b", object.ListOptions{Max: 1000}); !errors.Is(errors.Transient, err) {
+		t.Fatalf("listing with two of three nodes unreachable: %v, want a Transient error", err)
 	}
 }

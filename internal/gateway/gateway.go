@@ -35,6 +35,12 @@ import (
 	"github.com/cairnfs/cairn/internal/topology"
 )
 
+// ErrMapUnavailable is wrapped by the errors of requests that must change the cluster map
+// (CreateBucket, DeleteBucket) when it cannot change: there is no Raft leader (a majority
+// of the managers is down or unreachable), or the leader does not answer. Reads and
+// writes of objects in existing buckets do not need the map to change.
+var ErrMapUnavailable = errors.New("the cluster map cannot change")
+
 // ErrQuorum is wrapped by the errors of requests that reached fewer replicas than their
 // quorum (see replica.QuorumError).
 var ErrQuorum = replica.ErrQuorum

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"sort"
 
 	"github.com/cairnfs/cairn/internal/errors"
@@ -29,20 +30,49 @@ func (g *Gateway) List(ctx context.Context, bucket string, opts object.ListOptio
 	if len(ts) == 0 {
 		return nil, errors.E(op, errors.Transient, "no storage node is up")
 	}
-	need := 1
+	need, spare := 1, 0
 	if tc, err := g.topo.Layout(g.cfg.Maps.Current()); err == nil {
 		need = tc.Class.N
+		// Every acknowledged write is on at least W storage nodes and every acknowledged
+		// delete on at least D: a listing from all nodes but fewer than min(W, D) of them
+		// still sees every object and every delete.
+		spare = min(tc.Class.W, tc.Class.D) - 1
 	}
 	want := opts.Max
 	ropts := opts
 	ropts.Tombstones = true
 	for round := 0; round < 8; round++ {
 		ress, errs := topology.Gather(ts, func(t topology.Target) (*object.ListResult, error) { return g.replica(t).List(ctx, bucket, ropts) })
-		for _, err := range errs {
+		var failed []int
+		for i, err := range errs {
 			if err != nil {
-				// A listing that silently missed a node could miss objects only it holds.
-				return nil, errors.E(op, err)
+				failed = append(failed, i)
 			}
+		}
+		if len(failed) > 0 {
+			// A listing that silently missed a node could miss objects only it holds: it
+			// goes on without nodes that do not answer (not yet marked down) only while
+			// they are fewer than min(W, D).
+			if len(failed) > spare {
+				return nil, errors.E(op, errors.Transient, fmt.Errorf("%d of %d storage nodes did not answer the listing, at most %d may be missing (%w)",
+					len(failed), len(ts), spare, errs[failed[0]]))
+			}
+			for _, err := range errs {
+				if err != nil && !errors.Is(errors.Transient, err) && !errors.Is(errors.IO, err) {
+					return nil, errors.E(op, err)
+				}
+			}
+			var live []topology.Target
+			var liveRes []*object.ListResult
+			for i, t := range ts {
+				if errs[i] == nil {
+					live, liveRes = append(live, t), append(liveRes, ress[i])
+				} else {
+					g.topo.MarkSuspect(t.ID)
+					g.log.Debug("listing without a node that does not answer", "node", t.ID, "err", errs[i])
+				}
+			}
+			ts, ress, spare = live, liveRes, spare-len(failed)
 		}
 		page, truncated, next := mergeList(ress, want-len(out.Objects)-len(out.CommonPrefixes))
 		out.Objects = append(out.Objects, page.Objects...)

@@ -82,6 +82,9 @@ func toAPIError(err error) *apiError {
 		return &apiError{Code: "ServiceUnavailable", Status: 503, Message: quorumMessage(qe)}
 	}
 	switch {
+	case errors.IsErr(err, gateway.ErrMapUnavailable):
+		return &apiError{"ServiceUnavailable", "Buckets cannot be created or deleted now: " + detail(err) +
+			". Reading and writing objects in existing buckets does not need the map.", 503}
 	case errors.IsErr(err, gateway.ErrInvalidStorageClass):
 		return &apiError{"InvalidStorageClass", "The storage class you specified is not valid: " + detail(err), 400}
 	case errors.IsErr(err, object.ErrNoSuchBucket):

@@ -430,6 +430,9 @@ func (a *adminHandler) status(ctx context.Context) *Status {
 		st.Notes = append(st.Notes, "STANDARD keeps "+itoa(st.Effective.N)+" cop"+plural(st.Effective.N, "y", "ies")+
 			" of each object, one per storage node; it asks for "+itoa(st.Class.N)+", which objects get as storage nodes join")
 	}
+	if st.Leader == "" {
+		st.Warnings = append(st.Warnings, "no Raft leader: the cluster map cannot change (buckets, joins, node states) until a majority of the voting managers answers again; objects are still read and written")
+	}
 	for _, n := range st.Nodes {
 		if n.State == clustermap.StateDown || n.Error != "" {
 			st.Warnings = append(st.Warnings, "node "+n.ID+" is not answering: reads go to the other replicas, and writes that reach their quorum without it are queued for it")

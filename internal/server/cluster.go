@@ -19,6 +19,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/gateway"
 	"github.com/cairnfs/cairn/internal/repair"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/wire"
@@ -170,11 +171,16 @@ type applyer struct {
 
 // Apply runs c on the leader (forwarding it if this node is not the leader, retrying
 // while an election is in progress) and waits until this node's map has the result.
+// noLeaderWait is how long Apply waits for a usable Raft leader before it answers that
+// the cluster map cannot change.
+const noLeaderWait = 3 * time.Second
+
 func (a *applyer) Apply(ctx context.Context, c clustermap.Command) (*clustermap.Map, error) {
 	const op errors.Op = "server.Apply"
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	var lastErr error
+	var failing time.Time // since when every attempt failed
 	for {
 		var m *clustermap.Map
 		var err error
@@ -199,9 +205,19 @@ func (a *applyer) Apply(ctx context.Context, c clustermap.Command) (*clustermap.
 			return nil, errors.E(op, err)
 		}
 		lastErr = err
+		if failing.IsZero() {
+			failing = time.Now()
+		}
+		// An election takes a second or two; a leader that stays missing longer means a
+		// majority of the managers is gone, and the client hears so at once rather than
+		// after minutes of its own retries.
+		if _, addr := a.mgr.Leader(); addr == "" && !a.mgr.IsLeader() && time.Since(failing) > noLeaderWait {
+			return nil, errors.E(op, errors.Transient, fmt.Errorf("%w: no Raft leader for %s (a majority of the managers is down or unreachable)",
+				gateway.ErrMapUnavailable, time.Since(failing).Round(time.Second)))
+		}
 		select {
 		case <-ctx.Done():
-			return nil, errors.E(op, errors.Transient, fmt.Errorf("cluster map change not committed: %w", lastErr))
+			return nil, errors.E(op, errors.Transient, fmt.Errorf("%w: not committed within 15s (%v)", gateway.ErrMapUnavailable, lastErr))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
