@@ -159,6 +159,16 @@ func assemble(cfg Config) (_ *instance, err error) {
 	n.m.GaugeFunc("cairn_recovery_rate_limit_bytes", "Bytes per second this node may copy in (0: unlimited).", func() float64 { return float64(rep.Progress().RateBytes) })
 	if n.st != nil {
 		n.scrub = rep.NewScrub(cfg.ScrubInterval, max(cfg.ScrubRate, 0))
+		scrub := n.scrub
+		n.m.GaugeFunc("cairn_scrub_corrupt", "Copies and shards that failed a checksum in the scrub pass in progress or the last one.", func() float64 { return float64(scrub.Status().Corrupt) })
+		n.m.GaugeFunc("cairn_scrub_unrepairable", "Damaged shards the scrub pass in progress or the last one could not rebuild.", func() float64 { return float64(scrub.Status().Unrepairable) })
+		n.m.GaugeFunc("cairn_scrub_errors", "Records the scrub pass in progress or the last one could not read.", func() float64 { return float64(scrub.Status().Errors) })
+		n.m.GaugeFunc("cairn_scrub_last_finished_timestamp_seconds", "When the last scrub pass finished (0: none yet).", func() float64 {
+			if f := scrub.Status().Finished; !f.IsZero() {
+				return float64(f.Unix())
+			}
+			return 0
+		})
 	}
 	n.isrv = serveLimited(internodeAuth(n.secret, n.mgr, log, n.internodeMux()), cfg.NodeLimits, func(s *http.Server) {
 		s.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
@@ -286,6 +296,23 @@ func (n *instance) openManager() error {
 	n.m.CounterFunc("cairn_internode_sent_bytes_total", "Body bytes this node sent to other nodes (replica writes, reads it served to gateways are counted by them).", func() float64 { return float64(client.Sent()) })
 	n.m.CounterFunc("cairn_internode_received_bytes_total", "Body bytes this node received in answers from other nodes.", func() float64 { return float64(client.Received()) })
 	n.m.GaugeFunc("cairn_map_epoch", "Epoch of the cluster map this node holds.", func() float64 { return float64(mgr.Current().Epoch) })
+	n.m.GaugeFunc("cairn_raft_has_leader", "1 if this node knows a Raft leader (0: the cluster map cannot change).", func() float64 {
+		if _, addr := mgr.Leader(); addr != "" || mgr.IsLeader() {
+			return 1
+		}
+		return 0
+	})
+	for _, state := range []clustermap.NodeState{clustermap.StateDown, clustermap.StateOut, clustermap.StateDraining} {
+		n.m.GaugeFunc("cairn_nodes_"+string(state), "Nodes in state "+string(state)+" in this node's cluster map.", func() float64 {
+			k := 0
+			for _, nd := range mgr.Current().Nodes {
+				if nd.State == state {
+					k++
+				}
+			}
+			return float64(k)
+		})
+	}
 	n.m.GaugeFunc("cairn_raft_leader", "1 if this node is the Raft leader of the managers.", func() float64 {
 		if mgr.IsLeader() {
 			return 1
