@@ -325,7 +325,10 @@ func printNodes(w io.Writer, st *server.Status) {
 		}
 		state := string(n.State)
 		if n.Error != "" && n.State == "up" {
-			state += " (not answering)"
+			// This node's own view: the map says up, but the node did not answer just now
+			// (the map changes only once the leader marks it down, and not at all
+			// without a leader).
+			state = "down (not answering; map: up)"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", n.ID, n.Addr, n.S3Addr, n.Zone, state, human(n.Capacity), used, garbage, n.Partitions, hints)
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/xml"
 	"fmt"
 	"net/http"
+	"sort"
+	"strings"
 
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/gateway"
@@ -141,7 +143,7 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, rq *request
 	if ae.Status >= 500 && ae.Status != http.StatusNotImplemented {
 		h.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "code", ae.Code, "err", err)
 	} else {
-		h.log.Debug("request refused", "method", r.Method, "path", r.URL.Path, "code", ae.Code, "err", err)
+		h.log.Debug("request refused", "method", r.Method, "path", r.URL.Path, "query", queryNames(r), "code", ae.Code, "err", err)
 	}
 	rq.status = ae.Status
 	rq.code = ae.Code
@@ -193,4 +195,16 @@ func quorumMessage(qe *gateway.QuorumError) string {
 	default:
 		return msg + " Nothing was written; retry later."
 	}
+}
+
+// queryNames lists the names of r's query parameters (the sub-resource of a refused
+// request, say), not their values, which may carry signatures.
+func queryNames(r *http.Request) string {
+	q := r.URL.Query()
+	names := make([]string, 0, len(q))
+	for k := range q {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ",")
 }
