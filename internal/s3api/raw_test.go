@@ -5,16 +5,20 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
+	"crypto/sha1"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -474,6 +478,33 @@ func TestSigV2(t *testing.T) {
 	unknown, _ := sigv4.SignV2Query("GET", srv.URL+"/bkt/dir/a%20b%2Bc.txt", "NOPE", testutil.SecretKey, time.Now().Add(time.Minute))
 	st, body = get(unknown)
 	expectS3Error(t, st, body, 403, "InvalidAccessKeyId")
+
+	// Bucket operations presigned as botocore does: the path is /bucket, the signed
+	// resource /bucket/.
+	do := func(method, bucket string) (int, string) {
+		t.Helper()
+		exp := strconv.FormatInt(time.Now().Add(time.Minute).Unix(), 10)
+		m := hmac.New(sha1.New, []byte(testutil.SecretKey))
+		fmt.Fprintf(m, "%s\n\n\n%s\n/%s/", method, exp, bucket)
+		q := url.Values{"AWSAccessKeyId": {testutil.AccessKey}, "Expires": {exp}, "Signature": {base64.StdEncoding.EncodeToString(m.Sum(nil))}}
+		req, _ := http.NewRequest(method, srv.URL+"/"+bucket+"?"+q.Encode(), nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if st, body := do("PUT", "presigned-bucket"); st != 200 {
+		t.Fatalf("presigned CreateBucket: %d %s", st, body)
+	}
+	if st, body := do("GET", "presigned-bucket"); st != 200 || !strings.Contains(body, "<ListBucketResult") {
+		t.Fatalf("presigned ListObjects: %d %s", st, body)
+	}
+	if st, body := do("DELETE", "presigned-bucket"); st != 204 {
+		t.Fatalf("presigned DeleteBucket: %d %s", st, body)
+	}
 }
 
 // TestStalledUpload checks that a client that stops sending mid-body is cut off after the

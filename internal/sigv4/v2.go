@@ -106,6 +106,11 @@ func (v *Verifier) checkV2(r *http.Request, ak, sig, dateOrExpires string) (*Res
 	if alt := uriEncode(r.URL.Path); alt != paths[0] {
 		paths = append(paths, alt)
 	}
+	// botocore signs a path-style request for a bucket alone (/bucket: CreateBucket,
+	// DeleteBucket, a listing) with the resource /bucket/, as a virtual-host request.
+	if p := paths[0]; bucket == "" && len(p) > 1 && !strings.Contains(p[1:], "/") {
+		paths = append(paths, p+"/")
+	}
 	for _, p := range paths {
 		sts := stringToSignV2(r, dateOrExpires, bucket, p)
 		m := hmac.New(sha1.New, []byte(secret))

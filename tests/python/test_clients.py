@@ -397,6 +397,24 @@ def test_presigned_urls_sigv4_with_curl(s3_client_factory, bucket, tmp_path):
     assert b"<Code>AccessDenied</Code>" in body
 
 
+def test_presigned_bucket_operations_with_curl(s3, tmp_path):
+    """botocore's default presigner (Signature V2) for bucket operations: CreateBucket,
+    ListObjects and DeleteBucket through curl."""
+    name = "presigned-bucket-%d" % os.getpid()
+    url = s3.generate_presigned_url("create_bucket", Params={"Bucket": name}, ExpiresIn=300)
+    res = curl("-X", "PUT", "-o", str(tmp_path / "c"), "-w", "%{http_code}", url)
+    assert res.stdout.decode() == "200", (tmp_path / "c").read_bytes()
+    s3.head_bucket(Bucket=name)
+    url = s3.generate_presigned_url("list_objects", Params={"Bucket": name}, ExpiresIn=300)
+    status, body = curl_status(url, tmp_path / "l")
+    assert status == "200" and b"<ListBucketResult" in body, body
+    url = s3.generate_presigned_url("delete_bucket", Params={"Bucket": name}, ExpiresIn=300)
+    res = curl("-X", "DELETE", "-o", str(tmp_path / "d"), "-w", "%{http_code}", url)
+    assert res.stdout.decode() == "204", (tmp_path / "d").read_bytes()
+    with pytest.raises(ClientError):
+        s3.head_bucket(Bucket=name)
+
+
 def test_presigned_get_default_config_with_curl(s3, aws, bucket, tmp_path):
     """generate_presigned_url with boto3's default config, and `aws s3 presign`, as users
     call them. (Both produce S3 query-string URLs signed with AWSAccessKeyId/Signature/
