@@ -48,7 +48,8 @@ type Scrub struct {
 	resume   chan struct{}
 	mu       sync.Mutex
 	st       ScrubStatus
-	shardBuf bytes.Buffer // the pass's (one pass at a time): a shard read whole
+	pass     sync.Mutex   // one pass at a time
+	shardBuf bytes.Buffer // the pass's: a shard read whole
 }
 
 // NewScrub returns the scrub of this node's store: a pass every interval at rate bytes/s
@@ -114,9 +115,11 @@ func (s *Scrub) update(fn func(*ScrubStatus)) {
 	s.mu.Unlock()
 }
 
-// Pass reads every object once, now (Run runs passes on its schedule; one pass at a
-// time: not while Run runs).
+// Pass reads every object once, now (Run runs passes on its schedule); a pass asked for
+// while another runs waits for it to end.
 func (s *Scrub) Pass(ctx context.Context) {
+	s.pass.Lock()
+	defer s.pass.Unlock()
 	s.update(func(st *ScrubStatus) {
 		*st = ScrubStatus{Node: st.Node, State: "running", Started: time.Now()}
 	})
