@@ -10,6 +10,10 @@ import (
 // its shards). With repair, dst replaces a record of the same version it holds: a damaged
 // copy. It is how hinted retry, read repair and anti-entropy bring a holder up to date.
 func Copy(ctx context.Context, src, dst Replica, bucket, key string, version uint64, repair bool) (int64, error) {
+	// Cancelled on return, so that a source stalled mid-body stops sending (reads from
+	// another node have no deadline of their own) and the wait for the sender below ends.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	rd, err := src.Open(ctx, bucket, key, OpenOptions{Version: version})
 	if err != nil {
 		return 0, err
@@ -26,6 +30,7 @@ func Copy(ctx context.Context, src, dst Replica, bucket, key string, version uin
 	}()
 	defer func() { // the source is closed once its sender has stopped
 		pr.CloseWithError(ErrReaderGone)
+		cancel()
 		<-sent
 	}()
 	meta := *o

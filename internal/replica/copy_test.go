@@ -3,9 +3,12 @@ package replica_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"testing"
+	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/replica/replicatest"
 )
@@ -27,6 +30,29 @@ func TestCopy(t *testing.T) {
 		f.CutBodyAfter(4096)
 		if _, err := replica.Copy(ctx, f.Wrap(src), dst, replicatest.Bucket, "k", o.HLC, false); err == nil {
 			t.Fatal("copy from a source cut mid-body succeeded")
+		}
+		if _, err := dst.Stat(ctx, replicatest.Bucket, "k"); !errors.Is(errors.NotExist, err) {
+			t.Fatalf("destination after a failed copy: %v, want NotExist", err)
+		}
+	})
+	t.Run("source stalls, destination fails", func(t *testing.T) {
+		// The source stops sending mid-body (a paused node) and the destination gives up:
+		// Copy must return its error, not wait for the stalled source.
+		fs := replica.NewFaults()
+		fs.HangBodyAfter(4096)
+		defer fs.Heal()
+		done := make(chan error, 1)
+		go func() {
+			_, err := replica.Copy(ctx, fs.Wrap(src), &failsAfter{Replica: dst, n: 4096}, replicatest.Bucket, "k", o.HLC, false)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Fatal("a copy whose destination failed succeeded")
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("Copy still waits on a stalled source 30 s after its destination failed")
 		}
 		if _, err := dst.Stat(ctx, replicatest.Bucket, "k"); !errors.Is(errors.NotExist, err) {
 			t.Fatalf("destination after a failed copy: %v, want NotExist", err)
@@ -72,4 +98,18 @@ func readAll(t *testing.T, r replica.Replica) []byte {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+// failsAfter is a holder whose writes fail once they read n bytes of the body, whatever
+// comes next: a connection to another node that breaks.
+type failsAfter struct {
+	replica.Replica
+	n int64
+}
+
+func (f *failsAfter) Put(ctx context.Context, w replica.Write) (*object.Object, error) {
+	if _, err := io.CopyN(io.Discard, w.Body, f.n); err != nil {
+		return nil, err
+	}
+	return nil, errors.E(errors.IO, "connection reset")
 }
