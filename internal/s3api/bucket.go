@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/xml"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -197,6 +198,32 @@ func s3Escape(s string) string {
 	return b.String()
 }
 
+// listEncoding returns a listing's encoding-type (the refusal table lets only "url"
+// through) and the function that encodes keys and prefixes for it.
+func listEncoding(q url.Values) (string, func(string) string) {
+	if enc := q.Get("encoding-type"); enc == "url" {
+		return enc, s3Escape
+	}
+	return "", func(s string) string { return s }
+}
+
+// writeOwner writes a listing entry's Owner element.
+func writeOwner(x *xmlWriter, o owner) {
+	x.open("Owner", "")
+	x.elem("ID", o.ID)
+	x.elem("DisplayName", o.DisplayName)
+	x.close("Owner")
+}
+
+// writePrefixes writes a listing's CommonPrefixes elements.
+func writePrefixes(x *xmlWriter, prefixes []string, esc func(string) string) {
+	for _, p := range prefixes {
+		x.open("CommonPrefixes", "")
+		x.elem("Prefix", esc(p))
+		x.close("CommonPrefixes")
+	}
+}
+
 func maxKeys(q string) (int, error) {
 	if q == "" {
 		return 1000, nil
@@ -214,16 +241,7 @@ func (h *Handler) listObjects(w http.ResponseWriter, r *http.Request, rq *reques
 	if err != nil {
 		return err
 	}
-	enc := q.Get("encoding-type")
-	if enc != "" && enc != "url" {
-		return errf(400, "InvalidArgument", "Invalid Encoding Method specified in Request")
-	}
-	esc := func(s string) string {
-		if enc == "url" {
-			return s3Escape(s)
-		}
-		return s
-	}
+	enc, esc := listEncoding(q)
 	opts := object.ListOptions{Prefix: q.Get("prefix"), Delimiter: q.Get("delimiter"), Max: max}
 	token := q.Get("continuation-token")
 	if v2 {
@@ -289,18 +307,11 @@ func (h *Handler) listObjects(w http.ResponseWriter, r *http.Request, rq *reques
 		x.elemInt("Size", e.Object.Size)
 		x.elem("StorageClass", storageClass(e.Object))
 		if fetchOwner {
-			x.open("Owner", "")
-			x.elem("ID", o.ID)
-			x.elem("DisplayName", o.DisplayName)
-			x.close("Owner")
+			writeOwner(x, o)
 		}
 		x.close("Contents")
 	}
-	for _, p := range res.CommonPrefixes {
-		x.open("CommonPrefixes", "")
-		x.elem("Prefix", esc(p))
-		x.close("CommonPrefixes")
-	}
+	writePrefixes(x, res.CommonPrefixes, esc)
 	x.close("ListBucketResult")
 	return x.send(w)
 }

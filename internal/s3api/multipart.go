@@ -309,13 +309,7 @@ func (h *Handler) listUploads(w http.ResponseWriter, r *http.Request, rq *reques
 	if err != nil {
 		return err
 	}
-	enc := q.Get("encoding-type")
-	esc := func(s string) string {
-		if enc == "url" {
-			return s3Escape(s)
-		}
-		return s
-	}
+	enc, esc := listEncoding(q)
 	opts := object.UploadListOptions{Prefix: q.Get("prefix"), Delimiter: q.Get("delimiter"),
 		KeyMarker: q.Get("key-marker"), UploadMarker: q.Get("upload-id-marker"), Max: max}
 	res, err := h.store.ListUploads(r.Context(), rq.bucket, opts)

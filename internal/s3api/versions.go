@@ -22,16 +22,7 @@ func (h *Handler) listObjectVersions(w http.ResponseWriter, r *http.Request, rq 
 	if err != nil {
 		return err
 	}
-	enc := q.Get("encoding-type")
-	if enc != "" && enc != "url" {
-		return errf(400, "InvalidArgument", "Invalid Encoding Method specified in Request")
-	}
-	esc := func(s string) string {
-		if enc == "url" {
-			return s3Escape(s)
-		}
-		return s
-	}
+	enc, esc := listEncoding(q)
 	keyMarker, vidMarker := q.Get("key-marker"), q.Get("version-id-marker")
 	switch {
 	case vidMarker != "" && keyMarker == "":
@@ -74,17 +65,10 @@ func (h *Handler) listObjectVersions(w http.ResponseWriter, r *http.Request, rq 
 		x.elem("ETag", quote(e.Object.ETag))
 		x.elemInt("Size", e.Object.Size)
 		x.elem("StorageClass", storageClass(e.Object))
-		x.open("Owner", "")
-		x.elem("ID", o.ID)
-		x.elem("DisplayName", o.DisplayName)
-		x.close("Owner")
+		writeOwner(x, o)
 		x.close("Version")
 	}
-	for _, p := range res.CommonPrefixes {
-		x.open("CommonPrefixes", "")
-		x.elem("Prefix", esc(p))
-		x.close("CommonPrefixes")
-	}
+	writePrefixes(x, res.CommonPrefixes, esc)
 	x.close("ListVersionsResult")
 	return x.send(w)
 }
