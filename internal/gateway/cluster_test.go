@@ -25,7 +25,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,31 +38,27 @@ import (
 	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/topology"
 )
 
 const testSecret = "cairn-test-cluster-secret-0123456789"
 
-// testMaps is a mutable MapSource.
+// testMaps is a mutable MapSource whose bucket commands apply directly to the map.
 type testMaps struct {
 	mu sync.Mutex // serializes updates
-	p  atomic.Pointer[clustermap.Map]
+	topology.Maps
 }
-
-func (m *testMaps) Current() *clustermap.Map { return m.p.Load() }
-
-// Set replaces the map.
-func (m *testMaps) Set(nm *clustermap.Map) { m.p.Store(nm) }
 
 // Update applies fn to a clone of the current map and installs it with the next epoch.
 func (m *testMaps) Update(fn func(*clustermap.Map) error) (*clustermap.Map, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	c := m.p.Load().Clone()
+	c := m.Current().Clone()
 	if err := fn(c); err != nil {
 		return nil, err
 	}
 	c.Epoch++
-	m.p.Store(c)
+	m.Set(c)
 	return c, nil
 }
 

@@ -345,15 +345,12 @@ func (g *Gateway) DeleteBucket(ctx context.Context, name string) error {
 	return nil
 }
 
-// staticMap is a MapSource that never changes.
-type staticMap struct{ m *clustermap.Map }
-
-func (s staticMap) Current() *clustermap.Map { return s.m }
-
 // Local returns a Gateway over one store with no cluster: one replica, buckets kept in
 // the store. Tests of the S3 layer use it.
 func Local(st *store.Store, log *slog.Logger) *Gateway {
 	m := &clustermap.Map{Epoch: 1, Partitions: 1, Replicas: 1, Nodes: []clustermap.Node{{
 		ID: "local", Roles: []string{clustermap.RoleStorage, clustermap.RoleGateway}, State: clustermap.StateUp, Weight: 1}}}
-	return New(Config{NodeID: "local", Store: st, Maps: staticMap{m}, Logger: log})
+	maps := new(topology.Maps)
+	maps.Set(m)
+	return New(Config{NodeID: "local", Store: st, Maps: maps, Logger: log})
 }

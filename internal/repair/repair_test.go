@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,13 +26,8 @@ import (
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/store"
 	"github.com/cairnfs/cairn/internal/testutil/proctest"
+	"github.com/cairnfs/cairn/internal/topology"
 )
-
-type maps struct {
-	p atomic.Pointer[clustermap.Map]
-}
-
-func (m *maps) Current() *clustermap.Map { return m.p.Load() }
 
 type node struct {
 	id    string
@@ -44,7 +38,7 @@ type node struct {
 }
 
 type cluster struct {
-	maps    *maps
+	maps    *topology.Maps
 	nodes   []*node
 	locals  map[string]*replica.Local
 	faultMu sync.Mutex
@@ -84,13 +78,13 @@ func newCluster(t *testing.T, n int) *cluster {
 	log := slog.New(slog.DiscardHandler)
 	m := &clustermap.Map{Epoch: 1, Partitions: 16, Replicas: 3,
 		Classes: map[string]clustermap.Class{clustermap.StandardClass: {Name: clustermap.StandardClass, N: 3, W: 2, R: 1, D: 2}}}
-	c := &cluster{maps: &maps{}, locals: map[string]*replica.Local{}, faultsM: map[[2]string]*replica.Faults{}}
+	c := &cluster{maps: &topology.Maps{}, locals: map[string]*replica.Local{}, faultsM: map[[2]string]*replica.Faults{}}
 	for i := range n {
 		id := "n" + strconv.Itoa(i+1)
 		m.Nodes = append(m.Nodes, clustermap.Node{ID: id, Addr: "127.0.0.1:" + strconv.Itoa(7101+i), Zone: "z" + strconv.Itoa(i%3),
 			Weight: 1, State: clustermap.StateUp, Roles: []string{clustermap.RoleStorage, clustermap.RoleGateway}})
 	}
-	c.maps.p.Store(m)
+	c.maps.Set(m)
 	for _, mn := range m.Nodes {
 		clock := new(hlc.Clock)
 		st, err := store.Open(store.Config{Dir: t.TempDir(), InlineMax: 1 << 10, ChunkSize: 256 << 10, SegmentSize: 16 << 20, Reserve: 1,
@@ -225,7 +219,7 @@ func TestHintsDelivered(t *testing.T) {
 		}
 	}
 	m.Epoch++
-	c.maps.p.Store(m)
+	c.maps.Set(m)
 	c.faults(n1.id, n2.id).Heal()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -243,7 +237,7 @@ func TestHintsDelivered(t *testing.T) {
 		m.Nodes[i].State = clustermap.StateUp
 	}
 	m.Epoch++
-	c.maps.p.Store(m)
+	c.maps.Set(m)
 	proctest.WaitFor(t, 10*time.Second, func() error {
 		if v, _ := n2.version("k"); v != o.HLC || n1.hints.Len() != 0 {
 			return fmt.Errorf("hint not delivered: n2 holds version %d (want %d), %d hints queued", v, o.HLC, n1.hints.Len())

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,17 +25,11 @@ import (
 // gateway: what the erasure-coded path does is seen in the holders' stores.
 type fixture struct {
 	path   *Path
-	maps   *maps
+	maps   *topology.Maps
 	stores map[string]*store.Store
 	faults map[string]*replica.Faults
 	cls    clustermap.Class
 }
-
-type maps struct {
-	p atomic.Pointer[clustermap.Map]
-}
-
-func (m *maps) Current() *clustermap.Map { return m.p.Load() }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
@@ -44,7 +37,7 @@ func newFixture(t *testing.T) *fixture {
 	cls := clustermap.Class{Name: "EC42", N: 6, W: 5, R: 4, D: 4, K: 4, M: 2, Chunk: 64 << 10}
 	m := &clustermap.Map{Epoch: 1, Partitions: 16, Replicas: 3, Classes: map[string]clustermap.Class{
 		clustermap.StandardClass: {Name: clustermap.StandardClass, N: 3, W: 2, R: 1, D: 2}, "EC42": cls}}
-	f := &fixture{maps: &maps{}, stores: map[string]*store.Store{}, faults: map[string]*replica.Faults{}, cls: cls}
+	f := &fixture{maps: &topology.Maps{}, stores: map[string]*store.Store{}, faults: map[string]*replica.Faults{}, cls: cls}
 	clock := new(hlc.Clock)
 	for i := range 6 {
 		id := "n" + strconv.Itoa(i+1)
@@ -59,7 +52,7 @@ func newFixture(t *testing.T) *fixture {
 		f.stores[id] = st
 		f.faults[id] = replica.NewFaults()
 	}
-	f.maps.p.Store(m)
+	f.maps.Set(m)
 	topo := topology.NewTopology(f.maps, "n1", true, log)
 	f.path = New(Config{Self: "n1", Maps: f.maps, Topology: topo, Clock: clock, Timeout: 5 * time.Second, Logger: log,
 		Replica: func(t topology.Target) replica.Replica {

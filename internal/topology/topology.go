@@ -26,6 +26,18 @@ type MapSource interface {
 	Current() *clustermap.Map
 }
 
+// Maps is a MapSource that holds one map, replaced with Set: the cluster map of a node
+// without Raft (a single store) and of tests.
+type Maps struct {
+	p atomic.Pointer[clustermap.Map]
+}
+
+// Current returns the map last set.
+func (m *Maps) Current() *clustermap.Map { return m.p.Load() }
+
+// Set replaces the map.
+func (m *Maps) Set(nm *clustermap.Map) { m.p.Store(nm) }
+
 // ShardBucket is the internal bucket that holds erasure-code shards on the storage nodes:
 // no S3 bucket can have this name (S3 bucket names start with a letter or digit).
 const ShardBucket = ".shards" // internal: store.InternalPrefix (TestShardBucketInternal)

@@ -3,20 +3,11 @@ package topology
 import (
 	"log/slog"
 	"strconv"
-	"sync/atomic"
 	"testing"
 
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/store"
 )
-
-// testMaps is a MapSource whose map a test replaces.
-type testMaps struct {
-	p atomic.Pointer[clustermap.Map]
-}
-
-func (m *testMaps) Current() *clustermap.Map { return m.p.Load() }
-func (m *testMaps) Set(nm *clustermap.Map)   { m.p.Store(nm) }
 
 // TestShardBucketInternal: shards live in a bucket the store keeps out of S3's reach.
 func TestShardBucketInternal(t *testing.T) {
@@ -40,7 +31,7 @@ func topoMap(epoch uint64, n int, state func(id string) clustermap.NodeState) *c
 // suspects and returning nodes last, former holders after a placement change.
 func TestTopology(t *testing.T) {
 	up := func(string) clustermap.NodeState { return clustermap.StateUp }
-	maps := &testMaps{}
+	maps := &Maps{}
 	maps.Set(topoMap(1, 4, up))
 	tp := NewTopology(maps, "n2", true, slog.New(slog.DiscardHandler))
 	key := ""
