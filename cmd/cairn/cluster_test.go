@@ -661,6 +661,12 @@ func TestDevCluster(t *testing.T) {
 		}
 		return string(out)
 	}
+	if st, err := os.Stat(filepath.Join(dir, "control.sock")); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("control socket: %v %v, want mode 0600", err, st)
+	}
+	if out, err := exec.Command(proctest.Bin(t), "dev", "cluster", "--dir", dir, "--base-port", "0").CombinedOutput(); err == nil || !strings.Contains(string(out), "already runs") {
+		t.Fatalf("a second dev cluster in the same directory: %v\n%s", err, out)
+	}
 	ctl("kill", "node2")
 	if syscall.Kill(dc.Nodes[1].PID, 0) == nil {
 		t.Fatalf("node2 (pid %d) runs after kill", dc.Nodes[1].PID)

@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -122,6 +121,15 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// The control socket first: it also tells whether a dev cluster already runs here.
+	if err := os.MkdirAll(*dir, 0o700); err != nil {
+		return err
+	}
+	ln, err := listenControl(filepath.Join(*dir, "control.sock"))
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
 	dc := &devSupervisor{dir: *dir, stdout: stdout, stderr: stderr, ctx: ctx}
 	c, procs, err := startDev(ctx, bin, *dir, *nodes, *zones, *replicas, *basePort, dc.died)
 	dc.c, dc.procs = c, procs
@@ -140,11 +148,6 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("unix", filepath.Join(*dir, "control.sock"))
-	if err != nil {
-		return fmt.Errorf("dev: the control socket: %w", err)
-	}
-	defer ln.Close()
 	go dc.serve(ln)
 	fmt.Fprintf(stdout, "cairn dev cluster: %d nodes, data and logs in %s\n", *nodes, *dir)
 	for i, n := range c.Nodes {

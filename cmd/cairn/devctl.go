@@ -144,6 +144,28 @@ func (d *devSupervisor) act(action, node string) (string, error) {
 	return fmt.Sprintf("%s serves again: S3 http://%s, pid %d", p.Name(), p.S3Addr(), p.PID()), nil
 }
 
+// listenControl listens on the control socket at path, readable and writable by this
+// user only (whoever can connect can kill the nodes). A socket left by a dev cluster that
+// died is replaced; one that answers belongs to a dev cluster still running.
+func listenControl(path string) (net.Listener, error) {
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("dev: a dev cluster already runs in %s", filepath.Dir(path))
+	}
+	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		return nil, fmt.Errorf("dev: the control socket: %w", err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("dev: the control socket: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("dev: the control socket: %w", err)
+	}
+	return ln, nil
+}
+
 // devControl sends one command to the dev cluster running in --dir (or $CAIRN_DEV_DIR).
 func devControl(action string, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("cairn dev cluster "+action, flag.ContinueOnError)
