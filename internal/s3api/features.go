@@ -86,7 +86,7 @@ var features = []feature{
 	{header, "X-Amz-Security-Token", "", "", errNI, "temporary (STS) credentials"},
 	{header, "X-Amz-User-Agent", opsAll, "", nil, "informational"},
 	{header, "Content-Length", opsAll, "", nil, "body length; over the size limit is EntityTooLarge"},
-	{header, "Transfer-Encoding", opsAll, "", nil, "chunked bodies"},
+	{header, "Transfer-Encoding", opsAll, "", nil, "chunked bodies, also without a length (streamed; EntityTooLarge past the size limit)"},
 	{header, "Expect", opsAll, "", nil, "100-continue"},
 	{query, "X-Amz-Algorithm", opsAll, "", errNI, "SigV4 presigned URL"},
 	{query, "X-Amz-Credential", opsAll, "", errNI, "SigV4 presigned URL"},

@@ -23,6 +23,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/cairnfs/cairn/internal/checksum"
+	"github.com/cairnfs/cairn/internal/s3api"
 	"github.com/cairnfs/cairn/internal/store"
 	"github.com/cairnfs/cairn/internal/testutil"
 )
@@ -111,13 +112,36 @@ func mustGet(t *testing.T, c *s3.Client, bucket, key string) []byte {
 
 func md5hex(b []byte) string { return fmt.Sprintf("%x", md5.Sum(b)) }
 
+// TestCreateBucketOtherRegion: outside us-east-1 a create of one's own bucket is
+// BucketAlreadyOwnedByYou, and the region's own location constraint is accepted.
+func TestCreateBucketOtherRegion(t *testing.T) {
+	srv := testutil.StartServer(t, store.Config{}, func(c *s3api.Config) { c.Region = "eu-west-1" })
+	c := newClient(t, srv.URL, testutil.AccessKey, testutil.SecretKey, func(o *s3.Options) { o.Region = "eu-west-1" })
+	ctx := context.Background()
+	in := &s3.CreateBucketInput{Bucket: aws.String("alpha"),
+		CreateBucketConfiguration: &types.CreateBucketConfiguration{LocationConstraint: types.BucketLocationConstraintEuWest1}}
+	if _, err := c.CreateBucket(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.CreateBucket(ctx, in)
+	wantCode(t, err, "BucketAlreadyOwnedByYou")
+	_, err = c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("beta"),
+		CreateBucketConfiguration: &types.CreateBucketConfiguration{LocationConstraint: types.BucketLocationConstraintUsWest2}})
+	wantCode(t, err, "IllegalLocationConstraintException")
+}
+
 func TestBuckets(t *testing.T) {
 	_, c := setup(t)
 	ctx := context.Background()
 	mustCreateBucket(t, c, "alpha")
 	mustCreateBucket(t, c, "beta.example")
-	_, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("alpha")})
-	wantCode(t, err, "BucketAlreadyOwnedByYou")
+	// us-east-1 answers a create of one's own bucket with success.
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("alpha")}); err != nil {
+		t.Fatalf("create of an owned bucket in us-east-1: %v", err)
+	}
+	_, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("gamma"),
+		CreateBucketConfiguration: &types.CreateBucketConfiguration{LocationConstraint: types.BucketLocationConstraintEuWest1}})
+	wantCode(t, err, "IllegalLocationConstraintException")
 	for _, bad := range []string{"ab", "Upper", "a_b", "-ab", "ab-", "a..b", "192.168.1.1", strings.Repeat("a", 64)} {
 		_, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bad)})
 		wantCode(t, err, "InvalidBucketName")
