@@ -211,15 +211,19 @@ func (h *Handler) completeUpload(w http.ResponseWriter, r *http.Request, rq *req
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	return writeXML(w, struct {
+	res := struct {
 		XMLName  xml.Name `xml:"CompleteMultipartUploadResult"`
 		Xmlns    string   `xml:"xmlns,attr"`
 		Location string
 		Bucket   string
 		Key      string
 		ETag     string
+		checksumFields
+		ChecksumType string `xml:",omitempty"`
 	}{Xmlns: xmlns, Location: fmt.Sprintf("%s://%s/%s/%s", scheme, r.Host, rq.bucket, s3Escape(rq.key)),
-		Bucket: rq.bucket, Key: rq.key, ETag: quote(o.ETag)})
+		Bucket: rq.bucket, Key: rq.key, ETag: quote(o.ETag), ChecksumType: o.ChecksumType}
+	res.set(o.ChecksumAlgo, o.Checksum) // SDKs read the checksum from the document, not the headers
+	return writeXML(w, res)
 }
 
 func (h *Handler) abortUpload(w http.ResponseWriter, r *http.Request, rq *request) error {
