@@ -43,6 +43,7 @@ type testCluster struct {
 	t     *testing.T
 	procs []*testProc
 	addrs []string // node addresses
+	bin   string   // the cairn binary (default: the one under test)
 }
 
 // startCluster starts n nodes: the first bootstraps, the others join it. It is a long
@@ -66,7 +67,7 @@ func (tc *testCluster) add(extra ...string) *testProc {
 	if i > 0 {
 		args = append(args, "--join", tc.addrs[0])
 	}
-	p := startTestProc(tc.t, proc.Config{Name: nodeID(i), Args: append(args, extra...), Env: []string{"CAIRN_CLUSTER_SECRET=" + testClusterSecret}})
+	p := startTestProc(tc.t, proc.Config{Bin: tc.bin, Name: nodeID(i), Args: append(args, extra...), Env: []string{"CAIRN_CLUSTER_SECRET=" + testClusterSecret}})
 	tc.procs = append(tc.procs, p)
 	tc.addrs = append(tc.addrs, p.NodeAddr())
 	return p

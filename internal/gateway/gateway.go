@@ -36,10 +36,15 @@ import (
 )
 
 // ErrMapUnavailable is wrapped by the errors of requests that must change the cluster map
-// (CreateBucket, DeleteBucket) when it cannot change: there is no Raft leader (a majority
-// of the managers is down or unreachable), or the leader does not answer. Reads and
-// writes of objects in existing buckets do not need the map to change.
+// (CreateBucket, DeleteBucket, bucket configurations) when it cannot change: there is no
+// Raft leader (a majority of the managers is down or unreachable), or the leader does not
+// answer. Reads and writes of objects in existing buckets do not need the map to change.
 var ErrMapUnavailable = errors.New("the cluster map cannot change")
+
+// ErrUpgrading is wrapped by the refusal of a map change that some node of the cluster
+// runs too old a build to apply (the Raft leader checks the builds it hears from): it
+// works once the rolling upgrade is finished.
+var ErrUpgrading = errors.New("the cluster is being upgraded")
 
 // ErrQuorum is wrapped by the errors of requests that reached fewer replicas than their
 // quorum (see replica.QuorumError).

@@ -149,7 +149,9 @@ var errAddrInUse = errors.New("address in use")
 
 // run starts the process once on p.addrs and waits for its ready file.
 func (p *Proc) run(ctx context.Context) error {
+	p.mu.Lock()
 	cfg := p.cfg
+	p.mu.Unlock()
 	if err := os.Remove(p.readyPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
@@ -254,6 +256,14 @@ func (p *Proc) Restart(ctx context.Context, extra ...string) error {
 		return fmt.Errorf("restart %s: %w", p.cfg.Name, err)
 	}
 	return nil
+}
+
+// SetBin makes the next start (Restart) run another cairn binary on the same data and
+// addresses: an upgrade or a downgrade of this node.
+func (p *Proc) SetBin(bin string) {
+	p.mu.Lock()
+	p.cfg.Bin = bin
+	p.mu.Unlock()
 }
 
 // bindable returns an error naming the first of addrs that cannot be listened on.

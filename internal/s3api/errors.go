@@ -85,8 +85,11 @@ func toAPIError(err error) *apiError {
 	}
 	switch {
 	case errors.IsErr(err, gateway.ErrMapUnavailable):
-		return &apiError{"ServiceUnavailable", "Buckets cannot be created or deleted now: " + detail(err) +
+		return &apiError{"ServiceUnavailable", "Buckets cannot be created, deleted or configured now: " + detail(err) +
 			". Reading and writing objects in existing buckets does not need the map.", 503}
+	case errors.IsErr(err, gateway.ErrUpgrading):
+		d := detail(err) // "the cluster is being upgraded: ..."
+		return &apiError{"ServiceUnavailable", strings.ToUpper(d[:1]) + d[1:] + ".", 503}
 	case errors.IsErr(err, gateway.ErrInvalidStorageClass):
 		return &apiError{"InvalidStorageClass", "The storage class you specified is not valid: " + detail(err), 400}
 	case errors.IsErr(err, object.ErrNoSuchBucket):

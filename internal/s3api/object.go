@@ -457,11 +457,13 @@ func (h *Handler) getObject(w http.ResponseWriter, r *http.Request, rq *request)
 	}
 	off, n := int64(0), o.Size
 	partial := false
+	part := 0 // the part read, for a partNumber read of a multipart object
 	if pn := q.Get("partNumber"); pn != "" {
 		num, err := strconv.Atoi(pn)
 		if err != nil || num < 1 || num > 10000 {
 			return errf(400, "InvalidArgument", "Part number must be an integer between 1 and 10000, inclusive")
 		}
+		part = num
 		if len(o.PartSizes) == 0 {
 			if num != 1 {
 				return errInvalidRange
@@ -489,8 +491,18 @@ func (h *Handler) getObject(w http.ResponseWriter, r *http.Request, rq *request)
 	}
 	if partial {
 		hd.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", off, off+n-1, o.Size))
-	} else if strings.EqualFold(r.Header.Get("x-amz-checksum-mode"), "ENABLED") {
-		setChecksumHeaders(hd, o)
+	}
+	if strings.EqualFold(r.Header.Get("x-amz-checksum-mode"), "ENABLED") {
+		switch {
+		case !partial:
+			setChecksumHeaders(hd, o)
+		case part > 0 && part <= len(o.PartChecksums):
+			// A part read: the part's own checksum, as the upload stored it (a range read
+			// has no checksum of its own).
+			if a, ok := checksum.ParseAlgorithm(o.ChecksumAlgo); ok {
+				hd.Set(a.HeaderName(), o.PartChecksums[part-1])
+			}
+		}
 	}
 	hd.Set("Content-Length", strconv.FormatInt(n, 10))
 	if p, ok := rd.(gateway.Preparer); ok && !head && n > 0 {

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/clustermap"
@@ -28,6 +29,66 @@ import (
 type mapInfo struct {
 	Epoch  uint64 `json:"epoch"`
 	Digest string `json:"digest"`
+	// Level is the answering node's featureLevel (absent: a build from before levels, 1).
+	Level int `json:"level,omitempty"`
+}
+
+// featureLevel says which map commands this build's managers apply. A command a level
+// added is proposed only while every node the leader hears from runs a build at that
+// level or later: an older manager would refuse it (it does not know it) and build a
+// different map. Level 2 added bucket configurations (OpSetBucketConfig).
+const featureLevel = 2
+
+// commandLevel is the feature level a map command needs.
+func commandLevel(op string) int {
+	if op == clustermap.OpSetBucketConfig {
+		return 2
+	}
+	return 1
+}
+
+// levels remembers the feature level each node last answered the leader's probes with.
+type levels struct {
+	mu sync.Mutex
+	by map[string]int
+}
+
+func (l *levels) set(id string, lvl int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.by == nil {
+		l.by = map[string]int{}
+	}
+	l.by[id] = max(lvl, 1)
+}
+
+// check refuses (Precondition, ErrUpgrading) command c unless every node of m that is
+// not out has answered this node's probes (while it led) with a build at the level c
+// needs: an older manager would refuse c (it does not know it) and build another map. A
+// node that has not answered since this node led (down, or just elected) counts as old:
+// the change waits until it answers, or is marked out.
+func (l *levels) check(m *clustermap.Map, self string, c clustermap.Command) error {
+	need := commandLevel(c.Op)
+	if need <= 1 {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, n := range m.Nodes {
+		if n.ID == self || n.State == clustermap.StateOut {
+			continue
+		}
+		lvl, ok := l.by[n.ID]
+		switch {
+		case !ok:
+			return errors.E(errors.Precondition, fmt.Errorf("%w: node %s has not told the Raft leader which cairn it runs yet (%s needs every node at feature level %d); retry when it answers, or mark it out",
+				gateway.ErrUpgrading, n.ID, c.Op, need))
+		case lvl < need:
+			return errors.E(errors.Precondition, fmt.Errorf("%w: node %s runs an older cairn (feature level %d, %s needs %d); finish the upgrade first",
+				gateway.ErrUpgrading, n.ID, lvl, c.Op, need))
+		}
+	}
+	return nil
 }
 
 // ringMonitor compares this node's map with a random peer's every few seconds (LeoFS's
@@ -165,8 +226,18 @@ func loadSecret(dir, configured string, mayGenerate bool) (string, bool, error) 
 
 // applyer changes the cluster map through the Raft leader, from any node.
 type applyer struct {
-	mgr *clustermap.Manager
-	rpc *rpc.Client
+	mgr    *clustermap.Manager
+	rpc    *rpc.Client
+	self   string
+	levels levels // the builds of the nodes, as this node's monitor heard them while it led
+}
+
+// leaderApply applies c on this node, the Raft leader, unless a node runs too old a build.
+func (a *applyer) leaderApply(ctx context.Context, c clustermap.Command) (*clustermap.Map, error) {
+	if err := a.levels.check(a.mgr.Current(), a.self, c); err != nil {
+		return nil, err
+	}
+	return a.mgr.Apply(ctx, c)
 }
 
 // Apply runs c on the leader (forwarding it if this node is not the leader, retrying
@@ -185,13 +256,14 @@ func (a *applyer) Apply(ctx context.Context, c clustermap.Command) (*clustermap.
 		var m *clustermap.Map
 		var err error
 		if a.mgr.IsLeader() {
-			m, err = a.mgr.Apply(ctx, c)
+			m, err = a.leaderApply(ctx, c)
 		} else if _, addr := a.mgr.Leader(); addr != "" {
 			body, _ := json.Marshal(c)
 			var ans struct {
 				Epoch uint64 `json:"epoch"`
 			}
 			err = a.rpc.DoJSON(ctx, &rpc.Request{Method: http.MethodPost, Addr: addr, Path: wire.PathApply, Body: bytes.NewReader(body), Size: int64(len(body))}, &ans)
+			err = upgradeError(c, err)
 			if err == nil {
 				m, err = a.mgr.WaitEpoch(ctx, ans.Epoch)
 			}
@@ -221,6 +293,24 @@ func (a *applyer) Apply(ctx context.Context, c clustermap.Command) (*clustermap.
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// upgradeError recognizes, in the leader's answer to a forwarded command, a refusal
+// because of an older build: the leader's own check (ErrUpgrading, which does not cross
+// the wire as a sentinel) or an older leader that does not know the command at all.
+func upgradeError(c clustermap.Command, err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	switch {
+	case errors.Is(errors.Precondition, err) && strings.Contains(msg, gateway.ErrUpgrading.Error()):
+	case errors.Is(errors.Invalid, err) && strings.Contains(msg, "unknown command"):
+		msg = "the Raft leader runs an older cairn that does not know " + c.Op + "; finish the upgrade first"
+	default:
+		return err
+	}
+	return errors.E(errors.Precondition, fmt.Errorf("%w (%s)", gateway.ErrUpgrading, msg))
 }
 
 // Refresh waits until this node's map has every change the leader had committed when
@@ -327,7 +417,7 @@ func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, p)
 	case wire.PathMapInfo:
 		m := h.mgr.Current()
-		writeJSON(w, mapInfo{Epoch: m.Epoch, Digest: m.Digest()})
+		writeJSON(w, mapInfo{Epoch: m.Epoch, Digest: m.Digest(), Level: featureLevel})
 	case wire.PathStats:
 		writeJSON(w, h.stats())
 	case wire.PathJoin:
@@ -348,7 +438,7 @@ func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			wire.WriteError(w, errors.E(errors.Transient, clustermap.ErrNotLeader))
 			return
 		}
-		serveApply(w, r, h.mgr.Apply)
+		serveApply(w, r, h.apply.leaderApply)
 	default:
 		http.NotFound(w, r)
 	}

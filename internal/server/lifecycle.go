@@ -291,7 +291,7 @@ func (n *instance) openManager() error {
 	n.onClose(func() error { mgr.Close(); return nil })
 	n.client = &rpc.Client{Secret: n.secret, Node: n.nodeID, Epoch: func() uint64 { return mgr.Current().Epoch },
 		HTTP: &http.Client{Transport: rpc.NewTransport()}}
-	n.app = &applyer{mgr: mgr, rpc: n.client}
+	n.app = &applyer{mgr: mgr, rpc: n.client, self: n.nodeID}
 	client := n.client
 	n.m.CounterFunc("cairn_internode_sent_bytes_total", "Body bytes this node sent to other nodes (replica writes, reads it served to gateways are counted by them).", func() float64 { return float64(client.Sent()) })
 	n.m.CounterFunc("cairn_internode_received_bytes_total", "Body bytes this node received in answers from other nodes.", func() float64 { return float64(client.Received()) })

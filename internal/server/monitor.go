@@ -95,6 +95,7 @@ func (mo *monitor) probe(ctx context.Context, m *clustermap.Map) map[string]bool
 			defer wg.Done()
 			var info mapInfo
 			if err := mo.rpc.DoJSON(pctx, &rpc.Request{Method: http.MethodGet, Addr: n.Addr, Path: wire.PathMapInfo}, &info); err == nil {
+				mo.apply.levels.set(n.ID, info.Level)
 				mu.Lock()
 				answered[n.ID] = true
 				mu.Unlock()

@@ -1,0 +1,66 @@
+package server
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/cairnfs/cairn/internal/clustermap"
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/gateway"
+)
+
+// TestLevels: a command a newer build added is refused while a node runs an older build
+// or has not been heard from, and allowed once every node that is not out is current;
+// older commands are never held back.
+func TestLevels(t *testing.T) {
+	m := &clustermap.Map{Nodes: []clustermap.Node{{ID: "a"}, {ID: "b"}, {ID: "c"}}}
+	cfg := clustermap.Command{Op: clustermap.OpSetBucketConfig, Name: "bkt"}
+	var l levels
+	refused := func(want string) {
+		t.Helper()
+		err := l.check(m, "a", cfg)
+		if !errors.Is(errors.Precondition, err) || !errors.IsErr(err, gateway.ErrUpgrading) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("got %v, want a refusal naming %q", err, want)
+		}
+	}
+	refused("node b has not told")
+	l.set("b", featureLevel)
+	l.set("c", 0) // a build from before levels
+	refused("node c runs an older cairn (feature level 1")
+	if err := l.check(m, "a", clustermap.Command{Op: clustermap.OpCreateBucket}); err != nil {
+		t.Fatalf("an old command was held back: %v", err)
+	}
+	l.set("c", featureLevel)
+	if err := l.check(m, "a", cfg); err != nil {
+		t.Fatal(err)
+	}
+	l.set("c", 1)
+	m.Nodes[2].State = clustermap.StateOut
+	if err := l.check(m, "a", cfg); err != nil {
+		t.Fatalf("an out node held the change back: %v", err)
+	}
+}
+
+// TestUpgradeError: the leader's refusals that mean "finish the upgrade" are recognized
+// in a forwarded answer, whichever build the leader runs; other errors pass unchanged.
+func TestUpgradeError(t *testing.T) {
+	cfg := clustermap.Command{Op: clustermap.OpSetBucketConfig}
+	for _, tc := range []struct {
+		name string
+		err  error
+		up   bool
+	}{
+		{"current leader", errors.E(errors.Precondition, "the cluster is being upgraded: node b runs an older cairn"), true},
+		{"older leader", errors.E(errors.Invalid, `unknown command "set_bucket_config"`), true},
+		{"other precondition", errors.E(errors.Precondition, "bucket has no placement policy"), false},
+		{"other invalid", errors.E(errors.Invalid, "missing kind"), false},
+	} {
+		got := upgradeError(cfg, tc.err)
+		if errors.IsErr(got, gateway.ErrUpgrading) != tc.up || (!tc.up && got != tc.err) {
+			t.Errorf("%s: %v", tc.name, got)
+		}
+	}
+	if upgradeError(cfg, nil) != nil {
+		t.Error("nil error changed")
+	}
+}
