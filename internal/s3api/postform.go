@@ -1,6 +1,7 @@
 package s3api
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
@@ -47,7 +48,9 @@ type postForm struct {
 // S3 requires to be the last one (what follows it is ignored). The file's content is left
 // unread in f.file.
 func readPostForm(body io.Reader, boundary string) (*postForm, error) {
-	mr := multipart.NewReader(body, boundary)
+	// multipart reads through a 4 KiB buffer unless given a larger one: 64 KiB reads of the
+	// connection take a tenth of the system calls for the file's bytes.
+	mr := multipart.NewReader(bufio.NewReaderSize(body, 64<<10), boundary)
 	f := &postForm{fields: make(map[string]string)}
 	total := 0
 	for {
