@@ -222,8 +222,8 @@ func (h *Handler) bucketCORS(ctx context.Context, bucket string) (*corsConfig, e
 	return h.cors.get(doc), nil
 }
 
-// corsHeaders adds the CORS headers of an actual (not preflight) request that carries an
-// Origin header: Vary: Origin when the bucket has CORS, and what the first rule matching
+// corsHeaders adds the CORS headers of an actual (not preflight), authenticated request
+// (or a POST upload) that carries an Origin header: Vary: Origin when the bucket has CORS, and what the first rule matching
 // the origin and the request's method grants. Errors (no bucket, ...) add nothing: the
 // request itself reports them. writeError keeps these headers, so that a page can read
 // the S3 error too.
@@ -256,6 +256,9 @@ func (h *Handler) preflight(w http.ResponseWriter, r *http.Request, rq *request)
 	}
 	if rq.bucket == "" {
 		return errCORSDisabled
+	}
+	if !validBucketName(rq.bucket) {
+		return errNoSuchBucket // without a lookup
 	}
 	cfg, err := h.bucketCORS(r.Context(), rq.bucket)
 	if err != nil {

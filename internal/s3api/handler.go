@@ -254,7 +254,6 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, rq, errEntityTooLarge)
 		return
 	}
-	h.corsHeaders(w, r, rq)
 	switch rq.op {
 	case "Preflight":
 		// Browsers send no credentials with a preflight, and it carries the query of the
@@ -264,7 +263,9 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		}
 		return
 	case "PostObject":
-		// A browser upload is authenticated by the signed policy in its form (postObject).
+		// A browser upload is authenticated by the signed policy in its form (postObject);
+		// the page reads the answer, refusals included, only with the CORS headers.
+		h.corsHeaders(w, r, rq)
 	default:
 		auth, err := h.verifier.Verify(r)
 		if err != nil {
@@ -272,6 +273,9 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			return
 		}
 		rq.auth = auth
+		// After authentication: an anonymous request must not cost a bucket lookup (which
+		// may ask the Raft leader about a bucket this node does not know).
+		h.corsHeaders(w, r, rq)
 	}
 	if err := checkFeatures(r, rq.op); err != nil {
 		h.writeError(w, r, rq, err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"hash/crc32"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -156,6 +157,15 @@ func TestPostObject(t *testing.T) {
 			t.Fatal("object differs")
 		}
 	})
+	t.Run("checksum", func(t *testing.T) {
+		sum := crc32.ChecksumIEEE(file)
+		b64 := base64.StdEncoding.EncodeToString([]byte{byte(sum >> 24), byte(sum >> 16), byte(sum >> 8), byte(sum)})
+		resp, body := postUpload(t, u, policyFields(cond+`,["starts-with","$x-amz-checksum-crc32",""]`, exp, now,
+			map[string]string{"key": "in/sum", "x-amz-checksum-crc32": b64}), "s", file)
+		if resp.StatusCode != 204 || resp.Header.Get("X-Amz-Checksum-Crc32") != b64 {
+			t.Fatalf("%d %v %s", resp.StatusCode, resp.Header, body)
+		}
+	})
 	t.Run("signature v2", func(t *testing.T) {
 		doc := `{"expiration":"` + exp.UTC().Format(time.RFC3339) + `","conditions":[{"bucket":"upl"},{"key":"v2/obj"}]}`
 		a := sigv4.SignPOSTv2(base64.StdEncoding.EncodeToString([]byte(doc)), testutil.AccessKey, testutil.SecretKey)
@@ -200,6 +210,7 @@ func TestPostObject(t *testing.T) {
 		{"no file", good(nil), nil, 400, "InvalidArgument", "exactly one file"},
 		{"anonymous", map[string]string{"key": "in/x"}, file, 403, "AccessDenied", ""},
 		{"tagging", policyFields(cond+`,["starts-with","$tagging",""]`, exp, now, map[string]string{"key": "in/x", "tagging": "<Tagging><TagSet></TagSet></Tagging>"}), file, 501, "NotImplemented", ""},
+		{"checksum mismatch", policyFields(cond+`,["starts-with","$x-amz-checksum-crc32",""]`, exp, now, map[string]string{"key": "in/x", "x-amz-checksum-crc32": "AAAAAA=="}), file, 400, "BadDigest", ""},
 		{"encryption", policyFields(cond+`,["starts-with","$x-amz-server-side-encryption",""]`, exp, now, map[string]string{"key": "in/x", "x-amz-server-side-encryption": "AES256"}), file, 501, "NotImplemented", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

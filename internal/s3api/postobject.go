@@ -124,7 +124,7 @@ func (h *Handler) postObject(w http.ResponseWriter, r *http.Request, rq *request
 		return err
 	}
 	src := &postFile{src: form.file, max: min(pol.maxSize, h.cfg.MaxObjectSize)}
-	bc, err := newBodyCheck(http.Header{}, rq, src)
+	bc, err := newBodyCheck(hd, rq, src) // an x-amz-checksum-* field is verified, as its header would be
 	if err != nil {
 		return err
 	}
@@ -141,6 +141,7 @@ func (h *Handler) postObject(w http.ResponseWriter, r *http.Request, rq *request
 	}
 	etag := quote(o.ETag)
 	w.Header().Set("ETag", etag)
+	setChecksumHeaders(w.Header(), o)
 	w.Header().Set("Location", h.objectURL(r, rq.bucket, key))
 	redirect := f["success_action_redirect"]
 	if redirect == "" {
