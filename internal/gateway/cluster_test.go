@@ -576,3 +576,24 @@ func TestClusterBucketConfig(t *testing.T) {
 		t.Fatalf("missing bucket: %v", err)
 	}
 }
+
+// TestClusterUnknownSize: a body whose length is not known in advance (an S3 PUT sent
+// chunked without a length) is streamed to every replica, replicated and erasure-coded.
+func TestClusterUnknownSize(t *testing.T) {
+	c := newECCluster(t)
+	ctx := context.Background()
+	for _, n := range []int{0, 100, smallBody + 1, 3<<20 + 7} {
+		for _, cls := range []string{"", "EC42"} {
+			data := bytes.Repeat([]byte{byte(n)}, n)
+			src, fin := md5Finish(bytes.NewReader(data))
+			key := fmt.Sprintf("k%d-%s", n, cls)
+			if _, err := c.nodes[0].gw.PutObject(ctx, "b", key, &object.Object{StorageClass: cls}, src, -1, object.PutOptions{Finish: fin}); err != nil {
+				t.Fatalf("%s: %v", key, err)
+			}
+			got, o, err := get(ctx, c.nodes[1].gw, "b", key, 0, -1)
+			if err != nil || !bytes.Equal(got, data) || o.Size != int64(n) {
+				t.Fatalf("%s: read %d bytes (%v), size %d", key, len(got), err, o.Size)
+			}
+		}
+	}
+}

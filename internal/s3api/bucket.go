@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
 )
 
@@ -95,7 +96,20 @@ func (h *Handler) createBucket(w http.ResponseWriter, r *http.Request, rq *reque
 			}
 		}
 	}
+	if lc := cfg.LocationConstraint; lc != "" && lc != h.cfg.Region {
+		// The bucket would be somewhere cairn does not put it.
+		return errf(400, "IllegalLocationConstraintException",
+			"The %s location constraint is incompatible for the region specific endpoint this request was sent to (cairn's region is %s).", lc, h.cfg.Region)
+	}
 	if err := h.store.CreateBucket(r.Context(), rq.bucket); err != nil {
+		if errors.Is(errors.Exist, err) && h.cfg.Region == "us-east-1" {
+			// S3's us-east-1 answers a create of a bucket the caller already owns with
+			// success (and changes nothing); every other region with
+			// BucketAlreadyOwnedByYou.
+			w.Header().Set("Location", "/"+rq.bucket)
+			w.WriteHeader(http.StatusOK)
+			return nil
+		}
 		return err
 	}
 	w.Header().Set("Location", "/"+rq.bucket)

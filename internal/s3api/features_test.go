@@ -60,6 +60,7 @@ func featureSamples(uploadID string) []opSample {
 		{op: "CompleteMultipartUpload", method: "POST", path: "/bkt/mp", query: []string{up}, body: complete},
 		{op: "AbortMultipartUpload", method: "DELETE", path: "/bkt/mp", query: []string{up}},
 		{op: "ListParts", method: "GET", path: "/bkt/mp", query: []string{up}},
+		{op: "GetObjectAttributes", method: "GET", path: "/bkt/obj", query: []string{"attributes"}, hdr: map[string]string{"X-Amz-Object-Attributes": "ETag"}},
 	}
 }
 
@@ -77,7 +78,7 @@ var transportFeatures = map[string]bool{
 var featureValues = map[string]string{
 	"If-None-Match": "*", "X-Amz-Storage-Class": "STANDARD", "X-Amz-Metadata-Directive": "COPY",
 	"X-Amz-Copy-Source": "bkt/obj", "Content-Type": "text/plain", "X-Amz-Checksum-Mode": "ENABLED",
-	"Range": "bytes=0-1", "?partNumber": "1",
+	"Range": "bytes=0-1", "?partNumber": "1", "X-Amz-Object-Attributes": "ETag,ObjectSize",
 }
 
 // snapshot describes everything the store holds, to show that a refused request changed

@@ -172,10 +172,11 @@ func (h *Handler) completeUpload(w http.ResponseWriter, r *http.Request, rq *req
 			raw, err := base64.StdEncoding.DecodeString(p.Checksum)
 			if p.Checksum == "" || err != nil || p.ChecksumAlgo != o.ChecksumAlgo {
 				// A part was uploaded without its checksum: store none rather than a wrong one.
-				o.ChecksumAlgo, o.ChecksumType, o.Checksum = "", "", ""
+				o.ChecksumAlgo, o.ChecksumType, o.Checksum, o.PartChecksums = "", "", "", nil
 				return nil
 			}
 			sums = append(sums, raw)
+			o.PartChecksums = append(o.PartChecksums, p.Checksum)
 		}
 		if o.ChecksumType == "FULL_OBJECT" {
 			// The CRC of the whole object, combined from the parts' CRCs and sizes.
@@ -210,15 +211,19 @@ func (h *Handler) completeUpload(w http.ResponseWriter, r *http.Request, rq *req
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	return writeXML(w, struct {
+	res := struct {
 		XMLName  xml.Name `xml:"CompleteMultipartUploadResult"`
 		Xmlns    string   `xml:"xmlns,attr"`
 		Location string
 		Bucket   string
 		Key      string
 		ETag     string
+		checksumFields
+		ChecksumType string `xml:",omitempty"`
 	}{Xmlns: xmlns, Location: fmt.Sprintf("%s://%s/%s/%s", scheme, r.Host, rq.bucket, s3Escape(rq.key)),
-		Bucket: rq.bucket, Key: rq.key, ETag: quote(o.ETag)})
+		Bucket: rq.bucket, Key: rq.key, ETag: quote(o.ETag), ChecksumType: o.ChecksumType}
+	res.set(o.ChecksumAlgo, o.Checksum) // SDKs read the checksum from the document, not the headers
+	return writeXML(w, res)
 }
 
 func (h *Handler) abortUpload(w http.ResponseWriter, r *http.Request, rq *request) error {
@@ -256,15 +261,11 @@ func (h *Handler) listParts(w http.ResponseWriter, r *http.Request, rq *request)
 		return err
 	}
 	type part struct {
-		PartNumber        int
-		LastModified      string
-		ETag              string
-		Size              int64
-		ChecksumCRC32     string `xml:",omitempty"`
-		ChecksumCRC32C    string `xml:",omitempty"`
-		ChecksumCRC64NVME string `xml:",omitempty"`
-		ChecksumSHA1      string `xml:",omitempty"`
-		ChecksumSHA256    string `xml:",omitempty"`
+		PartNumber   int
+		LastModified string
+		ETag         string
+		Size         int64
+		checksumFields
 	}
 	o := h.owner(rq)
 	res := struct {
@@ -285,18 +286,7 @@ func (h *Handler) listParts(w http.ResponseWriter, r *http.Request, rq *request)
 		StorageClass: "STANDARD", PartNumberMarker: marker, MaxParts: max, IsTruncated: truncated}
 	for _, p := range parts {
 		pp := part{PartNumber: p.Number, LastModified: isoTime(time.Unix(0, p.ModTime)), ETag: quote(p.ETag), Size: p.Size}
-		switch p.ChecksumAlgo {
-		case "CRC32":
-			pp.ChecksumCRC32 = p.Checksum
-		case "CRC32C":
-			pp.ChecksumCRC32C = p.Checksum
-		case "CRC64NVME":
-			pp.ChecksumCRC64NVME = p.Checksum
-		case "SHA1":
-			pp.ChecksumSHA1 = p.Checksum
-		case "SHA256":
-			pp.ChecksumSHA256 = p.Checksum
-		}
+		pp.set(p.ChecksumAlgo, p.Checksum)
 		res.Parts = append(res.Parts, pp)
 		res.NextPartNumberMarker = p.Number
 	}

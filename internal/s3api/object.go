@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"sort"
@@ -50,7 +51,7 @@ func metaFromHeaders(hd http.Header) (*object.Object, error) {
 	for k, v := range hd {
 		lk := strings.ToLower(k)
 		if name, ok := strings.CutPrefix(lk, "x-amz-meta-"); ok {
-			val := strings.Join(v, ",")
+			val := decodeMetaValue(strings.Join(v, ","))
 			o.UserMeta = append(o.UserMeta, [2]string{name, val})
 			size += len(name) + len(val)
 		}
@@ -76,8 +77,8 @@ type bodyCheck struct {
 
 func newBodyCheck(hd http.Header, rq *request, src io.Reader) (*bodyCheck, error) {
 	bc := &bodyCheck{src: src, md5: md5.New()}
-	if cm := hd.Get("Content-MD5"); cm != "" {
-		v, err := base64.StdEncoding.DecodeString(cm)
+	if cm := hd.Values("Content-Md5"); len(cm) > 0 { // present but empty is InvalidDigest
+		v, err := base64.StdEncoding.DecodeString(cm[0])
 		if err != nil || len(v) != md5.Size {
 			return nil, errInvalidDigest
 		}
@@ -151,15 +152,44 @@ func (bc *bodyCheck) finish(o *object.Object) error {
 	return nil
 }
 
-// bodySize returns the payload length of a request that carries an object body.
+// bodySize returns the payload length of a request that carries an object body, or -1
+// for a body sent with Transfer-Encoding: chunked and no declared length: it is streamed
+// to the replicas like any other, and refused with EntityTooLarge once it passes the size
+// limit (as the ceph s3-tests expect of S3 servers, and as MinIO and RGW do; AWS itself
+// answers 501).
 func bodySize(r *http.Request, rq *request) (int64, error) {
 	if rq.auth.Streaming {
 		return rq.auth.DecodedLength, nil
 	}
-	if r.ContentLength < 0 {
+	if r.ContentLength < 0 && !chunked(r) {
 		return 0, errMissingLength
 	}
 	return r.ContentLength, nil
+}
+
+func chunked(r *http.Request) bool {
+	return len(r.TransferEncoding) > 0 && r.TransferEncoding[0] == "chunked"
+}
+
+// sizeLimit fails a body of unknown length once it passes max bytes.
+type sizeLimit struct {
+	r   io.Reader
+	max int64
+}
+
+func (l *sizeLimit) Read(p []byte) (int, error) {
+	if l.max < 0 {
+		return 0, errEntityTooLarge
+	}
+	if int64(len(p)) > l.max+1 {
+		p = p[:l.max+1]
+	}
+	n, err := l.r.Read(p)
+	l.max -= int64(n)
+	if l.max < 0 {
+		return 0, errEntityTooLarge
+	}
+	return n, err
 }
 
 // requestBody returns the verified, hashed body of a PUT or UploadPart and its size (-1 if
@@ -172,7 +202,11 @@ func (h *Handler) requestBody(r *http.Request, rq *request) (*bodyCheck, int64, 
 	if size > h.cfg.MaxObjectSize {
 		return nil, 0, errEntityTooLarge
 	}
-	bc, err := newBodyCheck(r.Header, rq, rq.auth.Body)
+	var src io.Reader = rq.auth.Body
+	if size < 0 {
+		src = &sizeLimit{r: src, max: h.cfg.MaxObjectSize}
+	}
+	bc, err := newBodyCheck(r.Header, rq, src)
 	return bc, size, err
 }
 
@@ -342,8 +376,42 @@ func setObjectHeaders(hd http.Header, o *object.Object) {
 		}
 	}
 	for _, kv := range o.UserMeta {
-		hd["X-Amz-Meta-"+kv[0]] = []string{kv[1]}
+		hd["X-Amz-Meta-"+kv[0]] = []string{encodeMetaValue(kv[1])}
 	}
+}
+
+// decodeMetaValue returns a user metadata value as stored: RFC 2047 encoded-words
+// ("=?UTF-8?B?...?=", how clients send text that is not US-ASCII) are decoded, as S3 does;
+// a value that is not valid encoded-word text is kept as sent.
+func decodeMetaValue(v string) string {
+	if !strings.Contains(v, "=?") {
+		return v
+	}
+	d, err := metaWords.DecodeHeader(v)
+	if err != nil {
+		return v
+	}
+	return d
+}
+
+var metaWords = &mime.WordDecoder{CharsetReader: func(charset string, in io.Reader) (io.Reader, error) {
+	switch strings.ToLower(charset) {
+	case "utf-8", "us-ascii":
+		return in, nil
+	}
+	return nil, fmt.Errorf("charset %q: only UTF-8 is decoded", charset)
+}}
+
+// encodeMetaValue returns a stored user metadata value for a response header: a value
+// that is not printable US-ASCII is sent as RFC 2047 encoded-words (base64 of its UTF-8
+// bytes), as S3 does, so that it survives every HTTP stack and decodes to the text stored.
+func encodeMetaValue(v string) string {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c >= 0x7f || (c < 0x20 && c != '\t') {
+			return mime.BEncoding.Encode("UTF-8", v)
+		}
+	}
+	return v
 }
 
 var responseOverrides = []struct{ query, header string }{

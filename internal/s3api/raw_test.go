@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -99,6 +100,11 @@ func TestMalformedRequests(t *testing.T) {
 		{"unsupported subresource", "GET", "/bkt?policy", "", nil, 501, "NotImplemented"},
 		{"method not allowed", "PATCH", "/bkt/k", "", nil, 405, "MethodNotAllowed"},
 		{"invalid checksum header", "PUT", "/bkt/k", "x", map[string]string{"x-amz-checksum-crc32": "%%%"}, 400, "InvalidRequest"},
+		{"empty content-md5", "PUT", "/bkt/k", "x", map[string]string{"Content-MD5": ""}, 400, "InvalidDigest"},
+		{"content-md5 not base64", "PUT", "/bkt/k", "x", map[string]string{"Content-MD5": "not base64!"}, 400, "InvalidDigest"},
+		{"content-md5 mismatch", "PUT", "/bkt/k", "x", map[string]string{"Content-MD5": "1B2M2Y8AsgTpgAmY7PhCfg=="}, 400, "BadDigest"},
+		{"crc32 mismatch", "PUT", "/bkt/k", "x", map[string]string{"x-amz-checksum-crc32": "AAAAAA=="}, 400, "BadDigest"},
+		{"sha256 mismatch", "PUT", "/bkt/k", "x", map[string]string{"x-amz-checksum-sha256": "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="}, 400, "BadDigest"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -108,6 +114,39 @@ func TestMalformedRequests(t *testing.T) {
 	}
 	if _, err := srv.Store.StatObject("bkt", "k"); err == nil {
 		t.Fatal("a refused request stored an object")
+	}
+}
+
+// TestUnicodeMetadata: user metadata that is not US-ASCII, sent as raw UTF-8 or as RFC 2047
+// encoded-words, is stored as its text and returned as encoded-words, as S3 does.
+func TestUnicodeMetadata(t *testing.T) {
+	srv, c := setup(t)
+	mustCreateBucket(t, c, "bkt")
+	const text = "élan ☃ 日本"
+	for name, sent := range map[string]string{"raw": text, "encoded": mime.BEncoding.Encode("UTF-8", text), "quoted": mime.QEncoding.Encode("UTF-8", text)} {
+		t.Run(name, func(t *testing.T) {
+			st, body := do(t, signed(t, "PUT", srv.URL+"/bkt/"+name, []byte("x"), map[string]string{"x-amz-meta-name": sent, "x-amz-meta-plain": "ascii ok"}, time.Now()))
+			if st != 200 {
+				t.Fatalf("put: %d %s", st, body)
+			}
+			o, err := srv.Store.StatObject("bkt", name)
+			if err != nil || len(o.UserMeta) != 2 || o.UserMeta[0] != [2]string{"name", text} {
+				t.Fatalf("stored %+v %v", o, err)
+			}
+			resp, err := http.DefaultClient.Do(signed(t, "HEAD", srv.URL+"/bkt/"+name, nil, nil, time.Now()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			got := resp.Header.Get("x-amz-meta-name")
+			dec, err := new(mime.WordDecoder).DecodeHeader(got)
+			if err != nil || dec != text || !strings.HasPrefix(got, "=?UTF-8?b?") {
+				t.Fatalf("returned %q (decodes to %q, %v)", got, dec, err)
+			}
+			if p := resp.Header.Get("x-amz-meta-plain"); p != "ascii ok" {
+				t.Fatalf("ascii value returned as %q", p)
+			}
+		})
 	}
 }
 
@@ -186,12 +225,57 @@ func TestShortBodyStoresNothing(t *testing.T) {
 			t.Fatalf("size %d: short body stored", size)
 		}
 	}
-	// The Content-Length was missing (plain HTTP chunked, no aws-chunked).
-	r := signed(t, "PUT", srv.URL+"/bkt/nolen", nil, nil, time.Now())
-	r.Body = io.NopCloser(strings.NewReader("abc"))
+	// A chunked body without a length that ends before its last chunk.
+	r := signed(t, "PUT", srv.URL+"/bkt/short", nil, nil, time.Now())
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var head bytes.Buffer
+	fmt.Fprintf(&head, "PUT /bkt/short HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked\r\n", r.Host)
+	for k, v := range r.Header {
+		fmt.Fprintf(&head, "%s: %s\r\n", k, v[0])
+	}
+	head.WriteString("\r\n400\r\n")
+	head.Write(bytes.Repeat([]byte("x"), 100))
+	conn.Write(head.Bytes())
+	conn.(*net.TCPConn).CloseWrite()
+	if resp, err := http.ReadResponse(bufio.NewReader(conn), nil); err == nil && resp.StatusCode == 200 {
+		t.Fatal("a truncated chunked body was accepted")
+	}
+	if _, err := srv.Store.StatObject("bkt", "short"); err == nil {
+		t.Fatal("a truncated chunked body was stored")
+	}
+}
+
+// TestChunkedWithoutLength: a PUT with Transfer-Encoding: chunked and no length (curl -T -,
+// streaming SDKs) is stored whole, and one longer than the object size limit is refused
+// with EntityTooLarge and stores nothing.
+func TestChunkedWithoutLength(t *testing.T) {
+	srv := testutil.StartServer(t, store.Config{}, func(c *s3api.Config) { c.MaxObjectSize = 1 << 20 })
+	c := newClient(t, srv.URL, testutil.AccessKey, testutil.SecretKey)
+	mustCreateBucket(t, c, "bkt")
+	for _, n := range []int{0, 3, 200 << 10, 1 << 20} {
+		data := randBytes(uint64(n), n)
+		r := signed(t, "PUT", srv.URL+"/bkt/k", nil, nil, time.Now())
+		r.Body = io.NopCloser(bytes.NewReader(data)) // no length: net/http sends it chunked
+		r.ContentLength = -1
+		if st, body := do(t, r); st != 200 {
+			t.Fatalf("%d bytes: %d %s", n, st, body)
+		}
+		if got := mustGet(t, c, "bkt", "k"); !bytes.Equal(got, data) {
+			t.Fatalf("%d bytes: read back %d bytes", n, len(got))
+		}
+	}
+	r := signed(t, "PUT", srv.URL+"/bkt/big", nil, nil, time.Now())
+	r.Body = io.NopCloser(bytes.NewReader(make([]byte, 1<<20+1)))
 	r.ContentLength = -1
 	st, body := do(t, r)
-	expectS3Error(t, st, body, 411, "MissingContentLength")
+	expectS3Error(t, st, body, 400, "EntityTooLarge")
+	if _, err := srv.Store.StatObject("bkt", "big"); err == nil {
+		t.Fatal("an object over the size limit was stored")
+	}
 }
 
 // unsignedTrailerBody frames data as STREAMING-UNSIGNED-PAYLOAD-TRAILER with a trailer.

@@ -23,6 +23,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/cairnfs/cairn/internal/checksum"
+	"github.com/cairnfs/cairn/internal/s3api"
 	"github.com/cairnfs/cairn/internal/store"
 	"github.com/cairnfs/cairn/internal/testutil"
 )
@@ -111,13 +112,36 @@ func mustGet(t *testing.T, c *s3.Client, bucket, key string) []byte {
 
 func md5hex(b []byte) string { return fmt.Sprintf("%x", md5.Sum(b)) }
 
+// TestCreateBucketOtherRegion: outside us-east-1 a create of one's own bucket is
+// BucketAlreadyOwnedByYou, and the region's own location constraint is accepted.
+func TestCreateBucketOtherRegion(t *testing.T) {
+	srv := testutil.StartServer(t, store.Config{}, func(c *s3api.Config) { c.Region = "eu-west-1" })
+	c := newClient(t, srv.URL, testutil.AccessKey, testutil.SecretKey, func(o *s3.Options) { o.Region = "eu-west-1" })
+	ctx := context.Background()
+	in := &s3.CreateBucketInput{Bucket: aws.String("alpha"),
+		CreateBucketConfiguration: &types.CreateBucketConfiguration{LocationConstraint: types.BucketLocationConstraintEuWest1}}
+	if _, err := c.CreateBucket(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.CreateBucket(ctx, in)
+	wantCode(t, err, "BucketAlreadyOwnedByYou")
+	_, err = c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("beta"),
+		CreateBucketConfiguration: &types.CreateBucketConfiguration{LocationConstraint: types.BucketLocationConstraintUsWest2}})
+	wantCode(t, err, "IllegalLocationConstraintException")
+}
+
 func TestBuckets(t *testing.T) {
 	_, c := setup(t)
 	ctx := context.Background()
 	mustCreateBucket(t, c, "alpha")
 	mustCreateBucket(t, c, "beta.example")
-	_, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("alpha")})
-	wantCode(t, err, "BucketAlreadyOwnedByYou")
+	// us-east-1 answers a create of one's own bucket with success.
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("alpha")}); err != nil {
+		t.Fatalf("create of an owned bucket in us-east-1: %v", err)
+	}
+	_, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("gamma"),
+		CreateBucketConfiguration: &types.CreateBucketConfiguration{LocationConstraint: types.BucketLocationConstraintEuWest1}})
+	wantCode(t, err, "IllegalLocationConstraintException")
 	for _, bad := range []string{"ab", "Upper", "a_b", "-ab", "ab-", "a..b", "192.168.1.1", strings.Repeat("a", 64)} {
 		_, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bad)})
 		wantCode(t, err, "InvalidBucketName")
@@ -865,4 +889,97 @@ func TestListingEscapes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestGetObjectAttributes: every attribute of a plain and of a multipart object, parts
+// paged, and the errors.
+func TestGetObjectAttributes(t *testing.T) {
+	srv := testutil.StartServer(t, store.Config{}, func(c *s3api.Config) { c.MinPartSize = 1 << 10 })
+	c := newClient(t, srv.URL, testutil.AccessKey, testutil.SecretKey)
+	ctx := context.Background()
+	mustCreateBucket(t, c, "bkt")
+	all := []types.ObjectAttributes{types.ObjectAttributesEtag, types.ObjectAttributesChecksum, types.ObjectAttributesObjectParts,
+		types.ObjectAttributesStorageClass, types.ObjectAttributesObjectSize}
+	data := randBytes(7, 3000)
+	put, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String("plain"), Body: bytes.NewReader(data),
+		ChecksumAlgorithm: types.ChecksumAlgorithmCrc32c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := c.GetObjectAttributes(ctx, &s3.GetObjectAttributesInput{Bucket: aws.String("bkt"), Key: aws.String("plain"), ObjectAttributes: all})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if `"`+aws.ToString(a.ETag)+`"` != aws.ToString(put.ETag) || aws.ToInt64(a.ObjectSize) != 3000 || a.StorageClass != types.StorageClassStandard ||
+		a.Checksum == nil || aws.ToString(a.Checksum.ChecksumCRC32C) != aws.ToString(put.ChecksumCRC32C) || a.Checksum.ChecksumType != types.ChecksumTypeFullObject ||
+		a.ObjectParts != nil || a.LastModified == nil {
+		t.Fatalf("plain object attributes: %+v (put %+v)", a, put)
+	}
+	// Only what is asked for.
+	a, err = c.GetObjectAttributes(ctx, &s3.GetObjectAttributesInput{Bucket: aws.String("bkt"), Key: aws.String("plain"),
+		ObjectAttributes: []types.ObjectAttributes{types.ObjectAttributesObjectSize}})
+	if err != nil || a.ETag != nil || a.Checksum != nil || a.StorageClass != "" || aws.ToInt64(a.ObjectSize) != 3000 {
+		t.Fatalf("size only: %+v %v", a, err)
+	}
+
+	// A multipart object of five parts, with CRC32 checksums.
+	cr, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("bkt"), Key: aws.String("mp"),
+		ChecksumAlgorithm: types.ChecksumAlgorithmCrc32, ChecksumType: types.ChecksumTypeComposite})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts []types.CompletedPart
+	sizes := []int{2000, 2000, 2000, 2000, 123}
+	for i, n := range sizes {
+		up, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String("bkt"), Key: aws.String("mp"), UploadId: cr.UploadId,
+			PartNumber: aws.Int32(int32(i + 1)), Body: bytes.NewReader(randBytes(uint64(i), n)), ChecksumAlgorithm: types.ChecksumAlgorithmCrc32})
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, types.CompletedPart{ETag: up.ETag, PartNumber: aws.Int32(int32(i + 1)), ChecksumCRC32: up.ChecksumCRC32})
+	}
+	if _, err := c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String("bkt"), Key: aws.String("mp"), UploadId: cr.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}}); err != nil {
+		t.Fatal(err)
+	}
+	var got []types.ObjectPart
+	marker := ""
+	for page := 0; ; page++ {
+		a, err := c.GetObjectAttributes(ctx, &s3.GetObjectAttributesInput{Bucket: aws.String("bkt"), Key: aws.String("mp"), ObjectAttributes: all,
+			MaxParts: aws.Int32(2), PartNumberMarker: aws.String(marker)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		op := a.ObjectParts
+		if op == nil || aws.ToInt32(op.TotalPartsCount) != 5 || aws.ToInt32(op.MaxParts) != 2 || aws.ToInt64(a.ObjectSize) != 8123 ||
+			a.Checksum == nil || !strings.HasSuffix(aws.ToString(a.Checksum.ChecksumCRC32), "-5") || a.Checksum.ChecksumType != types.ChecksumTypeComposite {
+			t.Fatalf("page %d: %+v %+v", page, a, op)
+		}
+		got = append(got, op.Parts...)
+		if !aws.ToBool(op.IsTruncated) {
+			break
+		}
+		marker = aws.ToString(op.NextPartNumberMarker)
+		if page > 3 {
+			t.Fatal("parts never end")
+		}
+	}
+	if len(got) != 5 {
+		t.Fatalf("%d parts listed", len(got))
+	}
+	for i, p := range got {
+		if aws.ToInt32(p.PartNumber) != int32(i+1) || aws.ToInt64(p.Size) != int64(sizes[i]) {
+			t.Fatalf("part %d: %+v", i+1, p)
+		}
+	}
+
+	// Errors.
+	_, err = c.GetObjectAttributes(ctx, &s3.GetObjectAttributesInput{Bucket: aws.String("bkt"), Key: aws.String("nope"), ObjectAttributes: all})
+	wantCode(t, err, "NoSuchKey")
+	_, err = c.GetObjectAttributes(ctx, &s3.GetObjectAttributesInput{Bucket: aws.String("bkt"), Key: aws.String("plain"), ObjectAttributes: []types.ObjectAttributes{"Colour"}})
+	wantCode(t, err, "InvalidArgument")
+	st, body := do(t, signed(t, "GET", srv.URL+"/bkt/plain?attributes", nil, nil, time.Now()))
+	expectS3Error(t, st, body, 400, "InvalidArgument")
+	st, body = do(t, signed(t, "GET", srv.URL+"/bkt/plain?attributes", nil, map[string]string{"x-amz-object-attributes": "ETag", "x-amz-max-parts": "-1"}, time.Now()))
+	expectS3Error(t, st, body, 400, "InvalidArgument")
 }
