@@ -41,7 +41,7 @@ type corsRule struct {
 var (
 	errNoSuchCORS   = &apiError{"NoSuchCORSConfiguration", "The CORS configuration does not exist", 404}
 	errCORSDisabled = &apiError{"AccessForbidden", "CORSResponse: CORS is not enabled for this bucket.", 403}
-	errCORSDenied   = &apiError{"AccessForbidden", "CORSResponse: This CORS request is not allowed. This is usually because the evalution of Origin, request method / Access-Control-Request-Method or Access-Control-Request-Headersare not whitelisted by the resource's CORS spec.", 403}
+	errCORSDenied   = &apiError{"AccessForbidden", "CORSResponse: This CORS request is not allowed. No CORS rule of the bucket allows its Origin with its Access-Control-Request-Method and every one of its Access-Control-Request-Headers.", 403}
 )
 
 // parseCORS decodes and validates a CORSConfiguration as S3 does: MalformedXML for a
