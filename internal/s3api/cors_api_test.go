@@ -219,3 +219,34 @@ func TestCORSRequests(t *testing.T) {
 		}
 	})
 }
+
+// TestPutBucketCorsRaw: bodies the SDKs would not send: not XML, no rule, a rule without a
+// method, and a document over 64 KiB.
+func TestPutBucketCorsRaw(t *testing.T) {
+	srv, c := setup(t)
+	mustCreateBucket(t, c, "raw")
+	rule := `<CORSRule><AllowedOrigin>*</AllowedOrigin><AllowedMethod>GET</AllowedMethod><ID>` + strings.Repeat("x", 200) + `</ID></CORSRule>`
+	big := `<CORSRule><AllowedOrigin>*</AllowedOrigin><AllowedMethod>GET</AllowedMethod><AllowedHeader>` + strings.Repeat("h", 750) + `</AllowedHeader></CORSRule>`
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		code       string
+	}{
+		{"not xml", "{}", 400, "MalformedXML"},
+		{"no rule", "<CORSConfiguration></CORSConfiguration>", 400, "MalformedXML"},
+		{"no method", "<CORSConfiguration><CORSRule><AllowedOrigin>*</AllowedOrigin></CORSRule></CORSConfiguration>", 400, "MalformedXML"},
+		{"over 64 KiB", "<CORSConfiguration>" + strings.Repeat(big, 90) + "</CORSConfiguration>", 400, "MalformedXML"}, // 90 rules: the size, not the count
+		{"ok", "<CORSConfiguration>" + rule + "</CORSConfiguration>", 200, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, body := do(t, signed(t, "PUT", srv.URL+"/raw?cors", []byte(tc.body), nil, time.Now()))
+			if tc.code == "" {
+				if st != tc.status {
+					t.Fatalf("%d %s", st, body)
+				}
+				return
+			}
+			expectS3Error(t, st, body, tc.status, tc.code)
+		})
+	}
+}
