@@ -2,7 +2,8 @@
 // through chromedp. It is the one browser harness of cairn's tests (the presigned POST
 // forms and CORS of s3api, the web console of the operations issue): it finds the binary,
 // starts it with a deadline and stops it in t.Cleanup, and has the few helpers those tests
-// need (load a page, wait for an element's text, set a file input, run a script).
+// need (load a page, wait for an element's text, set a file input, run a script, take a
+// screenshot).
 //
 // It is not a general browser-automation library, and it starts no servers: the tests
 // serve their own pages on loopback listeners.
@@ -179,6 +180,16 @@ func (b *Browser) Location() string {
 		b.t.Fatalf("location: %v", err)
 	}
 	return s
+}
+
+// Screenshot returns a PNG of the visible page, for a test to save when it fails.
+func (b *Browser) Screenshot() []byte {
+	b.t.Helper()
+	png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		b.t.Fatalf("screenshot: %v", err)
+	}
+	return png
 }
 
 // Eval runs a JavaScript expression in the page, awaits it if it is a promise, and

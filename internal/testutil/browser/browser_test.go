@@ -1,6 +1,7 @@
 package browser_test
 
 import (
+	"bytes"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -39,6 +40,9 @@ func TestBrowser(t *testing.T) {
 	n, err := browser.Eval[int](b, `Promise.resolve(6*7)`)
 	if err != nil || n != 42 {
 		t.Fatalf("eval: %d, %v", n, err)
+	}
+	if png := b.Screenshot(); !bytes.HasPrefix(png, []byte("\x89PNG")) {
+		t.Fatalf("screenshot is not a PNG: % x", png[:min(8, len(png))])
 	}
 	if !strings.HasPrefix(b.Location(), srv.URL) {
 		t.Fatalf("location %s", b.Location())
