@@ -68,12 +68,13 @@ test-race: ## unit and API tests under the race detector
 _test-race:
 	$(GO) test -race -count=1 $(RACE_PKGS)
 
-test-long: build ## the long tier: process-level tests (crash safety, memory, clusters, the binary, the tools) and chart rendering, without the race detector
+test-long: build ## the long tier: process-level tests (crash safety, memory, clusters, the binary, the tools), chart rendering and the browser tests, without the race detector
 	$(SUITE)
 _test-long:
 	CAIRN_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m ./cmd/... ./tools/... ./internal/bench/plot
 	$(GO) test -count=1 -run 'Alloc' ./internal/erasure/ ./internal/policy/ # allocation bounds: skipped under -race, so run here
 	$(GO) test -count=1 -run 'TestPowerCut|TestFormatV1' ./internal/store/ # the full power-cut test (short under -race)
+	$(GO) test -count=1 -run 'TestBrowser' ./internal/s3api/ # headless Chromium: POST forms and CORS (skipped under -race and -short)
 
 test-e2e: test-long # the long tier's former name
 
@@ -116,7 +117,7 @@ deps-python:
 	@$(VENV)/bin/pip install -q -r tests/python/requirements.txt
 
 deps-apt:
-	@missing=""; for t in curl:curl rclone:rclone promtool:prometheus; do cmd=$${t%%:*}; pkg=$${t##*:}; command -v $$cmd >/dev/null || missing="$$missing $$pkg"; done; \
+	@missing=""; for t in curl:curl rclone:rclone promtool:prometheus chromium:chromium; do cmd=$${t%%:*}; pkg=$${t##*:}; command -v $$cmd >/dev/null || missing="$$missing $$pkg"; done; \
 	if [ -n "$$missing" ]; then echo "installing$$missing"; \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi; fi

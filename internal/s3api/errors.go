@@ -174,8 +174,10 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, rq *request
 func clearHeaders(hd http.Header, notModified bool) {
 	for k := range hd {
 		switch k {
-		case "X-Amz-Request-Id", "X-Amz-Id-2", "Server", "Connection", "Date":
-			continue
+		case "X-Amz-Request-Id", "X-Amz-Id-2", "Server", "Connection", "Date", "Vary",
+			"Access-Control-Allow-Origin", "Access-Control-Allow-Credentials", "Access-Control-Allow-Methods",
+			"Access-Control-Expose-Headers", "Access-Control-Max-Age":
+			continue // and the CORS headers, so that a page may read the error
 		case "Etag", "Last-Modified":
 			if notModified {
 				continue

@@ -66,7 +66,7 @@ var (
 const (
 	opsObjectWrite = "PutObject CopyObject CreateMultipartUpload" // operations that store object metadata
 	opsObjectRead  = "GetObject HeadObject"
-	opsBodyDigest  = "PutObject UploadPart CompleteMultipartUpload DeleteObjects CreateBucket" // request bodies cairn verifies
+	opsBodyDigest  = "PutObject UploadPart CompleteMultipartUpload DeleteObjects CreateBucket PutBucketCors" // request bodies cairn verifies
 	opsList        = "ListObjects ListObjectsV2 ListObjectVersions ListMultipartUploads"
 	opsUpload      = "UploadPart UploadPartCopy ListParts CompleteMultipartUpload AbortMultipartUpload"
 	opsCopy        = "CopyObject UploadPartCopy"
@@ -204,7 +204,7 @@ var features = []feature{
 	{query, "tagging", "", "", errNI, "object and bucket tagging"},
 	{query, "policy", "", "", errNI, "bucket policies"},
 	{query, "policyStatus", "", "", errNI, "bucket policies"},
-	{query, "cors", "", "", errNI, "CORS"},
+	{query, "cors", "PutBucketCors GetBucketCors DeleteBucketCors", "", errNI, "bucket CORS configurations; preflight OPTIONS answered from them"},
 	{query, "lifecycle", "", "", errNI, "lifecycle"},
 	{query, "replication", "", "", errNI, "bucket replication"},
 	{query, "website", "", "", errNI, "website hosting"},

@@ -99,6 +99,7 @@ type Handler struct {
 	log      *slog.Logger
 	store    Backend
 	verifier *sigv4.Verifier
+	cors     corsCache
 	reqSeq   atomic.Uint64
 	reqBase  string
 }
@@ -253,12 +254,29 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, rq, errEntityTooLarge)
 		return
 	}
-	auth, err := h.verifier.Verify(r)
-	if err != nil {
-		h.writeError(w, r, rq, err)
+	switch rq.op {
+	case "Preflight":
+		// Browsers send no credentials with a preflight, and it carries the query of the
+		// request it asks about, which the refusal table judges when that one comes.
+		if err := h.preflight(w, r, rq); err != nil {
+			h.writeError(w, r, rq, err)
+		}
 		return
+	case "PostObject":
+		// A browser upload is authenticated by the signed policy in its form (postObject);
+		// the page reads the answer, refusals included, only with the CORS headers.
+		h.corsHeaders(w, r, rq)
+	default:
+		auth, err := h.verifier.Verify(r)
+		if err != nil {
+			h.writeError(w, r, rq, err)
+			return
+		}
+		rq.auth = auth
+		// After authentication: an anonymous request must not cost a bucket lookup (which
+		// may ask the Raft leader about a bucket this node does not know).
+		h.corsHeaders(w, r, rq)
 	}
-	rq.auth = auth
 	if err := checkFeatures(r, rq.op); err != nil {
 		h.writeError(w, r, rq, err)
 		return

@@ -1,9 +1,195 @@
 package s3api
 
-import "net/http"
+import (
+	"encoding/xml"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
 
-// Browser POST uploads are being built (issue 15); until then the route answers as before.
+	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/sigv4"
+)
+
+// Browser POST uploads (S3 POST Object): an HTML form posts multipart/form-data to the
+// bucket's URL. It carries no Authorization: the form's policy document, signed with the
+// user's key, says what may be uploaded (a key prefix, a size range, metadata values) and
+// until when. The fields before the file are read and checked first; the file's bytes then
+// stream to the store like a PUT of unknown length, never held whole in memory.
+
+var errPostEnclosure = &apiError{"PreconditionFailed", "At least one of the pre-conditions you specified did not hold: Bucket POST must be of the enclosure-type multipart/form-data.", 412}
+
+// postHeaders maps the form fields that stand for request headers of a PUT to them.
+func postHeaders(fields map[string]string) (http.Header, error) {
+	hd := make(http.Header)
+	for name, v := range fields {
+		switch name {
+		case "content-type", "cache-control", "content-disposition", "content-encoding", "content-language", "expires":
+			hd.Set(name, v)
+		case "acl":
+			hd.Set("X-Amz-Acl", v) // the refusal table accepts the ACLs that say what cairn does
+		case "tagging":
+			// TODO(web): store the Tagging document once object tagging lands (issue 15).
+			return nil, &apiError{"NotImplemented", "The form field tagging is not supported (cairn: object tagging). " + errNotImplemented.Message, 501}
+		case "x-amz-algorithm", "x-amz-credential", "x-amz-date", "x-amz-signature":
+			// authentication, checked by VerifyPOST
+		default:
+			if strings.HasPrefix(name, "x-amz-") {
+				hd.Set(name, v) // metadata, the storage class; the refusal table judges the rest
+			}
+		}
+	}
+	return hd, nil
+}
+
+// postFile is the file's content, limited to max bytes (EntityTooLarge beyond).
+type postFile struct {
+	src io.Reader
+	n   int64
+	max int64
+}
+
+func (f *postFile) Read(p []byte) (int, error) {
+	n, err := f.src.Read(p)
+	f.n += int64(n)
+	if f.n > f.max {
+		return n, errf(400, "EntityTooLarge", "Your proposed upload exceeds the maximum allowed size (%d bytes).", f.max)
+	}
+	return n, err
+}
+
+func (h *Handler) now() time.Time {
+	if h.cfg.Now != nil {
+		return h.cfg.Now()
+	}
+	return time.Now()
+}
 
 func (h *Handler) postObject(w http.ResponseWriter, r *http.Request, rq *request) error {
-	return errMethodNotAllowed
+	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "multipart/form-data" {
+		return errPostEnclosure
+	}
+	if params["boundary"] == "" {
+		return errMalformedPOST
+	}
+	form, err := readPostForm(r.Body, params["boundary"])
+	if err != nil {
+		return err
+	}
+	f := form.fields
+	key, ok := f["key"]
+	if !ok {
+		return errf(400, "InvalidArgument", "Bucket POST must contain a field named 'key'.  If it is specified, please check the order of the fields.")
+	}
+	_, err = h.verifier.VerifyPOST(sigv4.PostAuth{
+		Policy:    f["policy"],
+		Algorithm: f["x-amz-algorithm"], Credential: f["x-amz-credential"], Date: f["x-amz-date"], Signature: f["x-amz-signature"],
+		AccessKeyID: f["awsaccesskeyid"], SignatureV2: f["signature"],
+	})
+	if err != nil {
+		return err
+	}
+	pol, err := parsePostPolicy(f["policy"])
+	if err != nil {
+		return err
+	}
+	// The conditions apply to the key as the form gives it, before ${filename} is
+	// replaced (SDKs presign {"key": "dir/${filename}"}). Browsers send the file's base
+	// name; older ones sent a whole path.
+	if err := pol.check(f, rq.bucket, h.now()); err != nil {
+		return err
+	}
+	filename := form.filename[strings.LastIndexAny(form.filename, `/\`)+1:]
+	key = strings.ReplaceAll(key, "${filename}", filename)
+	rq.key = key
+	switch {
+	case key == "":
+		return errf(400, "InvalidArgument", "User key must have a length greater than 0.")
+	case len(key) > 1024:
+		return errKeyTooLong
+	}
+	hd, err := postHeaders(f)
+	if err != nil {
+		return err
+	}
+	if err := checkFeatures(&http.Request{Header: hd, URL: &url.URL{}}, "PutObject"); err != nil {
+		return err
+	}
+	meta, err := metaFromHeaders(hd)
+	if err != nil {
+		return err
+	}
+	src := &postFile{src: form.file, max: min(pol.maxSize, h.cfg.MaxObjectSize)}
+	bc, err := newBodyCheck(hd, rq, src) // an x-amz-checksum-* field is verified, as its header would be
+	if err != nil {
+		return err
+	}
+	opts := object.PutOptions{Finish: func(o *object.Object) error {
+		if bc.n < pol.minSize {
+			return errf(400, "EntityTooSmall", "Your proposed upload is smaller than the minimum allowed size (%d bytes).", pol.minSize)
+		}
+		return bc.finish(o)
+	}}
+	o, err := h.store.PutObject(r.Context(), rq.bucket, key, meta, bc, -1, opts)
+	rq.bytesIn = bc.n
+	if err != nil {
+		return bodyError(err)
+	}
+	etag := quote(o.ETag)
+	w.Header().Set("ETag", etag)
+	setChecksumHeaders(w.Header(), o)
+	w.Header().Set("Location", h.objectURL(r, rq.bucket, key))
+	redirect := f["success_action_redirect"]
+	if redirect == "" {
+		redirect = f["redirect"]
+	}
+	if u, err := url.Parse(redirect); redirect != "" && err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" {
+		q := u.Query()
+		q.Set("bucket", rq.bucket)
+		q.Set("key", key)
+		q.Set("etag", etag)
+		u.RawQuery = q.Encode()
+		w.Header().Set("Location", u.String())
+		w.WriteHeader(http.StatusSeeOther)
+		return nil
+	}
+	switch f["success_action_status"] {
+	case "200":
+		w.WriteHeader(http.StatusOK)
+	case "201":
+		out, err := xml.Marshal(struct {
+			XMLName  xml.Name `xml:"PostResponse"`
+			Location string
+			Bucket   string
+			Key      string
+			ETag     string
+		}{Location: h.objectURL(r, rq.bucket, key), Bucket: rq.bucket, Key: key, ETag: etag})
+		if err != nil {
+			return err
+		}
+		w.Header().Set("Content-Type", "application/xml")
+		w.Header().Set("Content-Length", strconv.Itoa(len(xml.Header)+len(out)))
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, xml.Header)
+		w.Write(out)
+	default:
+		w.WriteHeader(http.StatusNoContent)
+	}
+	return nil
+}
+
+// objectURL is the URL of bucket/key on the host the request addressed, in its style.
+func (h *Handler) objectURL(r *http.Request, bucket, key string) string {
+	u := url.URL{Scheme: "http", Host: r.Host, Path: "/" + bucket + "/" + key}
+	if r.TLS != nil {
+		u.Scheme = "https"
+	}
+	if h.vhostBucket(r) != "" {
+		u.Path = "/" + key
+	}
+	return u.String()
 }

@@ -704,3 +704,107 @@ def test_rclone_copy_check_lsf(rclone_env, bucket, s3, tmp_path):
 
     rclone("copy", remote, dst)
     assert tree_digests(dst) == want
+
+
+def test_boto3_bucket_cors(s3, bucket, cairn_server):
+    with pytest.raises(ClientError) as ei:
+        s3.get_bucket_cors(Bucket=bucket)
+    assert error_of(ei) == ("NoSuchCORSConfiguration", 404)
+
+    rules = [
+        {"ID": "app", "AllowedOrigins": ["https://app.example"], "AllowedMethods": ["GET", "PUT", "POST"],
+         "AllowedHeaders": ["x-amz-*", "content-type"], "ExposeHeaders": ["ETag"], "MaxAgeSeconds": 300},
+        {"AllowedOrigins": ["*"], "AllowedMethods": ["HEAD"]},
+    ]
+    s3.put_bucket_cors(Bucket=bucket, CORSConfiguration={"CORSRules": rules})
+    got = s3.get_bucket_cors(Bucket=bucket)["CORSRules"]
+    assert got == rules
+
+    for bad, code in (
+        ({"AllowedOrigins": ["*"], "AllowedMethods": ["PATCH"]}, "InvalidRequest"),
+        ({"AllowedOrigins": ["http://*.*.example"], "AllowedMethods": ["GET"]}, "InvalidRequest"),
+    ):
+        with pytest.raises(ClientError) as ei:
+            s3.put_bucket_cors(Bucket=bucket, CORSConfiguration={"CORSRules": [bad]})
+        assert error_of(ei) == (code, 400)
+    with pytest.raises(ClientError) as ei:
+        s3.put_bucket_cors(Bucket=bucket + "-nope", CORSConfiguration={"CORSRules": rules})
+    assert error_of(ei) == ("NoSuchBucket", 404)
+
+    # A preflight is answered from the rules, without credentials.
+    def preflight(origin, method):
+        res = curl("-o", "/dev/null", "-D", "-", "-X", "OPTIONS", "-H", "Origin: " + origin,
+                   "-H", "Access-Control-Request-Method: " + method, f"{cairn_server.endpoint}/{bucket}/obj")
+        head = res.stdout.decode()
+        return head.split()[1], head.lower()
+    status, head = preflight("https://app.example", "PUT")
+    assert status == "200" and "access-control-allow-origin: https://app.example" in head
+    status, _ = preflight("https://other.example", "PUT")
+    assert status == "403"
+
+    s3.delete_bucket_cors(Bucket=bucket)
+    with pytest.raises(ClientError) as ei:
+        s3.get_bucket_cors(Bucket=bucket)
+    assert error_of(ei) == ("NoSuchCORSConfiguration", 404)
+    status, _ = preflight("https://app.example", "PUT")
+    assert status == "403"
+
+
+def post_form(url, fields, filename, data):
+    """POST a multipart/form-data upload (fields, then the file) with urllib; returns
+    (status, headers, body) without following redirects."""
+    import urllib.error
+    import urllib.request
+    boundary = "----cairn" + hashlib.md5(data).hexdigest()
+    parts = []
+    for k, v in fields.items():
+        parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode())
+    parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{filename}"\r\n'
+                 f'Content-Type: application/octet-stream\r\n\r\n'.encode() + data + b"\r\n")
+    parts.append(f"--{boundary}--\r\n".encode())
+    req = urllib.request.Request(url, data=b"".join(parts), method="POST",
+                                 headers={"Content-Type": "multipart/form-data; boundary=" + boundary})
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kw):
+            return None
+    try:
+        with urllib.request.build_opener(NoRedirect).open(req, timeout=60) as resp:
+            return resp.status, resp.headers, resp.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read()
+
+
+@pytest.mark.parametrize("signature_version", ["s3v4", "s3"])
+def test_boto3_presigned_post(s3_client_factory, bucket, signature_version):
+    s3 = s3_client_factory(signature_version=signature_version)
+    data = random_bytes(700 * KiB + 5, "post-" + signature_version)
+    post = s3.generate_presigned_post(
+        bucket, "uploads/${filename}",
+        Fields={"success_action_status": "201", "Content-Type": "text/plain"},
+        Conditions=[{"success_action_status": "201"}, ["starts-with", "$Content-Type", "text/"],
+                    ["content-length-range", 1, 1 * MiB]],
+        ExpiresIn=300)
+    if signature_version == "s3v4":
+        assert post["fields"]["x-amz-algorithm"] == "AWS4-HMAC-SHA256"
+    else:
+        assert "AWSAccessKeyId" in post["fields"]
+    status, headers, body = post_form(post["url"], post["fields"], "report.txt", data)
+    assert status == 201, body
+    assert b"<Key>uploads/report.txt</Key>" in body
+    assert headers["ETag"] == '"%s"' % hashlib.md5(data).hexdigest()
+    got = s3.get_object(Bucket=bucket, Key="uploads/report.txt")
+    assert got["Body"].read() == data
+    assert got["ContentType"] == "text/plain"
+
+    # A violated condition: a Content-Type outside the policy's prefix.
+    fields = dict(post["fields"], **{"Content-Type": "image/png"})
+    status, _, body = post_form(post["url"], fields, "pic.png", data)
+    assert status == 403, body
+    assert b"<Code>AccessDenied</Code>" in body and b"Policy Condition failed" in body
+    # Larger than the content-length-range.
+    status, _, body = post_form(post["url"], post["fields"], "big.bin", random_bytes(1 * MiB + 1, "post-big"))
+    assert status == 400 and b"<Code>EntityTooLarge</Code>" in body, body
+    with pytest.raises(ClientError) as ei:
+        s3.head_object(Bucket=bucket, Key="uploads/pic.png")
+    assert error_of(ei)[1] == 404

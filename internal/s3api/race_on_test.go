@@ -1,0 +1,5 @@
+//go:build race
+
+package s3api_test
+
+const raceEnabled = true
