@@ -311,6 +311,21 @@ func (g *Gateway) HeadBucket(ctx context.Context, name string) (object.Bucket, e
 	return object.Bucket{Name: b.Name, Created: time.Unix(0, b.Created).UTC(), Config: b.Config}, nil
 }
 
+// LocalBucket is HeadBucket from this node's copy of the map alone: it never asks the
+// Raft leader, so a bucket created through another gateway a moment ago may not be there
+// yet. For unauthenticated requests (CORS preflights), which must not make a node talk to
+// the leader.
+func (g *Gateway) LocalBucket(name string) (object.Bucket, error) {
+	if g.cfg.Apply == nil {
+		return g.cfg.Store.HeadBucket(name)
+	}
+	b, ok := g.cfg.Maps.Current().Buckets[name]
+	if !ok {
+		return object.Bucket{}, errors.E(errors.Op("gateway.LocalBucket"), errors.NotExist, fmt.Errorf("bucket %q: %w", name, object.ErrNoSuchBucket))
+	}
+	return object.Bucket{Name: b.Name, Created: time.Unix(0, b.Created).UTC(), Config: b.Config}, nil
+}
+
 // SetBucketConfig sets the bucket's configuration of the given kind (an S3 sub-resource
 // such as "cors" or "tagging") to doc, in the cluster map; an empty doc deletes it.
 // NotExist if the bucket does not exist. It returns once the map holding the change is

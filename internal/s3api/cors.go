@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 // CORS: a bucket's CORSConfiguration (PutBucketCors, kept as the bucket configuration of
@@ -209,9 +211,17 @@ func (c *corsCache) get(doc string) *corsConfig {
 	return cfg
 }
 
-// bucketCORS returns the bucket's CORS configuration, nil if it has none.
-func (h *Handler) bucketCORS(ctx context.Context, bucket string) (*corsConfig, error) {
-	b, err := h.store.HeadBucket(ctx, bucket)
+// bucketCORS returns the bucket's CORS configuration, nil if it has none. For a preflight
+// (unauthenticated) it looks only at this node's map: an anonymous request must not make
+// the node ask the Raft leader about a bucket it does not know.
+func (h *Handler) bucketCORS(ctx context.Context, bucket string, anonymous bool) (*corsConfig, error) {
+	var b object.Bucket
+	var err error
+	if anonymous {
+		b, err = h.store.LocalBucket(bucket)
+	} else {
+		b, err = h.store.HeadBucket(ctx, bucket)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -227,12 +237,12 @@ func (h *Handler) bucketCORS(ctx context.Context, bucket string) (*corsConfig, e
 // the origin and the request's method grants. Errors (no bucket, ...) add nothing: the
 // request itself reports them. writeError keeps these headers, so that a page can read
 // the S3 error too.
-func (h *Handler) corsHeaders(w http.ResponseWriter, r *http.Request, rq *request) {
+func (h *Handler) corsHeaders(w http.ResponseWriter, r *http.Request, rq *request, anonymous bool) {
 	origin := r.Header.Get("Origin")
 	if origin == "" || rq.bucket == "" || rq.op == "Preflight" || !validBucketName(rq.bucket) {
 		return
 	}
-	cfg, err := h.bucketCORS(r.Context(), rq.bucket)
+	cfg, err := h.bucketCORS(r.Context(), rq.bucket, anonymous)
 	if err != nil || cfg == nil {
 		return
 	}
@@ -260,7 +270,7 @@ func (h *Handler) preflight(w http.ResponseWriter, r *http.Request, rq *request)
 	if !validBucketName(rq.bucket) {
 		return errNoSuchBucket // without a lookup
 	}
-	cfg, err := h.bucketCORS(r.Context(), rq.bucket)
+	cfg, err := h.bucketCORS(r.Context(), rq.bucket, true)
 	if err != nil {
 		return err
 	}

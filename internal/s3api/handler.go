@@ -35,6 +35,9 @@ type Backend interface {
 	CreateBucket(ctx context.Context, name string) error
 	// HeadBucket returns the bucket with its configurations (Bucket.Config).
 	HeadBucket(ctx context.Context, name string) (object.Bucket, error)
+	// LocalBucket is HeadBucket without asking any other node (for unauthenticated
+	// requests): a bucket created elsewhere a moment ago may be missing.
+	LocalBucket(name string) (object.Bucket, error)
 	DeleteBucket(ctx context.Context, name string) error
 	// SetBucketConfig sets the bucket's configuration of a kind (the sub-resource: "cors",
 	// "tagging") to doc; an empty doc deletes it.
@@ -264,8 +267,9 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	case "PostObject":
 		// A browser upload is authenticated by the signed policy in its form (postObject);
-		// the page reads the answer, refusals included, only with the CORS headers.
-		h.corsHeaders(w, r, rq)
+		// the page reads the answer, refusals included, only with the CORS headers, which
+		// come from this node's map alone (the form is not verified yet).
+		h.corsHeaders(w, r, rq, true)
 	default:
 		auth, err := h.verifier.Verify(r)
 		if err != nil {
@@ -275,7 +279,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		rq.auth = auth
 		// After authentication: an anonymous request must not cost a bucket lookup (which
 		// may ask the Raft leader about a bucket this node does not know).
-		h.corsHeaders(w, r, rq)
+		h.corsHeaders(w, r, rq, false)
 	}
 	if err := checkFeatures(r, rq.op); err != nil {
 		h.writeError(w, r, rq, err)
