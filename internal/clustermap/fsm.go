@@ -27,6 +27,8 @@ type Command struct {
 	Class  *Class    `json:"class,omitempty"`
 	Init   *Map      `json:"init,omitempty"`
 	Policy *string   `json:"policy,omitempty"` // OpSetPolicy: the rule file's text
+	Key    string    `json:"key,omitempty"`    // OpSetBucketConfig: the configuration's kind
+	Doc    *string   `json:"doc,omitempty"`    // OpSetBucketConfig: the document; empty deletes
 }
 
 // The command operations.
@@ -51,6 +53,10 @@ type Command struct {
 //   - OpApplyPolicy (Name): asks the storage nodes to re-place bucket Name's
 //     existing objects by its policy (raises Bucket.Apply). Precondition if the
 //     bucket has no policy; NotExist for an unknown bucket.
+//   - OpSetBucketConfig (Name, Key, Doc): sets bucket Name's configuration of kind
+//     Key (an S3 sub-resource such as "cors" or "tagging") to Doc; an empty Doc
+//     deletes it. NotExist for an unknown bucket, Invalid without a kind, a
+//     document or with a document over MaxBucketConfig bytes.
 //
 // Every command other than OpInit requires an initialized map (Precondition
 // otherwise). Every accepted command increments the epoch by one; a rejected
@@ -67,9 +73,21 @@ const (
 	OpPutClass     = "put_class"
 	OpSetPolicy    = "set_policy"
 	OpApplyPolicy  = "apply_policy"
+
+	OpSetBucketConfig = "set_bucket_config"
 )
 
+// MaxBucketConfig bounds one bucket configuration document: the map is held in memory by
+// every node and sent whole in snapshots, so a configuration is small (S3's own limits are
+// far below: a CORS configuration is at most 64 KiB).
+const MaxBucketConfig = 64 << 10
+
 const opFSM errors.Op = "clustermap.apply"
+
+// ApplyCommand returns the map that results from applying c to m, or an error if c
+// is rejected, as every manager does when c is committed. m is not modified. Tests
+// that keep a map without Raft use it to change the map the same way.
+func ApplyCommand(m *Map, c Command) (*Map, error) { return applyCommand(m, c) }
 
 // applyCommand returns the map that results from applying c to m, or an error
 // if c is rejected. m is not modified. It is deterministic: it depends only on
@@ -223,6 +241,30 @@ func applyCommand(m *Map, c Command) (*Map, error) {
 			return nil, errors.Errorf(opFSM, errors.Precondition, "bucket %s has no placement policy to apply (set one with cairn admin policy set)", c.Name)
 		}
 		b.Apply++
+		nm.Buckets[c.Name] = b
+	case OpSetBucketConfig:
+		b, ok := nm.Buckets[c.Name]
+		switch {
+		case !ok:
+			return nil, errors.Errorf(opFSM, errors.NotExist, "set_bucket_config: no bucket %q", c.Name)
+		case c.Key == "" || c.Doc == nil:
+			return nil, errors.E(opFSM, errors.Invalid, "set_bucket_config: missing kind or document")
+		case len(*c.Doc) > MaxBucketConfig:
+			return nil, errors.Errorf(opFSM, errors.Invalid, "set_bucket_config: %s document of %d bytes (at most %d)", c.Key, len(*c.Doc), MaxBucketConfig)
+		}
+		cfg := make(map[string]string, len(b.Config)+1)
+		for k, v := range b.Config {
+			cfg[k] = v
+		}
+		if *c.Doc == "" {
+			delete(cfg, c.Key)
+		} else {
+			cfg[c.Key] = *c.Doc
+		}
+		if len(cfg) == 0 {
+			cfg = nil
+		}
+		b.Config = cfg
 		nm.Buckets[c.Name] = b
 	default:
 		return nil, errors.Errorf(opFSM, errors.Invalid, "unknown command %q", c.Op)

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/cairnfs/cairn/internal/errors"
 )
+
+func ptr(s string) *string { return &s }
 
 func initMap() *Map {
 	return &Map{
@@ -206,12 +209,32 @@ func TestApplyCommands(t *testing.T) {
 		}},
 		{"apply policy without one", Command{Op: OpApplyPolicy, Name: "old"}, errors.Precondition, nil},
 		{"apply policy unknown bucket", Command{Op: OpApplyPolicy, Name: "nope"}, errors.NotExist, nil},
+		{"set bucket config", Command{Op: OpSetBucketConfig, Name: "old", Key: "cors", Doc: ptr("<CORSConfiguration/>")}, errors.Other, func(t *testing.T, m *Map) {
+			if got := m.Buckets["old"].Config; len(got) != 1 || got["cors"] != "<CORSConfiguration/>" {
+				t.Fatalf("config = %v", got)
+			}
+		}},
+		{"delete bucket config", Command{Op: OpSetBucketConfig, Name: "configured", Key: "cors", Doc: ptr("")}, errors.Other, func(t *testing.T, m *Map) {
+			if got := m.Buckets["configured"].Config; len(got) != 1 || got["tagging"] != "t" {
+				t.Fatalf("config = %v", got)
+			}
+		}},
+		{"delete last bucket config", Command{Op: OpSetBucketConfig, Name: "old", Key: "cors", Doc: ptr("")}, errors.Other, func(t *testing.T, m *Map) {
+			if got := m.Buckets["old"].Config; got != nil {
+				t.Fatalf("config = %v", got)
+			}
+		}},
+		{"set bucket config unknown bucket", Command{Op: OpSetBucketConfig, Name: "nope", Key: "cors", Doc: ptr("x")}, errors.NotExist, nil},
+		{"set bucket config without kind", Command{Op: OpSetBucketConfig, Name: "old", Doc: ptr("x")}, errors.Invalid, nil},
+		{"set bucket config without document", Command{Op: OpSetBucketConfig, Name: "old", Key: "cors"}, errors.Invalid, nil},
+		{"set bucket config too large", Command{Op: OpSetBucketConfig, Name: "old", Key: "cors", Doc: ptr(strings.Repeat("x", MaxBucketConfig+1))}, errors.Invalid, nil},
 		{"unknown op", Command{Op: "launch_rockets"}, errors.Invalid, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			base := initialized(t)
 			base.Buckets["old"] = Bucket{Name: "old"}
+			base.Buckets["configured"] = Bucket{Name: "configured", Config: map[string]string{"cors": "c", "tagging": "t"}}
 			base.Users["OLD"] = User{AccessKey: "OLD", SecretKey: "old"}
 			before := base.Digest()
 			got, err := applyCommand(base, tt.cmd)
@@ -251,6 +274,10 @@ func logOf(t *testing.T) []*raft.Log {
 		{Op: OpUpdateNode, Node: &Node{ID: "n3", Addr: "h3:7000", Capacity: 77}},
 		{Op: OpPutUser, User: &User{AccessKey: "a", SecretKey: "s"}},
 		{Op: OpPutClass, Class: &Class{Name: "ONE", N: 1, W: 1, R: 1, D: 1}},
+		{Op: OpSetBucketConfig, Name: "b", Key: "cors", Doc: ptr("<CORSConfiguration/>")},
+		{Op: OpSetBucketConfig, Name: "b", Key: "tagging", Doc: ptr("<Tagging/>")},
+		{Op: OpSetBucketConfig, Name: "b", Key: "cors", Doc: ptr("")},
+		{Op: OpSetBucketConfig, Name: "nope", Key: "cors", Doc: ptr("x")}, // rejected
 		{Op: OpDeleteBucket, Name: "b"},
 		{Op: OpRemoveNode, NodeID: "n2"},
 		{Op: OpRemoveNode, NodeID: "n2"}, // rejected
@@ -287,15 +314,15 @@ func TestFSMDeterministic(t *testing.T) {
 			t.Fatalf("entry %d: digests differ", l.Index)
 		}
 	}
-	if rejected != 4 {
-		t.Fatalf("%d rejected entries, want 4", rejected)
+	if rejected != 5 {
+		t.Fatalf("%d rejected entries, want 5", rejected)
 	}
 	m := f1.cur.Load()
-	if m.Epoch != 9 || m.Digest() != f2.cur.Load().Digest() {
+	if m.Epoch != 12 || m.Digest() != f2.cur.Load().Digest() {
 		t.Fatalf("final epoch %d; digests %s %s", m.Epoch, m.Digest(), f2.cur.Load().Digest())
 	}
-	if len(seen) != 9 {
-		t.Fatalf("onChange called %d times, want 9", len(seen))
+	if len(seen) != 12 {
+		t.Fatalf("onChange called %d times, want 12", len(seen))
 	}
 	// Non-command entries are ignored.
 	if r := f1.Apply(&raft.Log{Type: raft.LogNoop}); r != nil || f1.cur.Load() != m {

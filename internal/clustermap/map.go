@@ -181,6 +181,10 @@ type Bucket struct {
 	// Apply counts the requests to re-place the bucket's existing objects by its policy
 	// (cairn admin policy apply): each storage node works until it has reached it.
 	Apply uint64 `json:"apply,omitempty"`
+	// Config holds the bucket's S3 configurations by kind (the sub-resource: "cors",
+	// "tagging"), each the document the S3 layer stored. A map's Config is never modified
+	// in place: a command replaces it (Clone copies the Bucket, sharing the map).
+	Config map[string]string `json:"config,omitempty"`
 }
 
 // User is an S3 user.

@@ -62,32 +62,17 @@ func (m *testMaps) Update(fn func(*clustermap.Map) error) (*clustermap.Map, erro
 	return c, nil
 }
 
-// apply is the gateway's Apply: bucket commands applied directly to the map.
+// apply is the gateway's Apply: commands applied directly to the map, as the managers
+// apply them.
 func (m *testMaps) apply(_ context.Context, c clustermap.Command) (*clustermap.Map, error) {
-	return m.Update(func(nm *clustermap.Map) error {
-		switch c.Op {
-		case clustermap.OpCreateBucket:
-			if c.Bucket == nil || c.Bucket.Name == "" {
-				return errors.E(errors.Invalid, "missing bucket name")
-			}
-			if _, ok := nm.Buckets[c.Bucket.Name]; ok {
-				return errors.E(errors.Exist, fmt.Sprintf("bucket %s already exists", c.Bucket.Name))
-			}
-			nm.Buckets[c.Bucket.Name] = *c.Bucket
-		case clustermap.OpDeleteBucket:
-			name := c.Name
-			if name == "" && c.Bucket != nil {
-				name = c.Bucket.Name
-			}
-			if _, ok := nm.Buckets[name]; !ok {
-				return errors.E(errors.NotExist, fmt.Sprintf("bucket %q does not exist", name))
-			}
-			delete(nm.Buckets, name)
-		default:
-			return errors.E(errors.Invalid, "unsupported command "+c.Op)
-		}
-		return nil
-	})
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	nm, err := clustermap.ApplyCommand(m.Current(), c)
+	if err != nil {
+		return nil, err
+	}
+	m.Set(nm)
+	return nm, nil
 }
 
 // testNode is one node of a testCluster.
@@ -560,5 +545,34 @@ func TestClusterRefusesUnsignedWrites(t *testing.T) {
 		if _, err := other.store.StatVersion("b", "k"); !errors.Is(errors.NotExist, err) {
 			t.Errorf("%s stored a write with a bad signature: %v", other.id, err)
 		}
+	}
+}
+
+// TestClusterBucketConfig: a configuration set through one gateway is read through every
+// other (it lives in the map), replaced, deleted, and refused for a missing bucket.
+func TestClusterBucketConfig(t *testing.T) {
+	c := newCluster(t, 3, clusterConfig{})
+	c.createBucket("b")
+	ctx := context.Background()
+	if err := c.nodes[0].gw.SetBucketConfig(ctx, "b", "cors", []byte("<CORSConfiguration/>")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.nodes[1].gw.SetBucketConfig(ctx, "b", "tagging", []byte("<Tagging/>")); err != nil {
+		t.Fatal(err)
+	}
+	for _, nd := range c.nodes {
+		b, err := nd.gw.HeadBucket(ctx, "b")
+		if err != nil || len(b.Config) != 2 || b.Config["cors"] != "<CORSConfiguration/>" || b.Config["tagging"] != "<Tagging/>" {
+			t.Fatalf("%s: %+v %v", nd.id, b, err)
+		}
+	}
+	if err := c.nodes[2].gw.SetBucketConfig(ctx, "b", "cors", nil); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := c.nodes[0].gw.HeadBucket(ctx, "b"); len(b.Config) != 1 || b.Config["cors"] != "" {
+		t.Fatalf("after delete: %+v", b.Config)
+	}
+	if err := c.nodes[0].gw.SetBucketConfig(ctx, "nope", "cors", []byte("x")); !errors.Is(errors.NotExist, err) {
+		t.Fatalf("missing bucket: %v", err)
 	}
 }

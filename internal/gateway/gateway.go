@@ -248,8 +248,7 @@ func (g *Gateway) ensureBucket(ctx context.Context, bucket string) error {
 // bucketKnown checks bucket in this node's map (or store, without a map).
 func (g *Gateway) bucketKnown(bucket string) error {
 	if g.cfg.Apply == nil {
-		_, err := g.cfg.Store.HeadBucket(bucket)
-		return err
+		return g.cfg.Store.BucketExists(bucket)
 	}
 	if _, ok := g.cfg.Maps.Current().Buckets[bucket]; !ok {
 		return errors.E(errors.NotExist, fmt.Errorf("bucket %q: %w", bucket, object.ErrNoSuchBucket))
@@ -261,7 +260,7 @@ func (g *Gateway) bucketKnown(bucket string) error {
 // buckets from the map.
 func (g *Gateway) EnsureLocalBucket(bucket string) error {
 	if store.Internal(bucket) {
-		if _, err := g.cfg.Store.HeadBucket(bucket); err == nil {
+		if g.cfg.Store.BucketExists(bucket) == nil {
 			return nil
 		}
 		if err := g.cfg.Store.CreateBucket(bucket); err != nil && !errors.Is(errors.Exist, err) {
@@ -272,7 +271,7 @@ func (g *Gateway) EnsureLocalBucket(bucket string) error {
 	if err := g.bucketKnown(bucket); err != nil {
 		return err
 	}
-	if _, err := g.cfg.Store.HeadBucket(bucket); err == nil {
+	if g.cfg.Store.BucketExists(bucket) == nil {
 		return nil
 	}
 	if err := g.cfg.Store.CreateBucket(bucket); err != nil && !errors.Is(errors.Exist, err) {
@@ -304,7 +303,30 @@ func (g *Gateway) HeadBucket(ctx context.Context, name string) (object.Bucket, e
 		return object.Bucket{}, errors.E(errors.Op("gateway.HeadBucket"), err)
 	}
 	b := g.cfg.Maps.Current().Buckets[name]
-	return object.Bucket{Name: b.Name, Created: time.Unix(0, b.Created).UTC()}, nil
+	return object.Bucket{Name: b.Name, Created: time.Unix(0, b.Created).UTC(), Config: b.Config}, nil
+}
+
+// SetBucketConfig sets the bucket's configuration of the given kind (an S3 sub-resource
+// such as "cors" or "tagging") to doc, in the cluster map; an empty doc deletes it.
+// NotExist if the bucket does not exist. It returns once the map holding the change is
+// applied, so a HeadBucket through this gateway sees it; other gateways see it when the
+// map reaches them.
+func (g *Gateway) SetBucketConfig(ctx context.Context, bucket, kind string, doc []byte) error {
+	const op errors.Op = "gateway.SetBucketConfig"
+	if g.cfg.Apply == nil {
+		if err := g.cfg.Store.SetBucketConfig(bucket, kind, doc); err != nil {
+			return errors.E(op, err)
+		}
+		return nil
+	}
+	if err := g.ensureBucket(ctx, bucket); err != nil {
+		return errors.E(op, err)
+	}
+	d := string(doc)
+	if _, err := g.cfg.Apply(ctx, clustermap.Command{Op: clustermap.OpSetBucketConfig, Name: bucket, Key: kind, Doc: &d}); err != nil {
+		return errors.E(op, err)
+	}
+	return nil
 }
 
 // CreateBucket creates a bucket in the cluster map (Exist if it is there).

@@ -276,6 +276,10 @@ type PutOptions struct {
 type Bucket struct {
 	Name    string
 	Created time.Time
+	// Config holds the bucket's S3 configurations by kind (the sub-resource that sets
+	// them: "cors", "tagging"), each the document the S3 layer stored; nil if none.
+	// It is shared: do not modify it.
+	Config map[string]string
 }
 
 // PartsPage is what one replica holds of a multipart upload: the upload's record and a

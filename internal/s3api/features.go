@@ -264,7 +264,10 @@ var opNames = []string{
 	"GetBucketVersioning", "GetBucketAcl", "GetObjectAcl", "ListObjects", "ListObjectsV2", "ListObjectVersions",
 	"ListMultipartUploads", "DeleteObjects", "PutObject", "CopyObject", "GetObject",
 	"HeadObject", "DeleteObject", "CreateMultipartUpload", "UploadPart", "UploadPartCopy",
-	"CompleteMultipartUpload", "AbortMultipartUpload", "ListParts", "Unsupported", "Unknown",
+	"CompleteMultipartUpload", "AbortMultipartUpload", "ListParts", "GetObjectAttributes",
+	"PutObjectTagging", "GetObjectTagging", "DeleteObjectTagging", "PutBucketTagging", "GetBucketTagging", "DeleteBucketTagging",
+	"PutBucketCors", "GetBucketCors", "DeleteBucketCors", "PostObject", "Preflight",
+	"Unsupported", "Unknown",
 }
 
 // rule is a feature ready for lookup.

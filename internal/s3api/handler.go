@@ -33,8 +33,12 @@ type Observer interface {
 type Backend interface {
 	ListBuckets(ctx context.Context) ([]object.Bucket, error)
 	CreateBucket(ctx context.Context, name string) error
+	// HeadBucket returns the bucket with its configurations (Bucket.Config).
 	HeadBucket(ctx context.Context, name string) (object.Bucket, error)
 	DeleteBucket(ctx context.Context, name string) error
+	// SetBucketConfig sets the bucket's configuration of a kind (the sub-resource: "cors",
+	// "tagging") to doc; an empty doc deletes it.
+	SetBucketConfig(ctx context.Context, bucket, kind string, doc []byte) error
 	ObjectBackend
 	MultipartBackend
 }
@@ -306,7 +310,11 @@ func operation(r *http.Request, bucket, key string) string {
 				return "GetBucketAcl"
 			case has("versions"):
 				return "ListObjectVersions"
-			case has("policy"), has("cors"), has("lifecycle"), has("tagging"),
+			case has("tagging"):
+				return "GetBucketTagging"
+			case has("cors"):
+				return "GetBucketCors"
+			case has("policy"), has("lifecycle"),
 				has("encryption"), has("object-lock"), has("replication"), has("website"),
 				has("notification"), has("logging"), has("ownershipControls"), has("policyStatus"),
 				has("publicAccessBlock"), has("accelerate"), has("requestPayment"):
@@ -316,15 +324,32 @@ func operation(r *http.Request, bucket, key string) string {
 			}
 			return "ListObjects"
 		case http.MethodPut:
-			return "CreateBucket" // sub-resources are refused by the feature table
+			switch {
+			case has("tagging"):
+				return "PutBucketTagging"
+			case has("cors"):
+				return "PutBucketCors"
+			}
+			return "CreateBucket" // other sub-resources are refused by the feature table
 		case http.MethodHead:
 			return "HeadBucket"
 		case http.MethodDelete:
+			switch {
+			case has("tagging"):
+				return "DeleteBucketTagging"
+			case has("cors"):
+				return "DeleteBucketCors"
+			}
 			return "DeleteBucket"
 		case http.MethodPost:
 			if has("delete") {
 				return "DeleteObjects"
 			}
+			if len(q) == 0 {
+				return "PostObject" // a browser upload (multipart/form-data)
+			}
+		case http.MethodOptions:
+			return "Preflight"
 		}
 	default:
 		switch r.Method {
@@ -334,7 +359,9 @@ func operation(r *http.Request, bucket, key string) string {
 				return "UploadPartCopy"
 			case has("uploadId"):
 				return "UploadPart"
-			case has("tagging"), has("acl"), has("retention"), has("legal-hold"):
+			case has("tagging"):
+				return "PutObjectTagging"
+			case has("acl"), has("retention"), has("legal-hold"):
 				return "Unsupported"
 			case r.Header.Get("x-amz-copy-source") != "":
 				return "CopyObject"
@@ -346,7 +373,11 @@ func operation(r *http.Request, bucket, key string) string {
 				return "ListParts"
 			case has("acl"):
 				return "GetObjectAcl"
-			case has("tagging"), has("attributes"), has("retention"), has("legal-hold"), has("torrent"):
+			case has("tagging"):
+				return "GetObjectTagging"
+			case has("attributes"):
+				return "GetObjectAttributes"
+			case has("retention"), has("legal-hold"), has("torrent"):
 				return "Unsupported"
 			}
 			return "GetObject"
@@ -357,7 +388,7 @@ func operation(r *http.Request, bucket, key string) string {
 				return "AbortMultipartUpload"
 			}
 			if has("tagging") {
-				return "Unsupported"
+				return "DeleteObjectTagging"
 			}
 			return "DeleteObject"
 		case http.MethodPost:
@@ -367,6 +398,8 @@ func operation(r *http.Request, bucket, key string) string {
 			case has("uploadId"):
 				return "CompleteMultipartUpload"
 			}
+		case http.MethodOptions:
+			return "Preflight"
 		}
 	}
 	return "Unknown"
@@ -423,6 +456,30 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, rq *request) err
 		return h.abortUpload(w, r, rq)
 	case "ListParts":
 		return h.listParts(w, r, rq)
+	case "GetObjectAttributes":
+		return h.getObjectAttributes(w, r, rq)
+	case "PutObjectTagging":
+		return h.putObjectTagging(w, r, rq)
+	case "GetObjectTagging":
+		return h.getObjectTagging(w, r, rq)
+	case "DeleteObjectTagging":
+		return h.deleteObjectTagging(w, r, rq)
+	case "PutBucketTagging":
+		return h.putBucketTagging(w, r, rq)
+	case "GetBucketTagging":
+		return h.getBucketTagging(w, r, rq)
+	case "DeleteBucketTagging":
+		return h.deleteBucketTagging(w, r, rq)
+	case "PutBucketCors":
+		return h.putBucketCors(w, r, rq)
+	case "GetBucketCors":
+		return h.getBucketCors(w, r, rq)
+	case "DeleteBucketCors":
+		return h.deleteBucketCors(w, r, rq)
+	case "PostObject":
+		return h.postObject(w, r, rq)
+	case "Preflight":
+		return h.preflight(w, r, rq)
 	case "Unsupported":
 		return errNotImplemented
 	}

@@ -15,9 +15,15 @@ const (
 	pfxSeg    = "S/"
 	pfxUpload = "U/"
 	pfxPart   = "P/"
+	pfxConfig = "G/" // bucket configurations of the single-store mode: G/<bucket>\x00<kind>
 )
 
 func bucketKey(bucket string) []byte { return append([]byte(pfxBucket), bucket...) }
+
+// configPrefix is the first key of a bucket's configurations.
+func configPrefix(bucket string) []byte {
+	return append(append([]byte(pfxConfig), bucket...), 0)
+}
 
 // objectPrefix is the first key of a bucket's objects; prefix narrows to keys with that prefix.
 func objectPrefix(bucket, prefix string) []byte {

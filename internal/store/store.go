@@ -492,13 +492,69 @@ func (s *Store) bucket(name string) (object.Bucket, error) {
 	return object.Bucket{Name: name, Created: t}, nil
 }
 
-// HeadBucket returns a bucket, or a NotExist error.
+// bucketConfig reads a bucket's configurations (nil if it has none).
+func (s *Store) bucketConfig(name string) (map[string]string, error) {
+	p := configPrefix(name)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	if err != nil {
+		return nil, errors.E(errors.IO, err)
+	}
+	defer it.Close()
+	var cfg map[string]string
+	for ok := it.First(); ok; ok = it.Next() {
+		if cfg == nil {
+			cfg = map[string]string{}
+		}
+		cfg[string(it.Key()[len(p):])] = string(it.Value())
+	}
+	if err := it.Error(); err != nil {
+		return nil, errors.E(errors.IO, err)
+	}
+	return cfg, nil
+}
+
+// SetBucketConfig sets the bucket's configuration of the given kind (an S3 sub-resource
+// such as "cors") to doc; an empty doc deletes it. NotExist if the bucket does not exist.
+// Only the single-store mode keeps bucket configurations here; a cluster keeps them in its
+// map.
+func (s *Store) SetBucketConfig(name, kind string, doc []byte) error {
+	const op errors.Op = "store.SetBucketConfig"
+	if kind == "" {
+		return errors.E(op, errors.Invalid, "missing configuration kind")
+	}
+	s.bucketMu.Lock()
+	defer s.bucketMu.Unlock()
+	if _, err := s.bucket(name); err != nil {
+		return errors.E(op, err)
+	}
+	b := s.db.NewBatch()
+	k := append(configPrefix(name), kind...)
+	if len(doc) == 0 {
+		b.Delete(k, nil)
+	} else {
+		b.Set(k, doc, nil)
+	}
+	return s.commit(b)
+}
+
+// HeadBucket returns a bucket with its configurations, or a NotExist error.
 func (s *Store) HeadBucket(name string) (object.Bucket, error) {
+	const op errors.Op = "store.HeadBucket"
 	b, err := s.bucket(name)
 	if err != nil {
-		return b, errors.E(errors.Op("store.HeadBucket"), err)
+		return b, errors.E(op, err)
+	}
+	if b.Config, err = s.bucketConfig(name); err != nil {
+		return object.Bucket{}, errors.E(op, err)
 	}
 	return b, nil
+}
+
+// BucketExists returns nil if the bucket exists, else a NotExist error. It is cheaper than
+// HeadBucket: one index lookup.
+func (s *Store) BucketExists(name string) error {
+	_, err := s.bucket(name)
+	return err
 }
 
 // ListBuckets returns every bucket in name order.
@@ -537,6 +593,8 @@ func (s *Store) DeleteBucket(name string) error {
 	b := s.db.NewBatch()
 	objs := objectPrefix(name, "")
 	b.DeleteRange(objs, prefixEnd(objs), nil) // tombstones
+	cfg := configPrefix(name)
+	b.DeleteRange(cfg, prefixEnd(cfg), nil)
 	b.Delete(bucketKey(name), nil)
 	return s.commit(b)
 }

@@ -376,3 +376,38 @@ func TestCloseDuringWriteRange(t *testing.T) {
 		})
 	}
 }
+
+// TestBucketConfig: configurations set, replaced, deleted, kept across a reopen, and gone
+// with their bucket (a bucket created again under the name starts with none).
+func TestBucketConfig(t *testing.T) {
+	cfg := testConfig(t)
+	s := openStore(t, cfg)
+	if err := s.SetBucketConfig("nope", "cors", []byte("x")); !errors.Is(errors.NotExist, err) {
+		t.Fatalf("config of a missing bucket: %v", err)
+	}
+	if err := s.CreateBucket("b"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ kind, doc string }{{"cors", "one"}, {"tagging", "t"}, {"cors", "two"}, {"tagging", ""}} {
+		if err := s.SetBucketConfig("b", c.kind, []byte(c.doc)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openStore(t, cfg)
+	b, err := s.HeadBucket("b")
+	if err != nil || len(b.Config) != 1 || b.Config["cors"] != "two" {
+		t.Fatalf("after reopen: %+v %v", b, err)
+	}
+	if err := s.DeleteBucket("b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateBucket("b"); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := s.HeadBucket("b"); err != nil || b.Config != nil {
+		t.Fatalf("recreated bucket: %+v %v", b, err)
+	}
+}
