@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
 )
@@ -188,5 +189,69 @@ func TestClusterTaggingRacesOverwrite(t *testing.T) {
 		if st.Copied != 0 {
 			t.Fatalf("sync after the race copied %d records", st.Copied)
 		}
+	}
+}
+
+// TestClusterTaggingErasureCoded: an erasure-coded object's tags live in its record on
+// the key's holders like any object's; a change keeps the stripes (version and layout),
+// and re-placing the object into another class by policy apply keeps its tags.
+func TestClusterTaggingErasureCoded(t *testing.T) {
+	ctx := context.Background()
+	c := newECCluster(t)
+	body := randBody(7, 1<<20+5)
+	src, fin := md5Finish(bytes.NewReader(body))
+	o, err := c.nodes[0].gw.PutObject(ctx, "b", "k.root", &object.Object{StorageClass: "EC42", Tags: [][2]string{{"a", "1"}}}, src, int64(len(body)), object.PutOptions{Finish: fin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags := [][2]string{{"class", "ec"}}
+	if _, err := c.nodes[3].gw.SetObjectTags(ctx, "b", "k.root", tags); err != nil {
+		t.Fatal(err)
+	}
+	for i := range c.nodes {
+		got, info, err := get(ctx, c.nodes[i].gw, "b", "k.root", 0, -1)
+		if err != nil || !bytes.Equal(got, body) || !info.Striped || info.HLC != o.HLC || !slices.Equal(info.Tags, tags) {
+			t.Fatalf("read via %s: %v, %+v", c.nodes[i].id, err, info)
+		}
+	}
+	gen := c.applyPolicy("b", "*.root => STANDARD\n")
+	if left, moved := c.applyAll("b", gen); left != 0 || moved != 1 {
+		t.Fatalf("apply: %d left, %d moved", left, moved)
+	}
+	for i := range c.nodes {
+		got, info, err := get(ctx, c.nodes[i].gw, "b", "k.root", 0, -1)
+		if err != nil || !bytes.Equal(got, body) || info.Striped || info.HLC != o.HLC || !slices.Equal(info.Tags, tags) {
+			t.Fatalf("read via %s after re-placing: %v, %+v", c.nodes[i].id, err, info)
+		}
+	}
+}
+
+// TestClusterTaggingReadRepair: with R=2 a read sees the latest change of the tags even
+// through a gateway whose own replica missed it, and queues that replica's repair.
+func TestClusterTaggingReadRepair(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, 3, clusterConfig{class: clustermap.Class{N: 3, W: 2, R: 2, D: 2}})
+	c.createBucket("b")
+	o := putTagged(t, c.nodes[0].gw, "b", "k", []byte("body"), nil)
+	if !waitFor(2*time.Second, func() bool { return c.tagsConverged("b", "k", o.HLC, nil) }) {
+		t.Fatal("the object did not reach every replica")
+	}
+	const stale = 2
+	c.stop(stale)
+	tags := [][2]string{{"k", "v"}}
+	if _, err := c.nodes[0].gw.SetObjectTags(ctx, "b", "k", tags); err != nil {
+		t.Fatal(err)
+	}
+	c.restart(stale)
+	st, err := c.nodes[stale].gw.StatObject(ctx, "b", "k")
+	if err != nil || !slices.Equal(st.Tags, tags) {
+		t.Fatalf("stat through the stale node's gateway: %+v, %v", st, err)
+	}
+	if es := c.hintsFor(stale, c.nodes[stale].id, "b", "k"); len(es) != 1 || es[0].Version != o.HLC {
+		t.Fatalf("read repair hints: %+v", es)
+	}
+	c.runHints(stale, 50*time.Millisecond)
+	if !waitFor(10*time.Second, func() bool { return c.tagsConverged("b", "k", o.HLC, tags) }) {
+		t.Fatalf("read repair did not converge: %+v", c.replicaStates(0, "b", "k"))
 	}
 }
