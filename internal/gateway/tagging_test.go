@@ -255,3 +255,49 @@ func TestClusterTaggingReadRepair(t *testing.T) {
 		t.Fatalf("read repair did not converge: %+v", c.replicaStates(0, "b", "k"))
 	}
 }
+
+// TestClusterTaggingQuorum: a holder that missed the version answers so and is repaired
+// (the change still has its W); with only one holder reachable the change fails its
+// quorum with a QuorumError that says the local holder may have applied it, and one that
+// reached no holder says nothing was changed.
+func TestClusterTaggingQuorum(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, 3, clusterConfig{})
+	c.createBucket("b")
+	const late = 2
+	c.stop(late)
+	o := putTagged(t, c.nodes[0].gw, "b", "k", []byte("body"), nil)
+	c.restart(late) // without its hint delivered: it has no record of k
+	// Node 0's queue has the write's hint for the late node; drop it to see the tagging
+	// update's own.
+	for _, e := range c.hintsFor(0, c.nodes[late].id, "b", "k") {
+		c.nodes[0].hints.Done(e)
+	}
+	tags := [][2]string{{"t", "1"}}
+	if _, err := c.nodes[1].gw.SetObjectTags(ctx, "b", "k", tags); err != nil {
+		t.Fatalf("tagging with one holder lacking the version: %v", err)
+	}
+	if es := c.hintsFor(1, c.nodes[late].id, "b", "k"); len(es) != 1 || es[0].Version != o.HLC {
+		t.Fatalf("hints for the holder that lacks the version: %+v", es)
+	}
+	c.runHints(1, 50*time.Millisecond)
+	if !waitFor(10*time.Second, func() bool { return c.tagsConverged("b", "k", o.HLC, tags) }) {
+		t.Fatalf("the holder that lacked the version did not get it with its tags: %+v", c.replicaStates(0, "b", "k"))
+	}
+
+	c.stop(1)
+	c.stop(2)
+	_, err := c.nodes[0].gw.SetObjectTags(ctx, "b", "k", [][2]string{{"t", "2"}})
+	var qe *QuorumError
+	if !errors.As(err, &qe) || !qe.Unknown || qe.What != "tagging update" {
+		t.Fatalf("tagging with one of three holders: %v; want a quorum error, outcome unknown", err)
+	}
+	// Through a gateway that reaches no holder at all (its own is partitioned too), the
+	// read fails first: nothing was changed.
+	for _, nd := range c.nodes {
+		c.faults(c.nodes[0].id, nd.id).Partition()
+	}
+	if _, err := c.nodes[0].gw.SetObjectTags(ctx, "b", "k", nil); !errors.As(err, &qe) || qe.Unknown {
+		t.Fatalf("tagging with no holder: %v; want a quorum error, nothing changed", err)
+	}
+}
