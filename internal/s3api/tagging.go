@@ -5,7 +5,7 @@ import (
 	"encoding/xml"
 	"net/http"
 	"net/url"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -43,7 +43,8 @@ var (
 )
 
 // checkTags applies S3's rules to a tag set given by a user (max tags at most) and
-// returns it sorted by key. Duplicate keys are errDup's error.
+// returns it sorted by key (in place: the caller owns tags). Duplicate keys are errDup's
+// error.
 func checkTags(tags [][2]string, max int, errDup *apiError) ([][2]string, error) {
 	if len(tags) > max {
 		if max == maxBucketTags {
@@ -63,17 +64,16 @@ func checkTags(tags [][2]string, max int, errDup *apiError) ([][2]string, error)
 			return nil, errTagReserved
 		}
 	}
-	out := append([][2]string(nil), tags...)
-	sort.SliceStable(out, func(i, j int) bool { return out[i][0] < out[j][0] })
-	for i := 1; i < len(out); i++ {
-		if out[i][0] == out[i-1][0] {
+	slices.SortStableFunc(tags, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
+	for i := 1; i < len(tags); i++ {
+		if tags[i][0] == tags[i-1][0] {
 			return nil, errDup
 		}
 	}
-	if len(out) == 0 {
+	if len(tags) == 0 {
 		return nil, nil
 	}
-	return out, nil
+	return tags, nil
 }
 
 // taggingDoc is the Tagging document of PutObjectTagging and PutBucketTagging.
@@ -107,7 +107,10 @@ func parseTagging(data []byte, max int) ([][2]string, error) {
 // parseTaggingHeader parses x-amz-tagging: URL-query-encoded key=value pairs ("k" alone
 // is a tag with an empty value), checked as object tags.
 func parseTaggingHeader(v string) ([][2]string, error) {
-	var tags [][2]string
+	if v == "" {
+		return nil, nil
+	}
+	tags := make([][2]string, 0, min(strings.Count(v, "&")+1, maxObjectTags+1))
 	for v != "" {
 		var part string
 		part, v, _ = strings.Cut(v, "&")
@@ -115,8 +118,8 @@ func parseTaggingHeader(v string) ([][2]string, error) {
 			continue
 		}
 		k, val, _ := strings.Cut(part, "=")
-		k, kerr := url.QueryUnescape(k)
-		val, verr := url.QueryUnescape(val)
+		k, kerr := unescapeQuery(k)
+		val, verr := unescapeQuery(val)
 		if kerr != nil || verr != nil || !utf8.ValidString(k) || !utf8.ValidString(val) {
 			return nil, errTaggingHeader
 		}
@@ -126,6 +129,14 @@ func parseTaggingHeader(v string) ([][2]string, error) {
 		}
 	}
 	return checkTags(tags, maxObjectTags, errTaggingHeader)
+}
+
+// unescapeQuery is url.QueryUnescape without its copy when there is nothing to unescape.
+func unescapeQuery(s string) (string, error) {
+	if !strings.ContainsAny(s, "%+") {
+		return s, nil
+	}
+	return url.QueryUnescape(s)
 }
 
 // writeTagging answers a tag set as a Tagging document.
