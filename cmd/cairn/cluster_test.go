@@ -367,6 +367,14 @@ func checkTaggingEverywhere(t *testing.T, tc *testCluster) {
 			t.Fatalf("object tags via node %d: %+v, %v", i, out, err)
 		}
 	}
+	// Every replica holds the change: one tag, changed in place ("1@" and its MetaHLC).
+	proctest.WaitFor(t, 10*time.Second, func() error {
+		out, err := tc.admin(0, "placement", "bkt", "tagged")
+		if err != nil || strings.Count(out, " 1@") != 3 {
+			return fmt.Errorf("admin placement: %s %v", out, err)
+		}
+		return nil
+	})
 	if _, err := tc.procs[2].client().PutBucketTagging(ctx, &s3.PutBucketTaggingInput{Bucket: aws.String("bkt"),
 		Tagging: &types.Tagging{TagSet: []types.Tag{{Key: aws.String("team"), Value: aws.String("storage")}}}}); err != nil {
 		t.Fatal(err)
