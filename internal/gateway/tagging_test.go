@@ -157,9 +157,11 @@ func TestClusterTaggingRacesOverwrite(t *testing.T) {
 	if !waitFor(2*time.Second, func() bool { return c.tagsConverged("b", "k", v1.HLC, [][2]string{{"v", "1"}}) }) {
 		t.Fatal("v1 did not reach every replica")
 	}
-	// Node 1's gateway is slow to reach every holder (itself included): it reads V1 at
-	// about d, its change arrives at about 2d; V2 is written through node 0 at 1.5d.
-	const d = 300 * time.Millisecond
+	// Node 1's gateway reaches every holder (itself included) slowly: its read of the
+	// current version starts at once and answers V1 after d; from d/2 on, its calls hang
+	// until healed, so its change for V1 waits while V2 is written through node 0 (at 3d,
+	// well after the read), and reaches the holders after V2.
+	const d = 400 * time.Millisecond
 	for _, to := range c.nodes {
 		c.faults(c.nodes[1].id, to.id).Delay(d)
 	}
@@ -168,13 +170,22 @@ func TestClusterTaggingRacesOverwrite(t *testing.T) {
 		_, err := c.nodes[1].gw.SetObjectTags(ctx, "b", "k", [][2]string{{"late", "tag"}})
 		errc <- err
 	}()
-	time.Sleep(d + d/2)
+	time.Sleep(d / 2)
+	for _, to := range c.nodes {
+		f := c.faults(c.nodes[1].id, to.id)
+		f.Delay(0)
+		f.Hang()
+	}
+	time.Sleep(3*d - d/2)
+	if !c.tagsConverged("b", "k", v1.HLC, [][2]string{{"v", "1"}}) {
+		t.Fatalf("the change reached a holder before V2 was written: %+v", c.replicaStates(0, "b", "k"))
+	}
 	v2body := []byte("version two")
 	v2 := putTagged(t, c.nodes[0].gw, "b", "k", v2body, nil)
+	c.healAll()
 	if err := <-errc; err != nil {
 		t.Fatalf("a tagging change overtaken by a newer version: %v; want success (ordered before it)", err)
 	}
-	c.healAll()
 	if !waitFor(2*time.Second, func() bool { return c.tagsConverged("b", "k", v2.HLC, nil) }) {
 		t.Fatalf("replicas after the race: %+v; want V2 without tags everywhere", c.replicaStates(0, "b", "k"))
 	}
