@@ -466,7 +466,7 @@ func (s *Store) Forget(bucket, key string, version uint64) (bool, error) {
 // ForgetMeta is Forget that also keeps the record if its metadata changed after metaHLC
 // (a tagging update that arrived after the new holders confirmed their copies).
 func (s *Store) ForgetMeta(bucket, key string, version, metaHLC uint64) (bool, error) {
-	return s.drop(errors.Op("store.Forget"), bucket, key, func(o *object.Object) bool { return o.HLC == version && o.MetaHLC <= metaHLC })
+	return s.drop(errors.Op("store.ForgetMeta"), bucket, key, func(o *object.Object) bool { return o.HLC == version && o.MetaHLC <= metaHLC })
 }
 
 // UpdateMeta applies u to the record of u.Bucket/u.Key if that record is version
