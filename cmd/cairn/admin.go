@@ -145,6 +145,8 @@ func runAdmin(args []string, stdout, stderr io.Writer) error {
 				Error   string `json:"error"`
 				Class   string `json:"class,omitempty"`
 				Layout  string `json:"layout,omitempty"`
+				MetaHLC uint64 `json:"meta_hlc,omitempty"`
+				Tags    int    `json:"tags,omitempty"`
 			} `json:"replicas"`
 		}
 		q := "placement?bucket=" + urlQuery(rest[0]) + "&key=" + urlQuery(rest[1])
@@ -156,7 +158,7 @@ func runAdmin(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "%s/%s: partition %d, nodes %s\n", pl.Bucket, pl.Key, pl.Partition, strings.Join(pl.Nodes, ", "))
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NODE\tVERSION\tSIZE\tETAG\tCLASS\tLAYOUT\tSTATE")
+		fmt.Fprintln(tw, "NODE\tVERSION\tSIZE\tETAG\tCLASS\tLAYOUT\tTAGS\tSTATE")
 		for _, r := range pl.Replicas {
 			state := "ok"
 			switch {
@@ -167,7 +169,11 @@ func runAdmin(args []string, stdout, stderr io.Writer) error {
 			case r.Deleted:
 				state = "deleted"
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\n", r.Node, r.HLC, r.Size, r.ETag, or(r.Class, "STANDARD"), or(r.Layout, "-"), state)
+			tags := "-" // how many, and the version's last in-place change of them
+			if r.MetaHLC != 0 || r.Tags != 0 {
+				tags = fmt.Sprintf("%d@%d", r.Tags, r.MetaHLC)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Node, r.HLC, r.Size, r.ETag, or(r.Class, "STANDARD"), or(r.Layout, "-"), tags, state)
 		}
 		tw.Flush()
 	case "drain", "remove":

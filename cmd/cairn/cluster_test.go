@@ -341,6 +341,52 @@ func TestClusterReadWriteEverywhere(t *testing.T) {
 			if len(v.Nodes) != 3 {
 				t.Fatalf("placement: %v", v.Nodes)
 			}
+			if n == 3 {
+				checkTaggingEverywhere(t, tc)
+			}
+		})
+	}
+}
+
+// checkTaggingEverywhere: object tags set with a PUT through one gateway and changed
+// through another are read through every gateway; bucket tags set through one gateway
+// (a Raft command) are read through every gateway once the map reaches it.
+func checkTaggingEverywhere(t *testing.T, tc *testCluster) {
+	ctx := context.Background()
+	n := len(tc.procs)
+	if _, err := tc.procs[0].client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String("tagged"),
+		Body: strings.NewReader("tagged"), Tagging: aws.String("a=1")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.procs[1].client().PutObjectTagging(ctx, &s3.PutObjectTaggingInput{Bucket: aws.String("bkt"), Key: aws.String("tagged"),
+		Tagging: &types.Tagging{TagSet: []types.Tag{{Key: aws.String("env"), Value: aws.String("prod")}}}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		out, err := tc.procs[i].client().GetObjectTagging(ctx, &s3.GetObjectTaggingInput{Bucket: aws.String("bkt"), Key: aws.String("tagged")})
+		if err != nil || len(out.TagSet) != 1 || aws.ToString(out.TagSet[0].Key) != "env" {
+			t.Fatalf("object tags via node %d: %+v, %v", i, out, err)
+		}
+	}
+	// Every replica holds the change: one tag, changed in place ("1@" and its MetaHLC).
+	proctest.WaitFor(t, 10*time.Second, func() error {
+		out, err := tc.admin(0, "placement", "bkt", "tagged")
+		if err != nil || strings.Count(out, " 1@") != 3 {
+			return fmt.Errorf("admin placement: %s %v", out, err)
+		}
+		return nil
+	})
+	if _, err := tc.procs[2].client().PutBucketTagging(ctx, &s3.PutBucketTaggingInput{Bucket: aws.String("bkt"),
+		Tagging: &types.Tagging{TagSet: []types.Tag{{Key: aws.String("team"), Value: aws.String("storage")}}}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		proctest.WaitFor(t, 10*time.Second, func() error {
+			out, err := tc.procs[i].client().GetBucketTagging(ctx, &s3.GetBucketTaggingInput{Bucket: aws.String("bkt")})
+			if err != nil || len(out.TagSet) != 1 || aws.ToString(out.TagSet[0].Value) != "storage" {
+				return fmt.Errorf("bucket tags via node %d: %+v, %v", i, out, err)
+			}
+			return nil
 		})
 	}
 }

@@ -117,8 +117,9 @@ func (g *Gateway) versions(ctx context.Context, ts []topology.Target, r int, buc
 	for _, a := range answers {
 		if a.o != nil {
 			g.clock.Observe(a.o.HLC)
+			g.clock.Observe(a.o.MetaHLC)
 		}
-		if a.o != nil && (best == nil || a.o.HLC > best.HLC) {
+		if a.o.Newer(best) { // (HLC, MetaHLC): the newest version, with its latest tags
 			best = a.o
 		}
 	}
@@ -133,15 +134,21 @@ func (g *Gateway) versions(ctx context.Context, ts []topology.Target, r int, buc
 			}
 		}
 	}
-	var holders []topology.Target
+	// Holders of the version serve its body; those whose metadata is older are tried
+	// last (their record's tags are stale) and repaired.
+	var holders, staleMeta []topology.Target
 	for _, a := range answers {
-		if a.o != nil && a.o.HLC == best.HLC {
+		switch {
+		case a.o != nil && a.o.HLC == best.HLC && a.o.MetaHLC == best.MetaHLC:
 			holders = append(holders, a.t)
-		} else if best != nil {
+		case a.o != nil && a.o.HLC == best.HLC:
+			staleMeta = append(staleMeta, a.t)
+			g.repair(a.t, bucket, key, best.HLC)
+		case best != nil:
 			g.repair(a.t, bucket, key, best.HLC)
 		}
 	}
-	return best, holders, nil
+	return best, append(holders, staleMeta...), nil
 }
 
 // repair brings a stale replica up to version in the background (read repair): the hint

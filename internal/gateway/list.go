@@ -148,7 +148,7 @@ func mergeList(ress []*object.ListResult, max int) (page *object.ListResult, tru
 			if limited && e.Key > limit {
 				continue
 			}
-			if it, ok := byKey[e.Key]; !ok || (!it.prefix && e.Object.HLC > it.o.HLC) {
+			if it, ok := byKey[e.Key]; !ok || (!it.prefix && e.Object.Newer(it.o)) {
 				byKey[e.Key] = &item{key: e.Key, o: e.Object}
 			}
 		}

@@ -47,6 +47,7 @@ func (g *Gateway) CreateUpload(ctx context.Context, bucket, key string, meta *ob
 	}
 	id := store.NewUploadID()
 	m := *meta
+	m.MetaHLC = 0
 	if m.StorageClass == "" {
 		m.StorageClass = g.policyClass(bucket, key, -1, m.ContentType)
 	}

@@ -215,7 +215,7 @@ func notApplied(err error) bool {
 		errors.Precondition, errors.NotEmpty, errors.TooLarge, errors.Corrupt:
 		return true
 	}
-	if errors.IsErr(err, errNotSent) {
+	if errors.IsErr(err, errNotSent) || errors.IsErr(err, errMissedVersion) {
 		return true
 	}
 	var oe *net.OpError
@@ -254,6 +254,7 @@ func (g *Gateway) PutObject(ctx context.Context, bucket, key string, meta *objec
 	}
 	m := *meta
 	m.Striped, m.Stripe = false, object.Stripe{} // the layout is ours to choose, not the source's
+	m.MetaHLC = 0                                // a new version: its tags are its own
 	if m.StorageClass == "" {
 		m.StorageClass = g.policyClass(bucket, key, size, m.ContentType)
 	}

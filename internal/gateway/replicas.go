@@ -30,6 +30,10 @@ type ReplicaState struct {
 	// an erasure-coded object whose shards are on other nodes).
 	Class  string `json:"class,omitempty"`
 	Layout string `json:"layout,omitempty"`
+	// MetaHLC is the version's last in-place metadata change (0: none), Tags how many
+	// tags the record holds.
+	MetaHLC uint64 `json:"meta_hlc,omitempty"`
+	Tags    int    `json:"tags,omitempty"`
 }
 
 // Replicas reads bucket/key's record directly from each of its replicas.
@@ -50,6 +54,7 @@ func (g *Gateway) Replicas(ctx context.Context, bucket, key string) ([]ReplicaSt
 		default:
 			o := os[i]
 			out[i].HLC, out[i].ETag, out[i].Size, out[i].Deleted, out[i].Class = o.HLC, o.ETag, o.Size, o.Deleted, o.StorageClass
+			out[i].MetaHLC, out[i].Tags = o.MetaHLC, len(o.Tags)
 			out[i].Layout = "copy"
 			if o.Striped {
 				out[i].Layout = fmt.Sprintf("EC %d+%d", o.Stripe.K, o.Stripe.M)

@@ -68,6 +68,39 @@ type Object struct {
 	// record has no body.
 	Striped bool
 	Stripe  Stripe
+	// Tags is the object's tag set (S3 object tagging), sorted by key, keys unique.
+	// (omitempty: upload end records hold an Object as JSON, whose bytes stay those of
+	// binaries from before tagging for a record without tags.)
+	Tags [][2]string `json:"Tags,omitempty"`
+	// MetaHLC is the HLC of the last change of this version's metadata that did not
+	// make a new version (a tagging update); 0 if there was none. Records are ordered by
+	// (HLC, MetaHLC): see Newer.
+	MetaHLC uint64 `json:"MetaHLC,omitempty"`
+}
+
+// Newer reports whether o is a newer record than p (nil is older than any record): a
+// newer version whatever its MetaHLC, or the same version with a later metadata change.
+// The version (HLC) names the body, its chunks and shards; MetaHLC orders only the
+// changes of metadata made to one version in place (tagging), which never make a new
+// version.
+func (o *Object) Newer(p *Object) bool {
+	if o == nil {
+		return false
+	}
+	if p == nil {
+		return true
+	}
+	return o.HLC > p.HLC || (o.HLC == p.HLC && o.MetaHLC > p.MetaHLC)
+}
+
+// MetaUpdate changes the metadata of one version of an object in place, without a new
+// version: it applies to a holder's record only if that record is Version, and only if
+// its MetaHLC is older than MetaHLC.
+type MetaUpdate struct {
+	Bucket, Key string
+	Version     uint64 // the HLC of the version to change
+	MetaHLC     uint64 // the HLC of this change, from the coordinator's clock
+	Tags        [][2]string
 }
 
 // Stripe is the layout of a striped object.
@@ -143,6 +176,7 @@ type VersionEntry struct {
 	Bucket  string
 	Key     string
 	HLC     uint64
+	MetaHLC uint64 // the record's last in-place metadata change (Object.MetaHLC)
 	Deleted bool
 	Size    int64
 	Striped bool // an erasure-coded object's record (Size is the object's)

@@ -7,6 +7,7 @@ import (
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/hints"
 	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/topology"
 )
 
@@ -92,7 +93,7 @@ func (l *Loops) deliver(ctx context.Context, dst topology.Target, e hints.Entry)
 	var best *object.Object
 	var src topology.Target
 	for i, o := range os {
-		if o != nil && (best == nil || o.HLC > best.HLC) {
+		if o.Newer(best) { // (HLC, MetaHLC): the newest version with its latest tags
 			best, src = o, srcs[i]
 		}
 	}
@@ -102,10 +103,15 @@ func (l *Loops) deliver(ctx context.Context, dst topology.Target, e hints.Entry)
 		}
 		return errNotYet
 	}
-	if cur, err := l.replica(dst).Stat(ctx, e.Bucket, e.Key); err == nil && cur.HLC >= best.HLC {
+	cur, err := l.replica(dst).Stat(ctx, e.Bucket, e.Key)
+	if err == nil && !best.Newer(cur) {
 		return nil
 	} else if err != nil && !errors.Is(errors.NotExist, err) {
 		return err
+	}
+	if err == nil && cur.HLC == best.HLC && !cur.Deleted && !best.Deleted {
+		// The version is there; only a tagging update is missing.
+		return replica.CopyMeta(ctx, l.replica(dst), e.Bucket, e.Key, best)
 	}
 	if best.Deleted {
 		_, err := l.replica(dst).Delete(ctx, e.Bucket, e.Key, best.HLC, best.ModTime)

@@ -120,6 +120,15 @@ func (l *Loops) HeldElsewhere() (objects, bytes int64, err error) {
 	return objects, bytes, err
 }
 
+// ver is a record's place in the order of records: its version, then its last in-place
+// metadata change (object.Object.Newer).
+type ver struct{ hlc, meta uint64 }
+
+func verOf(e object.VersionEntry) ver { return ver{e.HLC, e.MetaHLC} }
+
+// newer reports whether v comes after w.
+func (v ver) newer(w ver) bool { return v.hlc > w.hlc || (v.hlc == w.hlc && v.meta > w.meta) }
+
 // want is a version to copy here from a peer.
 type want struct {
 	e       object.VersionEntry
@@ -165,12 +174,12 @@ func (l *Loops) Sync(ctx context.Context) (st SyncStats, err error) {
 			}
 		}
 	}
-	local := map[string]uint64{}
+	local := map[string]ver{}
 	foreign := map[int][]object.VersionEntry{}
 	var striped []object.VersionEntry // erasure-coded objects whose shards this node checks
 	digests, err := replica.Digests(l.store, P, func(p int, e object.VersionEntry) {
 		if mine[p] {
-			local[e.Bucket+"\x00"+e.Key] = e.HLC
+			local[e.Bucket+"\x00"+e.Key] = verOf(e)
 			if e.Striped && !e.Deleted && l.firstUpHolder(m, tc.Table.Nodes(p)) {
 				striped = append(striped, e)
 			}
@@ -270,7 +279,7 @@ func (l *Loops) firstUpHolder(m *clustermap.Map, ids []string) bool {
 
 // pullNewer copies to this node what other storage nodes hold newer in parts, and
 // returns what it copied.
-func (l *Loops) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts []int, digests []uint64, local map[string]uint64, st *SyncStats) []object.VersionEntry {
+func (l *Loops) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts []int, digests []uint64, local map[string]ver, st *SyncStats) []object.VersionEntry {
 	// Every other storage node is asked, not only the partitions' current co-holders: when
 	// several nodes join at once, or a node drains, a partition's data may sit only on
 	// nodes that held it under an older map (they keep it until it is handed off).
@@ -295,10 +304,10 @@ func (l *Loops) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts [
 			st.Compared++
 			k := e.Bucket + "\x00" + e.Key
 			switch b := best[k]; {
-			case e.HLC <= local[k]:
-			case e.HLC > b.e.HLC:
+			case !verOf(e).newer(local[k]):
+			case verOf(e).newer(verOf(b.e)):
 				best[k] = want{e, src, 1}
-			case e.HLC == b.e.HLC:
+			case verOf(e) == verOf(b.e):
 				b.holders++
 				best[k] = b
 			}
@@ -404,13 +413,13 @@ func (l *Loops) handOff(ctx context.Context, m *clustermap.Map, tc *topology.Lay
 		}
 	}
 	// held[node][key] is the version that node holds of key.
-	held := map[string]map[string]uint64{}
+	held := map[string]map[string]ver{}
 	for id, parts := range byNode {
 		n, _ := m.Node(id)
-		h := map[string]uint64{}
+		h := map[string]ver{}
 		err := l.replica(topology.Target{ID: id, Addr: n.Addr}).Scan(ctx, tc.Table.Partitions(), parts, func(e object.VersionEntry) {
 			if k := e.Bucket + "\x00" + e.Key; keys[k] {
-				h[k] = e.HLC
+				h[k] = verOf(e)
 			}
 		})
 		if err != nil {
@@ -428,10 +437,10 @@ func (l *Loops) handOff(ctx context.Context, m *clustermap.Map, tc *topology.Lay
 			confirmed := len(ids) > 0
 			for _, id := range ids {
 				h, ok := held[id]
-				confirmed = confirmed && ok && h[k] >= e.HLC && h[k] != 0
+				confirmed = confirmed && ok && h[k].hlc != 0 && !verOf(e).newer(h[k])
 			}
 			if confirmed && ctx.Err() == nil {
-				if gone, err := l.store.Forget(e.Bucket, e.Key, e.HLC); err != nil {
+				if gone, err := l.store.ForgetMeta(e.Bucket, e.Key, e.HLC, e.MetaHLC); err != nil {
 					st.Errors++
 					l.log.Warn("hand-off: could not remove a copy", "bucket", e.Bucket, "key", e.Key, "err", err)
 				} else if gone {
@@ -497,6 +506,17 @@ func (l *Loops) pull(ctx context.Context, src topology.Target, e object.VersionE
 	if e.Deleted {
 		_, err := l.store.DeleteVersion(e.Bucket, e.Key, e.HLC, 0)
 		return 0, err
+	}
+	if cur, err := l.store.StatVersion(e.Bucket, e.Key); err == nil && cur.HLC == e.HLC && !cur.Deleted {
+		// The version is here; only a tagging update is missing: no body to copy.
+		rec, err := l.replica(src).Stat(ctx, e.Bucket, e.Key)
+		if err != nil {
+			return 0, err
+		}
+		if rec.HLC != e.HLC || rec.Deleted {
+			return 0, errors.E(errors.Transient, "the record changed while syncing") // the next round sees the newer one
+		}
+		return 0, replica.CopyMeta(ctx, l.replica(topology.Target{ID: l.self, Local: true}), e.Bucket, e.Key, rec)
 	}
 	return l.copyVersion(ctx, src, topology.Target{ID: l.self, Local: true}, e.Bucket, e.Key, e.HLC, false)
 }

@@ -3,6 +3,9 @@ package replica
 import (
 	"context"
 	"io"
+
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 // Copy copies version of bucket/key from src to dst, streaming its body, and returns the
@@ -39,4 +42,21 @@ func Copy(ctx context.Context, src, dst Replica, bucket, key string, version uin
 		return 0, err
 	}
 	return size, nil
+}
+
+// CopyMeta gives dst's record of version src.HLC the in-place metadata (tags) of src, a
+// record of the same version with a later metadata change, without sending the body:
+// how hinted retry, read repair and anti-entropy bring a holder that has the version but
+// missed a tagging update up to date. A dst that holds a newer version, or the change
+// already, is up to date; one that lacks the version is an error (copy the version).
+func CopyMeta(ctx context.Context, dst Replica, bucket, key string, src *object.Object) error {
+	u := object.MetaUpdate{Bucket: bucket, Key: key, Version: src.HLC, MetaHLC: src.MetaHLC, Tags: src.Tags}
+	rec, err := dst.UpdateMeta(ctx, u)
+	if err != nil {
+		return err
+	}
+	if UpdateOutcome(u, rec) == MetaMissing {
+		return errors.E(errors.Precondition, "the holder lacks the version whose metadata changed")
+	}
+	return nil
 }

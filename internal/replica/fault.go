@@ -234,6 +234,15 @@ func (x *faulty) Delete(ctx context.Context, bucket, key string, version uint64,
 	return after(s, x.r.ID(), o, err)
 }
 
+func (x *faulty) UpdateMeta(ctx context.Context, u object.MetaUpdate) (*object.Object, error) {
+	s, err := x.before(ctx)
+	if err != nil {
+		return nil, err
+	}
+	o, err := x.r.UpdateMeta(ctx, u)
+	return after(s, x.r.ID(), o, err)
+}
+
 func (x *faulty) List(ctx context.Context, bucket string, opts object.ListOptions) (*object.ListResult, error) {
 	s, err := x.before(ctx)
 	if err != nil {

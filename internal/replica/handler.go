@@ -51,6 +51,7 @@ func NewHandler(cfg HandlerConfig) *Handler {
 	h.mux.HandleFunc(wire.PathUploadEnd, h.uploadEnd)
 	h.mux.HandleFunc(wire.PathScan, h.scan)
 	h.mux.HandleFunc(wire.PathDigest, h.digest)
+	h.mux.HandleFunc(wire.PathMeta, h.meta)
 	return h
 }
 
@@ -261,6 +262,31 @@ func (h *Handler) uploadEnd(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// meta applies a conditional in-place metadata change and answers the record held
+// afterwards.
+func (h *Handler) meta(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	bucket, key, err := h.capFor(r, rpc.CapWrite)
+	if err != nil {
+		wire.WriteError(w, err)
+		return
+	}
+	var req wire.MetaUpdate
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil || req.HLC == 0 || req.MetaHLC == 0 {
+		wire.WriteError(w, errors.E(errors.Invalid, "malformed metadata update"))
+		return
+	}
+	o, err := h.local.UpdateMeta(r.Context(), object.MetaUpdate{Bucket: bucket, Key: key, Version: req.HLC, MetaHLC: req.MetaHLC, Tags: req.Tags})
+	if err != nil {
+		wire.WriteError(w, err)
+		return
+	}
+	writeMeta(w, o)
+}
+
 func (h *Handler) complete(w http.ResponseWriter, r *http.Request) {
 	bucket, key, err := h.capFor(r, rpc.CapWrite)
 	if err != nil {
@@ -358,7 +384,7 @@ func (h *Handler) scan(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	enc := json.NewEncoder(w)
 	err = h.local.Scan(r.Context(), req.Partitions, req.Parts, func(e object.VersionEntry) {
-		enc.Encode(wire.ScanEntry{Bucket: e.Bucket, Key: e.Key, HLC: e.HLC, Deleted: e.Deleted, Size: e.Size, Striped: e.Striped})
+		enc.Encode(wire.ScanEntry{Bucket: e.Bucket, Key: e.Key, HLC: e.HLC, MetaHLC: e.MetaHLC, Deleted: e.Deleted, Size: e.Size, Striped: e.Striped})
 	})
 	if err != nil {
 		// Lines were sent: the missing end marker tells the caller.

@@ -660,7 +660,7 @@ func storeState(t *testing.T, st *store.Store) string {
 		}
 		for _, ent := range res.Objects {
 			o := ent.Object
-			line := fmt.Sprintf("%s/%s hlc=%d deleted=%v size=%d etag=%s type=%s", b, ent.Key, o.HLC, o.Deleted, o.Size, o.ETag, o.ContentType)
+			line := fmt.Sprintf("%s/%s hlc=%d deleted=%v size=%d etag=%s type=%s meta=%d tags=%q", b, ent.Key, o.HLC, o.Deleted, o.Size, o.ETag, o.ContentType, o.MetaHLC, o.Tags)
 			if !o.Deleted {
 				line += " body=" + etagOf(readStore(t, st, b, ent.Key))
 			}
@@ -739,7 +739,9 @@ func TestRefusedRequests(t *testing.T) {
 	partsReq := request{http.MethodGet, wire.PathParts, objQuery(bucket, "victim", "id", upload1), nil, rpc.CapRead}
 	completeReq := request{http.MethodPost, wire.PathComplete, objQuery(bucket, "victim", "id", upload1, "v", u64(vs[2])),
 		[]byte(`{"parts":[],"min_part":0,"final":{}}`), rpc.CapWrite}
-	all := []request{putReq, putNew, delReq, getReq, headReq, listReq, uploadReq, abortReq, partReq, partsReq, completeReq}
+	metaReq := request{http.MethodPost, wire.PathMeta, objQuery(bucket, "victim"),
+		[]byte(`{"hlc":` + u64(vs[0]) + `,"meta_hlc":` + u64(vs[2]) + `,"tags":[["evil","1"]]}`), rpc.CapWrite}
+	all := []request{putReq, putNew, delReq, getReq, headReq, listReq, uploadReq, abortReq, partReq, partsReq, completeReq, metaReq}
 
 	// key is the capability's key for r: the prefix for listings.
 	capKey := func(r request) string {
@@ -769,7 +771,7 @@ func TestRefusedRequests(t *testing.T) {
 		{name: "stale signature", reqs: all, sign: e.secret, signAt: now.Add(-rpc.MaxSkew - time.Minute), cap: func(r request) string {
 			return capOf(e.secret, r.op, r.query.Get("b"), capKey(r))
 		}},
-		{name: "query changed after signing", reqs: []request{putReq, delReq, getReq}, sign: e.secret,
+		{name: "query changed after signing", reqs: []request{putReq, delReq, getReq, metaReq}, sign: e.secret,
 			cap: func(r request) string { return capOf(e.secret, r.op, otherBucket, "victim") },
 			mutate: func(r *http.Request) {
 				q := r.URL.Query()
@@ -794,13 +796,13 @@ func TestRefusedRequests(t *testing.T) {
 		{name: "capability for another bucket", reqs: all, sign: e.secret, cap: func(r request) string {
 			return capOf(e.secret, r.op, otherBucket, capKey(r))
 		}},
-		{name: "read capability", reqs: []request{putReq, putNew, delReq, uploadReq, abortReq, partReq, completeReq, listReq}, sign: e.secret,
+		{name: "read capability", reqs: []request{putReq, putNew, delReq, uploadReq, abortReq, partReq, completeReq, listReq, metaReq}, sign: e.secret,
 			cap: func(r request) string { return capOf(e.secret, rpc.CapRead, r.query.Get("b"), capKey(r)) }},
 		{name: "write capability", reqs: []request{delReq, abortReq, getReq, headReq, partsReq, listReq}, sign: e.secret,
 			cap: func(r request) string { return capOf(e.secret, rpc.CapWrite, r.query.Get("b"), capKey(r)) }},
-		{name: "delete capability", reqs: []request{putReq, putNew, uploadReq, partReq, completeReq, getReq, headReq, partsReq, listReq}, sign: e.secret,
+		{name: "delete capability", reqs: []request{putReq, putNew, uploadReq, partReq, completeReq, getReq, headReq, partsReq, listReq, metaReq}, sign: e.secret,
 			cap: func(r request) string { return capOf(e.secret, rpc.CapDelete, r.query.Get("b"), capKey(r)) }},
-		{name: "list capability", reqs: []request{putReq, delReq, getReq, headReq, partsReq}, sign: e.secret,
+		{name: "list capability", reqs: []request{putReq, delReq, getReq, headReq, partsReq, metaReq}, sign: e.secret,
 			cap: func(r request) string { return capOf(e.secret, rpc.CapList, r.query.Get("b"), capKey(r)) }},
 		{name: "list capability for another prefix", reqs: []request{listReq}, sign: e.secret,
 			cap: func(r request) string { return capOf(e.secret, rpc.CapList, bucket, "victim") }},

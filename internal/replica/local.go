@@ -99,6 +99,14 @@ func (l *Local) Delete(ctx context.Context, bucket, key string, version uint64, 
 	return l.Store.DeleteVersion(bucket, key, version, mod)
 }
 
+// UpdateMeta implements Replica.
+func (l *Local) UpdateMeta(ctx context.Context, u object.MetaUpdate) (*object.Object, error) {
+	if err := l.ensure(u.Bucket); err != nil {
+		return nil, err
+	}
+	return l.Store.UpdateMeta(u)
+}
+
 // List implements Replica.
 func (l *Local) List(ctx context.Context, bucket string, opts object.ListOptions) (*object.ListResult, error) {
 	if err := l.ensure(bucket); err != nil {
@@ -206,7 +214,7 @@ func (l *Local) Scan(ctx context.Context, partitions int, parts []int, fn func(o
 // Digests returns a digest of the versions st holds (internal buckets aside) in each of
 // the partitions of a map with the given partition count (zero for an empty partition),
 // calling each, if set, for every record as well. A digest sums a hash of (bucket, key,
-// version, deleted) over the partition's records, so two stores holding the same versions
+// version, deleted, and MetaHLC when set) over the partition's records, so two stores holding the same versions
 // have equal digests whatever their order, and one differing record changes it: a
 // one-level hash tree over the partition's metadata.
 func Digests(st *store.Store, partitions int, each func(p int, e object.VersionEntry)) ([]uint64, error) {
@@ -243,6 +251,12 @@ func entryHash(e object.VersionEntry) uint64 {
 		v |= 1
 	}
 	h ^= v * 0x9e3779b97f4a7c15
+	if e.MetaHLC != 0 {
+		// Only records changed in place add to the hash, so the digests of every other
+		// record are those of binaries from before in-place changes.
+		h = (h ^ 0xfe) * prime
+		h ^= e.MetaHLC * 0xc2b2ae3d27d4eb4f
+	}
 	h ^= h >> 33
 	h *= 0xff51afd7ed558ccd
 	h ^= h >> 33

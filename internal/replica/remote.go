@@ -253,6 +253,16 @@ func (r *Remote) Delete(ctx context.Context, bucket, key string, version uint64,
 	return o, err
 }
 
+// UpdateMeta implements Replica.
+func (r *Remote) UpdateMeta(ctx context.Context, u object.MetaUpdate) (*object.Object, error) {
+	o, err := r.call(ctx, jsonBody(&rpc.Request{Method: http.MethodPost, Path: wire.PathMeta, Query: query(u.Bucket, u.Key),
+		Cap: &rpc.Cap{Op: rpc.CapWrite, Bucket: u.Bucket, Key: u.Key}}, wire.MetaUpdate{HLC: u.Version, MetaHLC: u.MetaHLC, Tags: u.Tags}))
+	if err == nil && o == nil {
+		err = errors.E(errors.Invalid, "malformed object metadata")
+	}
+	return o, err
+}
+
 // List implements Replica.
 func (r *Remote) List(ctx context.Context, bucket string, opts object.ListOptions) (*object.ListResult, error) {
 	q := url.Values{wire.QBucket: {bucket}, wire.QPrefix: {opts.Prefix}, wire.QDelimiter: {opts.Delimiter}, wire.QAfter: {opts.After}, wire.QMax: {strconv.Itoa(opts.Max)}}
@@ -355,6 +365,6 @@ func (r *Remote) Scan(ctx context.Context, partitions int, parts []int, fn func(
 		if w.Bucket == "" {
 			return nil // end marker
 		}
-		fn(object.VersionEntry{Bucket: w.Bucket, Key: w.Key, HLC: w.HLC, Deleted: w.Deleted, Size: w.Size, Striped: w.Striped})
+		fn(object.VersionEntry{Bucket: w.Bucket, Key: w.Key, HLC: w.HLC, MetaHLC: w.MetaHLC, Deleted: w.Deleted, Size: w.Size, Striped: w.Striped})
 	}
 }

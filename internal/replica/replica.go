@@ -32,6 +32,11 @@ type Replica interface {
 	Stat(ctx context.Context, bucket, key string) (*object.Object, error)
 	// Delete writes a tombstone at version (mod: its time, Unix nanoseconds).
 	Delete(ctx context.Context, bucket, key string, version uint64, mod int64) (*object.Object, error)
+	// UpdateMeta changes the metadata (tags) of the holder's record in place, if that
+	// record is version u.Version and its MetaHLC is older than u.MetaHLC, and returns the
+	// record it holds afterwards, whichever it is: the caller compares it with u (see
+	// UpdateOutcome). A key the holder has no record of is a NotExist error.
+	UpdateMeta(ctx context.Context, u object.MetaUpdate) (*object.Object, error)
 	// List returns a page of a bucket's records, tombstones included.
 	List(ctx context.Context, bucket string, opts object.ListOptions) (*object.ListResult, error)
 
@@ -133,4 +138,30 @@ func CopyFinal(dst, src *object.Object) {
 		// A part of an erasure-coded upload: its bytes are shards elsewhere.
 		dst.Striped, dst.Stripe, dst.Size = true, src.Stripe, src.Size
 	}
+}
+
+// Outcomes of an UpdateMeta, as UpdateOutcome names them.
+const (
+	// MetaApplied: the holder's record is the version, with the update or a later one.
+	MetaApplied = "applied"
+	// MetaSuperseded: the holder has a newer version or a delete; the update is ordered
+	// before it and has nothing left to change there.
+	MetaSuperseded = "superseded"
+	// MetaMissing: the holder lacks the version (it missed the write): repair brings it
+	// the version with its metadata.
+	MetaMissing = "missing"
+)
+
+// UpdateOutcome says what the record a holder answered to UpdateMeta(u) means (nil: the
+// holder has no record of the key).
+func UpdateOutcome(u object.MetaUpdate, rec *object.Object) string {
+	switch {
+	case rec == nil || rec.HLC < u.Version:
+		return MetaMissing
+	case rec.HLC > u.Version || rec.Deleted:
+		return MetaSuperseded
+	case rec.MetaHLC >= u.MetaHLC:
+		return MetaApplied
+	}
+	return MetaMissing // the version without the update: cannot happen on a conforming holder
 }

@@ -66,7 +66,8 @@ var (
 const (
 	opsObjectWrite = "PutObject CopyObject CreateMultipartUpload" // operations that store object metadata
 	opsObjectRead  = "GetObject HeadObject"
-	opsBodyDigest  = "PutObject UploadPart CompleteMultipartUpload DeleteObjects CreateBucket PutBucketCors" // request bodies cairn verifies
+	opsBodyDigest  = "PutObject UploadPart CompleteMultipartUpload DeleteObjects CreateBucket PutBucketCors PutObjectTagging PutBucketTagging" // request bodies cairn verifies
+	opsTagging     = "PutObjectTagging GetObjectTagging DeleteObjectTagging PutBucketTagging GetBucketTagging DeleteBucketTagging"
 	opsList        = "ListObjects ListObjectsV2 ListObjectVersions ListMultipartUploads"
 	opsUpload      = "UploadPart UploadPartCopy ListParts CompleteMultipartUpload AbortMultipartUpload"
 	opsCopy        = "CopyObject UploadPartCopy"
@@ -172,8 +173,8 @@ var features = []feature{
 	{header, "X-Amz-Copy-Source-Server-Side-Encryption-Customer-Key-Md5", "", "", errNI, "SSE-C"},
 
 	// Tagging, object lock and other object features.
-	{header, "X-Amz-Tagging", "", "", errNI, "object tagging"},
-	{header, "X-Amz-Tagging-Directive", "CopyObject", "COPY REPLACE", errNI, "no tags are stored, so both are true"},
+	{header, "X-Amz-Tagging", opsObjectWrite, "", errNI, "the new object's tags (URL-query-encoded; with CopyObject only under x-amz-tagging-directive REPLACE)"},
+	{header, "X-Amz-Tagging-Directive", "CopyObject", "", errNI, "COPY (the source's tags, the default) or REPLACE (those of x-amz-tagging); others are InvalidArgument"},
 	{header, "X-Amz-Object-Lock-Mode", "", "", errNI, "object lock"},
 	{header, "X-Amz-Object-Lock-Retain-Until-Date", "", "", errNI, "object lock"},
 	{header, "X-Amz-Object-Lock-Legal-Hold", "", "", errNI, "object lock"},
@@ -194,14 +195,14 @@ var features = []feature{
 	{query, "acl", "GetBucketAcl GetObjectAcl", "", errACL, "reads report the owner's FULL_CONTROL; ACLs cannot be set"},
 	{query, "location", "GetBucketLocation", "", errNI, "GetBucketLocation"},
 	{query, "versioning", "GetBucketVersioning", "", errNI, "reads report versioning never enabled; it cannot be set"},
-	{query, "versionId", "GetObject HeadObject DeleteObject GetObjectAttributes", "null", errNI, "only null (objects are not versioned)"},
+	{query, "versionId", "GetObject HeadObject DeleteObject GetObjectAttributes GetObjectTagging PutObjectTagging DeleteObjectTagging", "null", errNI, "only null (objects are not versioned)"},
 	{query, "uploads", "CreateMultipartUpload ListMultipartUploads", "", errNI, "multipart uploads"},
 	{query, "uploadId", opsUpload, "", errNI, "multipart uploads"},
 	{query, "partNumber", "UploadPart UploadPartCopy GetObject HeadObject", "", errNI, "parts"},
 	{query, "delete", "DeleteObjects", "", errNI, "DeleteObjects"},
 	{query, "list-type", "ListObjectsV2", "2", errNI, "ListObjectsV2"},
 	{query, "versions", "ListObjectVersions", "", errNI, "ListObjectVersions: every object is its one version, null (versioning cannot be enabled)"},
-	{query, "tagging", "", "", errNI, "object and bucket tagging"},
+	{query, "tagging", opsTagging, "", errNI, "object tagging (10 tags) and bucket tagging (50 tags)"},
 	{query, "policy", "", "", errNI, "bucket policies"},
 	{query, "policyStatus", "", "", errNI, "bucket policies"},
 	{query, "cors", "PutBucketCors GetBucketCors DeleteBucketCors", "", errNI, "bucket CORS configurations; preflight OPTIONS answered from them"},

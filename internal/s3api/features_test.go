@@ -35,6 +35,7 @@ func featureSamples(uploadID string) []opSample {
 	complete := `<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>"00000000000000000000000000000000"</ETag></Part></CompleteMultipartUpload>`
 	up := "uploadId=" + uploadID
 	cp := map[string]string{"X-Amz-Copy-Source": "bkt/obj"}
+	tagging := `<Tagging><TagSet><Tag><Key>k</Key><Value>v</Value></Tag></TagSet></Tagging>`
 	return []opSample{
 		{op: "ListBuckets", method: "GET", path: "/"},
 		{op: "CreateBucket", method: "PUT", path: "/newbkt"},
@@ -61,6 +62,12 @@ func featureSamples(uploadID string) []opSample {
 		{op: "AbortMultipartUpload", method: "DELETE", path: "/bkt/mp", query: []string{up}},
 		{op: "ListParts", method: "GET", path: "/bkt/mp", query: []string{up}},
 		{op: "GetObjectAttributes", method: "GET", path: "/bkt/obj", query: []string{"attributes"}, hdr: map[string]string{"X-Amz-Object-Attributes": "ETag"}},
+		{op: "PutObjectTagging", method: "PUT", path: "/bkt/obj", query: []string{"tagging"}, body: tagging},
+		{op: "GetObjectTagging", method: "GET", path: "/bkt/obj", query: []string{"tagging"}},
+		{op: "DeleteObjectTagging", method: "DELETE", path: "/bkt/obj", query: []string{"tagging"}},
+		{op: "PutBucketTagging", method: "PUT", path: "/bkt", query: []string{"tagging"}, body: tagging},
+		{op: "GetBucketTagging", method: "GET", path: "/bkt", query: []string{"tagging"}},
+		{op: "DeleteBucketTagging", method: "DELETE", path: "/bkt", query: []string{"tagging"}},
 	}
 }
 
@@ -79,6 +86,7 @@ var featureValues = map[string]string{
 	"If-None-Match": "*", "X-Amz-Storage-Class": "STANDARD", "X-Amz-Metadata-Directive": "COPY",
 	"X-Amz-Copy-Source": "bkt/obj", "Content-Type": "text/plain", "X-Amz-Checksum-Mode": "ENABLED",
 	"Range": "bytes=0-1", "?partNumber": "1", "X-Amz-Object-Attributes": "ETag,ObjectSize",
+	"X-Amz-Tagging": "a=b", "X-Amz-Tagging-Directive": "REPLACE",
 }
 
 // snapshot describes everything the store holds, to show that a refused request changed
@@ -91,13 +99,13 @@ func snapshot(t *testing.T, st *store.Store) string {
 		t.Fatal(err)
 	}
 	for _, bk := range bs {
-		fmt.Fprintf(&b, "bucket %s\n", bk.Name)
+		fmt.Fprintf(&b, "bucket %s %q\n", bk.Name, bk.Config)
 		res, err := st.List(bk.Name, object.ListOptions{Max: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, e := range res.Objects {
-			fmt.Fprintf(&b, " %s %s %d %d %q\n", e.Key, e.Object.ETag, e.Object.Size, e.Object.ModTime, e.Object.UserMeta)
+			fmt.Fprintf(&b, " %s %s %d %d %q %q\n", e.Key, e.Object.ETag, e.Object.Size, e.Object.ModTime, e.Object.UserMeta, e.Object.Tags)
 		}
 		ul, err := st.ListUploads(bk.Name, object.UploadListOptions{Max: 1000})
 		if err != nil {
@@ -120,7 +128,8 @@ func snapshot(t *testing.T, st *store.Store) string {
 var mutatingOps = map[string]bool{
 	"CreateBucket": true, "DeleteBucket": true, "DeleteObjects": true, "PutObject": true, "CopyObject": true,
 	"DeleteObject": true, "CreateMultipartUpload": true, "UploadPart": true, "UploadPartCopy": true,
-	"CompleteMultipartUpload": true, "AbortMultipartUpload": true,
+	"CompleteMultipartUpload": true, "AbortMultipartUpload": true, "PutObjectTagging": true, "DeleteObjectTagging": true,
+	"PutBucketTagging": true, "DeleteBucketTagging": true,
 }
 
 // TestFeatureTable walks the refusal table: every entry is sent, through a real server, in
@@ -291,7 +300,7 @@ func TestRefusedSecurityHeaders(t *testing.T) {
 		{"grant-read", func(in *s3.PutObjectInput) {
 			in.GrantRead = aws.String(`uri="http://acs.amazonaws.com/groups/global/AllUsers"`)
 		}, "AccessControlListNotSupported"},
-		{"tagging", func(in *s3.PutObjectInput) { in.Tagging = aws.String("k=v") }, "NotImplemented"},
+		{"tagging-reserved", func(in *s3.PutObjectInput) { in.Tagging = aws.String("aws:k=v") }, "InvalidTag"},
 		{"object-lock", func(in *s3.PutObjectInput) {
 			in.ObjectLockMode = types.ObjectLockModeCompliance
 			in.ObjectLockRetainUntilDate = aws.Time(time.Now().Add(time.Hour))

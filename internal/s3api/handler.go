@@ -52,6 +52,9 @@ type ObjectBackend interface {
 	StatObject(ctx context.Context, bucket, key string) (*object.Object, error)
 	OpenObject(ctx context.Context, bucket, key string) (gateway.ObjectReader, error)
 	DeleteObject(ctx context.Context, bucket, key string) error
+	// SetObjectTags replaces the tag set of the object's current version in place (nil
+	// removes it), without a new version.
+	SetObjectTags(ctx context.Context, bucket, key string, tags [][2]string) (*object.Object, error)
 	List(ctx context.Context, bucket string, opts object.ListOptions) (*object.ListResult, error)
 }
 
@@ -533,25 +536,35 @@ func writeXML(w http.ResponseWriter, v any) error {
 // readXML decodes a small XML request body into v, after checking it against the digests
 // the request declares.
 func readXML(r *http.Request, rq *request, limit int64, v any) error {
-	body, err := xmlBodyCheck(r, rq)
+	data, err := readBody(r, rq, limit)
 	if err != nil {
 		return err
 	}
-	data, err := io.ReadAll(io.LimitReader(body, limit+1))
-	if err != nil {
-		return err
-	}
-	if int64(len(data)) > limit {
-		return errf(400, "MalformedXML", "The XML you provided was larger than %d bytes.", limit)
-	}
-	if err := body.finish(&object.Object{}); err != nil {
-		return err
-	}
-	rq.bytesIn += int64(len(data))
 	if err := xml.Unmarshal(data, v); err != nil {
 		return errMalformedXML
 	}
 	return nil
+}
+
+// readBody reads a small XML request body whole, after checking it against the digests
+// the request declares.
+func readBody(r *http.Request, rq *request, limit int64) ([]byte, error) {
+	body, err := xmlBodyCheck(r, rq)
+	if err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(io.LimitReader(body, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, errf(400, "MalformedXML", "The XML you provided was larger than %d bytes.", limit)
+	}
+	if err := body.finish(&object.Object{}); err != nil {
+		return nil, err
+	}
+	rq.bytesIn += int64(len(data))
+	return data, nil
 }
 
 // validBucketName applies S3's bucket naming rules.

@@ -60,6 +60,11 @@ func metaFromHeaders(hd http.Header) (*object.Object, error) {
 		return nil, errf(400, "MetadataTooLarge", "Your metadata headers exceed the maximum allowed metadata size.")
 	}
 	sort.Slice(o.UserMeta, func(i, j int) bool { return o.UserMeta[i][0] < o.UserMeta[j][0] })
+	tags, err := parseTaggingHeader(hd.Get("x-amz-tagging"))
+	if err != nil {
+		return nil, err
+	}
+	o.Tags = tags
 	return o, nil
 }
 
@@ -378,6 +383,7 @@ func setObjectHeaders(hd http.Header, o *object.Object) {
 	for _, kv := range o.UserMeta {
 		hd["X-Amz-Meta-"+kv[0]] = []string{encodeMetaValue(kv[1])}
 	}
+	setTaggingCount(hd, o)
 }
 
 // decodeMetaValue returns a user metadata value as stored: RFC 2047 encoded-words
@@ -597,6 +603,9 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 	if directive != "" && directive != "COPY" && directive != "REPLACE" {
 		return errf(400, "InvalidArgument", "Unknown metadata directive.")
 	}
+	if td := r.Header.Get("x-amz-tagging-directive"); td != "" && td != "COPY" && td != "REPLACE" {
+		return errTaggingDirective
+	}
 	rd, sb, sk, err := h.openCopySource(r)
 	if err != nil {
 		return err
@@ -624,6 +633,10 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 			return err
 		}
 	}
+	if meta.Tags, err = copyTags(r.Header, src); err != nil {
+		return err
+	}
+	meta.MetaHLC = 0 // a new version
 	if src.Size > h.cfg.MaxObjectSize {
 		return errEntityTooLarge
 	}

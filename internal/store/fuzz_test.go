@@ -16,6 +16,8 @@ func FuzzObjectRecord(f *testing.F) {
 		{Size: 5, ETag: "abc", ContentType: "text/plain", Inline: true, UserMeta: [][2]string{{"a", "b"}}},
 		{Size: 1 << 30, Chunks: []object.Chunk{{Size: 4 << 20}, {ID: object.ChunkID{1}, Size: 17}}, PartSizes: []int64{5 << 20, 17}, ChecksumAlgo: "CRC32C", Checksum: "AAAAAA=="},
 		{Size: 9 << 20, Inline: true, Embedded: true, Body: []byte{}, Striped: true, Stripe: object.Stripe{K: 4, M: 2, Size: 4 << 20}, StorageClass: "EC42"},
+		{HLC: 3, MetaHLC: 4, Size: 1, Inline: true, Embedded: true, Body: []byte{1}, Tags: [][2]string{{"k", "v"}}},
+		{Size: 9 << 20, Striped: true, Stripe: object.Stripe{K: 4, M: 2, Size: 4 << 20}, MetaHLC: 9, Tags: [][2]string{{"a", ""}}},
 	}
 	for _, o := range seeds {
 		f.Add(marshalRecord(o))

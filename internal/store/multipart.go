@@ -249,6 +249,7 @@ func (s *Store) CompleteUploadVersion(bucket, key, uploadID string, list []objec
 		o.ModTime = time.Now().UnixNano()
 	}
 	o.HLC = s.version(version)
+	o.MetaHLC = 0 // the upload's tags are the new version's own
 	o.Deleted = false
 	o.Size = 0
 	o.Inline, o.Embedded, o.Body = false, false, nil

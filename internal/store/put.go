@@ -366,7 +366,17 @@ func (s *Store) commitObject(op errors.Op, bucket, key string, o *object.Object,
 		return nil, errors.E(op, errors.Precondition, "object exists")
 	}
 	if old != nil && (old.HLC > o.HLC || (old.HLC == o.HLC && !opts.Repair)) {
+		if old.HLC == o.HLC && !old.Deleted && !o.Deleted && o.MetaHLC > old.MetaHLC {
+			// A copy of the version held here with a later metadata change (hinted retry,
+			// sync): take the change, keep the body.
+			return s.setMeta(op, okey, old, o.MetaHLC, o.Tags)
+		}
 		return old, nil // a newer version (or delete) is already here
+	}
+	if old != nil && old.HLC == o.HLC && old.MetaHLC > o.MetaHLC && !old.Deleted && !o.Deleted {
+		// A repair or a rewrite of this version replaces its body and layout; a later
+		// metadata change made here meanwhile stays.
+		o.MetaHLC, o.Tags = old.MetaHLC, old.Tags
 	}
 	b := s.db.NewBatch()
 	var freed []segment.Loc
@@ -451,6 +461,58 @@ func (s *Store) DeleteVersion(bucket, key string, version uint64, modTime int64)
 // new holders confirmed their copies: a newer write that arrived meanwhile is kept.
 func (s *Store) Forget(bucket, key string, version uint64) (bool, error) {
 	return s.drop(errors.Op("store.Forget"), bucket, key, func(o *object.Object) bool { return o.HLC == version })
+}
+
+// ForgetMeta is Forget that also keeps the record if its metadata changed after metaHLC
+// (a tagging update that arrived after the new holders confirmed their copies).
+func (s *Store) ForgetMeta(bucket, key string, version, metaHLC uint64) (bool, error) {
+	return s.drop(errors.Op("store.ForgetMeta"), bucket, key, func(o *object.Object) bool { return o.HLC == version && o.MetaHLC <= metaHLC })
+}
+
+// UpdateMeta applies u to the record of u.Bucket/u.Key if that record is version
+// u.Version (not a tombstone) and its MetaHLC is older than u.MetaHLC: the tag set is
+// replaced in place, the body, ETag, modification time and version stay. It returns the
+// record stored afterwards, whichever it is (the caller compares its HLC and MetaHLC with
+// u's to learn what happened): a newer version, an older one (this store missed
+// u.Version), a tombstone, or u.Version with u applied or with a later change. A key
+// without any record is a NotExist error.
+func (s *Store) UpdateMeta(u object.MetaUpdate) (*object.Object, error) {
+	const op errors.Op = "store.UpdateMeta"
+	if u.Version == 0 || u.MetaHLC == 0 {
+		return nil, errors.E(op, errors.Invalid, "a metadata update needs a version and its own HLC")
+	}
+	s.bucketMu.RLock()
+	defer s.bucketMu.RUnlock()
+	if _, err := s.bucket(u.Bucket); err != nil {
+		return nil, errors.E(op, err)
+	}
+	mu := s.keyLock(u.Bucket, u.Key)
+	mu.Lock()
+	defer mu.Unlock()
+	okey := objectKey(u.Bucket, u.Key)
+	old, err := getObject(s.db, okey)
+	if err != nil {
+		return nil, errors.E(op, err)
+	}
+	s.clock.Observe(u.MetaHLC)
+	if old.Deleted || old.HLC != u.Version || old.MetaHLC >= u.MetaHLC {
+		return old, nil
+	}
+	return s.setMeta(op, okey, old, u.MetaHLC, u.Tags)
+}
+
+// setMeta stores old again under okey with the metadata of a later in-place change. The
+// caller holds the key's lock. The record keeps its version id, so its body (embedded,
+// inline under its own key, or chunks) is untouched.
+func (s *Store) setMeta(op errors.Op, okey []byte, old *object.Object, metaHLC uint64, tags [][2]string) (*object.Object, error) {
+	o := *old
+	o.MetaHLC, o.Tags = metaHLC, tags
+	b := s.db.NewBatch()
+	b.Set(okey, marshalRecord(&o), nil)
+	if err := s.commit(b); err != nil {
+		return nil, errors.E(op, err)
+	}
+	return &o, nil
 }
 
 // drop removes the record of bucket/key and its body, if there is one and match (when

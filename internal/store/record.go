@@ -14,10 +14,19 @@ import (
 // recordVersion 2 added HLC and the Deleted flag; version 1 records are still read (their
 // HLC is derived from ModTime). Version 3 is version 2 plus a stripe layout; it is written
 // only for striped records, so other records stay readable by version-2 binaries.
+// Version 4 is version 3 (the stripe layout present iff flag 8 is set) plus, after the
+// layout, the metadata of in-place changes: MetaHLC and the tag set. It is written only
+// for records with tags or a MetaHLC, so every other record stays readable by binaries
+// that know versions 2 and 3 (docs/design/tagging.md).
 const (
 	recordVersion        = 2
 	recordVersionStriped = 3
+	recordVersionMeta    = 4
 )
+
+// flagStriped marks a striped record in version 4 (versions 2 and 3 say it by the
+// version byte).
+const flagStriped = 8
 
 // maxRecordList bounds list lengths in a record, so a corrupt record cannot make the decoder
 // allocate without limit.
@@ -26,12 +35,19 @@ const maxRecordList = 1 << 22
 // Marshal encodes o.
 func marshalRecord(o *object.Object) []byte {
 	b := make([]byte, 0, 128+len(o.Chunks)*20+len(o.PartSizes)*5)
-	if o.Striped {
+	withMeta := o.MetaHLC != 0 || len(o.Tags) > 0
+	var flags byte
+	switch {
+	case withMeta:
+		b = append(b, recordVersionMeta)
+		if o.Striped {
+			flags |= flagStriped
+		}
+	case o.Striped:
 		b = append(b, recordVersionStriped)
-	} else {
+	default:
 		b = append(b, recordVersion)
 	}
-	var flags byte
 	if o.Inline {
 		flags |= 1
 	}
@@ -72,6 +88,14 @@ func marshalRecord(o *object.Object) []byte {
 		b = binary.AppendUvarint(b, uint64(len(o.Stripe.Parts)))
 		for _, n := range o.Stripe.Parts {
 			b = binary.AppendUvarint(b, uint64(n))
+		}
+	}
+	if withMeta {
+		b = binary.AppendUvarint(b, o.MetaHLC)
+		b = binary.AppendUvarint(b, uint64(len(o.Tags)))
+		for _, kv := range o.Tags {
+			b = appendString(b, kv[0])
+			b = appendString(b, kv[1])
 		}
 	}
 	if o.Embedded {
@@ -158,11 +182,12 @@ func unmarshalRecord(o *object.Object, b []byte) error {
 	if d.err != nil {
 		return d.err
 	}
-	if v[0] < 1 || v[0] > recordVersionStriped {
+	if v[0] < 1 || v[0] > recordVersionMeta || (v[0] < recordVersionMeta && v[1]&flagStriped != 0) {
 		d.fail()
 		return d.err
 	}
-	*o = object.Object{Inline: v[1]&1 != 0, Embedded: v[1]&2 != 0, Deleted: v[1]&4 != 0, Striped: v[0] == recordVersionStriped}
+	striped := v[0] == recordVersionStriped || (v[0] == recordVersionMeta && v[1]&flagStriped != 0)
+	*o = object.Object{Inline: v[1]&1 != 0, Embedded: v[1]&2 != 0, Deleted: v[1]&4 != 0, Striped: striped}
 	copy(o.VersionID[:], d.bytes(16))
 	o.Size = d.varint()
 	o.ModTime = d.varint()
@@ -212,6 +237,15 @@ func unmarshalRecord(o *object.Object, b []byte) error {
 					d.fail()
 				}
 				o.Stripe.Parts[i] = int(v)
+			}
+		}
+	}
+	if v[0] == recordVersionMeta {
+		o.MetaHLC = d.uvarint()
+		if n := d.count(); n > 0 {
+			o.Tags = make([][2]string, n)
+			for i := range o.Tags {
+				o.Tags[i] = [2]string{d.str(), d.str()}
 			}
 		}
 	}

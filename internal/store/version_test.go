@@ -265,6 +265,36 @@ func TestForget(t *testing.T) {
 	}
 }
 
+// ForgetMeta keeps a record whose tags changed after the MetaHLC the new holders
+// confirmed (hand-off), and removes it otherwise; UpdateMeta changes only the version it
+// names, keeping the body.
+func TestUpdateAndForgetMeta(t *testing.T) {
+	s := openStore(t, testConfig(t))
+	if err := s.CreateBucket("b"); err != nil {
+		t.Fatal(err)
+	}
+	body := randBytes(3, 200<<10) // chunked
+	if _, err := s.PutObject(context.Background(), "b", "k", &object.Object{}, bytes.NewReader(body), int64(len(body)), object.PutOptions{Version: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpdateMeta(object.MetaUpdate{Bucket: "b", Key: "k", Version: 10}); !errors.Is(errors.Invalid, err) {
+		t.Fatalf("update without a MetaHLC: %v", err)
+	}
+	o, err := s.UpdateMeta(object.MetaUpdate{Bucket: "b", Key: "k", Version: 10, MetaHLC: 20, Tags: [][2]string{{"a", "b"}}})
+	if err != nil || o.MetaHLC != 20 {
+		t.Fatalf("update: %+v, %v", o, err)
+	}
+	if got := readAll(t, s, "b", "k"); !bytes.Equal(got, body) {
+		t.Fatal("body changed by a metadata update")
+	}
+	if gone, err := s.ForgetMeta("b", "k", 10, 15); err != nil || gone {
+		t.Fatalf("ForgetMeta before the change: %v, %v; want kept", gone, err)
+	}
+	if gone, err := s.ForgetMeta("b", "k", 10, 20); err != nil || !gone {
+		t.Fatalf("ForgetMeta of the confirmed change: %v, %v; want removed", gone, err)
+	}
+}
+
 // The record of a striped (erasure-coded) object keeps the object's size and layout and
 // has no body; it round-trips through the index, and a reader serves no bytes from it.
 func TestStripedRecord(t *testing.T) {

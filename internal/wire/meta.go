@@ -30,6 +30,8 @@ type Meta struct {
 	PartSizes          []int64     `json:"part_sizes,omitempty"`
 	Striped            bool        `json:"striped,omitempty"`
 	Stripe             *Stripe     `json:"stripe,omitempty"`
+	Tags               [][2]string `json:"tags,omitempty"`
+	MetaHLC            uint64      `json:"meta_hlc,omitempty"`
 }
 
 // Stripe is an erasure-coded object's layout on the wire.
@@ -50,7 +52,7 @@ func MetaOf(o *object.Object) *Meta {
 		ContentType: o.ContentType, ContentEncoding: o.ContentEncoding, ContentDisposition: o.ContentDisposition,
 		ContentLanguage: o.ContentLanguage, CacheControl: o.CacheControl, Expires: o.Expires, StorageClass: o.StorageClass,
 		UserMeta: o.UserMeta, ChecksumAlgo: o.ChecksumAlgo, Checksum: o.Checksum, ChecksumType: o.ChecksumType,
-		PartSizes: o.PartSizes, Striped: o.Striped}
+		PartSizes: o.PartSizes, Striped: o.Striped, Tags: o.Tags, MetaHLC: o.MetaHLC}
 	if s := o.Stripe; s.K != 0 || s.M != 0 || s.Size != 0 || s.Upload != "" || len(s.Parts) > 0 {
 		m.Stripe = &Stripe{K: s.K, M: s.M, Size: s.Size, Upload: s.Upload, Parts: s.Parts}
 	}
@@ -66,7 +68,7 @@ func (m *Meta) Object() *object.Object {
 		ContentType: m.ContentType, ContentEncoding: m.ContentEncoding, ContentDisposition: m.ContentDisposition,
 		ContentLanguage: m.ContentLanguage, CacheControl: m.CacheControl, Expires: m.Expires, StorageClass: m.StorageClass,
 		UserMeta: m.UserMeta, ChecksumAlgo: m.ChecksumAlgo, Checksum: m.Checksum, ChecksumType: m.ChecksumType,
-		PartSizes: m.PartSizes, Striped: m.Striped}
+		PartSizes: m.PartSizes, Striped: m.Striped, Tags: m.Tags, MetaHLC: m.MetaHLC}
 	if s := m.Stripe; s != nil {
 		o.Stripe = object.Stripe{K: s.K, M: s.M, Size: s.Size, Upload: s.Upload, Parts: s.Parts}
 	}
@@ -253,6 +255,16 @@ type ScanEntry struct {
 	Deleted bool   `json:"d,omitempty"`
 	Size    int64  `json:"s,omitempty"`
 	Striped bool   `json:"x,omitempty"` // an erasure-coded object's record (Size is the object's)
+	MetaHLC uint64 `json:"m,omitempty"` // the record's last in-place metadata change
+}
+
+// MetaUpdate is the body of a conditional in-place metadata change (object.MetaUpdate;
+// bucket and key are in the query): applied only to a record of version HLC whose
+// MetaHLC is older.
+type MetaUpdate struct {
+	HLC     uint64      `json:"hlc"`
+	MetaHLC uint64      `json:"meta_hlc"`
+	Tags    [][2]string `json:"tags"`
 }
 
 // DigestAnswer holds one digest per partition asked for, in the order asked.

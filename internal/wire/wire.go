@@ -90,6 +90,10 @@ const (
 	PathScan = "/internal/v1/scan"
 	// PathDigest: POST a ScanRequest; the answer is a DigestAnswer.
 	PathDigest = "/internal/v1/digest"
+	// PathMeta: POST a MetaUpdate: the replica changes the metadata (tags) of its record
+	// in place if that record is the version named; the answer carries the record it
+	// holds afterwards (HdrMeta), whichever it is.
+	PathMeta = "/internal/v1/meta"
 )
 
 // Paths of the cluster protocol, served on the node address by every node (package

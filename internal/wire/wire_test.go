@@ -90,6 +90,7 @@ func TestMetaRoundTrip(t *testing.T) {
 			ContentLanguage: "en", CacheControl: "c", Expires: "x", StorageClass: "STANDARD", UserMeta: [][2]string{{"a", "b"}},
 			ChecksumAlgo: "CRC32C", Checksum: "AAAAAA==", ChecksumType: "FULL_OBJECT", PartSizes: []int64{5, 6}},
 		{HLC: 8, Deleted: true},
+		{HLC: 10, MetaHLC: 12, Tags: [][2]string{{"a", ""}, {"k", "v"}}},
 		{Size: 9 << 20, Striped: true, Stripe: object.Stripe{K: 4, M: 2, Size: 4 << 20, Upload: "u", Parts: []int{1, 2}}},
 	} {
 		got, err := DecodeMeta(EncodeMeta(o))

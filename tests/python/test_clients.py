@@ -808,3 +808,93 @@ def test_boto3_presigned_post(s3_client_factory, bucket, signature_version):
     with pytest.raises(ClientError) as ei:
         s3.head_object(Bucket=bucket, Key="uploads/pic.png")
     assert error_of(ei)[1] == 404
+
+
+# ---- boto3: object and bucket tagging ---------------------------------------------------
+
+
+def tag_dict(tag_set):
+    return {t["Key"]: t["Value"] for t in tag_set}
+
+
+def test_boto3_object_tagging(s3, bucket):
+    # x-amz-tagging on PUT (boto3 sends the URL-encoded string as given).
+    put = s3.put_object(Bucket=bucket, Key="tagged", Body=b"tagged body", Tagging="team=storage&env=prod%20eu")
+    r = s3.get_object_tagging(Bucket=bucket, Key="tagged")
+    assert r["TagSet"] == [{"Key": "env", "Value": "prod eu"}, {"Key": "team", "Value": "storage"}]
+    g = s3.get_object(Bucket=bucket, Key="tagged")
+    assert g["TagCount"] == 2 and g["Body"].read() == b"tagged body"
+    before = s3.head_object(Bucket=bucket, Key="tagged")
+    assert before["ResponseMetadata"]["HTTPHeaders"]["x-amz-tagging-count"] == "2"
+
+    # Replace, then delete; body, ETag and Last-Modified stay.
+    s3.put_object_tagging(Bucket=bucket, Key="tagged", Tagging={"TagSet": [{"Key": "ü", "Value": "ö & <x>"}]})
+    assert tag_dict(s3.get_object_tagging(Bucket=bucket, Key="tagged")["TagSet"]) == {"ü": "ö & <x>"}
+    h = s3.head_object(Bucket=bucket, Key="tagged")
+    assert h["ETag"] == put["ETag"] and h["LastModified"] == before["LastModified"]
+    d = s3.delete_object_tagging(Bucket=bucket, Key="tagged")
+    assert d["ResponseMetadata"]["HTTPStatusCode"] == 204
+    assert s3.get_object_tagging(Bucket=bucket, Key="tagged")["TagSet"] == []
+    assert "TagCount" not in s3.head_object(Bucket=bucket, Key="tagged")
+    assert s3.get_object(Bucket=bucket, Key="tagged")["Body"].read() == b"tagged body"
+
+    # Copy: the source's tags by default, the request's with REPLACE.
+    s3.put_object_tagging(Bucket=bucket, Key="tagged", Tagging={"TagSet": [{"Key": "src", "Value": "1"}]})
+    s3.copy_object(Bucket=bucket, Key="copy-default", CopySource={"Bucket": bucket, "Key": "tagged"})
+    assert tag_dict(s3.get_object_tagging(Bucket=bucket, Key="copy-default")["TagSet"]) == {"src": "1"}
+    s3.copy_object(Bucket=bucket, Key="copy-replace", CopySource={"Bucket": bucket, "Key": "tagged"},
+                   TaggingDirective="REPLACE", Tagging="new=2")
+    assert tag_dict(s3.get_object_tagging(Bucket=bucket, Key="copy-replace")["TagSet"]) == {"new": "2"}
+
+    # Multipart: the completed object gets the upload's tags.
+    mu = s3.create_multipart_upload(Bucket=bucket, Key="mp", Tagging="stage=upload")
+    p = s3.upload_part(Bucket=bucket, Key="mp", UploadId=mu["UploadId"], PartNumber=1, Body=b"part")
+    s3.complete_multipart_upload(Bucket=bucket, Key="mp", UploadId=mu["UploadId"],
+                                 MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": p["ETag"]}]})
+    assert tag_dict(s3.get_object_tagging(Bucket=bucket, Key="mp")["TagSet"]) == {"stage": "upload"}
+
+
+def test_boto3_tagging_errors(s3, bucket):
+    s3.put_object(Bucket=bucket, Key="obj", Body=b"x")
+    cases = [
+        [{"Key": "k%d" % i, "Value": "v"} for i in range(11)],
+        [{"Key": "k" * 129, "Value": "v"}],
+        [{"Key": "k", "Value": "v" * 257}],
+        [{"Key": "k", "Value": "1"}, {"Key": "k", "Value": "2"}],
+        [{"Key": "aws:reserved", "Value": "1"}],
+    ]
+    for tags in cases:
+        with pytest.raises(ClientError) as ei:
+            s3.put_object_tagging(Bucket=bucket, Key="obj", Tagging={"TagSet": tags})
+        assert error_of(ei) == ("InvalidTag", 400)
+    assert s3.get_object_tagging(Bucket=bucket, Key="obj")["TagSet"] == []
+    with pytest.raises(ClientError) as ei:
+        s3.put_object(Bucket=bucket, Key="refused", Body=b"x", Tagging="a=1&a=2")
+    assert error_of(ei) == ("InvalidArgument", 400)
+    with pytest.raises(ClientError) as ei:
+        s3.get_object_tagging(Bucket=bucket, Key="missing")
+    assert error_of(ei) == ("NoSuchKey", 404)
+    with pytest.raises(ClientError) as ei:
+        s3.copy_object(Bucket=bucket, Key="c", CopySource={"Bucket": bucket, "Key": "obj"}, TaggingDirective="MERGE")
+    assert error_of(ei)[1] == 400
+
+
+def test_boto3_bucket_tagging(s3, bucket):
+    with pytest.raises(ClientError) as ei:
+        s3.get_bucket_tagging(Bucket=bucket)
+    assert error_of(ei) == ("NoSuchTagSet", 404)
+    tags = [{"Key": "k%02d" % i, "Value": str(i)} for i in range(50)]
+    r = s3.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": tags})
+    assert r["ResponseMetadata"]["HTTPStatusCode"] == 204
+    assert s3.get_bucket_tagging(Bucket=bucket)["TagSet"] == tags
+    with pytest.raises(ClientError) as ei:
+        s3.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": tags + [{"Key": "k50", "Value": "x"}]})
+    assert error_of(ei) == ("InvalidTag", 400)
+    with pytest.raises(ClientError) as ei:
+        s3.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": [{"Key": "aws:x", "Value": "1"}]})
+    assert error_of(ei) == ("InvalidTag", 400)
+    assert len(s3.get_bucket_tagging(Bucket=bucket)["TagSet"]) == 50
+    s3.delete_bucket_tagging(Bucket=bucket)
+    with pytest.raises(ClientError) as ei:
+        s3.get_bucket_tagging(Bucket=bucket)
+    assert error_of(ei) == ("NoSuchTagSet", 404)

@@ -39,6 +39,7 @@ func Run(t *testing.T, newReplica func(t *testing.T) replica.Replica) {
 		{"UploadEnd", testUploadEnd},
 		{"Errors", testErrors},
 		{"DigestsAndScan", testDigestsAndScan},
+		{"UpdateMeta", testUpdateMeta},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newReplica(t)) })
 	}
@@ -441,5 +442,94 @@ func testDigestsAndScan(t *testing.T, r replica.Replica) {
 	}
 	if changed != 1 {
 		t.Fatalf("one new version changed %d partition digests", changed)
+	}
+}
+
+// testUpdateMeta: a conditional in-place change of a version's tags applies only to that
+// version, only when newer than the record's last change, keeps the body, ETag and
+// modification time, is carried by copies of the record (Put of the same version with a
+// later MetaHLC, a repair), shows in Scan and changes the digest.
+func testUpdateMeta(t *testing.T, r replica.Replica) {
+	const P = 8
+	all := make([]int, P)
+	for i := range all {
+		all[i] = i
+	}
+	b := body(9, 5000)
+	o, err := put(t, r, "k", 10, b, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := r.Digests(ctx, P, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags := [][2]string{{"a", "1"}, {"b", ""}}
+	u := object.MetaUpdate{Bucket: Bucket, Key: "k", Version: 10, MetaHLC: 20, Tags: tags}
+	rec, err := r.UpdateMeta(ctx, u)
+	if err != nil || replica.UpdateOutcome(u, rec) != replica.MetaApplied || !slices.Equal(rec.Tags, tags) || rec.MetaHLC != 20 {
+		t.Fatalf("update: %+v, %v", rec, err)
+	}
+	got := mustRead(t, r, "k", b)
+	if got.HLC != 10 || got.MetaHLC != 20 || !slices.Equal(got.Tags, tags) || got.ETag != o.ETag || got.ModTime != o.ModTime ||
+		got.ContentType != "application/x-test" || !slices.Equal(got.UserMeta, [][2]string{{"k", "v"}}) {
+		t.Fatalf("record after update: %+v", got)
+	}
+	// An older change, or a retry of this one, changes nothing.
+	old := object.MetaUpdate{Bucket: Bucket, Key: "k", Version: 10, MetaHLC: 15, Tags: [][2]string{{"old", "x"}}}
+	if rec, err := r.UpdateMeta(ctx, old); err != nil || rec.MetaHLC != 20 || !slices.Equal(rec.Tags, tags) || replica.UpdateOutcome(old, rec) != replica.MetaApplied {
+		t.Fatalf("older update: %+v, %v", rec, err)
+	}
+	// Another version: nothing changes, the record says why.
+	other := object.MetaUpdate{Bucket: Bucket, Key: "k", Version: 9, MetaHLC: 30, Tags: nil}
+	if rec, err := r.UpdateMeta(ctx, other); err != nil || rec.HLC != 10 || rec.MetaHLC != 20 || replica.UpdateOutcome(other, rec) != replica.MetaSuperseded {
+		t.Fatalf("update of an older version: %+v, %v", rec, err)
+	}
+	missed := object.MetaUpdate{Bucket: Bucket, Key: "k", Version: 11, MetaHLC: 30}
+	if rec, err := r.UpdateMeta(ctx, missed); err != nil || rec.HLC != 10 || replica.UpdateOutcome(missed, rec) != replica.MetaMissing {
+		t.Fatalf("update of a version not held: %+v, %v", rec, err)
+	}
+	_, err = r.UpdateMeta(ctx, object.MetaUpdate{Bucket: Bucket, Key: "none", Version: 1, MetaHLC: 2})
+	wantKind(t, "update of a key without a record", err, errors.NotExist)
+	// Scan and digests see the change.
+	var seen object.VersionEntry
+	if err := r.Scan(ctx, P, all, func(e object.VersionEntry) { seen = e }); err != nil || seen.HLC != 10 || seen.MetaHLC != 20 {
+		t.Fatalf("scan after update: %+v, %v", seen, err)
+	}
+	after, err := r.Digests(ctx, P, all)
+	if err != nil || slices.Equal(before, after) {
+		t.Fatalf("digests unchanged by an update: %v, %v", after, err)
+	}
+	// A copy of the same version with a later change takes the change and keeps the body.
+	later := [][2]string{{"c", "3"}}
+	meta := &object.Object{ContentType: "application/x-test", ModTime: 5, Tags: later, MetaHLC: 40}
+	fin := &object.Object{Size: int64(len(b)), ETag: etag(b)}
+	if rec, err := r.Put(ctx, replica.Write{Bucket: Bucket, Key: "k", Meta: meta, Body: bytes.NewReader(b), Size: int64(len(b)), Version: 10, FinalNow: fin}); err != nil ||
+		rec.MetaHLC != 40 || !slices.Equal(rec.Tags, later) {
+		t.Fatalf("copy with a later change: %+v, %v", rec, err)
+	}
+	// A repair of the version with an older change keeps the later one held here.
+	c := body(10, 5000)
+	if _, err := r.Put(ctx, replica.Write{Bucket: Bucket, Key: "k", Meta: &object.Object{Tags: tags, MetaHLC: 20}, Body: bytes.NewReader(c), Size: int64(len(c)), Version: 10,
+		FinalNow: &object.Object{Size: int64(len(c)), ETag: etag(c)}, Repair: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustRead(t, r, "k", c); got.MetaHLC != 40 || !slices.Equal(got.Tags, later) {
+		t.Fatalf("repair lost a later change: %+v", got)
+	}
+	// A new version has its own tags (none here): the change was to the old version.
+	if _, err := put(t, r, "k", 50, b, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustRead(t, r, "k", b); got.MetaHLC != 0 || len(got.Tags) != 0 {
+		t.Fatalf("new version inherited tags: %+v", got)
+	}
+	// A tombstone is superseding.
+	if _, err := r.Delete(ctx, Bucket, "k", 60, 0); err != nil {
+		t.Fatal(err)
+	}
+	dead := object.MetaUpdate{Bucket: Bucket, Key: "k", Version: 50, MetaHLC: 70}
+	if rec, err := r.UpdateMeta(ctx, dead); err != nil || !rec.Deleted || replica.UpdateOutcome(dead, rec) != replica.MetaSuperseded {
+		t.Fatalf("update of a deleted key: %+v, %v", rec, err)
 	}
 }
