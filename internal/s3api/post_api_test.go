@@ -209,7 +209,9 @@ func TestPostObject(t *testing.T) {
 		{"no key field", noKey, file, 400, "InvalidArgument", "must contain a field named &#39;key&#39;"},
 		{"no file", good(nil), nil, 400, "InvalidArgument", "exactly one file"},
 		{"anonymous", map[string]string{"key": "in/x"}, file, 403, "AccessDenied", ""},
-		{"tagging", policyFields(cond+`,["starts-with","$tagging",""]`, exp, now, map[string]string{"key": "in/x", "tagging": "<Tagging><TagSet></TagSet></Tagging>"}), file, 501, "NotImplemented", ""},
+		{"malformed tagging", policyFields(cond+`,["starts-with","$tagging",""]`, exp, now, map[string]string{"key": "in/x", "tagging": "<Tagging><TagSet>"}), file, 400, "MalformedXML", ""},
+		{"too many tags", policyFields(cond+`,["starts-with","$tagging",""]`, exp, now, map[string]string{"key": "in/x", "tagging": "<Tagging><TagSet>" +
+			strings.Repeat("<Tag><Key>k</Key><Value>v</Value></Tag>", 11) + "</TagSet></Tagging>"}), file, 400, "InvalidTag", ""},
 		{"checksum mismatch", policyFields(cond+`,["starts-with","$x-amz-checksum-crc32",""]`, exp, now, map[string]string{"key": "in/x", "x-amz-checksum-crc32": "AAAAAA=="}), file, 400, "BadDigest", ""},
 		{"encryption", policyFields(cond+`,["starts-with","$x-amz-server-side-encryption",""]`, exp, now, map[string]string{"key": "in/x", "x-amz-server-side-encryption": "AES256"}), file, 501, "NotImplemented", ""},
 	} {
@@ -238,6 +240,18 @@ func TestPostObject(t *testing.T) {
 	t.Run("no bucket", func(t *testing.T) {
 		resp, body := postUpload(t, srv.URL+"/nobucket", policyFields(`["starts-with","$key",""]`, exp, now, map[string]string{"key": "k"}), "x", file)
 		expectS3Error(t, resp.StatusCode, body, 404, "NoSuchBucket")
+	})
+	t.Run("tagging", func(t *testing.T) {
+		doc := "<Tagging><TagSet><Tag><Key>project</Key><Value>blue</Value></Tag><Tag><Key>tier</Key><Value></Value></Tag></TagSet></Tagging>"
+		resp, body := postUpload(t, u, policyFields(`{"bucket":"upl"},{"key":"tagged"},{"tagging":"`+strings.ReplaceAll(doc, `"`, `\"`)+`"}`, exp, now,
+			map[string]string{"key": "tagged", "tagging": doc}), "x", file)
+		if resp.StatusCode != 204 {
+			t.Fatalf("%d %s", resp.StatusCode, body)
+		}
+		out, err := c.GetObjectTagging(context.Background(), &s3.GetObjectTaggingInput{Bucket: aws.String("upl"), Key: aws.String("tagged")})
+		if err != nil || len(out.TagSet) != 2 || aws.ToString(out.TagSet[0].Key) != "project" || aws.ToString(out.TagSet[0].Value) != "blue" || aws.ToString(out.TagSet[1].Key) != "tier" {
+			t.Fatalf("tags %+v %v", out, err)
+		}
 	})
 	t.Run("virtual host", func(t *testing.T) {
 		fields := policyFields(`{"bucket":"upl"},{"key":"vh"}`, exp, now, map[string]string{"key": "vh"})

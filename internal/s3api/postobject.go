@@ -32,8 +32,7 @@ func postHeaders(fields map[string]string) (http.Header, error) {
 		case "acl":
 			hd.Set("X-Amz-Acl", v) // the refusal table accepts the ACLs that say what cairn does
 		case "tagging":
-			// TODO(web): store the Tagging document once object tagging lands (issue 15).
-			return nil, &apiError{"NotImplemented", "The form field tagging is not supported (cairn: object tagging). " + errNotImplemented.Message, 501}
+			// A Tagging document (not the header's query form): parsed in postObject.
 		case "x-amz-algorithm", "x-amz-credential", "x-amz-date", "x-amz-signature":
 			// authentication, checked by VerifyPOST
 		default:
@@ -122,6 +121,11 @@ func (h *Handler) postObject(w http.ResponseWriter, r *http.Request, rq *request
 	meta, err := metaFromHeaders(hd)
 	if err != nil {
 		return err
+	}
+	if doc, ok := f["tagging"]; ok {
+		if meta.Tags, err = parseTagging([]byte(doc), maxObjectTags); err != nil {
+			return err
+		}
 	}
 	src := &postFile{src: form.file, max: min(pol.maxSize, h.cfg.MaxObjectSize)}
 	bc, err := newBodyCheck(hd, rq, src) // an x-amz-checksum-* field is verified, as its header would be
