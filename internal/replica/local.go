@@ -158,6 +158,7 @@ func (l *Local) Complete(ctx context.Context, c Completion) (*object.Object, err
 	return l.Store.CompleteUploadVersion(c.Bucket, c.Key, c.UploadID, c.Parts, c.MinPart, c.Version, c.ModTime,
 		func(o *object.Object, _ []*object.Object) error {
 			o.ChecksumAlgo, o.Checksum, o.ChecksumType = c.Final.ChecksumAlgo, c.Final.Checksum, c.Final.ChecksumType
+			o.PartChecksums = c.Final.PartChecksums
 			return nil
 		})
 }

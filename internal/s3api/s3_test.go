@@ -968,9 +968,19 @@ func TestGetObjectAttributes(t *testing.T) {
 		t.Fatalf("%d parts listed", len(got))
 	}
 	for i, p := range got {
-		if aws.ToInt32(p.PartNumber) != int32(i+1) || aws.ToInt64(p.Size) != int64(sizes[i]) {
-			t.Fatalf("part %d: %+v", i+1, p)
+		if aws.ToInt32(p.PartNumber) != int32(i+1) || aws.ToInt64(p.Size) != int64(sizes[i]) ||
+			aws.ToString(p.ChecksumCRC32) != aws.ToString(parts[i].ChecksumCRC32) {
+			t.Fatalf("part %d: %+v, want checksum %s", i+1, p, aws.ToString(parts[i].ChecksumCRC32))
 		}
+	}
+	// A part read returns the part's own checksum.
+	g, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("bkt"), Key: aws.String("mp"), PartNumber: aws.Int32(2), ChecksumMode: types.ChecksumModeEnabled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Body.Close()
+	if aws.ToString(g.ChecksumCRC32) != aws.ToString(parts[1].ChecksumCRC32) {
+		t.Fatalf("part 2 read: checksum %q, want %q", aws.ToString(g.ChecksumCRC32), aws.ToString(parts[1].ChecksumCRC32))
 	}
 
 	// Errors.

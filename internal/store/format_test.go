@@ -274,10 +274,12 @@ func TestRecordVersionMeta(t *testing.T) {
 		{HLC: 5, MetaHLC: 9, Size: 7, Chunks: []object.Chunk{{ID: object.ChunkID{1}, Size: 7}}},
 		{HLC: 6, Tags: [][2]string{{"k", "é"}}, Inline: true},
 		{HLC: 77, MetaHLC: 80, Size: 9 << 20, Striped: true, Stripe: object.Stripe{K: 4, M: 2, Size: 4 << 20, Upload: "u", Parts: []int{1, 2}}, Tags: [][2]string{{"a", "b"}}},
+		{HLC: 8, Size: 10 << 20, PartSizes: []int64{5 << 20, 5 << 20}, ChecksumAlgo: "CRC32", Checksum: "AAAAAA==-2", ChecksumType: "COMPOSITE",
+			PartChecksums: []string{"zqsFQg==", "AAAAAQ=="}, Chunks: []object.Chunk{{ID: object.ChunkID{2}, Size: 1}}},
 	} {
 		b := marshalRecord(&o)
 		if b[0] != recordVersionMeta {
-			t.Errorf("record with tags written as version %d", b[0])
+			t.Errorf("record with tags or part checksums written as version %d", b[0])
 		}
 		var got object.Object
 		if err := unmarshalRecord(&got, b); err != nil || !reflect.DeepEqual(got, o) {

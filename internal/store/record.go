@@ -15,9 +15,10 @@ import (
 // HLC is derived from ModTime). Version 3 is version 2 plus a stripe layout; it is written
 // only for striped records, so other records stay readable by version-2 binaries.
 // Version 4 is version 3 (the stripe layout present iff flag 8 is set) plus, after the
-// layout, the metadata of in-place changes: MetaHLC and the tag set. It is written only
-// for records with tags or a MetaHLC, so every other record stays readable by binaries
-// that know versions 2 and 3 (docs/design/tagging.md).
+// layout, the metadata of in-place changes: MetaHLC and the tag set, then the parts'
+// checksums of a multipart object. It is written only for records with tags, a MetaHLC
+// or part checksums, so every other record stays readable by binaries that know versions
+// 2 and 3 (docs/design/tagging.md).
 const (
 	recordVersion        = 2
 	recordVersionStriped = 3
@@ -35,7 +36,7 @@ const maxRecordList = 1 << 22
 // Marshal encodes o.
 func marshalRecord(o *object.Object) []byte {
 	b := make([]byte, 0, 128+len(o.Chunks)*20+len(o.PartSizes)*5)
-	withMeta := o.MetaHLC != 0 || len(o.Tags) > 0
+	withMeta := o.MetaHLC != 0 || len(o.Tags) > 0 || len(o.PartChecksums) > 0
 	var flags byte
 	switch {
 	case withMeta:
@@ -96,6 +97,10 @@ func marshalRecord(o *object.Object) []byte {
 		for _, kv := range o.Tags {
 			b = appendString(b, kv[0])
 			b = appendString(b, kv[1])
+		}
+		b = binary.AppendUvarint(b, uint64(len(o.PartChecksums)))
+		for _, c := range o.PartChecksums {
+			b = appendString(b, c)
 		}
 	}
 	if o.Embedded {
@@ -246,6 +251,12 @@ func unmarshalRecord(o *object.Object, b []byte) error {
 			o.Tags = make([][2]string, n)
 			for i := range o.Tags {
 				o.Tags[i] = [2]string{d.str(), d.str()}
+			}
+		}
+		if n := d.count(); n > 0 {
+			o.PartChecksums = make([]string, n)
+			for i := range o.PartChecksums {
+				o.PartChecksums[i] = d.str()
 			}
 		}
 	}

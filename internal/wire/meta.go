@@ -32,6 +32,7 @@ type Meta struct {
 	Stripe             *Stripe     `json:"stripe,omitempty"`
 	Tags               [][2]string `json:"tags,omitempty"`
 	MetaHLC            uint64      `json:"meta_hlc,omitempty"`
+	PartChecksums      []string    `json:"part_checksums,omitempty"`
 }
 
 // Stripe is an erasure-coded object's layout on the wire.
@@ -52,7 +53,7 @@ func MetaOf(o *object.Object) *Meta {
 		ContentType: o.ContentType, ContentEncoding: o.ContentEncoding, ContentDisposition: o.ContentDisposition,
 		ContentLanguage: o.ContentLanguage, CacheControl: o.CacheControl, Expires: o.Expires, StorageClass: o.StorageClass,
 		UserMeta: o.UserMeta, ChecksumAlgo: o.ChecksumAlgo, Checksum: o.Checksum, ChecksumType: o.ChecksumType,
-		PartSizes: o.PartSizes, Striped: o.Striped, Tags: o.Tags, MetaHLC: o.MetaHLC}
+		PartSizes: o.PartSizes, Striped: o.Striped, Tags: o.Tags, MetaHLC: o.MetaHLC, PartChecksums: o.PartChecksums}
 	if s := o.Stripe; s.K != 0 || s.M != 0 || s.Size != 0 || s.Upload != "" || len(s.Parts) > 0 {
 		m.Stripe = &Stripe{K: s.K, M: s.M, Size: s.Size, Upload: s.Upload, Parts: s.Parts}
 	}
@@ -68,7 +69,7 @@ func (m *Meta) Object() *object.Object {
 		ContentType: m.ContentType, ContentEncoding: m.ContentEncoding, ContentDisposition: m.ContentDisposition,
 		ContentLanguage: m.ContentLanguage, CacheControl: m.CacheControl, Expires: m.Expires, StorageClass: m.StorageClass,
 		UserMeta: m.UserMeta, ChecksumAlgo: m.ChecksumAlgo, Checksum: m.Checksum, ChecksumType: m.ChecksumType,
-		PartSizes: m.PartSizes, Striped: m.Striped, Tags: m.Tags, MetaHLC: m.MetaHLC}
+		PartSizes: m.PartSizes, Striped: m.Striped, Tags: m.Tags, MetaHLC: m.MetaHLC, PartChecksums: m.PartChecksums}
 	if s := m.Stripe; s != nil {
 		o.Stripe = object.Stripe{K: s.K, M: s.M, Size: s.Size, Upload: s.Upload, Parts: s.Parts}
 	}

@@ -88,7 +88,7 @@ func TestMetaRoundTrip(t *testing.T) {
 		{},
 		{HLC: 7, Size: 5, ModTime: 9, ETag: "e", ContentType: "text/plain", ContentEncoding: "gzip", ContentDisposition: "d",
 			ContentLanguage: "en", CacheControl: "c", Expires: "x", StorageClass: "STANDARD", UserMeta: [][2]string{{"a", "b"}},
-			ChecksumAlgo: "CRC32C", Checksum: "AAAAAA==", ChecksumType: "FULL_OBJECT", PartSizes: []int64{5, 6}},
+			ChecksumAlgo: "CRC32C", Checksum: "AAAAAA==", ChecksumType: "FULL_OBJECT", PartSizes: []int64{5, 6}, PartChecksums: []string{"AAAAAQ==", "AAAAAg=="}},
 		{HLC: 8, Deleted: true},
 		{HLC: 10, MetaHLC: 12, Tags: [][2]string{{"a", ""}, {"k", "v"}}},
 		{Size: 9 << 20, Striped: true, Stripe: object.Stripe{K: 4, M: 2, Size: 4 << 20, Upload: "u", Parts: []int{1, 2}}},
