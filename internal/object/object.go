@@ -61,7 +61,7 @@ type Object struct {
 	PartSizes []int64
 	// PartChecksums lists the parts' checksums (of algorithm ChecksumAlgo, base64), in
 	// part order, for an object made by a multipart upload with checksums; nil otherwise.
-	PartChecksums []string
+	PartChecksums []string `json:"PartChecksums,omitempty"` // omitted: end records stay as older binaries wrote them
 	// Striped marks the record of an erasure-coded object: its bytes are not here but in
 	// stripes of Stripe.Size bytes, each cut into Stripe.K data and Stripe.M parity
 	// shards stored on other nodes (package gateway). Size is the object's size; the
