@@ -45,6 +45,7 @@ func TestDependencyRules(t *testing.T) {
 		"internal/bench/plot":          {"internal/bench"},
 		"internal/proc":                {},
 		"internal/testutil/proctest":   {"internal/proc"},
+		"internal/testutil/testcert":   {},
 	}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		fields := strings.Fields(line)
