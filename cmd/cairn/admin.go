@@ -328,6 +328,12 @@ func (c *adminClient) doBody(method, path string, body []byte, out any) error {
 		return fmt.Errorf("admin: cannot reach %s: %w", c.addr, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusBadRequest && req.URL.Scheme == "http" && resp.Header.Get(rpc.HdrRespSig) == "" {
+		// net/http's answer to plain HTTP on a TLS port.
+		if b, _ := io.ReadAll(io.LimitReader(resp.Body, 512)); strings.Contains(string(b), "HTTPS server") {
+			return fmt.Errorf("admin: %s serves HTTPS: give --ca-file (or $CAIRN_CA_FILE) with the CA that signed its certificate, or https://%s", c.addr, c.addr)
+		}
+	}
 	if err := c.secret.VerifyResponse(resp, req.Header.Get(rpc.HdrNonce)); err != nil {
 		return fmt.Errorf("admin: %s: %w (a wrong cluster secret?)", c.addr, err)
 	}
