@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,6 +21,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cairnfs/cairn/internal/testutil/testcert"
 )
 
 func main() {
@@ -46,9 +49,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer b.close()
-	results, runErr := b.runPhases(ctx)
-	srv := b.close()
-	rep := newReport(cfg, b.targetName(), results, srv)
+	results, runErr := b.runPhases(ctx, cfg.phases, "")
+	target := b.targetName()
+	srv := b.stopCairn()
+	var srvTLS *serverReport
+	if cfg.tls && runErr == nil {
+		// The same cairn phases against a second node, started with a certificate.
+		var tlsResults []phaseResult
+		tlsResults, runErr = b.runTLS(ctx)
+		results = append(results, tlsResults...)
+		srvTLS = b.stopCairn()
+		target += "; then over HTTPS: " + b.targetName()
+	}
+	b.close()
+	rep := newReport(cfg, target, results, srv)
+	rep.ServerTLS = srvTLS
 	printReport(stdout, rep)
 	if cfg.jsonPath != "" {
 		if err := writeJSON(cfg.jsonPath, rep); err != nil {
@@ -71,6 +86,7 @@ type bench struct {
 	cfg      *config
 	progress io.Writer
 	tr       *http.Transport
+	tlsTr    *http.Transport // --tls: trusts the CA of the HTTPS node
 	bare     *bareServer
 	proc     *cairnProc // nil with --endpoint
 	bareT    *target
@@ -94,7 +110,7 @@ func newBench(ctx context.Context, cfg *config, progress io.Writer) (_ *bench, e
 		}
 	}
 	if b.needsCairn() {
-		if err := b.startTarget(ctx, client); err != nil {
+		if err := b.startTarget(ctx, client, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -122,12 +138,16 @@ func (b *bench) startBare(client *http.Client) error {
 	return nil
 }
 
-// startTarget starts cairn (or takes --endpoint) and creates the bucket.
-func (b *bench) startTarget(ctx context.Context, client *http.Client) error {
+// startTarget starts cairn (or takes --endpoint) and creates the bucket. With ca, the
+// started cairn serves HTTPS with a certificate ca issues.
+func (b *bench) startTarget(ctx context.Context, client *http.Client, ca *testcert.CA) error {
 	t := &target{name: "cairn", base: b.cfg.endpoint, bucket: "s3bench-" + randHex(4),
 		accessKey: b.cfg.accessKey, secretKey: b.cfg.secretKey, region: b.cfg.region, client: client}
+	if ca != nil {
+		t.name = "cairn-tls"
+	}
 	if b.cfg.endpoint == "" {
-		p, err := startCairn(ctx, b.cfg.cairnBin, b.cfg.dir, b.cfg.startTimeout)
+		p, err := startCairn(ctx, b.cfg.cairnBin, b.cfg.dir, b.cfg.startTimeout, ca)
 		if err != nil {
 			return err
 		}
@@ -166,11 +186,41 @@ func (b *bench) close() *serverReport {
 		b.bare.close()
 	}
 	b.tr.CloseIdleConnections()
+	if b.tlsTr != nil {
+		b.tlsTr.CloseIdleConnections()
+	}
+	return b.stopCairn()
+}
+
+// stopCairn stops the started cairn, if any, and returns what it did.
+func (b *bench) stopCairn() *serverReport {
 	if b.proc == nil {
 		return nil
 	}
 	r := b.proc.stop()
 	return &r
+}
+
+// runTLS runs the cairn phases again against a new node serving HTTPS with a throwaway
+// certificate, named PHASE-tls.
+func (b *bench) runTLS(ctx context.Context) ([]phaseResult, error) {
+	ca, err := testcert.NewCA("s3bench CA")
+	if err != nil {
+		return nil, err
+	}
+	b.tlsTr = newTransport(max(b.cfg.smallClients, b.cfg.largeClients))
+	b.tlsTr.TLSClientConfig = &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}
+	b.proc = nil
+	if err := b.startTarget(ctx, &http.Client{Transport: b.tlsTr, Timeout: b.cfg.timeout}, ca); err != nil {
+		return nil, err
+	}
+	var phases []string
+	for _, p := range b.cfg.phases {
+		if !strings.HasPrefix(p, "bare-") {
+			phases = append(phases, p)
+		}
+	}
+	return b.runPhases(ctx, phases, "-tls")
 }
 
 // newPhase describes the named phase.
@@ -190,13 +240,16 @@ func (b *bench) newPhase(name string) *phase {
 	return p
 }
 
-func (b *bench) runPhases(ctx context.Context) ([]phaseResult, error) {
+// runPhases runs phases, their names reported with suffix.
+func (b *bench) runPhases(ctx context.Context, phases []string, suffix string) ([]phaseResult, error) {
 	var results []phaseResult
-	for _, name := range b.cfg.phases {
+	for _, name := range phases {
 		if err := ctx.Err(); err != nil {
 			return results, fmt.Errorf("interrupted")
 		}
 		p := b.newPhase(name)
+		p.name += suffix
+		name = p.name
 		if err := b.seedIfEmpty(ctx, p); err != nil {
 			return results, err
 		}
