@@ -115,7 +115,11 @@ func assemble(cfg Config) (_ *instance, err error) {
 		return nil, errors.E(errors.IO, err)
 	}
 	warnExposed(log, cfg.DataDir, "the data directory (objects, credentials, the cluster secret)", "chmod 700")
-	for _, f := range append([]string{filepath.Join(cfg.DataDir, "credentials.json"), filepath.Join(cfg.DataDir, "cluster-secret")}, cfg.SecretFiles...) {
+	secrets := append([]string{filepath.Join(cfg.DataDir, "credentials.json"), filepath.Join(cfg.DataDir, "cluster-secret")}, cfg.SecretFiles...)
+	if cfg.TLS.KeyFile != "" {
+		secrets = append(secrets, cfg.TLS.KeyFile)
+	}
+	for _, f := range secrets {
 		warnExposed(log, f, "a secret", "chmod 600")
 	}
 	if n.nodeID, err = loadNodeID(cfg.DataDir, cfg.NodeID); err != nil {

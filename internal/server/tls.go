@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -79,7 +80,22 @@ func newCertReloader(t TLSFiles, log *slog.Logger) (*certReloader, error) {
 	}
 	r.cur.Store(c)
 	r.loaded, r.lastSeen = st, st
+	r.logLoaded("start", c)
 	return r, nil
+}
+
+// logLoaded says which certificate is now served, and warns if it is not valid now.
+func (r *certReloader) logLoaded(why string, c *tls.Certificate) {
+	args := []any{"why", why, "cert_file", r.certFile}
+	if l := c.Leaf; l != nil {
+		args = append(args, "serial", l.SerialNumber.String(), "subject", l.Subject.String(),
+			"names", strings.Join(append(slices.Clone(l.DNSNames), ipStrings(l)...), ","), "not_after", l.NotAfter.UTC().Format(time.RFC3339))
+		if now := time.Now(); now.After(l.NotAfter) || now.Before(l.NotBefore) {
+			r.log.Warn("the TLS certificate is not valid now: clients will refuse it", args...)
+			return
+		}
+	}
+	r.log.Info("TLS certificate loaded", args...)
 }
 
 // loadPair reads a certificate and its key and checks that they match.
@@ -115,12 +131,7 @@ func (r *certReloader) reload(why string, report bool) {
 	}
 	r.lastSeen, r.loaded, r.failed = st, st, fileStamp{}
 	r.cur.Store(c)
-	args := []any{"why", why, "cert_file", r.certFile}
-	if c.Leaf != nil {
-		args = append(args, "serial", c.Leaf.SerialNumber.String(), "subject", c.Leaf.Subject.String(),
-			"names", strings.Join(append(c.Leaf.DNSNames, ipStrings(c.Leaf)...), ","), "not_after", c.Leaf.NotAfter.UTC().Format(time.RFC3339))
-	}
-	r.log.Info("TLS certificate loaded", args...)
+	r.logLoaded(why, c)
 }
 
 // changed says whether the files differ from what was last loaded (or last failed).
