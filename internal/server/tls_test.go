@@ -62,7 +62,8 @@ func servedSerial(addr string, tc *tls.Config) (string, error) {
 
 // TestTLSListeners: with a certificate, the S3 and admin listeners serve HTTPS only
 // (TLS 1.2 or later, HTTP/1.1) and refuse plain HTTP; a client that does not trust the CA
-// fails; a client that never finishes its handshake is cut off; a new pair written over
+// fails; the connection limits count TCP connections before the handshake and a client
+// that never finishes its handshake is cut off; a new pair written over
 // the files is served to new connections while open ones keep going, and a broken pair
 // keeps the old one and is logged.
 func TestTLSListeners(t *testing.T) {
@@ -83,7 +84,7 @@ func TestTLSListeners(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs := new(lockedBuffer)
-	r := startTLSNode(t, certFile, keyFile, Limits{HeaderTimeout: time.Second}, logs)
+	r := startTLSNode(t, certFile, keyFile, Limits{HeaderTimeout: time.Second, MaxConnsPerIP: 8}, logs)
 	if !r.TLS {
 		t.Fatal("Ready.TLS is false")
 	}
@@ -152,6 +153,48 @@ func TestTLSListeners(t *testing.T) {
 				t.Errorf("%s: a handshake never finished cut off after %s, want about the header timeout (1s)", addr, d)
 			}
 		}
+	})
+	t.Run("connection limits", func(t *testing.T) {
+		// The limits count TCP connections, before any handshake: 8 silent connections
+		// from 127.0.0.2 fill its share, a 9th is closed at once, 127.0.0.1 is served,
+		// and the slots come back once the handshake deadline cuts the silent ones off.
+		tlsFrom := func(local string) error {
+			c, err := dialFrom(local, r.S3Addr)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			cc := tc.Clone()
+			cc.ServerName = "127.0.0.1"
+			return tls.Client(c, cc).Handshake()
+		}
+		if err := tlsFrom("127.0.0.2"); err != nil {
+			t.Fatalf("before the flood: %v", err)
+		}
+		var silent []net.Conn
+		for range 8 {
+			c, err := dialFrom("127.0.0.2", r.S3Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			silent = append(silent, c)
+		}
+		defer func() {
+			for _, c := range silent {
+				c.Close()
+			}
+		}()
+		proctest.WaitFor(t, 5*time.Second, func() error {
+			if err := tlsFrom("127.0.0.2"); err == nil {
+				return fmt.Errorf("a 9th connection from 127.0.0.2 was served")
+			}
+			return nil
+		})
+		if err := tlsFrom("127.0.0.1"); err != nil {
+			t.Errorf("127.0.0.1 while 127.0.0.2 is at its limit: %v", err)
+		}
+		proctest.WaitFor(t, 10*time.Second, func() error { return tlsFrom("127.0.0.2") })
 	})
 	t.Run("reload", func(t *testing.T) {
 		// A connection opened before the reload keeps its certificate and goes on.

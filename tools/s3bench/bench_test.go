@@ -78,8 +78,8 @@ func TestGetSeedsObjects(t *testing.T) {
 	}
 }
 
-// TestTLSPhases: --tls runs the cairn phases again against a node serving HTTPS and
-// reports the HTTPS/HTTP ratios.
+// TestTLSPhases: --tls runs each cairn phase again, right after it, against a node
+// serving HTTPS, and reports the HTTPS/HTTP ratios.
 func TestTLSPhases(t *testing.T) {
 	proctest.SkipIfShort(t)
 	jsonPath := filepath.Join(t.TempDir(), "bench.json")
@@ -103,7 +103,7 @@ func TestTLSPhases(t *testing.T) {
 		checkPhase(t, p)
 		names = append(names, p.Name+"@"+p.Target)
 	}
-	if got := strings.Join(names, " "); got != "put-4k@cairn get-4k@cairn put-16m@cairn get-16m@cairn put-4k-tls@cairn-tls get-4k-tls@cairn-tls put-16m-tls@cairn-tls get-16m-tls@cairn-tls" {
+	if got := strings.Join(names, " "); got != "put-4k@cairn put-4k-tls@cairn-tls get-4k@cairn get-4k-tls@cairn-tls put-16m@cairn put-16m-tls@cairn-tls get-16m@cairn get-16m-tls@cairn-tls" {
 		t.Errorf("phases %s", got)
 	}
 	if len(rep.Ratios) != 4 || !strings.HasPrefix(rep.Ratios[0].Name, "cairn HTTPS / HTTP") || rep.ServerTLS == nil || rep.ServerTLS.ExitStatus != "0" {

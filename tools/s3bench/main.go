@@ -49,19 +49,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer b.close()
-	results, runErr := b.runPhases(ctx, cfg.phases, "")
+	results, runErr := b.runPhases(ctx)
 	target := b.targetName()
-	srv := b.stopCairn()
 	var srvTLS *serverReport
-	if cfg.tls && runErr == nil {
-		// The same cairn phases against a second node, started with a certificate.
-		var tlsResults []phaseResult
-		tlsResults, runErr = b.runTLS(ctx)
-		results = append(results, tlsResults...)
-		srvTLS = b.stopCairn()
-		target += "; then over HTTPS: " + b.targetName()
+	if b.tls != nil {
+		target += "; HTTPS: " + b.tls.targetName()
+		srvTLS = b.tls.close()
 	}
-	b.close()
+	srv := b.close()
 	rep := newReport(cfg, target, results, srv)
 	rep.ServerTLS = srvTLS
 	printReport(stdout, rep)
@@ -86,7 +81,7 @@ type bench struct {
 	cfg      *config
 	progress io.Writer
 	tr       *http.Transport
-	tlsTr    *http.Transport // --tls: trusts the CA of the HTTPS node
+	tls      *bench // --tls: the HTTPS node, each cairn phase run against it right after
 	bare     *bareServer
 	proc     *cairnProc // nil with --endpoint
 	bareT    *target
@@ -113,6 +108,27 @@ func newBench(ctx context.Context, cfg *config, progress io.Writer) (_ *bench, e
 		if err := b.startTarget(ctx, client, nil); err != nil {
 			return nil, err
 		}
+		if cfg.tls {
+			if b.tls, err = newTLSBench(ctx, cfg, progress); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return b, nil
+}
+
+// newTLSBench starts a second cairn serving HTTPS with a certificate from a throwaway CA,
+// with its own transport that trusts that CA, bucket and objects.
+func newTLSBench(ctx context.Context, cfg *config, progress io.Writer) (*bench, error) {
+	ca, err := testcert.NewCA("s3bench CA")
+	if err != nil {
+		return nil, err
+	}
+	b := &bench{cfg: cfg, progress: progress, tr: newTransport(max(cfg.smallClients, cfg.largeClients))}
+	b.tr.TLSClientConfig = &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}
+	if err := b.startTarget(ctx, &http.Client{Transport: b.tr, Timeout: cfg.timeout}, ca); err != nil {
+		b.close()
+		return nil, fmt.Errorf("HTTPS node: %w", err)
 	}
 	return b, nil
 }
@@ -185,42 +201,15 @@ func (b *bench) close() *serverReport {
 	if b.bare != nil {
 		b.bare.close()
 	}
-	b.tr.CloseIdleConnections()
-	if b.tlsTr != nil {
-		b.tlsTr.CloseIdleConnections()
+	if b.tls != nil {
+		b.tls.close()
 	}
-	return b.stopCairn()
-}
-
-// stopCairn stops the started cairn, if any, and returns what it did.
-func (b *bench) stopCairn() *serverReport {
+	b.tr.CloseIdleConnections()
 	if b.proc == nil {
 		return nil
 	}
 	r := b.proc.stop()
 	return &r
-}
-
-// runTLS runs the cairn phases again against a new node serving HTTPS with a throwaway
-// certificate, named PHASE-tls.
-func (b *bench) runTLS(ctx context.Context) ([]phaseResult, error) {
-	ca, err := testcert.NewCA("s3bench CA")
-	if err != nil {
-		return nil, err
-	}
-	b.tlsTr = newTransport(max(b.cfg.smallClients, b.cfg.largeClients))
-	b.tlsTr.TLSClientConfig = &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}
-	b.proc = nil
-	if err := b.startTarget(ctx, &http.Client{Transport: b.tlsTr, Timeout: b.cfg.timeout}, ca); err != nil {
-		return nil, err
-	}
-	var phases []string
-	for _, p := range b.cfg.phases {
-		if !strings.HasPrefix(p, "bare-") {
-			phases = append(phases, p)
-		}
-	}
-	return b.runPhases(ctx, phases, "-tls")
 }
 
 // newPhase describes the named phase.
@@ -240,28 +229,43 @@ func (b *bench) newPhase(name string) *phase {
 	return p
 }
 
-// runPhases runs phases, their names reported with suffix.
-func (b *bench) runPhases(ctx context.Context, phases []string, suffix string) ([]phaseResult, error) {
+// runPhases runs the phases; with --tls each cairn phase is followed at once by the same
+// phase against the HTTPS node (PHASE-tls), so that both see about the same machine.
+func (b *bench) runPhases(ctx context.Context) ([]phaseResult, error) {
 	var results []phaseResult
-	for _, name := range phases {
-		if err := ctx.Err(); err != nil {
-			return results, fmt.Errorf("interrupted")
+	for _, name := range b.cfg.phases {
+		r, err := b.runPhase(ctx, name, "")
+		if r.Name != "" {
+			results = append(results, r)
 		}
-		p := b.newPhase(name)
-		p.name += suffix
-		name = p.name
-		if err := b.seedIfEmpty(ctx, p); err != nil {
-			return results, err
-		}
-		fmt.Fprintf(b.progress, "s3bench: %-8s %2d clients x %s for %v\n", name, p.clients, formatSize(p.data.size), b.cfg.duration)
-		results = append(results, p.run(ctx, b.cfg.duration))
-		if b.proc != nil {
-			if !b.proc.p.Running() {
-				return results, fmt.Errorf("cairn exited during %s (%v): %s", name, b.proc.p.ExitErr(), b.proc.p.LogTail(1))
+		if err == nil && b.tls != nil && !strings.HasPrefix(name, "bare-") {
+			if r, err = b.tls.runPhase(ctx, name, "-tls"); r.Name != "" {
+				results = append(results, r)
 			}
+		}
+		if err != nil {
+			return results, err
 		}
 	}
 	return results, nil
+}
+
+// runPhase runs one phase (seeding a GET phase first if needed), reported as name+suffix.
+func (b *bench) runPhase(ctx context.Context, name, suffix string) (phaseResult, error) {
+	if err := ctx.Err(); err != nil {
+		return phaseResult{}, fmt.Errorf("interrupted")
+	}
+	p := b.newPhase(name)
+	p.name += suffix
+	if err := b.seedIfEmpty(ctx, p); err != nil {
+		return phaseResult{}, err
+	}
+	fmt.Fprintf(b.progress, "s3bench: %-8s %2d clients x %s for %v\n", p.name, p.clients, formatSize(p.data.size), b.cfg.duration)
+	r := p.run(ctx, b.cfg.duration)
+	if b.proc != nil && !b.proc.p.Running() {
+		return r, fmt.Errorf("cairn exited during %s (%v): %s", p.name, b.proc.p.ExitErr(), b.proc.p.LogTail(1))
+	}
+	return r, nil
 }
 
 // seedIfEmpty writes objects for a GET phase whose PUT phase did not run.
