@@ -309,3 +309,78 @@ func TestTLSConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkLoopbackStream is the ceiling TLS sets on this machine, without cairn: one
+// connection over loopback streaming 1 MiB writes to a reader in the same process, plain
+// TCP and then TLS 1.3 with the listeners' configuration (serverTLSConfig, an ECDSA
+// certificate; AES-128-GCM where the CPU has AES instructions). docs/benchmarks.md
+// compares cairn's HTTPS/HTTP ratios with this one.
+func BenchmarkLoopbackStream(b *testing.B) {
+	dir := b.TempDir()
+	ca, err := testcert.NewCA("bench CA")
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := ca.Issue(1, "127.0.0.1")
+	if err == nil {
+		err = p.Write(filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"))
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	certs, err := newCertReloader(TLSFiles{CertFile: filepath.Join(dir, "cert.pem"), KeyFile: filepath.Join(dir, "key.pem")}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, useTLS := range []bool{false, true} {
+		name := "tcp"
+		if useTLS {
+			name = "tls"
+		}
+		b.Run(name, func(b *testing.B) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ln.Close()
+			buf := make([]byte, 1<<20)
+			done := make(chan error, 1)
+			go func() {
+				c, err := ln.Accept()
+				if err != nil {
+					done <- err
+					return
+				}
+				if useTLS {
+					c = tls.Server(c, serverTLSConfig(certs))
+				}
+				defer c.Close()
+				for i := 0; i < b.N; i++ {
+					if _, err := c.Write(buf); err != nil {
+						done <- err
+						return
+					}
+				}
+				done <- nil
+			}()
+			c, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				b.Fatal(err)
+			}
+			if useTLS {
+				cc := ca.ClientConfig()
+				cc.ServerName = "127.0.0.1"
+				c = tls.Client(c, cc)
+			}
+			defer c.Close()
+			b.SetBytes(int64(len(buf)))
+			b.ResetTimer()
+			if _, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{c}, make([]byte, 64<<10)); err != nil {
+				b.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
