@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -20,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/cairnfs/cairn/internal/proc"
 	"github.com/cairnfs/cairn/internal/server"
 	"github.com/cairnfs/cairn/internal/testutil/proctest"
 	"github.com/cairnfs/cairn/internal/testutil/testcert"
@@ -201,5 +204,76 @@ func TestServerTLSFlags(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "--tls-cert and --tls-key go together") {
 			t.Errorf("%v: %v, want an error that both are needed", args, err)
 		}
+	}
+}
+
+// TestDevClusterTLS: `cairn dev cluster --tls` makes a CA in DIR/tls, its nodes serve S3
+// and admin over HTTPS with a certificate it signed, and it says which CA to trust.
+func TestDevClusterTLS(t *testing.T) {
+	skipShort(t)
+	dir := filepath.Join(t.TempDir(), "dev")
+	cmd := exec.Command(proctest.Bin(t), "dev", "cluster", "--nodes", "1", "--tls", "--dir", dir, "--base-port", "0", "--clean")
+	var stdout syncBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		cmd.Process.Kill()
+		<-exited
+	}()
+	proctest.WaitFor(t, 60*time.Second, func() error {
+		select {
+		case err := <-exited:
+			exited <- err
+			return proc.Permanent(fmt.Errorf("dev cluster exited (%v):\n%s", err, stdout.String()))
+		default:
+		}
+		if !strings.Contains(stdout.String(), "cluster ready") {
+			return fmt.Errorf("dev cluster not ready:\n%s", stdout.String())
+		}
+		return nil
+	})
+	data, err := os.ReadFile(filepath.Join(dir, "cluster.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dc devCluster
+	if err := json.Unmarshal(data, &dc); err != nil || len(dc.Nodes) != 1 || dc.CAFile != filepath.Join(dir, "tls", "ca.pem") {
+		t.Fatalf("cluster.json: %v %s", err, data)
+	}
+	out := stdout.String()
+	if !strings.Contains(out, "S3 https://"+dc.Nodes[0].S3) || !strings.Contains(out, "--ca-bundle "+dc.CAFile) {
+		t.Errorf("banner does not say https and the CA:\n%s", out)
+	}
+	pem, err := os.ReadFile(dc.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	c := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String("https://" + dc.Nodes[0].S3), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(dc.AccessKey, dc.SecretKey, ""), RetryMaxAttempts: 1,
+		HTTPClient: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}})
+	if _, err := c.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String("devtls")}); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CAIRN_CA_FILE", dc.CAFile)
+	t.Setenv("CAIRN_CLUSTER_SECRET", dc.ClusterSecret)
+	var aout bytes.Buffer
+	if err := runAdmin([]string{"--admin", dc.Nodes[0].Admin, "nodes"}, &aout, io.Discard); err != nil || !strings.Contains(aout.String(), dc.Nodes[0].ID) {
+		t.Errorf("cairn admin with CAIRN_CA_FILE: %v\n%s", err, aout.String())
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-exited:
+		exited <- err
+		if err != nil {
+			t.Errorf("dev cluster exit: %v\n%s", err, stdout.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("dev cluster did not stop on SIGINT")
 	}
 }

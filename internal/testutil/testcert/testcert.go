@@ -1,6 +1,7 @@
 // Package testcert makes throwaway certificate authorities and server certificates
-// (ECDSA P-256) for tests and benchmarks of cairn's TLS listeners. It is not a CA for
-// production: keys are written unencrypted and nothing is ever revoked.
+// (ECDSA P-256) for tests and benchmarks of cairn's TLS listeners and for `cairn dev
+// cluster --tls`. It is not a CA for production: the CA key is never saved, keys are
+// written unencrypted, certificates last 30 days and nothing is ever revoked.
 package testcert
 
 import (
@@ -17,6 +18,9 @@ import (
 	"time"
 )
 
+// validity is how long the CA and the certificates it issues last.
+const validity = 30 * 24 * time.Hour
+
 // CA is a self-signed certificate authority.
 type CA struct {
 	Cert    *x509.Certificate
@@ -24,14 +28,14 @@ type CA struct {
 	CertPEM []byte
 }
 
-// NewCA makes a CA valid from an hour ago for a day.
+// NewCA makes a CA valid from an hour ago for 30 days.
 func NewCA(name string) (*CA, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
 	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(validity),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
@@ -58,14 +62,14 @@ type Pair struct {
 }
 
 // Issue makes a server certificate with this serial number for hosts (IP addresses or
-// DNS names), valid from an hour ago for a day.
+// DNS names), valid from an hour ago for 30 days.
 func (ca *CA) Issue(serial int64, hosts ...string) (Pair, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return Pair{}, err
 	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: hosts[0]},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(validity),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
