@@ -62,7 +62,8 @@ func servedSerial(addr string, tc *tls.Config) (string, error) {
 
 // TestTLSListeners: with a certificate, the S3 and admin listeners serve HTTPS only
 // (TLS 1.2 or later, HTTP/1.1) and refuse plain HTTP; a client that does not trust the CA
-// fails; the connection limits count TCP connections before the handshake and a client
+// fails; a request whose body never comes is answered and closed; the connection limits
+// count TCP connections before the handshake and a client
 // that never finishes its handshake is cut off; a new pair written over
 // the files is served to new connections while open ones keep going, and a broken pair
 // keeps the old one and is logged.
@@ -84,7 +85,7 @@ func TestTLSListeners(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs := new(lockedBuffer)
-	r := startTLSNode(t, certFile, keyFile, Limits{HeaderTimeout: time.Second, MaxConnsPerIP: 8}, logs)
+	r := startTLSNode(t, certFile, keyFile, Limits{HeaderTimeout: time.Second, BodyIdle: 2 * time.Second, MaxConnsPerIP: 8}, logs)
 	if !r.TLS {
 		t.Fatal("Ready.TLS is false")
 	}
@@ -151,6 +152,26 @@ func TestTLSListeners(t *testing.T) {
 				t.Errorf("%s: a handshake never finished still open after 20s", addr)
 			} else if d := time.Since(start); d > 10*time.Second {
 				t.Errorf("%s: a handshake never finished cut off after %s, want about the header timeout (1s)", addr, d)
+			}
+		}
+	})
+	t.Run("unsent body", func(t *testing.T) {
+		// As over HTTP (TestUnsentBodyIsNotWaitedFor): a request whose body never comes
+		// is answered and its connection closed, through the TLS connection's deadlines.
+		for _, addr := range []string{r.S3Addr, r.AdminAddr} {
+			c, err := tls.Dial("tcp", addr, tc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			c.SetDeadline(start.Add(20 * time.Second))
+			fmt.Fprintf(c, "PUT /b/x HTTP/1.1\r\nHost: %s\r\nContent-Length: 100\r\n\r\n", addr)
+			br := bufio.NewReader(c)
+			status, _ := br.ReadString('\n')
+			_, err = io.Copy(io.Discard, br)
+			c.Close()
+			if ne, ok := err.(net.Error); (ok && ne.Timeout()) || status == "" {
+				t.Errorf("%s: answer %q, connection still open after 20s", addr, status)
 			}
 		}
 	})
