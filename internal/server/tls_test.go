@@ -103,6 +103,19 @@ func TestTLSListeners(t *testing.T) {
 		if resp.StatusCode != 200 || resp.ProtoMajor != 1 || resp.TLS == nil || resp.TLS.Version < tls.VersionTLS12 {
 			t.Errorf("S3 ListBuckets over HTTPS: %s %s, TLS %v", resp.Status, resp.Proto, resp.TLS != nil)
 		}
+		// HTTP/2 is not offered, even to a client that asks for it first.
+		h2 := tc.Clone()
+		h2.NextProtos = []string{"h2", "http/1.1"}
+		for _, addr := range []string{r.S3Addr, r.AdminAddr} {
+			c, err := tls.Dial("tcp", addr, h2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p := c.ConnectionState().NegotiatedProtocol; p == "h2" {
+				t.Errorf("%s negotiated %q, want HTTP/1.1 only", addr, p)
+			}
+			c.Close()
+		}
 		resp, err = hc.Get("https://" + r.AdminAddr + "/health")
 		if err != nil {
 			t.Fatal(err)
