@@ -203,7 +203,9 @@ func TestTLSListeners(t *testing.T) {
 			cc.ServerName = "127.0.0.1"
 			return tls.Client(c, cc).Handshake()
 		}
-		if err := tlsFrom("127.0.0.2"); err != nil {
+		// The client configuration works (from another address: a connection closed
+		// here is given back asynchronously, and would count against 127.0.0.2 for a while).
+		if err := tlsFrom("127.0.0.3"); err != nil {
 			t.Fatalf("before the flood: %v", err)
 		}
 		var silent []net.Conn
