@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -56,7 +58,10 @@ Commands:
                          not the work)
   policy status BUCKET   progress of the last policy apply
 
-The admin address is --admin, else $CAIRN_ADMIN, else 127.0.0.1:9001. Requests are signed
+The admin address is --admin, else $CAIRN_ADMIN, else 127.0.0.1:9001: HOST:PORT, or a URL
+(http://HOST:PORT, https://HOST:PORT). A node started with --tls-cert serves HTTPS: give
+https://HOST:PORT, or --ca-file (else $CAIRN_CA_FILE), a PEM file of the CA certificates to
+trust, which makes a bare HOST:PORT mean https. Requests are signed
 with the cluster secret: $CAIRN_CLUSTER_SECRET, else --cluster-secret-file, else
 DATA/cluster-secret with DATA from --data (default ./data).
 `
@@ -69,6 +74,7 @@ func runAdmin(args []string, stdout, stderr io.Writer) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	secretFile := fs.String("cluster-secret-file", "", "file holding the cluster secret")
 	dataDir := fs.String("data", "./data", "data directory to read the cluster secret from")
+	caFile := fs.String("ca-file", os.Getenv("CAIRN_CA_FILE"), "PEM CA certificates to trust for an HTTPS admin address ($CAIRN_CA_FILE)")
 	if err := fs.Parse(hoistFlags(fs, args)); err != nil {
 		if err == flag.ErrHelp {
 			return nil
@@ -98,7 +104,10 @@ func runAdmin(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("admin: %w", err)
 	}
-	c := &adminClient{addr: *addr, secret: secret}
+	c, err := newAdminClient(*addr, *caFile, secret)
+	if err != nil {
+		return err
+	}
 	cmd, rest := fs.Arg(0), fs.Args()[1:]
 	need := func(n int, usage string) error {
 		if len(rest) != n {
@@ -258,8 +267,52 @@ func (c *adminClient) nodeAction(stdout io.Writer, node, action string, asJSON b
 }
 
 type adminClient struct {
-	addr   string
+	addr   string // as given, for messages
+	base   string // scheme://host:port ("": http://addr)
 	secret *rpc.Secret
+	hc     *http.Client // nil: http.DefaultClient
+}
+
+// newAdminClient is a client of the admin API at addr: HOST:PORT (http, or https with a
+// CA file) or a URL. caFile, if set, is the only trust for HTTPS.
+func newAdminClient(addr, caFile string, secret *rpc.Secret) (*adminClient, error) {
+	c := &adminClient{addr: addr, secret: secret, hc: http.DefaultClient}
+	switch {
+	case strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://"):
+		c.base = strings.TrimSuffix(addr, "/")
+	case caFile != "":
+		c.base = "https://" + addr
+	default:
+		c.base = "http://" + addr
+	}
+	if caFile != "" {
+		tc, err := clientTLS(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("admin: %w", err)
+		}
+		c.hc = &http.Client{Transport: &http.Transport{TLSClientConfig: tc, Proxy: http.ProxyFromEnvironment}}
+	}
+	return c, nil
+}
+
+func (c *adminClient) baseURL() string {
+	if c.base == "" {
+		return "http://" + c.addr
+	}
+	return c.base
+}
+
+// clientTLS is a TLS client configuration trusting only the CA certificates in caFile.
+func clientTLS(caFile string) (*tls.Config, error) {
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("--ca-file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--ca-file %s: no PEM certificate in it", caFile)
+	}
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }
 
 func (c *adminClient) do(method, path string, out any) error { return c.doBody(method, path, nil, out) }
@@ -267,16 +320,26 @@ func (c *adminClient) do(method, path string, out any) error { return c.doBody(m
 func (c *adminClient) doBody(method, path string, body []byte, out any) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+c.addr+"/admin/v1/"+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, c.baseURL()+"/admin/v1/"+path, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	c.secret.Sign(req, "cairn-admin", 0, time.Now())
-	resp, err := http.DefaultClient.Do(req)
+	hc := c.hc
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("admin: cannot reach %s: %w", c.addr, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusBadRequest && req.URL.Scheme == "http" && resp.Header.Get(rpc.HdrRespSig) == "" {
+		// net/http's answer to plain HTTP on a TLS port.
+		if b, _ := io.ReadAll(io.LimitReader(resp.Body, 512)); strings.Contains(string(b), "HTTPS server") {
+			return fmt.Errorf("admin: %s serves HTTPS: give --ca-file (or $CAIRN_CA_FILE) with the CA that signed its certificate, or https://%s", c.addr, c.addr)
+		}
+	}
 	if err := c.secret.VerifyResponse(resp, req.Header.Get(rpc.HdrNonce)); err != nil {
 		return fmt.Errorf("admin: %s: %w (a wrong cluster secret?)", c.addr, err)
 	}

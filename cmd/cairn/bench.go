@@ -53,6 +53,7 @@ type benchOptions struct {
 	quiet    bool
 	maxSize  string // parsed into Config.MaxSize
 	levels   string // parsed into Config.Levels
+	caFile   string // read into Config.RootCAs
 }
 
 // runBench is "cairn bench": it returns the exit status. Ctrl-C (or SIGTERM) ends the
@@ -175,6 +176,13 @@ func parseBenchArgs(args []string) (bench.Config, benchOptions, error) {
 	cfg.Workload = workload
 	cfg.AccessKey = firstNonEmpty(cfg.AccessKey, os.Getenv("CAIRN_ACCESS_KEY"), os.Getenv("AWS_ACCESS_KEY_ID"))
 	cfg.SecretKey = firstNonEmpty(cfg.SecretKey, os.Getenv("CAIRN_SECRET_KEY"), os.Getenv("AWS_SECRET_ACCESS_KEY"))
+	if opts.caFile != "" {
+		tc, err := clientTLS(opts.caFile)
+		if err != nil {
+			return cfg, opts, err
+		}
+		cfg.RootCAs = tc.RootCAs
+	}
 	if opts.maxSize != "" {
 		n, err := bench.ParseSize(opts.maxSize)
 		if err != nil {
@@ -218,6 +226,7 @@ func newBenchFlags(cfg *bench.Config, opts *benchOptions) *flag.FlagSet {
 	fs.BoolVar(&cfg.NoVerify, "no-verify", false, "do not compare GET bodies with what was written (lengths are still checked)")
 	fs.DurationVar(&cfg.Timeout, "timeout", 5*time.Minute, "limit for each request")
 	fs.BoolVar(&cfg.Insecure, "insecure", false, "skip TLS certificate verification")
+	fs.StringVar(&opts.caFile, "ca-file", os.Getenv("CAIRN_CA_FILE"), "PEM CA certificates to trust for an https endpoint, instead of the system's ($CAIRN_CA_FILE)")
 	fs.StringVar(&opts.jsonPath, "json", "", "write all figures as JSON to this file (- for stdout)")
 	fs.StringVar(&opts.plotPath, "plot", "", "write a chart: FILE.svg, FILE.html or FILE.png")
 	fs.BoolVar(&opts.quiet, "quiet", false, "no progress output")

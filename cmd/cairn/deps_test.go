@@ -46,6 +46,7 @@ func TestDependencyRules(t *testing.T) {
 		"internal/proc":                {},
 		"internal/testutil/proctest":   {"internal/proc"},
 		"internal/testutil/browser":    {},
+		"internal/testutil/testcert":   {},
 	}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		fields := strings.Fields(line)

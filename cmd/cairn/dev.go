@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -18,9 +19,10 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/proc"
+	"github.com/cairnfs/cairn/internal/testutil/testcert"
 )
 
-const devUsage = `Usage: cairn dev cluster [--nodes N] [--zones Z] [--dir DIR] [--replicas R] [--base-port P] [--clean]
+const devUsage = `Usage: cairn dev cluster [--nodes N] [--zones Z] [--dir DIR] [--replicas R] [--base-port P] [--tls] [--clean]
        cairn dev cluster kill|stop|start|restart NODE [--dir DIR]
 
 Starts N cairn nodes on loopback ports (node 1 bootstraps, the others join it), in zones
@@ -41,6 +43,9 @@ Flags:
   --base-port P  node I (from 0) serves S3 on port P+10I, the admin API on P+10I+1 and the
                  internode protocol on P+10I+2 (default 19000: below the kernel's ephemeral
                  port range, so a node's ports stay free while it is down; 0: any free ports)
+  --tls          serve S3 and the admin API over HTTPS: a throwaway CA and a certificate for
+                 127.0.0.1 and localhost are made in DIR/tls (ca.pem is the CA to trust; kept
+                 and reused while DIR is); internode traffic stays unencrypted
   --clean        remove DIR when the cluster stops (default: keep it, and say where it is)
 `
 
@@ -62,6 +67,7 @@ type devCluster struct {
 	AccessKey     string    `json:"access_key"`
 	SecretKey     string    `json:"secret_key"`
 	ClusterSecret string    `json:"cluster_secret"`
+	CAFile        string    `json:"ca_file,omitempty"` // --tls: the CA that signed the nodes' certificate
 	Nodes         []devNode `json:"nodes"`
 }
 
@@ -86,6 +92,7 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 	replicas := fs.Int("replicas", 3, "copies of STANDARD objects")
 	basePort := fs.Int("base-port", 19000, "first port: node I uses P+10I (S3), P+10I+1 (admin), P+10I+2 (internode); 0: any free ports")
 	clean := fs.Bool("clean", false, "remove the directory when the cluster stops")
+	withTLS := fs.Bool("tls", false, "serve S3 and admin over HTTPS with a throwaway CA made in DIR/tls")
 	if err := fs.Parse(args[1:]); err != nil {
 		if err == flag.ErrHelp {
 			return nil
@@ -130,8 +137,16 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer ln.Close()
+	var certs *devCertFiles
+	caFile, scheme := "", "http"
+	if *withTLS {
+		if certs, err = devCerts(filepath.Join(*dir, "tls")); err != nil {
+			return fmt.Errorf("dev: --tls: %w", err)
+		}
+		caFile, scheme = certs.CA, "https"
+	}
 	dc := &devSupervisor{dir: *dir, stdout: stdout, stderr: stderr, ctx: ctx}
-	c, procs, err := startDev(ctx, bin, *dir, *nodes, *zones, *replicas, *basePort, dc.died)
+	c, procs, err := startDev(ctx, bin, *dir, *nodes, *zones, *replicas, *basePort, certs, dc.died)
 	dc.c, dc.procs = c, procs
 	defer func() {
 		dc.stopAll()
@@ -151,11 +166,17 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 	go dc.serve(ln)
 	fmt.Fprintf(stdout, "cairn dev cluster: %d nodes, data and logs in %s\n", *nodes, *dir)
 	for i, n := range c.Nodes {
-		fmt.Fprintf(stdout, "  node%d %-14s zone %-4s S3 http://%s  admin %s  node %s\n", i+1, n.ID, n.Zone, n.S3, n.Admin, n.Addr)
+		fmt.Fprintf(stdout, "  node%d %-14s zone %-4s S3 %s://%s  admin %s  node %s\n", i+1, n.ID, n.Zone, scheme, n.S3, n.Admin, n.Addr)
 	}
 	fmt.Fprintf(stdout, "  access key:  %s\n  secret key:  %s\n", c.AccessKey, c.SecretKey)
-	fmt.Fprintf(stdout, "  try: AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s aws --endpoint-url http://%s s3 ls\n", c.AccessKey, c.SecretKey, c.Nodes[0].S3)
-	fmt.Fprintf(stdout, "       CAIRN_CLUSTER_SECRET=%s cairn admin --admin %s status\n", c.ClusterSecret, c.Nodes[0].Admin)
+	if caFile != "" {
+		fmt.Fprintf(stdout, "  HTTPS (S3, admin); the CA to trust: %s (internode traffic is not encrypted)\n", caFile)
+		fmt.Fprintf(stdout, "  try: AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s aws --endpoint-url https://%s --ca-bundle %s s3 ls\n", c.AccessKey, c.SecretKey, c.Nodes[0].S3, caFile)
+		fmt.Fprintf(stdout, "       CAIRN_CA_FILE=%s CAIRN_CLUSTER_SECRET=%s cairn admin --admin %s status\n", caFile, c.ClusterSecret, c.Nodes[0].Admin)
+	} else {
+		fmt.Fprintf(stdout, "  try: AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s aws --endpoint-url http://%s s3 ls\n", c.AccessKey, c.SecretKey, c.Nodes[0].S3)
+		fmt.Fprintf(stdout, "       CAIRN_CLUSTER_SECRET=%s cairn admin --admin %s status\n", c.ClusterSecret, c.Nodes[0].Admin)
+	}
 	fmt.Fprintf(stdout, "       cairn dev cluster kill|stop|start|restart node2 --dir %s\n", *dir)
 	fmt.Fprintf(stdout, "  cluster ready; Ctrl-C stops every node\n")
 	<-ctx.Done()
@@ -169,16 +190,51 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
+// devCertFiles are the files of a dev cluster's TLS: the CA to trust, and the
+// certificate and key every node serves.
+type devCertFiles struct{ CA, Cert, Key string }
+
+// devCerts makes, in dir, a throwaway CA (ca.pem) and a certificate for 127.0.0.1 and
+// localhost that it signed (cert.pem, key.pem; valid 30 days), unless an earlier start
+// left ones valid for at least another day.
+func devCerts(dir string) (*devCertFiles, error) {
+	f := &devCertFiles{CA: filepath.Join(dir, "ca.pem"), Cert: filepath.Join(dir, "cert.pem"), Key: filepath.Join(dir, "key.pem")}
+	if c, err := tls.LoadX509KeyPair(f.Cert, f.Key); err == nil && c.Leaf != nil && time.Until(c.Leaf.NotAfter) > 24*time.Hour {
+		if _, err := os.Stat(f.CA); err == nil {
+			return f, nil
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	ca, err := testcert.NewCA("cairn dev cluster CA")
+	if err != nil {
+		return nil, err
+	}
+	pair, err := ca.Issue(time.Now().Unix(), "127.0.0.1", "localhost")
+	if err == nil {
+		err = pair.Write(f.Cert, f.Key)
+	}
+	if err == nil {
+		err = os.WriteFile(f.CA, ca.CertPEM, 0o644)
+	}
+	return f, err
+}
+
 // startDev starts the nodes and returns once every one serves: node1 bootstraps, the
 // others join it. Each binds the loopback ports basePort gives it (any free ones for 0)
-// and says which in its ready file, DIR/nodeI.ready.json. onExit hears of a node that
-// exits without being told to.
-func startDev(ctx context.Context, bin, dir string, n, zones, replicas, basePort int, onExit func(*proc.Proc, error)) (*devCluster, []*proc.Proc, error) {
+// and says which in its ready file, DIR/nodeI.ready.json; with certs, every node serves
+// HTTPS with them. onExit hears of a node that exits without being told to.
+func startDev(ctx context.Context, bin, dir string, n, zones, replicas, basePort int, certs *devCertFiles, onExit func(*proc.Proc, error)) (*devCluster, []*proc.Proc, error) {
 	c := &devCluster{AccessKey: "CAIRNDEV" + strings.ToUpper(randHex(6)), SecretKey: randHex(20), ClusterSecret: randHex(24)}
+	var extra []string
+	if certs != nil {
+		c.CAFile, extra = certs.CA, []string{"--tls-cert", certs.Cert, "--tls-key", certs.Key}
+	}
 	env := []string{"CAIRN_ACCESS_KEY=" + c.AccessKey, "CAIRN_SECRET_KEY=" + c.SecretKey, "CAIRN_CLUSTER_SECRET=" + c.ClusterSecret}
 	cfg := func(i int) proc.Config {
 		id := fmt.Sprintf("node%d", i+1)
-		args := []string{"--zone", fmt.Sprintf("z%d", i%zones+1), "--node-id", id, "--replicas", fmt.Sprint(replicas)}
+		args := append([]string{"--zone", fmt.Sprintf("z%d", i%zones+1), "--node-id", id, "--replicas", fmt.Sprint(replicas)}, extra...)
 		if i > 0 {
 			args = append(args, "--join", c.Nodes[0].Addr)
 		}

@@ -141,7 +141,7 @@ func (d *devSupervisor) act(action, node string) (string, error) {
 		os.WriteFile(filepath.Join(d.dir, "cluster.json"), data, 0o600)
 	}
 	fmt.Fprintf(d.stdout, "cairn dev cluster: %s started again (pid %d)\n", p.Name(), p.PID())
-	return fmt.Sprintf("%s serves again: S3 http://%s, pid %d", p.Name(), p.S3Addr(), p.PID()), nil
+	return fmt.Sprintf("%s serves again: S3 %s, pid %d", p.Name(), p.URL(), p.PID()), nil
 }
 
 // listenControl listens on the control socket at path, readable and writable by this

@@ -130,6 +130,9 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	recoveryRate := fs.String("recovery-rate", "64MiB", "bytes per second a node copies in to recover or rebalance (0: unlimited); cairn admin recovery set changes it")
 	fs.DurationVar(&cfg.HintInterval, "hint-interval", time.Second, "how often replica writes queued for nodes that were away are retried")
 	fs.DurationVar(&cfg.SyncInterval, "sync-interval", 10*time.Minute, "how often a node compares its partitions with their other holders and copies what it lacks (also on placement changes)")
+	fs.StringVar(&cfg.TLS.CertFile, "tls-cert", "", "PEM certificate (chain) for HTTPS on the S3 and admin listeners (with --tls-key; both unset: plain HTTP); reloaded on SIGHUP and when the file changes")
+	fs.StringVar(&cfg.TLS.KeyFile, "tls-key", "", "PEM private key of --tls-cert")
+	fs.DurationVar(&cfg.TLS.PollInterval, "tls-reload-interval", 5*time.Second, "how often --tls-cert and --tls-key are checked for a change (-1s: only on SIGHUP)")
 	readyFile := fs.String("ready-file", "", "once the node serves, write this JSON file (atomically) with its pid, node id, data directory and bound addresses (S3, admin, node: the actual ports of listeners given port 0); removed at exit")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
@@ -199,8 +202,37 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	}
 	cfg.AccessKey = os.Getenv("CAIRN_ACCESS_KEY")
 	cfg.SecretKey = os.Getenv("CAIRN_SECRET_KEY")
+	if (cfg.TLS.CertFile == "") != (cfg.TLS.KeyFile == "") {
+		return fmt.Errorf("server: --tls-cert and --tls-key go together: give both (HTTPS) or neither (HTTP)")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if cfg.TLS.Enabled() {
+		// SIGHUP reloads the certificate (without TLS it keeps its default: exit).
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		reload := make(chan struct{})
+		cfg.TLS.Reload = reload
+		go func() {
+			for {
+				select {
+				case <-hup:
+					select {
+					case reload <- struct{}{}:
+					case <-ctx.Done():
+						return
+					}
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	scheme := "http"
+	if cfg.TLS.Enabled() {
+		scheme = "https"
+	}
 	var readyErr error
 	if *readyFile != "" {
 		if err := os.Remove(*readyFile); err != nil && !os.IsNotExist(err) {
@@ -211,14 +243,14 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	cfg.Ready = func(r server.Ready) {
 		c := r.Creds
 		fmt.Fprintf(stdout, "cairn %s\n", versionString())
-		fmt.Fprintf(stdout, "  S3 endpoint: http://%s\n", r.S3Addr)
+		fmt.Fprintf(stdout, "  S3 endpoint: %s://%s\n", scheme, r.S3Addr)
 		if r.AdminAddr != "" {
-			fmt.Fprintf(stdout, "  metrics:     http://%s/metrics   health: http://%s/health\n", r.AdminAddr, r.AdminAddr)
+			fmt.Fprintf(stdout, "  metrics:     %s://%s/metrics   health: %s://%s/health\n", scheme, r.AdminAddr, scheme, r.AdminAddr)
 		}
 		fmt.Fprintf(stdout, "  data:        %s\n", cfg.DataDir)
 		fmt.Fprintf(stdout, "  node:        %s at %s\n", r.NodeID, r.NodeAddr)
 		fmt.Fprintf(stdout, "  access key:  %s\n  secret key:  %s\n", c.AccessKey, c.SecretKey)
-		fmt.Fprintf(stdout, "  try: AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s aws --endpoint-url http://%s s3 ls\n", c.AccessKey, c.SecretKey, r.S3Addr)
+		fmt.Fprintf(stdout, "  try: AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s aws --endpoint-url %s://%s s3 ls\n", c.AccessKey, c.SecretKey, scheme, r.S3Addr)
 		if r.SecretGenerated {
 			fmt.Fprintf(stdout, "  new cluster; its secret is kept in %s/cluster-secret. To add a node:\n", cfg.DataDir)
 			fmt.Fprintf(stdout, "    CAIRN_CLUSTER_SECRET=%s cairn server --data DIR --listen ADDR --node-addr ADDR --join %s\n", r.Secret, r.NodeAddr)
@@ -226,7 +258,7 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 		// Last: whoever waits for the file finds the lines above already written.
 		if *readyFile != "" {
 			readyErr = proc.WriteReadyFile(*readyFile, proc.Ready{PID: os.Getpid(), S3: r.S3Addr, Admin: r.AdminAddr, Node: r.NodeAddr,
-				NodeID: r.NodeID, DataDir: absPath(cfg.DataDir), Version: versionString()})
+				NodeID: r.NodeID, DataDir: absPath(cfg.DataDir), Version: versionString(), TLS: r.TLS})
 			if readyErr != nil {
 				stop() // a supervisor waiting for the file would wait in vain
 			}

@@ -56,8 +56,8 @@ func newClient(cfg *Config, conns int, pat *pattern) (*client, error) {
 		WriteBufferSize:       64 << 10,
 		ReadBufferSize:        64 << 10,
 	}
-	if cfg.Insecure {
-		tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true}
+	if cfg.Insecure || cfg.RootCAs != nil {
+		tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: cfg.Insecure, RootCAs: cfg.RootCAs}
 	}
 	return &client{
 		base:      &url.URL{Scheme: u.Scheme, Host: u.Host},

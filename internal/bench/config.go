@@ -3,6 +3,7 @@ package bench
 import (
 	"cmp"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/hex"
 	"fmt"
 	"math"
@@ -71,6 +72,9 @@ type Config struct {
 	Timeout time.Duration
 	// Insecure skips TLS certificate verification.
 	Insecure bool
+	// RootCAs, if set, are the only CAs trusted for an https endpoint (default: the
+	// system's).
+	RootCAs *x509.CertPool `json:"-"`
 
 	// Version is the bench tool's version, for the report.
 	Version string

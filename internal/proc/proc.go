@@ -405,11 +405,20 @@ func (p *Proc) Info() Ready {
 }
 
 // S3Addr, AdminAddr and NodeAddr are the addresses the process bound ("" for an admin
-// address that is off); URL is the S3 endpoint, http://S3Addr.
+// address that is off); URL is the S3 endpoint, http://S3Addr (https:// when the process
+// serves TLS), and AdminURL the admin address's.
 func (p *Proc) S3Addr() string    { return p.Info().S3 }
 func (p *Proc) AdminAddr() string { return p.Info().Admin }
 func (p *Proc) NodeAddr() string  { return p.Info().Node }
-func (p *Proc) URL() string       { return "http://" + p.S3Addr() }
+func (p *Proc) URL() string       { return p.scheme() + p.S3Addr() }
+func (p *Proc) AdminURL() string  { return p.scheme() + p.AdminAddr() }
+
+func (p *Proc) scheme() string {
+	if p.Info().TLS {
+		return "https://"
+	}
+	return "http://"
+}
 
 // NodeID is the node's id; PID the process id of the current (or last) process.
 func (p *Proc) NodeID() string { return p.Info().NodeID }

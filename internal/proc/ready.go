@@ -26,9 +26,11 @@ type Ready struct {
 	// S3, Admin and Node are the addresses the listeners are bound to (with the port the
 	// kernel chose for a listener given port 0). Admin is "" when it is off. Node is the
 	// internode address the node advertises to the cluster.
-	S3      string `json:"s3"`
-	Admin   string `json:"admin"`
-	Node    string `json:"node"`
+	S3    string `json:"s3"`
+	Admin string `json:"admin"`
+	Node  string `json:"node"`
+	// TLS says the S3 and admin listeners serve HTTPS (cairn server --tls-cert).
+	TLS     bool   `json:"tls,omitempty"`
 	NodeID  string `json:"node_id"`
 	DataDir string `json:"data_dir"`
 	Version string `json:"version"`

@@ -82,7 +82,8 @@ type instance struct {
 	rep               *repair.Loops
 	scrub             *repair.Scrub
 	lastSync          atomic.Pointer[repair.SyncStats]
-	isrv              *http.Server // internode
+	isrv              *http.Server  // internode
+	certs             *certReloader // the S3 and admin listeners' certificate (nil: plain HTTP)
 
 	closers []func() error // what assemble opened, closed in reverse by close
 }
@@ -114,7 +115,11 @@ func assemble(cfg Config) (_ *instance, err error) {
 		return nil, errors.E(errors.IO, err)
 	}
 	warnExposed(log, cfg.DataDir, "the data directory (objects, credentials, the cluster secret)", "chmod 700")
-	for _, f := range append([]string{filepath.Join(cfg.DataDir, "credentials.json"), filepath.Join(cfg.DataDir, "cluster-secret")}, cfg.SecretFiles...) {
+	secrets := append([]string{filepath.Join(cfg.DataDir, "credentials.json"), filepath.Join(cfg.DataDir, "cluster-secret")}, cfg.SecretFiles...)
+	if cfg.TLS.KeyFile != "" {
+		secrets = append(secrets, cfg.TLS.KeyFile)
+	}
+	for _, f := range secrets {
 		warnExposed(log, f, "a secret", "chmod 600")
 	}
 	if n.nodeID, err = loadNodeID(cfg.DataDir, cfg.NodeID); err != nil {
@@ -129,6 +134,11 @@ func assemble(cfg Config) (_ *instance, err error) {
 	}
 	if n.secret, err = rpc.NewSecret(n.secretS); err != nil {
 		return nil, err
+	}
+	if cfg.TLS.Enabled() {
+		if n.certs, err = newCertReloader(cfg.TLS, log); err != nil {
+			return nil, err
+		}
 	}
 	clock := new(hlc.Clock)
 	if err := n.openStore(clock); err != nil {
@@ -355,7 +365,12 @@ func (n *instance) run(ctx context.Context) (err error) {
 	failed := make(chan error, 3)
 	serve := func(name string, s *http.Server, l net.Listener) {
 		servers.Go(func() error {
-			err := s.Serve(l)
+			var err error
+			if s.TLSConfig != nil {
+				err = s.ServeTLS(l, "", "") // the certificate comes from TLSConfig.GetCertificate
+			} else {
+				err = s.Serve(l)
+			}
 			if err != nil && !errors.IsErr(err, http.ErrServerClosed) {
 				err = fmt.Errorf("%s listener: %w", name, err)
 				failed <- err
@@ -407,9 +422,15 @@ func (n *instance) run(ctx context.Context) (err error) {
 	if n.scrub != nil {
 		loop(n.scrub.Run)
 	}
+	if n.certs != nil {
+		loop(func(ctx context.Context) { n.certs.run(ctx, cfg.TLS.PollInterval, cfg.TLS.Reload) })
+	}
 
 	srv = serveLimited(n.s3Handler(), cfg.S3Limits, func(s *http.Server) {
 		s.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
+		if n.certs != nil {
+			useTLS(s, n.certs)
+		}
 	})
 	serve("s3", srv, n.ln)
 	adminAddr := ""
@@ -419,12 +440,15 @@ func (n *instance) run(ctx context.Context) (err error) {
 			s.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
 			// Admin requests are small: a whole request (header and body) gets this long.
 			s.ReadTimeout = cfg.AdminLimits.HeaderTimeout + cfg.AdminLimits.BodyIdle
+			if n.certs != nil {
+				useTLS(s, n.certs)
+			}
 		})
 		serve("admin", admin, n.aln)
 	}
-	log.Info("cairn serving", "node", n.nodeID, "s3", n.ln.Addr().String(), "admin", adminAddr, "node_addr", n.self.Addr, "data", cfg.DataDir)
+	log.Info("cairn serving", "node", n.nodeID, "s3", n.ln.Addr().String(), "admin", adminAddr, "node_addr", n.self.Addr, "data", cfg.DataDir, "tls", n.certs != nil)
 	if cfg.Ready != nil {
-		cfg.Ready(Ready{S3Addr: n.ln.Addr().String(), AdminAddr: adminAddr, NodeAddr: n.self.Addr, NodeID: n.nodeID,
+		cfg.Ready(Ready{S3Addr: n.ln.Addr().String(), AdminAddr: adminAddr, NodeAddr: n.self.Addr, NodeID: n.nodeID, TLS: n.certs != nil,
 			Creds: n.creds, Secret: n.secretS, SecretGenerated: n.generated, Bootstrapped: n.bootstrap})
 	}
 

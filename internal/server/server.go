@@ -37,6 +37,10 @@ type Config struct {
 	// S3Limits, AdminLimits and NodeLimits bound the connections, headers and stalls of
 	// the three listeners (zero fields: the defaults in setDefaults).
 	S3Limits, AdminLimits, NodeLimits Limits
+	// TLS, if its files are set, makes the S3 and admin listeners serve HTTPS only (the
+	// internode listener is not affected: its requests are authenticated by the cluster
+	// secret, not encrypted).
+	TLS TLSFiles
 	// Pprof serves Go's profiles (/debug/pprof/) on the admin address, unauthenticated:
 	// off unless asked for, since they expose memory contents and cost CPU.
 	Pprof bool
@@ -105,9 +109,11 @@ type Config struct {
 // Ready describes a node that serves.
 type Ready struct {
 	S3Addr, AdminAddr, NodeAddr, NodeID string
-	Creds                               Credentials
-	Secret                              string
-	SecretGenerated, Bootstrapped       bool
+	// TLS says the S3 and admin listeners serve HTTPS.
+	TLS                           bool
+	Creds                         Credentials
+	Secret                        string
+	SecretGenerated, Bootstrapped bool
 }
 
 func (c *Config) hasRole(r string) bool {
@@ -135,6 +141,9 @@ func (c *Config) validate() error {
 	}
 	if c.Voters < 1 || c.Voters%2 == 0 {
 		return errors.Errorf("", errors.Invalid, "--voters %d: want an odd number", c.Voters)
+	}
+	if err := c.TLS.validate(); err != nil {
+		return err
 	}
 	return nil
 }
@@ -222,6 +231,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.SyncInterval <= 0 {
 		c.SyncInterval = 10 * time.Minute
+	}
+	if c.TLS.PollInterval == 0 {
+		c.TLS.PollInterval = 5 * time.Second
 	}
 }
 

@@ -78,8 +78,9 @@ class Server:
         return "\n".join(lines[-n:])
 
 
-def _start(binary: Path, base: Path, data_dir: Path, log_path: Path):
-    """Starts the server and waits for its ready file; returns (proc, ready dict or None)."""
+def _start(binary: Path, base: Path, data_dir: Path, log_path: Path, extra_args=()):
+    """Starts the server (with more `cairn server` flags in extra_args) and waits for its
+    ready file; returns (proc, ready dict or None)."""
     ready_path = base / "ready.json"
     env = dict(os.environ, CAIRN_ACCESS_KEY=ACCESS_KEY, CAIRN_SECRET_KEY=SECRET_KEY)
     log = open(log_path, "ab")
@@ -91,6 +92,7 @@ def _start(binary: Path, base: Path, data_dir: Path, log_path: Path):
             "--admin-listen", "127.0.0.1:0",
             "--node-addr", "127.0.0.1:0",
             "--ready-file", str(ready_path),
+            *map(str, extra_args),
         ],
         stdout=log,
         stderr=log,

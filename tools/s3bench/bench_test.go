@@ -78,6 +78,42 @@ func TestGetSeedsObjects(t *testing.T) {
 	}
 }
 
+// TestTLSPhases: --tls runs each cairn phase again, right after it, against a node
+// serving HTTPS, and reports the HTTPS/HTTP ratios.
+func TestTLSPhases(t *testing.T) {
+	proctest.SkipIfShort(t)
+	jsonPath := filepath.Join(t.TempDir(), "bench.json")
+	args := []string{"--cairn", cairnBinary(t), "--dir", t.TempDir(), "--duration", "200ms", "--tls",
+		"--small-clients", "2", "--large-clients", "1", "--large-size", "256KiB", "--phases", "put-4k,get-4k,put-16m,get-16m", "--json", jsonPath}
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), args, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\nstdout:\n%s\nstderr:\n%s", err, &stdout, &stderr)
+	}
+	t.Logf("\n%s", &stdout)
+	data, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range rep.Phases {
+		checkPhase(t, p)
+		names = append(names, p.Name+"@"+p.Target)
+	}
+	if got := strings.Join(names, " "); got != "put-4k@cairn put-4k-tls@cairn-tls get-4k@cairn get-4k-tls@cairn-tls put-16m@cairn put-16m-tls@cairn-tls get-16m@cairn get-16m-tls@cairn-tls" {
+		t.Errorf("phases %s", got)
+	}
+	if len(rep.Ratios) != 4 || !strings.HasPrefix(rep.Ratios[0].Name, "cairn HTTPS / HTTP") || rep.ServerTLS == nil || rep.ServerTLS.ExitStatus != "0" {
+		t.Errorf("ratios %v, TLS server %+v", rep.Ratios, rep.ServerTLS)
+	}
+	if !strings.Contains(stderr.String(), "at https://127.0.0.1:") {
+		t.Errorf("no HTTPS node started:\n%s", &stderr)
+	}
+}
+
 func TestStartFailures(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -88,6 +124,7 @@ func TestStartFailures(t *testing.T) {
 		{[]string{"--endpoint", "http://127.0.0.1:1", "--access-key", "a", "--secret-key", "b"}, "cannot create bucket"},
 		{[]string{"--phases", "get-1g"}, "unknown phase"},
 		{[]string{"--endpoint", "http://127.0.0.1:1"}, "needs --access-key"},
+		{[]string{"--endpoint", "http://127.0.0.1:1", "--tls"}, "not with --endpoint"},
 	} {
 		start := time.Now()
 		err := run(context.Background(), append(tc.args, "--dir", t.TempDir()), &bytes.Buffer{}, &bytes.Buffer{})

@@ -34,6 +34,7 @@ type config struct {
 	hotLarge     int
 	jsonPath     string
 	phases       []string
+	tls          bool
 }
 
 func (c *config) has(phase string) bool { return slices.Contains(c.phases, phase) }
@@ -102,6 +103,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.verify, "verify", 100, "GETs per phase whose body is compared with what was PUT")
 	fs.IntVar(&c.hotLarge, "hot-large", 0, "large GETs read only this many of the written objects (0: all); a set that fits in RAM measures warm reads")
 	fs.StringVar(&c.jsonPath, "json", "", "also write all figures as JSON to this file")
+	fs.BoolVar(&c.tls, "tls", false, "then run the cairn phases again against a second started node serving HTTPS (a throwaway CA), as PHASE-tls, with HTTPS/HTTP ratios")
 	phases := fs.String("phases", "all", "comma-separated phases: "+strings.Join(allPhases, ","))
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -143,6 +145,8 @@ func (c *config) validate() error {
 		return errors.New("--duration, --timeout and --start-timeout must be positive")
 	case c.smallClients < 1 || c.largeClients < 1:
 		return errors.New("--small-clients and --large-clients must be at least 1")
+	case c.endpoint != "" && c.tls:
+		return errors.New("--tls starts its own HTTPS node: not with --endpoint (give it an https:// endpoint instead)")
 	case c.endpoint != "" && (c.accessKey == "" || c.secretKey == ""):
 		return errors.New("--endpoint needs --access-key and --secret-key")
 	case c.endpoint != "" && !strings.HasPrefix(c.endpoint, "http://") && !strings.HasPrefix(c.endpoint, "https://"):

@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,6 +21,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cairnfs/cairn/internal/testutil/testcert"
 )
 
 func main() {
@@ -47,8 +50,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer b.close()
 	results, runErr := b.runPhases(ctx)
+	target := b.targetName()
+	var srvTLS *serverReport
+	if b.tls != nil {
+		target += "; HTTPS: " + b.tls.targetName()
+		srvTLS = b.tls.close()
+	}
 	srv := b.close()
-	rep := newReport(cfg, b.targetName(), results, srv)
+	rep := newReport(cfg, target, results, srv)
+	rep.ServerTLS = srvTLS
 	printReport(stdout, rep)
 	if cfg.jsonPath != "" {
 		if err := writeJSON(cfg.jsonPath, rep); err != nil {
@@ -71,6 +81,7 @@ type bench struct {
 	cfg      *config
 	progress io.Writer
 	tr       *http.Transport
+	tls      *bench // --tls: the HTTPS node, each cairn phase run against it right after
 	bare     *bareServer
 	proc     *cairnProc // nil with --endpoint
 	bareT    *target
@@ -94,9 +105,30 @@ func newBench(ctx context.Context, cfg *config, progress io.Writer) (_ *bench, e
 		}
 	}
 	if b.needsCairn() {
-		if err := b.startTarget(ctx, client); err != nil {
+		if err := b.startTarget(ctx, client, nil); err != nil {
 			return nil, err
 		}
+		if cfg.tls {
+			if b.tls, err = newTLSBench(ctx, cfg, progress); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return b, nil
+}
+
+// newTLSBench starts a second cairn serving HTTPS with a certificate from a throwaway CA,
+// with its own transport that trusts that CA, bucket and objects.
+func newTLSBench(ctx context.Context, cfg *config, progress io.Writer) (*bench, error) {
+	ca, err := testcert.NewCA("s3bench CA")
+	if err != nil {
+		return nil, err
+	}
+	b := &bench{cfg: cfg, progress: progress, tr: newTransport(max(cfg.smallClients, cfg.largeClients))}
+	b.tr.TLSClientConfig = &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}
+	if err := b.startTarget(ctx, &http.Client{Transport: b.tr, Timeout: cfg.timeout}, ca); err != nil {
+		b.close()
+		return nil, fmt.Errorf("HTTPS node: %w", err)
 	}
 	return b, nil
 }
@@ -122,12 +154,16 @@ func (b *bench) startBare(client *http.Client) error {
 	return nil
 }
 
-// startTarget starts cairn (or takes --endpoint) and creates the bucket.
-func (b *bench) startTarget(ctx context.Context, client *http.Client) error {
+// startTarget starts cairn (or takes --endpoint) and creates the bucket. With ca, the
+// started cairn serves HTTPS with a certificate ca issues.
+func (b *bench) startTarget(ctx context.Context, client *http.Client, ca *testcert.CA) error {
 	t := &target{name: "cairn", base: b.cfg.endpoint, bucket: "s3bench-" + randHex(4),
 		accessKey: b.cfg.accessKey, secretKey: b.cfg.secretKey, region: b.cfg.region, client: client}
+	if ca != nil {
+		t.name = "cairn-tls"
+	}
 	if b.cfg.endpoint == "" {
-		p, err := startCairn(ctx, b.cfg.cairnBin, b.cfg.dir, b.cfg.startTimeout)
+		p, err := startCairn(ctx, b.cfg.cairnBin, b.cfg.dir, b.cfg.startTimeout, ca)
 		if err != nil {
 			return err
 		}
@@ -165,6 +201,9 @@ func (b *bench) close() *serverReport {
 	if b.bare != nil {
 		b.bare.close()
 	}
+	if b.tls != nil {
+		b.tls.close()
+	}
 	b.tr.CloseIdleConnections()
 	if b.proc == nil {
 		return nil
@@ -190,25 +229,43 @@ func (b *bench) newPhase(name string) *phase {
 	return p
 }
 
+// runPhases runs the phases; with --tls each cairn phase is followed at once by the same
+// phase against the HTTPS node (PHASE-tls), so that both see about the same machine.
 func (b *bench) runPhases(ctx context.Context) ([]phaseResult, error) {
 	var results []phaseResult
 	for _, name := range b.cfg.phases {
-		if err := ctx.Err(); err != nil {
-			return results, fmt.Errorf("interrupted")
+		r, err := b.runPhase(ctx, name, "")
+		if r.Name != "" {
+			results = append(results, r)
 		}
-		p := b.newPhase(name)
-		if err := b.seedIfEmpty(ctx, p); err != nil {
-			return results, err
-		}
-		fmt.Fprintf(b.progress, "s3bench: %-8s %2d clients x %s for %v\n", name, p.clients, formatSize(p.data.size), b.cfg.duration)
-		results = append(results, p.run(ctx, b.cfg.duration))
-		if b.proc != nil {
-			if !b.proc.p.Running() {
-				return results, fmt.Errorf("cairn exited during %s (%v): %s", name, b.proc.p.ExitErr(), b.proc.p.LogTail(1))
+		if err == nil && b.tls != nil && !strings.HasPrefix(name, "bare-") {
+			if r, err = b.tls.runPhase(ctx, name, "-tls"); r.Name != "" {
+				results = append(results, r)
 			}
+		}
+		if err != nil {
+			return results, err
 		}
 	}
 	return results, nil
+}
+
+// runPhase runs one phase (seeding a GET phase first if needed), reported as name+suffix.
+func (b *bench) runPhase(ctx context.Context, name, suffix string) (phaseResult, error) {
+	if err := ctx.Err(); err != nil {
+		return phaseResult{}, fmt.Errorf("interrupted")
+	}
+	p := b.newPhase(name)
+	p.name += suffix
+	if err := b.seedIfEmpty(ctx, p); err != nil {
+		return phaseResult{}, err
+	}
+	fmt.Fprintf(b.progress, "s3bench: %-8s %2d clients x %s for %v\n", p.name, p.clients, formatSize(p.data.size), b.cfg.duration)
+	r := p.run(ctx, b.cfg.duration)
+	if b.proc != nil && !b.proc.p.Running() {
+		return r, fmt.Errorf("cairn exited during %s (%v): %s", p.name, b.proc.p.ExitErr(), b.proc.p.LogTail(1))
+	}
+	return r, nil
 }
 
 // seedIfEmpty writes objects for a GET phase whose PUT phase did not run.

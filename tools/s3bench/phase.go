@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -233,7 +234,7 @@ func delta(b, a time.Duration) time.Duration {
 }
 
 func (p *phase) serverCPU() time.Duration {
-	if p.tgt.name != "cairn" || p.serverPID == 0 {
+	if !strings.HasPrefix(p.tgt.name, "cairn") || p.serverPID == 0 {
 		return -1
 	}
 	return procCPU(p.serverPID)

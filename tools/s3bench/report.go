@@ -97,6 +97,7 @@ type report struct {
 	Phases    []phaseResult `json:"phases"`
 	Ratios    []ratio       `json:"ratios"`
 	Server    *serverReport `json:"server,omitempty"`
+	ServerTLS *serverReport `json:"server_tls,omitempty"` // --tls: the HTTPS node
 	Notes     []string      `json:"notes,omitempty"`
 }
 
@@ -131,6 +132,9 @@ func newReport(cfg *config, target string, phases []phaseResult, srv *serverRepo
 	sz := formatSize(cfg.smallSize)
 	r.addRatio("cairn "+sz+" GET / bare GET", "get-4k", "bare-get")
 	r.addRatio("cairn "+sz+" PUT / bare PUT", "put-4k", "bare-put")
+	for _, p := range []string{"get-4k", "put-4k", "get-16m", "put-16m"} {
+		r.addRatio("cairn HTTPS / HTTP "+p, p+"-tls", p)
+	}
 	r.Notes = notes(r)
 	return r
 }
@@ -156,7 +160,7 @@ func notes(r *report) []string {
 	var out []string
 	cpus := float64(r.Machine.CPUs)
 	for _, p := range r.Phases {
-		if p.Target == "cairn" && p.BenchCPU > 0.5*cpus {
+		if strings.HasPrefix(p.Target, "cairn") && p.BenchCPU > 0.5*cpus {
 			out = append(out, fmt.Sprintf("%s: the bench client used %.2f of %d cores; the figure may be client-bound",
 				p.Name, p.BenchCPU, r.Machine.CPUs))
 		}
@@ -171,7 +175,10 @@ func notes(r *report) []string {
 			out = append(out, fmt.Sprintf("%s: latency outlier: max %s vs p99 %s", p.Name, fmtMs(p.MaxMs), fmtMs(p.P99Ms)))
 		}
 	}
-	if s := r.Server; s != nil {
+	for _, s := range []*serverReport{r.Server, r.ServerTLS} {
+		if s == nil {
+			continue
+		}
 		if s.ExitStatus != "0" || s.StopError != "" {
 			out = append(out, fmt.Sprintf("cairn exit: %s %s", s.ExitStatus, s.StopError))
 		}
@@ -246,7 +253,10 @@ func printReport(w io.Writer, r *report) {
 	for _, x := range r.Ratios {
 		fmt.Fprintf(w, "%s: %.3f\n", x.Name, x.Value)
 	}
-	if s := r.Server; s != nil {
+	for _, s := range []*serverReport{r.Server, r.ServerTLS} {
+		if s == nil {
+			continue
+		}
 		fmt.Fprintf(w, "\ncairn: startup %s, shutdown %s, exit %s, max RSS %d MiB, CPU %.1fs, data on %s, log: %d warnings, %d errors\n",
 			fmtMs(s.StartupMs), fmtMs(s.ShutdownMs), s.ExitStatus, s.MaxRSSKiB>>10, s.ServerCPUSecs, s.DataFS, s.LogWarnings, s.LogErrors)
 	}

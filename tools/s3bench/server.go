@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/proc"
+	"github.com/cairnfs/cairn/internal/testutil/testcert"
 )
 
 // stopTimeout bounds the wait for the started server to exit after SIGTERM.
@@ -53,7 +54,8 @@ type serverReport struct {
 
 // startCairn starts bin on free loopback ports with a fresh data directory under dir and
 // waits until it serves, at most timeout.
-func startCairn(ctx context.Context, bin, dir string, timeout time.Duration) (*cairnProc, error) {
+// With ca, it serves HTTPS with a certificate for 127.0.0.1 that ca issues.
+func startCairn(ctx context.Context, bin, dir string, timeout time.Duration, ca *testcert.CA) (*cairnProc, error) {
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("cairn binary %s not found (build it: go build -o bin/cairn ./cmd/cairn)", bin)
 	}
@@ -62,8 +64,21 @@ func startCairn(ctx context.Context, bin, dir string, timeout time.Duration) (*c
 		return nil, fmt.Errorf("temp dir: %w", err)
 	}
 	c := &cairnProc{bin: bin, tmp: tmp, accessKey: "S3BENCH" + randHex(7), secretKey: randHex(20)}
+	var args []string
+	if ca != nil {
+		cert, key := filepath.Join(tmp, "cert.pem"), filepath.Join(tmp, "key.pem")
+		pair, err := ca.Issue(1, "127.0.0.1")
+		if err == nil {
+			err = pair.Write(cert, key)
+		}
+		if err != nil {
+			os.RemoveAll(tmp)
+			return nil, fmt.Errorf("certificate: %w", err)
+		}
+		args = []string{"--tls-cert", cert, "--tls-key", key}
+	}
 	start := time.Now()
-	c.p, err = proc.Start(ctx, proc.Config{Bin: bin, Name: "cairn", Dir: tmp, DataDir: filepath.Join(tmp, "data"),
+	c.p, err = proc.Start(ctx, proc.Config{Bin: bin, Name: "cairn", Dir: tmp, DataDir: filepath.Join(tmp, "data"), Args: args,
 		Env: []string{"CAIRN_ACCESS_KEY=" + c.accessKey, "CAIRN_SECRET_KEY=" + c.secretKey}, StartTimeout: timeout, StopTimeout: stopTimeout})
 	if err != nil {
 		os.RemoveAll(tmp)
@@ -71,7 +86,7 @@ func startCairn(ctx context.Context, bin, dir string, timeout time.Duration) (*c
 	}
 	c.startup = time.Since(start)
 	r := c.p.Info()
-	c.endpoint, c.adminAddr, c.version = "http://"+r.S3, r.Admin, r.Version
+	c.endpoint, c.adminAddr, c.version = c.p.URL(), r.Admin, r.Version
 	return c, nil
 }
 
