@@ -78,11 +78,11 @@ class Server:
         return "\n".join(lines[-n:])
 
 
-def _start(binary: Path, base: Path, data_dir: Path, log_path: Path, extra_args=()):
-    """Starts the server (with more `cairn server` flags in extra_args) and waits for its
-    ready file; returns (proc, ready dict or None)."""
+def _start(binary: Path, base: Path, data_dir: Path, log_path: Path, extra_args=(), extra_env=None):
+    """Starts the server (with more `cairn server` flags in extra_args and environment in
+    extra_env) and waits for its ready file; returns (proc, ready dict or None)."""
     ready_path = base / "ready.json"
-    env = dict(os.environ, CAIRN_ACCESS_KEY=ACCESS_KEY, CAIRN_SECRET_KEY=SECRET_KEY)
+    env = dict(os.environ, CAIRN_ACCESS_KEY=ACCESS_KEY, CAIRN_SECRET_KEY=SECRET_KEY, **(extra_env or {}))
     log = open(log_path, "ab")
     proc = subprocess.Popen(
         [
