@@ -7,6 +7,7 @@ import (
 	"encoding/xml"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -50,6 +51,9 @@ func (h *Handler) listBuckets(w http.ResponseWriter, r *http.Request, rq *reques
 	bs, err := h.store.ListBuckets(r.Context())
 	if err != nil {
 		return err
+	}
+	if !rq.who.Root { // a user lists the buckets it owns; the root user every bucket
+		bs = slices.DeleteFunc(bs, func(b object.Bucket) bool { return b.Owner != rq.who.User })
 	}
 	sort.Slice(bs, func(i, j int) bool { return bs[i].Name < bs[j].Name })
 	type bucket struct {
@@ -101,7 +105,12 @@ func (h *Handler) createBucket(w http.ResponseWriter, r *http.Request, rq *reque
 		return errf(400, "IllegalLocationConstraintException",
 			"The %s location constraint is incompatible for the region specific endpoint this request was sent to (cairn's region is %s).", lc, h.cfg.Region)
 	}
-	if err := h.store.CreateBucket(r.Context(), rq.bucket); err != nil {
+	if err := h.store.CreateBucket(r.Context(), rq.bucket, rq.who.owner()); err != nil {
+		if errors.Is(errors.Exist, err) {
+			if b, herr := h.store.HeadBucket(r.Context(), rq.bucket); herr == nil && b.Owner != rq.who.owner() {
+				return errBucketAlreadyExists
+			}
+		}
 		if errors.Is(errors.Exist, err) && h.cfg.Region == "us-east-1" {
 			// S3's us-east-1 answers a create of a bucket the caller already owns with
 			// success (and changes nothing); every other region with

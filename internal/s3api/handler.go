@@ -32,7 +32,8 @@ type Observer interface {
 // operations with S3 semantics. gateway.Gateway implements it over the cluster.
 type Backend interface {
 	ListBuckets(ctx context.Context) ([]object.Bucket, error)
-	CreateBucket(ctx context.Context, name string) error
+	// CreateBucket creates a bucket owned by the named user ("": the root user).
+	CreateBucket(ctx context.Context, name, owner string) error
 	// HeadBucket returns the bucket with its configurations (Bucket.Config).
 	HeadBucket(ctx context.Context, name string) (object.Bucket, error)
 	// LocalBucket is HeadBucket without asking any other node (for unauthenticated
@@ -74,6 +75,9 @@ type Config struct {
 	Store Backend
 	// Lookup returns the secret key of an access key. Required.
 	Lookup sigv4.SecretLookup
+	// Principal returns the user an access key belongs to (called after the request's
+	// signature was verified with the key). Nil: every key is the root user's.
+	Principal func(accessKey string) Principal
 	// Region is reported by GetBucketLocation (default "us-east-1"). Requests signed for any
 	// region are accepted.
 	Region string
@@ -168,6 +172,7 @@ type request struct {
 	bytesIn  int64
 	bytesOut int64
 	auth     *sigv4.Result
+	who      Principal // who signed the request
 }
 
 type countingWriter struct {
@@ -280,6 +285,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			return
 		}
 		rq.auth = auth
+		rq.who = h.principal(auth.AccessKey)
 		// After authentication: an anonymous request must not cost a bucket lookup (which
 		// may ask the Raft leader about a bucket this node does not know).
 		h.corsHeaders(w, r, rq, false)
@@ -434,6 +440,9 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, rq *request) err
 	}
 	if len(rq.key) > 1024 {
 		return errKeyTooLong
+	}
+	if err := h.authorize(r, rq); err != nil {
+		return err
 	}
 	switch rq.op {
 	case "ListBuckets":
