@@ -1,6 +1,7 @@
 package s3api
 
 import (
+	"encoding/xml"
 	"net/http"
 
 	"github.com/cairnfs/cairn/internal/errors"
@@ -72,5 +73,51 @@ func (h *Handler) mayUse(r *http.Request, rq *request, bucket string) error {
 	if b.Owner != rq.who.User {
 		return errAccessDenied
 	}
+	return nil
+}
+
+// objectOwnership is the one Object Ownership cairn has: the bucket owner owns every
+// object and ACLs are disabled (AWS's default for new buckets since 2023).
+const objectOwnership = "BucketOwnerEnforced"
+
+type ownershipControls struct {
+	XMLName xml.Name `xml:"OwnershipControls"`
+	Xmlns   string   `xml:"xmlns,attr,omitempty"`
+	Rules   []struct {
+		ObjectOwnership string
+	} `xml:"Rule"`
+}
+
+func (h *Handler) getOwnershipControls(w http.ResponseWriter, r *http.Request, rq *request) error {
+	if _, err := h.store.HeadBucket(r.Context(), rq.bucket); err != nil {
+		return err
+	}
+	doc := ownershipControls{Xmlns: xmlns}
+	doc.Rules = append(doc.Rules, struct{ ObjectOwnership string }{objectOwnership})
+	return writeXML(w, doc)
+}
+
+// putOwnershipControls accepts BucketOwnerEnforced, which changes nothing; the settings
+// that enable ACLs are NotImplemented.
+func (h *Handler) putOwnershipControls(w http.ResponseWriter, r *http.Request, rq *request) error {
+	data, err := readBody(r, rq, 4<<10)
+	if err != nil {
+		return err
+	}
+	if _, err := h.store.HeadBucket(r.Context(), rq.bucket); err != nil {
+		return err
+	}
+	var doc ownershipControls
+	if err := xml.Unmarshal(data, &doc); err != nil || len(doc.Rules) != 1 {
+		return errMalformedXML
+	}
+	switch doc.Rules[0].ObjectOwnership {
+	case objectOwnership:
+	case "BucketOwnerPreferred", "ObjectWriter":
+		return errf(http.StatusNotImplemented, "NotImplemented", "cairn does not support ACLs: the only Object Ownership is BucketOwnerEnforced.")
+	default:
+		return errMalformedXML
+	}
+	w.WriteHeader(http.StatusOK)
 	return nil
 }

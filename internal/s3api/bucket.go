@@ -24,9 +24,29 @@ type owner struct {
 	DisplayName string
 }
 
-func (h *Handler) owner(rq *request) owner {
-	sum := sha256.Sum256([]byte(rq.auth.AccessKey))
-	return owner{ID: hex.EncodeToString(sum[:]), DisplayName: rq.auth.AccessKey}
+// owner is the requester as an S3 owner.
+func (h *Handler) owner(rq *request) owner { return ownerOf(rq.who.owner()) }
+
+// bucketOwner is the owner of the request's bucket, which owns its objects (Object
+// Ownership BucketOwnerEnforced): the requester unless it is the root user (authorize let
+// no other user through).
+func (h *Handler) bucketOwner(rq *request) owner {
+	if rq.who.Root {
+		if b, err := h.store.LocalBucket(rq.bucket); err == nil {
+			return ownerOf(b.Owner)
+		}
+	}
+	return h.owner(rq)
+}
+
+// ownerOf is a user as an S3 owner ("": the root user): the canonical ID is a hash of the
+// name, stable across keys.
+func ownerOf(user string) owner {
+	if user == "" {
+		user = "root"
+	}
+	sum := sha256.Sum256([]byte("cairn-user:" + user))
+	return owner{ID: hex.EncodeToString(sum[:]), DisplayName: user}
 }
 
 func (h *Handler) listBuckets(w http.ResponseWriter, r *http.Request, rq *request) error {
@@ -170,12 +190,14 @@ func (h *Handler) getBucketVersioning(w http.ResponseWriter, r *http.Request, rq
 }
 
 func (h *Handler) getACL(w http.ResponseWriter, r *http.Request, rq *request) error {
+	b, err := h.store.HeadBucket(r.Context(), rq.bucket)
+	if err != nil {
+		return err
+	}
 	if rq.key != "" {
 		if _, err := h.store.StatObject(r.Context(), rq.bucket, rq.key); err != nil {
 			return err
 		}
-	} else if _, err := h.store.HeadBucket(r.Context(), rq.bucket); err != nil {
-		return err
 	}
 	type grantee struct {
 		XMLNS       string `xml:"xmlns:xsi,attr"`
@@ -187,7 +209,7 @@ func (h *Handler) getACL(w http.ResponseWriter, r *http.Request, rq *request) er
 		Grantee    grantee
 		Permission string
 	}
-	o := h.owner(rq)
+	o := ownerOf(b.Owner) // BucketOwnerEnforced: the bucket's owner owns its objects
 	return writeXML(w, struct {
 		XMLName xml.Name `xml:"AccessControlPolicy"`
 		Xmlns   string   `xml:"xmlns,attr"`
@@ -321,7 +343,7 @@ func (h *Handler) listObjects(w http.ResponseWriter, r *http.Request, rq *reques
 		}
 		x.elemBool("IsTruncated", res.Truncated)
 	}
-	o := h.owner(rq)
+	o := h.bucketOwner(rq)
 	for _, e := range res.Objects {
 		x.open("Contents", "")
 		x.elem("Key", esc(e.Key))

@@ -342,9 +342,11 @@ func operation(r *http.Request, bucket, key string) string {
 				return "GetBucketTagging"
 			case has("cors"):
 				return "GetBucketCors"
+			case has("ownershipControls"):
+				return "GetBucketOwnershipControls"
 			case has("policy"), has("lifecycle"),
 				has("encryption"), has("object-lock"), has("replication"), has("website"),
-				has("notification"), has("logging"), has("ownershipControls"), has("policyStatus"),
+				has("notification"), has("logging"), has("policyStatus"),
 				has("publicAccessBlock"), has("accelerate"), has("requestPayment"):
 				return "Unsupported"
 			case q.Get("list-type") == "2":
@@ -357,6 +359,8 @@ func operation(r *http.Request, bucket, key string) string {
 				return "PutBucketTagging"
 			case has("cors"):
 				return "PutBucketCors"
+			case has("ownershipControls"):
+				return "PutBucketOwnershipControls"
 			}
 			return "CreateBucket" // other sub-resources are refused by the feature table
 		case http.MethodHead:
@@ -459,6 +463,10 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, rq *request) err
 		return h.getBucketVersioning(w, r, rq)
 	case "GetBucketAcl", "GetObjectAcl":
 		return h.getACL(w, r, rq)
+	case "GetBucketOwnershipControls":
+		return h.getOwnershipControls(w, r, rq)
+	case "PutBucketOwnershipControls":
+		return h.putOwnershipControls(w, r, rq)
 	case "ListObjects":
 		return h.listObjects(w, r, rq, false)
 	case "ListObjectsV2":
