@@ -109,6 +109,7 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.S3Limits.MaxConns, "max-conns", 0, "most open S3 connections (0: 8192, or half the open-file limit if lower); more are closed at once and counted in cairn_s3_connections_refused_total")
 	fs.IntVar(&cfg.S3Limits.MaxConnsPerIP, "max-conns-per-ip", 0, "most open S3 connections from one client address (0: 512)")
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve Go profiles (/debug/pprof/) on the admin address, without authentication: only on a loopback or management address")
+	fs.StringVar(&cfg.AccessLog, "access-log", "", "append the S3 access log (one JSON line per request: user, key, operation, bucket, object key, status, bytes, client address; refused requests too) to FILE, or \"-\" for stdout; reopened on SIGHUP (log rotation); off by default")
 	fs.DurationVar(&cfg.PresignMaxAge, "presign-max-age", 7*24*time.Hour, "longest validity accepted for a Signature Version 2 presigned URL (Version 4 allows 7 days at most)")
 	domains := fs.String("domain", "localhost", "comma-separated base domains for virtual-host-style requests (bucket.DOMAIN)")
 	cacheSize := fs.String("cache-size", "64MiB", "index block cache (bounds the metadata memory; e.g. 16MiB, 1GiB)")
@@ -208,21 +209,33 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if cfg.TLS.Enabled() {
-		// SIGHUP reloads the certificate (without TLS it keeps its default: exit).
+	if cfg.TLS.Enabled() || (cfg.AccessLog != "" && cfg.AccessLog != "-") {
+		// SIGHUP reloads the certificate and reopens the access log (without either it
+		// keeps its default: exit).
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
 		defer signal.Stop(hup)
-		reload := make(chan struct{})
-		cfg.TLS.Reload = reload
+		var targets []chan struct{}
+		if cfg.TLS.Enabled() {
+			reload := make(chan struct{})
+			cfg.TLS.Reload = reload
+			targets = append(targets, reload)
+		}
+		if cfg.AccessLog != "" && cfg.AccessLog != "-" {
+			reopen := make(chan struct{})
+			cfg.AccessLogReopen = reopen
+			targets = append(targets, reopen)
+		}
 		go func() {
 			for {
 				select {
 				case <-hup:
-					select {
-					case reload <- struct{}{}:
-					case <-ctx.Done():
-						return
+					for _, t := range targets {
+						select {
+						case t <- struct{}{}:
+						case <-ctx.Done():
+							return
+						}
 					}
 				case <-ctx.Done():
 					return

@@ -88,6 +88,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Observer, if set, is told about every request.
 	Observer Observer
+	// AccessLog, if set, gets a record of every request once it is answered, refused
+	// ones included (the audit log).
+	AccessLog func(AccessRecord)
 	// MaxObjectSize is the largest single PUT (default 5 GiB, as S3).
 	MaxObjectSize int64
 	// MaxPresignV2 is how far ahead a Signature Version 2 presigned URL may expire
@@ -256,6 +259,9 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		}
 		if h.cfg.Observer != nil {
 			h.cfg.Observer.ObserveRequest(rq.op, rq.status, time.Since(start), rq.bytesIn, w.n)
+		}
+		if h.cfg.AccessLog != nil {
+			h.cfg.AccessLog(h.accessRecord(r, rq, start, w.n))
 		}
 	}()
 	rq.bucket, rq.key = h.bucketAndKey(r)

@@ -72,6 +72,7 @@ type instance struct {
 	secret            *rpc.Secret
 	box               *secrets.Box // the secret store, keyed by the cluster secret
 	keys              *keyring
+	alog              *accessLog // nil: no access log
 	st                *store.Store // nil without the storage role
 	mux               *rpc.Mux
 	ln, aln, nlim     *limitListener // S3, admin (nil: off), node
@@ -149,6 +150,12 @@ func assemble(cfg Config) (_ *instance, err error) {
 	clock := new(hlc.Clock)
 	if err := n.openStore(clock); err != nil {
 		return nil, err
+	}
+	if cfg.AccessLog != "" {
+		if n.alog, err = openAccessLog(cfg.AccessLog, log); err != nil {
+			return nil, fmt.Errorf("access log: %w", err)
+		}
+		n.onClose(n.alog.Close) // after the S3 listener's shutdown: every request is in it
 	}
 	if err := n.listen(); err != nil {
 		return nil, err
@@ -421,6 +428,9 @@ func (n *instance) run(ctx context.Context) (err error) {
 	mon := &monitor{mgr: n.mgr, rpc: n.client, apply: n.app, self: n.nodeID, downAfter: cfg.DownAfter, outAfter: max(cfg.OutAfter, 0), log: log.With("component", "monitor"),
 		box: n.box}
 	loop(mon.run)
+	if n.alog != nil {
+		loop(func(ctx context.Context) { n.alog.run(ctx, cfg.AccessLogReopen) })
+	}
 	loop(func(ctx context.Context) { n.purgeWhenSealed(ctx) })
 	if n.member {
 		n.gw.CatchUp(cfg.CatchUp) // restarted: what it missed while away is on its way
@@ -566,7 +576,15 @@ func (n *instance) s3Handler() http.Handler {
 		MaxPresignV2: n.cfg.PresignMaxAge,
 		Logger:       n.log,
 		Observer:     n.m,
+		AccessLog:    n.accessLogFunc(),
 	})
+}
+
+func (n *instance) accessLogFunc() func(s3api.AccessRecord) {
+	if n.alog == nil {
+		return nil
+	}
+	return n.alog.Record
 }
 
 // adminMux serves /metrics, /health, the signed /admin/v1/ API and, if asked for, pprof.

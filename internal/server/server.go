@@ -24,8 +24,8 @@ type Config struct {
 	DataDir     string // default ./data
 	Listen      string // S3 address, default 127.0.0.1:9000
 	AdminListen string // metrics and health, default 127.0.0.1:9001; "off" disables
-	// AccessKey and SecretKey, if both set, are the credentials; otherwise they are read
-	// from DataDir/credentials.json, generated there on first start.
+	// AccessKey and SecretKey, if both set, are the root user's key; otherwise a
+	// bootstrap generates one.
 	AccessKey, SecretKey string
 	Region               string
 	// SecretFiles are files the secrets were read from (--cluster-secret-file): a warning
@@ -44,6 +44,12 @@ type Config struct {
 	// PresignMaxAge is how far ahead a Signature Version 2 presigned URL may expire
 	// (0: 7 days, the limit Signature Version 4 has).
 	PresignMaxAge time.Duration
+	// AccessLog, if set, is the file the S3 access log (one JSON line per request,
+	// refused ones included) is appended to; "-" is standard output. Off by default.
+	AccessLog string
+	// AccessLogReopen, if set, reopens the access log file at each receive (cmd/cairn
+	// sends on SIGHUP, for log rotation).
+	AccessLogReopen <-chan struct{}
 	Domains       []string
 	Logger        *slog.Logger
 	// Store tunables (zero = defaults).
