@@ -106,7 +106,10 @@ func TestBucketPolicy(t *testing.T) {
 		call func() error
 		want string
 	}{
-		{"alice reads a public object", func() error { _, err := alice.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("pub"), Key: aws.String("photo.jpg")}); return err }, ""},
+		{"alice reads a public object", func() error {
+			_, err := alice.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("pub"), Key: aws.String("photo.jpg")})
+			return err
+		}, ""},
 		{"alice uploads under her prefix", func() error {
 			_, err := alice.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("pub"), Key: aws.String("up/alice/a"), Body: strings.NewReader("a")})
 			return err
@@ -115,10 +118,22 @@ func TestBucketPolicy(t *testing.T) {
 			_, err := alice.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("pub"), Key: aws.String("up/bob/a"), Body: strings.NewReader("a")})
 			return err
 		}, "AccessDenied"},
-		{"alice reads a private object", func() error { _, err := alice.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("pub"), Key: aws.String("private/x")}); return err }, "AccessDenied"},
-		{"alice reads the policy", func() error { _, err := alice.GetBucketPolicy(ctx, &s3.GetBucketPolicyInput{Bucket: aws.String("pub")}); return err }, "AccessDenied"},
-		{"alice deletes the policy", func() error { _, err := alice.DeleteBucketPolicy(ctx, &s3.DeleteBucketPolicyInput{Bucket: aws.String("pub")}); return err }, "AccessDenied"},
-		{"the root user reads a private object", func() error { _, err := root.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("pub"), Key: aws.String("private/x")}); return err }, ""},
+		{"alice reads a private object", func() error {
+			_, err := alice.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("pub"), Key: aws.String("private/x")})
+			return err
+		}, "AccessDenied"},
+		{"alice reads the policy", func() error {
+			_, err := alice.GetBucketPolicy(ctx, &s3.GetBucketPolicyInput{Bucket: aws.String("pub")})
+			return err
+		}, "AccessDenied"},
+		{"alice deletes the policy", func() error {
+			_, err := alice.DeleteBucketPolicy(ctx, &s3.DeleteBucketPolicyInput{Bucket: aws.String("pub")})
+			return err
+		}, "AccessDenied"},
+		{"the root user reads a private object", func() error {
+			_, err := root.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("pub"), Key: aws.String("private/x")})
+			return err
+		}, ""},
 		{"malformed", func() error { return put(`{"Version":"2012-10-17","Statement":[{"Effect":"Perhaps"}]}`) }, "MalformedPolicy"},
 		{"another bucket's resource", func() error {
 			return put(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::other/*"}]}`)

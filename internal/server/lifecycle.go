@@ -72,7 +72,7 @@ type instance struct {
 	secret            *rpc.Secret
 	box               *secrets.Box // the secret store, keyed by the cluster secret
 	keys              *keyring
-	alog              *accessLog // nil: no access log
+	alog              *accessLog   // nil: no access log
 	st                *store.Store // nil without the storage role
 	mux               *rpc.Mux
 	ln, aln, nlim     *limitListener // S3, admin (nil: off), node

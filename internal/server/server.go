@@ -50,8 +50,8 @@ type Config struct {
 	// AccessLogReopen, if set, reopens the access log file at each receive (cmd/cairn
 	// sends on SIGHUP, for log rotation).
 	AccessLogReopen <-chan struct{}
-	Domains       []string
-	Logger        *slog.Logger
+	Domains         []string
+	Logger          *slog.Logger
 	// Store tunables (zero = defaults).
 	Store store.Config
 	// ShutdownTimeout bounds the wait for in-flight requests (default 30s).
