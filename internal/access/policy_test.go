@@ -187,3 +187,24 @@ func FuzzParse(f *testing.F) {
 		p.IsPublic()
 	})
 }
+
+// BenchmarkEvaluate10 evaluates a request against ten statements, the tenth the one that
+// allows it (every statement is looked at).
+func BenchmarkEvaluate10(b *testing.B) {
+	var st []string
+	for i := 0; i < 9; i++ {
+		st = append(st, `{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::1:user/u`+string(rune('0'+i))+`"},"Action":["s3:GetObject","s3:PutObject"],"Resource":"arn:aws:s3:::doc/team/*","Condition":{"IpAddress":{"aws:SourceIp":"10.0.0.0/16"}}}`)
+	}
+	st = append(st, `{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::1:user/alice"},"Action":"s3:GetObject","Resource":"arn:aws:s3:::doc/home/${aws:username}/*","Condition":{"Bool":{"aws:SecureTransport":"false"}}}`)
+	p, err := Parse([]byte(`{"Version":"2012-10-17","Statement":[`+strings.Join(st, ",")+`]}`), "doc")
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := &Request{User: "alice", Action: "s3:GetObject", Resource: "arn:aws:s3:::doc/home/alice/photo.jpg", Context: ctx("aws:securetransport", "false", "aws:sourceip", "127.0.0.1")}
+	b.ReportAllocs()
+	for b.Loop() {
+		if p.Evaluate(req, false) != Allow {
+			b.Fatal("not allowed")
+		}
+	}
+}
