@@ -55,7 +55,8 @@ func s3Code(err error) string {
 // write, a bucket to own); a revoked key is refused by every node
 // within seconds, presigned URLs made with it too; a disabled user's keys are refused
 // until it is enabled again; a user that owns buckets cannot be removed; no node stores
-// a user's secret in the clear.
+// a user's secret in the clear; a bucket policy opens a bucket to anonymous reads on every
+// node, and Block Public Access closes it.
 func TestUsersAndKeys(t *testing.T) {
 	tc := startCluster(t, 3)
 	ctx := context.Background()
@@ -231,6 +232,42 @@ func TestUsersAndKeys(t *testing.T) {
 		}
 		return nil
 	})
+
+	// A bucket policy set through one node opens the bucket to anonymous reads on every
+	// node; Block Public Access set through another closes it again everywhere.
+	rootC := tc.procs[0].client()
+	if _, err := rootC.PutBucketPolicy(ctx, &s3.PutBucketPolicyInput{Bucket: aws.String("root-b"), Policy: aws.String(
+		`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::root-b/other/*"}]}`)}); err != nil {
+		t.Fatal(err)
+	}
+	anon := func(i int) int {
+		resp, err := http.Get(tc.procs[i].URL() + "/root-b/other/x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for i := range tc.procs {
+		proctest.WaitFor(t, 10*time.Second, func() error {
+			if st := anon(i); st != 200 {
+				return fmt.Errorf("node %d: anonymous GET of a public object: %d", i, st)
+			}
+			return nil
+		})
+	}
+	if _, err := tc.procs[1].client().PutPublicAccessBlock(ctx, &s3.PutPublicAccessBlockInput{Bucket: aws.String("root-b"),
+		PublicAccessBlockConfiguration: &types.PublicAccessBlockConfiguration{RestrictPublicBuckets: aws.Bool(true)}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range tc.procs {
+		proctest.WaitFor(t, 10*time.Second, func() error {
+			if st := anon(i); st != 403 {
+				return fmt.Errorf("node %d: anonymous GET with RestrictPublicBuckets: %d", i, st)
+			}
+			return nil
+		})
+	}
 
 	if out, err := tc.admin(0, "user", "remove", "alice"); err == nil || !strings.Contains(out, "alice-b") {
 		t.Fatalf("removing a user that owns a bucket: %v\n%s", err, out)

@@ -2,19 +2,26 @@ package s3api
 
 import (
 	"encoding/xml"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
+	"time"
 
+	"github.com/cairnfs/cairn/internal/access"
 	"github.com/cairnfs/cairn/internal/errors"
 )
 
-// Principal is who signed a request: a user of the cluster map. A user may use the
-// buckets it owns, and others as far as its grants allow; the root user every bucket.
-// (Bucket policies and ACLs are not built yet.)
+// Principal is who signed a request: a user of the cluster map, or nobody (Anonymous).
+// A user may use the buckets it owns, others as far as its grants and their bucket
+// policies allow; the root user every bucket, whatever their policies say; an anonymous
+// request only what a bucket policy allows.
 type Principal struct {
-	User   string
-	Root   bool
-	Grants []Grant
+	User      string
+	Root      bool
+	Anonymous bool
+	Grants    []Grant
 }
 
 // Grant is a user's access to a bucket it does not own (package clustermap's Grant):
@@ -33,7 +40,7 @@ func (p Principal) owner() string {
 	return p.User
 }
 
-// What an operation needs of the principal on its bucket.
+// What an operation needs of the principal on its bucket, for grants.
 type need int
 
 const (
@@ -43,17 +50,37 @@ const (
 	needWrite             // writing or deleting the request's key
 )
 
-// opNeeds says what each operation needs; one not listed needs the owner.
-var opNeeds = map[string]need{
-	"HeadBucket": needAny, "GetBucketLocation": needAny, "GetBucketVersioning": needAny,
-	"ListObjects": needRead, "ListObjectsV2": needRead, "ListObjectVersions": needRead, "ListMultipartUploads": needRead,
-	"GetObject": needRead, "HeadObject": needRead, "GetObjectAttributes": needRead, "GetObjectTagging": needRead,
-	"PutObject": needWrite, "CopyObject": needWrite, "PostObject": needWrite, "DeleteObject": needWrite,
-	"PutObjectTagging": needWrite, "DeleteObjectTagging": needWrite,
-	"CreateMultipartUpload": needWrite, "UploadPart": needWrite, "UploadPartCopy": needWrite,
-	"CompleteMultipartUpload": needWrite, "AbortMultipartUpload": needWrite, "ListParts": needWrite,
-	// Each key is checked by deleteObjects: the request needs a grant to write somewhere.
-	"DeleteObjects": needAny,
+// opAccess says what each operation needs of a grant and which S3 action a bucket policy
+// knows it as; an operation not listed needs the owner and is its own action.
+var opAccess = map[string]struct {
+	need   need
+	action string
+}{
+	"HeadBucket": {needAny, "s3:ListBucket"}, "GetBucketLocation": {needAny, "s3:GetBucketLocation"},
+	"GetBucketVersioning": {needAny, "s3:GetBucketVersioning"},
+	"ListObjects":         {needRead, "s3:ListBucket"}, "ListObjectsV2": {needRead, "s3:ListBucket"},
+	"ListObjectVersions": {needRead, "s3:ListBucketVersions"}, "ListMultipartUploads": {needRead, "s3:ListBucketMultipartUploads"},
+	"GetObject": {needRead, "s3:GetObject"}, "HeadObject": {needRead, "s3:GetObject"},
+	"GetObjectAttributes": {needRead, "s3:GetObjectAttributes"}, "GetObjectTagging": {needRead, "s3:GetObjectTagging"},
+	"PutObject": {needWrite, "s3:PutObject"}, "CopyObject": {needWrite, "s3:PutObject"}, "PostObject": {needWrite, "s3:PutObject"},
+	"DeleteObject":     {needWrite, "s3:DeleteObject"},
+	"PutObjectTagging": {needWrite, "s3:PutObjectTagging"}, "DeleteObjectTagging": {needWrite, "s3:DeleteObjectTagging"},
+	"CreateMultipartUpload": {needWrite, "s3:PutObject"}, "UploadPart": {needWrite, "s3:PutObject"},
+	"UploadPartCopy": {needWrite, "s3:PutObject"}, "CompleteMultipartUpload": {needWrite, "s3:PutObject"},
+	"AbortMultipartUpload": {needWrite, "s3:AbortMultipartUpload"}, "ListParts": {needWrite, "s3:ListMultipartUploadParts"},
+	// Each key is checked by deleteObjects (as s3:DeleteObject).
+	"DeleteObjects": {needAny, ""},
+	// Bucket configuration: the owner, and what a policy allows.
+	"DeleteBucket": {needOwner, "s3:DeleteBucket"}, "GetBucketAcl": {needOwner, "s3:GetBucketAcl"},
+	"GetObjectAcl":  {needOwner, "s3:GetObjectAcl"},
+	"GetBucketCors": {needOwner, "s3:GetBucketCORS"}, "PutBucketCors": {needOwner, "s3:PutBucketCORS"},
+	"DeleteBucketCors": {needOwner, "s3:PutBucketCORS"}, "GetBucketTagging": {needOwner, "s3:GetBucketTagging"},
+	"PutBucketTagging": {needOwner, "s3:PutBucketTagging"}, "DeleteBucketTagging": {needOwner, "s3:PutBucketTagging"},
+	"GetBucketPolicy": {needOwner, "s3:GetBucketPolicy"}, "PutBucketPolicy": {needOwner, "s3:PutBucketPolicy"},
+	"DeleteBucketPolicy": {needOwner, "s3:DeleteBucketPolicy"}, "GetBucketPolicyStatus": {needOwner, "s3:GetBucketPolicyStatus"},
+	"GetPublicAccessBlock": {needOwner, "s3:GetBucketPublicAccessBlock"}, "PutPublicAccessBlock": {needOwner, "s3:PutBucketPublicAccessBlock"},
+	"DeletePublicAccessBlock":    {needOwner, "s3:PutBucketPublicAccessBlock"},
+	"GetBucketOwnershipControls": {needOwner, "s3:GetBucketOwnershipControls"}, "PutBucketOwnershipControls": {needOwner, "s3:PutBucketOwnershipControls"},
 }
 
 // may reports whether p's grants on bucket allow n for key (for a listing, the prefix
@@ -90,65 +117,172 @@ func (h *Handler) principal(accessKey string) Principal {
 	return h.cfg.Principal(accessKey)
 }
 
-// authorize refuses a request that the principal may not make: on a bucket another user
-// owns beyond the principal's grants, or a copy from an object it may not read. A bucket
-// this node's map does not have yet is looked up through the leader (it may have been
-// created through another gateway a moment ago); one that does not exist is left to the
-// operation (NoSuchBucket).
+// authorize refuses a request that the principal may not make, and sets rq.full when it
+// may do everything in the bucket (the root user, the bucket's owner, an owner grant). A
+// bucket this node's map does not have yet is looked up through the leader for a signed
+// request (it may have been created through another gateway a moment ago), never for an
+// anonymous one; a bucket that does not exist is left to the operation (NoSuchBucket),
+// except for anonymous requests, which are refused (nothing allows them).
 func (h *Handler) authorize(r *http.Request, rq *request) error {
 	switch {
 	case rq.who.Root:
 		rq.full = true
 		return nil
 	case rq.op == "ListBuckets", rq.op == "CreateBucket":
+		if rq.who.Anonymous {
+			return errAccessDenied
+		}
 		return nil
 	case rq.op == "PostObject" && rq.auth == nil:
 		return nil // authorized by postObject once its form's signature is verified
 	}
-	n, ok := opNeeds[rq.op]
+	a, ok := opAccess[rq.op]
 	if !ok {
-		n = needOwner
+		a.need, a.action = needOwner, "s3:"+rq.op
 	}
 	key := rq.key
-	if n == needRead && rq.key == "" { // a listing: of its prefix
+	if a.need == needRead && rq.key == "" { // a listing: of its prefix
 		key = r.URL.Query().Get("prefix")
 	}
-	full, err := h.mayUse(r, rq, rq.bucket, key, n)
+	full, err := h.allowed(r, rq, rq.bucket, key, a.need, a.action)
 	if err != nil {
 		return err
 	}
 	rq.full = full
 	if rq.op == "CopyObject" || rq.op == "UploadPartCopy" {
 		if sb, sk, err := copySource(r.Header.Get("x-amz-copy-source")); err == nil {
-			_, err := h.mayUse(r, rq, sb, sk, needRead)
+			_, err := h.allowed(r, rq, sb, sk, needRead, "s3:GetObject")
 			return err
 		}
 	}
 	return nil
 }
 
-// mayUse checks that the principal may do n with key in bucket, and reports whether it
-// may do everything there (it owns the bucket, or has an owner grant).
-func (h *Handler) mayUse(r *http.Request, rq *request, bucket, key string, n need) (bool, error) {
-	if bucket == "" {
-		return false, nil
+// allowed decides whether the principal may do action (needing n of a grant) on key of
+// bucket (key "" for the bucket itself; for a listing, the prefix): an explicit Deny of
+// the bucket's policy refuses it (except the owner's managing the policy itself, so that
+// no owner locks itself out); the bucket's owner and the grants allow it; else the
+// policy's Allow. It reports whether the principal may do everything in the bucket.
+func (h *Handler) allowed(r *http.Request, rq *request, bucket, key string, n need, action string) (bool, error) {
+	if bucket == "" || rq.who.Root {
+		return rq.who.Root, nil
 	}
 	b, err := h.store.LocalBucket(bucket)
+	if err != nil && !rq.who.Anonymous {
+		b, err = h.store.HeadBucket(r.Context(), bucket)
+	}
 	if err != nil {
-		if b, err = h.store.HeadBucket(r.Context(), bucket); err != nil {
-			if errors.Is(errors.NotExist, err) {
-				return false, nil
-			}
-			return false, err
+		if errors.Is(errors.NotExist, err) && !rq.who.Anonymous {
+			return false, nil
+		}
+		if errors.Is(errors.NotExist, err) {
+			return false, errAccessDenied
+		}
+		return false, err
+	}
+	owner := !rq.who.Anonymous && (b.Owner == rq.who.User || rq.who.may(bucket, "", needOwner))
+	decision := access.NoMatch
+	if doc := b.Config[policyKind]; doc != "" && action != "" {
+		pol, err := h.policies.get(bucket, doc)
+		if err != nil {
+			h.log.Error("a bucket's stored policy does not parse: ignored", "bucket", bucket, "err", err)
+		} else {
+			restrict := !owner && b.Config[publicAccessBlockKind] != "" && parsePAB(b.Config[publicAccessBlockKind]).RestrictPublicBuckets
+			decision = pol.Evaluate(&access.Request{User: rq.who.User, Action: action, Resource: arn(bucket, key, n),
+				Context: conditionContext(r, rq, h.now())}, restrict)
 		}
 	}
-	if b.Owner == rq.who.User || rq.who.may(bucket, "", needOwner) {
+	switch {
+	case decision == access.Deny && !(owner && strings.HasSuffix(action, "BucketPolicy")):
+		return false, errAccessDenied
+	case owner:
 		return true, nil
-	}
-	if rq.who.may(bucket, key, n) {
+	case rq.who.may(bucket, key, n), decision == access.Allow:
 		return false, nil
 	}
 	return false, errAccessDenied
+}
+
+// arn is the resource an action is on: the object's ARN for object actions, the
+// bucket's for the others (listings included).
+func arn(bucket, key string, n need) string {
+	if n == needRead || n == needWrite {
+		if key != "" {
+			return "arn:aws:s3:::" + bucket + "/" + key
+		}
+	}
+	return "arn:aws:s3:::" + bucket
+}
+
+// conditionContext gives the values of the condition keys of a bucket policy for r.
+func conditionContext(r *http.Request, rq *request, now time.Time) func(string) (string, bool) {
+	return func(key string) (string, bool) {
+		q := r.URL.Query
+		switch key {
+		case "aws:sourceip":
+			host, _, err := net.SplitHostPort(r.RemoteAddr)
+			return host, err == nil
+		case "aws:securetransport":
+			return strconv.FormatBool(r.TLS != nil), true
+		case "aws:currenttime":
+			return now.UTC().Format(time.RFC3339), true
+		case "aws:epochtime":
+			return strconv.FormatInt(now.Unix(), 10), true
+		case "aws:principaltype":
+			if rq.who.Anonymous {
+				return "Anonymous", true
+			}
+			return "User", true
+		case "aws:useragent":
+			return r.UserAgent(), r.UserAgent() != ""
+		case "aws:referer":
+			return r.Referer(), r.Referer() != ""
+		case "s3:prefix", "s3:delimiter", "s3:max-keys":
+			v, ok := q()[strings.TrimPrefix(key, "s3:")]
+			if !ok || len(v) == 0 {
+				return "", false
+			}
+			return v[0], true
+		case "s3:authtype":
+			switch {
+			case rq.who.Anonymous:
+				return "", false
+			case rq.op == "PostObject":
+				return "POST", true
+			case r.Header.Get("Authorization") != "":
+				return "REST-HEADER", true
+			}
+			return "REST-QUERY-STRING", true
+		}
+		if h, ok := strings.CutPrefix(key, "s3:x-amz-"); ok {
+			v := r.Header.Get("X-Amz-" + h)
+			return v, v != ""
+		}
+		return "", false
+	}
+}
+
+// policies caches parsed bucket policies: one per bucket, parsed again when its document
+// changes.
+type policyCache struct {
+	m sync.Map // bucket -> *cachedPolicy
+}
+
+type cachedPolicy struct {
+	doc string
+	p   *access.Policy
+	err error
+}
+
+func (c *policyCache) get(bucket, doc string) (*access.Policy, error) {
+	if v, ok := c.m.Load(bucket); ok {
+		if cp := v.(*cachedPolicy); cp.doc == doc {
+			return cp.p, cp.err
+		}
+	}
+	p, err := access.Parse([]byte(doc), bucket)
+	c.m.Store(bucket, &cachedPolicy{doc: doc, p: p, err: err})
+	return p, err
 }
 
 // objectOwnership is the one Object Ownership cairn has: the bucket owner owns every

@@ -33,7 +33,9 @@ func (h *Handler) accessRecord(r *http.Request, rq *request, start time.Time, ou
 	rec := AccessRecord{Time: start.UTC(), RequestID: rq.id, Remote: r.RemoteAddr, Op: rq.op, Method: r.Method,
 		Bucket: rq.bucket, Key: rq.key, Status: rq.status, Error: rq.code, BytesIn: rq.bytesIn, BytesOut: out,
 		Duration: time.Since(start), UserAgent: r.UserAgent()}
-	if rq.auth != nil {
+	if rq.who.Anonymous {
+		rec.Anonymous = true
+	} else if rq.auth != nil {
 		rec.AccessKey = rq.auth.AccessKey
 		rec.User = rq.who.User
 		if rq.who.Root {

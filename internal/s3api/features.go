@@ -203,8 +203,8 @@ var features = []feature{
 	{query, "list-type", "ListObjectsV2", "2", errNI, "ListObjectsV2"},
 	{query, "versions", "ListObjectVersions", "", errNI, "ListObjectVersions: every object is its one version, null (versioning cannot be enabled)"},
 	{query, "tagging", opsTagging, "", errNI, "object tagging (10 tags) and bucket tagging (50 tags)"},
-	{query, "policy", "", "", errNI, "bucket policies"},
-	{query, "policyStatus", "", "", errNI, "bucket policies"},
+	{query, "policy", "GetBucketPolicy PutBucketPolicy DeleteBucketPolicy", "", errNI, "bucket policies"},
+	{query, "policyStatus", "GetBucketPolicyStatus", "", errNI, "bucket policy status"},
 	{query, "cors", "PutBucketCors GetBucketCors DeleteBucketCors", "", errNI, "bucket CORS configurations; preflight OPTIONS answered from them"},
 	{query, "lifecycle", "", "", errNI, "lifecycle"},
 	{query, "replication", "", "", errNI, "bucket replication"},
@@ -227,7 +227,7 @@ var features = []feature{
 	{query, "intelligent-tiering", "", "", errNI, "intelligent tiering"},
 	{query, "id", "", "", errNI, "analytics, inventory and metrics configurations"},
 	{query, "ownershipControls", "GetBucketOwnershipControls PutBucketOwnershipControls", "", errNI, "ownership controls: always BucketOwnerEnforced (ACLs disabled); DeleteBucketOwnershipControls is NotImplemented"},
-	{query, "publicAccessBlock", "", "", errNI, "public access blocks"},
+	{query, "publicAccessBlock", "GetPublicAccessBlock PutPublicAccessBlock DeletePublicAccessBlock", "", errNI, "Block Public Access settings of a bucket"},
 	{query, "attributes", "GetObjectAttributes", "", errNI, "GetObjectAttributes"},
 	{query, "renameObject", "", "", errNI, "RenameObject"},
 	{query, "session", "", "", errNI, "directory-bucket sessions"},
@@ -269,6 +269,8 @@ var opNames = []string{
 	"PutObjectTagging", "GetObjectTagging", "DeleteObjectTagging", "PutBucketTagging", "GetBucketTagging", "DeleteBucketTagging",
 	"PutBucketCors", "GetBucketCors", "DeleteBucketCors", "PostObject", "Preflight",
 	"GetBucketOwnershipControls", "PutBucketOwnershipControls",
+	"GetBucketPolicy", "PutBucketPolicy", "DeleteBucketPolicy", "GetBucketPolicyStatus",
+	"GetPublicAccessBlock", "PutPublicAccessBlock", "DeletePublicAccessBlock",
 	"Unsupported", "Unknown",
 }
 

@@ -113,6 +113,7 @@ type Handler struct {
 	store    Backend
 	verifier *sigv4.Verifier
 	cors     corsCache
+	policies policyCache
 	reqSeq   atomic.Uint64
 	reqBase  string
 }
@@ -287,15 +288,21 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		h.corsHeaders(w, r, rq, true)
 	default:
 		auth, err := h.verifier.Verify(r)
-		if err != nil {
+		switch {
+		case err == sigv4.ErrAnonymous:
+			// No credentials: a bucket policy may allow it (authorize decides).
+			auth = &sigv4.Result{Body: r.Body}
+			rq.who = Principal{Anonymous: true}
+		case err != nil:
 			h.writeError(w, r, rq, err)
 			return
+		default:
+			rq.who = h.principal(auth.AccessKey)
 		}
 		rq.auth = auth
-		rq.who = h.principal(auth.AccessKey)
 		// After authentication: an anonymous request must not cost a bucket lookup (which
 		// may ask the Raft leader about a bucket this node does not know).
-		h.corsHeaders(w, r, rq, false)
+		h.corsHeaders(w, r, rq, rq.who.Anonymous)
 	}
 	if err := checkFeatures(r, rq.op); err != nil {
 		h.writeError(w, r, rq, err)
@@ -351,10 +358,16 @@ func operation(r *http.Request, bucket, key string) string {
 				return "GetBucketCors"
 			case has("ownershipControls"):
 				return "GetBucketOwnershipControls"
-			case has("policy"), has("lifecycle"),
+			case has("policy"):
+				return "GetBucketPolicy"
+			case has("policyStatus"):
+				return "GetBucketPolicyStatus"
+			case has("publicAccessBlock"):
+				return "GetPublicAccessBlock"
+			case has("lifecycle"),
 				has("encryption"), has("object-lock"), has("replication"), has("website"),
-				has("notification"), has("logging"), has("policyStatus"),
-				has("publicAccessBlock"), has("accelerate"), has("requestPayment"):
+				has("notification"), has("logging"),
+				has("accelerate"), has("requestPayment"):
 				return "Unsupported"
 			case q.Get("list-type") == "2":
 				return "ListObjectsV2"
@@ -368,6 +381,10 @@ func operation(r *http.Request, bucket, key string) string {
 				return "PutBucketCors"
 			case has("ownershipControls"):
 				return "PutBucketOwnershipControls"
+			case has("policy"):
+				return "PutBucketPolicy"
+			case has("publicAccessBlock"):
+				return "PutPublicAccessBlock"
 			}
 			return "CreateBucket" // other sub-resources are refused by the feature table
 		case http.MethodHead:
@@ -378,6 +395,10 @@ func operation(r *http.Request, bucket, key string) string {
 				return "DeleteBucketTagging"
 			case has("cors"):
 				return "DeleteBucketCors"
+			case has("policy"):
+				return "DeleteBucketPolicy"
+			case has("publicAccessBlock"):
+				return "DeletePublicAccessBlock"
 			}
 			return "DeleteBucket"
 		case http.MethodPost:
@@ -445,15 +466,15 @@ func operation(r *http.Request, bucket, key string) string {
 }
 
 func (h *Handler) route(w http.ResponseWriter, r *http.Request, rq *request) error {
+	if err := h.authorize(r, rq); err != nil {
+		return err
+	}
 	if rq.bucket != "" && rq.op != "CreateBucket" && !validBucketName(rq.bucket) {
 		// An invalid name cannot exist.
 		return errNoSuchBucket
 	}
 	if len(rq.key) > 1024 {
 		return errKeyTooLong
-	}
-	if err := h.authorize(r, rq); err != nil {
-		return err
 	}
 	switch rq.op {
 	case "ListBuckets":
@@ -472,6 +493,10 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, rq *request) err
 		return h.getACL(w, r, rq)
 	case "GetBucketOwnershipControls":
 		return h.getOwnershipControls(w, r, rq)
+	case "GetBucketPolicy", "PutBucketPolicy", "DeleteBucketPolicy", "GetBucketPolicyStatus":
+		return h.bucketPolicy(w, r, rq)
+	case "GetPublicAccessBlock", "PutPublicAccessBlock", "DeletePublicAccessBlock":
+		return h.publicAccessBlock(w, r, rq)
 	case "PutBucketOwnershipControls":
 		return h.putOwnershipControls(w, r, rq)
 	case "ListObjects":

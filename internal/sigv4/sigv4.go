@@ -239,8 +239,12 @@ func (v *Verifier) Verify(r *http.Request) (*Result, error) {
 	case v2:
 		return v.verifyV2Query(r)
 	}
-	return nil, newError(CodeAccessDenied, http.StatusForbidden, "Access Denied. Anonymous access is not supported.")
+	return nil, ErrAnonymous
 }
+
+// ErrAnonymous is Verify's answer to a request without credentials (no Authorization
+// header, no presigned query): the caller decides whether such a request may go on.
+var ErrAnonymous = newError(CodeAccessDenied, http.StatusForbidden, "Access Denied.")
 
 func errUnsupported() *Error {
 	return errInvalidRequest("The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.")

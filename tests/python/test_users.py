@@ -105,3 +105,43 @@ def test_revoked_key_and_presigned_url(cairn_server, users):
     wait_until(refused)
     listed = admin(cairn_server, "key", "list", "pycarol")
     assert k["access_key"] not in listed and k["secret_key"] not in listed
+
+
+def test_bucket_policy_public_read(cairn_server, s3, users):
+    alice = users["pyalice"]
+    alice.create_bucket(Bucket="pyalice-web")
+    alice.put_object(Bucket="pyalice-web", Key="img/a.png", Body=b"png")
+    alice.put_object(Bucket="pyalice-web", Key="drafts/b.png", Body=b"draft")
+    url = cairn_server.endpoint + "/pyalice-web/img/a.png"
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(url)
+    assert e.value.code == 403
+
+    policy = json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::pyalice-web/img/*"}]})
+    alice.put_bucket_policy(Bucket="pyalice-web", Policy=policy)
+    assert json.loads(alice.get_bucket_policy(Bucket="pyalice-web")["Policy"]) == json.loads(policy)
+    assert alice.get_bucket_policy_status(Bucket="pyalice-web")["PolicyStatus"]["IsPublic"] is True
+    assert urllib.request.urlopen(url).read() == b"png"
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(cairn_server.endpoint + "/pyalice-web/drafts/b.png")
+    assert e.value.code == 403
+    # Another user cannot change or read the policy.
+    with pytest.raises(ClientError) as e:
+        users["pybob"].delete_bucket_policy(Bucket="pyalice-web")
+    assert code_of(e) == "AccessDenied"
+    with pytest.raises(ClientError) as e:
+        alice.put_bucket_policy(Bucket="pyalice-web", Policy='{"Version":"2012-10-17","Statement":[{"Effect":"Sometimes"}]}')
+    assert code_of(e) == "MalformedPolicy"
+
+    # Block Public Access overrides the policy.
+    alice.put_public_access_block(Bucket="pyalice-web", PublicAccessBlockConfiguration={
+        "BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True, "RestrictPublicBuckets": True})
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(url)
+    assert e.value.code == 403
+    with pytest.raises(ClientError) as e:
+        alice.put_bucket_policy(Bucket="pyalice-web", Policy=policy)
+    assert code_of(e) == "AccessDenied"
+    alice.delete_public_access_block(Bucket="pyalice-web")
+    assert urllib.request.urlopen(url).read() == b"png"

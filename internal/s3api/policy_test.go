@@ -1,0 +1,193 @@
+package s3api_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/cairnfs/cairn/internal/s3api"
+	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/testutil"
+)
+
+// policyServer serves the root user's key and alice's (a user without buckets).
+func policyServer(t *testing.T) (srv *testutil.Server, root, alice *s3.Client) {
+	srv = testutil.StartServer(t, store.Config{Reserve: 1}, func(c *s3api.Config) {
+		c.Lookup = func(ak string) (string, bool) {
+			switch ak {
+			case testutil.AccessKey:
+				return testutil.SecretKey, true
+			case "ALICEKEY":
+				return "alice-secret", true
+			}
+			return "", false
+		}
+		c.Principal = func(ak string) s3api.Principal {
+			if ak == "ALICEKEY" {
+				return s3api.Principal{User: "alice"}
+			}
+			return s3api.Principal{User: "root", Root: true}
+		}
+	})
+	return srv, newClient(t, srv.URL, testutil.AccessKey, testutil.SecretKey), newClient(t, srv.URL, "ALICEKEY", "alice-secret")
+}
+
+func anonymous(t *testing.T, method, url, body string) int {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestBucketPolicy: a bucket policy opens a bucket to anonymous requests and to other
+// users as far as it allows; an explicit Deny wins over an Allow; Block Public Access
+// overrides public statements (RestrictPublicBuckets) and refuses public policies
+// (BlockPublicPolicy); the policy operations are the owner's; malformed and unsupported
+// policies are refused with S3's errors.
+func TestBucketPolicy(t *testing.T) {
+	srv, root, alice := policyServer(t)
+	ctx := context.Background()
+	mustCreateBucket(t, root, "pub")
+	mustPut(t, root, "pub", "photo.jpg", []byte("jpeg"))
+	mustPut(t, root, "pub", "private/x", []byte("secret"))
+	obj := srv.URL + "/pub/photo.jpg"
+	if st := anonymous(t, "GET", obj, ""); st != 403 {
+		t.Fatalf("anonymous GET without a policy: %d", st)
+	}
+	put := func(doc string) error {
+		_, err := root.PutBucketPolicy(ctx, &s3.PutBucketPolicyInput{Bucket: aws.String("pub"), Policy: aws.String(doc)})
+		return err
+	}
+	const public = `{"Version":"2012-10-17","Statement":[
+		{"Sid":"PublicRead","Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::pub/*"},
+		{"Sid":"NotPrivate","Effect":"Deny","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::pub/private/*"},
+		{"Sid":"AliceUploads","Effect":"Allow","Principal":{"AWS":"arn:aws:iam::000000000000:user/alice"},"Action":"s3:PutObject","Resource":"arn:aws:s3:::pub/up/${aws:username}/*"}]}`
+	if err := put(public); err != nil {
+		t.Fatal(err)
+	}
+	got, err := root.GetBucketPolicy(ctx, &s3.GetBucketPolicyInput{Bucket: aws.String("pub")})
+	if err != nil || *got.Policy != public {
+		t.Fatalf("GetBucketPolicy: %v %v", got, err)
+	}
+	st, err := root.GetBucketPolicyStatus(ctx, &s3.GetBucketPolicyStatusInput{Bucket: aws.String("pub")})
+	if err != nil || !*st.PolicyStatus.IsPublic {
+		t.Fatalf("GetBucketPolicyStatus: %+v %v", st, err)
+	}
+	for _, tc := range []struct {
+		method, url string
+		want        int
+	}{
+		{"GET", obj, 200},
+		{"HEAD", obj, 200},
+		{"GET", srv.URL + "/pub/private/x", 403}, // the Deny
+		{"PUT", srv.URL + "/pub/new", 403},
+		{"GET", srv.URL + "/pub", 403}, // no s3:ListBucket
+		{"DELETE", obj, 403},
+		{"GET", srv.URL + "/", 403}, // ListBuckets
+		{"GET", srv.URL + "/nobucket/k", 403},
+	} {
+		if got := anonymous(t, tc.method, tc.url, ""); got != tc.want {
+			t.Errorf("anonymous %s %s: %d, want %d", tc.method, tc.url, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		call func() error
+		want string
+	}{
+		{"alice reads a public object", func() error {
+			_, err := alice.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("pub"), Key: aws.String("photo.jpg")})
+			return err
+		}, ""},
+		{"alice uploads under her prefix", func() error {
+			_, err := alice.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("pub"), Key: aws.String("up/alice/a"), Body: strings.NewReader("a")})
+			return err
+		}, ""},
+		{"alice uploads beside it", func() error {
+			_, err := alice.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("pub"), Key: aws.String("up/bob/a"), Body: strings.NewReader("a")})
+			return err
+		}, "AccessDenied"},
+		{"alice reads a private object", func() error {
+			_, err := alice.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("pub"), Key: aws.String("private/x")})
+			return err
+		}, "AccessDenied"},
+		{"alice reads the policy", func() error {
+			_, err := alice.GetBucketPolicy(ctx, &s3.GetBucketPolicyInput{Bucket: aws.String("pub")})
+			return err
+		}, "AccessDenied"},
+		{"alice deletes the policy", func() error {
+			_, err := alice.DeleteBucketPolicy(ctx, &s3.DeleteBucketPolicyInput{Bucket: aws.String("pub")})
+			return err
+		}, "AccessDenied"},
+		{"the root user reads a private object", func() error {
+			_, err := root.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("pub"), Key: aws.String("private/x")})
+			return err
+		}, ""},
+		{"malformed", func() error { return put(`{"Version":"2012-10-17","Statement":[{"Effect":"Perhaps"}]}`) }, "MalformedPolicy"},
+		{"another bucket's resource", func() error {
+			return put(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::other/*"}]}`)
+		}, "MalformedPolicy"},
+		{"NotPrincipal", func() error {
+			return put(`{"Version":"2012-10-17","Statement":[{"Effect":"Deny","NotPrincipal":{"AWS":"arn:aws:iam::1:user/a"},"Action":"s3:*","Resource":"arn:aws:s3:::pub/*"}]}`)
+		}, "NotImplemented"},
+	} {
+		if got := apiCode(tc.call()); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+
+	// Block Public Access: RestrictPublicBuckets makes the public statements count for
+	// nobody but the owner; BlockPublicPolicy refuses a public policy.
+	pabIn := func(restrict, block bool) *s3.PutPublicAccessBlockInput {
+		return &s3.PutPublicAccessBlockInput{Bucket: aws.String("pub"), PublicAccessBlockConfiguration: &types.PublicAccessBlockConfiguration{
+			RestrictPublicBuckets: aws.Bool(restrict), BlockPublicPolicy: aws.Bool(block)}}
+	}
+	if _, err := root.GetPublicAccessBlock(ctx, &s3.GetPublicAccessBlockInput{Bucket: aws.String("pub")}); apiCode(err) != "NoSuchPublicAccessBlockConfiguration" {
+		t.Fatalf("GetPublicAccessBlock before any: %v", err)
+	}
+	if _, err := root.PutPublicAccessBlock(ctx, pabIn(true, false)); err != nil {
+		t.Fatal(err)
+	}
+	if got := anonymous(t, "GET", obj, ""); got != 403 {
+		t.Fatalf("anonymous GET with RestrictPublicBuckets: %d", got)
+	}
+	if _, err := alice.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("pub"), Key: aws.String("photo.jpg")}); apiCode(err) != "AccessDenied" {
+		t.Fatalf("alice with RestrictPublicBuckets: %v", err)
+	}
+	if _, err := root.PutPublicAccessBlock(ctx, pabIn(false, true)); err != nil {
+		t.Fatal(err)
+	}
+	pab, err := root.GetPublicAccessBlock(ctx, &s3.GetPublicAccessBlockInput{Bucket: aws.String("pub")})
+	if err != nil || !*pab.PublicAccessBlockConfiguration.BlockPublicPolicy || *pab.PublicAccessBlockConfiguration.RestrictPublicBuckets {
+		t.Fatalf("GetPublicAccessBlock: %+v %v", pab, err)
+	}
+	if err := put(public); apiCode(err) != "AccessDenied" {
+		t.Fatalf("a public policy with BlockPublicPolicy: %v", err)
+	}
+	if _, err := root.DeletePublicAccessBlock(ctx, &s3.DeletePublicAccessBlockInput{Bucket: aws.String("pub")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := anonymous(t, "GET", obj, ""); got != 200 {
+		t.Fatalf("anonymous GET after the block was deleted: %d", got)
+	}
+	if _, err := root.DeleteBucketPolicy(ctx, &s3.DeleteBucketPolicyInput{Bucket: aws.String("pub")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := anonymous(t, "GET", obj, ""); got != 403 {
+		t.Fatalf("anonymous GET after the policy was deleted: %d", got)
+	}
+	if _, err := root.GetBucketPolicy(ctx, &s3.GetBucketPolicyInput{Bucket: aws.String("pub")}); apiCode(err) != "NoSuchBucketPolicy" {
+		t.Fatalf("GetBucketPolicy after delete: %v", err)
+	}
+}
