@@ -143,6 +143,9 @@ type Store struct {
 	liveMu sync.Mutex
 	live   map[uint32]int64 // live bytes per segment (derived from the index at start)
 
+	usageMu sync.Mutex
+	usage   map[string]Usage // current objects per bucket (counted from the index at start)
+
 	bufPool sync.Pool
 	clock   *hlc.Clock
 }
@@ -205,6 +208,7 @@ func Open(cfg Config) (*Store, error) {
 		segs:     segs,
 		commitCh: make(chan *commitReq, 4096),
 		live:     map[uint32]int64{},
+		usage:    map[string]Usage{},
 		clock:    cfg.Clock,
 	}
 	if s.clock == nil {
@@ -233,9 +237,9 @@ func Open(cfg Config) (*Store, error) {
 	return s, nil
 }
 
-// recover derives the live bytes of every segment from the index and truncates each sealed
-// segment after its last referenced record: whatever a crash left there (torn or complete
-// but never committed) is dropped.
+// recover derives the live bytes of every segment and the usage of every bucket from the
+// index, and truncates each sealed segment after its last referenced record: whatever a
+// crash left there (torn or complete but never committed) is dropped.
 func (s *Store) recover() error {
 	maxEnd := map[uint32]int64{}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(pfxSeg), UpperBound: prefixEnd([]byte(pfxSeg))})
@@ -260,6 +264,9 @@ func (s *Store) recover() error {
 	}
 	if err := it.Close(); err != nil {
 		return errors.E(errors.IO, err)
+	}
+	if err := s.countUsage(); err != nil {
+		return err
 	}
 	for _, info := range s.segs.Segments() {
 		if info.Active {
@@ -596,7 +603,13 @@ func (s *Store) DeleteBucket(name string) error {
 	cfg := configPrefix(name)
 	b.DeleteRange(cfg, prefixEnd(cfg), nil)
 	b.Delete(bucketKey(name), nil)
-	return s.commit(b)
+	if err := s.commit(b); err != nil {
+		return err
+	}
+	s.usageMu.Lock()
+	delete(s.usage, name)
+	s.usageMu.Unlock()
+	return nil
 }
 
 // emptyRange reports whether the range under prefix p holds no records other than
