@@ -45,6 +45,9 @@ type NodeStats struct {
 	// counted by the node that holds it (store.Usage; null without the storage role,
 	// absent from a build from before it).
 	Buckets map[string]store.Usage `json:"buckets"`
+	// UsageIncomplete says Buckets leaves out records the count at start could not read
+	// (a damaged index).
+	UsageIncomplete bool `json:"usage_incomplete,omitempty"`
 	// Scrub is this node's deep scrub (absent without the storage role).
 	Scrub *repair.ScrubStatus `json:"scrub,omitempty"`
 }
@@ -73,7 +76,7 @@ func nodeStats(id string, st *store.Store, h *hints.Queue, mgr *clustermap.Manag
 		s := st.Stats()
 		ns.UsedBytes, ns.FreeBytes, ns.GarbageBytes, ns.IndexBytes = s.LiveBytes+s.IndexBytes, s.FreeBytes, s.GarbageBytes, s.IndexBytes
 		ns.Damaged, ns.DamagedReads = st.Damaged()
-		ns.Buckets = st.Usage()
+		ns.Buckets, ns.UsageIncomplete = st.Usage(), !st.UsageComplete()
 	}
 	return ns
 }
@@ -109,8 +112,9 @@ type Status struct {
 	Buckets  int                  `json:"buckets"`
 	// BucketUsage is every bucket with its objects and bytes (see BucketStatus), by name.
 	BucketUsage []BucketStatus `json:"bucket_usage"`
-	// UsagePartial says some storage node did not report its usage (not answering, or an
-	// older build): the buckets' figures lack its copies.
+	// UsagePartial says some storage node did not report its usage (not answering, an
+	// older build, or a damaged index it could not count all of): the buckets' figures
+	// lack its copies.
 	UsagePartial bool `json:"usage_partial,omitempty"`
 	// Recovery sums the nodes' recovery (and rebalance) in progress, as
 	// /admin/v1/recovery does, from the figures in their stats.
@@ -522,7 +526,7 @@ func (st *Status) usage(m *clustermap.Map) {
 		if !slices.Contains(n.Roles, clustermap.RoleStorage) || n.State == clustermap.StateOut {
 			continue
 		}
-		if n.Stats == nil || n.Stats.Buckets == nil { // not answering, or a build without usage figures
+		if n.Stats == nil || n.Stats.Buckets == nil || n.Stats.UsageIncomplete { // not answering, a build without usage figures, a damaged index
 			st.UsagePartial = true
 		}
 		if n.Stats == nil {

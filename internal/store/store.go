@@ -145,6 +145,8 @@ type Store struct {
 
 	usageMu sync.Mutex
 	usage   map[string]Usage // current objects per bucket (counted from the index at start)
+	// usageIncomplete: the count at start met damage in the index.
+	usageIncomplete atomic.Bool
 
 	bufPool sync.Pool
 	clock   *hlc.Clock

@@ -59,7 +59,9 @@ func (s *Store) count(bucket string, old, cur *object.Object) {
 
 // countUsage counts every bucket's current objects from the index: one pass over the
 // object records at open. Only each record's fixed header (version, flags, id, size) is
-// read, not decoded; embedded bodies are read from disk with their records.
+// read, not decoded; embedded bodies are read from disk with their records. A damaged
+// index does not keep the store from opening (its readable records are served, see
+// Damaged): the count stops at the damage and is marked incomplete (UsageComplete).
 func (s *Store) countUsage() error {
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(pfxObject), UpperBound: prefixEnd([]byte(pfxObject))})
 	if err != nil {
@@ -73,19 +75,18 @@ func (s *Store) countUsage() error {
 			s.usage[string(bucket)] = u
 		}
 	}
+	malformed := 0
 	for ok := it.First(); ok; ok = it.Next() {
 		k := it.Key()[len(pfxObject):]
 		i := bytes.IndexByte(k, 0)
-		if i < 0 {
-			return errors.E(errors.Corrupt, "malformed object key in the index")
+		size, live, ok := recordSize(it.Value())
+		if i < 0 || !ok {
+			malformed++
+			continue
 		}
 		if !bytes.Equal(k[:i], bucket) {
 			flush()
 			bucket, u = append(bucket[:0], k[:i]...), Usage{}
-		}
-		size, live, ok := recordSize(it.Value())
-		if !ok {
-			return errors.E(errors.Corrupt, "malformed object record in the index")
 		}
 		if live {
 			u.Objects++
@@ -93,11 +94,23 @@ func (s *Store) countUsage() error {
 		}
 	}
 	flush()
-	if err := it.Error(); err != nil {
+	err = it.Error()
+	switch {
+	case err != nil && pebble.IsCorruptionError(err):
+		s.usageIncomplete.Store(true)
+		s.log.Warn("the index is damaged: the buckets' object counts leave out what lies beyond the damage", "err", firstLine(err.Error()))
+	case err != nil:
 		return errors.E(errors.IO, err)
+	case malformed > 0:
+		s.usageIncomplete.Store(true)
+		s.log.Warn("malformed object records in the index: left out of the buckets' object counts", "records", malformed)
 	}
 	return nil
 }
+
+// UsageComplete reports whether Usage counts every record: false if the count at open
+// met a damaged or malformed part of the index.
+func (s *Store) UsageComplete() bool { return !s.usageIncomplete.Load() }
 
 // recordSize reads an encoded record's size and whether it is an object (not a tombstone)
 // from the header every record version shares: version, flags, 16-byte id, size.
