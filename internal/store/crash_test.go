@@ -533,6 +533,7 @@ func (r *crashRun) verify(i int, c crashCut) {
 			}
 			after = res.Next
 		}
+		waitCounted(t, s)
 		if u := s.Usage()[crashBucket]; u != inList || !s.UsageComplete() {
 			fail("%s: the bucket's usage is %+v (complete %v), its listing %+v", when, u, s.UsageComplete(), inList)
 		}

@@ -144,7 +144,11 @@ type Store struct {
 	live   map[uint32]int64 // live bytes per segment (derived from the index at start)
 
 	usageMu sync.Mutex
-	usage   map[string]Usage // current objects per bucket (counted from the index at start)
+	usage   map[string]Usage // current objects per bucket: the changes since open, plus the count once it is done
+	// counted says the count of the index as it was at open is in usage; until then
+	// dropped lists the buckets deleted meanwhile (their count is left out).
+	counted bool
+	dropped map[string]bool
 	// usageIncomplete: the count at start met damage in the index.
 	usageIncomplete atomic.Bool
 
@@ -211,6 +215,7 @@ func Open(cfg Config) (*Store, error) {
 		commitCh: make(chan *commitReq, 4096),
 		live:     map[uint32]int64{},
 		usage:    map[string]Usage{},
+		dropped:  map[string]bool{},
 		clock:    cfg.Clock,
 	}
 	if s.clock == nil {
@@ -227,20 +232,31 @@ func Open(cfg Config) (*Store, error) {
 		db.Close()
 		return nil, errors.E(op, err)
 	}
+	// The buckets' usage is counted from the index as it is now, before any write, in
+	// the background; writes meanwhile are counted as changes and added to it.
+	usageIt, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(pfxObject), UpperBound: prefixEnd([]byte(pfxObject))})
+	if err != nil {
+		segs.Close()
+		db.Close()
+		return nil, errors.E(op, errors.IO, err)
+	}
 	s.wg.Add(1)
 	go s.committer()
 	ctx, cancel := context.WithCancel(context.Background())
 	s.compactStop = cancel
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
 		s.compactLoop(ctx)
 	}()
+	go func() {
+		defer s.wg.Done()
+		s.countUsage(ctx, usageIt)
+	}()
 	return s, nil
 }
 
-// recover derives the live bytes of every segment and the usage of every bucket from the
-// index, and truncates each sealed segment after its last referenced record: whatever a
+// recover derives the live bytes of every segment from the index, and truncates each sealed segment after its last referenced record: whatever a
 // crash left there (torn or complete but never committed) is dropped.
 func (s *Store) recover() error {
 	maxEnd := map[uint32]int64{}
@@ -266,9 +282,6 @@ func (s *Store) recover() error {
 	}
 	if err := it.Close(); err != nil {
 		return errors.E(errors.IO, err)
-	}
-	if err := s.countUsage(); err != nil {
-		return err
 	}
 	for _, info := range s.segs.Segments() {
 		if info.Active {
@@ -610,6 +623,9 @@ func (s *Store) DeleteBucket(name string) error {
 	}
 	s.usageMu.Lock()
 	delete(s.usage, name)
+	if !s.counted {
+		s.dropped[name] = true
+	}
 	s.usageMu.Unlock()
 	return nil
 }

@@ -2,12 +2,13 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"maps"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
 )
 
@@ -23,8 +24,9 @@ type Usage struct {
 // Usage returns the usage of every bucket of this store that holds or held objects since
 // it was opened (internal buckets excluded). It costs a copy of a map of one entry per
 // bucket: the figures are kept up to date by every commit that changes a current record
-// (a put, a delete, a completed upload, a hand-off), and counted once from the index when
-// the store is opened.
+// (a put, a delete, a completed upload, a hand-off), and the index is counted once, in the
+// background, when the store is opened: until that is done (UsageComplete) they hold only
+// the changes since.
 func (s *Store) Usage() map[string]Usage {
 	s.usageMu.Lock()
 	defer s.usageMu.Unlock()
@@ -57,26 +59,29 @@ func (s *Store) count(bucket string, old, cur *object.Object) {
 	s.usageMu.Unlock()
 }
 
-// countUsage counts every bucket's current objects from the index: one pass over the
-// object records at open. Only each record's fixed header (version, flags, id, size) is
-// read, not decoded; embedded bodies are read from disk with their records. A damaged
-// index does not keep the store from opening (its readable records are served, see
-// Damaged): the count stops at the damage and is marked incomplete (UsageComplete).
-func (s *Store) countUsage() error {
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(pfxObject), UpperBound: prefixEnd([]byte(pfxObject))})
-	if err != nil {
-		return errors.E(errors.IO, err)
-	}
+// countUsage counts every bucket's current objects in it, an iterator over the object
+// records of the index as it was at open, and adds the counts to the changes made since:
+// one pass, in the background. Only each record's fixed header (version, flags, id,
+// size) is read, not decoded, but records with embedded bodies are read whole. A damaged
+// index (or one that cannot be read, or a close before the end) stops the count where it
+// is and leaves the usage incomplete (UsageComplete); the store works on regardless.
+func (s *Store) countUsage(ctx context.Context, it *pebble.Iterator) {
 	defer it.Close()
+	start := time.Now()
+	counts := map[string]Usage{}
 	var bucket []byte
 	var u Usage
 	flush := func() {
 		if len(bucket) > 0 && !Internal(string(bucket)) && u != (Usage{}) {
-			s.usage[string(bucket)] = u
+			counts[string(bucket)] = u
 		}
 	}
-	malformed := 0
+	malformed, records := 0, 0
 	for ok := it.First(); ok; ok = it.Next() {
+		if records++; records%4096 == 0 && ctx.Err() != nil {
+			s.usageIncomplete.Store(true)
+			return
+		}
 		k := it.Key()[len(pfxObject):]
 		i := bytes.IndexByte(k, 0)
 		size, live, ok := recordSize(it.Value())
@@ -94,23 +99,33 @@ func (s *Store) countUsage() error {
 		}
 	}
 	flush()
-	err = it.Error()
-	switch {
-	case err != nil && pebble.IsCorruptionError(err):
+	if err := it.Error(); err != nil {
 		s.usageIncomplete.Store(true)
-		s.log.Warn("the index is damaged: the buckets' object counts leave out what lies beyond the damage", "err", firstLine(err.Error()))
-	case err != nil:
-		return errors.E(errors.IO, err)
-	case malformed > 0:
+		s.log.Warn("the index could not be read in full: the buckets' object counts leave out what lies beyond the damage", "err", firstLine(err.Error()))
+	} else if malformed > 0 {
 		s.usageIncomplete.Store(true)
 		s.log.Warn("malformed object records in the index: left out of the buckets' object counts", "records", malformed)
 	}
-	return nil
+	s.usageMu.Lock()
+	for b, c := range counts {
+		if s.dropped[b] {
+			continue
+		}
+		d := s.usage[b]
+		s.usage[b] = Usage{Objects: d.Objects + c.Objects, Bytes: d.Bytes + c.Bytes}
+	}
+	s.counted, s.dropped = true, nil
+	s.usageMu.Unlock()
+	s.log.Info("counted the buckets' objects in the index", "records", records, "took", time.Since(start).Round(time.Millisecond))
 }
 
-// UsageComplete reports whether Usage counts every record: false if the count at open
-// met a damaged or malformed part of the index.
-func (s *Store) UsageComplete() bool { return !s.usageIncomplete.Load() }
+// UsageComplete reports whether Usage counts every record: false while the count of the
+// index at open runs, and for good if it met a damaged or malformed part of the index.
+func (s *Store) UsageComplete() bool {
+	s.usageMu.Lock()
+	defer s.usageMu.Unlock()
+	return s.counted && !s.usageIncomplete.Load()
+}
 
 // recordSize reads an encoded record's size and whether it is an object (not a tombstone)
 // from the header every record version shares: version, flags, 16-byte id, size.

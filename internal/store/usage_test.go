@@ -6,10 +6,13 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"os"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/cairnfs/cairn/internal/object"
 )
@@ -109,6 +112,7 @@ func TestUsage(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = openStore(t, cfg)
+	waitCounted(t, s)
 	check("reopened")
 	if err := s.DeleteObject("a", "again"); err != nil {
 		t.Fatal(err)
@@ -120,8 +124,69 @@ func TestUsage(t *testing.T) {
 	check("bucket deleted")
 }
 
+// waitCounted waits until s has counted its index after opening.
+func waitCounted(t testing.TB, s *Store) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		s.usageMu.Lock()
+		done := s.counted
+		s.usageMu.Unlock()
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the usage count at open did not finish in 30 s")
+		}
+	}
+}
+
+// recount runs the count of the index at open again, from an iterator made now, with
+// between(), writes that happen after the iterator was made and before the count runs.
+func recount(t testing.TB, s *Store, between func()) {
+	t.Helper()
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(pfxObject), UpperBound: prefixEnd([]byte(pfxObject))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.usageMu.Lock()
+	s.usage, s.counted, s.dropped = map[string]Usage{}, false, map[string]bool{}
+	s.usageMu.Unlock()
+	between()
+	s.countUsage(context.Background(), it)
+}
+
+// TestUsageCountedWhileWritten: the count at open sees the index as it was at open, and
+// the writes made while it runs are added to it once: puts, deletes, and a bucket
+// emptied, deleted and created again.
+func TestUsageCountedWhileWritten(t *testing.T) {
+	s := openStore(t, testConfig(t))
+	waitCounted(t, s)
+	s.CreateBucket("a")
+	s.CreateBucket("b")
+	put(t, s, "a", "1", make([]byte, 10))
+	put(t, s, "a", "2", make([]byte, 20))
+	put(t, s, "b", "1", make([]byte, 5))
+	recount(t, s, func() {
+		put(t, s, "a", "3", make([]byte, 30)) // new
+		put(t, s, "a", "1", make([]byte, 1))  // overwritten
+		s.DeleteObject("b", "1")
+		if err := s.DeleteBucket("b"); err != nil {
+			t.Fatal(err)
+		}
+		s.CreateBucket("b")
+		put(t, s, "b", "x", make([]byte, 7))
+		if s.UsageComplete() {
+			t.Fatal("complete before the count ran")
+		}
+	})
+	if got, want := s.Usage(), map[string]Usage{"a": {3, 51}, "b": {1, 7}}; !maps.Equal(got, want) || !s.UsageComplete() {
+		t.Fatalf("usage %v (complete %v), want %v", got, s.UsageComplete(), want)
+	}
+}
+
 // TestUsageCountAtOpen measures what counting the buckets costs at open (the index's
-// object records read once): CAIRN_USAGE_OBJECTS objects, 20,000 by default.
+// object records read once, in the background): CAIRN_USAGE_OBJECTS objects with
+// 100-byte embedded bodies, 20,000 by default.
 func TestUsageCountAtOpen(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long: writes many objects")
@@ -142,15 +207,13 @@ func TestUsageCountAtOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	s = openStore(t, cfg)
-	s.usage = map[string]Usage{}
 	start := time.Now()
-	if err := s.countUsage(); err != nil {
-		t.Fatal(err)
-	}
+	s = openStore(t, cfg)
+	opened := time.Since(start)
+	waitCounted(t, s)
 	took := time.Since(start)
-	if u := s.Usage()["b"]; u != (Usage{int64(n), 100 * int64(n)}) {
+	if u := s.Usage()["b"]; u != (Usage{int64(n), 100 * int64(n)}) || !s.UsageComplete() {
 		t.Fatalf("counted %+v, want %d objects", u, n)
 	}
-	t.Logf("counted %d objects at open in %v (%.0f ns per object)", n, took, float64(took.Nanoseconds())/float64(n))
+	t.Logf("opened in %v; counted %d objects by %v after the open began (%.0f ns per object)", opened, n, took, float64(took.Nanoseconds())/float64(n))
 }
