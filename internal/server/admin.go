@@ -108,8 +108,8 @@ type Status struct {
 	Warnings   []string            `json:"warnings,omitempty"`
 	// Notes say how the cluster runs when that is expected but may surprise: fewer
 	// storage nodes than a class's copies, say.
-	Notes    []string             `json:"notes,omitempty"`
-	Buckets  int                  `json:"buckets"`
+	Notes   []string `json:"notes,omitempty"`
+	Buckets int      `json:"buckets"`
 	// BucketUsage is every bucket with its objects and bytes (see BucketStatus), by name.
 	BucketUsage []BucketStatus `json:"bucket_usage"`
 	// UsagePartial says some storage node did not report its usage (not answering, an
@@ -118,8 +118,8 @@ type Status struct {
 	UsagePartial bool `json:"usage_partial,omitempty"`
 	// Recovery sums the nodes' recovery (and rebalance) in progress, as
 	// /admin/v1/recovery does, from the figures in their stats.
-	Recovery RecoveryTotals  `json:"recovery"`
-	Map      *clustermap.Map `json:"-"`
+	Recovery RecoveryTotals       `json:"recovery"`
+	Map      *clustermap.Map      `json:"-"`
 	Answered map[string]NodeStats `json:"-"`
 }
 
@@ -185,12 +185,12 @@ type NodeStatus struct {
 	AdminAddr   string               `json:"admin_addr"`
 	Zone        string               `json:"zone"`
 	DeviceClass string               `json:"device_class,omitempty"`
-	State      clustermap.NodeState `json:"state"`
-	Roles      []string             `json:"roles"`
-	Capacity   int64                `json:"capacity"`
-	Partitions int                  `json:"partitions"`
-	Stats      *NodeStats           `json:"stats,omitempty"`
-	Error      string               `json:"error,omitempty"`
+	State       clustermap.NodeState `json:"state"`
+	Roles       []string             `json:"roles"`
+	Capacity    int64                `json:"capacity"`
+	Partitions  int                  `json:"partitions"`
+	Stats       *NodeStats           `json:"stats,omitempty"`
+	Error       string               `json:"error,omitempty"`
 }
 
 func (a *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
