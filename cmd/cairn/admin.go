@@ -20,6 +20,7 @@ import (
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/repair"
 	"github.com/cairnfs/cairn/internal/rpc"
+	"github.com/cairnfs/cairn/internal/secrets"
 	"github.com/cairnfs/cairn/internal/server"
 	"github.com/cairnfs/cairn/internal/wire"
 )
@@ -50,6 +51,17 @@ Commands:
                          classes other than STANDARD are cut in chunks of S (default: 4MiB
                          for copies, 1MiB shards for erasure codes with K >= 4)
   class list             the storage classes
+  user add NAME [--no-key]
+                         add an S3 user, with a first key (printed once; --no-key: none)
+  user list | info NAME  users, their keys (never their secrets) and buckets
+  user disable|enable NAME
+                         refuse (or accept again) every key of a user, on every node within seconds
+  user remove NAME       remove a user and its keys (refused while it owns buckets)
+  key create USER        a new access key for a user: made and sealed here, its secret printed
+                         once and never shown again
+  key list [USER]        the access keys (of a user)
+  key revoke [USER] ACCESS_KEY
+                         revoke a key: refused by every node within seconds, presigned URLs too
   policy set BUCKET FILE the bucket's placement rules (docs/design/20261123_policy.md); "-" reads
                          stdin; an empty file clears them
   policy show BUCKET     the bucket's placement rules
@@ -102,6 +114,10 @@ func runAdmin(args []string, stdout, stderr io.Writer) error {
 		secretS = strings.TrimSpace(string(data))
 	}
 	secret, err := rpc.NewSecret(secretS)
+	if err != nil {
+		return fmt.Errorf("admin: %w", err)
+	}
+	box, err := secrets.New(secretS)
 	if err != nil {
 		return fmt.Errorf("admin: %w", err)
 	}
@@ -203,6 +219,10 @@ func runAdmin(args []string, stdout, stderr io.Writer) error {
 		return c.nodeAction(stdout, rest[0], rest[1], *asJSON)
 	case "class":
 		return c.classCmd(stdout, rest, *asJSON)
+	case "user":
+		return c.userCmd(stdout, box, rest, *asJSON)
+	case "key":
+		return c.keyCmd(stdout, box, rest, *asJSON)
 	case "policy":
 		return c.policyCmd(stdout, rest, *asJSON)
 	case "recovery":

@@ -87,8 +87,9 @@ cluster, or restarts the member whose data is in --data.
 
 Environment:
   CAIRN_ACCESS_KEY, CAIRN_SECRET_KEY
-        the S3 credentials (set both or neither); unset, the key pair kept in
-        DATA/credentials.json is used, generated (mode 0600) and printed on the first start
+        the root user's S3 key (set both or neither); unset, a bootstrap generates one.
+        The cluster map keeps it sealed with the cluster secret; every start prints it.
+        More users and keys: cairn admin user, cairn admin key
   CAIRN_CLUSTER_SECRET
         the secret that signs every internode and admin message (at least 16 characters);
         --cluster-secret-file overrides it; unset on a bootstrap, one is generated and kept

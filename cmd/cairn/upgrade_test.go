@@ -72,7 +72,8 @@ func baselineBin(t *testing.T) string {
 // directory and addresses) while clients write and read through the nodes that are up,
 // and checks that no client saw an error, that every acknowledged object reads back byte
 // for byte through every node, and that a map change the old managers do not know is
-// refused until the last node is upgraded, then accepted.
+// refused until the last node is upgraded, then accepted; and that the secret key the
+// baseline kept in the clear is then sealed and gone from every node's files.
 func TestRollingUpgrade(t *testing.T) {
 	skipShort(t)
 	old := baselineBin(t)
@@ -207,4 +208,21 @@ func TestRollingUpgrade(t *testing.T) {
 		}
 	}
 	t.Logf("%d objects written during the upgrade, all read back through every node", len(acked))
+
+	// The baseline kept the access key's secret in the clear in the map, its Raft log and
+	// snapshots. Every node upgraded, the leader seals it and every node compacts its log:
+	// the secret is in no file of any node, and the key still signs requests.
+	proctest.WaitFor(t, 30*time.Second, func() error {
+		for i, p := range tc.procs {
+			if files := filesHolding(t, p.DataDir(), testSecret); len(files) > 0 {
+				return fmt.Errorf("node %d holds the secret key in the clear in %v", i, files)
+			}
+		}
+		return nil
+	})
+	for i, p := range tc.procs {
+		if _, err := p.client().ListBuckets(ctx, &s3.ListBucketsInput{}); err != nil {
+			t.Fatalf("node %d: the sealed key: %v", i, err)
+		}
+	}
 }

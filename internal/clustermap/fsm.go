@@ -29,6 +29,9 @@ type Command struct {
 	Policy *string   `json:"policy,omitempty"` // OpSetPolicy: the rule file's text
 	Key    string    `json:"key,omitempty"`    // OpSetBucketConfig: the configuration's kind
 	Doc    *string   `json:"doc,omitempty"`    // OpSetBucketConfig: the document; empty deletes
+	// Account and Keys are the user and the keys of the user and key commands.
+	Account *Account `json:"account,omitempty"`
+	Keys    []Key    `json:"keys,omitempty"`
 }
 
 // The command operations.
@@ -42,7 +45,7 @@ type Command struct {
 //     non-nil. State is kept. NotExist if absent; Exist if Addr is taken.
 //   - OpSetState (NodeID, State): NotExist if unknown node, Invalid if unknown state.
 //   - OpRemoveNode (NodeID): NotExist if unknown.
-//   - OpCreateBucket (Bucket): Exist if present.
+//   - OpCreateBucket (Bucket): Exist if present; NotExist if Bucket.Owner names no user.
 //   - OpDeleteBucket (Name): NotExist if absent.
 //   - OpPutUser (User): creates or replaces a user.
 //   - OpPutClass (Class): creates or replaces a class; requires N >= 1 and
@@ -53,6 +56,8 @@ type Command struct {
 //   - OpApplyPolicy (Name): asks the storage nodes to re-place bucket Name's
 //     existing objects by its policy (raises Bucket.Apply). Precondition if the
 //     bucket has no policy; NotExist for an unknown bucket.
+//   - The user and key commands (OpAddAccount, OpSetAccount, OpRemoveAccount, OpPutKey,
+//     OpRevokeKey, OpSealUsers) are described in users.go.
 //   - OpSetBucketConfig (Name, Key, Doc): sets bucket Name's configuration of kind
 //     Key (an S3 sub-resource such as "cors" or "tagging") to Doc; an empty Doc
 //     deletes it. NotExist for an unknown bucket, Invalid without a kind, a
@@ -180,6 +185,11 @@ func applyCommand(m *Map, c Command) (*Map, error) {
 		if _, ok := nm.Buckets[c.Bucket.Name]; ok {
 			return nil, errors.Errorf(opFSM, errors.Exist, "bucket %s already exists", c.Bucket.Name)
 		}
+		if o := c.Bucket.Owner; o != "" {
+			if _, ok := nm.Accounts[o]; !ok {
+				return nil, errors.Errorf(opFSM, errors.NotExist, "create_bucket: no user %q", o)
+			}
+		}
 		nm.Buckets[c.Bucket.Name] = *c.Bucket
 	case OpDeleteBucket:
 		name := c.Name
@@ -266,6 +276,10 @@ func applyCommand(m *Map, c Command) (*Map, error) {
 		}
 		b.Config = cfg
 		nm.Buckets[c.Name] = b
+	case OpAddAccount, OpSetAccount, OpRemoveAccount, OpPutKey, OpRevokeKey, OpSealUsers:
+		if err := applyUserCommand(nm, c); err != nil {
+			return nil, err
+		}
 	default:
 		return nil, errors.Errorf(opFSM, errors.Invalid, "unknown command %q", c.Op)
 	}
@@ -443,7 +457,7 @@ func validateInit(m *Map) error {
 			return errors.Errorf(opFSM, errors.Invalid, "init: user %q stored under key %q", u.AccessKey, k)
 		}
 	}
-	return nil
+	return validateInitAccounts(m)
 }
 
 // fsm is the raft.FSM that holds the map. Raft calls Apply, Snapshot and
@@ -464,10 +478,12 @@ func newFSM(onChange func(*Map)) *fsm {
 
 func emptyMap() *Map {
 	return &Map{
-		Nodes:   []Node{},
-		Classes: map[string]Class{},
-		Buckets: map[string]Bucket{},
-		Users:   map[string]User{},
+		Nodes:    []Node{},
+		Classes:  map[string]Class{},
+		Buckets:  map[string]Bucket{},
+		Users:    map[string]User{},
+		Accounts: map[string]Account{},
+		Keys:     map[string]Key{},
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -197,7 +198,9 @@ func Open(cfg Config) (_ *Manager, err error) {
 		w.Close()
 		meta.Close()
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, raftLog.Named("snapshots"))
+	// One snapshot is kept: a new one replaces the old only once it is complete, and
+	// Compact relies on nothing older surviving it.
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 1, raftLog.Named("snapshots"))
 	if err != nil {
 		closeWAL()
 		return nil, errors.E(op, errors.IO, fmt.Errorf("open snapshot store: %w", err))
@@ -424,6 +427,69 @@ func (m *Manager) IsLeader() bool { return m.raft.State() == raft.Leader }
 // committed before the call (a new leader may still be replaying its log). Leader only.
 func (m *Manager) Barrier(ctx context.Context) error {
 	return m.wait(ctx, m.raft.Barrier(enqueueTimeout(ctx)))
+}
+
+// Compact takes a snapshot of the map and drops this node's whole Raft log up to it (no
+// trailing entries kept for slow followers: they get the snapshot instead); the older
+// snapshot goes when the new one is complete. raft-wal deletes only whole segment files,
+// and the active one only when every entry is dropped, so Compact retries (every 200 ms,
+// until ctx ends) until no entry came after its snapshot. Afterwards no earlier command's
+// bytes are left in this node's Raft files. It is for removing secrets that were once in
+// the clear (package server) and costs a snapshot or a few.
+func (m *Manager) Compact(ctx context.Context) error {
+	const op errors.Op = "clustermap.Compact"
+	for {
+		done, err := m.compactOnce(ctx)
+		if err != nil || done {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.E(op, errors.Transient, fmt.Errorf("the map kept changing: %w", ctx.Err()))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (m *Manager) compactOnce(ctx context.Context) (bool, error) {
+	const op errors.Op = "clustermap.Compact"
+	keep := m.raft.ReloadableConfig()
+	rc := keep
+	rc.TrailingLogs = 0
+	if err := m.raft.ReloadConfig(rc); err != nil {
+		return false, errors.E(op, errors.Invalid, err)
+	}
+	err := m.wait(ctx, m.raft.Snapshot())
+	if rerr := m.raft.ReloadConfig(keep); rerr != nil && err == nil {
+		err = rerr
+	}
+	if err != nil && !errors.IsErr(err, raft.ErrNothingNewToSnapshot) {
+		return false, m.raftError(op, err)
+	}
+	// With nothing new since the last snapshot (one sent by the leader, say), the
+	// entries it covers may still be kept as trailing logs: drop them too.
+	snap, err := strconv.ParseUint(m.raft.Stats()["last_snapshot_index"], 10, 64)
+	if err != nil {
+		return false, errors.E(op, errors.IO, fmt.Errorf("last snapshot index: %w", err))
+	}
+	first, err := m.wal.FirstIndex()
+	if err != nil {
+		return false, errors.E(op, errors.IO, err)
+	}
+	last, err := m.wal.LastIndex()
+	if err != nil {
+		return false, errors.E(op, errors.IO, err)
+	}
+	if first == 0 {
+		return true, nil // nothing left
+	}
+	if last != snap {
+		return false, nil // an entry came after the snapshot: its segment would stay
+	}
+	if err := m.wal.DeleteRange(first, last); err != nil {
+		return false, errors.E(op, errors.IO, err)
+	}
+	return true, nil
 }
 
 // AddMember adds a member to the Raft group, as a voter or a nonvoter, or

@@ -185,9 +185,14 @@ type Bucket struct {
 	// "tagging"), each the document the S3 layer stored. A map's Config is never modified
 	// in place: a command replaces it (Clone copies the Bucket, sharing the map).
 	Config map[string]string `json:"config,omitempty"`
+	// Owner is the name of the user who created the bucket; empty for the root user
+	// (and for every bucket created before users existed).
+	Owner string `json:"owner,omitempty"`
 }
 
-// User is an S3 user.
+// User is an S3 key as builds before feature level 3 kept it, its secret in the clear.
+// The Raft leader moves every User to Keys, sealed, once every node runs a build that
+// knows keys (OpSealUsers); until then nodes accept both.
 type User struct {
 	AccessKey string `json:"access_key"`
 	SecretKey string `json:"secret_key"`
@@ -202,7 +207,10 @@ type Map struct {
 	Nodes      []Node            `json:"nodes"`    // sorted by ID
 	Classes    map[string]Class  `json:"classes"`
 	Buckets    map[string]Bucket `json:"buckets"`
-	Users      map[string]User   `json:"users"` // by access key
+	Users      map[string]User   `json:"users"` // legacy keys in the clear, by access key: see User
+	// Accounts are the S3 users by name, Keys their access keys by access key id.
+	Accounts map[string]Account `json:"accounts,omitempty"`
+	Keys     map[string]Key     `json:"keys,omitempty"`
 }
 
 // Node returns the node with the given ID.
@@ -231,6 +239,8 @@ func (m *Map) Clone() *Map {
 		Classes:    make(map[string]Class, len(m.Classes)),
 		Buckets:    make(map[string]Bucket, len(m.Buckets)),
 		Users:      make(map[string]User, len(m.Users)),
+		Accounts:   make(map[string]Account, len(m.Accounts)),
+		Keys:       make(map[string]Key, len(m.Keys)),
 	}
 	if m.Nodes != nil {
 		c.Nodes = make([]Node, len(m.Nodes))
@@ -247,6 +257,12 @@ func (m *Map) Clone() *Map {
 	}
 	for k, v := range m.Users {
 		c.Users[k] = v
+	}
+	for k, v := range m.Accounts {
+		c.Accounts[k] = v
+	}
+	for k, v := range m.Keys {
+		c.Keys[k] = v
 	}
 	return c
 }

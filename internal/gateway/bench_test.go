@@ -24,7 +24,7 @@ func benchGateways(b *testing.B) []struct {
 	}
 	b.Cleanup(func() { st.Close() })
 	local := Local(st, testLogger())
-	if err := local.CreateBucket(context.Background(), "bench"); err != nil {
+	if err := local.CreateBucket(context.Background(), "bench", ""); err != nil {
 		b.Fatal(err)
 	}
 	c := newCluster(b, 3, clusterConfig{class: clustermap.Class{N: 3, W: 2, R: 1, D: 2}})

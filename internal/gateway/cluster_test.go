@@ -386,7 +386,7 @@ func (c *testCluster) keyWhere(bucket, prefix string, ok func(replicas []int) bo
 
 func (c *testCluster) createBucket(name string) {
 	c.tb.Helper()
-	if err := c.nodes[0].gw.CreateBucket(context.Background(), name); err != nil {
+	if err := c.nodes[0].gw.CreateBucket(context.Background(), name, ""); err != nil {
 		c.tb.Fatal(err)
 	}
 }

@@ -293,7 +293,7 @@ func (g *Gateway) ListBuckets(ctx context.Context) ([]object.Bucket, error) {
 	m := g.cfg.Maps.Current()
 	out := make([]object.Bucket, 0, len(m.Buckets))
 	for _, b := range m.Buckets {
-		out = append(out, object.Bucket{Name: b.Name, Created: time.Unix(0, b.Created).UTC()})
+		out = append(out, object.Bucket{Name: b.Name, Created: time.Unix(0, b.Created).UTC(), Owner: b.Owner})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
@@ -308,7 +308,7 @@ func (g *Gateway) HeadBucket(ctx context.Context, name string) (object.Bucket, e
 		return object.Bucket{}, errors.E(errors.Op("gateway.HeadBucket"), err)
 	}
 	b := g.cfg.Maps.Current().Buckets[name]
-	return object.Bucket{Name: b.Name, Created: time.Unix(0, b.Created).UTC(), Config: b.Config}, nil
+	return object.Bucket{Name: b.Name, Created: time.Unix(0, b.Created).UTC(), Config: b.Config, Owner: b.Owner}, nil
 }
 
 // LocalBucket is HeadBucket from this node's copy of the map alone: it never asks the
@@ -323,7 +323,7 @@ func (g *Gateway) LocalBucket(name string) (object.Bucket, error) {
 	if !ok {
 		return object.Bucket{}, errors.E(errors.Op("gateway.LocalBucket"), errors.NotExist, fmt.Errorf("bucket %q: %w", name, object.ErrNoSuchBucket))
 	}
-	return object.Bucket{Name: b.Name, Created: time.Unix(0, b.Created).UTC(), Config: b.Config}, nil
+	return object.Bucket{Name: b.Name, Created: time.Unix(0, b.Created).UTC(), Config: b.Config, Owner: b.Owner}, nil
 }
 
 // SetBucketConfig sets the bucket's configuration of the given kind (an S3 sub-resource
@@ -349,13 +349,14 @@ func (g *Gateway) SetBucketConfig(ctx context.Context, bucket, kind string, doc 
 	return nil
 }
 
-// CreateBucket creates a bucket in the cluster map (Exist if it is there).
-func (g *Gateway) CreateBucket(ctx context.Context, name string) error {
+// CreateBucket creates a bucket owned by the named user ("": the root user) in the
+// cluster map (Exist if it is there). A single store without a map has no owners.
+func (g *Gateway) CreateBucket(ctx context.Context, name, owner string) error {
 	const op errors.Op = "gateway.CreateBucket"
 	if g.cfg.Apply == nil {
 		return g.cfg.Store.CreateBucket(name)
 	}
-	if _, err := g.cfg.Apply(ctx, clustermap.Command{Op: clustermap.OpCreateBucket, Bucket: &clustermap.Bucket{Name: name, Created: time.Now().UnixNano()}}); err != nil {
+	if _, err := g.cfg.Apply(ctx, clustermap.Command{Op: clustermap.OpCreateBucket, Bucket: &clustermap.Bucket{Name: name, Created: time.Now().UnixNano(), Owner: owner}}); err != nil {
 		return errors.E(op, err)
 	}
 	return nil

@@ -283,6 +283,8 @@ type Bucket struct {
 	// them: "cors", "tagging"), each the document the S3 layer stored; nil if none.
 	// It is shared: do not modify it.
 	Config map[string]string
+	// Owner is the user who created the bucket; empty for the root user.
+	Owner string
 }
 
 // PartsPage is what one replica holds of a multipart upload: the upload's record and a

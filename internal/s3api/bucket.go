@@ -7,6 +7,7 @@ import (
 	"encoding/xml"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,9 +24,29 @@ type owner struct {
 	DisplayName string
 }
 
-func (h *Handler) owner(rq *request) owner {
-	sum := sha256.Sum256([]byte(rq.auth.AccessKey))
-	return owner{ID: hex.EncodeToString(sum[:]), DisplayName: rq.auth.AccessKey}
+// owner is the requester as an S3 owner.
+func (h *Handler) owner(rq *request) owner { return ownerOf(rq.who.owner()) }
+
+// bucketOwner is the owner of the request's bucket, which owns its objects (Object
+// Ownership BucketOwnerEnforced): the requester unless it is the root user (authorize let
+// no other user through).
+func (h *Handler) bucketOwner(rq *request) owner {
+	if rq.who.Root {
+		if b, err := h.store.LocalBucket(rq.bucket); err == nil {
+			return ownerOf(b.Owner)
+		}
+	}
+	return h.owner(rq)
+}
+
+// ownerOf is a user as an S3 owner ("": the root user): the canonical ID is a hash of the
+// name, stable across keys.
+func ownerOf(user string) owner {
+	if user == "" {
+		user = "root"
+	}
+	sum := sha256.Sum256([]byte("cairn-user:" + user))
+	return owner{ID: hex.EncodeToString(sum[:]), DisplayName: user}
 }
 
 func (h *Handler) listBuckets(w http.ResponseWriter, r *http.Request, rq *request) error {
@@ -50,6 +71,9 @@ func (h *Handler) listBuckets(w http.ResponseWriter, r *http.Request, rq *reques
 	bs, err := h.store.ListBuckets(r.Context())
 	if err != nil {
 		return err
+	}
+	if !rq.who.Root { // a user lists the buckets it owns; the root user every bucket
+		bs = slices.DeleteFunc(bs, func(b object.Bucket) bool { return b.Owner != rq.who.User })
 	}
 	sort.Slice(bs, func(i, j int) bool { return bs[i].Name < bs[j].Name })
 	type bucket struct {
@@ -101,7 +125,12 @@ func (h *Handler) createBucket(w http.ResponseWriter, r *http.Request, rq *reque
 		return errf(400, "IllegalLocationConstraintException",
 			"The %s location constraint is incompatible for the region specific endpoint this request was sent to (cairn's region is %s).", lc, h.cfg.Region)
 	}
-	if err := h.store.CreateBucket(r.Context(), rq.bucket); err != nil {
+	if err := h.store.CreateBucket(r.Context(), rq.bucket, rq.who.owner()); err != nil {
+		if errors.Is(errors.Exist, err) {
+			if b, herr := h.store.HeadBucket(r.Context(), rq.bucket); herr == nil && b.Owner != rq.who.owner() {
+				return errBucketAlreadyExists
+			}
+		}
 		if errors.Is(errors.Exist, err) && h.cfg.Region == "us-east-1" {
 			// S3's us-east-1 answers a create of a bucket the caller already owns with
 			// success (and changes nothing); every other region with
@@ -161,12 +190,14 @@ func (h *Handler) getBucketVersioning(w http.ResponseWriter, r *http.Request, rq
 }
 
 func (h *Handler) getACL(w http.ResponseWriter, r *http.Request, rq *request) error {
+	b, err := h.store.HeadBucket(r.Context(), rq.bucket)
+	if err != nil {
+		return err
+	}
 	if rq.key != "" {
 		if _, err := h.store.StatObject(r.Context(), rq.bucket, rq.key); err != nil {
 			return err
 		}
-	} else if _, err := h.store.HeadBucket(r.Context(), rq.bucket); err != nil {
-		return err
 	}
 	type grantee struct {
 		XMLNS       string `xml:"xmlns:xsi,attr"`
@@ -178,7 +209,7 @@ func (h *Handler) getACL(w http.ResponseWriter, r *http.Request, rq *request) er
 		Grantee    grantee
 		Permission string
 	}
-	o := h.owner(rq)
+	o := ownerOf(b.Owner) // BucketOwnerEnforced: the bucket's owner owns its objects
 	return writeXML(w, struct {
 		XMLName xml.Name `xml:"AccessControlPolicy"`
 		Xmlns   string   `xml:"xmlns,attr"`
@@ -312,7 +343,7 @@ func (h *Handler) listObjects(w http.ResponseWriter, r *http.Request, rq *reques
 		}
 		x.elemBool("IsTruncated", res.Truncated)
 	}
-	o := h.owner(rq)
+	o := h.bucketOwner(rq)
 	for _, e := range res.Objects {
 		x.open("Contents", "")
 		x.elem("Key", esc(e.Key))

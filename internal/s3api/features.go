@@ -226,7 +226,7 @@ var features = []feature{
 	{query, "metrics", "", "", errNI, "request metrics"},
 	{query, "intelligent-tiering", "", "", errNI, "intelligent tiering"},
 	{query, "id", "", "", errNI, "analytics, inventory and metrics configurations"},
-	{query, "ownershipControls", "", "", errNI, "object ownership controls"},
+	{query, "ownershipControls", "GetBucketOwnershipControls PutBucketOwnershipControls", "", errNI, "ownership controls: always BucketOwnerEnforced (ACLs disabled); DeleteBucketOwnershipControls is NotImplemented"},
 	{query, "publicAccessBlock", "", "", errNI, "public access blocks"},
 	{query, "attributes", "GetObjectAttributes", "", errNI, "GetObjectAttributes"},
 	{query, "renameObject", "", "", errNI, "RenameObject"},
@@ -268,6 +268,7 @@ var opNames = []string{
 	"CompleteMultipartUpload", "AbortMultipartUpload", "ListParts", "GetObjectAttributes",
 	"PutObjectTagging", "GetObjectTagging", "DeleteObjectTagging", "PutBucketTagging", "GetBucketTagging", "DeleteBucketTagging",
 	"PutBucketCors", "GetBucketCors", "DeleteBucketCors", "PostObject", "Preflight",
+	"GetBucketOwnershipControls", "PutBucketOwnershipControls",
 	"Unsupported", "Unknown",
 }
 

@@ -32,7 +32,8 @@ type Observer interface {
 // operations with S3 semantics. gateway.Gateway implements it over the cluster.
 type Backend interface {
 	ListBuckets(ctx context.Context) ([]object.Bucket, error)
-	CreateBucket(ctx context.Context, name string) error
+	// CreateBucket creates a bucket owned by the named user ("": the root user).
+	CreateBucket(ctx context.Context, name, owner string) error
 	// HeadBucket returns the bucket with its configurations (Bucket.Config).
 	HeadBucket(ctx context.Context, name string) (object.Bucket, error)
 	// LocalBucket is HeadBucket without asking any other node (for unauthenticated
@@ -74,6 +75,9 @@ type Config struct {
 	Store Backend
 	// Lookup returns the secret key of an access key. Required.
 	Lookup sigv4.SecretLookup
+	// Principal returns the user an access key belongs to (called after the request's
+	// signature was verified with the key). Nil: every key is the root user's.
+	Principal func(accessKey string) Principal
 	// Region is reported by GetBucketLocation (default "us-east-1"). Requests signed for any
 	// region are accepted.
 	Region string
@@ -168,6 +172,7 @@ type request struct {
 	bytesIn  int64
 	bytesOut int64
 	auth     *sigv4.Result
+	who      Principal // who signed the request
 }
 
 type countingWriter struct {
@@ -280,6 +285,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			return
 		}
 		rq.auth = auth
+		rq.who = h.principal(auth.AccessKey)
 		// After authentication: an anonymous request must not cost a bucket lookup (which
 		// may ask the Raft leader about a bucket this node does not know).
 		h.corsHeaders(w, r, rq, false)
@@ -336,9 +342,11 @@ func operation(r *http.Request, bucket, key string) string {
 				return "GetBucketTagging"
 			case has("cors"):
 				return "GetBucketCors"
+			case has("ownershipControls"):
+				return "GetBucketOwnershipControls"
 			case has("policy"), has("lifecycle"),
 				has("encryption"), has("object-lock"), has("replication"), has("website"),
-				has("notification"), has("logging"), has("ownershipControls"), has("policyStatus"),
+				has("notification"), has("logging"), has("policyStatus"),
 				has("publicAccessBlock"), has("accelerate"), has("requestPayment"):
 				return "Unsupported"
 			case q.Get("list-type") == "2":
@@ -351,6 +359,8 @@ func operation(r *http.Request, bucket, key string) string {
 				return "PutBucketTagging"
 			case has("cors"):
 				return "PutBucketCors"
+			case has("ownershipControls"):
+				return "PutBucketOwnershipControls"
 			}
 			return "CreateBucket" // other sub-resources are refused by the feature table
 		case http.MethodHead:
@@ -435,6 +445,9 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, rq *request) err
 	if len(rq.key) > 1024 {
 		return errKeyTooLong
 	}
+	if err := h.authorize(r, rq); err != nil {
+		return err
+	}
 	switch rq.op {
 	case "ListBuckets":
 		return h.listBuckets(w, r, rq)
@@ -450,6 +463,10 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, rq *request) err
 		return h.getBucketVersioning(w, r, rq)
 	case "GetBucketAcl", "GetObjectAcl":
 		return h.getACL(w, r, rq)
+	case "GetBucketOwnershipControls":
+		return h.getOwnershipControls(w, r, rq)
+	case "PutBucketOwnershipControls":
+		return h.putOwnershipControls(w, r, rq)
 	case "ListObjects":
 		return h.listObjects(w, r, rq, false)
 	case "ListObjectsV2":

@@ -84,12 +84,17 @@ func (h *Handler) postObject(w http.ResponseWriter, r *http.Request, rq *request
 	if !ok {
 		return errf(400, "InvalidArgument", "Bucket POST must contain a field named 'key'.  If it is specified, please check the order of the fields.")
 	}
-	_, err = h.verifier.VerifyPOST(sigv4.PostAuth{
+	ak, err := h.verifier.VerifyPOST(sigv4.PostAuth{
 		Policy:    f["policy"],
 		Algorithm: f["x-amz-algorithm"], Credential: f["x-amz-credential"], Date: f["x-amz-date"], Signature: f["x-amz-signature"],
 		AccessKeyID: f["awsaccesskeyid"], SignatureV2: f["signature"],
 	})
 	if err != nil {
+		return err
+	}
+	rq.auth = &sigv4.Result{AccessKey: ak}
+	rq.who = h.principal(ak)
+	if err := h.authorize(r, rq); err != nil {
 		return err
 	}
 	pol, err := parsePostPolicy(f["policy"])

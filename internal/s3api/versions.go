@@ -55,7 +55,7 @@ func (h *Handler) listObjectVersions(w http.ResponseWriter, r *http.Request, rq 
 		x.elem("EncodingType", enc)
 	}
 	x.elemBool("IsTruncated", res.Truncated)
-	o := h.owner(rq)
+	o := h.bucketOwner(rq)
 	for _, e := range res.Objects {
 		x.open("Version", "")
 		x.elem("Key", esc(e.Key))

@@ -251,6 +251,8 @@ func (a *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeJSON(w, map[string]string{"bucket": b.Name, "policy": b.Policy})
+	case path == "users":
+		writeJSON(w, Users(a.mgr.Current()))
 	case path == "replace":
 		writeJSON(w, a.replace(r.Context(), q.Get("bucket")))
 	case path == "apply" && r.Method == http.MethodPost:

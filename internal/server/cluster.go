@@ -36,13 +36,17 @@ type mapInfo struct {
 // featureLevel says which map commands this build's managers apply. A command a level
 // added is proposed only while every node the leader hears from runs a build at that
 // level or later: an older manager would refuse it (it does not know it) and build a
-// different map. Level 2 added bucket configurations (OpSetBucketConfig).
-const featureLevel = 2
+// different map. Level 2 added bucket configurations (OpSetBucketConfig); level 3 users
+// and sealed keys (the secret store).
+const featureLevel = 3
 
 // commandLevel is the feature level a map command needs.
 func commandLevel(op string) int {
-	if op == clustermap.OpSetBucketConfig {
+	switch op {
+	case clustermap.OpSetBucketConfig:
 		return 2
+	case clustermap.OpAddAccount, clustermap.OpSetAccount, clustermap.OpRemoveAccount, clustermap.OpPutKey, clustermap.OpRevokeKey, clustermap.OpSealUsers:
+		return 3
 	}
 	return 1
 }
@@ -235,9 +239,47 @@ type applyer struct {
 // leaderApply applies c on this node, the Raft leader, unless a node runs too old a build.
 func (a *applyer) leaderApply(ctx context.Context, c clustermap.Command) (*clustermap.Map, error) {
 	if err := a.levels.check(a.mgr.Current(), a.self, c); err != nil {
-		return nil, err
+		// A node that joined a moment ago (or a leader just elected) has not been
+		// probed yet: ask the unknown nodes now rather than refuse.
+		if !a.askLevels(ctx, a.mgr.Current()) {
+			return nil, err
+		}
+		if err := a.levels.check(a.mgr.Current(), a.self, c); err != nil {
+			return nil, err
+		}
 	}
 	return a.mgr.Apply(ctx, c)
+}
+
+// askLevels asks the nodes whose feature level this leader has not heard for it (at most
+// 2 s) and reports whether there were any.
+func (a *applyer) askLevels(ctx context.Context, m *clustermap.Map) bool {
+	a.levels.mu.Lock()
+	var unknown []clustermap.Node
+	for _, n := range m.Nodes {
+		if _, ok := a.levels.by[n.ID]; !ok && n.ID != a.self && n.State != clustermap.StateOut {
+			unknown = append(unknown, n)
+		}
+	}
+	a.levels.mu.Unlock()
+	if len(unknown) == 0 || a.rpc == nil {
+		return false
+	}
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, n := range unknown {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var info mapInfo
+			if err := a.rpc.DoJSON(pctx, &rpc.Request{Method: http.MethodGet, Addr: n.Addr, Path: wire.PathMapInfo}, &info); err == nil {
+				a.levels.set(n.ID, info.Level)
+			}
+		}()
+	}
+	wg.Wait()
+	return true
 }
 
 // Apply runs c on the leader (forwarding it if this node is not the leader, retrying

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/rpc"
+	"github.com/cairnfs/cairn/internal/secrets"
 	"github.com/cairnfs/cairn/internal/wire"
 )
 
@@ -26,6 +27,7 @@ type monitor struct {
 	downAfter time.Duration
 	outAfter  time.Duration
 	log       *slog.Logger
+	box       *secrets.Box
 }
 
 func (mo *monitor) run(ctx context.Context) {
@@ -51,6 +53,13 @@ func (mo *monitor) run(ctx context.Context) {
 			clear(lastSeen)
 		}
 		answered := mo.probe(ctx, m)
+		if len(m.Users) > 0 { // the probes just heard every node's level
+			if err := sealLegacyUsers(ctx, mo.apply, m, mo.box); err != nil {
+				mo.log.Warn("could not seal the access keys kept in the clear", "err", err)
+			} else if len(mo.mgr.Current().Users) == 0 {
+				mo.log.Info("sealed the access keys kept in the clear: every node runs a build with the secret store")
+			}
+		}
 		for _, n := range m.Nodes {
 			if n.State == clustermap.StateOut {
 				delete(lastSeen, n.ID)

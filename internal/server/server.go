@@ -6,12 +6,9 @@ package server
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
-	"sort"
 	"strconv"
 	"time"
 
@@ -237,41 +234,17 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// LoadCredentials returns the configured credentials, or those stored in dataDir, creating
-// and storing new random ones if there are none.
-func LoadCredentials(dataDir, access, secret string) (Credentials, bool, error) {
+// bootstrapCredentials returns the root user's first key for a new cluster: the
+// configured pair, or a new random one (printed at start; in the map only sealed).
+func bootstrapCredentials(access, secret string) (Credentials, error) {
 	if access != "" && secret != "" {
-		return Credentials{AccessKey: access, SecretKey: secret}, false, nil
+		return Credentials{AccessKey: access, SecretKey: secret}, nil
 	}
 	if access != "" || secret != "" {
-		return Credentials{}, false, errors.E(errors.Invalid, "set both CAIRN_ACCESS_KEY and CAIRN_SECRET_KEY, or neither")
+		return Credentials{}, errors.E(errors.Invalid, "set both CAIRN_ACCESS_KEY and CAIRN_SECRET_KEY, or neither")
 	}
-	path := filepath.Join(dataDir, "credentials.json")
-	data, err := os.ReadFile(path)
-	if err == nil {
-		var c Credentials
-		if err := json.Unmarshal(data, &c); err != nil || c.AccessKey == "" || c.SecretKey == "" {
-			return Credentials{}, false, errors.Errorf("", errors.Corrupt, "%s is malformed; delete it to generate new credentials", path)
-		}
-		return c, false, nil
-	}
-	if !os.IsNotExist(err) {
-		return Credentials{}, false, errors.E(errors.IO, err)
-	}
-	c := Credentials{AccessKey: "CAIRN" + randString(15, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"),
-		SecretKey: randString(40, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")}
-	data, _ = json.MarshalIndent(c, "", "  ")
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return Credentials{}, false, errors.E(errors.IO, err)
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
-		return Credentials{}, false, errors.E(errors.IO, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return Credentials{}, false, errors.E(errors.IO, err)
-	}
-	return c, true, nil
+	return Credentials{AccessKey: "CAIRN" + randString(15, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"),
+		SecretKey: randString(40, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")}, nil
 }
 
 func randString(n int, alphabet string) string {
@@ -363,19 +336,6 @@ func rejoinIfCutOff(ctx context.Context, mgr *clustermap.Manager, c *rpc.Client,
 	if last != nil {
 		log.Warn("this node hears no leader and could not join again through a known peer", "err", last)
 	}
-}
-
-func firstUser(m *clustermap.Map) Credentials {
-	keys := make([]string, 0, len(m.Users))
-	for k := range m.Users {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	if len(keys) == 0 {
-		return Credentials{}
-	}
-	u := m.Users[keys[0]]
-	return Credentials{AccessKey: u.AccessKey, SecretKey: u.SecretKey}
 }
 
 // standardClass is STANDARD for n replicas: LeoFS's defaults, W and D a majority, R 1.
