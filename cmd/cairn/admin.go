@@ -57,6 +57,9 @@ Commands:
   user disable|enable NAME
                          refuse (or accept again) every key of a user, on every node within seconds
   user remove NAME       remove a user and its keys (refused while it owns buckets)
+  user grant NAME BUCKET[/PREFIX] read|write|readwrite|owner|none
+                         let a user read (get, list) or write (put, delete) the keys of another's
+                         bucket that start with PREFIX, or own the whole bucket; none removes it
   key create USER        a new access key for a user: made and sealed here, its secret printed
                          once and never shown again
   key list [USER]        the access keys (of a user)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -87,7 +88,7 @@ func printKey(w io.Writer, k clustermap.Key, secret string, asJSON bool) error {
 	return nil
 }
 
-const userUsage = "admin: usage: cairn admin user add NAME [--no-key] | list | info NAME | disable NAME | enable NAME | remove NAME"
+const userUsage = "admin: usage: cairn admin user add NAME [--no-key] | list | info NAME | disable NAME | enable NAME | remove NAME | grant NAME BUCKET[/PREFIX] read|write|readwrite|owner|none"
 
 func (c *adminClient) userCmd(stdout io.Writer, box *secrets.Box, args []string, asJSON bool) error {
 	if len(args) == 0 {
@@ -117,6 +118,9 @@ func (c *adminClient) userCmd(stdout io.Writer, box *secrets.Box, args []string,
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", u.Name, state, len(u.Keys), len(u.Buckets), created(u.Created))
 		}
 		return tw.Flush()
+	}
+	if args[0] == "grant" {
+		return c.grantCmd(stdout, args[1:])
 	}
 	noKey := false
 	var rest []string
@@ -169,6 +173,12 @@ func (c *adminClient) userCmd(stdout io.Writer, box *secrets.Box, args []string,
 			fmt.Fprintf(stdout, "  %s  created %s%s\n", k.AccessKey, created(k.Created), map[bool]string{true: " (in the clear until every node is upgraded)"}[k.Legacy])
 		}
 		fmt.Fprintf(stdout, "buckets (%d): %s\n", len(u.Buckets), strings.Join(u.Buckets, " "))
+		if len(u.Grants) > 0 {
+			fmt.Fprintf(stdout, "grants (%d):\n", len(u.Grants))
+			for _, g := range u.Grants {
+				fmt.Fprintf(stdout, "  %s/%s  %s\n", g.Bucket, g.Prefix, grantWords(g))
+			}
+		}
 		return nil
 	case "disable", "enable":
 		ep, err := c.apply(clustermap.Command{Op: clustermap.OpSetAccount, Account: &clustermap.Account{Name: name, Disabled: args[0] == "disable"}})
@@ -267,4 +277,51 @@ func created(ns int64) string {
 		return "-"
 	}
 	return time.Unix(0, ns).UTC().Format(time.RFC3339)
+}
+
+// grantWords is a grant as cairn admin user grant takes it.
+func grantWords(g clustermap.Grant) string {
+	switch {
+	case g.Owner:
+		return "owner"
+	case g.Read && g.Write:
+		return "readwrite"
+	case g.Read:
+		return "read"
+	case g.Write:
+		return "write"
+	}
+	return "none"
+}
+
+// grantCmd sets a user's grant on a bucket or a prefix of it.
+func (c *adminClient) grantCmd(stdout io.Writer, args []string) error {
+	if len(args) != 3 {
+		return fmt.Errorf("%s", userUsage)
+	}
+	bucket, prefix, _ := strings.Cut(args[1], "/")
+	g := clustermap.Grant{Bucket: bucket, Prefix: prefix}
+	switch args[2] {
+	case "read":
+		g.Read = true
+	case "write":
+		g.Write = true
+	case "readwrite":
+		g.Read, g.Write = true, true
+	case "owner":
+		g.Owner = true
+	case "none":
+	default:
+		return fmt.Errorf("admin: user grant: %q: want read, write, readwrite, owner or none", args[2])
+	}
+	ep, err := c.apply(clustermap.Command{Op: clustermap.OpSetGrant, Name: args[0], Grant: &g})
+	if err != nil {
+		return err
+	}
+	where := bucket
+	if prefix != "" {
+		where += "/" + prefix + "* (keys starting " + strconv.Quote(prefix) + ")"
+	}
+	fmt.Fprintf(stdout, "user %s: %s on %s (map epoch %d)\n", args[0], args[2], where, ep)
+	return nil
 }

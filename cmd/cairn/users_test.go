@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/cairnfs/cairn/internal/testutil/proctest"
 )
@@ -50,7 +51,8 @@ func s3Code(err error) string {
 
 // TestUsersAndKeys: users made with cairn admin through one node sign requests on every
 // node; each user lists only its buckets and is refused another's (reads, writes,
-// listings, copies from it, and creating it); a revoked key is refused by every node
+// listings, copies from it, and creating it) beyond its grants (a prefix to read and
+// write, a bucket to own); a revoked key is refused by every node
 // within seconds, presigned URLs made with it too; a disabled user's keys are refused
 // until it is enabled again; a user that owns buckets cannot be removed; no node stores
 // a user's secret in the clear.
@@ -159,6 +161,76 @@ func TestUsersAndKeys(t *testing.T) {
 			t.Errorf("%s: %s, want %s", tcase.name, got, tcase.want)
 		}
 	}
+
+	// Grants: dave may read and write root-b's keys under logs/, and own bob-b.
+	dave := newUser("dave")
+	dc := tc.userClient(1, dave.AccessKey, dave.SecretKey)
+	admin("user", "grant", "dave", "root-b/logs/", "readwrite")
+	admin("user", "grant", "dave", "bob-b", "owner")
+	if _, err := tc.procs[0].client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("root-b"), Key: aws.String("other/x"), Body: strings.NewReader("root's")}); err != nil {
+		t.Fatal(err)
+	}
+	proctest.WaitFor(t, 10*time.Second, func() error {
+		_, err := dc.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("root-b"), Key: aws.String("logs/a"), Body: strings.NewReader("dave's")})
+		return err
+	})
+	for _, tcase := range []struct {
+		name string
+		call func() error
+		want string
+	}{
+		{"get under the prefix", func() error {
+			_, err := dc.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("root-b"), Key: aws.String("logs/a")})
+			return err
+		}, "ok"},
+		{"list the prefix", func() error {
+			_, err := dc.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("root-b"), Prefix: aws.String("logs/")})
+			return err
+		}, "ok"},
+		{"list the bucket", func() error {
+			_, err := dc.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("root-b")})
+			return err
+		}, "AccessDenied"},
+		{"get beside the prefix", func() error {
+			_, err := dc.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("root-b"), Key: aws.String("other/x")})
+			return err
+		}, "AccessDenied"},
+		{"put beside the prefix", func() error {
+			_, err := dc.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("root-b"), Key: aws.String("other/y"), Body: strings.NewReader("no")})
+			return err
+		}, "AccessDenied"},
+		{"copy out of the prefix", func() error {
+			_, err := dc.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String("root-b"), Key: aws.String("logs/copy"), CopySource: aws.String("root-b/other/x")})
+			return err
+		}, "AccessDenied"},
+		{"bucket configuration", func() error {
+			_, err := dc.DeleteBucketCors(ctx, &s3.DeleteBucketCorsInput{Bucket: aws.String("root-b")})
+			return err
+		}, "AccessDenied"},
+		{"owner grant", func() error {
+			_, err := dc.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bob-b"), Key: aws.String("anything"), Body: strings.NewReader("dave's")})
+			return err
+		}, "ok"},
+	} {
+		if got := s3Code(tcase.call()); got != tcase.want {
+			t.Errorf("grant: %s: %s, want %s", tcase.name, got, tcase.want)
+		}
+	}
+	del, err := dc.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: aws.String("root-b"), Delete: &types.Delete{Objects: []types.ObjectIdentifier{{Key: aws.String("logs/a")}, {Key: aws.String("other/x")}}}})
+	if err != nil || len(del.Deleted) != 1 || *del.Deleted[0].Key != "logs/a" || len(del.Errors) != 1 || *del.Errors[0].Code != "AccessDenied" {
+		t.Fatalf("DeleteObjects across the prefix: %+v %v", del, err)
+	}
+	if _, err := tc.procs[0].client().HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("root-b"), Key: aws.String("other/x")}); err != nil {
+		t.Fatalf("the object beside the prefix: %v", err)
+	}
+	admin("user", "grant", "dave", "root-b/logs/", "none")
+	proctest.WaitFor(t, 10*time.Second, func() error {
+		_, err := dc.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("root-b"), Key: aws.String("logs/copy")})
+		if s3Code(err) != "Forbidden" && s3Code(err) != "AccessDenied" {
+			return fmt.Errorf("after the grant was removed: %v", err)
+		}
+		return nil
+	})
 
 	if out, err := tc.admin(0, "user", "remove", "alice"); err == nil || !strings.Contains(out, "alice-b") {
 		t.Fatalf("removing a user that owns a bucket: %v\n%s", err, out)

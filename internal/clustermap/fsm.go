@@ -32,6 +32,7 @@ type Command struct {
 	// Account and Keys are the user and the keys of the user and key commands.
 	Account *Account `json:"account,omitempty"`
 	Keys    []Key    `json:"keys,omitempty"`
+	Grant   *Grant   `json:"grant,omitempty"`
 }
 
 // The command operations.
@@ -46,7 +47,7 @@ type Command struct {
 //   - OpSetState (NodeID, State): NotExist if unknown node, Invalid if unknown state.
 //   - OpRemoveNode (NodeID): NotExist if unknown.
 //   - OpCreateBucket (Bucket): Exist if present; NotExist if Bucket.Owner names no user.
-//   - OpDeleteBucket (Name): NotExist if absent.
+//   - OpDeleteBucket (Name): NotExist if absent. Every user's grants on it go with it.
 //   - OpPutUser (User): creates or replaces a user.
 //   - OpPutClass (Class): creates or replaces a class; requires N >= 1 and
 //     1 <= W, R, D <= N.
@@ -200,6 +201,16 @@ func applyCommand(m *Map, c Command) (*Map, error) {
 			return nil, errors.Errorf(opFSM, errors.NotExist, "bucket %q does not exist", name)
 		}
 		delete(nm.Buckets, name)
+		// A bucket made later under the name is another bucket: no grant carries over.
+		for _, a := range nm.Accounts {
+			if gs := slices.DeleteFunc(slices.Clone(a.Grants), func(g Grant) bool { return g.Bucket == name }); len(gs) != len(a.Grants) {
+				if len(gs) == 0 {
+					gs = nil
+				}
+				a.Grants = gs
+				nm.Accounts[a.Name] = a
+			}
+		}
 	case OpPutUser:
 		if c.User == nil || c.User.AccessKey == "" {
 			return nil, errors.E(opFSM, errors.Invalid, "put_user: missing access key")
@@ -276,7 +287,7 @@ func applyCommand(m *Map, c Command) (*Map, error) {
 		}
 		b.Config = cfg
 		nm.Buckets[c.Name] = b
-	case OpAddAccount, OpSetAccount, OpRemoveAccount, OpPutKey, OpRevokeKey, OpSealUsers:
+	case OpAddAccount, OpSetAccount, OpRemoveAccount, OpPutKey, OpRevokeKey, OpSealUsers, OpSetGrant:
 		if err := applyUserCommand(nm, c); err != nil {
 			return nil, err
 		}

@@ -18,7 +18,25 @@ type Account struct {
 	// legacy Users): it may use every bucket, whoever owns it, and cannot be disabled or
 	// removed.
 	Root bool `json:"root,omitempty"`
+	// Grants give the user access to buckets it does not own (sorted by bucket, then
+	// prefix; one per pair).
+	Grants []Grant `json:"grants,omitempty"`
 }
+
+// Grant gives a user access to the objects of a bucket whose keys start with Prefix (all
+// of them if it is empty): Read (get, head, list under the prefix), Write (put, copy to,
+// multipart uploads, delete, tag), or Owner (everything the bucket's owner may do, bucket
+// configuration and deletion included; only with an empty Prefix).
+type Grant struct {
+	Bucket string `json:"bucket"`
+	Prefix string `json:"prefix,omitempty"`
+	Read   bool   `json:"read,omitempty"`
+	Write  bool   `json:"write,omitempty"`
+	Owner  bool   `json:"owner,omitempty"`
+}
+
+// None reports whether g grants nothing.
+func (g Grant) None() bool { return !g.Read && !g.Write && !g.Owner }
 
 // Key is an S3 access key of an account. Secret is sealed by package secrets under a key
 // derived from the cluster secret: the map, the Raft log and the snapshots never hold a
@@ -45,6 +63,11 @@ const RootAccount = "root"
 //     taken (by a key or a legacy user); Invalid without a sealed secret or for an access
 //     key outside [A-Za-z0-9_.-]{3,128}.
 //   - OpRevokeKey (Name: the access key): removes a key. NotExist if absent.
+//   - OpSetGrant (Name, Grant): sets user Name's grant on (Grant.Bucket, Grant.Prefix),
+//     replacing the one it had there; a grant of nothing removes it. NotExist for an
+//     unknown user or bucket (a grant on a name nobody holds would pass to whoever creates
+//     it; deleting a bucket removes the grants on it); Invalid without a bucket, for a
+//     prefix over 1024 bytes, or for Owner with a prefix.
 //   - OpSealUsers (Keys): moves legacy users to sealed keys of the root user, which it
 //     creates if it is missing: each key replaces the legacy user with its access key
 //     (Precondition if there is none).
@@ -55,6 +78,7 @@ const (
 	OpPutKey        = "put_key"
 	OpRevokeKey     = "revoke_key"
 	OpSealUsers     = "seal_users"
+	OpSetGrant      = "set_grant"
 )
 
 // sealedPrefix starts every secret sealed by package secrets (which this package does not
@@ -164,6 +188,36 @@ func applyUserCommand(nm *Map, c Command) error {
 			return errors.Errorf(opFSM, errors.Exist, "access key %s already exists", k.AccessKey)
 		}
 		nm.Keys[k.AccessKey] = k
+	case OpSetGrant:
+		g := c.Grant
+		a, ok := nm.Accounts[c.Name]
+		switch {
+		case g == nil || g.Bucket == "" || len(g.Prefix) > 1024:
+			return errors.E(opFSM, errors.Invalid, "set_grant: a grant names a bucket (and a prefix of at most 1024 bytes)")
+		case g.Owner && g.Prefix != "":
+			return errors.E(opFSM, errors.Invalid, "set_grant: owner access is to a whole bucket, not a prefix")
+		case !ok:
+			return errors.Errorf(opFSM, errors.NotExist, "no user %q", c.Name)
+		}
+		if _, ok := nm.Buckets[g.Bucket]; !ok && !g.None() {
+			// A grant on a name nobody holds would pass to whoever creates it.
+			return errors.Errorf(opFSM, errors.NotExist, "set_grant: bucket %q does not exist", g.Bucket)
+		}
+		gs := slices.DeleteFunc(slices.Clone(a.Grants), func(x Grant) bool { return x.Bucket == g.Bucket && x.Prefix == g.Prefix })
+		if !g.None() {
+			gs = append(gs, *g)
+			slices.SortFunc(gs, func(x, y Grant) int {
+				if x.Bucket != y.Bucket {
+					return strings.Compare(x.Bucket, y.Bucket)
+				}
+				return strings.Compare(x.Prefix, y.Prefix)
+			})
+		}
+		if len(gs) == 0 {
+			gs = nil
+		}
+		a.Grants = gs
+		nm.Accounts[a.Name] = a
 	case OpRevokeKey:
 		if _, ok := nm.Keys[c.Name]; !ok {
 			return errors.Errorf(opFSM, errors.NotExist, "no key %q", c.Name)

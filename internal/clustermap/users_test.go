@@ -164,3 +164,52 @@ func TestCompactForgetsSecrets(t *testing.T) {
 	})
 	c.apply(Command{Op: OpCreateBucket, Bucket: &Bucket{Name: "after"}})
 }
+
+func TestGrants(t *testing.T) {
+	m := initialized(t)
+	apply := func(c Command) error {
+		nm, err := applyCommand(m, c)
+		if err == nil {
+			m = nm
+		}
+		return err
+	}
+	must := func(c Command) {
+		t.Helper()
+		if err := apply(c); err != nil {
+			t.Fatalf("%s: %v", c.Op, err)
+		}
+	}
+	must(Command{Op: OpAddAccount, Account: &Account{Name: "alice"}})
+	must(Command{Op: OpCreateBucket, Bucket: &Bucket{Name: "b"}})
+	for _, tc := range []struct {
+		name  string
+		user  string
+		grant *Grant
+		kind  errors.Kind
+	}{
+		{"no bucket", "alice", &Grant{Prefix: "x", Read: true}, errors.Invalid},
+		{"owner of a prefix", "alice", &Grant{Bucket: "b", Prefix: "x/", Owner: true}, errors.Invalid},
+		{"unknown user", "bob", &Grant{Bucket: "b", Read: true}, errors.NotExist},
+		{"unknown bucket", "alice", &Grant{Bucket: "later", Read: true}, errors.NotExist},
+		{"long prefix", "alice", &Grant{Bucket: "b", Prefix: strings.Repeat("p", 1025), Read: true}, errors.Invalid},
+	} {
+		if err := apply(Command{Op: OpSetGrant, Name: tc.user, Grant: tc.grant}); !errors.Is(tc.kind, err) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.kind)
+		}
+	}
+	must(Command{Op: OpSetGrant, Name: "alice", Grant: &Grant{Bucket: "b", Prefix: "logs/", Write: true}})
+	must(Command{Op: OpSetGrant, Name: "alice", Grant: &Grant{Bucket: "b", Prefix: "", Read: true}})
+	must(Command{Op: OpSetGrant, Name: "alice", Grant: &Grant{Bucket: "b", Prefix: "logs/", Read: true, Write: true}}) // replaces
+	if got := m.Accounts["alice"].Grants; len(got) != 2 || got[0].Prefix != "" || !got[1].Read || !got[1].Write {
+		t.Fatalf("grants %+v", got)
+	}
+	must(Command{Op: OpSetGrant, Name: "alice", Grant: &Grant{Bucket: "b", Prefix: ""}}) // nothing: removed
+	if got := m.Accounts["alice"].Grants; len(got) != 1 || got[0].Prefix != "logs/" {
+		t.Fatalf("grants after a removal %+v", got)
+	}
+	must(Command{Op: OpDeleteBucket, Name: "b"})
+	if got := m.Accounts["alice"].Grants; got != nil {
+		t.Fatalf("grants outlive their bucket: %+v", got)
+	}
+}

@@ -411,6 +411,8 @@ func (h *Handler) deleteObjects(w http.ResponseWriter, r *http.Request, rq *requ
 			err = errf(400, "InvalidArgument", "Key must not be empty")
 		} else if o.VersionID != "" && o.VersionID != nullVersion {
 			err = errf(501, "NotImplemented", "Objects are not versioned: only VersionId null can be deleted.")
+		} else if !rq.full && !rq.who.may(rq.bucket, o.Key, needWrite) {
+			err = errAccessDenied
 		} else {
 			err = h.store.DeleteObject(r.Context(), rq.bucket, o.Key)
 		}

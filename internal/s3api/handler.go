@@ -173,6 +173,7 @@ type request struct {
 	bytesOut int64
 	auth     *sigv4.Result
 	who      Principal // who signed the request
+	full     bool      // who may do everything in the request's bucket (authorize)
 }
 
 type countingWriter struct {

@@ -94,9 +94,6 @@ func (h *Handler) postObject(w http.ResponseWriter, r *http.Request, rq *request
 	}
 	rq.auth = &sigv4.Result{AccessKey: ak}
 	rq.who = h.principal(ak)
-	if err := h.authorize(r, rq); err != nil {
-		return err
-	}
 	pol, err := parsePostPolicy(f["policy"])
 	if err != nil {
 		return err
@@ -115,6 +112,9 @@ func (h *Handler) postObject(w http.ResponseWriter, r *http.Request, rq *request
 		return errf(400, "InvalidArgument", "User key must have a length greater than 0.")
 	case len(key) > 1024:
 		return errKeyTooLong
+	}
+	if err := h.authorize(r, rq); err != nil { // for the key the object gets
+		return err
 	}
 	hd, err := postHeaders(f)
 	if err != nil {

@@ -45,7 +45,7 @@ func commandLevel(op string) int {
 	switch op {
 	case clustermap.OpSetBucketConfig:
 		return 2
-	case clustermap.OpAddAccount, clustermap.OpSetAccount, clustermap.OpRemoveAccount, clustermap.OpPutKey, clustermap.OpRevokeKey, clustermap.OpSealUsers:
+	case clustermap.OpAddAccount, clustermap.OpSetAccount, clustermap.OpRemoveAccount, clustermap.OpPutKey, clustermap.OpRevokeKey, clustermap.OpSealUsers, clustermap.OpSetGrant:
 		return 3
 	}
 	return 1

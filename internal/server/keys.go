@@ -295,5 +295,9 @@ func (k *keyring) Principal(id string) s3api.Principal {
 	if !ok {
 		return s3api.Principal{User: "\x00revoked"}
 	}
-	return s3api.Principal{User: c.Account.Name, Root: c.Account.Root}
+	p := s3api.Principal{User: c.Account.Name, Root: c.Account.Root}
+	for _, g := range c.Account.Grants {
+		p.Grants = append(p.Grants, s3api.Grant{Bucket: g.Bucket, Prefix: g.Prefix, Read: g.Read, Write: g.Write, Owner: g.Owner})
+	}
+	return p
 }
