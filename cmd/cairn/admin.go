@@ -29,7 +29,8 @@ const adminUsage = `Usage: cairn admin [--admin ADDR] [--json] COMMAND [ARGS]
 (the flags of cairn admin may also come after the command: cairn admin status --json)
 
 Commands:
-  status                 map epoch, managers and leader, nodes (state, zone, capacity, used, partitions), warnings
+  status                 map epoch, managers and leader, nodes (state, zone, capacity, used, partitions),
+                         buckets (objects, bytes), recovery in progress, warnings
   nodes                  the nodes of the cluster map
   placement BUCKET KEY   the nodes that hold an object, and each replica's version
   drain NODE             move every partition off a node (its copies go to the others, then it
@@ -399,6 +400,25 @@ func printStatus(w io.Writer, st *server.Status) {
 	}
 	fmt.Fprintf(w, "managers: %s\n\n", strings.Join(ms, ", "))
 	printNodes(w, st)
+	if len(st.BucketUsage) > 0 {
+		fmt.Fprintln(w)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "BUCKET\tOBJECTS\tBYTES")
+		for _, b := range st.BucketUsage {
+			fmt.Fprintf(tw, "%s\t%d\t%s\n", b.Name, b.Objects, human(b.Bytes))
+		}
+		tw.Flush()
+		if st.UsagePartial {
+			fmt.Fprintln(w, "(objects and bytes lack the copies of a storage node that did not answer)")
+		}
+	}
+	if r := st.Recovery; r.ObjectsToDo > 0 {
+		eta := "unknown"
+		if r.ETASeconds >= 0 {
+			eta = (time.Duration(r.ETASeconds) * time.Second).String()
+		}
+		fmt.Fprintf(w, "recovery: %d/%d objects, %s/%s, ETA %s\n", r.ObjectsDone, r.ObjectsToDo, human(r.BytesDone), human(r.BytesToDo), eta)
+	}
 	for _, note := range st.Notes {
 		fmt.Fprintf(w, "note: %s\n", note)
 	}

@@ -260,6 +260,7 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "  S3 endpoint: %s://%s\n", scheme, r.S3Addr)
 		if r.AdminAddr != "" {
 			fmt.Fprintf(stdout, "  metrics:     %s://%s/metrics   health: %s://%s/health\n", scheme, r.AdminAddr, scheme, r.AdminAddr)
+			fmt.Fprintf(stdout, "  console:     %s://%s/console/ (password: the cluster secret)\n", scheme, r.AdminAddr)
 		}
 		fmt.Fprintf(stdout, "  data:        %s\n", cfg.DataDir)
 		fmt.Fprintf(stdout, "  node:        %s at %s\n", r.NodeID, r.NodeAddr)

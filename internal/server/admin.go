@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -40,6 +41,15 @@ type NodeStats struct {
 	// DamagedReads counts the reads that failed on them.
 	Damaged      []string `json:"damaged,omitempty"`
 	DamagedReads int64    `json:"damaged_reads,omitempty"`
+	// Buckets is this node's store's usage per bucket: its current records, each replica
+	// counted by the node that holds it (store.Usage; null without the storage role,
+	// absent from a build from before it).
+	Buckets map[string]store.Usage `json:"buckets"`
+	// UsageIncomplete says Buckets leaves out records the count at start could not read
+	// (a damaged index).
+	UsageIncomplete bool `json:"usage_incomplete,omitempty"`
+	// Scrub is this node's deep scrub (absent without the storage role).
+	Scrub *repair.ScrubStatus `json:"scrub,omitempty"`
 }
 
 // NodeRecovery is one node's line of `cairn admin recovery`.
@@ -66,6 +76,7 @@ func nodeStats(id string, st *store.Store, h *hints.Queue, mgr *clustermap.Manag
 		s := st.Stats()
 		ns.UsedBytes, ns.FreeBytes, ns.GarbageBytes, ns.IndexBytes = s.LiveBytes+s.IndexBytes, s.FreeBytes, s.GarbageBytes, s.IndexBytes
 		ns.Damaged, ns.DamagedReads = st.Damaged()
+		ns.Buckets, ns.UsageIncomplete = st.Usage(), !st.UsageComplete()
 	}
 	return ns
 }
@@ -97,25 +108,89 @@ type Status struct {
 	Warnings   []string            `json:"warnings,omitempty"`
 	// Notes say how the cluster runs when that is expected but may surprise: fewer
 	// storage nodes than a class's copies, say.
-	Notes    []string             `json:"notes,omitempty"`
-	Buckets  int                  `json:"buckets"`
+	Notes   []string `json:"notes,omitempty"`
+	Buckets int      `json:"buckets"`
+	// BucketUsage is every bucket with its objects and bytes (see BucketStatus), by name.
+	BucketUsage []BucketStatus `json:"bucket_usage"`
+	// UsagePartial says some storage node did not report its usage (not answering, an
+	// older build, or a damaged index it could not count all of): the buckets' figures
+	// lack its copies.
+	UsagePartial bool `json:"usage_partial,omitempty"`
+	// Recovery sums the nodes' recovery (and rebalance) in progress, as
+	// /admin/v1/recovery does, from the figures in their stats.
+	Recovery RecoveryTotals       `json:"recovery"`
 	Map      *clustermap.Map      `json:"-"`
 	Answered map[string]NodeStats `json:"-"`
 }
 
+// BucketStatus is one bucket in Status, with its usage: Objects and Bytes count each
+// object once. Every storage node counts the current records it holds (store.Usage, kept
+// up to date by each write and delete, not by scans); an object's record is on the
+// STANDARD class's holders whatever its class, so the sum over the storage nodes divided
+// by the N of STANDARD in force (Effective.N) is the object count. It is exact when every
+// copy is in place; while copies are missing (writes queued for a node, a recovery in
+// progress) it is lower, while a drain or a rebalance hands copies off it is higher, and a
+// storage node that does not answer leaves its copies out (UsagePartial).
+type BucketStatus struct {
+	Name    string `json:"name"`
+	Created int64  `json:"created_unix_nano,omitempty"`
+	Policy  string `json:"policy,omitempty"` // the bucket's placement rules (cairn admin policy show)
+	Objects int64  `json:"objects"`
+	Bytes   int64  `json:"bytes"`
+	// Records and RecordBytes are the sums over the storage nodes that answered: every
+	// copy of a record counted.
+	Records     int64 `json:"records"`
+	RecordBytes int64 `json:"record_bytes"`
+}
+
+// RecoveryTotals is the sum of the storage nodes' recovery rounds in progress, with the
+// rate observed and the time left (-1: unknown).
+type RecoveryTotals struct {
+	ObjectsToDo int64   `json:"objects_to_move"`
+	BytesToDo   int64   `json:"bytes_to_move"`
+	ObjectsDone int64   `json:"objects_done"`
+	BytesDone   int64   `json:"bytes_done"`
+	RateBytes   float64 `json:"rate_bytes_per_sec"`
+	ETASeconds  float64 `json:"eta_seconds"`
+}
+
+// sumRecovery adds up the rounds in progress among ps.
+func sumRecovery(ps []repair.SyncProgress, now time.Time) RecoveryTotals {
+	out := RecoveryTotals{ETASeconds: -1}
+	var elapsed float64
+	for _, p := range ps {
+		if !p.Running {
+			continue
+		}
+		out.ObjectsToDo += p.ObjectsToDo
+		out.BytesToDo += p.BytesToDo
+		out.ObjectsDone += p.ObjectsDone
+		out.BytesDone += p.BytesDone
+		elapsed = max(elapsed, now.Sub(p.Started).Seconds())
+	}
+	if elapsed > 0 && out.BytesDone > 0 {
+		out.RateBytes = float64(out.BytesDone) / elapsed
+		out.ETASeconds = float64(out.BytesToDo-out.BytesDone) / out.RateBytes
+	} else if out.ObjectsToDo == 0 {
+		out.ETASeconds = 0
+	}
+	return out
+}
+
 // NodeStatus is one node in Status.
 type NodeStatus struct {
-	ID         string               `json:"id"`
-	Addr       string               `json:"addr"`
-	S3Addr     string               `json:"s3_addr"`
-	AdminAddr  string               `json:"admin_addr"`
-	Zone       string               `json:"zone"`
-	State      clustermap.NodeState `json:"state"`
-	Roles      []string             `json:"roles"`
-	Capacity   int64                `json:"capacity"`
-	Partitions int                  `json:"partitions"`
-	Stats      *NodeStats           `json:"stats,omitempty"`
-	Error      string               `json:"error,omitempty"`
+	ID          string               `json:"id"`
+	Addr        string               `json:"addr"`
+	S3Addr      string               `json:"s3_addr"`
+	AdminAddr   string               `json:"admin_addr"`
+	Zone        string               `json:"zone"`
+	DeviceClass string               `json:"device_class,omitempty"`
+	State       clustermap.NodeState `json:"state"`
+	Roles       []string             `json:"roles"`
+	Capacity    int64                `json:"capacity"`
+	Partitions  int                  `json:"partitions"`
+	Stats       *NodeStats           `json:"stats,omitempty"`
+	Error       string               `json:"error,omitempty"`
 }
 
 func (a *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -327,23 +402,12 @@ func (a *adminHandler) recovery(ctx context.Context, method, rate string) (*Reco
 		}
 		return a.rpc.DoJSON(ctx, req, &out.Nodes[i].SyncProgress)
 	}, func(i int, err string) { out.Nodes[i].Error = err })
-	var elapsed float64
-	for _, n := range out.Nodes {
-		if !n.Running {
-			continue
-		}
-		out.ObjectsToDo += n.ObjectsToDo
-		out.BytesToDo += n.BytesToDo
-		out.ObjectsDone += n.ObjectsDone
-		out.BytesDone += n.BytesDone
-		elapsed = max(elapsed, time.Since(n.Started).Seconds())
+	ps := make([]repair.SyncProgress, len(out.Nodes))
+	for i, n := range out.Nodes {
+		ps[i] = n.SyncProgress
 	}
-	if elapsed > 0 && out.BytesDone > 0 {
-		out.RateBytes = float64(out.BytesDone) / elapsed
-		out.ETASeconds = float64(out.BytesToDo-out.BytesDone) / out.RateBytes
-	} else if out.ObjectsToDo == 0 {
-		out.ETASeconds = 0
-	}
+	t := sumRecovery(ps, time.Now())
+	out.ObjectsToDo, out.BytesToDo, out.ObjectsDone, out.BytesDone, out.RateBytes, out.ETASeconds = t.ObjectsToDo, t.BytesToDo, t.ObjectsDone, t.BytesDone, t.RateBytes, t.ETASeconds
 	return out, nil
 }
 
@@ -405,7 +469,7 @@ func (a *adminHandler) status(ctx context.Context) *Status {
 	var wg sync.WaitGroup
 	st.Nodes = make([]NodeStatus, len(m.Nodes))
 	for i, n := range m.Nodes {
-		st.Nodes[i] = NodeStatus{ID: n.ID, Addr: n.Addr, S3Addr: n.S3Addr, AdminAddr: n.AdminAddr, Zone: n.Zone, State: n.State,
+		st.Nodes[i] = NodeStatus{ID: n.ID, Addr: n.Addr, S3Addr: n.S3Addr, AdminAddr: n.AdminAddr, Zone: n.Zone, DeviceClass: n.DeviceClass, State: n.State,
 			Roles: n.Roles, Capacity: n.Capacity, Partitions: counts[n.ID]}
 		if n.State == clustermap.StateOut {
 			continue
@@ -425,6 +489,7 @@ func (a *adminHandler) status(ctx context.Context) *Status {
 		}()
 	}
 	wg.Wait()
+	st.usage(m)
 	storage := len(m.StorageNodes())
 	if st.Class.N > storage {
 		// Not a warning: there is no node that could hold the missing copies. Each object
@@ -446,6 +511,46 @@ func (a *adminHandler) status(ctx context.Context) *Status {
 	}
 	sort.Strings(st.Warnings)
 	return st
+}
+
+// usage fills in the buckets' usage and the recovery totals from the nodes' stats.
+func (st *Status) usage(m *clustermap.Map) {
+	byName := map[string]*BucketStatus{}
+	for _, b := range m.Buckets {
+		st.BucketUsage = append(st.BucketUsage, BucketStatus{Name: b.Name, Created: b.Created, Policy: b.Policy})
+	}
+	sort.Slice(st.BucketUsage, func(i, j int) bool { return st.BucketUsage[i].Name < st.BucketUsage[j].Name })
+	for i := range st.BucketUsage {
+		byName[st.BucketUsage[i].Name] = &st.BucketUsage[i]
+	}
+	var rec []repair.SyncProgress
+	for _, n := range st.Nodes {
+		if !slices.Contains(n.Roles, clustermap.RoleStorage) || n.State == clustermap.StateOut {
+			continue
+		}
+		if n.Stats == nil || n.Stats.Buckets == nil || n.Stats.UsageIncomplete { // not answering, a build without usage figures, a damaged index
+			st.UsagePartial = true
+		}
+		if n.Stats == nil {
+			continue
+		}
+		if n.Stats.Recovery != nil {
+			rec = append(rec, *n.Stats.Recovery)
+		}
+		for name, u := range n.Stats.Buckets {
+			if b := byName[name]; b != nil {
+				b.Records += u.Objects
+				b.RecordBytes += u.Bytes
+			}
+		}
+	}
+	copies := int64(max(st.Effective.N, 1))
+	for i := range st.BucketUsage {
+		b := &st.BucketUsage[i]
+		b.Objects = (b.Records + copies/2) / copies
+		b.Bytes = (b.RecordBytes + copies/2) / copies
+	}
+	st.Recovery = sumRecovery(rec, time.Now())
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -9,12 +9,14 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/cairnfs/cairn/internal/clustermap"
+	"github.com/cairnfs/cairn/internal/console"
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/gateway"
 	"github.com/cairnfs/cairn/internal/hints"
@@ -356,6 +358,10 @@ func (n *instance) internodeMux() *http.ServeMux {
 		ns.LastSync = n.lastSync.Load()
 		p := n.rep.Progress()
 		ns.Recovery = &p
+		if n.scrub != nil {
+			sc := n.scrub.Status()
+			ns.Scrub = &sc
+		}
 		return ns
 	}}
 	imux := http.NewServeMux()
@@ -457,7 +463,12 @@ func (n *instance) run(ctx context.Context) (err error) {
 	adminAddr := ""
 	if n.aln != nil {
 		adminAddr = n.aln.Addr().String()
-		admin = serveLimited(n.adminMux(ctx), cfg.AdminLimits, func(s *http.Server) {
+		amux, err := n.adminMux(ctx)
+		if err != nil {
+			shutdown()
+			return err
+		}
+		admin = serveLimited(amux, cfg.AdminLimits, func(s *http.Server) {
 			s.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
 			// Admin requests are small: a whole request (header and body) gets this long.
 			s.ReadTimeout = cfg.AdminLimits.HeaderTimeout + cfg.AdminLimits.BodyIdle
@@ -587,8 +598,9 @@ func (n *instance) accessLogFunc() func(s3api.AccessRecord) {
 	return n.alog.Record
 }
 
-// adminMux serves /metrics, /health, the signed /admin/v1/ API and, if asked for, pprof.
-func (n *instance) adminMux(ctx context.Context) *http.ServeMux {
+// adminMux serves /metrics, /health, the signed /admin/v1/ API, the web console under
+// /console/ and, if asked for, pprof.
+func (n *instance) adminMux(ctx context.Context) (*http.ServeMux, error) {
 	amux := http.NewServeMux()
 	amux.Handle("/metrics", n.m.Handler())
 	if n.cfg.Pprof {
@@ -609,8 +621,23 @@ func (n *instance) adminMux(ctx context.Context) *http.ServeMux {
 		}
 		fmt.Fprintf(w, `{"status":"ok","node":%q,"epoch":%d,"free_bytes":%d,"garbage_bytes":%d}`+"\n", n.nodeID, n.mgr.Current().Epoch, free, garbage)
 	})
-	amux.Handle("/admin/v1/", &adminHandler{secret: n.secret, mgr: n.mgr, gw: n.gw, apply: n.app, rpc: n.client, self: n.nodeID, log: n.log})
-	return amux
+	ah := &adminHandler{secret: n.secret, mgr: n.mgr, gw: n.gw, apply: n.app, rpc: n.client, self: n.nodeID, log: n.log}
+	amux.Handle("/admin/v1/", ah)
+	// The web console: the admin status and the node and recovery-rate actions, through
+	// the admin handler's own functions, behind a login with the cluster secret.
+	con, err := console.New(console.Config{Password: n.secretS, TLS: n.certs != nil, Logger: n.log,
+		Data: func(ctx context.Context) any { return ah.status(ctx) },
+		Node: ah.nodeAction,
+		RecoveryRate: func(ctx context.Context, rate int64) error {
+			_, err := ah.recovery(ctx, http.MethodPost, strconv.FormatInt(rate, 10))
+			return err
+		}})
+	if err != nil {
+		return nil, err
+	}
+	amux.Handle(console.Prefix, con)
+	amux.Handle("GET /{$}", http.RedirectHandler(console.Prefix, http.StatusFound))
+	return amux, nil
 }
 
 // closeListener closes l, which its server's shutdown may have closed already.

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -124,6 +125,15 @@ func TestTLSListeners(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != 200 {
 			t.Errorf("admin /health over HTTPS: %s", resp.Status)
+		}
+		// The console's session cookie is Secure on an HTTPS listener.
+		resp, err = hc.PostForm("https://"+r.AdminAddr+"/console/api/login", url.Values{"password": {r.Secret}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if c := resp.Cookies(); resp.StatusCode != 200 || len(c) != 1 || !c[0].Secure || !c[0].HttpOnly || c[0].SameSite != http.SameSiteStrictMode {
+			t.Errorf("console login over HTTPS: %s, cookies %+v", resp.Status, c)
 		}
 	})
 	t.Run("refused", func(t *testing.T) {

@@ -503,7 +503,7 @@ func (r *crashRun) verify(i int, c crashCut) {
 	sort.Strings(keys)
 
 	// read returns every key's state and checks that a listing shows exactly the keys
-	// present.
+	// present, and that the bucket's usage counts what the listing shows.
 	read := func(s *Store, when string) map[string]state {
 		t.Helper()
 		found := map[string]state{}
@@ -516,6 +516,7 @@ func (r *crashRun) verify(i int, c crashCut) {
 			found[key] = got
 		}
 		listed := map[string]bool{}
+		var inList Usage
 		for after := ""; ; {
 			res, err := s.List(crashBucket, object.ListOptions{After: after, Max: 100})
 			if err != nil {
@@ -524,11 +525,17 @@ func (r *crashRun) verify(i int, c crashCut) {
 			}
 			for _, e := range res.Objects {
 				listed[e.Key] = true
+				inList.Objects++
+				inList.Bytes += e.Object.Size
 			}
 			if !res.Truncated {
 				break
 			}
 			after = res.Next
+		}
+		waitCounted(t, s)
+		if u := s.Usage()[crashBucket]; u != inList || !s.UsageComplete() {
+			fail("%s: the bucket's usage is %+v (complete %v), its listing %+v", when, u, s.UsageComplete(), inList)
 		}
 		for key, st := range found {
 			if listed[key] != st.present {

@@ -33,7 +33,7 @@ func flipIndexBytes(t *testing.T, dir string) int {
 // TestDamagedIndex is the reported flapping node: a byte flipped in an index .sst made
 // the first read of the bad block end the process (pebble's fatal logger). Now such reads
 // fail with a Corrupt error (the gateway reads another replica), the others still work,
-// and the store reports itself damaged.
+// and the store reports itself damaged (and its bucket usage incomplete).
 func TestDamagedIndex(t *testing.T) {
 	cfg := testConfig(t)
 	s, err := Open(cfg)
@@ -76,6 +76,10 @@ func TestDamagedIndex(t *testing.T) {
 	files, reads := s.Damaged()
 	if len(files) == 0 || reads == 0 {
 		t.Fatalf("Damaged() = %v, %d after %d corrupt reads", files, reads, corrupt)
+	}
+	waitCounted(t, s) // the count at open runs into the damage
+	if s.UsageComplete() {
+		t.Fatal("the buckets' usage counted at open claims to be complete over a damaged index")
 	}
 	t.Logf("%d reads ok, %d refused as corrupt; damaged: %v", ok, corrupt, files)
 }

@@ -346,6 +346,7 @@ func (s *Store) CompleteUploadVersion(bucket, key, uploadID string, list []objec
 	if superseded {
 		return old, nil
 	}
+	s.count(bucket, old, &o)
 	return &o, nil
 }
 

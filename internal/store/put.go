@@ -391,6 +391,7 @@ func (s *Store) commitObject(op errors.Op, bucket, key string, o *object.Object,
 	if err := s.commit(b); err != nil {
 		return nil, errors.E(op, err)
 	}
+	s.count(bucket, old, o)
 	for _, l := range bd.locs {
 		s.addLive(l, 1)
 	}
@@ -544,6 +545,7 @@ func (s *Store) drop(op errors.Op, bucket, key string, match func(*object.Object
 	if err := s.commit(b); err != nil {
 		return false, errors.E(op, err)
 	}
+	s.count(bucket, old, nil)
 	for _, l := range freed {
 		s.addLive(l, -1)
 	}

@@ -143,6 +143,15 @@ type Store struct {
 	liveMu sync.Mutex
 	live   map[uint32]int64 // live bytes per segment (derived from the index at start)
 
+	usageMu sync.Mutex
+	usage   map[string]Usage // current objects per bucket: the changes since open, plus the count once it is done
+	// counted says the count of the index as it was at open is in usage; until then
+	// dropped lists the buckets deleted meanwhile (their count is left out).
+	counted bool
+	dropped map[string]bool
+	// usageIncomplete: the count at start met damage in the index.
+	usageIncomplete atomic.Bool
+
 	bufPool sync.Pool
 	clock   *hlc.Clock
 }
@@ -205,6 +214,8 @@ func Open(cfg Config) (*Store, error) {
 		segs:     segs,
 		commitCh: make(chan *commitReq, 4096),
 		live:     map[uint32]int64{},
+		usage:    map[string]Usage{},
+		dropped:  map[string]bool{},
 		clock:    cfg.Clock,
 	}
 	if s.clock == nil {
@@ -221,21 +232,32 @@ func Open(cfg Config) (*Store, error) {
 		db.Close()
 		return nil, errors.E(op, err)
 	}
+	// The buckets' usage is counted from the index as it is now, before any write, in
+	// the background; writes meanwhile are counted as changes and added to it.
+	usageIt, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(pfxObject), UpperBound: prefixEnd([]byte(pfxObject))})
+	if err != nil {
+		segs.Close()
+		db.Close()
+		return nil, errors.E(op, errors.IO, err)
+	}
 	s.wg.Add(1)
 	go s.committer()
 	ctx, cancel := context.WithCancel(context.Background())
 	s.compactStop = cancel
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
 		s.compactLoop(ctx)
 	}()
+	go func() {
+		defer s.wg.Done()
+		s.countUsage(ctx, usageIt)
+	}()
 	return s, nil
 }
 
-// recover derives the live bytes of every segment from the index and truncates each sealed
-// segment after its last referenced record: whatever a crash left there (torn or complete
-// but never committed) is dropped.
+// recover derives the live bytes of every segment from the index, and truncates each sealed segment after its last referenced record: whatever a
+// crash left there (torn or complete but never committed) is dropped.
 func (s *Store) recover() error {
 	maxEnd := map[uint32]int64{}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(pfxSeg), UpperBound: prefixEnd([]byte(pfxSeg))})
@@ -596,7 +618,16 @@ func (s *Store) DeleteBucket(name string) error {
 	cfg := configPrefix(name)
 	b.DeleteRange(cfg, prefixEnd(cfg), nil)
 	b.Delete(bucketKey(name), nil)
-	return s.commit(b)
+	if err := s.commit(b); err != nil {
+		return err
+	}
+	s.usageMu.Lock()
+	delete(s.usage, name)
+	if !s.counted {
+		s.dropped[name] = true
+	}
+	s.usageMu.Unlock()
+	return nil
 }
 
 // emptyRange reports whether the range under prefix p holds no records other than

@@ -182,6 +182,14 @@ func (b *Browser) Location() string {
 	return s
 }
 
+// SetViewport sets the size of the page's window in CSS pixels (screenshots are of it).
+func (b *Browser) SetViewport(width, height int64) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, chromedp.EmulateViewport(width, height)); err != nil {
+		b.t.Fatalf("viewport %dx%d: %v", width, height, err)
+	}
+}
+
 // Screenshot returns a PNG of the visible page, for a test to save when it fails.
 func (b *Browser) Screenshot() []byte {
 	b.t.Helper()
