@@ -137,6 +137,7 @@ type clusterConfig struct {
 	class     clustermap.Class // STANDARD; default N=3 W=2 R=1 D=2
 	straggler time.Duration    // default 200ms
 	timeout   time.Duration    // gateway.Config.Timeout; default 10s
+	cache     int64            // gateway.Config.ObjectCache; default 0 (off)
 }
 
 func testLogger() *slog.Logger {
@@ -207,6 +208,7 @@ func newCluster(tb testing.TB, n int, cfg clusterConfig) *testCluster {
 			Clock:         clock,
 			StragglerWait: cfg.straggler,
 			Timeout:       cfg.timeout,
+			ObjectCache:   cfg.cache,
 			Logger:        testLogger().With("node", id),
 			WrapReplica:   func(r replica.Replica) replica.Replica { return c.faults(id, r.ID()).Wrap(r) },
 		})
