@@ -33,7 +33,7 @@ type objectCache struct {
 	head, tail *cacheEntry
 	used       int64
 
-	hits, misses, evictions, stale, checkFailures atomic.Int64
+	hits, misses, evictions, stale, checks, checkFailures atomic.Int64
 
 	// flights coalesces freshness checks of one object (see freshVersion).
 	fmu     sync.Mutex
@@ -211,8 +211,9 @@ type CacheStats struct {
 	// Hits are GETs served from memory; Misses GETs read from a replica with the cache
 	// on (objects too large to cache included); Evictions entries removed to make room;
 	// Stale entries found older than the version the freshness check read; CheckFailures
-	// freshness checks that failed (the GET then went the uncached way).
-	Hits, Misses, Evictions, Stale, CheckFailures int64
+	// freshness checks that failed (the GET then went the uncached way); Checks the
+	// freshness checks sent (fewer than the hits when concurrent GETs shared them).
+	Hits, Misses, Evictions, Stale, Checks, CheckFailures int64
 }
 
 // CacheStats returns the object cache's counters.
@@ -223,5 +224,5 @@ func (g *Gateway) CacheStats() CacheStats {
 	}
 	used, n := c.usage()
 	return CacheStats{Enabled: true, Budget: c.budget, Bytes: used, Entries: n, Hits: c.hits.Load(), Misses: c.misses.Load(),
-		Evictions: c.evictions.Load(), Stale: c.stale.Load(), CheckFailures: c.checkFailures.Load()}
+		Evictions: c.evictions.Load(), Stale: c.stale.Load(), Checks: c.checks.Load(), CheckFailures: c.checkFailures.Load()}
 }

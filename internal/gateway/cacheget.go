@@ -92,6 +92,7 @@ func (g *Gateway) freshVersion(ctx context.Context, ts []topology.Target, r int,
 		// Nothing running: check now, on this request's own context.
 		f.running = true
 		c.fmu.Unlock()
+		c.checks.Add(1)
 		o, _, err := g.versions(ctx, ts, r, bucket, key)
 		g.nextCheck(k, f)
 		return o, err
@@ -128,6 +129,7 @@ func (g *Gateway) nextCheck(k cacheKey, f *flight) {
 	go func() {
 		defer g.bg.Done()
 		ctx, cancel := context.WithTimeout(g.closing, g.cfg.Timeout)
+		c.checks.Add(1)
 		p.o, _, p.err = g.versions(ctx, p.ts, p.r, k.bucket, k.key)
 		cancel()
 		close(p.done)

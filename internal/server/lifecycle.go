@@ -166,6 +166,7 @@ func assemble(cfg Config) (_ *instance, err error) {
 		n.m.CounterFunc("cairn_object_cache_misses_total", "GETs read from a replica with the object cache on (too large, not cached, or stale).", cs(func(s gateway.CacheStats) int64 { return s.Misses }))
 		n.m.CounterFunc("cairn_object_cache_evictions_total", "Object cache entries removed to make room (least recently used first).", cs(func(s gateway.CacheStats) int64 { return s.Evictions }))
 		n.m.CounterFunc("cairn_object_cache_stale_total", "Object cache entries found older than the version the freshness check read (dropped, not served).", cs(func(s gateway.CacheStats) int64 { return s.Stale }))
+		n.m.CounterFunc("cairn_object_cache_checks_total", "Freshness checks sent (concurrent GETs of one object share them).", cs(func(s gateway.CacheStats) int64 { return s.Checks }))
 		n.m.CounterFunc("cairn_object_cache_check_failures_total", "Freshness checks of cached objects that failed (the GET went the uncached way).", cs(func(s gateway.CacheStats) int64 { return s.CheckFailures }))
 		n.m.GaugeFunc("cairn_object_cache_bytes", "Bytes held by the object cache (bodies, names, per-entry overhead).", cs(func(s gateway.CacheStats) int64 { return s.Bytes }))
 		n.m.GaugeFunc("cairn_object_cache_entries", "Objects held by the object cache.", cs(func(s gateway.CacheStats) int64 { return int64(s.Entries) }))
