@@ -56,7 +56,7 @@ type cacheRow struct {
 	d            cacheCounters
 }
 
-// runCacheBench starts two clusters of n nodes in turn, one with --object-cache 64MiB
+// runCacheBench starts two clusters of n nodes, one with --object-cache 64MiB
 // and one with 0, writes one 4 KiB object and reads it for dur through a node holding a
 // copy and one holding none; it prints a table with the hit ratio and the freshness
 // checks per GET.
@@ -66,69 +66,88 @@ func runCacheBench(bin string, n int, dur time.Duration, conc, rounds int) {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	var rows []cacheRow
+	type cluster struct {
+		name          string
+		t             target
+		procs         []*proc.Proc
+		holder, other int
+	}
+	var cls []*cluster
+	var stops []func()
+	stopAll := func() {
+		for _, f := range stops {
+			f()
+		}
+	}
+	defer stopAll()
+	bench := func(t target, endpoint, jf string, extra ...string) opResult {
+		args := append([]string{"bench", "get", "--endpoint", endpoint, "--access-key", t.access, "--secret-key", t.secret,
+			"--bucket", "hot", "--prefix", "hot/", "--keep", "--quiet", "--json", jf}, extra...)
+		cmd := exec.Command(bin, args...)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			stopAll()
+			log.Fatalf("bench: %v", err)
+		}
+		data, err := os.ReadFile(jf)
+		if err != nil {
+			log.Fatal(err)
+		}
+		var r report
+		if err := json.Unmarshal(data, &r); err != nil || len(r.Results) == 0 {
+			log.Fatalf("%s: bad report: %v", jf, err)
+		}
+		return r.Results[len(r.Results)-1]
+	}
+	// Both clusters run at once (idle but for the phase measured), so that both see the
+	// same machine: its other load changes over minutes.
 	for _, cfg := range []struct{ name, size string }{{"cache 64MiB", "64MiB"}, {"no cache", "0"}} {
 		t, procs, stop := startCluster(bin, filepath.Join(dir, cfg.size), n, "--object-cache", cfg.size)
-		bench := func(endpoint, jf string, extra ...string) opResult {
-			args := append([]string{"bench", "get", "--endpoint", endpoint, "--access-key", t.access, "--secret-key", t.secret,
-				"--bucket", "hot", "--prefix", "hot/", "--keep", "--quiet", "--json", jf}, extra...)
-			cmd := exec.Command(bin, args...)
-			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-			if err := cmd.Run(); err != nil {
-				stop()
-				log.Fatalf("bench: %v", err)
-			}
-			data, err := os.ReadFile(jf)
-			if err != nil {
-				log.Fatal(err)
-			}
-			var r report
-			if err := json.Unmarshal(data, &r); err != nil || len(r.Results) == 0 {
-				log.Fatalf("%s: bad report: %v", jf, err)
-			}
-			return r.Results[len(r.Results)-1]
-		}
+		stops = append(stops, stop)
 		// One 4 KiB object, hot/obj00000000.
-		bench(t.endpoint, filepath.Join(dir, "prep.json"), "--keys", "1", "--size", "4KiB", "--ops", "1")
+		bench(t, t.endpoint, filepath.Join(dir, "prep.json"), "--keys", "1", "--size", "4KiB", "--ops", "1")
 		cmd := exec.Command(bin, "admin", "--admin", procs[0].AdminAddr(), "--json", "placement", "hot", "hot/obj00000000")
 		cmd.Env = append(os.Environ(), "CAIRN_CLUSTER_SECRET="+t.clusterSecret)
 		out, err := cmd.Output()
 		if err != nil {
-			stop()
+			stopAll()
 			log.Fatalf("admin placement: %v", err)
 		}
 		var pl struct{ Nodes []string }
 		if err := json.Unmarshal(out, &pl); err != nil || len(pl.Nodes) == 0 {
-			stop()
+			stopAll()
 			log.Fatalf("admin placement: %v: %s", err, out)
 		}
-		holder, other := -1, -1
+		c := &cluster{name: cfg.name, t: t, procs: procs, holder: -1, other: -1}
 		for i := range procs {
 			id := fmt.Sprintf("node%d", i+1)
 			if id == pl.Nodes[0] {
-				holder = i
+				c.holder = i
 			}
-			if other < 0 && !slices.Contains(pl.Nodes, id) {
-				other = i
+			if c.other < 0 && !slices.Contains(pl.Nodes, id) {
+				c.other = i
 			}
 		}
-		log.Printf("%s: hot/obj00000000 on %v; holder node%d, non-holder node%d", cfg.name, pl.Nodes, holder+1, other+1)
-		for round := range rounds {
+		log.Printf("%s: hot/obj00000000 on %v; holder node%d, non-holder node%d", cfg.name, pl.Nodes, c.holder+1, c.other+1)
+		cls = append(cls, c)
+	}
+	var rows []cacheRow
+	for round := range rounds {
+		for _, c := range cls {
 			for _, via := range []struct {
 				name string
 				i    int
-			}{{"holder", holder}, {"non-holder", other}} {
-				before := scrapeCache(procs[via.i])
-				log.Printf("%s: round %d via %s", cfg.name, round+1, via.name)
-				res := bench(procs[via.i].URL(), filepath.Join(dir, fmt.Sprintf("%s-%d-%s.json", cfg.size, round, via.name)),
+			}{{"holder", c.holder}, {"non-holder", c.other}} {
+				before := scrapeCache(c.procs[via.i])
+				log.Printf("%s: round %d via %s", c.name, round+1, via.name)
+				res := bench(c.t, c.procs[via.i].URL(), filepath.Join(dir, fmt.Sprintf("%s-%d-%s.json", c.name, round, via.name)),
 					"--no-prepare", "--concurrency", strconv.Itoa(conc), "--duration", dur.String())
-				after := scrapeCache(procs[via.i])
-				rows = append(rows, cacheRow{cluster: cfg.name, via: via.name, res: res, d: cacheCounters{
+				after := scrapeCache(c.procs[via.i])
+				rows = append(rows, cacheRow{cluster: c.name, via: via.name, res: res, d: cacheCounters{
 					hits: after.hits - before.hits, misses: after.misses - before.misses,
 					checks: after.checks - before.checks, failures: after.failures - before.failures}})
 			}
 		}
-		stop()
 	}
 	fmt.Printf("\n| cluster (%d nodes, N=3 R=1) | GET 4 KiB via | ops/s | p50 ms | p99 ms | hit ratio | checks per GET | check failures |\n|---|---|---|---|---|---|---|---|\n", n)
 	for _, r := range rows {
