@@ -7,11 +7,14 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/replica"
 )
 
 // checkCache verifies the LRU's invariants: the bytes charged are the sum of the entries'
@@ -430,5 +433,115 @@ func TestObjectCacheHistory(t *testing.T) {
 	t.Logf("%d operations, %d answered reads, %d cache hits", len(ops), reads, hits)
 	if reads < 50 || hits == 0 {
 		t.Fatalf("too little to check: %d reads, %d hits", reads, hits)
+	}
+}
+
+// slowAnswers delays the answer of every Stat (after the holder answered) by the delay
+// it holds, so that a freshness check can be made to read a version and report it late.
+type slowAnswers struct {
+	replica.Replica
+	delay    *atomic.Int64
+	answered *atomic.Int64 // Stats the holder answered while a delay was set
+}
+
+func (s slowAnswers) Stat(ctx context.Context, bucket, key string) (*object.Object, error) {
+	o, err := s.Replica.Stat(ctx, bucket, key)
+	if d := s.delay.Load(); d > 0 {
+		s.answered.Add(1)
+		time.Sleep(time.Duration(d))
+	}
+	return o, err
+}
+
+// TestObjectCacheCheckNotShared: a GET that arrives while a freshness check is running
+// does not take that check's answer (it may predate a write acknowledged since): a check
+// reads V1 and answers late, V2 is written and acknowledged meanwhile through another
+// gateway, and a GET begun after that acknowledgement returns V2.
+func TestObjectCacheCheckNotShared(t *testing.T) {
+	var delay, answered atomic.Int64
+	c := newCluster(t, 5, clusterConfig{cache: 8 << 20, wrap: func(from string, r replica.Replica) replica.Replica {
+		if from != "n1" {
+			return r
+		}
+		return slowAnswers{Replica: r, delay: &delay, answered: &answered}
+	}})
+	c.createBucket("b")
+	key := c.keyWhere("b", "k", func(r []int) bool { return !containsInt(r, 0) })
+	holders, _ := c.replicaSet("b", key)
+	ctx := context.Background()
+	g := c.nodes[0].gw
+	v1, v2 := randBody(1, 4<<10), randBody(2, 4<<10)
+	mustPut(t, c.nodes[holders[0]].gw, "b", key, v1)
+	for range 2 {
+		if b, _, err := get(ctx, g, "b", key, 0, -1); err != nil || !bytes.Equal(b, v1) {
+			t.Fatalf("read V1: %v", err)
+		}
+	}
+	if g.CacheStats().Hits != 1 {
+		t.Fatalf("V1 not cached: %+v", g.CacheStats())
+	}
+	delay.Store(int64(time.Second))
+	first := make(chan []byte, 1)
+	go func() {
+		b, _, err := get(ctx, g, "b", key, 0, -1)
+		if err != nil {
+			t.Errorf("first read: %v", err)
+		}
+		first <- b
+	}()
+	// The first read's check is running: the holder has answered V1, and the answer
+	// arrives in a second.
+	if !waitFor(5*time.Second, func() bool { return answered.Load() == 1 }) {
+		t.Fatalf("no check answered: %+v", g.CacheStats())
+	}
+	start := time.Now()
+	mustPut(t, c.nodes[holders[1]].gw, "b", key, v2)
+	if time.Since(start) > 500*time.Millisecond {
+		t.Skipf("the write took %v: the first check may have ended already", time.Since(start))
+	}
+	b, _, err := get(ctx, g, "b", key, 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b, v2) {
+		t.Fatalf("a read begun after V2 was acknowledged returned V1 (it shared a check begun before): %+v", g.CacheStats())
+	}
+	if b := <-first; !bytes.Equal(b, v1) && !bytes.Equal(b, v2) {
+		t.Fatal("the first read returned neither version")
+	}
+}
+
+// TestObjectCacheSharedChecks: concurrent GETs of one cached object share freshness
+// checks (fewer checks than GETs), and all of them are hits.
+func TestObjectCacheSharedChecks(t *testing.T) {
+	c, key, rd, holders := cacheCluster(t, clustermap.Class{Name: clustermap.StandardClass, N: 3, W: 2, R: 1, D: 2})
+	ctx := context.Background()
+	g := c.nodes[rd].gw
+	v := randBody(1, 4<<10)
+	mustPut(t, c.nodes[holders[0]].gw, "b", key, v)
+	if _, _, err := get(ctx, g, "b", key, 0, -1); err != nil {
+		t.Fatal(err)
+	}
+	c.faults(c.nodes[rd].id, c.nodes[holders[0]].id).Delay(20 * time.Millisecond)
+	before := g.CacheStats()
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 10 {
+				if b, _, err := get(ctx, g, "b", key, 0, -1); err != nil || !bytes.Equal(b, v) {
+					t.Errorf("read: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	s := g.CacheStats()
+	hits, checks := s.Hits-before.Hits, s.Checks-before.Checks
+	t.Logf("160 GETs: %d hits, %d checks", hits, checks)
+	if hits != 160 || checks >= 80 {
+		t.Fatalf("160 concurrent GETs: %d hits, %d checks; want 160 hits and fewer than 80 checks", hits, checks)
 	}
 }
