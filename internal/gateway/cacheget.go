@@ -30,8 +30,9 @@ func (c *objectCache) cacheable(o *object.Object) bool {
 }
 
 // openCached serves bucket/key from the cache if it holds the version a freshness check
-// reads with quorum r. ok false: the caller reads the uncached way (nothing cached, or
-// the check failed, or the cached version is not the newest).
+// reads with quorum r, or answers NoSuchKey if the check found the object deleted. ok
+// false: the caller reads the uncached way (nothing cached, the check failed, or the
+// cached version is not the newest).
 func (g *Gateway) openCached(ctx context.Context, ts []topology.Target, r int, bucket, key string) (rd ObjectReader, ok bool, err error) {
 	c := g.cache
 	if !c.has(bucket, key) {

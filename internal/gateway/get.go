@@ -211,10 +211,7 @@ func (g *Gateway) openObject(ctx context.Context, bucket, key string, useCache b
 	r := g.readQuorum(cls, ts)
 	if g.cache != nil && useCache {
 		if rd, ok, err := g.openCached(ctx, ts, r, bucket, key); ok {
-			if err != nil {
-				return nil, errors.E(op, err)
-			}
-			return rd, nil
+			return rd, err // a hit, or NoSuchKey (already named by op)
 		}
 	}
 	if r <= 1 {
