@@ -545,3 +545,47 @@ func TestObjectCacheSharedChecks(t *testing.T) {
 		t.Fatalf("160 concurrent GETs: %d hits, %d checks; want 160 hits and fewer than 80 checks", hits, checks)
 	}
 }
+
+// TestObjectCacheErasureCoded: a small erasure-coded object is cached like a replicated
+// one (its reader keeps Prepare), served fresh after an overwrite through another
+// gateway, and a range of it is served from memory.
+func TestObjectCacheErasureCoded(t *testing.T) {
+	c := newCluster(t, 6, clusterConfig{cache: 8 << 20})
+	if _, err := c.maps.Update(func(m *clustermap.Map) error {
+		m.Classes["EC42"] = clustermap.Class{Name: "EC42", N: 6, W: 5, R: 4, D: 4, K: 4, M: 2}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c.createBucket("b")
+	ctx := context.Background()
+	g, other := c.nodes[0].gw, c.nodes[3].gw
+	v1, v2 := randBody(1, 100<<10), randBody(2, 90<<10)
+	if _, err := putClass(ctx, other, "b", "ec", "EC42", v1); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := g.OpenObject(ctx, "b", "ec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rd.(Preparer); !ok {
+		t.Fatal("the filling reader of an erasure-coded object lost Prepare")
+	}
+	var buf bytes.Buffer
+	if _, err := rd.WriteRange(ctx, &buf, 0, int64(len(v1))); err != nil || !bytes.Equal(buf.Bytes(), v1) {
+		t.Fatalf("first read: %v", err)
+	}
+	rd.Close()
+	if b, info, err := get(ctx, g, "b", "ec", 1000, 5000); err != nil || !bytes.Equal(b, v1[1000:6000]) || !info.Striped {
+		t.Fatalf("range read: %v", err)
+	}
+	if s := g.CacheStats(); s.Hits != 1 {
+		t.Fatalf("the erasure-coded object was not served from memory: %+v", s)
+	}
+	if _, err := putClass(ctx, other, "b", "ec", "EC42", v2); err != nil {
+		t.Fatal(err)
+	}
+	if b, _, err := get(ctx, g, "b", "ec", 0, -1); err != nil || !bytes.Equal(b, v2) {
+		t.Fatalf("read after an overwrite elsewhere: %v", err)
+	}
+}
