@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -179,6 +181,13 @@ func TestClusterHistory(t *testing.T) {
 		}
 	}
 	t.Logf("%d operations (%d acknowledged writes, %d answered reads), %d node kills, %d pauses", len(ops), acked, reads, kills, pauses)
+	// The object cache is on (the default --object-cache): reads it served count as any.
+	var hits, stale float64
+	for _, p := range tc.procs {
+		hits += metricValue(t, p, "cairn_object_cache_hits_total")
+		stale += metricValue(t, p, "cairn_object_cache_stale_total")
+	}
+	t.Logf("object cache since each node's last start: %.0f hits, %.0f stale entries dropped", hits, stale)
 	if acked < 50 || reads < 20 {
 		t.Fatalf("too little traffic to check: %d writes, %d reads", acked, reads)
 	}
@@ -268,4 +277,25 @@ func TestCheckRead(t *testing.T) {
 			}
 		})
 	}
+}
+
+// metricValue returns the value of the unlabelled metric name on node p (0 if absent).
+func metricValue(t *testing.T, p *testProc, name string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + p.AdminAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
 }

@@ -113,6 +113,7 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.PresignMaxAge, "presign-max-age", 7*24*time.Hour, "longest validity accepted for a Signature Version 2 presigned URL (Version 4 allows 7 days at most)")
 	domains := fs.String("domain", "localhost", "comma-separated base domains for virtual-host-style requests (bucket.DOMAIN)")
 	cacheSize := fs.String("cache-size", "64MiB", "index block cache (bounds the metadata memory; e.g. 16MiB, 1GiB)")
+	objectCache := fs.String("object-cache", "64MiB", "gateway object cache: memory for the bodies of small (up to 1 MiB) hot objects, served after a version check with the read quorum (0: off)")
 	segmentSize := fs.String("segment-size", "256MiB", "size at which a segment file is sealed (compaction granularity)")
 	fs.DurationVar(&cfg.Store.CompactInterval, "compact-interval", 30*time.Second, "how often compaction looks for segments to reclaim")
 	fs.StringVar(&cfg.NodeAddr, "node-addr", "127.0.0.1:0", "internode address (RPC and Raft) other nodes reach this node at")
@@ -169,6 +170,9 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("server: bad --cache-size %q (want e.g. 64MiB, at least 1MiB)", *cacheSize)
 	}
 	cfg.Store.CacheSize = cache
+	if cfg.ObjectCache, err = parseSize(*objectCache); err != nil {
+		return fmt.Errorf("server: bad --object-cache %q (want e.g. 256MiB, or 0 to disable)", *objectCache)
+	}
 	if cfg.Store.SegmentSize, err = parseSize(*segmentSize); err != nil || cfg.Store.SegmentSize < 1<<20 {
 		return fmt.Errorf("server: bad --segment-size %q (want e.g. 256MiB, at least 1MiB)", *segmentSize)
 	}

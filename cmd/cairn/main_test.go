@@ -1,6 +1,10 @@
 package main
 
-import "testing"
+import (
+	"io"
+	"strings"
+	"testing"
+)
 
 func TestParseSize(t *testing.T) {
 	for _, tc := range []struct {
@@ -15,6 +19,16 @@ func TestParseSize(t *testing.T) {
 		got, err := parseSize(tc.in)
 		if (err == nil) != tc.ok || got != tc.want {
 			t.Errorf("parseSize(%q) = %d, %v; want %d, ok=%v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+// A bad --object-cache is refused before the server starts.
+func TestServerObjectCacheFlag(t *testing.T) {
+	for _, v := range []string{"lots", "-1MiB", "12x"} {
+		err := runServer([]string{"--object-cache", v, "--data", t.TempDir()}, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "--object-cache") {
+			t.Errorf("--object-cache %q: %v, want an error naming the flag", v, err)
 		}
 	}
 }

@@ -137,6 +137,9 @@ type clusterConfig struct {
 	class     clustermap.Class // STANDARD; default N=3 W=2 R=1 D=2
 	straggler time.Duration    // default 200ms
 	timeout   time.Duration    // gateway.Config.Timeout; default 10s
+	cache     int64            // gateway.Config.ObjectCache; default 0 (off)
+	// wrap, if set, wraps what gateway node from asks of each replica, inside the faults.
+	wrap func(from string, r replica.Replica) replica.Replica
 }
 
 func testLogger() *slog.Logger {
@@ -207,8 +210,14 @@ func newCluster(tb testing.TB, n int, cfg clusterConfig) *testCluster {
 			Clock:         clock,
 			StragglerWait: cfg.straggler,
 			Timeout:       cfg.timeout,
+			ObjectCache:   cfg.cache,
 			Logger:        testLogger().With("node", id),
-			WrapReplica:   func(r replica.Replica) replica.Replica { return c.faults(id, r.ID()).Wrap(r) },
+			WrapReplica: func(r replica.Replica) replica.Replica {
+				if cfg.wrap != nil {
+					r = cfg.wrap(id, r)
+				}
+				return c.faults(id, r.ID()).Wrap(r)
+			},
 		})
 		nd.rep = repair.New(repair.Config{NodeID: id, Store: st, Maps: c.maps, Topology: nd.gw.Topology(), Replica: nd.gw.Replica,
 			Stripes: nd.gw.Stripes(), Coordinator: nd.gw, Hints: nd.hints, Clock: clock, Timeout: cfg.timeout, Logger: testLogger().With("node", id)})

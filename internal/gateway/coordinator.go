@@ -24,7 +24,7 @@ import (
 // its version, metadata and modification time. It returns false when a newer version or
 // a delete came first (nothing to do: the newer write was placed when it was made).
 func (g *Gateway) Rewrite(ctx context.Context, bucket, key string, v uint64, cls clustermap.Class, ts []topology.Target) (bool, error) {
-	rd, err := g.OpenObject(ctx, bucket, key)
+	rd, err := g.openObject(ctx, bucket, key, false) // a background pass: not through the object cache
 	if errors.Is(errors.NotExist, err) {
 		return false, nil
 	}

@@ -82,6 +82,10 @@ type Config struct {
 	StragglerWait time.Duration
 	// Timeout bounds a metadata call to a replica (default 10s).
 	Timeout time.Duration
+	// ObjectCache is the object cache's budget in bytes (0: no cache): small objects' bodies
+	// kept in memory and served after a freshness check of their version with the read
+	// quorum (cache.go, cacheget.go).
+	ObjectCache int64
 	// WrapReplica, if set, wraps every replica the gateway talks to (tests inject faults
 	// with replica.Faulty).
 	WrapReplica func(replica.Replica) replica.Replica
@@ -110,6 +114,8 @@ type Gateway struct {
 	ec *stripe.Path
 	// policies caches parsed bucket policies by bucket name (*cachedPolicy).
 	policies sync.Map
+	// cache is the object cache (nil: off).
+	cache *objectCache
 }
 
 // New returns a Gateway.
@@ -123,7 +129,7 @@ func New(cfg Config) *Gateway {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger.With("component", "gateway"), clock: cfg.Clock}
+	g := &Gateway{cfg: cfg, log: cfg.Logger.With("component", "gateway"), clock: cfg.Clock, cache: newObjectCache(cfg.ObjectCache)}
 	g.topo = topology.NewTopology(cfg.Maps, cfg.NodeID, cfg.Store != nil, g.log)
 	if cfg.Store != nil {
 		g.local = &replica.Local{Node: cfg.NodeID, Store: cfg.Store, EnsureBucket: g.EnsureLocalBucket}
@@ -365,6 +371,7 @@ func (g *Gateway) CreateBucket(ctx context.Context, name, owner string) error {
 // DeleteBucket deletes an empty bucket: no live object and no pending upload on any node.
 func (g *Gateway) DeleteBucket(ctx context.Context, name string) error {
 	const op errors.Op = "gateway.DeleteBucket"
+	defer g.cache.dropBucket(name)
 	if g.cfg.Apply == nil {
 		return g.cfg.Store.DeleteBucket(name)
 	}

@@ -190,7 +190,17 @@ func (g *Gateway) StatObject(ctx context.Context, bucket, key string) (*object.O
 
 // OpenObject opens bucket/key's newest version among a read quorum of replicas.
 func (g *Gateway) OpenObject(ctx context.Context, bucket, key string) (ObjectReader, error) {
+	return g.openObject(ctx, bucket, key, true)
+}
+
+// openObject is OpenObject; useCache false bypasses the object cache (neither served
+// from it nor filling it), for background passes that read many objects once.
+func (g *Gateway) openObject(ctx context.Context, bucket, key string, useCache bool) (ObjectReader, error) {
 	const op errors.Op = "gateway.OpenObject"
+	fill := g.fill
+	if !useCache {
+		fill = func(rd ObjectReader, _, _ string) ObjectReader { return rd }
+	}
 	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return nil, errors.E(op, err)
 	}
@@ -199,6 +209,11 @@ func (g *Gateway) OpenObject(ctx context.Context, bucket, key string) (ObjectRea
 		return nil, errors.E(op, err)
 	}
 	r := g.readQuorum(cls, ts)
+	if g.cache != nil && useCache {
+		if rd, ok, err := g.openCached(ctx, ts, r, bucket, key); ok {
+			return rd, err // a hit, or NoSuchKey (already named by op)
+		}
+	}
 	if r <= 1 {
 		// Fast path: open on the first replica that answers; one round trip.
 		for _, t := range ts {
@@ -209,9 +224,9 @@ func (g *Gateway) OpenObject(ctx context.Context, bucket, key string) (ObjectRea
 			if err == nil {
 				if o := rd.Info(); o.Striped {
 					rd.Close()
-					return g.ec.Open(o, bucket, key)
+					return g.openStriped(o, bucket, key, fill)
 				}
-				return g.failover(rd, t, ts, bucket, key), nil
+				return fill(g.failover(rd, t, ts, bucket, key), bucket, key), nil
 			}
 			if errors.Is(errors.NotExist, err) {
 				break // perhaps a stale replica: ask them all below
@@ -227,12 +242,12 @@ func (g *Gateway) OpenObject(ctx context.Context, bucket, key string) (ObjectRea
 			return nil, noSuchKey(op)
 		}
 		if o.Striped {
-			return g.ec.Open(o, bucket, key)
+			return g.openStriped(o, bucket, key, fill)
 		}
 		for _, t := range holders {
 			rd, err := g.replica(t).Open(ctx, bucket, key, replica.OpenOptions{Version: o.HLC})
 			if err == nil {
-				return g.failover(rd, t, ts, bucket, key), nil
+				return fill(g.failover(rd, t, ts, bucket, key), bucket, key), nil
 			}
 			if !errors.Is(errors.Precondition, err) && !errors.Is(errors.NotExist, err) && !errors.Is(errors.Transient, err) {
 				return nil, errors.E(op, err)
@@ -241,4 +256,13 @@ func (g *Gateway) OpenObject(ctx context.Context, bucket, key string) (ObjectRea
 		// The version changed between the stat and the open: look again.
 	}
 	return nil, errors.E(op, errors.Transient, "the object keeps changing while being read")
+}
+
+// openStriped opens an erasure-coded object's stripes (through the cache's filler).
+func (g *Gateway) openStriped(o *object.Object, bucket, key string, fill func(ObjectReader, string, string) ObjectReader) (ObjectReader, error) {
+	rd, err := g.ec.Open(o, bucket, key)
+	if err != nil {
+		return nil, err
+	}
+	return fill(rd, bucket, key), nil
 }

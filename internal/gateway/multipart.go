@@ -324,6 +324,7 @@ func mergeParts(reps []replicaUpload, max int) ([]object.Part, bool) {
 // every listed part and ETag: otherwise nothing is written.
 func (g *Gateway) CompleteUpload(ctx context.Context, bucket, key, uploadID string, list []object.CompletePart, minPart int64, finish func(o *object.Object, parts []*object.Object) error) (*object.Object, error) {
 	const op errors.Op = "gateway.CompleteUpload"
+	defer g.cache.drop(bucket, key)
 	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return nil, errors.E(op, err)
 	}

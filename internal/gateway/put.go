@@ -238,6 +238,7 @@ func firstErr(rs []replicaResult) error {
 // quorum holds durable copies.
 func (g *Gateway) PutObject(ctx context.Context, bucket, key string, meta *object.Object, src io.Reader, size int64, opts object.PutOptions) (*object.Object, error) {
 	const op errors.Op = "gateway.PutObject"
+	defer g.cache.drop(bucket, key) // whatever the outcome: the version this node cached may be gone
 	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return nil, errors.E(op, err)
 	}
@@ -452,6 +453,7 @@ func never() bool  { return false }
 // quorum.
 func (g *Gateway) DeleteObject(ctx context.Context, bucket, key string) error {
 	const op errors.Op = "gateway.DeleteObject"
+	defer g.cache.drop(bucket, key)
 	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return errors.E(op, err)
 	}

@@ -21,6 +21,7 @@ import (
 // record as changed.
 func (g *Gateway) SetObjectTags(ctx context.Context, bucket, key string, tags [][2]string) (*object.Object, error) {
 	const op errors.Op = "gateway.SetObjectTags"
+	defer g.cache.drop(bucket, key)
 	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return nil, errors.E(op, err)
 	}

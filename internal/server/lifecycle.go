@@ -171,8 +171,22 @@ func assemble(cfg Config) (_ *instance, err error) {
 	n.onClose(n.hints.Close)
 	n.m.GaugeFunc("cairn_hints_pending", "Replica writes queued for retry on this node (hinted retry and read repair).", func() float64 { return float64(n.hints.Len()) })
 	n.gw = gateway.New(gateway.Config{NodeID: n.nodeID, Store: n.st, Maps: n.mgr, RPC: n.client, Apply: n.app.Apply, Refresh: n.app.Refresh,
-		Hints: n.hints, Clock: clock, Logger: log, StragglerWait: cfg.StragglerWait})
+		Hints: n.hints, Clock: clock, Logger: log, StragglerWait: cfg.StragglerWait, ObjectCache: cfg.ObjectCache})
 	n.onClose(func() error { n.gw.Close(); return nil })
+	if gw := n.gw; gw.CacheStats().Enabled {
+		cs := func(f func(gateway.CacheStats) int64) func() float64 {
+			return func() float64 { return float64(f(gw.CacheStats())) }
+		}
+		n.m.CounterFunc("cairn_object_cache_hits_total", "GETs served from the gateway object cache (after a freshness check).", cs(func(s gateway.CacheStats) int64 { return s.Hits }))
+		n.m.CounterFunc("cairn_object_cache_misses_total", "GETs read from a replica with the object cache on (too large, not cached, or stale).", cs(func(s gateway.CacheStats) int64 { return s.Misses }))
+		n.m.CounterFunc("cairn_object_cache_evictions_total", "Object cache entries removed to make room (least recently used first).", cs(func(s gateway.CacheStats) int64 { return s.Evictions }))
+		n.m.CounterFunc("cairn_object_cache_stale_total", "Object cache entries found older than the version the freshness check read (dropped, not served).", cs(func(s gateway.CacheStats) int64 { return s.Stale }))
+		n.m.CounterFunc("cairn_object_cache_checks_total", "Freshness checks sent (concurrent GETs of one object share them).", cs(func(s gateway.CacheStats) int64 { return s.Checks }))
+		n.m.CounterFunc("cairn_object_cache_check_failures_total", "Freshness checks of cached objects that failed (the GET went the uncached way).", cs(func(s gateway.CacheStats) int64 { return s.CheckFailures }))
+		n.m.GaugeFunc("cairn_object_cache_bytes", "Bytes held by the object cache (bodies, names, per-entry overhead).", cs(func(s gateway.CacheStats) int64 { return s.Bytes }))
+		n.m.GaugeFunc("cairn_object_cache_entries", "Objects held by the object cache.", cs(func(s gateway.CacheStats) int64 { return int64(s.Entries) }))
+		n.m.GaugeFunc("cairn_object_cache_budget_bytes", "Most bytes the object cache may hold (--object-cache).", cs(func(s gateway.CacheStats) int64 { return s.Budget }))
+	}
 	n.rep = repair.New(repair.Config{NodeID: n.nodeID, Store: n.st, Maps: n.mgr, Topology: n.gw.Topology(), Replica: n.gw.Replica,
 		Stripes: n.gw.Stripes(), Coordinator: n.gw, Hints: n.hints, Clock: clock, Logger: log})
 	n.rep.SetRecoveryRate(max(cfg.RecoveryRate, 0))

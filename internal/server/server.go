@@ -85,6 +85,9 @@ type Config struct {
 	Voters int
 	// StragglerWait: see gateway.Config.
 	StragglerWait time.Duration
+	// ObjectCache is the gateway object cache's budget in bytes (0: no cache; cmd/cairn
+	// defaults to 64 MiB). See gateway.Config.ObjectCache.
+	ObjectCache int64
 	// HintInterval is how often queued replica writes are retried (default 1s).
 	HintInterval time.Duration
 	// Capacity overrides the capacity reported in the map (default: the data disk's size).

@@ -1,8 +1,12 @@
 // Command clusterbench measures a loopback cairn cluster against a single node in the same
 // run (docs/benchmarks.md): 4 KiB and 16 MiB PUT and GET with `cairn bench`, and the
-// internode bytes each 16 MiB PUT costs, read from the nodes' own counters.
+// internode bytes each 16 MiB PUT costs, read from the nodes' own counters. With
+// --object-cache it measures the gateway object cache instead (cache.go): a hot 4 KiB GET
+// through a node that holds a copy and through one that holds none, on a cluster with the
+// cache on and one with it off, in the same run.
 //
 //	go run ./tools/clusterbench --cairn bin/cairn [--nodes 3] [--duration 10s]
+//	go run ./tools/clusterbench --cairn bin/cairn --object-cache [--nodes 6] [--duration 10s]
 package main
 
 import (
@@ -61,7 +65,17 @@ func main() {
 	bin := flag.String("cairn", "bin/cairn", "cairn binary")
 	nodes := flag.Int("nodes", 3, "cluster size")
 	dur := flag.Duration("duration", 10*time.Second, "length of each measured phase")
+	cacheBench := flag.Bool("object-cache", false, "measure the gateway object cache (hot 4 KiB GET through a holder and a non-holder, cache on and off) instead")
+	conc := flag.Int("concurrency", 16, "concurrent clients of the --object-cache phases")
+	rounds := flag.Int("rounds", 1, "--object-cache: measure each cluster's phases this many times, alternating")
 	flag.Parse()
+	if *cacheBench {
+		if *nodes < 4 {
+			log.Fatal("--object-cache needs at least 4 nodes (a node that holds no copy)")
+		}
+		runCacheBench(*bin, *nodes, *dur, *conc, *rounds)
+		return
+	}
 	dir, err := os.MkdirTemp("", "clusterbench-")
 	if err != nil {
 		log.Fatal(err)
@@ -72,7 +86,7 @@ func main() {
 	sres, _ := runAll(*bin, single, *dur, dir, "single")
 	stop()
 
-	cl, stopCl := startCluster(*bin, filepath.Join(dir, "cluster"), *nodes)
+	cl, _, stopCl := startCluster(*bin, filepath.Join(dir, "cluster"), *nodes)
 	cres, traffic := runAll(*bin, cl, *dur, dir, "cluster")
 	stopCl()
 
@@ -173,7 +187,7 @@ func startSingle(bin, dir string) (target, func()) {
 
 // startCluster starts n nodes on loopback (node1 bootstraps, the others join it, zones
 // z1..z3 round robin, N=3) and returns them and their stop function.
-func startCluster(bin, dir string, n int) (target, func()) {
+func startCluster(bin, dir string, n int, extra ...string) (target, []*proc.Proc, func()) {
 	t := target{access: "CAIRNBENCH" + randHex(5), secret: randHex(20), clusterSecret: randHex(24)}
 	env := []string{"CAIRN_ACCESS_KEY=" + t.access, "CAIRN_SECRET_KEY=" + t.secret, "CAIRN_CLUSTER_SECRET=" + t.clusterSecret}
 	var procs []*proc.Proc
@@ -186,7 +200,7 @@ func startCluster(bin, dir string, n int) (target, func()) {
 		wg.Wait()
 	}
 	for i := 0; i < n; i++ {
-		args := []string{"--node-id", fmt.Sprintf("node%d", i+1), "--zone", fmt.Sprintf("z%d", i%3+1)}
+		args := append([]string{"--node-id", fmt.Sprintf("node%d", i+1), "--zone", fmt.Sprintf("z%d", i%3+1)}, extra...)
 		if i > 0 {
 			args = append(args, "--join", procs[0].NodeAddr())
 		}
@@ -199,5 +213,5 @@ func startCluster(bin, dir string, n int) (target, func()) {
 		t.admins = append(t.admins, p.AdminAddr())
 	}
 	t.endpoint = procs[0].URL()
-	return t, stop
+	return t, procs, stop
 }

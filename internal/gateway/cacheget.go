@@ -1,0 +1,217 @@
+package gateway
+
+import (
+	"context"
+	"io"
+
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/topology"
+)
+
+// The object cache's read path (docs/architecture.md, "The object cache").
+//
+// A GET of an object the cache holds first asks the holders for the object's record with
+// the read quorum in force, exactly as an uncached read does (versions): the newest
+// (HLC, MetaHLC) among the answers. The body is served from memory only if the cached
+// body is of that version (same HLC and ETag; a version's body never changes, tags are
+// changed in place under a new MetaHLC and come from the record just read). Otherwise
+// the read goes the uncached way. So a cached read is never staler than an uncached read
+// with the same R, whatever happened on other gateways: the cache saves the body's
+// transfer, never the check.
+
+// cacheable reports whether o's body may be kept in the cache. This is where the
+// decision is made, and where it must stay true that objects encrypted with keys the
+// client supplies (SSE-C) are never cached: their plaintext may be served only to a
+// request that presents the key. cairn has no server-side encryption yet; when it gets
+// SSE-C, such records must answer false here.
+func (c *objectCache) cacheable(o *object.Object) bool {
+	return c != nil && o != nil && !o.Deleted && c.fits(o.Size)
+}
+
+// openCached serves bucket/key from the cache if it holds the version a freshness check
+// reads with quorum r, or answers NoSuchKey if the check found the object deleted. ok
+// false: the caller reads the uncached way (nothing cached, the check failed, or the
+// cached version is not the newest).
+func (g *Gateway) openCached(ctx context.Context, ts []topology.Target, r int, bucket, key string) (rd ObjectReader, ok bool, err error) {
+	c := g.cache
+	if !c.has(bucket, key) {
+		return nil, false, nil
+	}
+	o, err := g.freshVersion(ctx, ts, r, bucket, key)
+	if err != nil {
+		c.checkFailures.Add(1)
+		return nil, false, nil
+	}
+	if o == nil || o.Deleted {
+		c.drop(bucket, key)
+		c.stale.Add(1)
+		return nil, true, noSuchKey("gateway.OpenObject")
+	}
+	body, hit := c.get(bucket, key, o.HLC, o.ETag)
+	if !hit || int64(len(body)) != o.Size {
+		return nil, false, nil
+	}
+	c.hits.Add(1)
+	return &memReader{o: o, body: body}, true, nil
+}
+
+// flight is the state of the freshness checks of one object: whether one is running, and
+// the one that will start when it ends, which requests arriving meanwhile join.
+type flight struct {
+	running bool
+	next    *check
+}
+
+// check is one freshness check and its outcome (valid once done is closed).
+type check struct {
+	done chan struct{}
+	// ts and r are the targets and quorum of the first request that joined.
+	ts  []topology.Target
+	r   int
+	o   *object.Object
+	err error
+}
+
+// freshVersion returns bucket/key's newest record among r replicas, read by a check that
+// started after this call began. Concurrent GETs of a hot object share checks: a request
+// that finds a check running waits for the next one, which starts only once the running
+// one ended and serves every request that arrived while it waited. A check started before
+// a request arrived is never shared with it (it might have missed a write acknowledged
+// just before the request), so each answer is as fresh as the request's own read: one
+// made, in its entirety, after the request began.
+func (g *Gateway) freshVersion(ctx context.Context, ts []topology.Target, r int, bucket, key string) (*object.Object, error) {
+	c := g.cache
+	k := cacheKey{bucket, key}
+	c.fmu.Lock()
+	f := c.flights[k]
+	if f == nil {
+		f = &flight{}
+		c.flights[k] = f
+	}
+	if !f.running {
+		// Nothing running: check now, on this request's own context.
+		f.running = true
+		c.fmu.Unlock()
+		c.checks.Add(1)
+		o, _, err := g.versions(ctx, ts, r, bucket, key)
+		g.nextCheck(k, f)
+		return o, err
+	}
+	if f.next == nil {
+		f.next = &check{done: make(chan struct{}), ts: ts, r: r}
+	}
+	p := f.next
+	c.fmu.Unlock()
+	select {
+	case <-p.done:
+		return p.o, p.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// nextCheck ends the running check of k: it starts the one requests are waiting for, if
+// any, in the background (it serves several requests, so no one request's context
+// bounds it), or marks k idle.
+func (g *Gateway) nextCheck(k cacheKey, f *flight) {
+	c := g.cache
+	c.fmu.Lock()
+	p := f.next
+	if p == nil {
+		f.running = false
+		delete(c.flights, k)
+		c.fmu.Unlock()
+		return
+	}
+	f.next = nil
+	c.fmu.Unlock()
+	g.bg.Add(1)
+	go func() {
+		defer g.bg.Done()
+		ctx, cancel := context.WithTimeout(g.closing, g.cfg.Timeout)
+		c.checks.Add(1)
+		p.o, _, p.err = g.versions(ctx, p.ts, p.r, k.bucket, k.key)
+		cancel()
+		close(p.done)
+		g.nextCheck(k, f)
+	}()
+}
+
+// memReader serves a body held in memory.
+type memReader struct {
+	o    *object.Object
+	body []byte
+}
+
+func (m *memReader) Info() *object.Object { return m.o }
+
+func (m *memReader) Close() error { return nil }
+
+func (m *memReader) WriteRange(ctx context.Context, w io.Writer, off, n int64) (int64, error) {
+	if off < 0 || n < 0 || off+n > int64(len(m.body)) {
+		return 0, errors.E(errors.Invalid, "range outside the object")
+	}
+	k, err := w.Write(m.body[off : off+n])
+	return int64(k), err
+}
+
+// fillReader copies a whole-body read of a small object into the cache as it streams to
+// the client; partial reads pass through untouched. Only bodies within the size limit
+// are wrapped, so nothing large is ever buffered.
+type fillReader struct {
+	ObjectReader
+	c           *objectCache
+	bucket, key string
+}
+
+// fill wraps rd, read from a replica, so that a full read of it fills the cache.
+func (g *Gateway) fill(rd ObjectReader, bucket, key string) ObjectReader {
+	c := g.cache
+	if c == nil {
+		return rd
+	}
+	c.misses.Add(1)
+	if !c.cacheable(rd.Info()) {
+		return rd
+	}
+	return &fillReader{ObjectReader: rd, c: c, bucket: bucket, key: key}
+}
+
+// Prepare passes on to the wrapped reader (an erasure-coded object's first stripe).
+func (f *fillReader) Prepare(ctx context.Context, off, n int64) error {
+	if p, ok := f.ObjectReader.(Preparer); ok {
+		return p.Prepare(ctx, off, n)
+	}
+	return nil
+}
+
+func (f *fillReader) WriteRange(ctx context.Context, w io.Writer, off, n int64) (int64, error) {
+	o := f.Info()
+	if off != 0 || n != o.Size {
+		return f.ObjectReader.WriteRange(ctx, w, off, n)
+	}
+	t := &teeWriter{w: w, buf: make([]byte, 0, n)}
+	m, err := f.ObjectReader.WriteRange(ctx, t, off, n)
+	if err == nil && m == n && int64(len(t.buf)) == n {
+		f.c.put(f.bucket, f.key, o.HLC, o.ETag, t.buf)
+	}
+	return m, err
+}
+
+// teeWriter keeps a copy of the bytes w accepted, up to the capacity of buf (more would
+// be a reader's error; the copy is then not kept).
+type teeWriter struct {
+	w   io.Writer
+	buf []byte
+}
+
+func (t *teeWriter) Write(p []byte) (int, error) {
+	n, err := t.w.Write(p)
+	if len(t.buf)+n <= cap(t.buf) {
+		t.buf = append(t.buf, p[:n]...)
+	} else {
+		t.buf = t.buf[:0:0]
+	}
+	return n, err
+}
