@@ -34,7 +34,9 @@ func tenStatements(bucket string) string {
 // evaluating a bucket policy per request. Compare the sub-benchmarks of one run.
 func BenchmarkPolicy(b *testing.B) {
 	srv := testutil.StartServer(b, store.Config{Reserve: 1}, func(c *s3api.Config) {
-		c.Lookup = func(ak string) (string, bool) { return "secret-" + ak, ak == "GRANTED" || ak == "POLICIED" || ak == testutil.AccessKey }
+		c.Lookup = func(ak string) (string, bool) {
+			return "secret-" + ak, ak == "GRANTED" || ak == "POLICIED" || ak == testutil.AccessKey
+		}
 		c.Principal = func(ak string) s3api.Principal {
 			switch ak {
 			case "GRANTED":
