@@ -81,16 +81,19 @@ func TestBrowserConsole(t *testing.T) {
 	start := time.Now()
 	b.Navigate("http://" + tc.procs[1].AdminAddr() + "/") // redirected to /console/
 	b.WaitText("#login-button", 5*time.Second, func(s string) bool { return s == "Log in" })
-	login := func(password string) {
+	login := func(accessKey, password string) {
 		t.Helper()
-		if _, err := browser.Eval[bool](b, `(() => { document.querySelector("#password").value = `+strconv.Quote(password)+`; return true })()`); err != nil {
+		if _, err := browser.Eval[bool](b, `(() => { document.querySelector("#access-key").value = `+strconv.Quote(accessKey)+
+			`; document.querySelector("#password").value = `+strconv.Quote(password)+`; return true })()`); err != nil {
 			t.Fatal(err)
 		}
 		b.Click("#login-button")
 	}
-	login("not-the-secret")
+	login("", "not-the-secret")
 	b.WaitText("#login-error", 5*time.Second, func(s string) bool { return strings.Contains(s, "wrong password") })
-	login(testClusterSecret)
+	login(testAccess, "not-the-secret-key")
+	b.WaitText("#login-error", 5*time.Second, func(s string) bool { return strings.Contains(s, "wrong access key") })
+	login(testAccess, testSecret) // the root user's key
 	epoch := strconv.FormatUint(st.Epoch, 10)
 	b.WaitText("#epoch", 5*time.Second, func(s string) bool { return s != "" })
 	// The page and the CLI read the same status: the same numbers once nothing changes.

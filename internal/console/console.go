@@ -5,7 +5,8 @@
 // already has, through functions the server gives it (Config): it computes nothing of its
 // own and imports nothing of the cluster.
 //
-// Security: an operator logs in with a password (the cluster secret, until users exist);
+// Security: an operator logs in with the cluster secret, or with an access key of the root
+// user and its secret key (Config.Key);
 // a session is a random 256-bit id in an HttpOnly, SameSite=Strict cookie (Secure on a TLS
 // listener) that names an entry of a server-side table with an idle and an absolute
 // expiry; every action (and logout) must carry the session's CSRF token in a header;
@@ -48,6 +49,10 @@ const Prefix = "/console/"
 type Config struct {
 	// Password is what an operator logs in with (the cluster secret).
 	Password string
+	// Key, if set, checks an access key and secret key pair: an operator may log in
+	// with a key of a user allowed to administer the cluster (the root user). It
+	// returns the user's name.
+	Key func(accessKey, secretKey string) (user string, ok bool)
 	// Data returns what the page shows, encoded as JSON as it is (the admin status).
 	Data func(ctx context.Context) any
 	// Node applies action (drain, out or up) to node id, as the admin API does.
@@ -308,11 +313,22 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds()+1)))
 		return fail(http.StatusTooManyRequests, "too many failed logins: try again later")
 	}
-	got := sha256.Sum256([]byte(r.FormValue("password")))
-	if subtle.ConstantTimeCompare(got[:], c.pw[:]) != 1 {
-		c.failed(addr, now)
-		c.log.Warn("console login refused: wrong password", "remote", r.RemoteAddr)
-		return fail(http.StatusUnauthorized, "wrong password")
+	who := "cluster secret"
+	if ak := r.FormValue("access_key"); ak != "" && c.cfg.Key != nil {
+		user, ok := c.cfg.Key(ak, r.FormValue("password"))
+		if !ok {
+			c.failed(addr, now)
+			c.log.Warn("console login refused: wrong key, or not a key of the root user", "remote", r.RemoteAddr, "access_key", ak)
+			return fail(http.StatusUnauthorized, "wrong access key or secret key (only the root user's keys log in)")
+		}
+		who = "user " + user + " (key " + ak + ")"
+	} else {
+		got := sha256.Sum256([]byte(r.FormValue("password")))
+		if subtle.ConstantTimeCompare(got[:], c.pw[:]) != 1 {
+			c.failed(addr, now)
+			c.log.Warn("console login refused: wrong password", "remote", r.RemoteAddr)
+			return fail(http.StatusUnauthorized, "wrong password")
+		}
 	}
 	var raw [32]byte
 	rand.Read(raw[:])
@@ -333,7 +349,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) error {
 	c.sessions[sha256.Sum256([]byte(id))] = &session{csrf: csrf, created: now, used: now}
 	delete(c.fails, addr)
 	c.mu.Unlock()
-	c.log.Info("console login", "remote", r.RemoteAddr)
+	c.log.Info("console login", "remote", r.RemoteAddr, "as", who)
 	http.SetCookie(w, c.cookie(id, int(c.cfg.MaxAge.Seconds())))
 	writeJSON(w, http.StatusOK, map[string]string{"csrf": csrf})
 	return nil

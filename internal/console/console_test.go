@@ -34,6 +34,7 @@ func newFixture(t *testing.T, tls bool) *fixture {
 			return nil
 		},
 		RecoveryRate: func(_ context.Context, rate int64) error { return nil },
+		Key: func(ak, sk string) (string, bool) { return "root", ak == "ROOTKEY" && sk == "root-secret" },
 		Now: func() time.Time {
 			f.mu.Lock()
 			defer f.mu.Unlock()
@@ -199,5 +200,26 @@ func TestHeaders(t *testing.T) {
 	}
 	if resp := f.do(t, "GET", "nothing.js", nil, nil, ""); resp.StatusCode != 404 {
 		t.Errorf("missing file: %d", resp.StatusCode)
+	}
+}
+
+// A root user's key logs in instead of the cluster secret; a wrong secret, or the
+// cluster secret given with an access key, does not.
+func TestLoginWithKey(t *testing.T) {
+	f := newFixture(t, false)
+	for _, tc := range []struct {
+		ak, pw string
+		want   int
+	}{
+		{"ROOTKEY", "root-secret", 200},
+		{"ROOTKEY", "wrong", 401},
+		{"ROOTKEY", testPassword, 401},
+		{"OTHERKEY", "root-secret", 401},
+		{"", testPassword, 200},
+	} {
+		resp := f.do(t, "POST", "api/login", url.Values{"access_key": {tc.ak}, "password": {tc.pw}}, nil, "")
+		if resp.StatusCode != tc.want {
+			t.Errorf("login %q/%q: %d, want %d", tc.ak, tc.pw, resp.StatusCode, tc.want)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/subtle"
 	stderrors "errors"
 	"log/slog"
 	"os"
@@ -300,4 +301,18 @@ func (k *keyring) Principal(id string) s3api.Principal {
 		p.Grants = append(p.Grants, s3api.Grant{Bucket: g.Bucket, Prefix: g.Prefix, Read: g.Read, Write: g.Write, Owner: g.Owner})
 	}
 	return p
+}
+
+// RootKey reports whether accessKey is a key of the root user whose secret is secretKey
+// (compared in constant time): the console's login with a key.
+func (k *keyring) RootKey(accessKey, secretKey string) (string, bool) {
+	c, ok := k.mgr.Current().Credential(accessKey)
+	if !ok || !c.Account.Root {
+		return "", false
+	}
+	secret, ok := k.Lookup(accessKey)
+	if !ok || subtle.ConstantTimeCompare([]byte(secret), []byte(secretKey)) != 1 {
+		return "", false
+	}
+	return c.Account.Name, true
 }

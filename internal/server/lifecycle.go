@@ -639,7 +639,7 @@ func (n *instance) adminMux(ctx context.Context) (*http.ServeMux, error) {
 	amux.Handle("/admin/v1/", ah)
 	// The web console: the admin status and the node and recovery-rate actions, through
 	// the admin handler's own functions, behind a login with the cluster secret.
-	con, err := console.New(console.Config{Password: n.secretS, TLS: n.certs != nil, Logger: n.log,
+	con, err := console.New(console.Config{Password: n.secretS, TLS: n.certs != nil, Logger: n.log, Key: n.keys.RootKey,
 		Data: func(ctx context.Context) any { return ah.status(ctx) },
 		Node: ah.nodeAction,
 		RecoveryRate: func(ctx context.Context, rate int64) error {

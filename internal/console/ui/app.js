@@ -226,7 +226,7 @@ document.addEventListener("DOMContentLoaded", async () => {
   $("#login-form").addEventListener("submit", async (ev) => {
     ev.preventDefault();
     try {
-      const d = await api("login", { method: "POST", body: new URLSearchParams({ password: $("#password").value }).toString() });
+      const d = await api("login", { method: "POST", body: new URLSearchParams({ access_key: $("#access-key").value, password: $("#password").value }).toString() });
       $("#password").value = "";
       showApp(d.csrf);
     } catch (e) {
