@@ -1,0 +1,199 @@
+// Command placesim simulates placement and recovery at scale with cairn's own map and
+// placement code: cluster maps are built and changed with clustermap.ApplyCommand (init,
+// add_node, set_state out, as the managers apply them) and placed with
+// topology.Layout, which calls placement.New exactly as every gateway and storage node
+// does. Nothing of placement is re-implemented here; only the figures are computed.
+//
+// For each cluster (--nodes, with --zones zones, node i in zone i mod zones, capacities
+// drawn at random from --capacities, one host per node) it reports:
+//
+//   - the time to compute the placement table (once per map change, on every node);
+//   - balance: each node's partition copies over its capacity share of all copies, the
+//     largest and smallest (max/mean, min/mean; 1.00 is perfect);
+//   - zone-rule violations: partitions with two copies in one zone although there are at
+//     least N zones (also host violations and partitions short of N nodes);
+//   - a join (one node of --join-tb): copies created, as a fraction of all P·N copies,
+//     against the lower bound (the new node's weight share; 1/(n+1) for equal nodes), and
+//     how many landed on nodes other than the new one;
+//   - a loss (the first node of --lost-tb capacity, set out): copies created against the
+//     copies it held, and the time to re-protect its --lost-tb bytes.
+//
+// The re-protection model: the lost node's bytes are spread evenly over the partition
+// copies it held. Each such partition gets one new holder (the receiver), and its
+// surviving holders (the co-holders: the nodes that shared a partition with the lost
+// node) can send it. Times are at --rate bytes per second per node:
+//
+//   - single: one node copies everything (the naive figure);
+//   - senders: each partition's bytes are split evenly over its surviving holders, each
+//     sending at the rate; the busiest co-holder sets the time;
+//   - pull: what cairn's sync does today: each new holder pulls its partitions, paced to
+//     its own recovery rate, and senders are not throttled; the busiest receiver sets
+//     the time;
+//   - pull, lowest-ID: the same, but cairn's sync copies each object from the first peer
+//     in ID order that has it (repair.pullNewer), so if senders were limited to the rate
+//     too, the busiest lowest-ID co-holder could set the time.
+//
+// Usage:
+//
+//	GOMAXPROCS=1 go run ./tools/placesim [--nodes 100,1000,5000] [--zones 3,5,10]
+//	    [--per-node 100 | --partitions P] [--replicas 3] [--weights one,capacity,calibrated]
+//	    [--capacities 50,100,100,200] [--lost-tb 100] [--join-tb 100] [--rate 64MiB]
+//	    [--seed 1]
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "placesim:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, w io.Writer) error {
+	fs := flag.NewFlagSet("placesim", flag.ContinueOnError)
+	nodes := fs.String("nodes", "100,1000,5000", "cluster sizes, comma separated")
+	zones := fs.String("zones", "3,5,10", "zones per cluster: one value, or one per cluster size")
+	perNode := fs.Int("per-node", 100, "partitions per node: P = per-node × nodes (ignored with --partitions)")
+	parts := fs.Int("partitions", 0, "a fixed partition count for every cluster (cairn's default is 4096)")
+	replicas := fs.Int("replicas", 3, "copies per partition (N of STANDARD)")
+	weights := fs.String("weights", "one,capacity,calibrated", "weight modes: one (cairn today), capacity, calibrated")
+	capList := fs.String("capacities", "50,100,100,200", "node capacities in TB, drawn uniformly per node")
+	lostTB := fs.Float64("lost-tb", 100, "TB held by the lost node (the first node of the closest capacity)")
+	joinTB := fs.Float64("join-tb", 100, "capacity of the joining node in TB")
+	rate := fs.String("rate", "64MiB", "per-node recovery rate in bytes per second (cairn's default 64MiB)")
+	seed := fs.Uint64("seed", 1, "seed of the capacity draw")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ns, err := ints(*nodes)
+	if err != nil {
+		return fmt.Errorf("--nodes: %w", err)
+	}
+	zs, err := ints(*zones)
+	if err != nil {
+		return fmt.Errorf("--zones: %w", err)
+	}
+	if len(zs) != 1 && len(zs) != len(ns) {
+		return fmt.Errorf("--zones: %d values for %d cluster sizes", len(zs), len(ns))
+	}
+	var caps []float64
+	for _, f := range strings.Split(*capList, ",") {
+		c, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || c <= 0 {
+			return fmt.Errorf("--capacities: bad value %q", f)
+		}
+		caps = append(caps, c)
+	}
+	bps, err := bytesValue(*rate)
+	if err != nil {
+		return fmt.Errorf("--rate: %w", err)
+	}
+	start := time.Now()
+	fmt.Fprintf(w, "placesim %s: GOMAXPROCS=%d, %s, replicas %d, capacities %s TB, rate %s/s per node\n\n",
+		strings.Join(args, " "), runtime.GOMAXPROCS(0), runtime.Version(), *replicas, *capList, *rate)
+	var results []*Result
+	for i, n := range ns {
+		z := zs[0]
+		if len(zs) > 1 {
+			z = zs[i]
+		}
+		p := *parts
+		if p == 0 {
+			p = *perNode * n
+		}
+		for _, mode := range strings.Split(*weights, ",") {
+			s := Spec{Nodes: n, Zones: z, Replicas: *replicas, Partitions: p, Weights: strings.TrimSpace(mode),
+				Capacities: caps, Seed: *seed, LostTB: *lostTB, JoinTB: *joinTB, Rate: bps}
+			t0 := time.Now()
+			r, err := Run(s)
+			if err != nil {
+				return fmt.Errorf("%d nodes, %s weights: %w", n, mode, err)
+			}
+			fmt.Fprintf(os.Stderr, "placesim: %d nodes, %s weights done in %s\n", n, mode, time.Since(t0).Round(time.Millisecond))
+			results = append(results, r)
+		}
+	}
+	report(w, results)
+	fmt.Fprintf(w, "\nrun time %s\n", time.Since(start).Round(100*time.Millisecond))
+	return nil
+}
+
+// report writes the results as two Markdown tables.
+func report(w io.Writer, rs []*Result) {
+	fmt.Fprintln(w, "| nodes | zones | P | copies/node | weights | table time | max/mean | min/mean | zone viol. | join moved | 1/(n+1) | bound | moved/bound | not to new node | loss moved/held |")
+	fmt.Fprintln(w, "|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range rs {
+		s := r.Spec
+		fmt.Fprintf(w, "| %d | %d | %d | %.0f | %s | %s | %.3f | %.3f | %d | %.4f%% | %.4f%% | %.4f%% | %.3f | %d | %d/%d |\n",
+			s.Nodes, s.Zones, s.Partitions, r.CopiesMean, s.Weights, dur(r.Build), r.MaxMean, r.MinMean,
+			r.ZoneViolations+r.HostViolations+r.Short, 100*r.JoinFrac, 100*r.JoinNPlus1, 100*r.JoinBound,
+			r.JoinFrac/r.JoinBound, r.JoinElsewhere, r.LossMoved, r.LostCopies)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| nodes | weights | lost copies | receivers | max recv | co-holders | max even share | lowest-ID senders | max lowest-ID | single node | senders (even) | pull (cairn) | pull, lowest-ID |")
+	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range rs {
+		rc := r.Recovery
+		fmt.Fprintf(w, "| %d | %s | %d | %d | %d | %d | %.1f | %d | %d | %s | %s | %s | %s |\n",
+			r.Spec.Nodes, r.Spec.Weights, r.LostCopies, rc.Receivers, rc.MaxRecv, rc.CoHolders, rc.MaxShare,
+			rc.LowestID, rc.MaxLowest, dur(rc.Single), dur(rc.Senders), dur(rc.Pull), dur(rc.PullLoID))
+	}
+}
+
+// dur rounds d for a table: hours and minutes, minutes and seconds, or milliseconds.
+func dur(d time.Duration) string {
+	switch {
+	case d >= 24*time.Hour:
+		return fmt.Sprintf("%.1f d", d.Hours()/24)
+	case d >= time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	case d >= time.Minute:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d >= time.Second:
+		return fmt.Sprintf("%.1f s", d.Seconds())
+	default:
+		return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
+	}
+}
+
+func ints(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("bad value %q", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// bytesValue parses a byte count with an optional KiB, MiB, GiB, KB, MB or GB suffix.
+func bytesValue(s string) (float64, error) {
+	units := []struct {
+		suffix string
+		mult   float64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}}
+	mult := 1.0
+	for _, u := range units {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSuffix(s, u.suffix), u.mult
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("bad byte count %q", s)
+	}
+	return v * mult, nil
+}
