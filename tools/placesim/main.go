@@ -38,7 +38,7 @@
 //	GOMAXPROCS=1 go run ./tools/placesim [--nodes 100,1000,5000] [--zones 3,5,10]
 //	    [--per-node 100 | --partitions P] [--replicas 3] [--weights one,capacity,calibrated]
 //	    [--capacities 50,100,100,200] [--lost-tb 100] [--join-tb 100] [--rate 64MiB]
-//	    [--seed 1]
+//	    [--seed 1] [--events=false]
 package main
 
 import (
@@ -62,8 +62,8 @@ func main() {
 func run(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("placesim", flag.ContinueOnError)
 	nodes := fs.String("nodes", "100,1000,5000", "cluster sizes, comma separated")
-	zones := fs.String("zones", "3,5,10", "zones per cluster: one value, or one per cluster size")
-	perNode := fs.Int("per-node", 100, "partitions per node: P = per-node × nodes (ignored with --partitions)")
+	zones := fs.String("zones", "", "zones per cluster: one value, or one per cluster size (default 3 up to 100 nodes, 5 up to 1000, else 10)")
+	perNode := fs.String("per-node", "100", "partitions per node: P = per-node × nodes (ignored with --partitions); a list runs each")
 	parts := fs.Int("partitions", 0, "a fixed partition count for every cluster (cairn's default is 4096)")
 	replicas := fs.Int("replicas", 3, "copies per partition (N of STANDARD)")
 	weights := fs.String("weights", "one,capacity,calibrated", "weight modes: one (cairn today), capacity, calibrated")
@@ -72,6 +72,7 @@ func run(args []string, w io.Writer) error {
 	joinTB := fs.Float64("join-tb", 100, "capacity of the joining node in TB")
 	rate := fs.String("rate", "64MiB", "per-node recovery rate in bytes per second (cairn's default 64MiB)")
 	seed := fs.Uint64("seed", 1, "seed of the capacity draw")
+	events := fs.Bool("events", true, "simulate the join and the loss (false: the initial placement only)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -79,9 +80,17 @@ func run(args []string, w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--nodes: %w", err)
 	}
-	zs, err := ints(*zones)
-	if err != nil {
+	var zs []int
+	if *zones == "" {
+		for _, n := range ns {
+			zs = append(zs, autoZones(n))
+		}
+	} else if zs, err = ints(*zones); err != nil {
 		return fmt.Errorf("--zones: %w", err)
+	}
+	pns, err := ints(*perNode)
+	if err != nil {
+		return fmt.Errorf("--per-node: %w", err)
 	}
 	if len(zs) != 1 && len(zs) != len(ns) {
 		return fmt.Errorf("--zones: %d values for %d cluster sizes", len(zs), len(ns))
@@ -107,29 +116,44 @@ func run(args []string, w io.Writer) error {
 		if len(zs) > 1 {
 			z = zs[i]
 		}
-		p := *parts
-		if p == 0 {
-			p = *perNode * n
-		}
-		for _, mode := range strings.Split(*weights, ",") {
-			s := Spec{Nodes: n, Zones: z, Replicas: *replicas, Partitions: p, Weights: strings.TrimSpace(mode),
-				Capacities: caps, Seed: *seed, LostTB: *lostTB, JoinTB: *joinTB, Rate: bps}
-			t0 := time.Now()
-			r, err := Run(s)
-			if err != nil {
-				return fmt.Errorf("%d nodes, %s weights: %w", n, mode, err)
+		for _, pn := range pns {
+			p := *parts
+			if p == 0 {
+				p = pn * n
 			}
-			fmt.Fprintf(os.Stderr, "placesim: %d nodes, %s weights done in %s\n", n, mode, time.Since(t0).Round(time.Millisecond))
-			results = append(results, r)
+			for _, mode := range strings.Split(*weights, ",") {
+				s := Spec{Nodes: n, Zones: z, Replicas: *replicas, Partitions: p, Weights: strings.TrimSpace(mode),
+					Capacities: caps, Seed: *seed, LostTB: *lostTB, JoinTB: *joinTB, Rate: bps, BalanceOnly: !*events}
+				t0 := time.Now()
+				r, err := Run(s)
+				if err != nil {
+					return fmt.Errorf("%d nodes, %s weights: %w", n, mode, err)
+				}
+				fmt.Fprintf(os.Stderr, "placesim: %d nodes, P %d, %s weights done in %s\n", n, p, mode, time.Since(t0).Round(time.Millisecond))
+				results = append(results, r)
+			}
+			if *parts != 0 {
+				break
+			}
 		}
 	}
-	report(w, results)
+	report(w, results, *events)
 	fmt.Fprintf(w, "\nrun time %s\n", time.Since(start).Round(100*time.Millisecond))
 	return nil
 }
 
 // report writes the results as two Markdown tables.
-func report(w io.Writer, rs []*Result) {
+func report(w io.Writer, rs []*Result, events bool) {
+	if !events {
+		fmt.Fprintln(w, "| nodes | zones | P | copies/node | weights | table time | max/mean | min/mean | zone viol. |")
+		fmt.Fprintln(w, "|---:|---:|---:|---:|---|---:|---:|---:|---:|")
+		for _, r := range rs {
+			s := r.Spec
+			fmt.Fprintf(w, "| %d | %d | %d | %.0f | %s | %s | %.3f | %.3f | %d |\n", s.Nodes, s.Zones, s.Partitions,
+				r.CopiesMean, s.Weights, dur(r.Build), r.MaxMean, r.MinMean, r.ZoneViolations+r.HostViolations+r.Short)
+		}
+		return
+	}
 	fmt.Fprintln(w, "| nodes | zones | P | copies/node | weights | table time | max/mean | min/mean | zone viol. | join moved | 1/(n+1) | bound | moved/bound | not to new node | loss moved/held |")
 	fmt.Fprintln(w, "|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rs {
@@ -164,6 +188,17 @@ func dur(d time.Duration) string {
 	default:
 		return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
 	}
+}
+
+// autoZones is the default zone count of a cluster of n nodes.
+func autoZones(n int) int {
+	switch {
+	case n <= 100:
+		return 3
+	case n <= 1000:
+		return 5
+	}
+	return 10
 }
 
 func ints(s string) ([]int, error) {

@@ -38,6 +38,7 @@ type Spec struct {
 	LostTB       float64 // bytes on the lost node, in TB (1e12 bytes)
 	JoinTB       float64 // capacity of the joining node, in TB
 	Rate         float64 // per-node recovery rate, bytes per second
+	BalanceOnly  bool    // skip the join and the loss
 }
 
 // Result holds the figures of one simulated cluster.
@@ -200,6 +201,9 @@ func Run(s Spec) (*Result, error) {
 		r.MinMean = min(r.MinMean, share)
 	}
 	r.ZoneViolations, r.HostViolations, r.Short = check(t, n, zone, s.Zones)
+	if s.BalanceOnly {
+		return r, nil
+	}
 
 	// A node joins: add_node (weight 1, as cairn does), then the weights of the mode.
 	joinTB := s.JoinTB
