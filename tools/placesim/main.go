@@ -53,13 +53,14 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "placesim:", err)
 		os.Exit(1)
 	}
 }
 
-func run(args []string, w io.Writer) error {
+// run runs the command with args, writing the report to w and progress to logw.
+func run(args []string, w, logw io.Writer) error {
 	fs := flag.NewFlagSet("placesim", flag.ContinueOnError)
 	nodes := fs.String("nodes", "100,1000,5000", "cluster sizes, comma separated")
 	zones := fs.String("zones", "", "zones per cluster: one value, or one per cluster size (default 3 up to 100 nodes, 5 up to 1000, else 10)")
@@ -129,7 +130,7 @@ func run(args []string, w io.Writer) error {
 				if err != nil {
 					return fmt.Errorf("%d nodes, %s weights: %w", n, mode, err)
 				}
-				fmt.Fprintf(os.Stderr, "placesim: %d nodes, P %d, %s weights done in %s\n", n, p, mode, time.Since(t0).Round(time.Millisecond))
+				fmt.Fprintf(logw, "placesim: %d nodes, P %d, %s weights done in %s\n", n, p, mode, time.Since(t0).Round(time.Millisecond))
 				results = append(results, r)
 			}
 			if *parts != 0 {
