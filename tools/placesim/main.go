@@ -38,7 +38,7 @@
 //	GOMAXPROCS=1 go run ./tools/placesim [--nodes 100,1000,5000] [--zones 3,5,10]
 //	    [--per-node 100 | --partitions P] [--replicas 3] [--weights one,capacity,calibrated]
 //	    [--capacities 50,100,100,200] [--lost-tb 100] [--join-tb 100] [--rate 64MiB]
-//	    [--seed 1] [--events=false]
+//	    [--joins 1] [--seed 1] [--events=false]
 package main
 
 import (
@@ -71,6 +71,7 @@ func run(args []string, w, logw io.Writer) error {
 	capList := fs.String("capacities", "50,100,100,200", "node capacities in TB, drawn uniformly per node")
 	lostTB := fs.Float64("lost-tb", 100, "TB held by the lost node (the first node of the closest capacity)")
 	joinTB := fs.Float64("join-tb", 100, "capacity of the joining node in TB")
+	joins := fs.Int("joins", 1, "how many different nodes join, each alone (the mean and worst movement are reported)")
 	rate := fs.String("rate", "64MiB", "per-node recovery rate in bytes per second (cairn's default 64MiB)")
 	seed := fs.Uint64("seed", 1, "seed of the capacity draw")
 	events := fs.Bool("events", true, "simulate the join and the loss (false: the initial placement only)")
@@ -124,7 +125,7 @@ func run(args []string, w, logw io.Writer) error {
 			}
 			for _, mode := range strings.Split(*weights, ",") {
 				s := Spec{Nodes: n, Zones: z, Replicas: *replicas, Partitions: p, Weights: strings.TrimSpace(mode),
-					Capacities: caps, Seed: *seed, LostTB: *lostTB, JoinTB: *joinTB, Rate: bps, BalanceOnly: !*events}
+					Capacities: caps, Seed: *seed, LostTB: *lostTB, JoinTB: *joinTB, Joins: *joins, Rate: bps, BalanceOnly: !*events}
 				t0 := time.Now()
 				r, err := Run(s)
 				if err != nil {
@@ -155,23 +156,23 @@ func report(w io.Writer, rs []*Result, events bool) {
 		}
 		return
 	}
-	fmt.Fprintln(w, "| nodes | zones | P | copies/node | weights | table time | max/mean | min/mean | zone viol. | join moved | 1/(n+1) | bound | moved/bound | not to new node | loss moved/held |")
-	fmt.Fprintln(w, "|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| nodes | zones | P | copies/node | weights | table time | max/mean | min/mean | zone viol. | joins | join moved (mean) | 1/(n+1) | bound | moved/bound mean | worst | not to new node | loss moved/held |")
+	fmt.Fprintln(w, "|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rs {
 		s := r.Spec
-		fmt.Fprintf(w, "| %d | %d | %d | %.0f | %s | %s | %.3f | %.3f | %d | %.4f%% | %.4f%% | %.4f%% | %.3f | %d | %d/%d |\n",
+		fmt.Fprintf(w, "| %d | %d | %d | %.0f | %s | %s | %.3f | %.3f | %d | %d | %.4f%% | %.4f%% | %.4f%% | %.3f | %.3f | %d | %d/%d |\n",
 			s.Nodes, s.Zones, s.Partitions, r.CopiesMean, s.Weights, dur(r.Build), r.MaxMean, r.MinMean,
-			r.ZoneViolations+r.HostViolations+r.Short, 100*r.JoinFrac, 100*r.JoinNPlus1, 100*r.JoinBound,
-			r.JoinFrac/r.JoinBound, r.JoinElsewhere, r.LossMoved, r.LostCopies)
+			r.ZoneViolations+r.HostViolations+r.Short, r.Joins, 100*r.JoinFrac, 100*r.JoinNPlus1, 100*r.JoinBound,
+			r.JoinFrac/r.JoinBound, r.JoinWorst, r.JoinElsewhere, r.LossMoved, r.LostCopies)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| nodes | weights | lost copies | receivers | max recv | co-holders | max even share | lowest-ID senders | max lowest-ID | single node | senders (even) | pull (cairn) | pull, lowest-ID |")
-	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| nodes | weights | lost copies | receivers | max recv | co-holders | max even share | lowest-ID senders | max lowest-ID | single node | senders (even) | pull (cairn) | pull, lowest-ID | table time |")
+	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rs {
 		rc := r.Recovery
-		fmt.Fprintf(w, "| %d | %s | %d | %d | %d | %d | %.1f | %d | %d | %s | %s | %s | %s |\n",
+		fmt.Fprintf(w, "| %d | %s | %d | %d | %d | %d | %.1f | %d | %d | %s | %s | %s | %s | %s |\n",
 			r.Spec.Nodes, r.Spec.Weights, r.LostCopies, rc.Receivers, rc.MaxRecv, rc.CoHolders, rc.MaxShare,
-			rc.LowestID, rc.MaxLowest, dur(rc.Single), dur(rc.Senders), dur(rc.Pull), dur(rc.PullLoID))
+			rc.LowestID, rc.MaxLowest, dur(rc.Single), dur(rc.Senders), dur(rc.Pull), dur(rc.PullLoID), dur(r.LossBuild))
 	}
 }
 
