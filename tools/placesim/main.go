@@ -38,7 +38,7 @@
 //	GOMAXPROCS=1 go run ./tools/placesim [--nodes 100,1000,5000] [--zones 3,5,10]
 //	    [--per-node 100 | --partitions P] [--replicas 3] [--weights one,capacity,calibrated]
 //	    [--capacities 50,100,100,200] [--lost-tb 100] [--join-tb 100] [--rate 64MiB]
-//	    [--joins 1] [--seed 1] [--events=false]
+//	    [--joins 1] [--seed 1] [--events=false] [--cpuprofile FILE]
 package main
 
 import (
@@ -47,6 +47,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -74,6 +75,7 @@ func run(args []string, w, logw io.Writer) error {
 	joins := fs.Int("joins", 1, "how many different nodes join, each alone (the mean and worst movement are reported)")
 	rate := fs.String("rate", "64MiB", "per-node recovery rate in bytes per second (cairn's default 64MiB)")
 	seed := fs.Uint64("seed", 1, "seed of the capacity draw")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	events := fs.Bool("events", true, "simulate the join and the loss (false: the initial placement only)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -108,6 +110,17 @@ func run(args []string, w, logw io.Writer) error {
 	bps, err := bytesValue(*rate)
 	if err != nil {
 		return fmt.Errorf("--rate: %w", err)
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	start := time.Now()
 	fmt.Fprintf(w, "placesim %s: GOMAXPROCS=%d, %s, replicas %d, capacities %s TB, rate %s/s per node\n\n",
