@@ -38,16 +38,19 @@
 //	GOMAXPROCS=1 go run ./tools/placesim [--nodes 100,1000,5000] [--zones 3,5,10]
 //	    [--per-node 100 | --partitions P] [--replicas 3] [--weights one,capacity,calibrated]
 //	    [--capacities 50,100,100,200] [--lost-tb 100] [--join-tb 100] [--rate 64MiB]
-//	    [--joins 1] [--seed 1] [--events=false] [--cpuprofile FILE]
+//	    [--joins 1] [--seed 1] [--events=false] [--participants] [--cpuprofile FILE]
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -76,6 +79,7 @@ func run(args []string, w, logw io.Writer) error {
 	rate := fs.String("rate", "64MiB", "per-node recovery rate in bytes per second (cairn's default 64MiB)")
 	seed := fs.Uint64("seed", 1, "seed of the capacity draw")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	participants := fs.Bool("participants", false, "list the nodes that take part in each re-protection (receivers and co-holders, with their copies)")
 	events := fs.Bool("events", true, "simulate the join and the loss (false: the initial placement only)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -153,6 +157,11 @@ func run(args []string, w, logw io.Writer) error {
 		}
 	}
 	report(w, results, *events)
+	if *participants && *events {
+		for _, r := range results {
+			listParticipants(w, r)
+		}
+	}
 	fmt.Fprintf(w, "\nrun time %s\n", time.Since(start).Round(100*time.Millisecond))
 	return nil
 }
@@ -186,6 +195,34 @@ func report(w io.Writer, rs []*Result, events bool) {
 		fmt.Fprintf(w, "| %d | %s | %d | %d | %d | %d | %.1f | %d | %d | %s | %s | %s | %s | %s |\n",
 			r.Spec.Nodes, r.Spec.Weights, r.LostCopies, rc.Receivers, rc.MaxRecv, rc.CoHolders, rc.MaxShare,
 			rc.LowestID, rc.MaxLowest, dur(rc.Single), dur(rc.Senders), dur(rc.Pull), dur(rc.PullLoID), dur(r.LossBuild))
+	}
+}
+
+// listParticipants writes the lost node and the nodes of its re-protection: the receivers
+// with the lost copies each gets, the co-holders with the copies each sends under the
+// even split, busiest first.
+func listParticipants(w io.Writer, r *Result) {
+	rc := r.Recovery
+	fmt.Fprintf(w, "\n%d nodes, %s weights: lost %s (%d copies)\n", r.Spec.Nodes, r.Spec.Weights, r.LostID, r.LostCopies)
+	for _, set := range []struct {
+		name string
+		m    map[string]float64
+	}{{"receivers", rc.Recv}, {"co-holders", rc.Share}} {
+		ids := make([]string, 0, len(set.m))
+		for id := range set.m {
+			ids = append(ids, id)
+		}
+		slices.SortFunc(ids, func(a, b string) int {
+			if c := cmp.Compare(set.m[b], set.m[a]); c != 0 {
+				return c
+			}
+			return strings.Compare(a, b)
+		})
+		fmt.Fprintf(w, "%s (%d):", set.name, len(ids))
+		for _, id := range ids {
+			fmt.Fprintf(w, " %s:%g", id, math.Round(set.m[id]*100)/100)
+		}
+		fmt.Fprintln(w)
 	}
 }
 

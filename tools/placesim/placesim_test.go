@@ -88,6 +88,13 @@ func TestRun(t *testing.T) {
 	if rows != 8 { // 2 sizes × 2 modes, in two tables
 		t.Errorf("%d table rows, want 8:\n%s", rows, out.String())
 	}
+	out.Reset()
+	if err := run([]string{"--nodes", "30", "--zones", "3", "--per-node", "20", "--weights", "capacity", "--participants"}, &out, &log); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "\nreceivers (") || !strings.Contains(out.String(), "\nco-holders (") {
+		t.Errorf("--participants lists no receivers or co-holders:\n%s", out.String())
+	}
 	if err := run([]string{"--nodes", "20", "--zones", "3,4"}, &out, &log); err == nil {
 		t.Error("two zone counts for one size accepted")
 	}

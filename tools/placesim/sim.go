@@ -83,6 +83,10 @@ type Recovery struct {
 	MaxShare  float64 // most copies one co-holder sends, each copy split evenly over its surviving holders
 	LowestID  int     // distinct senders when each copy comes from its lowest-ID holder (cairn's sync)
 	MaxLowest int     // most copies one sender sends under that rule
+	// By node ID: the lost copies each receiver gets, the share each co-holder sends
+	// (even split), and the copies each lowest-ID sender sends.
+	Recv, Share map[string]float64
+	Lowest      map[string]int
 	// Times at Rate bytes/s per node.
 	Single   time.Duration // one node copies everything (a lower bound on nothing: the naive figure)
 	Senders  time.Duration // co-holders each send their even share at Rate
@@ -341,6 +345,11 @@ func recovery(before, after *placement.Table, lost string, s Spec) (rc Recovery,
 	}
 	rc.PerCopy = rc.Bytes / float64(copies)
 	rc.Receivers, rc.CoHolders, rc.LowestID = len(recv), len(share), len(lowest)
+	rc.Share, rc.Lowest = share, lowest
+	rc.Recv = map[string]float64{}
+	for id, c := range recv {
+		rc.Recv[id] = float64(c)
+	}
 	for _, c := range recv {
 		rc.MaxRecv = max(rc.MaxRecv, c)
 	}
