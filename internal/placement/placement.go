@@ -27,6 +27,11 @@
 // The list keeps the order in which nodes were taken, so the primary is
 // always the highest-scoring node.
 //
+// Building a table hashes every node for every partition (P × n hashes), but
+// computes the exact score only of nodes that can reach a partition's first
+// ranks; on one core that is about 1.5 s for 1,000 nodes and 100,000
+// partitions, 26 s for 5,000 nodes and 500,000 (docs/placement-at-scale.md).
+//
 // Because a node's score for a partition depends only on the partition and
 // that node, membership changes cause minimal movement. As long as every
 // host lies within a single zone (a machine sits in one rack), adding a
