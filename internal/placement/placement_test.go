@@ -799,3 +799,98 @@ func BenchmarkCalibrate(b *testing.B) {
 		Calibrate(nodes, 3)
 	}
 }
+
+// referenceNew is New as first written: every node scored and the whole ranking sorted
+// for every partition, then the three passes. New must give exactly its tables (it finds
+// the first ranks without scoring every node exactly, and the rest only when needed).
+func referenceNew(nodes []Node, p, r int) [][]string {
+	cands, nZones, nHosts := eligible(nodes)
+	k := min(r, len(cands))
+	lists := make([][]string, p)
+	for i := range p {
+		ranked := make([]scored, len(cands))
+		for j := range cands {
+			ranked[j] = scored{idx: j, score: score(uint64(i), &cands[j])}
+		}
+		slices.SortFunc(ranked, func(a, b scored) int {
+			if a.before(b) {
+				return -1
+			}
+			if b.before(a) {
+				return 1
+			}
+			return 0
+		})
+		taken := make([]bool, len(ranked))
+		zones, hosts := map[int]bool{}, map[int]bool{}
+		var list []string
+		take := func(pos int) {
+			c := cands[ranked[pos].idx]
+			taken[pos] = true
+			zones[c.zone], hosts[c.host] = true, true
+			list = append(list, c.id)
+		}
+		for pos := 0; pos < len(ranked) && len(list) < k && len(zones) < nZones; pos++ {
+			if !zones[cands[ranked[pos].idx].zone] {
+				take(pos)
+			}
+		}
+		for pos := 0; pos < len(ranked) && len(list) < k && len(hosts) < nHosts; pos++ {
+			if !taken[pos] && !hosts[cands[ranked[pos].idx].host] {
+				take(pos)
+			}
+		}
+		for pos := 0; pos < len(ranked) && len(list) < k; pos++ {
+			if !taken[pos] {
+				take(pos)
+			}
+		}
+		lists[i] = list
+	}
+	return lists
+}
+
+// TestNewMatchesReference checks that New's tables are exactly the reference's, on random
+// clusters larger and smaller than topRanks, and on clusters whose passes must look far
+// down the ranking (a zone or a host of tiny weight).
+func TestNewMatchesReference(t *testing.T) {
+	check := func(t fataler, nodes []Node, p, r int) {
+		t.Helper()
+		tb := mustNew(t, nodes, p, r)
+		for i, want := range referenceNew(nodes, p, r) {
+			if got := tb.Nodes(i); !slices.Equal(got, want) {
+				t.Fatalf("partition %d: New gives %v, the reference %v", i, got, want)
+			}
+		}
+	}
+	t.Run("random", func(t *testing.T) {
+		rapid.Check(t, func(t *rapid.T) {
+			nodes := genCluster(t, 1, 80, 6, []float64{0, 1, 2, 3, 4, 0.5, 1e-6, 1e6})
+			check(t, nodes, rapid.IntRange(1, 200).Draw(t, "p"), rapid.IntRange(1, 5).Draw(t, "r"))
+		})
+	})
+	t.Run("far down the ranking", func(t *testing.T) {
+		nodes := equalNodes("big-", 60, "a")
+		nodes = append(nodes, Node{ID: "tiny-b", Zone: "b", Weight: 1e-4}, Node{ID: "tiny-c", Zone: "c", Weight: 1e-3},
+			Node{ID: "shared-1", Zone: "d", Host: "h", Weight: 1e-2}, Node{ID: "shared-2", Zone: "d", Host: "h", Weight: 1e-2})
+		for _, r := range []int{1, 3, 4, 6, 64} {
+			check(t, nodes, 500, r)
+		}
+	})
+	t.Run("equal weights, many nodes", func(t *testing.T) {
+		check(t, equalNodes("n", 300, ""), 300, 3)
+		check(t, equalNodes("n", 300, "one"), 300, 3)
+	})
+}
+
+func BenchmarkNewLarge(b *testing.B) {
+	var nodes []Node
+	for i := range 1000 {
+		nodes = append(nodes, Node{ID: fmt.Sprintf("n%05d", i), Zone: fmt.Sprintf("z%d", i%5), Weight: float64(int(50) << (i % 3))})
+	}
+	for b.Loop() {
+		if _, err := New(nodes, 10000, 3); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
