@@ -34,7 +34,7 @@ func newFixture(t *testing.T, tls bool) *fixture {
 			return nil
 		},
 		RecoveryRate: func(_ context.Context, rate int64) error { return nil },
-		Key: func(ak, sk string) (string, bool) { return "root", ak == "ROOTKEY" && sk == "root-secret" },
+		Key:          func(ak, sk string) (string, bool) { return "root", ak == "ROOTKEY" && sk == "root-secret" },
 		Now: func() time.Time {
 			f.mu.Lock()
 			defer f.mu.Unlock()
