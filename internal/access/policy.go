@@ -50,17 +50,16 @@ type Policy struct {
 }
 
 type statement struct {
-	sid            string
-	deny           bool
-	anyone         bool     // Principal "*"
-	users          []string // Principal user names
-	actions        []string // lower case patterns
-	notAction      bool
-	resources      []string // patterns
-	notResource    bool
-	conditions     []condition
-	public         bool // grants to anyone without a condition that narrows who
-	publicNarrowed bool
+	sid         string
+	deny        bool
+	anyone      bool     // Principal "*"
+	users       []string // Principal user names
+	actions     []string // lower case patterns
+	notAction   bool
+	resources   []string // patterns
+	notResource bool
+	conditions  []condition
+	public      bool // grants to anyone without a condition that narrows who
 }
 
 type condition struct {
