@@ -175,7 +175,7 @@ func (l *Loops) ApplyPass(ctx context.Context, bucket string, gen uint64) (left 
 	}
 	l.log.Info("apply: re-placing objects by the bucket's policy", "bucket", bucket, "generation", gen, "local objects", len(keys))
 	// The copying shares the recovery rate limit (cairn admin recovery set --rate).
-	pace := newPacer(&l.sync.rate)
+	pace := l.pacer()
 	work := make(chan string)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -211,7 +211,7 @@ func (l *Loops) ApplyPass(ctx context.Context, bucket string, gen uint64) (left 
 const applyWorkers = 4
 
 // applyOne visits bucket/key for ApplyPass; false means it must be visited again.
-func (l *Loops) applyOne(ctx context.Context, pol *policy.Policy, bucket, key string, pace *pacer) bool {
+func (l *Loops) applyOne(ctx context.Context, pol *policy.Policy, bucket, key string, pace waiter) bool {
 	// The key's first holder in placement order visits it (whoever asks).
 	tc, err := l.topo.Layout(l.maps.Current())
 	if err != nil {
@@ -260,7 +260,7 @@ const (
 
 // replace rewrites bucket/key (this node's record o of it) into the class pol chooses,
 // if that differs from how it is stored.
-func (l *Loops) replace(ctx context.Context, pol *policy.Policy, bucket, key string, o *object.Object, ts []topology.Target, pace *pacer) (replaceOutcome, error) {
+func (l *Loops) replace(ctx context.Context, pol *policy.Policy, bucket, key string, o *object.Object, ts []topology.Target, pace waiter) (replaceOutcome, error) {
 	name, _ := pol.Evaluate(policy.Object{Key: key, Size: o.Size, ContentType: o.ContentType})
 	if name == "" {
 		return kept, nil // no rule and no default: the object stays where it is

@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/cairnfs/cairn/internal/budget"
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/hints"
 	"github.com/cairnfs/cairn/internal/hlc"
@@ -75,6 +76,10 @@ type Config struct {
 	// Timeout bounds a metadata call to a holder (default 10s).
 	Timeout time.Duration
 	Logger  *slog.Logger
+	// Budget, if set, paces every loop's bytes (copies in, shard moves, policy apply,
+	// scrub reads) together, at a rate that yields to clients; nil: each loop paces
+	// itself at the recovery rate (scrub at its own).
+	Budget *budget.Budget
 }
 
 // Loops is the repair work of one node. Its Run methods each run one loop until their
@@ -91,6 +96,7 @@ type Loops struct {
 	clock   *hlc.Clock
 	timeout time.Duration
 	log     *slog.Logger
+	budget  *budget.Budget
 	// sync is the live state of partition sync (recovery progress and rate limit).
 	sync syncState
 	// apply is the progress of re-placing objects by their bucket's policy.
@@ -109,7 +115,8 @@ func New(cfg Config) *Loops {
 		cfg.Clock = new(hlc.Clock)
 	}
 	return &Loops{self: cfg.NodeID, store: cfg.Store, maps: cfg.Maps, topo: cfg.Topology, replica: cfg.Replica, stripes: cfg.Stripes,
-		coord: cfg.Coordinator, hints: cfg.Hints, clock: cfg.Clock, timeout: cfg.Timeout, log: cfg.Logger.With("component", "repair")}
+		coord: cfg.Coordinator, hints: cfg.Hints, clock: cfg.Clock, timeout: cfg.Timeout, log: cfg.Logger.With("component", "repair"),
+		budget: cfg.Budget}
 }
 
 // copyVersion copies version of bucket/key from src to dst (replica.Copy); with repair

@@ -162,7 +162,10 @@ func (s *Scrub) Pass(ctx context.Context) {
 			s.update(func(st *ScrubStatus) { st.Errors++ })
 		}
 		s.update(func(st *ScrubStatus) { st.Objects++; st.Bytes += n })
-		// Pace: never faster than the rate.
+		// Pace: within the node's background budget, and never faster than the rate.
+		if s.l.budget != nil {
+			s.l.budget.Wait(ctx, read)
+		}
 		if r := s.rate.Load(); r > 0 {
 			want := time.Duration(float64(read) / float64(r) * float64(time.Second))
 			if d := want - time.Since(begin); d > 0 {

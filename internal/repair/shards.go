@@ -120,7 +120,7 @@ func (l *Loops) moveShards(ctx context.Context, m *clustermap.Map, st *SyncStats
 		l.log.Warn("shard moves: cannot list the shards", "err", err)
 		return
 	}
-	pace := newPacer(&l.sync.rate)
+	pace := l.pacer()
 	for _, s := range shards {
 		if ctx.Err() != nil {
 			return
@@ -169,7 +169,7 @@ func (l *Loops) ownerClass(ctx context.Context, owner string) string {
 
 // moveShard makes sure a node of the stripe (ts) holds the shard s, copying it to a free
 // one if none does. true means this node's copy may go.
-func (l *Loops) moveShard(ctx context.Context, ts []topology.Target, s misplacedShard, pace *pacer) (bool, error) {
+func (l *Loops) moveShard(ctx context.Context, ts []topology.Target, s misplacedShard, pace waiter) (bool, error) {
 	held, free, err := l.probeStripe(ctx, ts, s.key)
 	if err != nil {
 		return false, err

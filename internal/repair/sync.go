@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cairnfs/cairn/internal/budget"
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/erasure"
 	"github.com/cairnfs/cairn/internal/errors"
@@ -72,7 +73,12 @@ type syncState struct {
 
 // SetRecoveryRate limits the bytes per second Sync copies to this node (0: unlimited); it
 // applies at once, also to a round in progress.
-func (l *Loops) SetRecoveryRate(bytesPerSec int64) { l.sync.rate.Store(max(bytesPerSec, 0)) }
+func (l *Loops) SetRecoveryRate(bytesPerSec int64) {
+	l.sync.rate.Store(max(bytesPerSec, 0))
+	if l.budget != nil {
+		l.budget.SetCeiling(bytesPerSec)
+	}
+}
 
 // Progress returns the copying of the current (or last) Sync round.
 func (l *Loops) Progress() SyncProgress {
@@ -329,7 +335,7 @@ func (l *Loops) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts [
 		p.Running, p.Started, p.ObjectsToDo, p.BytesToDo, p.ObjectsDone, p.BytesDone = true, st.Start, int64(len(todo)), bytesToDo, 0, 0
 	})
 	defer l.progress(func(p *SyncProgress) { p.Running = false })
-	limiter := newPacer(&l.sync.rate)
+	limiter := l.pacer()
 	var copied []object.VersionEntry
 	work := make(chan want)
 	var mu sync.Mutex
@@ -466,6 +472,24 @@ type pacer struct {
 }
 
 func newPacer(limit *atomic.Int64) *pacer { return &pacer{limit: limit, start: time.Now()} }
+
+// waiter paces the bytes of a background loop.
+type waiter interface {
+	wait(ctx context.Context, n int64)
+}
+
+// budgetWaiter draws from the node's background budget.
+type budgetWaiter struct{ b *budget.Budget }
+
+func (w budgetWaiter) wait(ctx context.Context, n int64) { w.b.Wait(ctx, n) }
+
+// pacer returns what paces a loop's bytes: the node's budget, or the recovery rate alone.
+func (l *Loops) pacer() waiter {
+	if l.budget != nil {
+		return budgetWaiter{l.budget}
+	}
+	return newPacer(&l.sync.rate)
+}
 
 // wait blocks until n more bytes may go.
 func (p *pacer) wait(ctx context.Context, n int64) {

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/cairnfs/cairn/internal/budget"
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/console"
 	"github.com/cairnfs/cairn/internal/errors"
@@ -74,7 +75,8 @@ type instance struct {
 	secret            *rpc.Secret
 	box               *secrets.Box // the secret store, keyed by the cluster secret
 	keys              *keyring
-	alog              *accessLog   // nil: no access log
+	alog              *accessLog // nil: no access log
+	budget            *budget.Budget
 	st                *store.Store // nil without the storage role
 	mux               *rpc.Mux
 	ln, aln, nlim     *limitListener // S3, admin (nil: off), node
@@ -187,8 +189,12 @@ func assemble(cfg Config) (_ *instance, err error) {
 		n.m.GaugeFunc("cairn_object_cache_entries", "Objects held by the object cache.", cs(func(s gateway.CacheStats) int64 { return int64(s.Entries) }))
 		n.m.GaugeFunc("cairn_object_cache_budget_bytes", "Most bytes the object cache may hold (--object-cache).", cs(func(s gateway.CacheStats) int64 { return s.Budget }))
 	}
+	n.budget = budget.New(budget.Config{Ceiling: max(cfg.RecoveryRate, 0), Controller: budget.Controller{Target: cfg.BackgroundTarget}})
+	bud := n.budget
+	n.m.GaugeFunc("cairn_background_rate_bytes", "Bytes per second the node's background work (recovery, rebalance, shard moves, policy apply, scrub) may move now, as the budget set it from client latency (0: unlimited).", func() float64 { return float64(bud.Rate()) })
+	n.m.GaugeFunc("cairn_background_target_seconds", "Client p99 latency above which the node's background work backs off.", func() float64 { return bud.Target().Seconds() })
 	n.rep = repair.New(repair.Config{NodeID: n.nodeID, Store: n.st, Maps: n.mgr, Topology: n.gw.Topology(), Replica: n.gw.Replica,
-		Stripes: n.gw.Stripes(), Coordinator: n.gw, Hints: n.hints, Clock: clock, Logger: log})
+		Stripes: n.gw.Stripes(), Coordinator: n.gw, Hints: n.hints, Clock: clock, Logger: log, Budget: n.budget})
 	n.rep.SetRecoveryRate(max(cfg.RecoveryRate, 0))
 	rep := n.rep
 	n.m.GaugeFunc("cairn_recovery_objects_to_move", "Objects this node is copying in during the current sync round (recovery, rebalance).", func() float64 { return float64(rep.Progress().ObjectsToDo) })
@@ -448,6 +454,7 @@ func (n *instance) run(ctx context.Context) (err error) {
 	mon := &monitor{mgr: n.mgr, rpc: n.client, apply: n.app, self: n.nodeID, downAfter: cfg.DownAfter, outAfter: max(cfg.OutAfter, 0), log: log.With("component", "monitor"),
 		box: n.box}
 	loop(mon.run)
+	loop(n.budget.Run)
 	if n.alog != nil {
 		loop(func(ctx context.Context) { n.alog.run(ctx, cfg.AccessLogReopen) })
 	}
@@ -600,7 +607,7 @@ func (n *instance) s3Handler() http.Handler {
 		Domains:      n.cfg.Domains,
 		MaxPresignV2: n.cfg.PresignMaxAge,
 		Logger:       n.log,
-		Observer:     n.m,
+		Observer:     observers{n.m, n.budget},
 		AccessLog:    n.accessLogFunc(),
 	})
 }
@@ -660,4 +667,15 @@ func closeListener(l net.Listener) error {
 		return err
 	}
 	return nil
+}
+
+// observers tells the metrics and the background budget about every S3 request.
+type observers struct {
+	m *metrics.Metrics
+	b *budget.Budget
+}
+
+func (o observers) ObserveRequest(op string, status int, d time.Duration, in, out int64) {
+	o.m.ObserveRequest(op, status, d, in, out)
+	o.b.ObserveClient(d, in+out)
 }

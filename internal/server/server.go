@@ -107,6 +107,10 @@ type Config struct {
 	// RecoveryRate limits the bytes per second a node copies in to recover or rebalance
 	// (default 64 MiB/s; negative: unlimited). `cairn admin recovery set` changes it at run time.
 	RecoveryRate int64
+	// BackgroundTarget is the client p99 above which background work (recovery,
+	// rebalance, shard moves, policy apply, scrub) backs off (0: twice the p99 the
+	// clients see while none runs, learned).
+	BackgroundTarget time.Duration
 	// SyncInterval is how often a node compares its partitions with the other holders
 	// and copies what it lacks (default 10m; also on every placement change and at start).
 	SyncInterval time.Duration
