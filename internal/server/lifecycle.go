@@ -215,7 +215,7 @@ func assemble(cfg Config) (_ *instance, err error) {
 			return 0
 		})
 	}
-	n.isrv = serveLimited(internodeAuth(n.secret, n.mgr, log, n.internodeMux()), cfg.NodeLimits, func(s *http.Server) {
+	n.isrv = serveLimited(internodeAuth(n.secret, n.mgr, log, clientTimed(n.budget, n.internodeMux())), cfg.NodeLimits, func(s *http.Server) {
 		s.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
 	})
 	return n, nil
@@ -678,4 +678,46 @@ type observers struct {
 func (o observers) ObserveRequest(op string, status int, d time.Duration, in, out int64) {
 	o.m.ObserveRequest(op, status, d, in, out)
 	o.b.ObserveClient(d, in+out)
+}
+
+// clientTimed tells the background budget how long this node takes to serve the small
+// object reads and writes other gateways send it for their clients (up to 64 KiB: a
+// gateway's clients are slowed by its holders too). Larger transfers, recovery's copies
+// of large objects among them, are not counted; recovery's copies of small objects are,
+// which makes the budget more careful, never less.
+func clientTimed(b *budget.Budget, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != wire.PathObject || r.ContentLength > 64<<10 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		cw := &sizeWriter{ResponseWriter: w}
+		start := time.Now()
+		next.ServeHTTP(cw, r)
+		if n := cw.n + max(r.ContentLength, 0); n <= 64<<10 {
+			b.ObserveClient(time.Since(start), n)
+		}
+	})
+}
+
+// sizeWriter counts the body bytes written.
+type sizeWriter struct {
+	http.ResponseWriter
+	n int64
+}
+
+func (w *sizeWriter) Write(p []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(p)
+	w.n += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the connection (deadlines, flushes).
+func (w *sizeWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush passes flushes on.
+func (w *sizeWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
