@@ -26,13 +26,27 @@ type AccessRecord struct {
 	BytesOut  int64         `json:"bytes_out"`
 	Duration  time.Duration `json:"duration_ns"`
 	UserAgent string        `json:"user_agent,omitempty"`
+	URI       string        `json:"uri"`  // the request's path and query
+	Host      string        `json:"host"` // its Host header
+	Referer   string        `json:"referer,omitempty"`
+	AuthType  string        `json:"auth_type,omitempty"` // AuthHeader, QueryString or POST (a form)
+	TLS       bool          `json:"tls,omitempty"`
 }
 
 // accessRecord builds the record of a finished request.
 func (h *Handler) accessRecord(r *http.Request, rq *request, start time.Time, out int64) AccessRecord {
 	rec := AccessRecord{Time: start.UTC(), RequestID: rq.id, Remote: r.RemoteAddr, Op: rq.op, Method: r.Method,
 		Bucket: rq.bucket, Key: rq.key, Status: rq.status, Error: rq.code, BytesIn: rq.bytesIn, BytesOut: out,
-		Duration: time.Since(start), UserAgent: r.UserAgent()}
+		Duration: time.Since(start), UserAgent: r.UserAgent(), URI: r.URL.RequestURI(), Host: r.Host, Referer: r.Referer(),
+		TLS: r.TLS != nil}
+	switch {
+	case rq.op == "PostObject":
+		rec.AuthType = "POST"
+	case r.Header.Get("Authorization") != "":
+		rec.AuthType = "AuthHeader"
+	case r.URL.RawQuery != "" && (r.URL.Query().Has("X-Amz-Signature") || r.URL.Query().Has("Signature")):
+		rec.AuthType = "QueryString"
+	}
 	if rq.who.Anonymous {
 		rec.Anonymous = true
 	} else if rq.auth != nil {

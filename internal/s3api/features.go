@@ -218,7 +218,7 @@ var features = []feature{
 	{query, "select", "", "", errNI, "SelectObjectContent"},
 	{query, "select-type", "", "", errNI, "SelectObjectContent"},
 	{query, "notification", "", "", errNI, "event notifications"},
-	{query, "logging", "", "", errNI, "access logging"},
+	{query, "logging", "GetBucketLogging PutBucketLogging", "", errNI, "server access logging"},
 	{query, "requestPayment", "", "", errNI, "requester pays"},
 	{query, "accelerate", "", "", errNI, "transfer acceleration"},
 	{query, "analytics", "", "", errNI, "analytics"},
@@ -271,6 +271,7 @@ var opNames = []string{
 	"GetBucketOwnershipControls", "PutBucketOwnershipControls",
 	"GetBucketPolicy", "PutBucketPolicy", "DeleteBucketPolicy", "GetBucketPolicyStatus",
 	"GetPublicAccessBlock", "PutPublicAccessBlock", "DeletePublicAccessBlock",
+	"GetBucketLogging", "PutBucketLogging",
 	"Unsupported", "Unknown",
 }
 

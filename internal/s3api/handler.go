@@ -364,9 +364,11 @@ func operation(r *http.Request, bucket, key string) string {
 				return "GetBucketPolicyStatus"
 			case has("publicAccessBlock"):
 				return "GetPublicAccessBlock"
+			case has("logging"):
+				return "GetBucketLogging"
 			case has("lifecycle"),
 				has("encryption"), has("object-lock"), has("replication"), has("website"),
-				has("notification"), has("logging"),
+				has("notification"),
 				has("accelerate"), has("requestPayment"):
 				return "Unsupported"
 			case q.Get("list-type") == "2":
@@ -385,6 +387,8 @@ func operation(r *http.Request, bucket, key string) string {
 				return "PutBucketPolicy"
 			case has("publicAccessBlock"):
 				return "PutPublicAccessBlock"
+			case has("logging"):
+				return "PutBucketLogging"
 			}
 			return "CreateBucket" // other sub-resources are refused by the feature table
 		case http.MethodHead:
@@ -497,6 +501,8 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, rq *request) err
 		return h.bucketPolicy(w, r, rq)
 	case "GetPublicAccessBlock", "PutPublicAccessBlock", "DeletePublicAccessBlock":
 		return h.publicAccessBlock(w, r, rq)
+	case "GetBucketLogging", "PutBucketLogging":
+		return h.bucketLogging(w, r, rq)
 	case "PutBucketOwnershipControls":
 		return h.putOwnershipControls(w, r, rq)
 	case "ListObjects":

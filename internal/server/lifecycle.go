@@ -77,6 +77,7 @@ type instance struct {
 	keys              *keyring
 	alog              *accessLog // nil: no access log
 	budget            *budget.Budget
+	blog              *bucketLogs  // S3 server access logging (PutBucketLogging)
 	st                *store.Store // nil without the storage role
 	mux               *rpc.Mux
 	ln, aln, nlim     *limitListener // S3, admin (nil: off), node
@@ -175,6 +176,10 @@ func assemble(cfg Config) (_ *instance, err error) {
 	n.gw = gateway.New(gateway.Config{NodeID: n.nodeID, Store: n.st, Maps: n.mgr, RPC: n.client, Apply: n.app.Apply, Refresh: n.app.Refresh,
 		Hints: n.hints, Clock: clock, Logger: log, StragglerWait: cfg.StragglerWait, ObjectCache: cfg.ObjectCache})
 	n.onClose(func() error { n.gw.Close(); return nil })
+	mgr := n.mgr
+	if n.blog, err = openBucketLogs(filepath.Join(cfg.DataDir, "bucket-logs"), n.nodeID, n.gw, mgr.Current, log); err != nil {
+		return nil, err
+	}
 	if gw := n.gw; gw.CacheStats().Enabled {
 		cs := func(f func(gateway.CacheStats) int64) func() float64 {
 			return func() float64 { return float64(f(gw.CacheStats())) }
@@ -455,6 +460,7 @@ func (n *instance) run(ctx context.Context) (err error) {
 		box: n.box}
 	loop(mon.run)
 	loop(n.budget.Run)
+	loop(func(ctx context.Context) { n.blog.run(ctx, cfg.BucketLogInterval) })
 	if n.alog != nil {
 		loop(func(ctx context.Context) { n.alog.run(ctx, cfg.AccessLogReopen) })
 	}
@@ -612,11 +618,16 @@ func (n *instance) s3Handler() http.Handler {
 	})
 }
 
+// accessLogFunc is what the S3 layer tells about every request it answered: the access
+// log (if on) and the bucket's server access logging (if the bucket has it).
 func (n *instance) accessLogFunc() func(s3api.AccessRecord) {
 	if n.alog == nil {
-		return nil
+		return n.blog.Record
 	}
-	return n.alog.Record
+	return func(rec s3api.AccessRecord) {
+		n.alog.Record(rec)
+		n.blog.Record(rec)
+	}
 }
 
 // adminMux serves /metrics, /health, the signed /admin/v1/ API, the web console under

@@ -50,8 +50,11 @@ type Config struct {
 	// AccessLogReopen, if set, reopens the access log file at each receive (cmd/cairn
 	// sends on SIGHUP, for log rotation).
 	AccessLogReopen <-chan struct{}
-	Domains         []string
-	Logger          *slog.Logger
+	// BucketLogInterval is how often a node delivers the server access log records of
+	// buckets with logging enabled to their target buckets (default 1m).
+	BucketLogInterval time.Duration
+	Domains           []string
+	Logger            *slog.Logger
 	// Store tunables (zero = defaults).
 	Store store.Config
 	// ShutdownTimeout bounds the wait for in-flight requests (default 30s).
@@ -229,6 +232,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.CatchUp <= 0 {
 		c.CatchUp = time.Minute
+	}
+	if c.BucketLogInterval <= 0 {
+		c.BucketLogInterval = time.Minute
 	}
 	if c.RecoveryRate == 0 {
 		c.RecoveryRate = 64 << 20
