@@ -79,8 +79,8 @@ var opAccess = map[string]struct {
 	"GetBucketPolicy": {needOwner, "s3:GetBucketPolicy"}, "PutBucketPolicy": {needOwner, "s3:PutBucketPolicy"},
 	"DeleteBucketPolicy": {needOwner, "s3:DeleteBucketPolicy"}, "GetBucketPolicyStatus": {needOwner, "s3:GetBucketPolicyStatus"},
 	"GetPublicAccessBlock": {needOwner, "s3:GetBucketPublicAccessBlock"}, "PutPublicAccessBlock": {needOwner, "s3:PutBucketPublicAccessBlock"},
-	"DeletePublicAccessBlock":    {needOwner, "s3:PutBucketPublicAccessBlock"},
-	"GetBucketLogging": {needOwner, "s3:GetBucketLogging"}, "PutBucketLogging": {needOwner, "s3:PutBucketLogging"},
+	"DeletePublicAccessBlock": {needOwner, "s3:PutBucketPublicAccessBlock"},
+	"GetBucketLogging":        {needOwner, "s3:GetBucketLogging"}, "PutBucketLogging": {needOwner, "s3:PutBucketLogging"},
 	"GetBucketOwnershipControls": {needOwner, "s3:GetBucketOwnershipControls"}, "PutBucketOwnershipControls": {needOwner, "s3:PutBucketOwnershipControls"},
 }
 
