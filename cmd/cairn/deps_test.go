@@ -42,7 +42,7 @@ func TestDependencyRules(t *testing.T) {
 		"internal/access":              {"internal/errors"},
 		"internal/metrics":             {},
 		"internal/console":             {"internal/errors"},
-		"internal/server":              {"internal/budget", "internal/console", "internal/hints", "internal/repair", "internal/topology", "internal/clustermap", "internal/errors", "internal/gateway", "internal/hlc", "internal/metrics", "internal/replica", "internal/rpc", "internal/s3api", "internal/secrets", "internal/store", "internal/wire"},
+		"internal/server":              {"internal/budget", "internal/console", "internal/hints", "internal/repair", "internal/topology", "internal/clustermap", "internal/errors", "internal/gateway", "internal/hlc", "internal/metrics", "internal/object", "internal/replica", "internal/rpc", "internal/s3api", "internal/secrets", "internal/store", "internal/wire"},
 		"internal/secrets":             {"internal/errors"},
 		"internal/testutil":            {"internal/gateway", "internal/store", "internal/s3api"},
 		"internal/bench":               {"internal/sigv4"},
