@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -216,7 +217,11 @@ func (n *instance) purgeWhenSealed(ctx context.Context) {
 			if err == nil {
 				return
 			}
-			n.log.Warn("could not drop the Raft log that held access keys in the clear; trying again", "err", err)
+			level := slog.LevelWarn
+			if strings.Contains(err.Error(), "cannot take snapshot now") {
+				level = slog.LevelDebug // a membership change not applied yet (a node joining): soon
+			}
+			n.log.Log(ctx, level, "could not compact the Raft log yet (access keys once in the clear); trying again", "err", err)
 		}
 		select {
 		case <-ctx.Done():
