@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/md5"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -358,5 +359,59 @@ func TestHintsUploadEnd(t *testing.T) {
 	h.Done(end)
 	if h.Len() != 1 {
 		t.Errorf("Len after delivering the end hint: %d; want 1", h.Len())
+	}
+}
+
+// TestMultipartCompleteLosesToNewer: a completion whose key already holds a newer write
+// (a PUT through another gateway whose version is later) leaves that write in place, and
+// answers the upload's own object (its multipart ETag and version), not the newer write's.
+func TestMultipartCompleteLosesToNewer(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, 4, clusterConfig{})
+	c.createBucket("b")
+	const key = "mp/loses"
+	// The coordinator is the node that holds no copy of the key: the newer write, put
+	// on the three holders with a version ahead of every clock, never reaches its clock,
+	// so its completion's version is older.
+	_, ts, err := c.nodes[0].gw.topo.Replicas("b", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holds := map[string]bool{}
+	for _, tg := range ts {
+		holds[tg.ID] = true
+	}
+	var g *Gateway
+	var holders []*testNode
+	for _, nd := range c.nodes {
+		if holds[nd.id] {
+			holders = append(holders, nd)
+		} else {
+			g = nd.gw
+		}
+	}
+	id, err := g.CreateUpload(ctx, "b", key, &object.Object{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := mpuParts(t, g, "b", key, id, 1, randBody(62, 1<<10))
+	future := g.clock.Next() + 1<<40
+	for _, nd := range holders {
+		if _, err := nd.store.PutObject(ctx, "b", key, &object.Object{}, strings.NewReader("newer"), 5, object.PutOptions{Version: future}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o, err := g.CompleteUpload(ctx, "b", key, id, list, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(o.ETag, "-1") || o.HLC == future || o.Size != 1<<10 {
+		t.Fatalf("completion answered %+v; want the upload's object (ETag ...-1, 1 KiB), not the newer write", o)
+	}
+	for _, nd := range holders {
+		got, err := nd.store.StatObject("b", key)
+		if err != nil || got.HLC != future || got.Size != 5 {
+			t.Errorf("%s holds %+v, %v; want the newer write kept", nd.id, got, err)
+		}
 	}
 }

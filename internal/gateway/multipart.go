@@ -420,6 +420,13 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucket, key, uploadID stri
 		return nil, errors.E(op, quorumFailure("write", ok, failed, cls.W, len(holders)))
 	}
 	res := *ok[0].o
+	if res.HLC != version {
+		// A newer write of the key was there first: the replicas kept it and consumed
+		// the upload. The answer (and the end record) is still this upload's object,
+		// as S3 answers a completion, not the newer write's record.
+		res = o
+		res.HLC, res.ModTime = version, mod
+	}
 	res.Body, res.Chunks, res.Inline, res.Embedded = nil, nil, false, false
 	// The replicas that were not sent the commit (they lack a part, or did not answer)
 	// and those that refused it get the end record, which drops their upload, and the
