@@ -54,17 +54,20 @@ func TestBucketLogging(t *testing.T) {
 	if _, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("src"), Key: aws.String("a.txt")}); err != nil {
 		t.Fatal(err)
 	}
-	// The records are synced to the spool within a second; kill the node before it
-	// delivers them (its interval is an hour) and restart it delivering every second.
+	// The records are synced to the spool within a second (the node's metric says when);
+	// kill the node before it delivers them (its interval is an hour) and restart it
+	// delivering every second.
 	spool := filepath.Join(data, "bucket-logs", "src.log")
 	proctest.WaitFor(t, 10*time.Second, func() error {
 		b, err := os.ReadFile(spool)
 		if err != nil || strings.Count(string(b), "\n") < 4 {
 			return fmt.Errorf("spool: %d bytes, %v", len(b), err)
 		}
+		if got := metricValue(t, p, "cairn_bucket_log_spooled_bytes"); got != float64(len(b)) {
+			return fmt.Errorf("%v of the spool's %d bytes synced", got, len(b))
+		}
 		return nil
 	})
-	time.Sleep(1500 * time.Millisecond) // deliberate: past the spool's once-a-second sync before the kill
 	p.Restart("--bucket-log-interval", "1s")
 	var text string
 	proctest.WaitFor(t, 20*time.Second, func() error {

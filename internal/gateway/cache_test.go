@@ -436,34 +436,42 @@ func TestObjectCacheHistory(t *testing.T) {
 	}
 }
 
-// slowAnswers delays the answer of every Stat (after the holder answered) by the delay
-// it holds, so that a freshness check can be made to read a version and report it late.
-type slowAnswers struct {
+// heldAnswers holds the answer of every Stat made while hold is set (after the holder
+// answered) until release is closed, so that a freshness check can be made to read a
+// version and report it late.
+type heldAnswers struct {
 	replica.Replica
-	delay    *atomic.Int64
-	answered *atomic.Int64 // Stats the holder answered while a delay was set
+	hold     *atomic.Bool
+	release  chan struct{}
+	answered *atomic.Int64 // Stats the holder answered while hold was set
 }
 
-func (s slowAnswers) Stat(ctx context.Context, bucket, key string) (*object.Object, error) {
+func (s heldAnswers) Stat(ctx context.Context, bucket, key string) (*object.Object, error) {
 	o, err := s.Replica.Stat(ctx, bucket, key)
-	if d := s.delay.Load(); d > 0 {
+	if s.hold.Load() {
 		s.answered.Add(1)
-		time.Sleep(time.Duration(d))
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+		}
 	}
 	return o, err
 }
 
 // TestObjectCacheCheckNotShared: a GET that arrives while a freshness check is running
 // does not take that check's answer (it may predate a write acknowledged since): a check
-// reads V1 and answers late, V2 is written and acknowledged meanwhile through another
-// gateway, and a GET begun after that acknowledgement returns V2.
+// reads V1 and is held, V2 is written and acknowledged meanwhile through another gateway,
+// a GET begun after that acknowledgement joins the checks (it waits for the next one),
+// the held check is let go, and that GET returns V2.
 func TestObjectCacheCheckNotShared(t *testing.T) {
-	var delay, answered atomic.Int64
+	var hold atomic.Bool
+	var answered atomic.Int64
+	release := make(chan struct{})
 	c := newCluster(t, 5, clusterConfig{cache: 8 << 20, wrap: func(from string, r replica.Replica) replica.Replica {
 		if from != "n1" {
 			return r
 		}
-		return slowAnswers{Replica: r, delay: &delay, answered: &answered}
+		return heldAnswers{Replica: r, hold: &hold, release: release, answered: &answered}
 	}})
 	c.createBucket("b")
 	key := c.keyWhere("b", "k", func(r []int) bool { return !containsInt(r, 0) })
@@ -480,7 +488,7 @@ func TestObjectCacheCheckNotShared(t *testing.T) {
 	if g.CacheStats().Hits != 1 {
 		t.Fatalf("V1 not cached: %+v", g.CacheStats())
 	}
-	delay.Store(int64(time.Second))
+	hold.Store(true)
 	first := make(chan []byte, 1)
 	go func() {
 		b, _, err := get(ctx, g, "b", key, 0, -1)
@@ -489,21 +497,33 @@ func TestObjectCacheCheckNotShared(t *testing.T) {
 		}
 		first <- b
 	}()
-	// The first read's check is running: the holder has answered V1, and the answer
-	// arrives in a second.
-	if !waitFor(5*time.Second, func() bool { return answered.Load() == 1 }) {
+	// The first read's check is running: the holder has answered V1, and the answer is
+	// held.
+	if !waitFor(5*time.Second, func() bool { return answered.Load() >= 1 }) {
 		t.Fatalf("no check answered: %+v", g.CacheStats())
 	}
-	start := time.Now()
+	hold.Store(false)
 	mustPut(t, c.nodes[holders[1]].gw, "b", key, v2)
-	if time.Since(start) > 500*time.Millisecond {
-		t.Skipf("the write took %v: the first check may have ended already", time.Since(start))
+	second := make(chan []byte, 1)
+	go func() {
+		b, _, err := get(ctx, g, "b", key, 0, -1)
+		if err != nil {
+			t.Errorf("second read: %v", err)
+		}
+		second <- b
+	}()
+	// The second read is waiting for the next check (it must not take the held one's).
+	k := cacheKey{"b", key}
+	if !waitFor(5*time.Second, func() bool {
+		g.cache.fmu.Lock()
+		defer g.cache.fmu.Unlock()
+		f := g.cache.flights[k]
+		return f != nil && f.running && f.next != nil
+	}) {
+		t.Fatal("the second read did not join the checks")
 	}
-	b, _, err := get(ctx, g, "b", key, 0, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(b, v2) {
+	close(release)
+	if b := <-second; !bytes.Equal(b, v2) {
 		t.Fatalf("a read begun after V2 was acknowledged returned V1 (it shared a check begun before): %+v", g.CacheStats())
 	}
 	if b := <-first; !bytes.Equal(b, v1) && !bytes.Equal(b, v2) {

@@ -50,14 +50,7 @@ func (h *Handler) bucketPolicy(w http.ResponseWriter, r *http.Request, rq *reque
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	case "DeleteBucketPolicy":
-		if _, err := h.store.HeadBucket(r.Context(), rq.bucket); err != nil {
-			return err
-		}
-		if err := h.store.SetBucketConfig(r.Context(), rq.bucket, policyKind, nil); err != nil {
-			return err
-		}
-		w.WriteHeader(http.StatusNoContent)
-		return nil
+		return h.deleteBucketConfig(w, r, rq, policyKind)
 	}
 	b, err := h.store.HeadBucket(r.Context(), rq.bucket)
 	if err != nil {
@@ -119,14 +112,7 @@ func (h *Handler) publicAccessBlock(w http.ResponseWriter, r *http.Request, rq *
 		w.WriteHeader(http.StatusOK)
 		return nil
 	case "DeletePublicAccessBlock":
-		if _, err := h.store.HeadBucket(r.Context(), rq.bucket); err != nil {
-			return err
-		}
-		if err := h.store.SetBucketConfig(r.Context(), rq.bucket, publicAccessBlockKind, nil); err != nil {
-			return err
-		}
-		w.WriteHeader(http.StatusNoContent)
-		return nil
+		return h.deleteBucketConfig(w, r, rq, publicAccessBlockKind)
 	}
 	b, err := h.store.HeadBucket(r.Context(), rq.bucket)
 	if err != nil {
@@ -139,4 +125,17 @@ func (h *Handler) publicAccessBlock(w http.ResponseWriter, r *http.Request, rq *
 	p := parsePAB(doc)
 	p.Xmlns = xmlns
 	return writeXML(w, p)
+}
+
+// deleteBucketConfig removes the bucket's configuration of a kind (204, also when it had
+// none; NoSuchBucket for a bucket that does not exist).
+func (h *Handler) deleteBucketConfig(w http.ResponseWriter, r *http.Request, rq *request, kind string) error {
+	if _, err := h.store.HeadBucket(r.Context(), rq.bucket); err != nil {
+		return err
+	}
+	if err := h.store.SetBucketConfig(r.Context(), rq.bucket, kind, nil); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
 }

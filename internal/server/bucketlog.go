@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/clustermap"
@@ -38,9 +39,12 @@ type bucketLogs struct {
 	maps func() *clustermap.Map
 	log  *slog.Logger
 
-	mu    sync.Mutex
-	files map[string]*os.File // open spools by source bucket
-	dirty bool
+	mu       sync.Mutex
+	files    map[string]*os.File // open spools by source bucket
+	dirty    bool
+	appended int64 // bytes appended to the open spools
+	// synced is the bytes of the open spools made durable (cairn_bucket_log_spooled_bytes).
+	synced atomic.Int64
 }
 
 func openBucketLogs(dir, node string, gw *gateway.Gateway, maps func() *clustermap.Map, log *slog.Logger) (*bucketLogs, error) {
@@ -87,7 +91,9 @@ func (l *bucketLogs) Record(rec s3api.AccessRecord) {
 	}
 	if _, err := f.WriteString(line); err != nil {
 		l.log.Error("cannot append to a bucket log spool: a record is lost", "bucket", rec.Bucket, "err", err)
+		return
 	}
+	l.appended += int64(len(line))
 	l.dirty = true
 }
 
@@ -104,9 +110,11 @@ func (l *bucketLogs) sync() {
 	for b, f := range l.files {
 		if err := f.Sync(); err != nil {
 			l.log.Error("cannot sync a bucket log spool", "bucket", b, "err", err)
+			return
 		}
 	}
 	l.dirty = false
+	l.synced.Store(l.appended)
 }
 
 // deliver sends every spool (and what an earlier delivery left) to its target.
@@ -118,7 +126,8 @@ func (l *bucketLogs) deliver(ctx context.Context) {
 		os.Rename(filepath.Join(l.dir, spoolName(b)), filepath.Join(l.dir, fmt.Sprintf("%s.%d.sending", b, time.Now().UnixNano())))
 	}
 	clear(l.files)
-	l.dirty = false
+	l.dirty, l.appended = false, 0
+	l.synced.Store(0)
 	l.mu.Unlock()
 	// Spools of a node that stopped before it could rename them.
 	names, _ := filepath.Glob(filepath.Join(l.dir, "*.log"))

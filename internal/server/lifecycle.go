@@ -180,6 +180,8 @@ func assemble(cfg Config) (_ *instance, err error) {
 	if n.blog, err = openBucketLogs(filepath.Join(cfg.DataDir, "bucket-logs"), n.nodeID, n.gw, mgr.Current, log); err != nil {
 		return nil, err
 	}
+	blog := n.blog
+	n.m.GaugeFunc("cairn_bucket_log_spooled_bytes", "Bytes of S3 server access log records made durable in this node's spools and not yet delivered to their target buckets.", func() float64 { return float64(blog.synced.Load()) })
 	if gw := n.gw; gw.CacheStats().Enabled {
 		cs := func(f func(gateway.CacheStats) int64) func() float64 {
 			return func() float64 { return float64(f(gw.CacheStats())) }
