@@ -205,6 +205,10 @@ func purgePlaintext(ctx context.Context, mgr *clustermap.Manager, raftDir, legac
 	return writeFileAtomic(marker, []byte("the Raft log and snapshots before this file hold no S3 secret in the clear\n"), 0o600)
 }
 
+// nudgeOp is a map command no build knows: every manager rejects it and leaves the map as
+// it is, but it advances the state machine's applied index (see purgeWhenSealed).
+const nudgeOp = "nudge"
+
 // purgeWhenSealed runs purgePlaintext once the map holds no legacy user (at once in a
 // new cluster, after the leader sealed them in an upgraded one).
 func (n *instance) purgeWhenSealed(ctx context.Context) {
@@ -217,11 +221,26 @@ func (n *instance) purgeWhenSealed(ctx context.Context) {
 			if err == nil {
 				return
 			}
+			wait := 10 * time.Second
 			level := slog.LevelWarn
 			if strings.Contains(err.Error(), "cannot take snapshot now") {
-				level = slog.LevelDebug // a membership change not applied yet (a node joining): soon
+				// Raft takes no snapshot while its last configuration change (a member
+				// promoted, a node joining) is past the last command the map applied, and
+				// nothing may be applied for long in a quiet cluster. Nudge: a command
+				// every build rejects ("unknown command") goes through the log and the
+				// state machine without changing the map, and the snapshot can follow.
+				level, wait = slog.LevelDebug, time.Second
+				nctx, ncancel := context.WithTimeout(ctx, 5*time.Second)
+				n.app.Apply(nctx, clustermap.Command{Op: nudgeOp})
+				ncancel()
 			}
 			n.log.Log(ctx, level, "could not compact the Raft log yet (access keys once in the clear); trying again", "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			continue
 		}
 		select {
 		case <-ctx.Done():
