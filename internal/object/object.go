@@ -28,9 +28,24 @@ type Object struct {
 	HLC     uint64
 	Size    int64
 	ModTime int64 // Unix nanoseconds
-	// Deleted marks a tombstone: the object was deleted at HLC. Tombstones keep a newer
-	// delete from losing to an older write that reaches a replica late; they have no body.
+	// Deleted marks a record without a body that is not an object: a tombstone (the
+	// key's null version was deleted at HLC; it keeps a newer delete from losing to an
+	// older write that reaches a replica late), a delete marker (DeleteMarker) or the
+	// record of a version removed for good (Purged).
 	Deleted bool
+	// Versioned marks a version written while the bucket's versioning was enabled: it is
+	// kept beside the key's other versions and its S3 version id is its own (VersionID
+	// of package s3api derives it from HLC). A record without it is the key's null
+	// version: a newer null version (or a tombstone) replaces it. A bucket that never had
+	// versioning enabled holds only null versions. See docs/design/versioning.md.
+	Versioned bool `json:"Versioned,omitempty"`
+	// DeleteMarker (with Deleted) marks a delete marker: a version that says the key was
+	// deleted. Unlike a tombstone it is listed among the key's versions.
+	DeleteMarker bool `json:"DeleteMarker,omitempty"`
+	// Purged (with Deleted and Versioned) records that version HLC was removed for good
+	// (DELETE with its version id): a copy of that version arriving late (hinted retry,
+	// anti-entropy) is dropped instead of coming back.
+	Purged bool `json:"Purged,omitempty"`
 	ETag    string
 	// Standard headers stored and returned as given.
 	ContentType        string
@@ -77,6 +92,10 @@ type Object struct {
 	// (HLC, MetaHLC): see Newer.
 	MetaHLC uint64 `json:"MetaHLC,omitempty"`
 }
+
+// Visible reports whether the record is a version S3 shows: an object or a delete
+// marker, not a tombstone or a purge record.
+func (o *Object) Visible() bool { return !o.Deleted || o.DeleteMarker }
 
 // Newer reports whether o is a newer record than p (nil is older than any record): a
 // newer version whatever its MetaHLC, or the same version with a later metadata change.
@@ -136,6 +155,7 @@ var (
 	ErrNoSuchBucket     = errors.New("the specified bucket does not exist")
 	ErrNoSuchKey        = errors.New("the specified key does not exist")
 	ErrNoSuchUpload     = errors.New("the specified multipart upload does not exist")
+	ErrNoSuchVersion    = errors.New("the specified version does not exist")
 	ErrInvalidPart      = errors.New("one or more of the specified parts could not be found or its entity tag did not match")
 	ErrInvalidPartOrder = errors.New("the list of parts was not in ascending order")
 	ErrEntityTooSmall   = errors.New("a part is smaller than the minimum allowed size")
@@ -171,6 +191,42 @@ type ListResult struct {
 	Next      string
 }
 
+// VersionListOptions selects the entries of a listing of versions.
+type VersionListOptions struct {
+	Prefix, Delimiter string
+	// KeyMarker lists only keys after it, or, with VersionMarker (an HLC) or AfterNull,
+	// the versions of KeyMarker older than that version (or its null version) and then
+	// the keys after it.
+	KeyMarker     string
+	VersionMarker uint64
+	AfterNull     bool
+	// Max is the largest number of versions plus common prefixes to return.
+	Max int
+	// Hidden includes tombstones and purge records, for a gateway merging replicas.
+	Hidden bool
+}
+
+// VersionListEntry is one version in a listing.
+type VersionListEntry struct {
+	Key    string
+	Object *Object
+	// Current: the record is its holder's current record of the key.
+	Current bool
+}
+
+// VersionList is a page of versions: keys in order, each key's versions newest first.
+type VersionList struct {
+	Versions       []VersionListEntry
+	CommonPrefixes []string
+	// Truncated reports that more entries follow; NextKey and NextVersion (an HLC, 0
+	// after a common prefix; NextNull if that version is the null version) are the last
+	// entry returned, to pass as KeyMarker and VersionMarker for the next page.
+	Truncated   bool
+	NextKey     string
+	NextVersion uint64
+	NextNull    bool
+}
+
 // VersionEntry is one object record as Scan reports it: enough to compare replicas.
 type VersionEntry struct {
 	Bucket  string
@@ -180,6 +236,13 @@ type VersionEntry struct {
 	Deleted bool
 	Size    int64
 	Striped bool // an erasure-coded object's record (Size is the object's)
+	// Noncurrent marks a record that is not the key's current one: an older version of a
+	// versioned key, a delete marker behind a newer version, or a purge record.
+	Noncurrent bool `json:"nc,omitempty"`
+	// Versioned, DeleteMarker and Purged are the record's flags (Object).
+	Versioned    bool `json:"v,omitempty"`
+	DeleteMarker bool `json:"dm,omitempty"`
+	Purged       bool `json:"p,omitempty"`
 }
 
 // Upload is a pending multipart upload.

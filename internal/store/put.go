@@ -365,6 +365,9 @@ func (s *Store) commitObject(op errors.Op, bucket, key string, o *object.Object,
 	if old != nil && opts.IfNoneMatch && !old.Deleted {
 		return nil, errors.E(op, errors.Precondition, "object exists")
 	}
+	if o.Versioned || o.Purged || (old != nil && old.Versioned) || ((old == nil || o.Deleted) && s.hasVersionedBucket(bucket)) {
+		return s.commitVersion(op, bucket, key, o, bd, old, opts)
+	}
 	if old != nil && (old.HLC > o.HLC || (old.HLC == o.HLC && !opts.Repair)) {
 		if old.HLC == o.HLC && !old.Deleted && !o.Deleted && o.MetaHLC > old.MetaHLC {
 			// A copy of the version held here with a later metadata change (hinted retry,
@@ -454,6 +457,22 @@ func (s *Store) DeleteVersion(bucket, key string, version uint64, modTime int64)
 		return nil, errors.E(op, err)
 	}
 	return s.commitObject(op, bucket, key, &object.Object{Deleted: true, ModTime: modTime}, &body{inline: []byte{}}, object.PutOptions{Version: version})
+}
+
+// DeleteRecord stores a record without a body at version d.HLC (zero means now): a
+// tombstone, a delete marker (d.DeleteMarker; d.Versioned unless it is the null version)
+// or the purge of version d.HLC (d.Purged, d.Versioned). It returns the record the key
+// holds for that version afterwards: d, or what was there (a newer null version, a purge).
+func (s *Store) DeleteRecord(bucket, key string, d object.Object) (*object.Object, error) {
+	const op errors.Op = "store.DeleteRecord"
+	if _, err := s.bucket(bucket); err != nil {
+		return nil, errors.E(op, err)
+	}
+	if d.Purged && (!d.Versioned || d.HLC == 0) {
+		return nil, errors.E(op, errors.Invalid, "a purge names a version of a versioned key")
+	}
+	o := &object.Object{Deleted: true, ModTime: d.ModTime, Versioned: d.Versioned, DeleteMarker: d.DeleteMarker, Purged: d.Purged}
+	return s.commitObject(op, bucket, key, o, &body{inline: []byte{}}, object.PutOptions{Version: d.HLC})
 }
 
 // Forget removes bucket/key from this store, body and record, if the record stored is

@@ -29,6 +29,15 @@ const (
 // version byte).
 const flagStriped = 8
 
+// Versioning flags (docs/design/versioning.md), in records of every version: a binary
+// that does not know them reads such a record as a null version, so buckets can have
+// versioning enabled only once every node knows them (feature level 4).
+const (
+	flagVersioned = 16
+	flagMarker    = 32
+	flagPurged    = 64
+)
+
 // maxRecordList bounds list lengths in a record, so a corrupt record cannot make the decoder
 // allocate without limit.
 const maxRecordList = 1 << 22
@@ -57,6 +66,15 @@ func marshalRecord(o *object.Object) []byte {
 	}
 	if o.Deleted {
 		flags |= 4
+	}
+	if o.Versioned {
+		flags |= flagVersioned
+	}
+	if o.DeleteMarker {
+		flags |= flagMarker
+	}
+	if o.Purged {
+		flags |= flagPurged
 	}
 	b = append(b, flags)
 	b = append(b, o.VersionID[:]...)
@@ -192,7 +210,8 @@ func unmarshalRecord(o *object.Object, b []byte) error {
 		return d.err
 	}
 	striped := v[0] == recordVersionStriped || (v[0] == recordVersionMeta && v[1]&flagStriped != 0)
-	*o = object.Object{Inline: v[1]&1 != 0, Embedded: v[1]&2 != 0, Deleted: v[1]&4 != 0, Striped: striped}
+	*o = object.Object{Inline: v[1]&1 != 0, Embedded: v[1]&2 != 0, Deleted: v[1]&4 != 0, Striped: striped,
+		Versioned: v[1]&flagVersioned != 0, DeleteMarker: v[1]&flagMarker != 0, Purged: v[1]&flagPurged != 0}
 	copy(o.VersionID[:], d.bytes(16))
 	o.Size = d.varint()
 	o.ModTime = d.varint()

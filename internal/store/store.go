@@ -143,6 +143,9 @@ type Store struct {
 	liveMu sync.Mutex
 	live   map[uint32]int64 // live bytes per segment (derived from the index at start)
 
+	vmu      sync.Mutex
+	vbuckets map[string]bool // buckets with noncurrent records (versions.go)
+
 	usageMu sync.Mutex
 	usage   map[string]Usage // current objects per bucket: the changes since open, plus the count once it is done
 	// counted says the count of the index as it was at open is in usage; until then
@@ -216,6 +219,7 @@ func Open(cfg Config) (*Store, error) {
 		live:     map[uint32]int64{},
 		usage:    map[string]Usage{},
 		dropped:  map[string]bool{},
+		vbuckets: map[string]bool{},
 		clock:    cfg.Clock,
 	}
 	if s.clock == nil {
@@ -232,10 +236,22 @@ func Open(cfg Config) (*Store, error) {
 		db.Close()
 		return nil, errors.E(op, err)
 	}
+	if err := s.loadVersioned(); err != nil {
+		segs.Close()
+		db.Close()
+		return nil, errors.E(op, err)
+	}
 	// The buckets' usage is counted from the index as it is now, before any write, in
 	// the background; writes meanwhile are counted as changes and added to it.
 	usageIt, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(pfxObject), UpperBound: prefixEnd([]byte(pfxObject))})
 	if err != nil {
+		segs.Close()
+		db.Close()
+		return nil, errors.E(op, errors.IO, err)
+	}
+	versIt, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(pfxVersion), UpperBound: prefixEnd([]byte(pfxVersion))})
+	if err != nil {
+		usageIt.Close()
 		segs.Close()
 		db.Close()
 		return nil, errors.E(op, errors.IO, err)
@@ -251,7 +267,7 @@ func Open(cfg Config) (*Store, error) {
 	}()
 	go func() {
 		defer s.wg.Done()
-		s.countUsage(ctx, usageIt)
+		s.countUsage(ctx, usageIt, versIt)
 	}()
 	return s, nil
 }
@@ -603,7 +619,8 @@ func (s *Store) DeleteBucket(name string) error {
 	if _, err := s.bucket(name); err != nil {
 		return errors.E(op, err)
 	}
-	for _, p := range [][]byte{objectPrefix(name, ""), uploadPrefix(name, "")} {
+	vers := append(append([]byte(pfxVersion), name...), 0)
+	for _, p := range [][]byte{objectPrefix(name, ""), uploadPrefix(name, ""), vers} {
 		empty, err := s.emptyRange(p)
 		if err != nil {
 			return errors.E(op, err)
@@ -615,12 +632,16 @@ func (s *Store) DeleteBucket(name string) error {
 	b := s.db.NewBatch()
 	objs := objectPrefix(name, "")
 	b.DeleteRange(objs, prefixEnd(objs), nil) // tombstones
+	b.DeleteRange(vers, prefixEnd(vers), nil) // tombstones and purge records of versioned keys
 	cfg := configPrefix(name)
 	b.DeleteRange(cfg, prefixEnd(cfg), nil)
 	b.Delete(bucketKey(name), nil)
 	if err := s.commit(b); err != nil {
 		return err
 	}
+	s.vmu.Lock()
+	delete(s.vbuckets, name)
+	s.vmu.Unlock()
 	s.usageMu.Lock()
 	delete(s.usage, name)
 	if !s.counted {
@@ -631,7 +652,7 @@ func (s *Store) DeleteBucket(name string) error {
 }
 
 // emptyRange reports whether the range under prefix p holds no records other than
-// tombstones.
+// tombstones and purge records (a delete marker is a version: its bucket is not empty).
 func (s *Store) emptyRange(p []byte) (bool, error) {
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
 	if err != nil {
@@ -639,7 +660,7 @@ func (s *Store) emptyRange(p []byte) (bool, error) {
 	}
 	defer it.Close()
 	for ok := it.First(); ok; ok = it.Next() {
-		if !isTombstone(it.Value()) {
+		if !isHidden(it.Value()) {
 			return false, nil
 		}
 	}

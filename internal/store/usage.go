@@ -19,6 +19,10 @@ import (
 type Usage struct {
 	Objects int64 `json:"objects"`
 	Bytes   int64 `json:"bytes"`
+	// Noncurrent and NoncurrentBytes count the versions of versioned keys that are not
+	// current (delete markers left out): they take space too.
+	Noncurrent      int64 `json:"noncurrent,omitempty"`
+	NoncurrentBytes int64 `json:"noncurrent_bytes,omitempty"`
 }
 
 // Usage returns the usage of every bucket of this store that holds or held objects since
@@ -65,8 +69,9 @@ func (s *Store) count(bucket string, old, cur *object.Object) {
 // size) is read, not decoded, but records with embedded bodies are read whole. A damaged
 // index (or one that cannot be read, or a close before the end) stops the count where it
 // is and leaves the usage incomplete (UsageComplete); the store works on regardless.
-func (s *Store) countUsage(ctx context.Context, it *pebble.Iterator) {
+func (s *Store) countUsage(ctx context.Context, it, versIt *pebble.Iterator) {
 	defer it.Close()
+	defer versIt.Close()
 	start := time.Now()
 	counts := map[string]Usage{}
 	var bucket []byte
@@ -99,6 +104,30 @@ func (s *Store) countUsage(ctx context.Context, it *pebble.Iterator) {
 		}
 	}
 	flush()
+	// Noncurrent versions: V/<bucket>\x00<key>\x00<8 bytes>.
+	for ok := versIt.First(); ok && it.Error() == nil; ok = versIt.Next() {
+		if records++; records%4096 == 0 && ctx.Err() != nil {
+			s.usageIncomplete.Store(true)
+			return
+		}
+		k := versIt.Key()[len(pfxVersion):]
+		i := bytes.IndexByte(k, 0)
+		size, live, ok := recordSize(versIt.Value())
+		if i < 0 || !ok {
+			malformed++
+			continue
+		}
+		if live && !Internal(string(k[:i])) {
+			c := counts[string(k[:i])]
+			c.Noncurrent++
+			c.NoncurrentBytes += size
+			counts[string(k[:i])] = c
+		}
+	}
+	if err := versIt.Error(); err != nil && it.Error() == nil {
+		s.usageIncomplete.Store(true)
+		s.log.Warn("the index of noncurrent versions could not be read in full", "err", firstLine(err.Error()))
+	}
 	if err := it.Error(); err != nil {
 		s.usageIncomplete.Store(true)
 		s.log.Warn("the index could not be read in full: the buckets' object counts leave out what lies beyond the damage", "err", firstLine(err.Error()))
@@ -112,7 +141,8 @@ func (s *Store) countUsage(ctx context.Context, it *pebble.Iterator) {
 			continue
 		}
 		d := s.usage[b]
-		s.usage[b] = Usage{Objects: d.Objects + c.Objects, Bytes: d.Bytes + c.Bytes}
+		s.usage[b] = Usage{Objects: d.Objects + c.Objects, Bytes: d.Bytes + c.Bytes,
+			Noncurrent: d.Noncurrent + c.Noncurrent, NoncurrentBytes: d.NoncurrentBytes + c.NoncurrentBytes}
 	}
 	s.counted, s.dropped = true, nil
 	s.usageMu.Unlock()

@@ -48,15 +48,15 @@ func TestUsage(t *testing.T) {
 	put(t, s, "a", "small", make([]byte, 100))
 	put(t, s, "a", "big", randBytes(1, 200<<10)) // chunked
 	put(t, s, ".shards", "x", make([]byte, 10))
-	want["a"] = Usage{2, 100 + 200<<10}
+	want["a"] = Usage{Objects: 2, Bytes: 100 + 200<<10}
 	check("puts")
 	put(t, s, "a", "small", make([]byte, 7)) // overwrite
-	want["a"] = Usage{2, 7 + 200<<10}
+	want["a"] = Usage{Objects: 2, Bytes: 7 + 200<<10}
 	check("overwrite")
 	if _, err := s.DeleteVersion("a", "small", 0, 0); err != nil { // tombstone
 		t.Fatal(err)
 	}
-	want["a"] = Usage{1, 200 << 10}
+	want["a"] = Usage{Objects: 1, Bytes: 200 << 10}
 	check("tombstone")
 	if _, err := s.DeleteVersion("a", "small", 0, 0); err != nil { // tombstone over tombstone
 		t.Fatal(err)
@@ -69,7 +69,7 @@ func TestUsage(t *testing.T) {
 	if _, err := s.UpdateMeta(object.MetaUpdate{Bucket: "b", Key: "k", Version: o.HLC, MetaHLC: o.HLC + 1, Tags: [][2]string{{"t", "v"}}}); err != nil {
 		t.Fatal(err)
 	}
-	want["b"] = Usage{1, 50}
+	want["b"] = Usage{Objects: 1, Bytes: 50}
 	check("older version and tag change")
 	if ok, err := s.Forget("b", "k", o.HLC); err != nil || !ok {
 		t.Fatalf("forget: %v %v", ok, err)
@@ -104,8 +104,8 @@ func TestUsage(t *testing.T) {
 		t.Fatal(err)
 	}
 	put(t, s, "a", "again", make([]byte, 3000))
-	want["b"] = Usage{1, 300 << 10}
-	want["a"] = Usage{1, 3000}
+	want["b"] = Usage{Objects: 1, Bytes: 300 << 10}
+	want["a"] = Usage{Objects: 1, Bytes: 3000}
 	check("completed upload")
 
 	if err := s.Close(); err != nil {
@@ -148,11 +148,15 @@ func recount(t testing.TB, s *Store, between func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	vit, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(pfxVersion), UpperBound: prefixEnd([]byte(pfxVersion))})
+	if err != nil {
+		t.Fatal(err)
+	}
 	s.usageMu.Lock()
 	s.usage, s.counted, s.dropped = map[string]Usage{}, false, map[string]bool{}
 	s.usageMu.Unlock()
 	between()
-	s.countUsage(context.Background(), it)
+	s.countUsage(context.Background(), it, vit)
 }
 
 // TestUsageCountedWhileWritten: the count at open sees the index as it was at open, and
@@ -179,7 +183,7 @@ func TestUsageCountedWhileWritten(t *testing.T) {
 			t.Fatal("complete before the count ran")
 		}
 	})
-	if got, want := s.Usage(), map[string]Usage{"a": {3, 51}, "b": {1, 7}}; !maps.Equal(got, want) || !s.UsageComplete() {
+	if got, want := s.Usage(), map[string]Usage{"a": {Objects: 3, Bytes: 51}, "b": {Objects: 1, Bytes: 7}}; !maps.Equal(got, want) || !s.UsageComplete() {
 		t.Fatalf("usage %v (complete %v), want %v", got, s.UsageComplete(), want)
 	}
 }
@@ -212,7 +216,7 @@ func TestUsageCountAtOpen(t *testing.T) {
 	opened := time.Since(start)
 	waitCounted(t, s)
 	took := time.Since(start)
-	if u := s.Usage()["b"]; u != (Usage{int64(n), 100 * int64(n)}) || !s.UsageComplete() {
+	if u := s.Usage()["b"]; u != (Usage{Objects: int64(n), Bytes: 100 * int64(n)}) || !s.UsageComplete() {
 		t.Fatalf("counted %+v, want %d objects", u, n)
 	}
 	t.Logf("opened in %v; counted %d objects by %v after the open began (%.0f ns per object)", opened, n, took, float64(took.Nanoseconds())/float64(n))

@@ -1,0 +1,611 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"sort"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/store/segment"
+)
+
+// Versions (docs/design/versioning.md). A key's current record stays under O/: the
+// newest visible version (an object or a delete marker), or, if it has none, its newest
+// tombstone. Every other record of the key is under V/<bucket>\0<key>\0<^HLC>, newest
+// first: noncurrent versions, delete markers, tombstones behind a newer version and purge
+// records. A key has at most one null version (object, null delete marker or tombstone);
+// a newer one replaces it. Keys of buckets that never had versioning enabled have no V/
+// records, and their writes take the path they always took.
+
+const pfxVersion = "V/"
+
+// versionPrefix is the first key of bucket/key's noncurrent records.
+func versionPrefix(bucket, key string) []byte {
+	b := make([]byte, 0, len(pfxVersion)+len(bucket)+len(key)+10)
+	b = append(b, pfxVersion...)
+	b = append(b, bucket...)
+	b = append(b, 0)
+	b = append(b, key...)
+	return append(b, 0)
+}
+
+// versionKey names the noncurrent record of bucket/key at version hlc; the inverted HLC
+// sorts a key's records newest first.
+func versionKey(bucket, key string, hlc uint64) []byte {
+	return binary.BigEndian.AppendUint64(versionPrefix(bucket, key), ^hlc)
+}
+
+// markVersioned notes that bucket has V/ records. The set only grows while the bucket
+// exists: a bucket in it costs its null writes one seek.
+func (s *Store) markVersioned(bucket string) {
+	s.vmu.Lock()
+	s.vbuckets[bucket] = true
+	s.vmu.Unlock()
+}
+
+func (s *Store) hasVersionedBucket(bucket string) bool {
+	s.vmu.Lock()
+	defer s.vmu.Unlock()
+	return s.vbuckets[bucket]
+}
+
+// loadVersioned fills the set of buckets with V/ records: one seek per bucket.
+func (s *Store) loadVersioned() error {
+	p := []byte(pfxVersion)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	if err != nil {
+		return errors.E(errors.IO, err)
+	}
+	defer it.Close()
+	for ok := it.First(); ok; {
+		k := it.Key()[len(p):]
+		i := bytes.IndexByte(k, 0)
+		if i < 0 {
+			ok = it.Next()
+			continue
+		}
+		s.vbuckets[string(k[:i])] = true
+		end := prefixEnd(append(append([]byte(pfxVersion), k[:i]...), 0))
+		if end == nil {
+			break
+		}
+		ok = it.SeekGE(end)
+	}
+	return it.Error()
+}
+
+// keyVersions calls fn with bucket/key's noncurrent records, newest first, until fn
+// returns false.
+func (s *Store) keyVersions(g interface {
+	NewIter(*pebble.IterOptions) (*pebble.Iterator, error)
+}, bucket, key string, fn func(o *object.Object) bool) error {
+	p := versionPrefix(bucket, key)
+	it, err := g.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	if err != nil {
+		return errors.E(errors.IO, err)
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		if len(it.Key()) != len(p)+8 {
+			continue // a record of a longer key that starts with key and NUL
+		}
+		o := new(object.Object)
+		if err := unmarshalRecord(o, it.Value()); err != nil {
+			return err
+		}
+		if o.Body != nil {
+			o.Body = append([]byte{}, o.Body...)
+		}
+		if !fn(o) {
+			break
+		}
+	}
+	if err := it.Error(); err != nil {
+		return indexErr(err)
+	}
+	return nil
+}
+
+// hasVersions reports whether bucket/key has noncurrent records.
+func (s *Store) hasVersions(bucket, key string) (bool, error) {
+	if !s.hasVersionedBucket(bucket) {
+		return false, nil
+	}
+	found := false
+	err := s.keyVersions(s.db, bucket, key, func(*object.Object) bool { found = true; return false })
+	return found, err
+}
+
+// noncurrent is the change of a bucket's noncurrent usage a commit makes.
+type noncurrent struct{ objects, bytes int64 }
+
+func (n *noncurrent) add(o *object.Object, sign int64) {
+	if o != nil && !o.Deleted {
+		n.objects += sign
+		n.bytes += sign * o.Size
+	}
+}
+
+// commitVersion is commitObject for a key with versions, or a write of a version that is
+// kept beside the others (o.Versioned) or removes one (o.Purged). The caller holds the
+// key's lock, bucketMu.RLock and relocMu.RLock; old is the current record (nil: none).
+func (s *Store) commitVersion(op errors.Op, bucket, key string, o *object.Object, bd *body, old *object.Object, opts object.PutOptions) (*object.Object, error) {
+	okey := objectKey(bucket, key)
+	vkey := func(h uint64) []byte { return versionKey(bucket, key, h) }
+	// The record held for this very version, current or not.
+	same, sameCurrent := old, true
+	if old == nil || old.HLC != o.HLC {
+		sameCurrent = false
+		r, err := getObject(s.db, vkey(o.HLC))
+		if err != nil && !errors.Is(errors.NotExist, err) {
+			return nil, errors.E(op, err)
+		}
+		same = r
+	}
+	b := s.db.NewBatch()
+	var freed []segment.Loc
+	var nc noncurrent
+	drop := func(r *object.Object) error {
+		l, err := s.dropBody(b, r)
+		freed = append(freed, l...)
+		return err
+	}
+	fail := func(err error) (*object.Object, error) {
+		b.Close()
+		return nil, errors.E(op, err)
+	}
+	cur := old // the current record once this commit is done
+	stored := o
+	switch {
+	case same != nil && same.Purged:
+		b.Close()
+		return same, nil // the version was removed for good: a late copy stays out
+	case same != nil && o.Purged:
+		if err := drop(same); err != nil {
+			return fail(err)
+		}
+		if sameCurrent {
+			b.Delete(okey, nil)
+			p, err := s.promote(b, bucket, key, 0)
+			if err != nil {
+				return fail(err)
+			}
+			nc.add(p, -1)
+			cur = p
+		} else {
+			nc.add(same, -1)
+		}
+		addBody(b, o, bd)
+		b.Set(vkey(o.HLC), marshalRecord(o), nil)
+	case same != nil:
+		loc := okey
+		if !sameCurrent {
+			loc = vkey(o.HLC)
+		}
+		if !opts.Repair {
+			if !same.Deleted && !o.Deleted && o.MetaHLC > same.MetaHLC {
+				b.Close()
+				return s.setMeta(op, loc, same, o.MetaHLC, o.Tags)
+			}
+			b.Close()
+			return same, nil
+		}
+		if same.MetaHLC > o.MetaHLC && !same.Deleted && !o.Deleted {
+			o.MetaHLC, o.Tags = same.MetaHLC, same.Tags
+		}
+		if err := drop(same); err != nil {
+			return fail(err)
+		}
+		addBody(b, o, bd)
+		b.Set(loc, marshalRecord(o), nil)
+		if sameCurrent {
+			cur = o
+		} else {
+			nc.add(same, -1)
+			nc.add(o, 1)
+		}
+	case o.Purged:
+		// A version never held here: the purge record keeps a late copy out.
+		addBody(b, o, bd)
+		b.Set(vkey(o.HLC), marshalRecord(o), nil)
+	default:
+		nullHLC := uint64(0) // a null record removed from V/ (promote skips it)
+		if !o.Versioned {
+			// A null version replaces the key's null version, if that is older.
+			n, nCurrent := old, true
+			if old == nil || old.Versioned {
+				nCurrent = false
+				var err error
+				if n, err = s.nullVersion(bucket, key); err != nil {
+					return fail(err)
+				}
+			}
+			if n != nil && n.HLC >= o.HLC {
+				b.Close()
+				return n, nil
+			}
+			if n != nil {
+				if err := drop(n); err != nil {
+					return fail(err)
+				}
+				if nCurrent {
+					b.Delete(okey, nil)
+					cur = nil
+				} else {
+					b.Delete(vkey(n.HLC), nil)
+					nc.add(n, -1)
+					nullHLC = n.HLC
+				}
+			}
+		}
+		addBody(b, o, bd)
+		rec := marshalRecord(o)
+		switch {
+		case o.Visible() && (cur == nil || !cur.Visible() || o.HLC > cur.HLC):
+			if cur != nil {
+				b.Set(vkey(cur.HLC), marshalRecord(cur), nil)
+				nc.add(cur, 1)
+			}
+			b.Set(okey, rec, nil)
+			cur = o
+		case o.Visible() || (cur != nil && cur.Visible()):
+			b.Set(vkey(o.HLC), rec, nil)
+			nc.add(o, 1)
+		default:
+			// A tombstone, and no visible current record: the newest visible version
+			// left, if any, becomes current; else the newer of the tombstones.
+			p, err := s.promote(b, bucket, key, nullHLC)
+			if err != nil {
+				return fail(err)
+			}
+			switch {
+			case p != nil:
+				nc.add(p, -1)
+				if cur != nil {
+					b.Set(vkey(cur.HLC), marshalRecord(cur), nil)
+				}
+				b.Set(okey, marshalRecord(p), nil)
+				b.Set(vkey(o.HLC), rec, nil)
+				cur = p
+			case cur != nil && cur.HLC > o.HLC:
+				b.Set(vkey(o.HLC), rec, nil)
+			default:
+				if cur != nil {
+					b.Set(vkey(cur.HLC), marshalRecord(cur), nil)
+				}
+				b.Set(okey, rec, nil)
+				cur = o
+			}
+		}
+	}
+	if err := s.commit(b); err != nil {
+		return nil, errors.E(op, err)
+	}
+	s.markVersioned(bucket)
+	s.count(bucket, old, cur)
+	s.countNoncurrent(bucket, nc)
+	for _, l := range bd.locs {
+		s.addLive(l, 1)
+	}
+	for _, l := range freed {
+		s.addLive(l, -1)
+	}
+	return stored, nil
+}
+
+// promote adds to b the move of bucket/key's newest visible noncurrent version (not
+// version skip) to the current record, and returns it (nil: none).
+func (s *Store) promote(b *pebble.Batch, bucket, key string, skip uint64) (*object.Object, error) {
+	var p *object.Object
+	err := s.keyVersions(s.db, bucket, key, func(o *object.Object) bool {
+		if o.HLC != skip && o.Visible() {
+			p = o
+			return false
+		}
+		return true
+	})
+	if err != nil || p == nil {
+		return nil, err
+	}
+	b.Delete(versionKey(bucket, key, p.HLC), nil)
+	b.Set(objectKey(bucket, key), marshalRecord(p), nil)
+	return p, nil
+}
+
+// nullVersion returns bucket/key's noncurrent null record (object, null delete marker or
+// tombstone), nil if it has none.
+func (s *Store) nullVersion(bucket, key string) (*object.Object, error) {
+	if !s.hasVersionedBucket(bucket) {
+		return nil, nil
+	}
+	var n *object.Object
+	err := s.keyVersions(s.db, bucket, key, func(o *object.Object) bool {
+		if !o.Versioned {
+			n = o
+			return false
+		}
+		return true
+	})
+	return n, err
+}
+
+// countNoncurrent adds a commit's change of noncurrent versions to bucket's usage.
+func (s *Store) countNoncurrent(bucket string, d noncurrent) {
+	if Internal(bucket) || d == (noncurrent{}) {
+		return
+	}
+	s.usageMu.Lock()
+	u := s.usage[bucket]
+	u.Noncurrent += d.objects
+	u.NoncurrentBytes += d.bytes
+	s.usage[bucket] = u
+	s.usageMu.Unlock()
+}
+
+// StatAt returns bucket/key's record of version hlc, current or not, whatever it is (a
+// delete marker, a tombstone or a purge record included).
+func (s *Store) StatAt(bucket, key string, hlc uint64) (*object.Object, error) {
+	const op errors.Op = "store.StatAt"
+	o, err := s.recordAt(s.db, bucket, key, hlc)
+	if errors.Is(errors.NotExist, err) {
+		if _, berr := s.bucket(bucket); berr != nil {
+			return nil, errors.E(op, berr)
+		}
+	}
+	if err != nil {
+		return nil, errors.E(op, err)
+	}
+	return o, nil
+}
+
+func (s *Store) recordAt(g getter, bucket, key string, hlc uint64) (*object.Object, error) {
+	o, err := getObject(g, objectKey(bucket, key))
+	if err == nil && o.HLC == hlc {
+		return o, nil
+	}
+	if err != nil && !errors.Is(errors.NotExist, err) {
+		return nil, err
+	}
+	return getObject(g, versionKey(bucket, key, hlc))
+}
+
+// OpenVersion returns a Reader of bucket/key's version hlc, current or not. A version this
+// store does not hold is NotExist; a delete marker, tombstone or purge record is NotExist
+// wrapping a *DeletedError that carries the record.
+func (s *Store) OpenVersion(bucket, key string, hlc uint64) (*Reader, error) {
+	const op errors.Op = "store.OpenVersion"
+	ticket := s.readers.begin()
+	snap := s.db.NewSnapshot()
+	o, err := s.recordAt(snap, bucket, key, hlc)
+	if err == nil && o.Deleted {
+		err = errors.E(errors.NotExist, &DeletedError{Record: o})
+	}
+	if err != nil {
+		snap.Close()
+		s.readers.end(ticket)
+		if errors.Is(errors.NotExist, err) {
+			if _, berr := s.bucket(bucket); berr != nil {
+				return nil, errors.E(op, berr)
+			}
+		}
+		return nil, errors.E(op, err)
+	}
+	return &Reader{Object: o, s: s, snap: snap, ticket: ticket}, nil
+}
+
+// DeletedError is the error of OpenVersion for a version that is a delete marker (or a
+// tombstone, or was purged): Record says which.
+type DeletedError struct{ Record *object.Object }
+
+func (e *DeletedError) Error() string {
+	if e.Record.DeleteMarker {
+		return "the version is a delete marker"
+	}
+	return object.ErrNoSuchVersion.Error()
+}
+
+// ListVersions returns a page of bucket's versions: keys in order, each key's versions
+// newest first (opts.Hidden adds tombstones and purge records, for a gateway merging
+// replicas). With a delimiter, keys that contain it after the prefix are rolled up into
+// common prefixes, as List does.
+func (s *Store) ListVersions(bucket string, opts object.VersionListOptions) (*object.VersionList, error) {
+	const op errors.Op = "store.ListVersions"
+	if _, err := s.bucket(bucket); err != nil {
+		return nil, errors.E(op, err)
+	}
+	res := &object.VersionList{}
+	if opts.Max <= 0 {
+		return res, nil
+	}
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
+	base := objectPrefix(bucket, "")
+	lower := objectPrefix(bucket, opts.Prefix)
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(lower)})
+	if err != nil {
+		return nil, errors.E(op, errors.IO, err)
+	}
+	defer it.Close()
+	var ok bool
+	resume := opts.KeyMarker != "" && (opts.VersionMarker != 0 || opts.AfterNull)
+	switch {
+	case opts.KeyMarker != "" && opts.KeyMarker >= opts.Prefix && resume:
+		ok = it.SeekGE(objectPrefix(bucket, opts.KeyMarker))
+	case opts.KeyMarker != "" && opts.KeyMarker >= opts.Prefix:
+		ok = it.SeekGE(append(objectPrefix(bucket, opts.KeyMarker), 0))
+	default:
+		ok = it.First()
+	}
+	count := 0
+	for ok {
+		key := string(it.Key()[len(base):])
+		if opts.Delimiter != "" {
+			if i := strings.Index(key[len(opts.Prefix):], opts.Delimiter); i >= 0 {
+				cp := key[:len(opts.Prefix)+i+len(opts.Delimiter)]
+				// A key with only hidden records makes no common prefix.
+				if (cp > opts.KeyMarker || opts.KeyMarker == "") && !isHidden(it.Value()) {
+					if count == opts.Max {
+						res.Truncated = true
+						break
+					}
+					res.CommonPrefixes = append(res.CommonPrefixes, cp)
+					res.NextKey, res.NextVersion = cp, 0
+					count++
+				}
+				if isHidden(it.Value()) {
+					ok = it.Next()
+					continue
+				}
+				end := prefixEnd(objectPrefix(bucket, cp))
+				if end == nil {
+					break
+				}
+				ok = it.SeekGE(end)
+				continue
+			}
+		}
+		cur := new(object.Object)
+		if err := unmarshalRecord(cur, it.Value()); err != nil {
+			return nil, errors.E(op, err)
+		}
+		cur.Body = nil
+		vs := []*object.Object{cur}
+		if err := s.keyVersions(snap, bucket, key, func(o *object.Object) bool {
+			o.Body = nil
+			vs = append(vs, o)
+			return true
+		}); err != nil {
+			return nil, errors.E(op, err)
+		}
+		sort.SliceStable(vs, func(i, j int) bool { return vs[i].HLC > vs[j].HLC })
+		if resume && key == opts.KeyMarker {
+			at := -1
+			for i, o := range vs {
+				if (opts.AfterNull && !o.Versioned && !o.Purged) || (!opts.AfterNull && o.HLC == opts.VersionMarker) {
+					at = i
+					break
+				}
+			}
+			if at < 0 && !opts.AfterNull {
+				// The marker's version is gone: resume at the first older one.
+				at = len(vs) - 1
+				for i, o := range vs {
+					if o.HLC < opts.VersionMarker {
+						at = i - 1
+						break
+					}
+				}
+			}
+			vs = vs[at+1:]
+		}
+		for _, o := range vs {
+			if !o.Visible() && !opts.Hidden {
+				continue
+			}
+			if count == opts.Max {
+				res.Truncated = true
+				break
+			}
+			res.Versions = append(res.Versions, object.VersionListEntry{Key: key, Object: o, Current: o == cur})
+			res.NextKey, res.NextVersion, res.NextNull = key, o.HLC, !o.Versioned
+			count++
+		}
+		if res.Truncated {
+			break
+		}
+		ok = it.Next()
+	}
+	if err := it.Error(); err != nil {
+		return nil, errors.E(op, errors.IO, err)
+	}
+	return res, nil
+}
+
+// isHidden reports whether an encoded record is a tombstone or purge record (not a
+// delete marker), without decoding it.
+func isHidden(v []byte) bool { return isTombstone(v) && v[1]&flagMarker == 0 }
+
+// ScanVersions calls fn for every noncurrent record (Noncurrent set) of every bucket
+// whose bucket and key keep returns true, in key order, reading a consistent snapshot.
+func (s *Store) ScanVersions(keep func(bucket, key string) bool, fn func(object.VersionEntry) error) error {
+	const op errors.Op = "store.ScanVersions"
+	p := []byte(pfxVersion)
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	if err != nil {
+		return errors.E(op, errors.IO, err)
+	}
+	defer it.Close()
+	var o object.Object
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()[len(p):]
+		i := bytes.IndexByte(k, 0)
+		if i < 0 || len(k) < i+10 || k[len(k)-9] != 0 {
+			continue
+		}
+		bucket, key := string(k[:i]), string(k[i+1:len(k)-9])
+		if keep != nil && !keep(bucket, key) {
+			continue
+		}
+		if err := unmarshalRecord(&o, it.Value()); err != nil {
+			return errors.E(op, err)
+		}
+		if err := fn(versionEntry(bucket, key, &o, true)); err != nil {
+			return err
+		}
+	}
+	if err := it.Error(); err != nil {
+		return errors.E(op, errors.IO, err)
+	}
+	return nil
+}
+
+func versionEntry(bucket, key string, o *object.Object, noncurrent bool) object.VersionEntry {
+	return object.VersionEntry{Bucket: bucket, Key: key, HLC: o.HLC, MetaHLC: o.MetaHLC, Deleted: o.Deleted, Size: o.Size,
+		Striped: o.Striped, Noncurrent: noncurrent, Versioned: o.Versioned, DeleteMarker: o.DeleteMarker, Purged: o.Purged}
+}
+
+// ForgetVersion removes bucket/key's noncurrent record of version hlc (metadata change
+// metaHLC or older) and its body, leaving nothing behind: the hand-off of a drained or
+// moved partition. It reports whether it removed anything.
+func (s *Store) ForgetVersion(bucket, key string, hlc, metaHLC uint64) (bool, error) {
+	const op errors.Op = "store.ForgetVersion"
+	mu := s.keyLock(bucket, key)
+	mu.Lock()
+	defer mu.Unlock()
+	s.relocMu.RLock()
+	defer s.relocMu.RUnlock()
+	vk := versionKey(bucket, key, hlc)
+	o, err := getObject(s.db, vk)
+	if errors.Is(errors.NotExist, err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, errors.E(op, err)
+	}
+	if o.MetaHLC > metaHLC {
+		return false, nil
+	}
+	b := s.db.NewBatch()
+	freed, err := s.dropBody(b, o)
+	if err != nil {
+		b.Close()
+		return false, errors.E(op, err)
+	}
+	b.Delete(vk, nil)
+	if err := s.commit(b); err != nil {
+		return false, errors.E(op, err)
+	}
+	var nc noncurrent
+	nc.add(o, -1)
+	s.countNoncurrent(bucket, nc)
+	for _, l := range freed {
+		s.addLive(l, -1)
+	}
+	return true, nil
+}
