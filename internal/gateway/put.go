@@ -463,7 +463,7 @@ func (g *Gateway) DeleteObject(ctx context.Context, bucket, key string) error {
 	}
 	version, mod := g.clock.Next(), time.Now().UnixNano()
 	ok, failed := g.fanOut(ctx, ts, cls.D, bucket, key, version, always, func(ctx context.Context, t topology.Target) (*object.Object, error) {
-		return g.replica(t).Delete(ctx, bucket, key, version, mod)
+		return g.replica(t).Delete(ctx, bucket, key, object.Object{HLC: version, ModTime: mod})
 	})
 	if len(ok) < cls.D {
 		return errors.E(op, quorumFailure("delete", ok, failed, cls.D, len(ts)))

@@ -103,6 +103,26 @@ func (l *Loops) deliver(ctx context.Context, dst topology.Target, e hints.Entry)
 		}
 		return errNotYet
 	}
+	if err := l.deliverNewest(ctx, src, dst, e, best); err != nil || !best.Versioned || e.Version >= best.HLC {
+		return err
+	}
+	// A versioned key: the version the hint is for is kept beside the newest one. Copy it
+	// from a holder that has it; if none has it (never landed, or removed for good since),
+	// anti-entropy settles what is left.
+	if have, err := l.replica(dst).Open(ctx, e.Bucket, e.Key, replica.OpenOptions{Version: e.Version}); err == nil {
+		have.Close()
+		return nil
+	}
+	for _, t := range srcs {
+		if _, err := l.copyVersion(ctx, t, dst, e.Bucket, e.Key, e.Version, false); err == nil {
+			return nil
+		}
+	}
+	return nil
+}
+
+// deliverNewest brings dst up to best, the newest record of e's key, held by src.
+func (l *Loops) deliverNewest(ctx context.Context, src, dst topology.Target, e hints.Entry, best *object.Object) error {
 	cur, err := l.replica(dst).Stat(ctx, e.Bucket, e.Key)
 	if err == nil && !best.Newer(cur) {
 		return nil
@@ -114,7 +134,7 @@ func (l *Loops) deliver(ctx context.Context, dst topology.Target, e hints.Entry)
 		return replica.CopyMeta(ctx, l.replica(dst), e.Bucket, e.Key, best)
 	}
 	if best.Deleted {
-		_, err := l.replica(dst).Delete(ctx, e.Bucket, e.Key, best.HLC, best.ModTime)
+		_, err := l.replica(dst).Delete(ctx, e.Bucket, e.Key, replica.Deletion(best))
 		return err
 	}
 	_, err = l.copyVersion(ctx, src, dst, e.Bucket, e.Key, best.HLC, false)

@@ -23,6 +23,10 @@ func Copy(ctx context.Context, src, dst Replica, bucket, key string, version uin
 	}
 	defer rd.Close()
 	o := rd.Info()
+	if o.Deleted { // a delete marker
+		_, err := dst.Delete(ctx, bucket, key, Deletion(o))
+		return 0, err
+	}
 	size := o.BodySize()
 	pr, pw := io.Pipe()
 	sent := make(chan struct{})
@@ -42,6 +46,12 @@ func Copy(ctx context.Context, src, dst Replica, bucket, key string, version uin
 		return 0, err
 	}
 	return size, nil
+}
+
+// Deletion returns the fields of a record without a body (tombstone, delete marker,
+// purge record) that Delete writes.
+func Deletion(o *object.Object) object.Object {
+	return object.Object{HLC: o.HLC, ModTime: o.ModTime, Versioned: o.Versioned, DeleteMarker: o.DeleteMarker, Purged: o.Purged}
 }
 
 // CopyMeta gives dst's record of version src.HLC the in-place metadata (tags) of src, a

@@ -225,12 +225,12 @@ func (x *faulty) Stat(ctx context.Context, bucket, key string) (*object.Object, 
 	return after(s, x.r.ID(), o, err)
 }
 
-func (x *faulty) Delete(ctx context.Context, bucket, key string, version uint64, mod int64) (*object.Object, error) {
+func (x *faulty) Delete(ctx context.Context, bucket, key string, d object.Object) (*object.Object, error) {
 	s, err := x.before(ctx)
 	if err != nil {
 		return nil, err
 	}
-	o, err := x.r.Delete(ctx, bucket, key, version, mod)
+	o, err := x.r.Delete(ctx, bucket, key, d)
 	return after(s, x.r.ID(), o, err)
 }
 
@@ -249,6 +249,15 @@ func (x *faulty) List(ctx context.Context, bucket string, opts object.ListOption
 		return nil, err
 	}
 	res, err := x.r.List(ctx, bucket, opts)
+	return after(s, x.r.ID(), res, err)
+}
+
+func (x *faulty) ListVersions(ctx context.Context, bucket string, opts object.VersionListOptions) (*object.VersionList, error) {
+	s, err := x.before(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, err := x.r.ListVersions(ctx, bucket, opts)
 	return after(s, x.r.ID(), res, err)
 }
 

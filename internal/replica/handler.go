@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
@@ -52,6 +53,7 @@ func NewHandler(cfg HandlerConfig) *Handler {
 	h.mux.HandleFunc(wire.PathScan, h.scan)
 	h.mux.HandleFunc(wire.PathDigest, h.digest)
 	h.mux.HandleFunc(wire.PathMeta, h.meta)
+	h.mux.HandleFunc(wire.PathVersions, h.versions)
 	return h
 }
 
@@ -177,7 +179,9 @@ func (h *Handler) object(w http.ResponseWriter, r *http.Request) {
 			wire.WriteError(w, err)
 			return
 		}
-		o, err := h.local.Delete(r.Context(), bucket, key, uintParam(r, wire.QVersion), intParam(r, wire.QModTime))
+		d := parseDeleteFlags(r.URL.Query().Get(wire.QFlags))
+		d.HLC, d.ModTime = uintParam(r, wire.QVersion), intParam(r, wire.QModTime)
+		o, err := h.local.Delete(r.Context(), bucket, key, d)
 		if err != nil {
 			wire.WriteError(w, err)
 			return
@@ -324,6 +328,43 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, wire.ListAnswerOf(res))
 }
 
+func (h *Handler) versions(w http.ResponseWriter, r *http.Request) {
+	bucket, _, err := h.capFor(r, rpc.CapList)
+	if err != nil {
+		wire.WriteError(w, err)
+		return
+	}
+	q := r.URL.Query()
+	res, err := h.local.ListVersions(r.Context(), bucket, object.VersionListOptions{Prefix: q.Get(wire.QPrefix), Delimiter: q.Get(wire.QDelimiter),
+		KeyMarker: q.Get(wire.QKeyMarker), VersionMarker: uintParam(r, wire.QVersion), AfterNull: q.Get(wire.QNullMkr) == "1",
+		Max: int(intParam(r, wire.QMax))})
+	if err != nil {
+		wire.WriteError(w, err)
+		return
+	}
+	writeJSON(w, wire.VersionsAnswerOf(res))
+}
+
+// deleteFlags encodes the flags of a record without a body for the wire (wire.QFlags).
+func deleteFlags(d object.Object) string {
+	var f []byte
+	if d.Versioned {
+		f = append(f, 'v')
+	}
+	if d.DeleteMarker {
+		f = append(f, 'm')
+	}
+	if d.Purged {
+		f = append(f, 'p')
+	}
+	return string(f)
+}
+
+// parseDeleteFlags decodes wire.QFlags.
+func parseDeleteFlags(f string) object.Object {
+	return object.Object{Versioned: strings.Contains(f, "v"), DeleteMarker: strings.Contains(f, "m"), Purged: strings.Contains(f, "p")}
+}
+
 func (h *Handler) uploads(w http.ResponseWriter, r *http.Request) {
 	bucket, _, err := h.capFor(r, rpc.CapList)
 	if err != nil {
@@ -384,7 +425,7 @@ func (h *Handler) scan(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	enc := json.NewEncoder(w)
 	err = h.local.Scan(r.Context(), req.Partitions, req.Parts, func(e object.VersionEntry) {
-		enc.Encode(wire.ScanEntry{Bucket: e.Bucket, Key: e.Key, HLC: e.HLC, MetaHLC: e.MetaHLC, Deleted: e.Deleted, Size: e.Size, Striped: e.Striped})
+		enc.Encode(wire.ScanEntryOf(e))
 	})
 	if err != nil {
 		// Lines were sent: the missing end marker tells the caller.

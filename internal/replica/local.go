@@ -71,13 +71,21 @@ func (l *Local) Put(ctx context.Context, w Write) (*object.Object, error) {
 
 // Open implements Replica.
 func (l *Local) Open(ctx context.Context, bucket, key string, o OpenOptions) (Reader, error) {
-	rd, err := l.Store.OpenObject(bucket, key)
+	if o.Version == 0 {
+		rd, err := l.Store.OpenObject(bucket, key)
+		if err != nil {
+			return nil, err
+		}
+		return localReader{rd}, nil
+	}
+	rd, err := l.Store.OpenVersion(bucket, key, o.Version)
+	if errors.Is(errors.NotExist, err) {
+		if cur, serr := l.Store.StatObject(bucket, key); serr == nil && cur.HLC != o.Version {
+			return nil, errors.E(errors.Precondition, "the object changed since it was opened")
+		}
+	}
 	if err != nil {
 		return nil, err
-	}
-	if o.Version != 0 && rd.Object.HLC != o.Version {
-		rd.Close()
-		return nil, errors.E(errors.Precondition, "the object changed since it was opened")
 	}
 	return localReader{rd}, nil
 }
@@ -92,11 +100,11 @@ func (l *Local) Stat(ctx context.Context, bucket, key string) (*object.Object, e
 }
 
 // Delete implements Replica.
-func (l *Local) Delete(ctx context.Context, bucket, key string, version uint64, mod int64) (*object.Object, error) {
+func (l *Local) Delete(ctx context.Context, bucket, key string, d object.Object) (*object.Object, error) {
 	if err := l.ensure(bucket); err != nil {
 		return nil, err
 	}
-	return l.Store.DeleteVersion(bucket, key, version, mod)
+	return l.Store.DeleteRecord(bucket, key, d)
 }
 
 // UpdateMeta implements Replica.
@@ -114,6 +122,15 @@ func (l *Local) List(ctx context.Context, bucket string, opts object.ListOptions
 	}
 	opts.Tombstones = true
 	return l.Store.List(bucket, opts)
+}
+
+// ListVersions implements Replica.
+func (l *Local) ListVersions(ctx context.Context, bucket string, opts object.VersionListOptions) (*object.VersionList, error) {
+	if err := l.ensure(bucket); err != nil {
+		return nil, err
+	}
+	opts.Hidden = true
+	return l.Store.ListVersions(bucket, opts)
 }
 
 // CreateUpload implements Replica.
@@ -208,8 +225,12 @@ func (l *Local) Scan(ctx context.Context, partitions int, parts []int, fn func(o
 			want[p] = true
 		}
 	}
-	return l.Store.Scan(func(b, k string) bool { return !store.Internal(b) && want[placement.Partition(b, k, partitions)] },
-		func(e object.VersionEntry) error { fn(e); return ctx.Err() })
+	keep := func(b, k string) bool { return !store.Internal(b) && want[placement.Partition(b, k, partitions)] }
+	each := func(e object.VersionEntry) error { fn(e); return ctx.Err() }
+	if err := l.Store.Scan(keep, each); err != nil {
+		return err
+	}
+	return l.Store.ScanVersions(keep, each)
 }
 
 // Digests returns a digest of the versions st holds (internal buckets aside) in each of
@@ -220,15 +241,18 @@ func (l *Local) Scan(ctx context.Context, partitions int, parts []int, fn func(o
 // one-level hash tree over the partition's metadata.
 func Digests(st *store.Store, partitions int, each func(p int, e object.VersionEntry)) ([]uint64, error) {
 	d := make([]uint64, partitions)
-	err := st.Scan(notInternal, func(e object.VersionEntry) error {
+	add := func(e object.VersionEntry) error {
 		p := placement.Partition(e.Bucket, e.Key, partitions)
 		d[p] += entryHash(e)
 		if each != nil {
 			each(p, e)
 		}
 		return nil
-	})
-	return d, err
+	}
+	if err := st.Scan(notInternal, add); err != nil {
+		return d, err
+	}
+	return d, st.ScanVersions(notInternal, add)
 }
 
 // notInternal keeps the records of S3 buckets: anti-entropy compares those; the
@@ -252,6 +276,22 @@ func entryHash(e object.VersionEntry) uint64 {
 		v |= 1
 	}
 	h ^= v * 0x9e3779b97f4a7c15
+	if e.Versioned || e.DeleteMarker || e.Purged {
+		// Only the records of versioned keys add their flags (not where they are: two
+		// holders with the same records agree on which is current).
+		f := uint64(0)
+		if e.Versioned {
+			f |= 1
+		}
+		if e.DeleteMarker {
+			f |= 2
+		}
+		if e.Purged {
+			f |= 4
+		}
+		h = (h ^ 0xfd) * prime
+		h ^= f * 0x94d049bb133111eb
+	}
 	if e.MetaHLC != 0 {
 		// Only records changed in place add to the hash, so the digests of every other
 		// record are those of binaries from before in-place changes.

@@ -244,9 +244,13 @@ func (r *Remote) Stat(ctx context.Context, bucket, key string) (*object.Object, 
 }
 
 // Delete implements Replica.
-func (r *Remote) Delete(ctx context.Context, bucket, key string, version uint64, mod int64) (*object.Object, error) {
+func (r *Remote) Delete(ctx context.Context, bucket, key string, d object.Object) (*object.Object, error) {
+	q := query(bucket, key, wire.QVersion, u64(d.HLC), wire.QModTime, i64(d.ModTime))
+	if f := deleteFlags(d); f != "" {
+		q.Set(wire.QFlags, f)
+	}
 	o, err := r.call(ctx, &rpc.Request{Method: http.MethodDelete, Path: wire.PathObject,
-		Query: query(bucket, key, wire.QVersion, u64(version), wire.QModTime, i64(mod)), Cap: &rpc.Cap{Op: rpc.CapDelete, Bucket: bucket, Key: key}})
+		Query: q, Cap: &rpc.Cap{Op: rpc.CapDelete, Bucket: bucket, Key: key}})
 	if err == nil && o == nil {
 		err = errors.E(errors.Invalid, "malformed object metadata")
 	}
@@ -272,6 +276,24 @@ func (r *Remote) List(ctx context.Context, bucket string, opts object.ListOption
 		return nil, err
 	}
 	return res.Result(), nil
+}
+
+// ListVersions implements Replica.
+func (r *Remote) ListVersions(ctx context.Context, bucket string, opts object.VersionListOptions) (*object.VersionList, error) {
+	q := url.Values{wire.QBucket: {bucket}, wire.QPrefix: {opts.Prefix}, wire.QDelimiter: {opts.Delimiter}, wire.QKeyMarker: {opts.KeyMarker},
+		wire.QMax: {strconv.Itoa(opts.Max)}}
+	if opts.VersionMarker != 0 {
+		q.Set(wire.QVersion, u64(opts.VersionMarker))
+	}
+	if opts.AfterNull {
+		q.Set(wire.QNullMkr, "1")
+	}
+	var res wire.VersionsAnswer
+	if err := r.callJSON(ctx, &rpc.Request{Method: http.MethodGet, Path: wire.PathVersions, Query: q,
+		Cap: &rpc.Cap{Op: rpc.CapList, Bucket: bucket, Key: opts.Prefix}}, &res); err != nil {
+		return nil, err
+	}
+	return res.List(), nil
 }
 
 // CreateUpload implements Replica.
@@ -365,6 +387,6 @@ func (r *Remote) Scan(ctx context.Context, partitions int, parts []int, fn func(
 		if w.Bucket == "" {
 			return nil // end marker
 		}
-		fn(object.VersionEntry{Bucket: w.Bucket, Key: w.Key, HLC: w.HLC, MetaHLC: w.MetaHLC, Deleted: w.Deleted, Size: w.Size, Striped: w.Striped})
+		fn(w.Entry())
 	}
 }

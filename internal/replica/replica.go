@@ -25,13 +25,17 @@ type Replica interface {
 	// returns the record the holder keeps: a newer record than w.Version if it has one
 	// (the write was dropped).
 	Put(ctx context.Context, w Write) (*object.Object, error)
-	// Open opens the holder's current version of bucket/key (it must be o.Version if that
-	// is set); a striped object's record has no body.
+	// Open opens the holder's current version of bucket/key, or, if o.Version is set,
+	// that version, current or not (a delete marker opens as its record, with no body); a
+	// version it lacks is Precondition if the key has a current record, else NotExist. A
+	// striped object's record has no body.
 	Open(ctx context.Context, bucket, key string, o OpenOptions) (Reader, error)
 	// Stat returns the holder's record of bucket/key, tombstones included.
 	Stat(ctx context.Context, bucket, key string) (*object.Object, error)
-	// Delete writes a tombstone at version (mod: its time, Unix nanoseconds).
-	Delete(ctx context.Context, bucket, key string, version uint64, mod int64) (*object.Object, error)
+	// Delete writes a record without a body at version d.HLC (d.ModTime: its time, Unix
+	// nanoseconds): a tombstone, or with d's flags a delete marker (d.DeleteMarker) or
+	// the purge of version d.HLC (d.Purged). It returns the record the holder keeps.
+	Delete(ctx context.Context, bucket, key string, d object.Object) (*object.Object, error)
 	// UpdateMeta changes the metadata (tags) of the holder's record in place, if that
 	// record is version u.Version and its MetaHLC is older than u.MetaHLC, and returns the
 	// record it holds afterwards, whichever it is: the caller compares it with u (see
@@ -39,6 +43,9 @@ type Replica interface {
 	UpdateMeta(ctx context.Context, u object.MetaUpdate) (*object.Object, error)
 	// List returns a page of a bucket's records, tombstones included.
 	List(ctx context.Context, bucket string, opts object.ListOptions) (*object.ListResult, error)
+	// ListVersions returns a page of a bucket's versions, tombstones and purge records
+	// included.
+	ListVersions(ctx context.Context, bucket string, opts object.VersionListOptions) (*object.VersionList, error)
 
 	// CreateUpload starts a multipart upload with the coordinator's id.
 	CreateUpload(ctx context.Context, bucket, key, uploadID string, meta *object.Object) error
@@ -56,7 +63,8 @@ type Replica interface {
 	// Digests returns a digest of the holder's versions in each of parts, for a map of
 	// the given partition count (see Digests).
 	Digests(ctx context.Context, partitions int, parts []int) ([]uint64, error)
-	// Scan calls fn with every version (tombstones included) the holder has in parts.
+	// Scan calls fn with every record the holder has in parts: current records
+	// (tombstones included) and the noncurrent records of versioned keys.
 	Scan(ctx context.Context, partitions int, parts []int, fn func(object.VersionEntry)) error
 }
 

@@ -373,16 +373,16 @@ func (s *Store) recordAt(g getter, bucket, key string, hlc uint64) (*object.Obje
 	return getObject(g, versionKey(bucket, key, hlc))
 }
 
-// OpenVersion returns a Reader of bucket/key's version hlc, current or not. A version this
-// store does not hold is NotExist; a delete marker, tombstone or purge record is NotExist
-// wrapping a *DeletedError that carries the record.
+// OpenVersion returns a Reader of bucket/key's version hlc, current or not. A delete
+// marker opens as its record (Deleted and DeleteMarker set, no body); a version this store
+// does not hold, a tombstone or a purge record is NotExist.
 func (s *Store) OpenVersion(bucket, key string, hlc uint64) (*Reader, error) {
 	const op errors.Op = "store.OpenVersion"
 	ticket := s.readers.begin()
 	snap := s.db.NewSnapshot()
 	o, err := s.recordAt(snap, bucket, key, hlc)
-	if err == nil && o.Deleted {
-		err = errors.E(errors.NotExist, &DeletedError{Record: o})
+	if err == nil && !o.Visible() {
+		err = errors.E(errors.NotExist, object.ErrNoSuchVersion)
 	}
 	if err != nil {
 		snap.Close()
@@ -395,17 +395,6 @@ func (s *Store) OpenVersion(bucket, key string, hlc uint64) (*Reader, error) {
 		return nil, errors.E(op, err)
 	}
 	return &Reader{Object: o, s: s, snap: snap, ticket: ticket}, nil
-}
-
-// DeletedError is the error of OpenVersion for a version that is a delete marker (or a
-// tombstone, or was purged): Record says which.
-type DeletedError struct{ Record *object.Object }
-
-func (e *DeletedError) Error() string {
-	if e.Record.DeleteMarker {
-		return "the version is a delete marker"
-	}
-	return object.ErrNoSuchVersion.Error()
 }
 
 // ListVersions returns a page of bucket's versions: keys in order, each key's versions

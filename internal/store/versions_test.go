@@ -179,9 +179,11 @@ func checkVersions(t *testing.T, s *Store, model vmodel) {
 				u.NoncurrentBytes += int64(len(v.body))
 			}
 			if v.marker {
-				if _, err := s.OpenVersion("b", k, v.hlc); !errors.Is(errors.NotExist, err) {
+				rd, err := s.OpenVersion("b", k, v.hlc)
+				if err != nil || !rd.Object.DeleteMarker {
 					t.Fatalf("open of delete marker %s@%d: %v", k, v.hlc, err)
 				}
+				rd.Close()
 				continue
 			}
 			rd, err := s.OpenVersion("b", k, v.hlc)

@@ -33,6 +33,9 @@ type Meta struct {
 	Tags               [][2]string `json:"tags,omitempty"`
 	MetaHLC            uint64      `json:"meta_hlc,omitempty"`
 	PartChecksums      []string    `json:"part_checksums,omitempty"`
+	Versioned          bool        `json:"versioned,omitempty"`
+	DeleteMarker       bool        `json:"marker,omitempty"`
+	Purged             bool        `json:"purged,omitempty"`
 }
 
 // Stripe is an erasure-coded object's layout on the wire.
@@ -53,7 +56,8 @@ func MetaOf(o *object.Object) *Meta {
 		ContentType: o.ContentType, ContentEncoding: o.ContentEncoding, ContentDisposition: o.ContentDisposition,
 		ContentLanguage: o.ContentLanguage, CacheControl: o.CacheControl, Expires: o.Expires, StorageClass: o.StorageClass,
 		UserMeta: o.UserMeta, ChecksumAlgo: o.ChecksumAlgo, Checksum: o.Checksum, ChecksumType: o.ChecksumType,
-		PartSizes: o.PartSizes, Striped: o.Striped, Tags: o.Tags, MetaHLC: o.MetaHLC, PartChecksums: o.PartChecksums}
+		PartSizes: o.PartSizes, Striped: o.Striped, Tags: o.Tags, MetaHLC: o.MetaHLC, PartChecksums: o.PartChecksums,
+		Versioned: o.Versioned, DeleteMarker: o.DeleteMarker, Purged: o.Purged}
 	if s := o.Stripe; s.K != 0 || s.M != 0 || s.Size != 0 || s.Upload != "" || len(s.Parts) > 0 {
 		m.Stripe = &Stripe{K: s.K, M: s.M, Size: s.Size, Upload: s.Upload, Parts: s.Parts}
 	}
@@ -69,7 +73,8 @@ func (m *Meta) Object() *object.Object {
 		ContentType: m.ContentType, ContentEncoding: m.ContentEncoding, ContentDisposition: m.ContentDisposition,
 		ContentLanguage: m.ContentLanguage, CacheControl: m.CacheControl, Expires: m.Expires, StorageClass: m.StorageClass,
 		UserMeta: m.UserMeta, ChecksumAlgo: m.ChecksumAlgo, Checksum: m.Checksum, ChecksumType: m.ChecksumType,
-		PartSizes: m.PartSizes, Striped: m.Striped, Tags: m.Tags, MetaHLC: m.MetaHLC, PartChecksums: m.PartChecksums}
+		PartSizes: m.PartSizes, Striped: m.Striped, Tags: m.Tags, MetaHLC: m.MetaHLC, PartChecksums: m.PartChecksums,
+		Versioned: m.Versioned, DeleteMarker: m.DeleteMarker, Purged: m.Purged}
 	if s := m.Stripe; s != nil {
 		o.Stripe = object.Stripe{K: s.K, M: s.M, Size: s.Size, Upload: s.Upload, Parts: s.Parts}
 	}
@@ -257,6 +262,60 @@ type ScanEntry struct {
 	Size    int64  `json:"s,omitempty"`
 	Striped bool   `json:"x,omitempty"` // an erasure-coded object's record (Size is the object's)
 	MetaHLC uint64 `json:"m,omitempty"` // the record's last in-place metadata change
+	// The record's place and flags (object.VersionEntry).
+	Noncurrent   bool `json:"nc,omitempty"`
+	Versioned    bool `json:"vv,omitempty"`
+	DeleteMarker bool `json:"dm,omitempty"`
+	Purged       bool `json:"p,omitempty"`
+}
+
+// ScanEntryOf returns e's wire form.
+func ScanEntryOf(e object.VersionEntry) ScanEntry {
+	return ScanEntry{Bucket: e.Bucket, Key: e.Key, HLC: e.HLC, MetaHLC: e.MetaHLC, Deleted: e.Deleted, Size: e.Size, Striped: e.Striped,
+		Noncurrent: e.Noncurrent, Versioned: e.Versioned, DeleteMarker: e.DeleteMarker, Purged: e.Purged}
+}
+
+// Entry returns the version entry w describes.
+func (w ScanEntry) Entry() object.VersionEntry {
+	return object.VersionEntry{Bucket: w.Bucket, Key: w.Key, HLC: w.HLC, MetaHLC: w.MetaHLC, Deleted: w.Deleted, Size: w.Size, Striped: w.Striped,
+		Noncurrent: w.Noncurrent, Versioned: w.Versioned, DeleteMarker: w.DeleteMarker, Purged: w.Purged}
+}
+
+// VersionItem is one version of a VersionsAnswer.
+type VersionItem struct {
+	Key     string `json:"key"`
+	Meta    *Meta  `json:"meta"`
+	Current bool   `json:"current,omitempty"`
+}
+
+// VersionsAnswer is a page of a node's listing of versions (object.VersionList).
+type VersionsAnswer struct {
+	Versions       []VersionItem `json:"versions,omitempty"`
+	CommonPrefixes []string      `json:"common_prefixes,omitempty"`
+	Truncated      bool          `json:"truncated,omitempty"`
+	NextKey        string        `json:"next_key,omitempty"`
+	NextVersion    uint64        `json:"next_version,omitempty"`
+	NextNull       bool          `json:"next_null,omitempty"`
+}
+
+// VersionsAnswerOf returns l's wire form.
+func VersionsAnswerOf(l *object.VersionList) *VersionsAnswer {
+	a := &VersionsAnswer{CommonPrefixes: l.CommonPrefixes, Truncated: l.Truncated, NextKey: l.NextKey, NextVersion: l.NextVersion, NextNull: l.NextNull}
+	for _, v := range l.Versions {
+		a.Versions = append(a.Versions, VersionItem{Key: v.Key, Meta: MetaOf(v.Object), Current: v.Current})
+	}
+	return a
+}
+
+// List returns the page a describes.
+func (a *VersionsAnswer) List() *object.VersionList {
+	l := &object.VersionList{CommonPrefixes: a.CommonPrefixes, Truncated: a.Truncated, NextKey: a.NextKey, NextVersion: a.NextVersion, NextNull: a.NextNull}
+	for _, v := range a.Versions {
+		if v.Meta != nil {
+			l.Versions = append(l.Versions, object.VersionListEntry{Key: v.Key, Object: v.Meta.Object(), Current: v.Current})
+		}
+	}
+	return l
 }
 
 // MetaUpdate is the body of a conditional in-place metadata change (object.MetaUpdate;

@@ -94,6 +94,9 @@ const (
 	// in place if that record is the version named; the answer carries the record it
 	// holds afterwards (HdrMeta), whichever it is.
 	PathMeta = "/internal/v1/meta"
+	// PathVersions: GET a page of a bucket's versions, tombstones and purge records
+	// included (VersionsAnswer).
+	PathVersions = "/internal/v1/versions"
 )
 
 // Paths of the cluster protocol, served on the node address by every node (package
@@ -131,4 +134,6 @@ const (
 	QDelimiter = "delim"  // delimiter of a listing
 	QKeyMarker = "km"     // uploads listing: key marker
 	QUploadMkr = "um"     // uploads listing: upload id marker
+	QNullMkr   = "nm"     // versions listing: "1": resume after the key marker's null version
+	QFlags     = "flags"  // DELETE: the record's flags: "v" versioned, "m" delete marker, "p" purge
 )

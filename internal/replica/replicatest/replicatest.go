@@ -165,7 +165,7 @@ func testVersions(t *testing.T, r replica.Replica) {
 		t.Fatalf("older write over a newer version: %+v, %v (want the newer record back)", o, err)
 	}
 	mustRead(t, r, "k", v10)
-	d, err := r.Delete(ctx, Bucket, "k", 20, 2000)
+	d, err := r.Delete(ctx, Bucket, "k", object.Object{HLC: 20, ModTime: 2000})
 	if err != nil || !d.Deleted || d.HLC != 20 {
 		t.Fatalf("delete: %+v, %v", d, err)
 	}
@@ -183,12 +183,12 @@ func testVersions(t *testing.T, r replica.Replica) {
 	}
 	mustRead(t, r, "k", v5)
 	// An older delete does not remove a newer version.
-	if d, err := r.Delete(ctx, Bucket, "k", 25, 0); err != nil || d.HLC != 30 || d.Deleted {
+	if d, err := r.Delete(ctx, Bucket, "k", object.Object{HLC: 25, ModTime: 0}); err != nil || d.HLC != 30 || d.Deleted {
 		t.Fatalf("older delete over a newer version: %+v, %v", d, err)
 	}
 	mustRead(t, r, "k", v5)
 	// A delete of a key never written leaves a tombstone.
-	if d, err := r.Delete(ctx, Bucket, "never", 40, 0); err != nil || !d.Deleted || d.HLC != 40 {
+	if d, err := r.Delete(ctx, Bucket, "never", object.Object{HLC: 40, ModTime: 0}); err != nil || !d.Deleted || d.HLC != 40 {
 		t.Fatalf("delete of a missing key: %+v, %v", d, err)
 	}
 }
@@ -252,7 +252,7 @@ func testList(t *testing.T, r replica.Replica) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := r.Delete(ctx, Bucket, "c", 100, 0); err != nil {
+	if _, err := r.Delete(ctx, Bucket, "c", object.Object{HLC: 100, ModTime: 0}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := r.List(ctx, Bucket, object.ListOptions{Max: 100})
@@ -401,7 +401,7 @@ func testDigestsAndScan(t *testing.T, r replica.Replica) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := r.Delete(ctx, Bucket, "k03", 100, 0); err != nil {
+	if _, err := r.Delete(ctx, Bucket, "k03", object.Object{HLC: 100, ModTime: 0}); err != nil {
 		t.Fatal(err)
 	}
 	before, err := r.Digests(ctx, P, all)
@@ -525,7 +525,7 @@ func testUpdateMeta(t *testing.T, r replica.Replica) {
 		t.Fatalf("new version inherited tags: %+v", got)
 	}
 	// A tombstone is superseding.
-	if _, err := r.Delete(ctx, Bucket, "k", 60, 0); err != nil {
+	if _, err := r.Delete(ctx, Bucket, "k", object.Object{HLC: 60, ModTime: 0}); err != nil {
 		t.Fatal(err)
 	}
 	dead := object.MetaUpdate{Bucket: Bucket, Key: "k", Version: 50, MetaHLC: 70}
