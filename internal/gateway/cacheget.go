@@ -46,7 +46,7 @@ func (g *Gateway) openCached(ctx context.Context, ts []topology.Target, r int, b
 	if o == nil || o.Deleted {
 		c.drop(bucket, key)
 		c.stale.Add(1)
-		return nil, true, noSuchKey("gateway.OpenObject")
+		return nil, true, goneErr("gateway.OpenObject", o)
 	}
 	body, hit := c.get(bucket, key, o.HLC, o.ETag)
 	if !hit || int64(len(body)) != o.Size {

@@ -168,6 +168,15 @@ func noSuchKey(op errors.Op) error {
 	return errors.E(op, errors.NotExist, object.ErrNoSuchKey)
 }
 
+// goneErr is the error of a read whose newest record o is not an object: NoSuchKey, with
+// the marker if it is a delete marker (S3 names it in its answer).
+func goneErr(op errors.Op, o *object.Object) error {
+	if o != nil && o.DeleteMarker {
+		return errors.E(op, errors.NotExist, &object.DeleteMarkerError{Marker: o, Current: true})
+	}
+	return noSuchKey(op)
+}
+
 // StatObject returns bucket/key's newest record among a read quorum of replicas.
 func (g *Gateway) StatObject(ctx context.Context, bucket, key string) (*object.Object, error) {
 	const op errors.Op = "gateway.StatObject"
@@ -183,7 +192,7 @@ func (g *Gateway) StatObject(ctx context.Context, bucket, key string) (*object.O
 		return nil, errors.E(op, err)
 	}
 	if o == nil || o.Deleted {
-		return nil, noSuchKey(op)
+		return nil, goneErr(op, o)
 	}
 	return o, nil
 }
@@ -239,7 +248,7 @@ func (g *Gateway) openObject(ctx context.Context, bucket, key string, useCache b
 			return nil, errors.E(op, err)
 		}
 		if o == nil || o.Deleted {
-			return nil, noSuchKey(op)
+			return nil, goneErr(op, o)
 		}
 		if o.Striped {
 			return g.openStriped(o, bucket, key, fill)

@@ -46,7 +46,7 @@ type Object struct {
 	// (DELETE with its version id): a copy of that version arriving late (hinted retry,
 	// anti-entropy) is dropped instead of coming back.
 	Purged bool `json:"Purged,omitempty"`
-	ETag    string
+	ETag   string
 	// Standard headers stored and returned as given.
 	ContentType        string
 	ContentEncoding    string
@@ -189,6 +189,29 @@ type ListResult struct {
 	// returned, to pass as After for the next page.
 	Truncated bool
 	Next      string
+}
+
+// DeleteMarkerError is the error of a read that found a delete marker: the key's
+// current version (Current: S3 answers NoSuchKey) or the version asked for (S3 answers
+// MethodNotAllowed). Marker is the marker's record.
+type DeleteMarkerError struct {
+	Marker  *Object
+	Current bool
+}
+
+func (e *DeleteMarkerError) Error() string {
+	if e.Current {
+		return "the key's current version is a delete marker"
+	}
+	return "the version is a delete marker"
+}
+
+// Unwrap makes a current delete marker ErrNoSuchKey.
+func (e *DeleteMarkerError) Unwrap() error {
+	if e.Current {
+		return ErrNoSuchKey
+	}
+	return nil
 }
 
 // VersionListOptions selects the entries of a listing of versions.

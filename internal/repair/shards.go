@@ -14,6 +14,7 @@ import (
 	"github.com/cairnfs/cairn/internal/hlc"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/placement"
+	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/stripe"
 	"github.com/cairnfs/cairn/internal/topology"
 )
@@ -330,6 +331,9 @@ func (l *Loops) collectShards(ctx context.Context, st *SyncStats) {
 			if newest == s.version && !asked {
 				rewritten, asked = l.versionRewritten(ctx, bucket, key, ts, s.version), true
 			}
+			if newest > s.version && l.versionKept(ctx, bucket, key, ts, s.version) {
+				continue // a noncurrent version of a versioned key: its shards stay
+			}
 			if newest > s.version || (newest == s.version && rewritten) {
 				if gone, err := l.store.Forget(topology.ShardBucket, s.key, s.record); err == nil && gone {
 					st.Collected++
@@ -458,4 +462,24 @@ func (l *Loops) versionRewritten(ctx context.Context, bucket, key string, ts []t
 		}
 	}
 	return len(recs) > 0
+}
+
+// versionKept reports whether a holder of bucket/key may still keep version v as a
+// noncurrent version (a versioned key): one that holds it, or one that cannot tell.
+// Shards of a version are collected only once every holder that answers lacks it.
+func (l *Loops) versionKept(ctx context.Context, bucket, key string, ts []topology.Target, v uint64) bool {
+	for _, t := range ts {
+		if t.Down {
+			continue
+		}
+		rd, err := l.replica(t).Open(ctx, bucket, key, replica.OpenOptions{Version: v})
+		if err == nil {
+			rd.Close()
+			return true
+		}
+		if !errors.Is(errors.NotExist, err) && !errors.Is(errors.Precondition, err) {
+			return true
+		}
+	}
+	return false
 }

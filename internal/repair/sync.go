@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -130,7 +131,23 @@ func (l *Loops) HeldElsewhere() (objects, bytes int64, err error) {
 // metadata change (object.Object.Newer).
 type ver struct{ hlc, meta uint64 }
 
-func verOf(e object.VersionEntry) ver { return ver{e.HLC, e.MetaHLC} }
+func verOf(e object.VersionEntry) ver {
+	if e.Purged {
+		return ver{e.HLC, ^uint64(0)} // a purge is final: it outranks the version it removed
+	}
+	return ver{e.HLC, e.MetaHLC}
+}
+
+// identity names what a record is a version of, for comparing holders: a key's null
+// version (the newest wins: a newer null record replaces an older one) is named by the
+// key, a version of a versioned key by the key and its HLC (each is kept beside the
+// others). docs/design/versioning.md.
+func identity(e object.VersionEntry) string {
+	if e.Versioned {
+		return e.Bucket + "\x00" + e.Key + "\x00" + strconv.FormatUint(e.HLC, 36)
+	}
+	return e.Bucket + "\x00" + e.Key
+}
 
 // newer reports whether v comes after w.
 func (v ver) newer(w ver) bool { return v.hlc > w.hlc || (v.hlc == w.hlc && v.meta > w.meta) }
@@ -185,7 +202,9 @@ func (l *Loops) Sync(ctx context.Context) (st SyncStats, err error) {
 	var striped []object.VersionEntry // erasure-coded objects whose shards this node checks
 	digests, err := replica.Digests(l.store, P, func(p int, e object.VersionEntry) {
 		if mine[p] {
-			local[e.Bucket+"\x00"+e.Key] = verOf(e)
+			if id := identity(e); verOf(e).newer(local[id]) {
+				local[id] = verOf(e)
+			}
 			if e.Striped && !e.Deleted && l.firstUpHolder(m, tc.Table.Nodes(p)) {
 				striped = append(striped, e)
 			}
@@ -216,8 +235,8 @@ func (l *Loops) Sync(ctx context.Context) (st SyncStats, err error) {
 		if ctx.Err() != nil {
 			break
 		}
-		o, err := l.store.StatVersion(e.Bucket, e.Key)
-		if err != nil {
+		o, err := l.store.StatAt(e.Bucket, e.Key, e.HLC)
+		if err != nil || o.Deleted {
 			continue
 		}
 		h := l.stripes.Heal(ctx, m, o, e.Bucket, e.Key)
@@ -308,7 +327,7 @@ func (l *Loops) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts [
 		}
 		err = l.replica(src).Scan(ctx, P, differ, func(e object.VersionEntry) {
 			st.Compared++
-			k := e.Bucket + "\x00" + e.Key
+			k := identity(e)
 			switch b := best[k]; {
 			case !verOf(e).newer(local[k]):
 			case verOf(e).newer(verOf(b.e)):
@@ -415,7 +434,7 @@ func (l *Loops) handOff(ctx context.Context, m *clustermap.Map, tc *topology.Lay
 	keys := map[string]bool{}
 	for _, es := range foreign {
 		for _, e := range es {
-			keys[e.Bucket+"\x00"+e.Key] = true
+			keys[identity(e)] = true
 		}
 	}
 	// held[node][key] is the version that node holds of key.
@@ -424,7 +443,7 @@ func (l *Loops) handOff(ctx context.Context, m *clustermap.Map, tc *topology.Lay
 		n, _ := m.Node(id)
 		h := map[string]ver{}
 		err := l.replica(topology.Target{ID: id, Addr: n.Addr}).Scan(ctx, tc.Table.Partitions(), parts, func(e object.VersionEntry) {
-			if k := e.Bucket + "\x00" + e.Key; keys[k] {
+			if k := identity(e); keys[k] && verOf(e).newer(h[k]) {
 				h[k] = verOf(e)
 			}
 		})
@@ -439,14 +458,18 @@ func (l *Loops) handOff(ctx context.Context, m *clustermap.Map, tc *topology.Lay
 	for p, es := range foreign {
 		ids := tc.Table.Nodes(p)
 		for _, e := range es {
-			k := e.Bucket + "\x00" + e.Key
+			k := identity(e)
 			confirmed := len(ids) > 0
 			for _, id := range ids {
 				h, ok := held[id]
 				confirmed = confirmed && ok && h[k].hlc != 0 && !verOf(e).newer(h[k])
 			}
 			if confirmed && ctx.Err() == nil {
-				if gone, err := l.store.ForgetMeta(e.Bucket, e.Key, e.HLC, e.MetaHLC); err != nil {
+				forget := l.store.ForgetMeta
+				if e.Noncurrent {
+					forget = l.store.ForgetVersion
+				}
+				if gone, err := forget(e.Bucket, e.Key, e.HLC, e.MetaHLC); err != nil {
 					st.Errors++
 					l.log.Warn("hand-off: could not remove a copy", "bucket", e.Bucket, "key", e.Key, "err", err)
 				} else if gone {
@@ -527,9 +550,12 @@ func (l *Loops) pull(ctx context.Context, src topology.Target, e object.VersionE
 	if err := l.coord.EnsureLocalBucket(e.Bucket); err != nil {
 		return 0, err // the bucket was deleted meanwhile
 	}
-	if e.Deleted {
-		_, err := l.store.DeleteVersion(e.Bucket, e.Key, e.HLC, 0)
+	if e.Deleted && !e.DeleteMarker {
+		_, err := l.store.DeleteRecord(e.Bucket, e.Key, object.Object{HLC: e.HLC, Versioned: e.Versioned, Purged: e.Purged})
 		return 0, err
+	}
+	if have, err := l.store.StatAt(e.Bucket, e.Key, e.HLC); err == nil && e.Noncurrent && !have.Deleted {
+		return 0, nil // the version is here (a later tagging change of a noncurrent version is not copied)
 	}
 	if cur, err := l.store.StatVersion(e.Bucket, e.Key); err == nil && cur.HLC == e.HLC && !cur.Deleted {
 		// The version is here; only a tagging update is missing: no body to copy.

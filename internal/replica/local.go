@@ -176,6 +176,7 @@ func (l *Local) Complete(ctx context.Context, c Completion) (*object.Object, err
 		func(o *object.Object, _ []*object.Object) error {
 			o.ChecksumAlgo, o.Checksum, o.ChecksumType = c.Final.ChecksumAlgo, c.Final.Checksum, c.Final.ChecksumType
 			o.PartChecksums = c.Final.PartChecksums
+			o.Versioned = c.Final.Versioned
 			return nil
 		})
 }

@@ -37,13 +37,18 @@ type mapInfo struct {
 // added is proposed only while every node the leader hears from runs a build at that
 // level or later: an older manager would refuse it (it does not know it) and build a
 // different map. Level 2 added bucket configurations (OpSetBucketConfig); level 3 users
-// and sealed keys (the secret store).
-const featureLevel = 3
+// and sealed keys (the secret store); level 4 versioning: a bucket's versioning
+// configuration is set only once every node stores and serves versioned records (an
+// older store would take a version for the key's null version and replace the others).
+const featureLevel = 4
 
 // commandLevel is the feature level a map command needs.
-func commandLevel(op string) int {
-	switch op {
+func commandLevel(c clustermap.Command) int {
+	switch c.Op {
 	case clustermap.OpSetBucketConfig:
+		if c.Key == "versioning" {
+			return 4
+		}
 		return 2
 	case clustermap.OpAddAccount, clustermap.OpSetAccount, clustermap.OpRemoveAccount, clustermap.OpPutKey, clustermap.OpRevokeKey, clustermap.OpSealUsers, clustermap.OpSetGrant:
 		return 3
@@ -72,7 +77,7 @@ func (l *levels) set(id string, lvl int) {
 // node that has not answered since this node led (down, or just elected) counts as old:
 // the change waits until it answers, or is marked out.
 func (l *levels) check(m *clustermap.Map, self string, c clustermap.Command) error {
-	need := commandLevel(c.Op)
+	need := commandLevel(c)
 	if need <= 1 {
 		return nil
 	}
