@@ -57,7 +57,7 @@ var opAccess = map[string]struct {
 	action string
 }{
 	"HeadBucket": {needAny, "s3:ListBucket"}, "GetBucketLocation": {needAny, "s3:GetBucketLocation"},
-	"GetBucketVersioning": {needAny, "s3:GetBucketVersioning"},
+	"GetBucketVersioning": {needAny, "s3:GetBucketVersioning"}, "PutBucketVersioning": {needOwner, "s3:PutBucketVersioning"},
 	"ListObjects":         {needRead, "s3:ListBucket"}, "ListObjectsV2": {needRead, "s3:ListBucket"},
 	"ListObjectVersions": {needRead, "s3:ListBucketVersions"}, "ListMultipartUploads": {needRead, "s3:ListBucketMultipartUploads"},
 	"GetObject": {needRead, "s3:GetObject"}, "HeadObject": {needRead, "s3:GetObject"},
@@ -140,6 +140,17 @@ func (h *Handler) authorize(r *http.Request, rq *request) error {
 	a, ok := opAccess[rq.op]
 	if !ok {
 		a.need, a.action = needOwner, "s3:"+rq.op
+	}
+	if _, v := r.URL.Query()["versionId"]; v {
+		// A version named: the policy actions of versions.
+		switch rq.op {
+		case "GetObject", "HeadObject":
+			a.action = "s3:GetObjectVersion"
+		case "DeleteObject":
+			a.action = "s3:DeleteObjectVersion"
+		case "GetObjectTagging", "PutObjectTagging", "DeleteObjectTagging":
+			a.action += "Version"
+		}
 	}
 	key := rq.key
 	if a.need == needRead && rq.key == "" { // a listing: of its prefix

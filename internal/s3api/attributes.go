@@ -63,7 +63,7 @@ func (h *Handler) getObjectAttributes(w http.ResponseWriter, r *http.Request, rq
 	if err != nil {
 		return err
 	}
-	o, err := h.store.StatObject(r.Context(), rq.bucket, rq.key)
+	o, err := h.statRequested(w, r, rq)
 	if err != nil {
 		return err
 	}

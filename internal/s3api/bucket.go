@@ -178,17 +178,6 @@ func (h *Handler) getBucketLocation(w http.ResponseWriter, r *http.Request, rq *
 	}{Xmlns: xmlns, Value: loc})
 }
 
-func (h *Handler) getBucketVersioning(w http.ResponseWriter, r *http.Request, rq *request) error {
-	if _, err := h.store.HeadBucket(r.Context(), rq.bucket); err != nil {
-		return err
-	}
-	// Versioning is not supported yet: report it as never enabled.
-	return writeXML(w, struct {
-		XMLName xml.Name `xml:"VersioningConfiguration"`
-		Xmlns   string   `xml:"xmlns,attr"`
-	}{Xmlns: xmlns})
-}
-
 func (h *Handler) getACL(w http.ResponseWriter, r *http.Request, rq *request) error {
 	b, err := h.store.HeadBucket(r.Context(), rq.bucket)
 	if err != nil {
@@ -390,12 +379,16 @@ func (h *Handler) deleteObjects(w http.ResponseWriter, r *http.Request, rq *requ
 		return err
 	}
 	type deleted struct {
-		Key string
+		Key                   string
+		VersionId             string `xml:",omitempty"`
+		DeleteMarker          bool   `xml:",omitempty"`
+		DeleteMarkerVersionId string `xml:",omitempty"`
 	}
 	type delErr struct {
-		Key     string
-		Code    string
-		Message string
+		Key       string
+		VersionId string `xml:",omitempty"`
+		Code      string
+		Message   string
 	}
 	res := struct {
 		XMLName xml.Name `xml:"DeleteResult"`
@@ -405,24 +398,35 @@ func (h *Handler) deleteObjects(w http.ResponseWriter, r *http.Request, rq *requ
 	}{Xmlns: xmlns}
 	for _, o := range req.Objects {
 		var err error
+		var vid string
+		var marker bool
+		action := "s3:DeleteObject"
+		if o.VersionID != "" {
+			action = "s3:DeleteObjectVersion"
+		}
+		ref, verr := parseVersionID(o.VersionID)
 		if len(o.Key) > 1024 {
 			err = errKeyTooLong
 		} else if o.Key == "" {
 			err = errf(400, "InvalidArgument", "Key must not be empty")
-		} else if o.VersionID != "" && o.VersionID != nullVersion {
-			err = errf(501, "NotImplemented", "Objects are not versioned: only VersionId null can be deleted.")
-		} else if _, aerr := h.allowed(r, rq, rq.bucket, o.Key, needWrite, "s3:DeleteObject"); !rq.full && aerr != nil {
+		} else if verr != nil {
+			err = verr
+		} else if _, aerr := h.allowed(r, rq, rq.bucket, o.Key, needWrite, action); !rq.full && aerr != nil {
 			err = aerr
 		} else {
-			err = h.store.DeleteObject(r.Context(), rq.bucket, o.Key)
+			vid, marker, err = h.deleteVersion(r.Context(), rq.bucket, o.Key, ref)
 		}
 		if err != nil {
 			ae := toAPIError(err)
-			res.Errors = append(res.Errors, delErr{Key: o.Key, Code: ae.Code, Message: ae.Message})
+			res.Errors = append(res.Errors, delErr{Key: o.Key, VersionId: o.VersionID, Code: ae.Code, Message: ae.Message})
 			continue
 		}
 		if !req.Quiet {
-			res.Deleted = append(res.Deleted, deleted{Key: o.Key})
+			d := deleted{Key: o.Key, VersionId: o.VersionID, DeleteMarker: marker}
+			if marker && o.VersionID == "" {
+				d.DeleteMarkerVersionId = vid // the marker this delete made
+			}
+			res.Deleted = append(res.Deleted, d)
 		}
 	}
 	return writeXML(w, res)

@@ -138,7 +138,7 @@ var features = []feature{
 	{header, "X-Amz-Write-Offset-Bytes", "", "", errNI, "appends"},
 
 	// Copies.
-	{header, "X-Amz-Copy-Source", opsCopy, "", nil, "bucket/key; a versionId other than null is NotImplemented"},
+	{header, "X-Amz-Copy-Source", opsCopy, "", nil, "bucket/key, with ?versionId= a version of it"},
 	{header, "X-Amz-Copy-Source-If-Match", opsCopy, "", nil, "conditional copies"},
 	{header, "X-Amz-Copy-Source-If-None-Match", opsCopy, "", nil, "conditional copies"},
 	{header, "X-Amz-Copy-Source-If-Modified-Since", opsCopy, "", nil, "conditional copies"},
@@ -194,14 +194,14 @@ var features = []feature{
 	// listed each is refused, so none can fall through to a plain GET or PUT of the object.
 	{query, "acl", "GetBucketAcl GetObjectAcl", "", errACL, "reads report the owner's FULL_CONTROL; ACLs cannot be set"},
 	{query, "location", "GetBucketLocation", "", errNI, "GetBucketLocation"},
-	{query, "versioning", "GetBucketVersioning", "", errNI, "reads report versioning never enabled; it cannot be set"},
-	{query, "versionId", "GetObject HeadObject DeleteObject GetObjectAttributes GetObjectTagging PutObjectTagging DeleteObjectTagging", "null", errNI, "only null (objects are not versioned)"},
+	{query, "versioning", "GetBucketVersioning PutBucketVersioning", "", errNI, "versioning: Enabled or Suspended (MFA delete is NotImplemented)"},
+	{query, "versionId", "GetObject HeadObject DeleteObject GetObjectAttributes GetObjectTagging PutObjectTagging DeleteObjectTagging", "", errNI, "any version of GetObject, HeadObject and DeleteObject; the tagging and attributes of the current version only"},
 	{query, "uploads", "CreateMultipartUpload ListMultipartUploads", "", errNI, "multipart uploads"},
 	{query, "uploadId", opsUpload, "", errNI, "multipart uploads"},
 	{query, "partNumber", "UploadPart UploadPartCopy GetObject HeadObject", "", errNI, "parts"},
 	{query, "delete", "DeleteObjects", "", errNI, "DeleteObjects"},
 	{query, "list-type", "ListObjectsV2", "2", errNI, "ListObjectsV2"},
-	{query, "versions", "ListObjectVersions", "", errNI, "ListObjectVersions: every object is its one version, null (versioning cannot be enabled)"},
+	{query, "versions", "ListObjectVersions", "", errNI, "ListObjectVersions: every version and delete marker, the null version of objects written without versioning"},
 	{query, "tagging", opsTagging, "", errNI, "object tagging (10 tags) and bucket tagging (50 tags)"},
 	{query, "policy", "GetBucketPolicy PutBucketPolicy DeleteBucketPolicy", "", errNI, "bucket policies"},
 	{query, "policyStatus", "GetBucketPolicyStatus", "", errNI, "bucket policy status"},
@@ -271,7 +271,7 @@ var opNames = []string{
 	"GetBucketOwnershipControls", "PutBucketOwnershipControls",
 	"GetBucketPolicy", "PutBucketPolicy", "DeleteBucketPolicy", "GetBucketPolicyStatus",
 	"GetPublicAccessBlock", "PutPublicAccessBlock", "DeletePublicAccessBlock",
-	"GetBucketLogging", "PutBucketLogging",
+	"GetBucketLogging", "PutBucketLogging", "PutBucketVersioning",
 	"Unsupported", "Unknown",
 }
 

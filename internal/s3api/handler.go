@@ -57,6 +57,14 @@ type ObjectBackend interface {
 	// removes it), without a new version.
 	SetObjectTags(ctx context.Context, bucket, key string, tags [][2]string) (*object.Object, error)
 	List(ctx context.Context, bucket string, opts object.ListOptions) (*object.ListResult, error)
+	// OpenVersion opens version hlc of bucket/key, current or not (0: the null version);
+	// a delete marker is a *object.DeleteMarkerError, a version no holder has
+	// object.ErrNoSuchVersion.
+	OpenVersion(ctx context.Context, bucket, key string, hlc uint64) (gateway.ObjectReader, error)
+	// DeleteRecord writes a delete marker, a purge of a version or a tombstone of the
+	// null version (see gateway.Gateway.DeleteRecord).
+	DeleteRecord(ctx context.Context, bucket, key string, d object.Object) (*object.Object, error)
+	ListVersions(ctx context.Context, bucket string, opts object.VersionListOptions) (*object.VersionList, error)
 }
 
 // MultipartBackend is the multipart-upload part of Backend.
@@ -389,6 +397,8 @@ func operation(r *http.Request, bucket, key string) string {
 				return "PutPublicAccessBlock"
 			case has("logging"):
 				return "PutBucketLogging"
+			case has("versioning"):
+				return "PutBucketVersioning"
 			}
 			return "CreateBucket" // other sub-resources are refused by the feature table
 		case http.MethodHead:
@@ -493,6 +503,8 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, rq *request) err
 		return h.getBucketLocation(w, r, rq)
 	case "GetBucketVersioning":
 		return h.getBucketVersioning(w, r, rq)
+	case "PutBucketVersioning":
+		return h.putBucketVersioning(w, r, rq)
 	case "GetBucketAcl", "GetObjectAcl":
 		return h.getACL(w, r, rq)
 	case "GetBucketOwnershipControls":

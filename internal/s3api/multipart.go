@@ -202,10 +202,20 @@ func (h *Handler) completeUpload(w http.ResponseWriter, r *http.Request, rq *req
 		}
 		return nil
 	}
+	status, err := h.versioning(r.Context(), rq.bucket)
+	if err != nil {
+		return err
+	}
+	sums := finish
+	finish = func(o *object.Object, parts []*object.Object) error {
+		o.Versioned = status == versioningEnabled
+		return sums(o, parts)
+	}
 	o, err := h.store.CompleteUpload(r.Context(), rq.bucket, rq.key, uploadID, list, h.cfg.MinPartSize, finish)
 	if err != nil {
 		return err
 	}
+	versionHeader(w.Header(), status, o)
 	setChecksumHeaders(w.Header(), o)
 	scheme := "http"
 	if r.TLS != nil {

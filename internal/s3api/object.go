@@ -241,11 +241,16 @@ func (h *Handler) putObject(w http.ResponseWriter, r *http.Request, rq *request)
 			return errPrecondition
 		}
 	}
+	status, err := h.versionWrite(r.Context(), rq.bucket, meta)
+	if err != nil {
+		return err
+	}
 	o, err := h.store.PutObject(r.Context(), rq.bucket, rq.key, meta, bc, size, opts)
 	rq.bytesIn = bc.n
 	if err != nil {
 		return bodyError(err)
 	}
+	versionHeader(w.Header(), status, o)
 	w.Header().Set("ETag", quote(o.ETag))
 	setChecksumHeaders(w.Header(), o)
 	w.WriteHeader(http.StatusOK)
@@ -431,20 +436,19 @@ var responseOverrides = []struct{ query, header string }{
 
 func (h *Handler) getObject(w http.ResponseWriter, r *http.Request, rq *request) error {
 	head := r.Method == http.MethodHead
-	var o *object.Object
-	var rd gateway.ObjectReader
-	if head {
-		var err error
-		if o, err = h.store.StatObject(r.Context(), rq.bucket, rq.key); err != nil {
-			return err
-		}
-	} else {
-		var err error
-		if rd, err = h.store.OpenObject(r.Context(), rq.bucket, rq.key); err != nil {
-			return err
-		}
+	ref, err := queryVersion(r)
+	if err != nil {
+		return err
+	}
+	o, rd, err := h.openVersion(r.Context(), rq.bucket, rq.key, ref, head)
+	if err != nil {
+		return readError(w.Header(), err)
+	}
+	if rd != nil {
 		defer rd.Close()
-		o = rd.Info()
+	}
+	if ref.set || o.Versioned {
+		w.Header().Set("x-amz-version-id", versionIDOf(o))
 	}
 	if err := checkConditions(r.Header, "", o, true); err != nil {
 		if err == errNotModified {
@@ -543,19 +547,42 @@ func (h *Handler) getObject(w http.ResponseWriter, r *http.Request, rq *request)
 }
 
 func (h *Handler) deleteObject(w http.ResponseWriter, r *http.Request, rq *request) error {
-	if err := h.store.DeleteObject(r.Context(), rq.bucket, rq.key); err != nil {
+	ref, err := queryVersion(r)
+	if err != nil {
 		return err
 	}
+	vid, marker, err := h.deleteVersion(r.Context(), rq.bucket, rq.key, ref)
+	if err != nil {
+		return err
+	}
+	deleteHeaders(w.Header(), vid, marker)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 
 // copySource parses x-amz-copy-source.
 func copySource(hv string) (bucket, key string, err error) {
-	src, version, _ := strings.Cut(hv, "?versionId=")
-	if version != "" && version != nullVersion {
-		return "", "", errf(501, "NotImplemented", "Objects are not versioned: only versionId=null can be copied.")
+	bucket, key, _, err = copySourceVersion(hv)
+	return bucket, key, err
+}
+
+// copySourceVersion parses x-amz-copy-source with the version it names, if any.
+func copySourceVersion(hv string) (bucket, key string, ref versionRef, err error) {
+	src, version, hasVersion := strings.Cut(hv, "?versionId=")
+	if hasVersion {
+		if version == "" {
+			return "", "", ref, errInvalidVersion
+		}
+		if ref, err = parseVersionID(version); err != nil {
+			return "", "", ref, err
+		}
 	}
+	bucket, key, err = copySourceKey(src)
+	return bucket, key, ref, err
+}
+
+// copySourceKey parses the bucket/key part of x-amz-copy-source.
+func copySourceKey(src string) (bucket, key string, err error) {
 	src, uerr := url.PathUnescape(src)
 	if uerr != nil {
 		return "", "", errf(400, "InvalidArgument", "Copy Source must mention the source bucket and key: sourcebucket/sourcekey")
@@ -571,13 +598,18 @@ func copySource(hv string) (bucket, key string, err error) {
 	return bucket, key, nil
 }
 
-// openCopySource opens and checks the source of CopyObject or UploadPartCopy.
+// openCopySource opens and checks the source of CopyObject or UploadPartCopy (the
+// version it names, or the current one).
 func (h *Handler) openCopySource(r *http.Request) (gateway.ObjectReader, string, string, error) {
-	sb, sk, err := copySource(r.Header.Get("x-amz-copy-source"))
+	sb, sk, ref, err := copySourceVersion(r.Header.Get("x-amz-copy-source"))
 	if err != nil {
 		return nil, "", "", err
 	}
-	rd, err := h.store.OpenObject(r.Context(), sb, sk)
+	_, rd, err := h.openVersion(r.Context(), sb, sk, ref, false)
+	var dm *object.DeleteMarkerError
+	if errors.As(err, &dm) && !dm.Current {
+		return nil, "", "", errf(400, "InvalidRequest", "The source of a copy request may not specifically refer to a delete marker by version id.")
+	}
 	if err != nil {
 		return nil, "", "", err
 	}
@@ -615,7 +647,7 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 	var meta *object.Object
 	switch directive {
 	case "", "COPY":
-		if sb == rq.bucket && sk == rq.key && r.Header.Get("x-amz-storage-class") == "" {
+		if sb == rq.bucket && sk == rq.key && r.Header.Get("x-amz-storage-class") == "" && !strings.Contains(r.Header.Get("x-amz-copy-source"), "?versionId=") {
 			return errf(400, "InvalidRequest", "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.")
 		}
 		m := *src
@@ -655,12 +687,17 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 		bc.expect = checksum.Expect{Algo: a}
 		bc.sum = a.New()
 	}
+	status, err := h.versionWrite(r.Context(), rq.bucket, meta)
+	if err != nil {
+		return err
+	}
 	o, err := h.store.PutObject(r.Context(), rq.bucket, rq.key, meta, bc, src.Size, object.PutOptions{Finish: bc.finish})
 	if err != nil {
 		return err
 	}
-	if sb != rq.bucket {
-		w.Header().Set("x-amz-copy-source-version-id", nullVersion)
+	versionHeader(w.Header(), status, o)
+	if src.Versioned || strings.Contains(r.Header.Get("x-amz-copy-source"), "?versionId=") {
+		w.Header().Set("x-amz-copy-source-version-id", versionIDOf(src))
 	}
 	return writeXML(w, struct {
 		XMLName      xml.Name `xml:"CopyObjectResult"`

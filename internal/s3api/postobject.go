@@ -143,11 +143,16 @@ func (h *Handler) postObject(w http.ResponseWriter, r *http.Request, rq *request
 		}
 		return bc.finish(o)
 	}}
+	status, err := h.versionWrite(r.Context(), rq.bucket, meta)
+	if err != nil {
+		return err
+	}
 	o, err := h.store.PutObject(r.Context(), rq.bucket, key, meta, bc, -1, opts)
 	rq.bytesIn = bc.n
 	if err != nil {
 		return bodyError(err)
 	}
+	versionHeader(w.Header(), status, o)
 	etag := quote(o.ETag)
 	w.Header().Set("ETag", etag)
 	setChecksumHeaders(w.Header(), o)

@@ -175,7 +175,7 @@ func copyTags(hd http.Header, src *object.Object) ([][2]string, error) {
 }
 
 func (h *Handler) getObjectTagging(w http.ResponseWriter, r *http.Request, rq *request) error {
-	o, err := h.store.StatObject(r.Context(), rq.bucket, rq.key)
+	o, err := h.statRequested(w, r, rq)
 	if err != nil {
 		return err
 	}
@@ -183,6 +183,9 @@ func (h *Handler) getObjectTagging(w http.ResponseWriter, r *http.Request, rq *r
 }
 
 func (h *Handler) putObjectTagging(w http.ResponseWriter, r *http.Request, rq *request) error {
+	if err := h.currentOnly(w, r, rq); err != nil {
+		return err
+	}
 	data, err := readBody(r, rq, maxTaggingXML)
 	if err != nil {
 		return err
@@ -199,6 +202,9 @@ func (h *Handler) putObjectTagging(w http.ResponseWriter, r *http.Request, rq *r
 }
 
 func (h *Handler) deleteObjectTagging(w http.ResponseWriter, r *http.Request, rq *request) error {
+	if err := h.currentOnly(w, r, rq); err != nil {
+		return err
+	}
 	if _, err := h.store.SetObjectTags(r.Context(), rq.bucket, rq.key, nil); err != nil {
 		return err
 	}
