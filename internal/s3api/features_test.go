@@ -334,7 +334,7 @@ func TestRefusedSecurityHeaders(t *testing.T) {
 		}
 	}
 	st, body := do(t, signed(t, "GET", srv.URL+"/bkt/src?versionId=abc", nil, nil, time.Now()))
-	expectS3Error(t, st, body, 501, "NotImplemented")
+	expectS3Error(t, st, body, 400, "InvalidArgument")
 	st, body = do(t, signed(t, "GET", srv.URL+"/bkt/src?unknownsubresource", nil, nil, time.Now()))
 	expectS3Error(t, st, body, 501, "NotImplemented")
 	st, body = do(t, signed(t, "PUT", srv.URL+"/bkt/src?x-amz-acl=public-read", []byte("x"), nil, time.Now()))
@@ -363,10 +363,10 @@ func TestRefusedSecurityHeaders(t *testing.T) {
 	if _, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("bkt"), Key: aws.String("src"), VersionId: aws.String("null")}); err != nil {
 		t.Fatal(err)
 	}
-	// DeleteObjects naming a version deletes nothing.
+	// DeleteObjects naming a version id cairn never makes deletes nothing.
 	out, err := c.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: aws.String("bkt"), Delete: &types.Delete{Objects: []types.ObjectIdentifier{
 		{Key: aws.String("src"), VersionId: aws.String("3HL4kqtJlcpXroDTDmJ+rmSpXd3dIbrHY")}}}})
-	if err != nil || len(out.Errors) != 1 || *out.Errors[0].Code != "NotImplemented" {
+	if err != nil || len(out.Errors) != 1 || *out.Errors[0].Code != "InvalidArgument" {
 		t.Fatalf("DeleteObjects with a version: %+v %v", out, err)
 	}
 	if got := mustGet(t, c, "bkt", "src"); string(got) != "source" {
