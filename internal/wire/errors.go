@@ -76,6 +76,7 @@ var sentinels = map[string]error{
 	"NoSuchBucket":     object.ErrNoSuchBucket,
 	"NoSuchKey":        object.ErrNoSuchKey,
 	"NoSuchUpload":     object.ErrNoSuchUpload,
+	"NoSuchVersion":    object.ErrNoSuchVersion,
 	"InvalidPart":      object.ErrInvalidPart,
 	"InvalidPartOrder": object.ErrInvalidPartOrder,
 	"EntityTooSmall":   object.ErrEntityTooSmall,
