@@ -154,7 +154,9 @@ func (g *Gateway) ListVersions(ctx context.Context, bucket string, opts object.V
 	ropts.Hidden = true
 	latestSeen := map[string]bool{}
 	for round := 0; round < 8; round++ {
-		ress, errs := topology.Gather(ts, func(t topology.Target) (*object.VersionList, error) { return g.replica(t).ListVersions(ctx, bucket, ropts) })
+		ress, errs := topology.Gather(ts, func(t topology.Target) (*object.VersionList, error) {
+			return g.replica(t).ListVersions(ctx, bucket, ropts)
+		})
 		var live []*object.VersionList
 		failed := 0
 		for i, err := range errs {

@@ -58,7 +58,7 @@ var opAccess = map[string]struct {
 }{
 	"HeadBucket": {needAny, "s3:ListBucket"}, "GetBucketLocation": {needAny, "s3:GetBucketLocation"},
 	"GetBucketVersioning": {needAny, "s3:GetBucketVersioning"}, "PutBucketVersioning": {needOwner, "s3:PutBucketVersioning"},
-	"ListObjects":         {needRead, "s3:ListBucket"}, "ListObjectsV2": {needRead, "s3:ListBucket"},
+	"ListObjects": {needRead, "s3:ListBucket"}, "ListObjectsV2": {needRead, "s3:ListBucket"},
 	"ListObjectVersions": {needRead, "s3:ListBucketVersions"}, "ListMultipartUploads": {needRead, "s3:ListBucketMultipartUploads"},
 	"GetObject": {needRead, "s3:GetObject"}, "HeadObject": {needRead, "s3:GetObject"},
 	"GetObjectAttributes": {needRead, "s3:GetObjectAttributes"}, "GetObjectTagging": {needRead, "s3:GetObjectTagging"},
