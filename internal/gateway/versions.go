@@ -65,11 +65,12 @@ func (g *Gateway) OpenVersion(ctx context.Context, bucket, key string, hlc uint6
 		}
 		hlc = n
 	}
-	_, ts, err := g.topo.Replicas(bucket, key)
+	cls, ts, err := g.topo.Replicas(bucket, key)
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
 	var lastErr error
+	lacking := 0
 	for _, t := range ts {
 		if t.Down {
 			continue
@@ -78,6 +79,8 @@ func (g *Gateway) OpenVersion(ctx context.Context, bucket, key string, hlc uint6
 		if err != nil {
 			if !errors.Is(errors.NotExist, err) && !errors.Is(errors.Precondition, err) {
 				lastErr = err
+			} else {
+				lacking++
 			}
 			continue
 		}
@@ -92,7 +95,9 @@ func (g *Gateway) OpenVersion(ctx context.Context, bucket, key string, hlc uint6
 		}
 		return g.failover(rd, t, ts, bucket, key), nil
 	}
-	if lastErr != nil {
+	// A read quorum lacking the version says it does not exist, as a read quorum says
+	// of a key (any R holders meet every acknowledged write).
+	if lastErr != nil && lacking < g.readQuorum(cls, ts) {
 		return nil, errors.E(op, lastErr)
 	}
 	return nil, errors.E(op, errors.NotExist, object.ErrNoSuchVersion)

@@ -110,7 +110,7 @@ func (s *Store) Scan(keep func(bucket, key string) bool, fn func(object.VersionE
 		if err := unmarshalRecord(&o, it.Value()); err != nil {
 			return errors.E(op, err)
 		}
-		if err := fn(object.VersionEntry{Bucket: bucket, Key: key, HLC: o.HLC, MetaHLC: o.MetaHLC, Deleted: o.Deleted, Size: o.Size, Striped: o.Striped}); err != nil {
+		if err := fn(versionEntry(bucket, key, &o, false)); err != nil {
 			return err
 		}
 	}
