@@ -172,16 +172,21 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, rq *request
 // clearHeaders removes from a response that is about to carry an error every header a
 // handler set before it failed (ETag, Last-Modified, Content-Range, x-amz-storage-class,
 // x-amz-meta-*, checksums, ...), so that no error looks like an object. It keeps the
-// headers every response carries and, for 304 Not Modified, the validators S3 sends with it.
+// headers every response carries, the version headers (a delete marker's NoSuchKey or
+// MethodNotAllowed names the marker) and, for 304 Not Modified, the validators S3 sends
+// with it.
 func clearHeaders(hd http.Header, notModified bool) {
+	marker := hd.Get("X-Amz-Delete-Marker") != ""
 	for k := range hd {
 		switch k {
 		case "X-Amz-Request-Id", "X-Amz-Id-2", "Server", "Connection", "Date", "Vary",
 			"Access-Control-Allow-Origin", "Access-Control-Allow-Credentials", "Access-Control-Allow-Methods",
 			"Access-Control-Expose-Headers", "Access-Control-Max-Age":
 			continue // and the CORS headers, so that a page may read the error
+		case "X-Amz-Delete-Marker", "X-Amz-Version-Id":
+			continue // the version a read found: a delete marker's answer names it
 		case "Etag", "Last-Modified":
-			if notModified {
+			if notModified || (marker && k == "Last-Modified") {
 				continue
 			}
 		}
