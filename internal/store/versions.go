@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
-	"sort"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -83,13 +82,24 @@ func (s *Store) loadVersioned() error {
 func (s *Store) keyVersions(g interface {
 	NewIter(*pebble.IterOptions) (*pebble.Iterator, error)
 }, bucket, key string, fn func(o *object.Object) bool) error {
+	return s.versionsFrom(g, bucket, key, 0, fn)
+}
+
+// versionsFrom is keyVersions starting after version after (0: from the newest).
+func (s *Store) versionsFrom(g interface {
+	NewIter(*pebble.IterOptions) (*pebble.Iterator, error)
+}, bucket, key string, after uint64, fn func(o *object.Object) bool) error {
 	p := versionPrefix(bucket, key)
 	it, err := g.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
 	if err != nil {
 		return errors.E(errors.IO, err)
 	}
 	defer it.Close()
-	for ok := it.First(); ok; ok = it.Next() {
+	ok := it.First()
+	if after != 0 {
+		ok = it.SeekGE(append(versionKey(bucket, key, after), 0))
+	}
+	for ; ok; ok = it.Next() {
 		if len(it.Key()) != len(p)+8 {
 			continue // a record of a longer key that starts with key and NUL
 		}
@@ -108,6 +118,21 @@ func (s *Store) keyVersions(g interface {
 		return indexErr(err)
 	}
 	return nil
+}
+
+// nullAt is nullVersion reading g (a snapshot).
+func (s *Store) nullAt(g interface {
+	NewIter(*pebble.IterOptions) (*pebble.Iterator, error)
+}, bucket, key string) (*object.Object, error) {
+	var n *object.Object
+	err := s.keyVersions(g, bucket, key, func(o *object.Object) bool {
+		if !o.Versioned && !o.Purged {
+			n = o
+			return false
+		}
+		return true
+	})
+	return n, err
 }
 
 // hasVersions reports whether bucket/key has noncurrent records.
@@ -322,15 +347,7 @@ func (s *Store) nullVersion(bucket, key string) (*object.Object, error) {
 	if !s.hasVersionedBucket(bucket) {
 		return nil, nil
 	}
-	var n *object.Object
-	err := s.keyVersions(s.db, bucket, key, func(o *object.Object) bool {
-		if !o.Versioned {
-			n = o
-			return false
-		}
-		return true
-	})
-	return n, err
+	return s.nullAt(s.db, bucket, key)
 }
 
 // countNoncurrent adds a commit's change of noncurrent versions to bucket's usage.
@@ -462,46 +479,61 @@ func (s *Store) ListVersions(bucket string, opts object.VersionListOptions) (*ob
 			return nil, errors.E(op, err)
 		}
 		cur.Body = nil
-		vs := []*object.Object{cur}
-		if err := s.keyVersions(snap, bucket, key, func(o *object.Object) bool {
-			o.Body = nil
-			vs = append(vs, o)
-			return true
-		}); err != nil {
-			return nil, errors.E(op, err)
-		}
-		sort.SliceStable(vs, func(i, j int) bool { return vs[i].HLC > vs[j].HLC })
+		// The key's records newest first: its noncurrent records streamed in order, the
+		// current one slotted in among them, resuming after the marker's version; the
+		// page stops reading as soon as it is full.
+		after := uint64(0) // resume after this version (0: from the newest)
 		if resume && key == opts.KeyMarker {
-			at := -1
-			for i, o := range vs {
-				if (opts.AfterNull && !o.Versioned && !o.Purged) || (!opts.AfterNull && o.HLC == opts.VersionMarker) {
-					at = i
-					break
-				}
-			}
-			if at < 0 && !opts.AfterNull {
-				// The marker's version is gone: resume at the first older one.
-				at = len(vs) - 1
-				for i, o := range vs {
-					if o.HLC < opts.VersionMarker {
-						at = i - 1
-						break
+			after = opts.VersionMarker
+			if opts.AfterNull {
+				n := cur
+				if cur.Versioned || cur.Purged {
+					var err error
+					if n, err = s.nullAt(snap, bucket, key); err != nil {
+						return nil, errors.E(op, err)
 					}
 				}
+				if n == nil {
+					after = 0 // no null version any more: the whole key, as S3 does after a gone marker
+				} else {
+					after = n.HLC
+				}
 			}
-			vs = vs[at+1:]
 		}
-		for _, o := range vs {
+		emit := func(o *object.Object) bool {
 			if !o.Visible() && !opts.Hidden {
-				continue
+				return true
 			}
 			if count == opts.Max {
 				res.Truncated = true
-				break
+				return false
 			}
 			res.Versions = append(res.Versions, object.VersionListEntry{Key: key, Object: o, Current: o == cur})
 			res.NextKey, res.NextVersion, res.NextNull = key, o.HLC, !o.Versioned
 			count++
+			return true
+		}
+		curDone := after != 0 && cur.HLC >= after
+		full := false
+		if err := s.versionsFrom(snap, bucket, key, after, func(o *object.Object) bool {
+			if !curDone && cur.HLC > o.HLC {
+				curDone = true
+				if !emit(cur) {
+					full = true
+					return false
+				}
+			}
+			o.Body = nil
+			if !emit(o) {
+				full = true
+				return false
+			}
+			return true
+		}); err != nil {
+			return nil, errors.E(op, err)
+		}
+		if !full && !curDone {
+			emit(cur)
 		}
 		if res.Truncated {
 			break

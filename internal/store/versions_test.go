@@ -209,6 +209,30 @@ func checkVersions(t *testing.T, s *Store, model vmodel) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("versions:\n got %q\nwant %q", got, want)
 	}
+	// Paged, with and without hidden records, the same.
+	for _, page := range []int{1, 2, 3} {
+		var paged []string
+		opts := object.VersionListOptions{Max: page}
+		for {
+			res, err := s.ListVersions("b", opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range res.Versions {
+				paged = append(paged, fmt.Sprintf("%s@%d v=%v m=%v cur=%v", e.Key, e.Object.HLC, e.Object.Versioned, e.Object.DeleteMarker, e.Current))
+			}
+			if !res.Truncated {
+				break
+			}
+			opts.KeyMarker, opts.VersionMarker, opts.AfterNull = res.NextKey, res.NextVersion, false
+			if res.NextNull && page == 2 {
+				opts.VersionMarker, opts.AfterNull = 0, true // as S3 clients send it back: "null"
+			}
+		}
+		if !slices.Equal(paged, want) {
+			t.Fatalf("versions in pages of %d:\n got %q\nwant %q", page, paged, want)
+		}
+	}
 	waitCounted(t, s)
 	if g := s.Usage()["b"]; g != u {
 		t.Fatalf("usage %+v, want %+v", g, u)
