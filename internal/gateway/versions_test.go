@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
@@ -164,5 +167,69 @@ func TestVersionsECShardsKept(t *testing.T) {
 	}
 	if n := c.collectAll(); n != 12 {
 		t.Fatalf("collected %d shards of the removed version, want 12", n)
+	}
+}
+
+// The deep scrub reads noncurrent versions too: bit rot in one node's copy of an older
+// version is found by that node's pass and repaired from another holder's copy of the
+// version (not from the current one).
+func TestVersionsScrubbed(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, 3, clusterConfig{})
+	c.createBucket("b")
+	old := randBody(21, 300<<10)
+	o1 := putVersion(t, c.nodes[0].gw, "b", "k", "", old)
+	putVersion(t, c.nodes[1].gw, "b", "k", "", randBody(22, 1000))
+	// Flip a bit of the old version's bytes in one segment file (one node's copy).
+	needle := old[200<<10 : 200<<10+64]
+	segs, _ := filepath.Glob(filepath.Join(filepath.Dir(t.TempDir()), "*", "segments", "*.seg"))
+	flipped := false
+	for _, s := range segs {
+		data, err := os.ReadFile(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := bytes.Index(data, needle)
+		if i < 0 || flipped {
+			continue
+		}
+		f, err := os.OpenFile(s, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt([]byte{data[i+10] ^ 0x10}, int64(i+10)); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		flipped = true
+	}
+	if !flipped {
+		t.Fatal("the old version's bytes are in no segment file")
+	}
+	var corrupt, repaired int64
+	for _, nd := range c.nodes {
+		s := nd.rep.NewScrub(time.Hour, 0)
+		s.Pass(ctx)
+		st := s.Status()
+		corrupt += st.Corrupt
+		repaired += st.Repaired
+		if st.Objects != 2 || st.Errors != 0 {
+			t.Fatalf("scrub of %s: %+v; want 2 versions checked", nd.id, st)
+		}
+	}
+	if corrupt != 1 || repaired != 1 {
+		t.Fatalf("scrub found %d damaged copies and repaired %d; want 1 and 1", corrupt, repaired)
+	}
+	for _, nd := range c.nodes {
+		rd, err := nd.store.OpenVersion("b", "k", o1.HLC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		_, err = rd.WriteRange(ctx, &buf, 0, rd.Object.Size)
+		rd.Close()
+		if err != nil || !bytes.Equal(buf.Bytes(), old) {
+			t.Fatalf("%s's copy of the old version after the scrub: %v", nd.id, err)
+		}
 	}
 }

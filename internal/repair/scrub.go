@@ -127,7 +127,7 @@ func (s *Scrub) Pass(ctx context.Context) {
 	log.Info("deep scrub pass started")
 	begin := time.Now()
 	var read int64
-	err := s.l.store.Scan(nil, func(e object.VersionEntry) error {
+	each := func(e object.VersionEntry) error {
 		for s.paused.Load() {
 			select {
 			case <-ctx.Done():
@@ -176,7 +176,12 @@ func (s *Scrub) Pass(ctx context.Context) {
 			}
 		}
 		return nil
-	})
+	}
+	// Current records, then the noncurrent versions of versioned keys.
+	err := s.l.store.Scan(nil, each)
+	if err == nil {
+		err = s.l.store.ScanVersions(nil, each)
+	}
 	st := s.Status()
 	s.update(func(st *ScrubStatus) { st.State = "idle"; st.Finished = time.Now() })
 	if err != nil && ctx.Err() == nil {
@@ -190,7 +195,11 @@ func (s *Scrub) Pass(ctx context.Context) {
 // verify reads one object's body in full, checking every checksum, and returns the bytes
 // read. A copy that changed since the scan is skipped.
 func (s *Scrub) verify(ctx context.Context, e object.VersionEntry) (int64, error) {
-	rd, err := s.l.store.OpenObject(e.Bucket, e.Key)
+	open := func() (*store.Reader, error) { return s.l.store.OpenObject(e.Bucket, e.Key) }
+	if e.Noncurrent {
+		open = func() (*store.Reader, error) { return s.l.store.OpenVersion(e.Bucket, e.Key, e.HLC) }
+	}
+	rd, err := open()
 	if err != nil {
 		return 0, err
 	}

@@ -2,16 +2,20 @@ package s3api_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
+	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/s3api"
 	"github.com/cairnfs/cairn/internal/sigv4"
 	"github.com/cairnfs/cairn/internal/store"
@@ -205,4 +209,138 @@ func processCPU() int64 {
 		return 0
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// BenchmarkVersioned measures 4 KiB PUTs and GETs through HTTP on loopback (8 clients in
+// parallel) in a bucket that never had versioning and in one with versioning enabled, in
+// the same run, rounds alternating (docs/benchmarks.md). Versioned PUTs overwrite 4,096
+// keys, so the bucket's noncurrent versions grow as they would.
+func BenchmarkVersioned(b *testing.B) {
+	srv := testutil.StartServer(b, store.Config{Reserve: 1}, nil)
+	for _, name := range []string{"plain", "versioned"} {
+		if err := srv.Store.CreateBucket(name); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := srv.Store.SetBucketConfig("versioned", "versioning", []byte("Enabled")); err != nil {
+		b.Fatal(err)
+	}
+	data := make([]byte, 4096)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	do := func(method, url string, body []byte) error {
+		r, _ := http.NewRequest(method, url, nil)
+		if body != nil {
+			r.Body = io.NopCloser(bytesReader(body))
+			r.ContentLength = int64(len(body))
+		}
+		sigv4.SignRequest(r, testutil.AccessKey, testutil.SecretKey, "us-east-1", "UNSIGNED-PAYLOAD", time.Now())
+		resp, err := client.Do(r)
+		if err != nil {
+			return err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("%s %s: %s", method, url, resp.Status)
+		}
+		return nil
+	}
+	for _, bucket := range []string{"plain", "versioned"} {
+		for i := 0; i < 100; i++ {
+			for v := 0; v < 3; v++ { // versioned keys get three versions
+				if err := do("PUT", fmt.Sprintf("%s/%s/g%d", srv.URL, bucket, i), data); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+	for range 4 {
+		for _, op := range []string{"put", "get"} {
+			for _, bucket := range []string{"plain", "versioned"} {
+				b.Run(op+"-"+bucket, func(b *testing.B) {
+					var seq atomic.Int64
+					b.SetBytes(int64(len(data)))
+					b.SetParallelism(8)
+					cpu0 := processCPU()
+					defer func() { b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op") }()
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							var err error
+							if op == "put" {
+								err = do("PUT", fmt.Sprintf("%s/%s/k%d", srv.URL, bucket, seq.Add(1)%4096), data)
+							} else {
+								err = do("GET", fmt.Sprintf("%s/%s/g%d", srv.URL, bucket, seq.Add(1)%100), nil)
+							}
+							if err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkListVersions measures the first page (1,000 entries) of ListObjectVersions
+// through HTTP in a bucket of CAIRN_BENCH_VERSIONS versions (default 1,000,000: 250,000
+// keys of 4 versions each, written to the store directly), the whole listing's pages
+// too (docs/benchmarks.md).
+func BenchmarkListVersions(b *testing.B) {
+	total := 1_000_000
+	if v := os.Getenv("CAIRN_BENCH_VERSIONS"); v != "" {
+		fmt.Sscan(v, &total)
+	}
+	srv := testutil.StartServer(b, store.Config{Reserve: 1}, nil)
+	if err := srv.Store.CreateBucket("listv"); err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < 64; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(total) {
+					return
+				}
+				key := fmt.Sprintf("dir%03d/key%07d", i/4%1000, i/4)
+				if _, err := srv.Store.PutObject(context.Background(), "listv", key, &object.Object{Versioned: true}, bytes.NewReader([]byte("v")), 1, object.PutOptions{}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.Logf("%d versions written in %v", total, time.Since(start).Round(time.Millisecond))
+	client := &http.Client{}
+	list := func(query string) (body []byte, err error) {
+		r, _ := http.NewRequest("GET", srv.URL+"/listv?versions"+query, nil)
+		sigv4.SignRequest(r, testutil.AccessKey, testutil.SecretKey, "us-east-1", "UNSIGNED-PAYLOAD", time.Now())
+		resp, err := client.Do(r)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		return io.ReadAll(resp.Body)
+	}
+	b.Run("first-page", func(b *testing.B) {
+		for b.Loop() {
+			if body, err := list(""); err != nil || !bytes.Contains(body, []byte("<IsTruncated>true</IsTruncated>")) {
+				b.Fatal(err, string(body[:min(len(body), 300)]))
+			}
+		}
+	})
+	b.Run("middle-page", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := list("&key-marker=dir500/key0125000"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
