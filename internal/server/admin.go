@@ -141,6 +141,12 @@ type BucketStatus struct {
 	// copy of a record counted.
 	Records     int64 `json:"records"`
 	RecordBytes int64 `json:"record_bytes"`
+	// Noncurrent and NoncurrentBytes are the versions of versioned keys that are not
+	// current (one copy each, as Objects), delete markers left out.
+	Noncurrent      int64 `json:"noncurrent,omitempty"`
+	NoncurrentBytes int64 `json:"noncurrent_bytes,omitempty"`
+	// noncurrent copies summed over the storage nodes.
+	ncRecords, ncBytes int64
 }
 
 // RecoveryTotals is the sum of the storage nodes' recovery rounds in progress, with the
@@ -541,6 +547,8 @@ func (st *Status) usage(m *clustermap.Map) {
 			if b := byName[name]; b != nil {
 				b.Records += u.Objects
 				b.RecordBytes += u.Bytes
+				b.ncRecords += u.Noncurrent
+				b.ncBytes += u.NoncurrentBytes
 			}
 		}
 	}
@@ -549,6 +557,8 @@ func (st *Status) usage(m *clustermap.Map) {
 		b := &st.BucketUsage[i]
 		b.Objects = (b.Records + copies/2) / copies
 		b.Bytes = (b.RecordBytes + copies/2) / copies
+		b.Noncurrent = (b.ncRecords + copies/2) / copies
+		b.NoncurrentBytes = (b.ncBytes + copies/2) / copies
 	}
 	st.Recovery = sumRecovery(rec, time.Now())
 }
