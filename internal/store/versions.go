@@ -135,16 +135,6 @@ func (s *Store) nullAt(g interface {
 	return n, err
 }
 
-// hasVersions reports whether bucket/key has noncurrent records.
-func (s *Store) hasVersions(bucket, key string) (bool, error) {
-	if !s.hasVersionedBucket(bucket) {
-		return false, nil
-	}
-	found := false
-	err := s.keyVersions(s.db, bucket, key, func(*object.Object) bool { found = true; return false })
-	return found, err
-}
-
 // noncurrent is the change of a bucket's noncurrent usage a commit makes.
 type noncurrent struct{ objects, bytes int64 }
 
