@@ -145,3 +145,40 @@ def test_object_attributes_through_the_cluster(cluster, bucket):
         assert at["ObjectSize"] == (5 << 20) + 100
         assert at["Checksum"]["ChecksumSHA256"] == done["ChecksumSHA256"]
         assert [p["ChecksumSHA256"] for p in at["ObjectParts"]["Parts"]] == [p["ChecksumSHA256"] for p in parts]
+
+
+def test_versioning_through_the_cluster(cluster):
+    """Versioning set through one gateway, versions written through each, read, listed and
+    deleted through the others."""
+    name = "vers-" + uuid.uuid4().hex[:8]
+    cluster[0].create_bucket(Bucket=name)
+    cluster[0].put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
+
+    def enabled_everywhere():
+        for c in cluster:
+            assert c.get_bucket_versioning(Bucket=name).get("Status") == "Enabled"
+
+    eventually(enabled_everywhere)
+    ids = {}
+    for i, c in enumerate(cluster):
+        ids[c.put_object(Bucket=name, Key="k", Body=b"body %d" % i)["VersionId"]] = b"body %d" % i
+    marker = cluster[1].delete_object(Bucket=name, Key="k")["VersionId"]
+    for c in cluster:
+        for vid, body in ids.items():
+            assert c.get_object(Bucket=name, Key="k", VersionId=vid)["Body"].read() == body
+        page = c.list_object_versions(Bucket=name)
+        assert {v["VersionId"] for v in page["Versions"]} == set(ids)
+        assert [m["VersionId"] for m in page["DeleteMarkers"]] == [marker]
+        with pytest.raises(Exception):
+            c.get_object(Bucket=name, Key="k")
+    cluster[2].delete_object(Bucket=name, Key="k", VersionId=marker)
+    assert cluster[0].get_object(Bucket=name, Key="k")["Body"].read() == b"body 2"
+    boto3_delete_all_versions(cluster[1], name)
+    cluster[2].delete_bucket(Bucket=name)
+
+
+def boto3_delete_all_versions(c, bucket):
+    for page in c.get_paginator("list_object_versions").paginate(Bucket=bucket):
+        objs = [{"Key": v["Key"], "VersionId": v["VersionId"]} for v in page.get("Versions", []) + page.get("DeleteMarkers", [])]
+        if objs:
+            c.delete_objects(Bucket=bucket, Delete={"Objects": objs})
