@@ -91,6 +91,126 @@ type Object struct {
 	// make a new version (a tagging update); 0 if there was none. Records are ordered by
 	// (HLC, MetaHLC): see Newer.
 	MetaHLC uint64 `json:"MetaHLC,omitempty"`
+	// TagsHLC, RetentionHLC and HoldHLC order the in-place changes of each group of
+	// metadata (tags, Object Lock retention, legal hold) on their own, so that concurrent
+	// changes of different groups do not undo each other; zero is the state the version
+	// was created with. MetaHLC is the newest of them. Normalize fills TagsHLC in for
+	// records from before Object Lock.
+	TagsHLC      uint64 `json:"TagsHLC,omitempty"`
+	RetentionHLC uint64 `json:"RetentionHLC,omitempty"`
+	HoldHLC      uint64 `json:"HoldHLC,omitempty"`
+	// Retention and LegalHold are the version's Object Lock state (docs/design/object-lock.md).
+	Retention Retention `json:"Retention,omitzero"`
+	LegalHold bool      `json:"LegalHold,omitempty"`
+	// Bypass is a request flag, never stored: a purge or a retention change may override
+	// a GOVERNANCE retention (x-amz-bypass-governance-retention).
+	Bypass bool `json:"-"`
+}
+
+// Object Lock retention modes.
+const (
+	LockGovernance = "GOVERNANCE"
+	LockCompliance = "COMPLIANCE"
+)
+
+// Retention is an Object Lock retention: the version cannot be removed before Until
+// (Unix nanoseconds); in GOVERNANCE mode a user allowed to bypass it can, in COMPLIANCE
+// mode nobody. The zero value is none.
+type Retention struct {
+	Mode  string `json:"mode,omitempty"`
+	Until int64  `json:"until,omitempty"`
+}
+
+// ErrLocked is the error of a removal (or a retention change) that Object Lock forbids.
+var ErrLocked = errors.New("the version is protected by Object Lock")
+
+// Locked reports whether Object Lock forbids removing version o at now (Unix
+// nanoseconds): a legal hold, or a retention that has not expired (a GOVERNANCE one only
+// without bypass).
+func (o *Object) Locked(now int64, bypass bool) bool {
+	if o == nil {
+		return false
+	}
+	if o.LegalHold {
+		return true
+	}
+	if o.Retention.Until <= now {
+		return false
+	}
+	return o.Retention.Mode == LockCompliance || (o.Retention.Mode == LockGovernance && !bypass)
+}
+
+// RetentionChangeAllowed reports whether a retention r may replace cur's at now: a
+// COMPLIANCE retention in force may only be kept or extended (by nobody shortened, its
+// mode not changed); a GOVERNANCE one in force may be extended or made COMPLIANCE, and
+// shortened, removed or otherwise changed only with bypass.
+func RetentionChangeAllowed(cur, r Retention, now int64, bypass bool) bool {
+	if cur.Until <= now || cur.Mode == "" {
+		return true
+	}
+	extends := r.Until >= cur.Until
+	switch cur.Mode {
+	case LockCompliance:
+		return r.Mode == LockCompliance && extends
+	case LockGovernance:
+		return bypass || (extends && (r.Mode == LockGovernance || r.Mode == LockCompliance))
+	}
+	return true
+}
+
+// Normalize fills in TagsHLC for a record from before Object Lock, whose MetaHLC was
+// the HLC of its tags.
+func (o *Object) Normalize() {
+	if o.TagsHLC == 0 && o.RetentionHLC == 0 && o.HoldHLC == 0 {
+		o.TagsHLC = o.MetaHLC
+	}
+}
+
+// MergeMeta gives o, a record of the same version as src, each group of in-place
+// metadata (tags, retention, legal hold) from whichever of the two changed it last; a
+// COMPLIANCE retention on either side is kept, with the later of the two dates, so that
+// merges in any order never shorten one. It reports whether o changed.
+func (o *Object) MergeMeta(src *Object) bool {
+	o.Normalize()
+	s := *src
+	s.Normalize()
+	changed := false
+	if s.TagsHLC > o.TagsHLC {
+		o.Tags, o.TagsHLC, changed = s.Tags, s.TagsHLC, true
+	}
+	if r := mergeRetention(o.Retention, o.RetentionHLC, s.Retention, s.RetentionHLC); r != o.Retention || s.RetentionHLC > o.RetentionHLC {
+		o.Retention, changed = r, true
+		o.RetentionHLC = max(o.RetentionHLC, s.RetentionHLC)
+	}
+	if s.HoldHLC > o.HoldHLC {
+		o.LegalHold, o.HoldHLC, changed = s.LegalHold, s.HoldHLC, true
+	}
+	if s.MetaHLC > o.MetaHLC {
+		o.MetaHLC, changed = s.MetaHLC, true
+	}
+	return changed
+}
+
+// mergeRetention merges two retentions of one version: COMPLIANCE if either is, until
+// the later date; else the one changed last.
+func mergeRetention(a Retention, ah uint64, b Retention, bh uint64) Retention {
+	switch {
+	case a.Mode == LockCompliance && b.Mode == LockCompliance:
+		return Retention{LockCompliance, max(a.Until, b.Until)}
+	case a.Mode == LockCompliance:
+		if b.Until > a.Until {
+			return Retention{LockCompliance, b.Until}
+		}
+		return a
+	case b.Mode == LockCompliance:
+		if a.Until > b.Until {
+			return Retention{LockCompliance, a.Until}
+		}
+		return b
+	case bh > ah:
+		return b
+	}
+	return a
 }
 
 // Visible reports whether the record is a version S3 shows: an object or a delete
@@ -119,7 +239,42 @@ type MetaUpdate struct {
 	Bucket, Key string
 	Version     uint64 // the HLC of the version to change
 	MetaHLC     uint64 // the HLC of this change, from the coordinator's clock
-	Tags        [][2]string
+	// The groups changed, each with its HLC (zero: not changed). An update with none
+	// (from a binary before Object Lock) changes the tags at MetaHLC.
+	Tags         [][2]string
+	TagsHLC      uint64
+	Retention    Retention
+	RetentionHLC uint64
+	LegalHold    bool
+	HoldHLC      uint64
+	// Bypass allows shortening a GOVERNANCE retention (RetentionChangeAllowed).
+	Bypass bool
+}
+
+// Record returns the groups u changes as a record of the version, for MergeMeta.
+func (u *MetaUpdate) Record() *Object {
+	o := &Object{HLC: u.Version, MetaHLC: u.MetaHLC, Tags: u.Tags, TagsHLC: u.TagsHLC, Retention: u.Retention,
+		RetentionHLC: u.RetentionHLC, LegalHold: u.LegalHold, HoldHLC: u.HoldHLC}
+	o.Normalize()
+	return o
+}
+
+// MetaUpdateOf is the update that gives another holder's record of the version every
+// group of in-place metadata o has.
+func MetaUpdateOf(bucket, key string, o *Object) MetaUpdate {
+	n := *o
+	n.Normalize()
+	return MetaUpdate{Bucket: bucket, Key: key, Version: n.HLC, MetaHLC: n.MetaHLC, Tags: n.Tags, TagsHLC: n.TagsHLC,
+		Retention: n.Retention, RetentionHLC: n.RetentionHLC, LegalHold: n.LegalHold, HoldHLC: n.HoldHLC}
+}
+
+// Covers reports whether record o holds every group u changes, at u's HLC or later.
+func (u *MetaUpdate) Covers(o *Object) bool {
+	n := *o
+	n.Normalize()
+	r := u.Record()
+	return (r.TagsHLC == 0 || n.TagsHLC >= r.TagsHLC) && (r.RetentionHLC == 0 || n.RetentionHLC >= r.RetentionHLC) &&
+		(r.HoldHLC == 0 || n.HoldHLC >= r.HoldHLC)
 }
 
 // Stripe is the layout of a striped object.

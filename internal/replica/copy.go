@@ -51,7 +51,7 @@ func Copy(ctx context.Context, src, dst Replica, bucket, key string, version uin
 // Deletion returns the fields of a record without a body (tombstone, delete marker,
 // purge record) that Delete writes.
 func Deletion(o *object.Object) object.Object {
-	return object.Object{HLC: o.HLC, ModTime: o.ModTime, Versioned: o.Versioned, DeleteMarker: o.DeleteMarker, Purged: o.Purged}
+	return object.Object{HLC: o.HLC, ModTime: o.ModTime, Versioned: o.Versioned, DeleteMarker: o.DeleteMarker, Purged: o.Purged, Bypass: o.Bypass}
 }
 
 // CopyMeta gives dst's record of version src.HLC the in-place metadata (tags) of src, a
@@ -60,7 +60,7 @@ func Deletion(o *object.Object) object.Object {
 // missed a tagging update up to date. A dst that holds a newer version, or the change
 // already, is up to date; one that lacks the version is an error (copy the version).
 func CopyMeta(ctx context.Context, dst Replica, bucket, key string, src *object.Object) error {
-	u := object.MetaUpdate{Bucket: bucket, Key: key, Version: src.HLC, MetaHLC: src.MetaHLC, Tags: src.Tags}
+	u := object.MetaUpdateOf(bucket, key, src)
 	rec, err := dst.UpdateMeta(ctx, u)
 	if err != nil {
 		return err

@@ -283,7 +283,7 @@ func (h *Handler) meta(w http.ResponseWriter, r *http.Request) {
 		wire.WriteError(w, errors.E(errors.Invalid, "malformed metadata update"))
 		return
 	}
-	o, err := h.local.UpdateMeta(r.Context(), object.MetaUpdate{Bucket: bucket, Key: key, Version: req.HLC, MetaHLC: req.MetaHLC, Tags: req.Tags})
+	o, err := h.local.UpdateMeta(r.Context(), req.Update(bucket, key))
 	if err != nil {
 		wire.WriteError(w, err)
 		return
@@ -357,12 +357,15 @@ func deleteFlags(d object.Object) string {
 	if d.Purged {
 		f = append(f, 'p')
 	}
+	if d.Bypass {
+		f = append(f, 'b')
+	}
 	return string(f)
 }
 
 // parseDeleteFlags decodes wire.QFlags.
 func parseDeleteFlags(f string) object.Object {
-	return object.Object{Versioned: strings.Contains(f, "v"), DeleteMarker: strings.Contains(f, "m"), Purged: strings.Contains(f, "p")}
+	return object.Object{Versioned: strings.Contains(f, "v"), DeleteMarker: strings.Contains(f, "m"), Purged: strings.Contains(f, "p"), Bypass: strings.Contains(f, "b")}
 }
 
 func (h *Handler) uploads(w http.ResponseWriter, r *http.Request) {

@@ -260,7 +260,7 @@ func (r *Remote) Delete(ctx context.Context, bucket, key string, d object.Object
 // UpdateMeta implements Replica.
 func (r *Remote) UpdateMeta(ctx context.Context, u object.MetaUpdate) (*object.Object, error) {
 	o, err := r.call(ctx, jsonBody(&rpc.Request{Method: http.MethodPost, Path: wire.PathMeta, Query: query(u.Bucket, u.Key),
-		Cap: &rpc.Cap{Op: rpc.CapWrite, Bucket: u.Bucket, Key: u.Key}}, wire.MetaUpdate{HLC: u.Version, MetaHLC: u.MetaHLC, Tags: u.Tags}))
+		Cap: &rpc.Cap{Op: rpc.CapWrite, Bucket: u.Bucket, Key: u.Key}}, wire.MetaUpdateOf(u)))
 	if err == nil && o == nil {
 		err = errors.E(errors.Invalid, "malformed object metadata")
 	}

@@ -168,7 +168,7 @@ func UpdateOutcome(u object.MetaUpdate, rec *object.Object) string {
 		return MetaMissing
 	case rec.HLC > u.Version || rec.Deleted:
 		return MetaSuperseded
-	case rec.MetaHLC >= u.MetaHLC:
+	case u.Covers(rec):
 		return MetaApplied
 	}
 	return MetaMissing // the version without the update: cannot happen on a conforming holder

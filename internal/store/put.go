@@ -369,17 +369,23 @@ func (s *Store) commitObject(op errors.Op, bucket, key string, o *object.Object,
 		return s.commitVersion(op, bucket, key, o, bd, old, opts)
 	}
 	if old != nil && (old.HLC > o.HLC || (old.HLC == o.HLC && !opts.Repair)) {
-		if old.HLC == o.HLC && !old.Deleted && !o.Deleted && o.MetaHLC > old.MetaHLC {
-			// A copy of the version held here with a later metadata change (hinted retry,
-			// sync): take the change, keep the body.
-			return s.setMeta(op, okey, old, o.MetaHLC, o.Tags)
+		if old.HLC == o.HLC && !old.Deleted && !o.Deleted {
+			// A copy of the version held here (hinted retry, sync): take the metadata
+			// changes it has that this one lacks, keep the body.
+			return s.mergeMeta(op, okey, old, o)
 		}
 		return old, nil // a newer version (or delete) is already here
 	}
-	if old != nil && old.HLC == o.HLC && old.MetaHLC > o.MetaHLC && !old.Deleted && !o.Deleted {
-		// A repair or a rewrite of this version replaces its body and layout; a later
-		// metadata change made here meanwhile stays.
-		o.MetaHLC, o.Tags = old.MetaHLC, old.Tags
+	if old != nil && old.HLC == o.HLC && !old.Deleted && !o.Deleted {
+		// A repair or a rewrite of this version replaces its body and layout; the
+		// metadata changes made here meanwhile stay.
+		o.MergeMeta(old)
+	}
+	if old != nil && old.HLC < o.HLC && !o.Versioned {
+		// A null write replaces the null version old: not one Object Lock protects.
+		if err := s.locked(op, old); err != nil {
+			return nil, err
+		}
 	}
 	b := s.db.NewBatch()
 	var freed []segment.Loc
@@ -489,13 +495,14 @@ func (s *Store) ForgetMeta(bucket, key string, version, metaHLC uint64) (bool, e
 	return s.drop(errors.Op("store.ForgetMeta"), bucket, key, func(o *object.Object) bool { return o.HLC == version && o.MetaHLC <= metaHLC })
 }
 
-// UpdateMeta applies u to the record of u.Bucket/u.Key if that record is version
-// u.Version (not a tombstone) and its MetaHLC is older than u.MetaHLC: the tag set is
-// replaced in place, the body, ETag, modification time and version stay. It returns the
-// record stored afterwards, whichever it is (the caller compares its HLC and MetaHLC with
-// u's to learn what happened): a newer version, an older one (this store missed
-// u.Version), a tombstone, or u.Version with u applied or with a later change. A key
-// without any record is a NotExist error.
+// UpdateMeta applies u to the record of version u.Version of u.Bucket/u.Key, current
+// or not (not a tombstone or delete marker): each group of metadata u changes (tags,
+// retention, legal hold) replaces the record's if u changed it later, and a COMPLIANCE
+// retention is never shortened (object.Object.MergeMeta); the body, ETag, modification
+// time and version stay. It returns the version's record stored afterwards, or, if this
+// store lacks the version, the key's current record (the caller compares it with u to
+// learn what happened: a newer version, an older one this store missed u.Version for, a
+// tombstone). A key without any record is a NotExist error.
 func (s *Store) UpdateMeta(u object.MetaUpdate) (*object.Object, error) {
 	const op errors.Op = "store.UpdateMeta"
 	if u.Version == 0 || u.MetaHLC == 0 {
@@ -509,26 +516,43 @@ func (s *Store) UpdateMeta(u object.MetaUpdate) (*object.Object, error) {
 	mu := s.keyLock(u.Bucket, u.Key)
 	mu.Lock()
 	defer mu.Unlock()
+	s.clock.Observe(u.MetaHLC)
 	okey := objectKey(u.Bucket, u.Key)
 	old, err := getObject(s.db, okey)
-	if err != nil {
+	if err != nil && !errors.Is(errors.NotExist, err) {
 		return nil, errors.E(op, err)
 	}
-	s.clock.Observe(u.MetaHLC)
-	if old.Deleted || old.HLC != u.Version || old.MetaHLC >= u.MetaHLC {
+	loc := okey
+	if old == nil || old.HLC != u.Version {
+		v, verr := getObject(s.db, versionKey(u.Bucket, u.Key, u.Version))
+		if verr != nil && !errors.Is(errors.NotExist, verr) {
+			return nil, errors.E(op, verr)
+		}
+		if v == nil {
+			if old == nil {
+				return nil, errors.E(op, err)
+			}
+			return old, nil
+		}
+		old, loc = v, versionKey(u.Bucket, u.Key, u.Version)
+	}
+	if old.Deleted {
 		return old, nil
 	}
-	return s.setMeta(op, okey, old, u.MetaHLC, u.Tags)
+	return s.mergeMeta(op, loc, old, u.Record())
 }
 
-// setMeta stores old again under okey with the metadata of a later in-place change. The
-// caller holds the key's lock. The record keeps its version id, so its body (embedded,
-// inline under its own key, or chunks) is untouched.
-func (s *Store) setMeta(op errors.Op, okey []byte, old *object.Object, metaHLC uint64, tags [][2]string) (*object.Object, error) {
+// mergeMeta stores old again under key with the groups of in-place metadata src changed
+// later (object.Object.MergeMeta), if any. The caller holds the key's lock. The record
+// keeps its version id, so its body (embedded, inline under its own key, or chunks) is
+// untouched.
+func (s *Store) mergeMeta(op errors.Op, key []byte, old, src *object.Object) (*object.Object, error) {
 	o := *old
-	o.MetaHLC, o.Tags = metaHLC, tags
+	if !o.MergeMeta(src) {
+		return old, nil
+	}
 	b := s.db.NewBatch()
-	b.Set(okey, marshalRecord(&o), nil)
+	b.Set(key, marshalRecord(&o), nil)
 	if err := s.commit(b); err != nil {
 		return nil, errors.E(op, err)
 	}

@@ -19,10 +19,15 @@ import (
 // checksums of a multipart object. It is written only for records with tags, a MetaHLC
 // or part checksums, so every other record stays readable by binaries that know versions
 // 2 and 3 (docs/design/tagging.md).
+// Version 5 is version 4 plus, after the parts' checksums, the groups of in-place
+// metadata Object Lock added (TagsHLC, the retention and its HLC, the legal hold and its
+// HLC); it is written only for records with a retention, a legal hold or a change of
+// them (docs/design/object-lock.md).
 const (
 	recordVersion        = 2
 	recordVersionStriped = 3
 	recordVersionMeta    = 4
+	recordVersionLock    = 5
 )
 
 // flagStriped marks a striped record in version 4 (versions 2 and 3 say it by the
@@ -45,9 +50,15 @@ const maxRecordList = 1 << 22
 // Marshal encodes o.
 func marshalRecord(o *object.Object) []byte {
 	b := make([]byte, 0, 128+len(o.Chunks)*20+len(o.PartSizes)*5)
-	withMeta := o.MetaHLC != 0 || len(o.Tags) > 0 || len(o.PartChecksums) > 0
+	withLock := o.RetentionHLC != 0 || o.HoldHLC != 0 || o.Retention != (object.Retention{}) || o.LegalHold
+	withMeta := withLock || o.MetaHLC != 0 || len(o.Tags) > 0 || len(o.PartChecksums) > 0
 	var flags byte
 	switch {
+	case withLock:
+		b = append(b, recordVersionLock)
+		if o.Striped {
+			flags |= flagStriped
+		}
 	case withMeta:
 		b = append(b, recordVersionMeta)
 		if o.Striped {
@@ -120,6 +131,18 @@ func marshalRecord(o *object.Object) []byte {
 		for _, c := range o.PartChecksums {
 			b = appendString(b, c)
 		}
+	}
+	if withLock {
+		b = binary.AppendUvarint(b, o.TagsHLC)
+		b = appendString(b, o.Retention.Mode)
+		b = binary.AppendVarint(b, o.Retention.Until)
+		b = binary.AppendUvarint(b, o.RetentionHLC)
+		hold := byte(0)
+		if o.LegalHold {
+			hold = 1
+		}
+		b = append(b, hold)
+		b = binary.AppendUvarint(b, o.HoldHLC)
 	}
 	if o.Embedded {
 		b = binary.AppendUvarint(b, uint64(len(o.Body)))
@@ -205,11 +228,11 @@ func unmarshalRecord(o *object.Object, b []byte) error {
 	if d.err != nil {
 		return d.err
 	}
-	if v[0] < 1 || v[0] > recordVersionMeta || (v[0] < recordVersionMeta && v[1]&flagStriped != 0) {
+	if v[0] < 1 || v[0] > recordVersionLock || (v[0] < recordVersionMeta && v[1]&flagStriped != 0) {
 		d.fail()
 		return d.err
 	}
-	striped := v[0] == recordVersionStriped || (v[0] == recordVersionMeta && v[1]&flagStriped != 0)
+	striped := v[0] == recordVersionStriped || (v[0] >= recordVersionMeta && v[1]&flagStriped != 0)
 	*o = object.Object{Inline: v[1]&1 != 0, Embedded: v[1]&2 != 0, Deleted: v[1]&4 != 0, Striped: striped,
 		Versioned: v[1]&flagVersioned != 0, DeleteMarker: v[1]&flagMarker != 0, Purged: v[1]&flagPurged != 0}
 	copy(o.VersionID[:], d.bytes(16))
@@ -264,7 +287,7 @@ func unmarshalRecord(o *object.Object, b []byte) error {
 			}
 		}
 	}
-	if v[0] == recordVersionMeta {
+	if v[0] >= recordVersionMeta {
 		o.MetaHLC = d.uvarint()
 		if n := d.count(); n > 0 {
 			o.Tags = make([][2]string, n)
@@ -277,6 +300,22 @@ func unmarshalRecord(o *object.Object, b []byte) error {
 			for i := range o.PartChecksums {
 				o.PartChecksums[i] = d.str()
 			}
+		}
+	}
+	if v[0] == recordVersionLock {
+		o.TagsHLC = d.uvarint()
+		o.Retention.Mode = d.str()
+		o.Retention.Until = d.varint()
+		o.RetentionHLC = d.uvarint()
+		if h := d.bytes(1); d.err == nil {
+			o.LegalHold = h[0] == 1
+			if h[0] > 1 {
+				d.fail()
+			}
+		}
+		o.HoldHLC = d.uvarint()
+		if m := o.Retention.Mode; m != "" && m != object.LockGovernance && m != object.LockCompliance {
+			d.fail()
 		}
 	}
 	if o.Embedded {

@@ -71,6 +71,9 @@ type Config struct {
 	// Clock assigns HLC versions to writes that do not bring their own (nil: a private
 	// clock). A node shares one clock between its store and its gateway.
 	Clock *hlc.Clock
+	// Now is the wall clock Object Lock retentions are compared with (nil: time.Now);
+	// tests move time with it.
+	Now func() time.Time
 	// FS holds every file of the store, the index's and the segments' (nil: the operating
 	// system's, with direct I/O for large chunks). Tests pass a crashable memory file
 	// system (vfs.NewCrashableMem) to cut power at any instant. A file system that does

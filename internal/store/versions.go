@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
+	"time"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -135,6 +136,24 @@ func (s *Store) nullAt(g interface {
 	return n, err
 }
 
+// now is the wall time, Unix nanoseconds, Object Lock retentions are compared with.
+func (s *Store) now() int64 {
+	if s.cfg.Now != nil {
+		return s.cfg.Now().UnixNano()
+	}
+	return time.Now().UnixNano()
+}
+
+// locked refuses the removal of record o if Object Lock forbids it in a way no request
+// can override: a legal hold or a COMPLIANCE retention in force. (GOVERNANCE retentions
+// are checked by the S3 layer, which knows who asks; docs/design/object-lock.md.)
+func (s *Store) locked(op errors.Op, o *object.Object) error {
+	if o != nil && o.Locked(s.now(), true) {
+		return errors.E(op, errors.Precondition, object.ErrLocked)
+	}
+	return nil
+}
+
 // noncurrent is the change of a bucket's noncurrent usage a commit makes.
 type noncurrent struct{ objects, bytes int64 }
 
@@ -180,6 +199,10 @@ func (s *Store) commitVersion(op errors.Op, bucket, key string, o *object.Object
 		b.Close()
 		return same, nil // the version was removed for good: a late copy stays out
 	case same != nil && o.Purged:
+		if err := s.locked(op, same); err != nil {
+			b.Close()
+			return nil, err
+		}
 		if err := drop(same); err != nil {
 			return fail(err)
 		}
@@ -202,15 +225,14 @@ func (s *Store) commitVersion(op errors.Op, bucket, key string, o *object.Object
 			loc = vkey(o.HLC)
 		}
 		if !opts.Repair {
-			if !same.Deleted && !o.Deleted && o.MetaHLC > same.MetaHLC {
-				b.Close()
-				return s.setMeta(op, loc, same, o.MetaHLC, o.Tags)
-			}
 			b.Close()
+			if !same.Deleted && !o.Deleted {
+				return s.mergeMeta(op, loc, same, o)
+			}
 			return same, nil
 		}
-		if same.MetaHLC > o.MetaHLC && !same.Deleted && !o.Deleted {
-			o.MetaHLC, o.Tags = same.MetaHLC, same.Tags
+		if !same.Deleted && !o.Deleted {
+			o.MergeMeta(same)
 		}
 		if err := drop(same); err != nil {
 			return fail(err)
@@ -242,6 +264,9 @@ func (s *Store) commitVersion(op errors.Op, bucket, key string, o *object.Object
 			if n != nil && n.HLC >= o.HLC {
 				b.Close()
 				return n, nil
+			}
+			if err := s.locked(op, n); err != nil {
+				return fail(err)
 			}
 			if n != nil {
 				if err := drop(n); err != nil {

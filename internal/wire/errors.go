@@ -77,6 +77,7 @@ var sentinels = map[string]error{
 	"NoSuchKey":        object.ErrNoSuchKey,
 	"NoSuchUpload":     object.ErrNoSuchUpload,
 	"NoSuchVersion":    object.ErrNoSuchVersion,
+	"ObjectLocked":     object.ErrLocked,
 	"InvalidPart":      object.ErrInvalidPart,
 	"InvalidPartOrder": object.ErrInvalidPartOrder,
 	"EntityTooSmall":   object.ErrEntityTooSmall,

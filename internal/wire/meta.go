@@ -36,6 +36,13 @@ type Meta struct {
 	Versioned          bool        `json:"versioned,omitempty"`
 	DeleteMarker       bool        `json:"marker,omitempty"`
 	Purged             bool        `json:"purged,omitempty"`
+	// Object Lock (absent from binaries before it; TagsHLC then is MetaHLC).
+	TagsHLC      uint64 `json:"tags_hlc,omitempty"`
+	LockMode     string `json:"lock_mode,omitempty"`
+	LockUntil    int64  `json:"lock_until,omitempty"`
+	RetentionHLC uint64 `json:"retention_hlc,omitempty"`
+	LegalHold    bool   `json:"legal_hold,omitempty"`
+	HoldHLC      uint64 `json:"hold_hlc,omitempty"`
 }
 
 // Stripe is an erasure-coded object's layout on the wire.
@@ -57,7 +64,8 @@ func MetaOf(o *object.Object) *Meta {
 		ContentLanguage: o.ContentLanguage, CacheControl: o.CacheControl, Expires: o.Expires, StorageClass: o.StorageClass,
 		UserMeta: o.UserMeta, ChecksumAlgo: o.ChecksumAlgo, Checksum: o.Checksum, ChecksumType: o.ChecksumType,
 		PartSizes: o.PartSizes, Striped: o.Striped, Tags: o.Tags, MetaHLC: o.MetaHLC, PartChecksums: o.PartChecksums,
-		Versioned: o.Versioned, DeleteMarker: o.DeleteMarker, Purged: o.Purged}
+		Versioned: o.Versioned, DeleteMarker: o.DeleteMarker, Purged: o.Purged,
+		TagsHLC: o.TagsHLC, LockMode: o.Retention.Mode, LockUntil: o.Retention.Until, RetentionHLC: o.RetentionHLC, LegalHold: o.LegalHold, HoldHLC: o.HoldHLC}
 	if s := o.Stripe; s.K != 0 || s.M != 0 || s.Size != 0 || s.Upload != "" || len(s.Parts) > 0 {
 		m.Stripe = &Stripe{K: s.K, M: s.M, Size: s.Size, Upload: s.Upload, Parts: s.Parts}
 	}
@@ -74,7 +82,8 @@ func (m *Meta) Object() *object.Object {
 		ContentLanguage: m.ContentLanguage, CacheControl: m.CacheControl, Expires: m.Expires, StorageClass: m.StorageClass,
 		UserMeta: m.UserMeta, ChecksumAlgo: m.ChecksumAlgo, Checksum: m.Checksum, ChecksumType: m.ChecksumType,
 		PartSizes: m.PartSizes, Striped: m.Striped, Tags: m.Tags, MetaHLC: m.MetaHLC, PartChecksums: m.PartChecksums,
-		Versioned: m.Versioned, DeleteMarker: m.DeleteMarker, Purged: m.Purged}
+		Versioned: m.Versioned, DeleteMarker: m.DeleteMarker, Purged: m.Purged,
+		TagsHLC: m.TagsHLC, Retention: object.Retention{Mode: m.LockMode, Until: m.LockUntil}, RetentionHLC: m.RetentionHLC, LegalHold: m.LegalHold, HoldHLC: m.HoldHLC}
 	if s := m.Stripe; s != nil {
 		o.Stripe = object.Stripe{K: s.K, M: s.M, Size: s.Size, Upload: s.Upload, Parts: s.Parts}
 	}
@@ -325,6 +334,26 @@ type MetaUpdate struct {
 	HLC     uint64      `json:"hlc"`
 	MetaHLC uint64      `json:"meta_hlc"`
 	Tags    [][2]string `json:"tags"`
+	// The groups changed, each with its HLC (object.MetaUpdate); all absent: the tags, at
+	// MetaHLC (a binary from before Object Lock).
+	TagsHLC      uint64 `json:"tags_hlc,omitempty"`
+	LockMode     string `json:"lock_mode,omitempty"`
+	LockUntil    int64  `json:"lock_until,omitempty"`
+	RetentionHLC uint64 `json:"retention_hlc,omitempty"`
+	LegalHold    bool   `json:"legal_hold,omitempty"`
+	HoldHLC      uint64 `json:"hold_hlc,omitempty"`
+}
+
+// MetaUpdateOf returns u's wire form (bucket and key go in the query).
+func MetaUpdateOf(u object.MetaUpdate) MetaUpdate {
+	return MetaUpdate{HLC: u.Version, MetaHLC: u.MetaHLC, Tags: u.Tags, TagsHLC: u.TagsHLC, LockMode: u.Retention.Mode, LockUntil: u.Retention.Until,
+		RetentionHLC: u.RetentionHLC, LegalHold: u.LegalHold, HoldHLC: u.HoldHLC}
+}
+
+// Update returns the update m describes, of bucket/key.
+func (m MetaUpdate) Update(bucket, key string) object.MetaUpdate {
+	return object.MetaUpdate{Bucket: bucket, Key: key, Version: m.HLC, MetaHLC: m.MetaHLC, Tags: m.Tags, TagsHLC: m.TagsHLC,
+		Retention: object.Retention{Mode: m.LockMode, Until: m.LockUntil}, RetentionHLC: m.RetentionHLC, LegalHold: m.LegalHold, HoldHLC: m.HoldHLC}
 }
 
 // DigestAnswer holds one digest per partition asked for, in the order asked.
