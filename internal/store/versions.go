@@ -3,8 +3,8 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
-	"time"
 	"strings"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
