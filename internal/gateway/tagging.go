@@ -20,7 +20,26 @@ import (
 // a QuorumError saying whether any holder may have applied the change. It returns V's
 // record as changed.
 func (g *Gateway) SetObjectTags(ctx context.Context, bucket, key string, tags [][2]string) (*object.Object, error) {
-	const op errors.Op = "gateway.SetObjectTags"
+	if len(tags) == 0 {
+		tags = nil
+	}
+	return g.ChangeMeta(ctx, bucket, key, 0, MetaChange{Tags: &tags})
+}
+
+// MetaChange names the groups of in-place metadata a ChangeMeta sets (nil: unchanged).
+type MetaChange struct {
+	Tags      *[][2]string
+	Retention *object.Retention
+	LegalHold *bool
+}
+
+// ChangeMeta changes groups of in-place metadata (tags, Object Lock retention, legal
+// hold) of version hlc of bucket/key (0: the current version) as SetObjectTags does, and
+// returns the version's record as changed. The caller checks that the change is allowed
+// (a retention in force: object.RetentionChangeAllowed); the holders merge it so that a
+// COMPLIANCE retention is never shortened.
+func (g *Gateway) ChangeMeta(ctx context.Context, bucket, key string, hlc uint64, c MetaChange) (*object.Object, error) {
+	const op errors.Op = "gateway.ChangeMeta"
 	defer g.cache.drop(bucket, key)
 	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return nil, errors.E(op, err)
@@ -29,17 +48,33 @@ func (g *Gateway) SetObjectTags(ctx context.Context, bucket, key string, tags []
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
-	cur, _, err := g.versions(ctx, ts, g.readQuorum(cls, ts), bucket, key)
-	if err != nil {
-		return nil, errors.E(op, err)
+	var cur *object.Object
+	if hlc == 0 {
+		if cur, _, err = g.versions(ctx, ts, g.readQuorum(cls, ts), bucket, key); err != nil {
+			return nil, errors.E(op, err)
+		}
+		if cur == nil || cur.Deleted {
+			return nil, goneErr(op, cur)
+		}
+	} else {
+		rd, err := g.OpenVersion(ctx, bucket, key, hlc)
+		if err != nil {
+			return nil, errors.E(op, err)
+		}
+		cur = rd.Info()
+		rd.Close()
 	}
-	if cur == nil || cur.Deleted {
-		return nil, noSuchKey(op)
+	h := g.clock.Next()
+	u := object.MetaUpdate{Bucket: bucket, Key: key, Version: cur.HLC, MetaHLC: h}
+	if c.Tags != nil {
+		u.Tags, u.TagsHLC = *c.Tags, h
 	}
-	if len(tags) == 0 {
-		tags = nil
+	if c.Retention != nil {
+		u.Retention, u.RetentionHLC = *c.Retention, h
 	}
-	u := object.MetaUpdate{Bucket: bucket, Key: key, Version: cur.HLC, MetaHLC: g.clock.Next(), Tags: tags}
+	if c.LegalHold != nil {
+		u.LegalHold, u.HoldHLC = *c.LegalHold, h
+	}
 	ok, failed := g.fanOut(ctx, ts, cls.W, bucket, key, cur.HLC, always, func(ctx context.Context, t topology.Target) (*object.Object, error) {
 		ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 		defer cancel()
@@ -50,18 +85,27 @@ func (g *Gateway) SetObjectTags(ctx context.Context, bucket, key string, tags []
 		if err != nil {
 			rec = nil // no record of the key there
 		}
-		if replica.UpdateOutcome(u, rec) == replica.MetaMissing {
-			// It missed version V: the hint queued for this failure (fanOut) has repair
-			// copy it the winning record, tags included.
+		outcome := replica.UpdateOutcome(u, rec)
+		if outcome == replica.MetaMissing || (cur.Versioned && outcome == replica.MetaSuperseded && (rec == nil || rec.HLC != cur.HLC)) {
+			// It missed version V (a version of a versioned key lives beside newer
+			// ones): the hint queued for this failure (fanOut) has repair copy it the
+			// version with its metadata.
 			return rec, errors.E(errors.Transient, fmt.Errorf("node %s: %w", t.ID, errMissedVersion))
 		}
 		return rec, nil
 	})
 	if len(ok) < cls.W {
-		return nil, errors.E(op, quorumFailure("tagging update", ok, failed, cls.W, len(ts)))
+		what := "tagging update"
+		switch {
+		case c.Retention != nil:
+			what = "retention update"
+		case c.LegalHold != nil:
+			what = "legal hold update"
+		}
+		return nil, errors.E(op, quorumFailure(what, ok, failed, cls.W, len(ts)))
 	}
 	o := *cur
-	o.Tags, o.MetaHLC = tags, u.MetaHLC
+	o.MergeMeta(u.Record())
 	o.Body = nil
 	return &o, nil
 }

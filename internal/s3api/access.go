@@ -58,6 +58,9 @@ var opAccess = map[string]struct {
 }{
 	"HeadBucket": {needAny, "s3:ListBucket"}, "GetBucketLocation": {needAny, "s3:GetBucketLocation"},
 	"GetBucketVersioning": {needAny, "s3:GetBucketVersioning"}, "PutBucketVersioning": {needOwner, "s3:PutBucketVersioning"},
+	"GetObjectLockConfiguration": {needOwner, "s3:GetBucketObjectLockConfiguration"}, "PutObjectLockConfiguration": {needOwner, "s3:PutBucketObjectLockConfiguration"},
+	"GetObjectRetention": {needRead, "s3:GetObjectRetention"}, "PutObjectRetention": {needWrite, "s3:PutObjectRetention"},
+	"GetObjectLegalHold": {needRead, "s3:GetObjectLegalHold"}, "PutObjectLegalHold": {needWrite, "s3:PutObjectLegalHold"},
 	"ListObjects": {needRead, "s3:ListBucket"}, "ListObjectsV2": {needRead, "s3:ListBucket"},
 	"ListObjectVersions": {needRead, "s3:ListBucketVersions"}, "ListMultipartUploads": {needRead, "s3:ListBucketMultipartUploads"},
 	"GetObject": {needRead, "s3:GetObject"}, "HeadObject": {needRead, "s3:GetObject"},

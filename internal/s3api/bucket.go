@@ -125,6 +125,14 @@ func (h *Handler) createBucket(w http.ResponseWriter, r *http.Request, rq *reque
 		return errf(400, "IllegalLocationConstraintException",
 			"The %s location constraint is incompatible for the region specific endpoint this request was sent to (cairn's region is %s).", lc, h.cfg.Region)
 	}
+	lock := false
+	switch strings.ToLower(r.Header.Get("x-amz-bucket-object-lock-enabled")) {
+	case "", "false":
+	case "true":
+		lock = true
+	default:
+		return errf(400, "InvalidArgument", "x-amz-bucket-object-lock-enabled must be true or false")
+	}
 	if err := h.store.CreateBucket(r.Context(), rq.bucket, rq.who.owner()); err != nil {
 		if errors.Is(errors.Exist, err) {
 			if b, herr := h.store.HeadBucket(r.Context(), rq.bucket); herr == nil && b.Owner != rq.who.owner() {
@@ -140,6 +148,11 @@ func (h *Handler) createBucket(w http.ResponseWriter, r *http.Request, rq *reque
 			return nil
 		}
 		return err
+	}
+	if lock {
+		if err := h.enableLock(r.Context(), rq.bucket, &lockConfig{}); err != nil {
+			return err
+		}
 	}
 	w.Header().Set("Location", "/"+rq.bucket)
 	w.WriteHeader(http.StatusOK)
@@ -414,7 +427,7 @@ func (h *Handler) deleteObjects(w http.ResponseWriter, r *http.Request, rq *requ
 		} else if _, aerr := h.allowed(r, rq, rq.bucket, o.Key, needWrite, action); !rq.full && aerr != nil {
 			err = aerr
 		} else {
-			vid, marker, err = h.deleteVersion(r.Context(), rq.bucket, o.Key, ref)
+			vid, marker, err = h.deleteVersion(r.Context(), rq.bucket, o.Key, ref, h.bypass(r, rq, o.Key))
 		}
 		if err != nil {
 			ae := toAPIError(err)

@@ -96,6 +96,8 @@ func toAPIError(err error) *apiError {
 		return errNoSuchBucket
 	case errors.IsErr(err, object.ErrNoSuchKey):
 		return errNoSuchKey
+	case errors.IsErr(err, object.ErrLocked):
+		return errLocked
 	case errors.IsErr(err, object.ErrNoSuchVersion):
 		return &apiError{"NoSuchVersion", "The specified version does not exist.", 404}
 	case errors.IsErr(err, object.ErrNoSuchUpload):

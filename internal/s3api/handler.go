@@ -65,6 +65,9 @@ type ObjectBackend interface {
 	// null version (see gateway.Gateway.DeleteRecord).
 	DeleteRecord(ctx context.Context, bucket, key string, d object.Object) (*object.Object, error)
 	ListVersions(ctx context.Context, bucket string, opts object.VersionListOptions) (*object.VersionList, error)
+	// ChangeMeta changes groups of in-place metadata (tags, retention, legal hold) of a
+	// version (0: the current one).
+	ChangeMeta(ctx context.Context, bucket, key string, hlc uint64, c gateway.MetaChange) (*object.Object, error)
 }
 
 // MultipartBackend is the multipart-upload part of Backend.
@@ -374,8 +377,10 @@ func operation(r *http.Request, bucket, key string) string {
 				return "GetPublicAccessBlock"
 			case has("logging"):
 				return "GetBucketLogging"
+			case has("object-lock"):
+				return "GetObjectLockConfiguration"
 			case has("lifecycle"),
-				has("encryption"), has("object-lock"), has("replication"), has("website"),
+				has("encryption"), has("replication"), has("website"),
 				has("notification"),
 				has("accelerate"), has("requestPayment"):
 				return "Unsupported"
@@ -399,6 +404,8 @@ func operation(r *http.Request, bucket, key string) string {
 				return "PutBucketLogging"
 			case has("versioning"):
 				return "PutBucketVersioning"
+			case has("object-lock"):
+				return "PutObjectLockConfiguration"
 			}
 			return "CreateBucket" // other sub-resources are refused by the feature table
 		case http.MethodHead:
@@ -435,7 +442,11 @@ func operation(r *http.Request, bucket, key string) string {
 				return "UploadPart"
 			case has("tagging"):
 				return "PutObjectTagging"
-			case has("acl"), has("retention"), has("legal-hold"):
+			case has("retention"):
+				return "PutObjectRetention"
+			case has("legal-hold"):
+				return "PutObjectLegalHold"
+			case has("acl"):
 				return "Unsupported"
 			case r.Header.Get("x-amz-copy-source") != "":
 				return "CopyObject"
@@ -451,7 +462,11 @@ func operation(r *http.Request, bucket, key string) string {
 				return "GetObjectTagging"
 			case has("attributes"):
 				return "GetObjectAttributes"
-			case has("retention"), has("legal-hold"), has("torrent"):
+			case has("retention"):
+				return "GetObjectRetention"
+			case has("legal-hold"):
+				return "GetObjectLegalHold"
+			case has("torrent"):
 				return "Unsupported"
 			}
 			return "GetObject"
@@ -505,6 +520,18 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, rq *request) err
 		return h.getBucketVersioning(w, r, rq)
 	case "PutBucketVersioning":
 		return h.putBucketVersioning(w, r, rq)
+	case "GetObjectLockConfiguration":
+		return h.getObjectLockConfiguration(w, r, rq)
+	case "PutObjectLockConfiguration":
+		return h.putObjectLockConfiguration(w, r, rq)
+	case "GetObjectRetention":
+		return h.getObjectRetention(w, r, rq)
+	case "PutObjectRetention":
+		return h.putObjectRetention(w, r, rq)
+	case "GetObjectLegalHold":
+		return h.getObjectLegalHold(w, r, rq)
+	case "PutObjectLegalHold":
+		return h.putObjectLegalHold(w, r, rq)
 	case "GetBucketAcl", "GetObjectAcl":
 		return h.getACL(w, r, rq)
 	case "GetBucketOwnershipControls":

@@ -36,6 +36,10 @@ func (h *Handler) createUpload(w http.ResponseWriter, r *http.Request, rq *reque
 			meta.ChecksumType = t
 		}
 	}
+	if _, err := h.versionWrite(r, rq.bucket, meta); err != nil {
+		return err
+	}
+	meta.Versioned = false // decided at completion, by the versioning then
 	id, err := h.store.CreateUpload(r.Context(), rq.bucket, rq.key, meta)
 	if err != nil {
 		return err

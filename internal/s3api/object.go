@@ -241,7 +241,7 @@ func (h *Handler) putObject(w http.ResponseWriter, r *http.Request, rq *request)
 			return errPrecondition
 		}
 	}
-	status, err := h.versionWrite(r.Context(), rq.bucket, meta)
+	status, err := h.versionWrite(r, rq.bucket, meta)
 	if err != nil {
 		return err
 	}
@@ -459,6 +459,7 @@ func (h *Handler) getObject(w http.ResponseWriter, r *http.Request, rq *request)
 	}
 	hd := w.Header()
 	setObjectHeaders(hd, o)
+	lockHeaders(hd, o)
 	q := r.URL.Query()
 	for _, ov := range responseOverrides {
 		if v := q.Get(ov.query); v != "" {
@@ -551,7 +552,7 @@ func (h *Handler) deleteObject(w http.ResponseWriter, r *http.Request, rq *reque
 	if err != nil {
 		return err
 	}
-	vid, marker, err := h.deleteVersion(r.Context(), rq.bucket, rq.key, ref)
+	vid, marker, err := h.deleteVersion(r.Context(), rq.bucket, rq.key, ref, h.bypass(r, rq, rq.key))
 	if err != nil {
 		return err
 	}
@@ -687,7 +688,7 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 		bc.expect = checksum.Expect{Algo: a}
 		bc.sum = a.New()
 	}
-	status, err := h.versionWrite(r.Context(), rq.bucket, meta)
+	status, err := h.versionWrite(r, rq.bucket, meta)
 	if err != nil {
 		return err
 	}

@@ -85,12 +85,17 @@ func (h *Handler) versioning(ctx context.Context, bucket string) (string, error)
 	return b.Config[versioningKind], nil
 }
 
-// versionWrite marks meta as a version of its own if bucket's versioning is enabled, and
-// returns the status, for versionHeader.
-func (h *Handler) versionWrite(ctx context.Context, bucket string, meta *object.Object) (string, error) {
-	status, err := h.versioning(ctx, bucket)
+// versionWrite marks meta as a version of its own if bucket's versioning is enabled,
+// gives it the Object Lock the request or the bucket's default asks for, and returns the
+// versioning status, for versionHeader.
+func (h *Handler) versionWrite(r *http.Request, bucket string, meta *object.Object) (string, error) {
+	b, err := h.store.HeadBucket(r.Context(), bucket)
+	if err != nil {
+		return "", err
+	}
+	status := b.Config[versioningKind]
 	meta.Versioned = status == versioningEnabled
-	return status, err
+	return status, h.lockWrite(r, b, meta)
 }
 
 // versionHeader sets x-amz-version-id on the answer to a write of o to a bucket with
@@ -151,7 +156,7 @@ func readError(hd http.Header, err error) error {
 // deleteVersion deletes bucket/key as S3 does given the bucket's versioning and the
 // version named, and says what it did: the version id removed or made (the delete
 // marker's), and whether that is a delete marker.
-func (h *Handler) deleteVersion(ctx context.Context, bucket, key string, ref versionRef) (vid string, marker bool, err error) {
+func (h *Handler) deleteVersion(ctx context.Context, bucket, key string, ref versionRef, bypass bool) (vid string, marker bool, err error) {
 	status, err := h.versioning(ctx, bucket)
 	if err != nil {
 		return "", false, err
@@ -188,12 +193,15 @@ func (h *Handler) deleteVersion(ctx context.Context, bucket, key string, ref ver
 	default:
 		return "", false, err
 	}
+	if err := h.lockedVersion(rec, bypass); err != nil {
+		return "", false, err
+	}
 	if !rec.Versioned {
 		// The null version: a tombstone of the null version, newer than it.
 		_, err = h.store.DeleteRecord(ctx, bucket, key, object.Object{})
 		return nullVersion, marker, err
 	}
-	_, err = h.store.DeleteRecord(ctx, bucket, key, object.Object{HLC: rec.HLC, Versioned: true, Purged: true})
+	_, err = h.store.DeleteRecord(ctx, bucket, key, object.Object{HLC: rec.HLC, Versioned: true, Purged: true, Bypass: bypass})
 	return versionIDOf(rec), marker, err
 }
 
@@ -235,9 +243,13 @@ func (h *Handler) putBucketVersioning(w http.ResponseWriter, r *http.Request, rq
 	default:
 		return errMalformedXML
 	}
-	status, err := h.versioning(r.Context(), rq.bucket)
+	b, err := h.store.HeadBucket(r.Context(), rq.bucket)
 	if err != nil {
 		return err
+	}
+	status := b.Config[versioningKind]
+	if req.Status == versioningSuspended && bucketLock(b) != nil {
+		return errf(409, "InvalidBucketState", "An Object Lock configuration is present on this bucket, so the versioning state cannot be changed.")
 	}
 	switch req.Status {
 	case versioningEnabled, versioningSuspended:
