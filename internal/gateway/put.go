@@ -157,6 +157,11 @@ func (g *Gateway) queueHint(t topology.Target, bucket, key string, version uint6
 // else a Transient quorum error, which says whether the write may still have been applied
 // somewhere (QuorumError.Unknown) or certainly was not.
 func quorumFailure(what string, ok, failed []replicaResult, need, of int) error {
+	for _, r := range failed {
+		if len(ok) < need && errors.IsErr(r.err, object.ErrLocked) {
+			return r.err // a holder's Object Lock forbids it: what the client should see
+		}
+	}
 	if len(ok) == 0 && len(failed) == of {
 		var refusal error
 		for _, r := range failed {

@@ -233,3 +233,58 @@ func TestVersionsScrubbed(t *testing.T) {
 		}
 	}
 }
+
+// A version under COMPLIANCE retention or a legal hold survives permanent deletes through
+// every gateway (each holder refuses), also with a holder away, and a drain of one of its
+// holders; the retention reaches every holder and cannot be shortened by any of them.
+func TestObjectLockCluster(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, 3, clusterConfig{})
+	c.createBucket("b")
+	body := randBody(31, 5000)
+	src, fin := md5Finish(bytes.NewReader(body))
+	until := time.Now().Add(time.Hour).UnixNano()
+	o, err := c.nodes[0].gw.PutObject(ctx, "b", "k", &object.Object{Versioned: true, Retention: object.Retention{Mode: object.LockCompliance, Until: until}},
+		src, int64(len(body)), object.PutOptions{Finish: fin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	purge := object.Object{HLC: o.HLC, Versioned: true, Purged: true, Bypass: true}
+	for i, nd := range c.nodes {
+		if _, err := nd.gw.DeleteRecord(ctx, "b", "k", purge); !errors.IsErr(err, object.ErrLocked) {
+			t.Fatalf("purge through node %d: %v", i, err)
+		}
+	}
+	// A shorter COMPLIANCE retention sent to the holders is merged into the longer one.
+	short := object.Retention{Mode: object.LockCompliance, Until: until - int64(30*time.Minute)}
+	if _, err := c.nodes[1].gw.ChangeMeta(ctx, "b", "k", o.HLC, MetaChange{Retention: &short}); err != nil {
+		t.Fatal(err)
+	}
+	for i, nd := range c.nodes {
+		rec, err := nd.store.StatAt("b", "k", o.HLC)
+		if err != nil || rec.Retention.Until != until || rec.Retention.Mode != object.LockCompliance {
+			t.Fatalf("node %d's retention: %+v %v", i, rec, err)
+		}
+	}
+	// A legal hold on an unlocked version, with one holder away.
+	o2 := putVersion(t, c.nodes[0].gw, "b", "held", "", []byte("held"))
+	c.stop(2)
+	on := true
+	if _, err := c.nodes[0].gw.ChangeMeta(ctx, "b", "held", o2.HLC, MetaChange{LegalHold: &on}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.nodes[1].gw.DeleteRecord(ctx, "b", "held", object.Object{HLC: o2.HLC, Versioned: true, Purged: true}); err == nil {
+		t.Fatal("purge of a version under a legal hold succeeded")
+	}
+	c.restart(2)
+	c.syncAll(2, 0, 1)
+	for i, nd := range c.nodes {
+		rec, err := nd.store.StatAt("b", "held", o2.HLC)
+		if err != nil || !rec.LegalHold {
+			t.Fatalf("node %d's copy of the held version: %+v %v", i, rec, err)
+		}
+		if got, err := readVersion(nd.gw, "b", "k", o.HLC); err != nil || !bytes.Equal(got, body) {
+			t.Fatalf("the locked version through node %d: %v", i, err)
+		}
+	}
+}

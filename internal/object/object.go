@@ -141,17 +141,20 @@ func (o *Object) Locked(now int64, bypass bool) bool {
 }
 
 // RetentionChangeAllowed reports whether a retention r may replace cur's at now: a
-// COMPLIANCE retention in force may only be kept or extended (by nobody shortened, its
-// mode not changed); a GOVERNANCE one in force may be extended or made COMPLIANCE, and
-// shortened, removed or otherwise changed only with bypass.
+// version once under COMPLIANCE stays under COMPLIANCE (its mode never changes, even after
+// the date passed: replicas merge COMPLIANCE retentions by their latest date, whatever
+// order they learn them in), and one in force may only be kept or extended; a GOVERNANCE
+// one in force may be extended or made COMPLIANCE, and shortened, removed or otherwise
+// changed only with bypass.
 func RetentionChangeAllowed(cur, r Retention, now int64, bypass bool) bool {
+	extends := r.Until >= cur.Until
+	if cur.Mode == LockCompliance {
+		return r.Mode == LockCompliance && (extends || cur.Until <= now)
+	}
 	if cur.Until <= now || cur.Mode == "" {
 		return true
 	}
-	extends := r.Until >= cur.Until
 	switch cur.Mode {
-	case LockCompliance:
-		return r.Mode == LockCompliance && extends
 	case LockGovernance:
 		return bypass || (extends && (r.Mode == LockGovernance || r.Mode == LockCompliance))
 	}
@@ -191,21 +194,17 @@ func (o *Object) MergeMeta(src *Object) bool {
 	return changed
 }
 
-// mergeRetention merges two retentions of one version: COMPLIANCE if either is, until
-// the later date; else the one changed last.
+// mergeRetention merges two retentions of one version: if either is COMPLIANCE, the
+// COMPLIANCE one with the later date (a GOVERNANCE one is then not kept: a version under
+// COMPLIANCE never goes back to GOVERNANCE, RetentionChangeAllowed); else the one changed
+// last. Both parts are joins (a maximum), so merges in any order agree.
 func mergeRetention(a Retention, ah uint64, b Retention, bh uint64) Retention {
 	switch {
 	case a.Mode == LockCompliance && b.Mode == LockCompliance:
 		return Retention{LockCompliance, max(a.Until, b.Until)}
 	case a.Mode == LockCompliance:
-		if b.Until > a.Until {
-			return Retention{LockCompliance, b.Until}
-		}
 		return a
 	case b.Mode == LockCompliance:
-		if a.Until > b.Until {
-			return Retention{LockCompliance, a.Until}
-		}
 		return b
 	case bh > ah:
 		return b
