@@ -79,7 +79,7 @@ func TestRetentionChangeAllowed(t *testing.T) {
 		{comp, Retention{LockCompliance, 150}, true, false},
 		{comp, Retention{LockGovernance, 250}, true, false},
 		{comp, Retention{}, true, false},
-		{Retention{LockCompliance, 50}, Retention{}, false, false},                 // once COMPLIANCE, always
+		{Retention{LockCompliance, 50}, Retention{}, false, false},                  // once COMPLIANCE, always
 		{Retention{LockCompliance, 50}, Retention{LockCompliance, 20}, false, true}, // expired: any date
 	} {
 		if got := RetentionChangeAllowed(tc.cur, tc.next, now, tc.bypass); got != tc.ok {

@@ -22,7 +22,7 @@ import (
 // signature may have, since the clients sign with the real time).
 type testClock struct{ off atomic.Int64 }
 
-func (c *testClock) now() time.Time           { return time.Now().Add(time.Duration(c.off.Load())) }
+func (c *testClock) now() time.Time          { return time.Now().Add(time.Duration(c.off.Load())) }
 func (c *testClock) advance(d time.Duration) { c.off.Add(int64(d)) }
 
 // TestObjectLock: Object Lock through the SDK on one node, time moved by an injected
