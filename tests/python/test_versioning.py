@@ -97,3 +97,70 @@ def test_boto3_versions_paging_and_multi_delete(s3, bucket):
     out = s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k, "VersionId": v} for k, v in want]})
     assert len(out["Deleted"]) == len(want) and not out.get("Errors")
     assert all_versions(s3, bucket) == ([], [])
+
+
+def test_boto3_object_lock(s3):
+    """Object Lock through boto3: a bucket made with it, GOVERNANCE retention lifted by the
+    bypass header, COMPLIANCE retention and legal holds refusing permanent deletes while
+    delete markers go through, the lock headers on HEAD; the COMPLIANCE version goes once
+    its date has passed."""
+    import datetime
+    import time
+    import uuid
+
+    name = "lock-" + uuid.uuid4().hex[:8]
+    s3.create_bucket(Bucket=name, ObjectLockEnabledForBucket=True)
+    assert s3.get_bucket_versioning(Bucket=name)["Status"] == "Enabled"
+    cfg = s3.get_object_lock_configuration(Bucket=name)["ObjectLockConfiguration"]
+    assert cfg["ObjectLockEnabled"] == "Enabled"
+    with pytest.raises(ClientError) as e:
+        s3.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Suspended"})
+    assert code(e) == "InvalidBucketState"
+
+    soon = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=3)
+    later = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1)
+    gov = s3.put_object(Bucket=name, Key="gov", Body=b"g", ObjectLockMode="GOVERNANCE", ObjectLockRetainUntilDate=later)["VersionId"]
+    comp = s3.put_object(Bucket=name, Key="comp", Body=b"c", ObjectLockMode="COMPLIANCE", ObjectLockRetainUntilDate=soon)["VersionId"]
+    held = s3.put_object(Bucket=name, Key="held", Body=b"h", ObjectLockLegalHoldStatus="ON")["VersionId"]
+
+    h = s3.head_object(Bucket=name, Key="comp")
+    assert h["ObjectLockMode"] == "COMPLIANCE" and h["ObjectLockRetainUntilDate"] is not None
+    assert s3.head_object(Bucket=name, Key="held")["ObjectLockLegalHoldStatus"] == "ON"
+
+    for key, vid in (("gov", gov), ("comp", comp), ("held", held)):
+        with pytest.raises(ClientError) as e:
+            s3.delete_object(Bucket=name, Key=key, VersionId=vid)
+        assert code(e) == "AccessDenied", key
+    with pytest.raises(ClientError) as e:
+        s3.delete_object(Bucket=name, Key="comp", VersionId=comp, BypassGovernanceRetention=True)
+    assert code(e) == "AccessDenied"
+    with pytest.raises(ClientError) as e:
+        s3.put_object_retention(Bucket=name, Key="comp", VersionId=comp,
+                                Retention={"Mode": "GOVERNANCE", "RetainUntilDate": later}, BypassGovernanceRetention=True)
+    assert code(e) == "AccessDenied"
+    out = s3.delete_objects(Bucket=name, Delete={"Objects": [{"Key": "held", "VersionId": held}]})
+    assert out["Errors"][0]["Code"] == "AccessDenied"
+
+    # A delete marker removes nothing: allowed; the version stays.
+    assert s3.delete_object(Bucket=name, Key="comp")["DeleteMarker"] is True
+    assert s3.get_object(Bucket=name, Key="comp", VersionId=comp)["Body"].read() == b"c"
+
+    s3.delete_object(Bucket=name, Key="gov", VersionId=gov, BypassGovernanceRetention=True)
+    s3.put_object_legal_hold(Bucket=name, Key="held", VersionId=held, LegalHold={"Status": "OFF"})
+    assert s3.get_object_legal_hold(Bucket=name, Key="held", VersionId=held)["LegalHold"]["Status"] == "OFF"
+    s3.delete_object(Bucket=name, Key="held", VersionId=held)
+
+    # The COMPLIANCE version goes once its date has passed.
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            s3.delete_object(Bucket=name, Key="comp", VersionId=comp)
+            break
+        except ClientError as exc:
+            assert exc.response["Error"]["Code"] == "AccessDenied"
+            assert time.monotonic() < deadline, "the COMPLIANCE retention never expired"
+            time.sleep(0.2)
+    for page in s3.get_paginator("list_object_versions").paginate(Bucket=name):
+        for v in page.get("Versions", []) + page.get("DeleteMarkers", []):
+            s3.delete_object(Bucket=name, Key=v["Key"], VersionId=v["VersionId"])
+    s3.delete_bucket(Bucket=name)
