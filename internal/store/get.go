@@ -30,14 +30,19 @@ type Reader struct {
 
 // OpenObject returns a Reader of bucket/key's current version.
 func (s *Store) OpenObject(bucket, key string) (*Reader, error) {
-	const op errors.Op = "store.OpenObject"
 	// A small object's record holds its body: one lookup, no snapshot needed.
 	if o, err := getLive(s.db, objectKey(bucket, key)); err == nil && o.Embedded {
 		return &Reader{Object: o, s: s}, nil
 	}
+	return s.open("store.OpenObject", bucket, func(g getter) (*object.Object, error) { return getLive(g, objectKey(bucket, key)) })
+}
+
+// open returns a Reader of the record get finds in a snapshot of the index (a NotExist
+// error names the missing bucket if that is what is missing).
+func (s *Store) open(op errors.Op, bucket string, get func(g getter) (*object.Object, error)) (*Reader, error) {
 	ticket := s.readers.begin()
 	snap := s.db.NewSnapshot()
-	o, err := getLive(snap, objectKey(bucket, key))
+	o, err := get(snap)
 	if err != nil {
 		snap.Close()
 		s.readers.end(ticket)

@@ -87,8 +87,13 @@ func (s *Store) List(bucket string, opts object.ListOptions) (*object.ListResult
 // bucket and key keep returns true, in key order, reading a consistent snapshot. It reads
 // the whole index of objects: replicas use it to compare what they hold.
 func (s *Store) Scan(keep func(bucket, key string) bool, fn func(object.VersionEntry) error) error {
-	const op errors.Op = "store.Scan"
-	p := []byte(pfxObject)
+	return s.scan("store.Scan", pfxObject, false, keep, fn)
+}
+
+// scan is Scan over the records under prefix pfx (pfxObject, or pfxVersion whose keys end
+// in NUL and 8 bytes of version: noncurrent).
+func (s *Store) scan(op errors.Op, pfx string, noncurrent bool, keep func(bucket, key string) bool, fn func(object.VersionEntry) error) error {
+	p := []byte(pfx)
 	snap := s.db.NewSnapshot()
 	defer snap.Close()
 	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
@@ -103,14 +108,21 @@ func (s *Store) Scan(keep func(bucket, key string) bool, fn func(object.VersionE
 		if i < 0 {
 			continue
 		}
-		bucket, key := string(k[:i]), string(k[i+1:])
+		end := len(k)
+		if noncurrent {
+			if len(k) < i+10 || k[len(k)-9] != 0 {
+				continue
+			}
+			end -= 9
+		}
+		bucket, key := string(k[:i]), string(k[i+1:end])
 		if keep != nil && !keep(bucket, key) {
 			continue
 		}
 		if err := unmarshalRecord(&o, it.Value()); err != nil {
 			return errors.E(op, err)
 		}
-		if err := fn(versionEntry(bucket, key, &o, false)); err != nil {
+		if err := fn(versionEntry(bucket, key, &o, noncurrent)); err != nil {
 			return err
 		}
 	}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"sync"
@@ -559,16 +560,21 @@ func (s *Store) mergeMeta(op errors.Op, key []byte, old, src *object.Object) (*o
 	return &o, nil
 }
 
-// drop removes the record of bucket/key and its body, if there is one and match (when
-// set) accepts it. It reports whether it removed anything.
+// drop removes the current record of bucket/key and its body, if there is one and match
+// (when set) accepts it. It reports whether it removed anything.
 func (s *Store) drop(op errors.Op, bucket, key string, match func(*object.Object) bool) (bool, error) {
+	return s.dropAt(op, bucket, key, objectKey(bucket, key), match)
+}
+
+// dropAt is drop of the record under rkey: the key's current record (O/) or a noncurrent
+// one (V/).
+func (s *Store) dropAt(op errors.Op, bucket, key string, rkey []byte, match func(*object.Object) bool) (bool, error) {
 	mu := s.keyLock(bucket, key)
 	mu.Lock()
 	defer mu.Unlock()
 	s.relocMu.RLock()
 	defer s.relocMu.RUnlock()
-	okey := objectKey(bucket, key)
-	old, err := getObject(s.db, okey)
+	old, err := getObject(s.db, rkey)
 	if errors.Is(errors.NotExist, err) {
 		return false, nil
 	}
@@ -584,11 +590,17 @@ func (s *Store) drop(op errors.Op, bucket, key string, match func(*object.Object
 		b.Close()
 		return false, errors.E(op, err)
 	}
-	b.Delete(okey, nil)
+	b.Delete(rkey, nil)
 	if err := s.commit(b); err != nil {
 		return false, errors.E(op, err)
 	}
-	s.count(bucket, old, nil)
+	if bytes.HasPrefix(rkey, []byte(pfxVersion)) {
+		var nc noncurrent
+		nc.add(old, -1)
+		s.countNoncurrent(bucket, nc)
+	} else {
+		s.count(bucket, old, nil)
+	}
 	for _, l := range freed {
 		s.addLive(l, -1)
 	}

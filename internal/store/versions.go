@@ -409,24 +409,13 @@ func (s *Store) recordAt(g getter, bucket, key string, hlc uint64) (*object.Obje
 // marker opens as its record (Deleted and DeleteMarker set, no body); a version this store
 // does not hold, a tombstone or a purge record is NotExist.
 func (s *Store) OpenVersion(bucket, key string, hlc uint64) (*Reader, error) {
-	const op errors.Op = "store.OpenVersion"
-	ticket := s.readers.begin()
-	snap := s.db.NewSnapshot()
-	o, err := s.recordAt(snap, bucket, key, hlc)
-	if err == nil && !o.Visible() {
-		err = errors.E(errors.NotExist, object.ErrNoSuchVersion)
-	}
-	if err != nil {
-		snap.Close()
-		s.readers.end(ticket)
-		if errors.Is(errors.NotExist, err) {
-			if _, berr := s.bucket(bucket); berr != nil {
-				return nil, errors.E(op, berr)
-			}
+	return s.open("store.OpenVersion", bucket, func(g getter) (*object.Object, error) {
+		o, err := s.recordAt(g, bucket, key, hlc)
+		if err == nil && !o.Visible() {
+			err = errors.E(errors.NotExist, object.ErrNoSuchVersion)
 		}
-		return nil, errors.E(op, err)
-	}
-	return &Reader{Object: o, s: s, snap: snap, ticket: ticket}, nil
+		return o, err
+	})
 }
 
 // ListVersions returns a page of bucket's versions: keys in order, each key's versions
@@ -568,37 +557,7 @@ func isHidden(v []byte) bool { return isTombstone(v) && v[1]&flagMarker == 0 }
 // ScanVersions calls fn for every noncurrent record (Noncurrent set) of every bucket
 // whose bucket and key keep returns true, in key order, reading a consistent snapshot.
 func (s *Store) ScanVersions(keep func(bucket, key string) bool, fn func(object.VersionEntry) error) error {
-	const op errors.Op = "store.ScanVersions"
-	p := []byte(pfxVersion)
-	snap := s.db.NewSnapshot()
-	defer snap.Close()
-	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
-	if err != nil {
-		return errors.E(op, errors.IO, err)
-	}
-	defer it.Close()
-	var o object.Object
-	for ok := it.First(); ok; ok = it.Next() {
-		k := it.Key()[len(p):]
-		i := bytes.IndexByte(k, 0)
-		if i < 0 || len(k) < i+10 || k[len(k)-9] != 0 {
-			continue
-		}
-		bucket, key := string(k[:i]), string(k[i+1:len(k)-9])
-		if keep != nil && !keep(bucket, key) {
-			continue
-		}
-		if err := unmarshalRecord(&o, it.Value()); err != nil {
-			return errors.E(op, err)
-		}
-		if err := fn(versionEntry(bucket, key, &o, true)); err != nil {
-			return err
-		}
-	}
-	if err := it.Error(); err != nil {
-		return errors.E(op, errors.IO, err)
-	}
-	return nil
+	return s.scan("store.ScanVersions", pfxVersion, true, keep, fn)
 }
 
 func versionEntry(bucket, key string, o *object.Object, noncurrent bool) object.VersionEntry {
@@ -610,38 +569,5 @@ func versionEntry(bucket, key string, o *object.Object, noncurrent bool) object.
 // metaHLC or older) and its body, leaving nothing behind: the hand-off of a drained or
 // moved partition. It reports whether it removed anything.
 func (s *Store) ForgetVersion(bucket, key string, hlc, metaHLC uint64) (bool, error) {
-	const op errors.Op = "store.ForgetVersion"
-	mu := s.keyLock(bucket, key)
-	mu.Lock()
-	defer mu.Unlock()
-	s.relocMu.RLock()
-	defer s.relocMu.RUnlock()
-	vk := versionKey(bucket, key, hlc)
-	o, err := getObject(s.db, vk)
-	if errors.Is(errors.NotExist, err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, errors.E(op, err)
-	}
-	if o.MetaHLC > metaHLC {
-		return false, nil
-	}
-	b := s.db.NewBatch()
-	freed, err := s.dropBody(b, o)
-	if err != nil {
-		b.Close()
-		return false, errors.E(op, err)
-	}
-	b.Delete(vk, nil)
-	if err := s.commit(b); err != nil {
-		return false, errors.E(op, err)
-	}
-	var nc noncurrent
-	nc.add(o, -1)
-	s.countNoncurrent(bucket, nc)
-	for _, l := range freed {
-		s.addLive(l, -1)
-	}
-	return true, nil
+	return s.dropAt(errors.Op("store.ForgetVersion"), bucket, key, versionKey(bucket, key, hlc), func(o *object.Object) bool { return o.MetaHLC <= metaHLC })
 }
