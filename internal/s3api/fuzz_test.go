@@ -5,11 +5,15 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
+
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 // FuzzRequestXML feeds arbitrary bytes to the decoders of the XML request bodies
-// (CompleteMultipartUpload, DeleteObjects, CreateBucketConfiguration): no panic, and the
+// (CompleteMultipartUpload, DeleteObjects, CreateBucketConfiguration, Object Lock's
+// documents, version ids): no panic, and the
 // limits the handlers apply hold for whatever decodes.
 func FuzzRequestXML(f *testing.F) {
 	f.Add([]byte(`<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>"abc"</ETag><ChecksumCRC32>AAAAAA==</ChecksumCRC32></Part></CompleteMultipartUpload>`))
@@ -17,7 +21,25 @@ func FuzzRequestXML(f *testing.F) {
 	f.Add([]byte(`<CreateBucketConfiguration><LocationConstraint>eu-west-1</LocationConstraint></CreateBucketConfiguration>`))
 	f.Add([]byte(`<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "aaaa">]><Delete><Object><Key>&a;</Key></Object></Delete>`))
 	f.Add([]byte(`<Delete><Object><Key>` + "\x00" + `</Key></Object>`))
+	f.Add([]byte(`<ObjectLockConfiguration><ObjectLockEnabled>Enabled</ObjectLockEnabled><Rule><DefaultRetention><Mode>GOVERNANCE</Mode><Days>1</Days></DefaultRetention></Rule></ObjectLockConfiguration>`))
+	f.Add([]byte(`<Retention><Mode>COMPLIANCE</Mode><RetainUntilDate>2030-01-01T00:00:00Z</RetainUntilDate></Retention>`))
+	f.Add([]byte(`<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>`))
+	f.Add([]byte(`0000000000000001`))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		var lc lockConfig
+		_ = xml.Unmarshal(b, &lc)
+		var rd retentionDoc
+		if xml.Unmarshal(b, &rd) == nil {
+			h := &Handler{}
+			_, _ = h.parseRetention(rd.Mode, rd.RetainUntilDate)
+		}
+		// A version id cairn accepts is one it could have made.
+		if ref, err := parseVersionID(string(b)); err == nil && ref.set && !ref.null {
+			if got := versionIDOf(&object.Object{HLC: ref.hlc, Versioned: true}); got != strings.ToLower(string(b)) {
+				t.Fatalf("version id %q parsed to %d, which prints as %q", b, ref.hlc, got)
+			}
+		}
+		_, _, _, _ = copySourceVersion(string(b))
 		var c completeRequest
 		if xml.Unmarshal(b, &c) == nil {
 			for _, p := range c.Parts {

@@ -18,6 +18,10 @@ func FuzzObjectRecord(f *testing.F) {
 		{Size: 9 << 20, Inline: true, Embedded: true, Body: []byte{}, Striped: true, Stripe: object.Stripe{K: 4, M: 2, Size: 4 << 20}, StorageClass: "EC42"},
 		{HLC: 3, MetaHLC: 4, Size: 1, Inline: true, Embedded: true, Body: []byte{1}, Tags: [][2]string{{"k", "v"}}},
 		{Size: 9 << 20, Striped: true, Stripe: object.Stripe{K: 4, M: 2, Size: 4 << 20}, MetaHLC: 9, Tags: [][2]string{{"a", ""}}},
+		{HLC: 5, Deleted: true, Versioned: true, DeleteMarker: true, Inline: true, Embedded: true, Body: []byte{}},
+		{HLC: 6, Deleted: true, Versioned: true, Purged: true, Inline: true, Embedded: true, Body: []byte{}},
+		{HLC: 7, MetaHLC: 12, TagsHLC: 9, RetentionHLC: 12, HoldHLC: 11, LegalHold: true, Versioned: true, Size: 1, Inline: true, Embedded: true, Body: []byte{2},
+			Retention: object.Retention{Mode: object.LockCompliance, Until: 1 << 62}, Tags: [][2]string{{"k", "v"}}},
 	}
 	for _, o := range seeds {
 		f.Add(marshalRecord(o))
