@@ -48,7 +48,7 @@ func applyFinal(o, fin *object.Object) error {
 		return errors.Errorf("", errors.Invalid, "received %d bytes, the coordinator sent %d", o.Size, fin.Size)
 	}
 	o.ETag, o.ChecksumAlgo, o.Checksum, o.ChecksumType = fin.ETag, fin.ChecksumAlgo, fin.Checksum, fin.ChecksumType
-	return nil
+	return finalVersion(o, fin)
 }
 
 // Put implements Replica.
