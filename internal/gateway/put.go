@@ -253,13 +253,8 @@ func (g *Gateway) PutObject(ctx context.Context, bucket, key string, meta *objec
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
-	if opts.IfNoneMatch {
-		if _, err := g.StatObject(ctx, bucket, key); err == nil {
-			return nil, errors.E(op, errors.Precondition, "object exists")
-		} else if !errors.Is(errors.NotExist, err) {
-			return nil, errors.E(op, err)
-		}
-	}
+	cw := g.conditional(bucket, key, opts) // nil: no condition (conditional.go)
+	finish := cw.finish(ctx, opts.Finish)
 	m := *meta
 	m.Striped, m.Stripe = false, object.Stripe{} // the layout is ours to choose, not the source's
 	m.MetaHLC = 0                                // a new version: its tags are its own
@@ -271,16 +266,16 @@ func (g *Gateway) PutObject(ctx context.Context, bucket, key string, meta *objec
 		return nil, errors.E(op, err)
 	}
 	if sc.Sharded() {
-		o, err := g.putStriped(ctx, sc, ts, cls.W, bucket, key, &m, src, size, opts.Finish)
-		if err != nil {
+		o, err := g.putStriped(ctx, sc, ts, cls.W, bucket, key, &m, src, size, finish)
+		if err = cw.end(err); err != nil {
 			return nil, errors.E(op, err)
 		}
 		return o, nil
 	}
 	m.ModTime = time.Now().UnixNano()
 	// Version 0: the version is taken once the body is complete (the last-writer rule).
-	o, err := g.write(ctx, ts, cls.W, replica.Write{Bucket: bucket, Key: key, Meta: &m}, src, size, opts.Finish)
-	if err != nil {
+	o, err := g.write(ctx, ts, cls.W, replica.Write{Bucket: bucket, Key: key, Meta: &m}, src, size, finish)
+	if err = cw.end(err); err != nil {
 		return nil, errors.E(op, err)
 	}
 	return o, nil
