@@ -54,6 +54,7 @@ type condWrite struct {
 	holderID string
 	lease    replica.Lease
 	until    time.Time // when the lease ends at the latest, by this node's clock
+	seen     uint64    // the version of the record the condition was evaluated against
 	version  uint64
 }
 
@@ -93,6 +94,25 @@ func (c *condWrite) stamp(ctx context.Context, o *object.Object) error {
 		return err
 	}
 	o.HLC = v
+	return nil
+}
+
+// stampAt is stamp for a write whose version v was fixed before its body (an
+// erasure-coded object's, which names its stripes): the write may take place only if v is
+// later than the record the condition was evaluated against, else it is a conflict (the
+// client retries; its new attempt takes a later version).
+func (c *condWrite) stampAt(ctx context.Context, o *object.Object, v uint64) error {
+	if c == nil {
+		return nil
+	}
+	if _, err := c.begin(ctx); err != nil {
+		return err
+	}
+	if v <= c.seen {
+		c.release(0)
+		return errors.E(errors.Transient, fmt.Errorf("%w: a newer write of the key completed while this one was sent", ErrConditionalConflict))
+	}
+	c.version, o.HLC = v, v
 	return nil
 }
 
@@ -166,6 +186,9 @@ func (c *condWrite) evaluate(ctx context.Context, start time.Time) (uint64, erro
 	}
 	if err := c.check(cur); err != nil {
 		return 0, err
+	}
+	if cur != nil {
+		c.seen = cur.HLC
 	}
 	if time.Since(start) > c.lease.TTL/2 {
 		return 0, errors.E(errors.Transient, fmt.Errorf("%w: the condition took too long to evaluate; nothing was written", ErrConditionalConflict))

@@ -16,9 +16,14 @@ import (
 
 // condPut stores body as bucket/key through g under the conditions of opts.
 func condPut(ctx context.Context, g *Gateway, bucket, key string, body []byte, opts object.PutOptions) (*object.Object, error) {
+	return condPutClass(ctx, g, bucket, key, "", body, opts)
+}
+
+// condPutClass is condPut in a storage class.
+func condPutClass(ctx context.Context, g *Gateway, bucket, key, class string, body []byte, opts object.PutOptions) (*object.Object, error) {
 	src, fin := md5Finish(bytes.NewReader(body))
 	opts.Finish = fin
-	return g.PutObject(ctx, bucket, key, &object.Object{}, src, int64(len(body)), opts)
+	return g.PutObject(ctx, bucket, key, &object.Object{StorageClass: class}, src, int64(len(body)), opts)
 }
 
 // lost reports whether err is how a conditional write that lost a race is answered: 412
@@ -27,11 +32,11 @@ func lost(err error) bool {
 	return errors.Is(errors.Precondition, err) || errors.IsErr(err, ErrConditionalConflict)
 }
 
-// race runs n races of two conditional writes of one key through two gateways, w workers
-// at a time on distinct keys: prepare(i) returns the key and each writer's body and
-// options. Every race must have exactly one winner, a loser that lost as S3 answers,
-// and the winner's object stored.
-func race(t *testing.T, c *testCluster, n, w int, prepare func(i int) (key string, bodies [2][]byte, opts object.PutOptions)) {
+// race runs n races of two conditional writes of one key (in class) through two
+// gateways, w workers at a time on distinct keys: prepare(i) returns the key and each
+// writer's body and options. Every race must have exactly one winner, a loser that lost
+// as S3 answers, and the winner's object stored.
+func race(t *testing.T, c *testCluster, n, w int, class string, prepare func(i int) (key string, bodies [2][]byte, opts object.PutOptions)) {
 	t.Helper()
 	ctx := context.Background()
 	gws := [2]*Gateway{c.nodes[0].gw, c.nodes[1].gw}
@@ -53,7 +58,7 @@ func race(t *testing.T, c *testCluster, n, w int, prepare func(i int) (key strin
 				for j := range 2 {
 					both.Go(func() {
 						<-start
-						objs[j], errs[j] = condPut(ctx, gws[j], "b", key, bodies[j], opts)
+						objs[j], errs[j] = condPutClass(ctx, gws[j], "b", key, class, bodies[j], opts)
 					})
 				}
 				close(start)
@@ -112,9 +117,18 @@ func raceCount() int {
 func TestConditionalPutRace(t *testing.T) {
 	c := newCluster(t, 3, clusterConfig{})
 	c.createBucket("b")
-	race(t, c, raceCount(), 4, func(i int) (string, [2][]byte, object.PutOptions) {
+	race(t, c, raceCount(), 4, "", func(i int) (string, [2][]byte, object.PutOptions) {
 		return "fresh/" + strconv.Itoa(i), [2][]byte{[]byte("first writer " + strconv.Itoa(i)), []byte("second writer " + strconv.Itoa(i))},
 			object.PutOptions{IfNoneMatch: true}
+	})
+}
+
+// TestConditionalPutRaceEC is TestConditionalPutRace in an erasure-coded class (4+2 on a
+// 6-node cluster), fewer times.
+func TestConditionalPutRaceEC(t *testing.T) {
+	c := newECCluster(t)
+	race(t, c, raceCount()/10, 4, "EC42", func(i int) (string, [2][]byte, object.PutOptions) {
+		return "fresh/" + strconv.Itoa(i), [2][]byte{randBody(uint64(i), 100<<10), randBody(uint64(i)+1<<32, 100<<10)}, object.PutOptions{IfNoneMatch: true}
 	})
 }
 
@@ -132,7 +146,7 @@ func TestConditionalIfMatchRace(t *testing.T) {
 			} else if size > smallBody {
 				n = 40
 			}
-			race(t, c, n, 4, func(i int) (string, [2][]byte, object.PutOptions) {
+			race(t, c, n, 4, "", func(i int) (string, [2][]byte, object.PutOptions) {
 				key := fmt.Sprintf("match/%d/%d", size, i)
 				o := mustPut(t, c.nodes[2].gw, "b", key, randBody(uint64(i), size))
 				return key, [2][]byte{randBody(uint64(i)+1<<32, size), randBody(uint64(i)+2<<32, size)}, object.PutOptions{IfMatch: `"` + o.ETag + `"`}

@@ -266,7 +266,7 @@ func (g *Gateway) PutObject(ctx context.Context, bucket, key string, meta *objec
 		return nil, errors.E(op, err)
 	}
 	if sc.Sharded() {
-		o, err := g.putStriped(ctx, sc, ts, cls.W, bucket, key, &m, src, size, finish)
+		o, err := g.putStriped(ctx, sc, ts, cls.W, bucket, key, &m, src, size, opts.Finish, cw)
 		if err = cw.end(err); err != nil {
 			return nil, errors.E(op, err)
 		}
