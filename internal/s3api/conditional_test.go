@@ -72,7 +72,7 @@ func TestConditionalWrites(t *testing.T) {
 		}
 		return c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String("bkt"), Key: aws.String(key), UploadId: mu.UploadId,
 			MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: pt.ETag}}},
-			IfMatch: ifMatch, IfNoneMatch: ifNoneMatch})
+			IfMatch:         ifMatch, IfNoneMatch: ifNoneMatch})
 	}
 	_, err = complete("k", nil, aws.String("*"))
 	wantCode(t, err, "PreconditionFailed")
