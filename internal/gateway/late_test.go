@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/store"
@@ -108,4 +110,57 @@ func TestLastWriterWins(t *testing.T) {
 		c.createBucket("b")
 		run(t, c.nodes[0].gw, c.nodes[1].gw, c.nodes[0].gw, c.nodes[1].gw, c.nodes[2].gw)
 	})
+}
+
+// TestLastWriterSkew shows the order of writes through gateways whose clocks disagree
+// (fake wall clocks; a 4-node cluster, N=3, the writes' keys not held by n4, whose clock
+// is 50 ms behind the others'). Within the skew, a write through n4 that completes after
+// one through n1 can be ordered before it (the clocks decide); once n4 has seen n1's
+// write (any answer carrying its version), its later writes are newer whatever the skew
+// (the hybrid clock); and writes that complete more than the skew apart are in order.
+func TestLastWriterSkew(t *testing.T) {
+	c := newCluster(t, 4, clusterConfig{})
+	c.createBucket("b")
+	var mu sync.Mutex
+	now := time.Unix(1_900_000_000, 0)
+	set := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	const skew = 50 * time.Millisecond
+	for i, nd := range c.nodes {
+		off := time.Duration(0)
+		if i == 3 {
+			off = -skew
+		}
+		nd.gw.clock.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now.Add(off) }
+	}
+	notN4 := func(r []int) bool { return !slices.Contains(r, 3) }
+	ctx := context.Background()
+	stored := func(key string) string {
+		got, _, err := get(ctx, c.nodes[0].gw, "b", key, 0, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(got)
+	}
+	n1, n4 := c.nodes[0].gw, c.nodes[3].gw
+
+	k := c.keyWhere("b", "skew", notN4)
+	mustPut(t, n1, "b", k, []byte("A"))
+	set(10 * time.Millisecond) // B completes 10 ms after A, within the skew
+	mustPut(t, n4, "b", k, []byte("B"))
+	if got := stored(k); got != "A" {
+		t.Fatalf("within the skew: %q stored; the clocks order B (10 ms later, 50 ms behind) first", got)
+	}
+	set(10 * time.Millisecond) // n4 saw A's version in the answers to B
+	mustPut(t, n4, "b", k, []byte("C"))
+	if got := stored(k); got != "C" {
+		t.Fatalf("after n4 saw A: %q stored, want C", got)
+	}
+
+	k2 := c.keyWhere("b", "skew2", notN4)
+	mustPut(t, n1, "b", k2, []byte("A2"))
+	set(skew + 20*time.Millisecond) // beyond the skew
+	mustPut(t, n4, "b", k2, []byte("D"))
+	if got := stored(k2); got != "D" {
+		t.Fatalf("beyond the skew: %q stored, want D", got)
+	}
 }
