@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -180,9 +181,26 @@ func (c *condWrite) evaluate(ctx context.Context, start time.Time) (uint64, erro
 	if err != nil {
 		return 0, err
 	}
-	cur, _, err := g.versions(ctx, ts, max(g.readQuorum(cls, ts), len(ts)-cls.W+1), c.bucket, c.key)
-	if err != nil {
-		return 0, err
+	// The lease holder's record, read under the lease, is one of the answers needed.
+	need, others := max(g.readQuorum(cls, ts), len(ts)-cls.W+1), ts
+	if i := slices.IndexFunc(ts, func(t topology.Target) bool { return t.ID == c.holderID }); i >= 0 {
+		need, others = need-1, slices.Delete(slices.Clone(ts), i, i+1)
+	}
+	cur := c.lease.Record
+	if need <= 0 {
+		need, others = 0, nil
+	}
+	if need > 0 || cur == nil {
+		o, err := g.newestOf(ctx, others, need, c.bucket, c.key, cur != nil)
+		if err != nil {
+			return 0, err
+		}
+		if o.Newer(cur) {
+			cur = o
+		}
+	}
+	if cur != nil {
+		g.clock.Observe(cur.HLC)
 	}
 	if err := c.check(cur); err != nil {
 		return 0, err
@@ -196,9 +214,76 @@ func (c *condWrite) evaluate(ctx context.Context, start time.Time) (uint64, erro
 	g.clock.Observe(c.lease.Version)
 	v := c.lease.Version
 	if cur != nil && cur.HLC >= v {
-		v = g.clock.Next() // versions observed cur.HLC: later than the record read
+		v = g.clock.Next() // newestOf observed cur.HLC: later than the record read
 	}
 	return v, nil
+}
+
+// newestOf returns the newest record of bucket/key (tombstones included; nil: none) among
+// the first r of its holders ts to answer. Unlike a read (versions) it waits for no other
+// holder and repairs none: a conditional write needs only a read that meets every
+// acknowledged write. A key no current holder has a record of (and found false: none
+// elsewhere either) is also looked for on the holders it may still be on (a placement
+// change in progress), as reads do.
+func (g *Gateway) newestOf(ctx context.Context, ts []topology.Target, r int, bucket, key string, found bool) (*object.Object, error) {
+	type answer struct {
+		o   *object.Object
+		err error
+	}
+	// The stats are not cancelled when ctx ends, only no longer waited for; those not
+	// waited for finish on their own (within the replica timeout). Cancelling a stat (a
+	// HEAD: no body) just as its answer arrives can close the connection the transport has
+	// already handed to the next request, which then fails ("context canceled").
+	sctx := context.WithoutCancel(ctx)
+	ch := make(chan answer, len(ts))
+	asked := 0
+	for _, t := range ts {
+		if t.Down {
+			continue
+		}
+		asked++
+		go func() {
+			o, err := g.replica(t).Stat(sctx, bucket, key)
+			ch <- answer{o, err}
+		}()
+	}
+	var best *object.Object
+	var lastErr error
+	got := 0
+	for ; asked > 0 && got < r; asked-- {
+		var a answer
+		select {
+		case a = <-ch:
+		case <-ctx.Done():
+			return nil, errors.E(errors.Transient, ctx.Err())
+		}
+		if a.err != nil && !errors.Is(errors.NotExist, a.err) {
+			lastErr = a.err
+			continue
+		}
+		got++
+		if a.err == nil && a.o.Newer(best) {
+			best = a.o
+		}
+	}
+	if got < r {
+		if lastErr == nil {
+			lastErr = errors.E(errors.Transient, "replicas marked down")
+		}
+		return nil, replica.QuorumErr("read", got, r, len(ts), lastErr)
+	}
+	if best == nil && !found {
+		for _, t := range g.topo.FormerReplicas(bucket, key, ts) {
+			if o, err := g.replica(t).Stat(ctx, bucket, key); err == nil && o.Newer(best) {
+				best = o
+			}
+		}
+	}
+	if best != nil {
+		g.clock.Observe(best.HLC)
+		g.clock.Observe(best.MetaHLC)
+	}
+	return best, nil
 }
 
 // check evaluates the condition against cur, the key's newest record (nil: none).
@@ -280,24 +365,31 @@ func (g *Gateway) Leases() *replica.Leases { return g.leases }
 // grantLease is the lease table's Grant: this node grants a lease on bucket/key only
 // under its current map's epoch and only as the key's first live holder; the version it
 // returns is later than seen (the coordinator's clock), than its own record of the key
-// and than every version it granted before.
-func (g *Gateway) grantLease(bucket, key string, epoch, seen uint64) (uint64, error) {
+// and than every version it granted before; the record comes with it (it counts in the
+// coordinator's quorum read).
+func (g *Gateway) grantLease(bucket, key string, epoch, seen uint64) (uint64, *object.Object, error) {
 	m := g.cfg.Maps.Current()
 	if m.Epoch != epoch {
-		return 0, &replica.EpochError{Asked: epoch, Current: m.Epoch}
+		return 0, nil, &replica.EpochError{Asked: epoch, Current: m.Epoch}
 	}
 	t, err := g.leaseTarget(m, bucket, key)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if !t.Local {
-		return 0, errors.E(errors.Transient, fmt.Errorf("node %s is not the first live holder of %s/%s in map epoch %d (%s is)", g.cfg.NodeID, bucket, key, epoch, t.ID))
+		return 0, nil, errors.E(errors.Transient, fmt.Errorf("node %s is not the first live holder of %s/%s in map epoch %d (%s is)", g.cfg.NodeID, bucket, key, epoch, t.ID))
 	}
 	g.clock.Observe(seen)
-	if o, err := g.cfg.Store.StatVersion(bucket, key); err == nil {
-		g.clock.Observe(o.HLC)
+	rec, err := g.cfg.Store.StatVersion(bucket, key)
+	switch {
+	case err == nil:
+		g.clock.Observe(rec.HLC)
+	case errors.Is(errors.NotExist, err):
+		rec = nil
+	default:
+		return 0, nil, err
 	}
-	return g.clock.Next(), nil
+	return g.clock.Next(), rec, nil
 }
 
 // etagListMatches reports whether an If-Match header's list of ETags names etag ("*"

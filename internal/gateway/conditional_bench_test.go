@@ -14,38 +14,45 @@ import (
 // BenchmarkConditionalPut4KiB compares, in one run, plain PUTs of 4 KiB with PUTs of 4
 // KiB under If-None-Match: * (fresh keys both), one client at a time and 16 at once,
 // through Local over one store and through a node of a 3-node in-process cluster (which
-// is the lease holder of about a third of the keys).
+// is the lease holder of about a third of the keys). The two cases alternate in rounds
+// (plain, if-none-match, plain#01, if-none-match#01, ...), so that the load of a shared
+// machine weighs on both alike.
 //
-//	go test -run '^$' -bench ConditionalPut4KiB -benchtime 3s ./internal/gateway
+//	go test -run '^$' -bench ConditionalPut4KiB -benchtime 1s ./internal/gateway
 func BenchmarkConditionalPut4KiB(b *testing.B) {
 	body := randBody(5, 4<<10)
 	var seq atomic.Int64
+	const rounds = 3
 	for _, bg := range benchGateways(b) {
-		for _, mode := range []struct {
-			name string
-			opts object.PutOptions
-		}{{"plain", object.PutOptions{}}, {"if-none-match", object.PutOptions{IfNoneMatch: true}}} {
-			put := func() {
-				key := mode.name + "/" + strconv.FormatInt(seq.Add(1), 10)
-				if _, err := condPut(context.Background(), bg.g, "bench", key, body, mode.opts); err != nil {
-					b.Fatal(err)
+		for _, par := range []string{"serial", "parallel16"} {
+			for range rounds {
+				for _, mode := range []struct {
+					name string
+					opts object.PutOptions
+				}{{"plain", object.PutOptions{}}, {"if-none-match", object.PutOptions{IfNoneMatch: true}}} {
+					put := func() {
+						key := mode.name + "/" + strconv.FormatInt(seq.Add(1), 10)
+						if _, err := condPut(context.Background(), bg.g, "bench", key, body, mode.opts); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.Run(bg.name+"/"+par+"/"+mode.name, func(b *testing.B) {
+						b.SetBytes(int64(len(body)))
+						if par == "serial" {
+							for b.Loop() {
+								put()
+							}
+							return
+						}
+						b.SetParallelism(8) // 16 clients on 2 cores
+						b.RunParallel(func(pb *testing.PB) {
+							for pb.Next() {
+								put()
+							}
+						})
+					})
 				}
 			}
-			b.Run(bg.name+"/"+mode.name+"/serial", func(b *testing.B) {
-				b.SetBytes(int64(len(body)))
-				for b.Loop() {
-					put()
-				}
-			})
-			b.Run(bg.name+"/"+mode.name+"/parallel16", func(b *testing.B) {
-				b.SetBytes(int64(len(body)))
-				b.SetParallelism(8) // 16 clients on 2 cores
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						put()
-					}
-				})
-			})
 		}
 	}
 }

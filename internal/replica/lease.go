@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/wire"
 )
@@ -57,6 +58,9 @@ type Lease struct {
 	Version uint64
 	// TTL is how long the lease lasts from the moment it was granted.
 	TTL time.Duration
+	// Record is the holder's record of the key (a tombstone included; nil: none), read
+	// once the lease was held: the holder's answer to the coordinator's quorum read.
+	Record *object.Object
 }
 
 // LeaseHolder is a node's lease table as a coordinator reaches it: *Leases on this node,
@@ -77,9 +81,10 @@ type LeaseConfig struct {
 	// Grant decides, once no other lease on bucket/key is held, whether this node grants
 	// one to a coordinator whose map is at epoch and whose clock is at seen: an
 	// *EpochError if its current map's epoch is another, another error if it is not the
-	// key's first live holder. It returns the version the write takes: later than seen
-	// and than every version Grant returned before (this node's clock). Required.
-	Grant func(bucket, key string, epoch, seen uint64) (uint64, error)
+	// key's first live holder. It returns the version the write takes (later than seen,
+	// than its record and than every version Grant returned before: this node's clock)
+	// and this node's record of the key (nil: none). Required.
+	Grant func(bucket, key string, epoch, seen uint64) (uint64, *object.Object, error)
 	// Observe, if set, is told the version a write took under a lease given back (it may
 	// be later than the one granted), so that later grants are later still.
 	Observe func(v uint64)
@@ -149,12 +154,12 @@ func (l *Leases) Acquire(ctx context.Context, bucket, key string, epoch, seen ui
 			ls := &lease{token: newToken(), expires: now.Add(l.cfg.TTL), gone: make(chan struct{})}
 			l.held[id] = ls
 			l.mu.Unlock()
-			v, err := l.cfg.Grant(bucket, key, epoch, seen)
+			v, rec, err := l.cfg.Grant(bucket, key, epoch, seen)
 			if err != nil {
 				l.Release(ctx, bucket, key, ls.token, 0)
 				return Lease{}, errors.E(op, err)
 			}
-			return Lease{Token: ls.token, Version: v, TTL: l.cfg.TTL}, nil
+			return Lease{Token: ls.token, Version: v, TTL: l.cfg.TTL, Record: rec}, nil
 		}
 		gone, left := cur.gone, cur.expires.Sub(now)
 		l.mu.Unlock()
@@ -240,6 +245,9 @@ func (h *Handler) lease(w http.ResponseWriter, r *http.Request) {
 		wire.WriteError(w, err)
 		return
 	}
+	if ls.Record != nil {
+		w.Header().Set(wire.HdrMeta, wire.EncodeMeta(ls.Record))
+	}
 	b, _ := json.Marshal(ans)
 	w.Header().Set(wire.HdrLease, string(b))
 }
@@ -267,7 +275,14 @@ func (r *Remote) Acquire(ctx context.Context, bucket, key string, epoch, seen ui
 	case ans.Token == "" || ans.Version == 0 || ans.TTLMillis <= 0:
 		return Lease{}, errors.E(errors.IO, fmt.Errorf("node %s: a lease answer without a lease", r.Node))
 	}
-	return Lease{Token: ans.Token, Version: ans.Version, TTL: time.Duration(ans.TTLMillis) * time.Millisecond}, nil
+	ls := Lease{Token: ans.Token, Version: ans.Version, TTL: time.Duration(ans.TTLMillis) * time.Millisecond}
+	if m := resp.Header.Get(wire.HdrMeta); m != "" {
+		if ls.Record, err = wire.DecodeMeta(m); err != nil {
+			r.Release(ctx, bucket, key, ls.Token, 0)
+			return Lease{}, err
+		}
+	}
+	return ls, nil
 }
 
 // Release implements LeaseHolder: it gives a lease back to node r.

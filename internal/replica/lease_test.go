@@ -10,6 +10,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/hlc"
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/rpc"
 )
@@ -27,15 +28,19 @@ type leaseFixture struct {
 func newLeaseFixture(wait time.Duration) *leaseFixture {
 	f := &leaseFixture{now: time.Unix(1_800_000_000, 0), epoch: 7}
 	f.table = replica.NewLeases(replica.LeaseConfig{
-		Grant: func(bucket, key string, epoch, seen uint64) (uint64, error) {
+		Grant: func(bucket, key string, epoch, seen uint64) (uint64, *object.Object, error) {
 			if key == "not-mine" {
-				return 0, errors.E(errors.Transient, "not the first live holder")
+				return 0, nil, errors.E(errors.Transient, "not the first live holder")
 			}
 			if epoch != f.epoch {
-				return 0, &replica.EpochError{Asked: epoch, Current: f.epoch}
+				return 0, nil, &replica.EpochError{Asked: epoch, Current: f.epoch}
 			}
 			f.clock.Observe(seen)
-			return f.clock.Next(), nil
+			var rec *object.Object
+			if key == "held" {
+				rec = &object.Object{HLC: 77, ETag: "e", Size: 1}
+			}
+			return f.clock.Next(), rec, nil
 		},
 		Observe: f.clock.Observe,
 		Wait:    wait,
@@ -85,8 +90,14 @@ func TestLeases(t *testing.T) {
 				h = remoteLeases(t, f.table)
 			}
 			a, err := h.Acquire(ctx, "b", "k", 7, 1000)
-			if err != nil || a.Token == "" || a.Version <= 1000 || a.TTL != replica.LeaseTTL {
+			if err != nil || a.Token == "" || a.Version <= 1000 || a.TTL != replica.LeaseTTL || a.Record != nil {
 				t.Fatalf("first lease: %+v, %v", a, err)
+			}
+			// The holder's record of the key comes with the lease.
+			if r, err := h.Acquire(ctx, "b", "held", 7, 0); err != nil || r.Record == nil || r.Record.HLC != 77 || r.Record.ETag != "e" {
+				t.Fatalf("lease with a record: %+v, %v", r, err)
+			} else if err := h.Release(ctx, "b", "held", r.Token, 0); err != nil {
+				t.Fatal(err)
 			}
 			// Held: another request waits, then is refused as busy; another key is free.
 			if _, err := h.Acquire(ctx, "b", "k", 7, 0); !errors.IsErr(err, replica.ErrLeaseBusy) || !errors.Is(errors.Transient, err) {

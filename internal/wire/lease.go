@@ -6,7 +6,8 @@ package wire
 
 // PathLease: POST a LeaseRequest asks the holder for a lease on the key; the answer is a
 // LeaseAnswer in HdrLease (a header: answers' X-Cairn-* headers are signed, their bodies
-// are not). DELETE a LeaseRequest with its Token gives the lease back.
+// are not) and, with a lease, the holder's record of the key in HdrMeta (absent: it has
+// none). DELETE a LeaseRequest with its Token gives the lease back.
 const PathLease = "/internal/v1/lease"
 
 // HdrLease carries a LeaseAnswer (JSON).
