@@ -427,9 +427,7 @@ func (g *Gateway) completeUpload(ctx context.Context, bucket, key, uploadID stri
 	if len(ok) < cls.W {
 		return nil, errors.E(op, cw.end(quorumFailure("write", ok, failed, cls.W, len(holders))))
 	}
-	if err := cw.end(nil); err != nil {
-		return nil, errors.E(op, err)
-	}
+	lapsed := cw.end(nil) // a conditional completion whose lease lapsed: 409 once the end record is spread
 	res := *ok[0].o
 	if res.HLC != version {
 		// A newer write of the key was there first: the replicas kept it and consumed
@@ -465,6 +463,9 @@ func (g *Gateway) completeUpload(ctx context.Context, bucket, key, uploadID stri
 	}
 	if len(rest) > 0 {
 		g.spreadEnd(ctx, &uploadState{reps: rest}, end)
+	}
+	if lapsed != nil {
+		return nil, errors.E(op, lapsed)
 	}
 	return &res, nil
 }
