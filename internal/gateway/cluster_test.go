@@ -221,7 +221,7 @@ func newCluster(tb testing.TB, n int, cfg clusterConfig) *testCluster {
 		})
 		nd.rep = repair.New(repair.Config{NodeID: id, Store: st, Maps: c.maps, Topology: nd.gw.Topology(), Replica: nd.gw.Replica,
 			Stripes: nd.gw.Stripes(), Coordinator: nd.gw, Hints: nd.hints, Clock: clock, Timeout: cfg.timeout, Logger: testLogger().With("node", id)})
-		nh := replica.NewHandler(replica.HandlerConfig{Local: &replica.Local{Node: id, Store: st, EnsureBucket: nd.gw.EnsureLocalBucket}, Secret: secret, Logger: testLogger().With("node", id)})
+		nh := replica.NewHandler(replica.HandlerConfig{Local: &replica.Local{Node: id, Store: st, EnsureBucket: nd.gw.EnsureLocalBucket}, Secret: secret, Leases: nd.gw.Leases(), Logger: testLogger().With("node", id)})
 		nd.handler = c.internodeAuth(nh)
 		nd.srv = c.serve(nd.handler)
 		m.Nodes = append(m.Nodes, clustermap.Node{ID: id, Addr: nd.srv.Listener.Addr().String(),

@@ -19,9 +19,13 @@ import (
 // is stored.
 
 // putStriped stores src as an erasure-coded object of class cls: its stripes (stripe.Path.Put),
-// then the record on the key's holders (the write quorum of STANDARD).
+// then the record on the key's holders (the write quorum of STANDARD). cw, if set, is the
+// write's condition, evaluated once the stripes are stored.
+//
+// The version is taken before the body (it names the stripes): an erasure-coded write
+// does not follow the last-writer rule yet (docs/design/20261123_cluster.md).
 func (g *Gateway) putStriped(ctx context.Context, cls clustermap.Class, holders []topology.Target, recW int, bucket, key string, meta *object.Object,
-	src io.Reader, size int64, finish func(*object.Object) error) (*object.Object, error) {
+	src io.Reader, size int64, finish func(*object.Object) error, cw *condWrite) (*object.Object, error) {
 	version := g.clock.Next()
 	total, err := g.ec.Put(ctx, cls, bucket+"/"+key, src, size, func(i int64) string { return stripe.Key(bucket, key, version, i) })
 	if err != nil {
@@ -33,6 +37,9 @@ func (g *Gateway) putStriped(ctx context.Context, cls clustermap.Class, holders 
 		if err := finish(&rec); err != nil {
 			return nil, err
 		}
+	}
+	if err := cw.stampAt(ctx, &rec, version); err != nil {
+		return nil, err
 	}
 	rec.Size = total
 	rec.ModTime = time.Now().UnixNano()

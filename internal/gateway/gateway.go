@@ -116,6 +116,8 @@ type Gateway struct {
 	policies sync.Map
 	// cache is the object cache (nil: off).
 	cache *objectCache
+	// leases is this node's table of leases on keys (conditional.go).
+	leases *replica.Leases
 }
 
 // New returns a Gateway.
@@ -140,6 +142,7 @@ func New(cfg Config) *Gateway {
 	if g.clock == nil {
 		g.clock = new(hlc.Clock)
 	}
+	g.leases = replica.NewLeases(replica.LeaseConfig{Grant: g.grantLease, Observe: g.clock.Observe})
 	return g
 }
 

@@ -323,6 +323,11 @@ func mergeParts(reps []replicaUpload, max int) ([]object.Part, bool) {
 // is NoSuchUpload. The commit is sent only if at least W replicas hold the upload with
 // every listed part and ETag: otherwise nothing is written.
 func (g *Gateway) CompleteUpload(ctx context.Context, bucket, key, uploadID string, list []object.CompletePart, minPart int64, finish func(o *object.Object, parts []*object.Object) error) (*object.Object, error) {
+	return g.completeUpload(ctx, bucket, key, uploadID, list, minPart, nil, finish)
+}
+
+// completeUpload is CompleteUpload; cw, if set, is its condition (CompleteUploadIf).
+func (g *Gateway) completeUpload(ctx context.Context, bucket, key, uploadID string, list []object.CompletePart, minPart int64, cw *condWrite, finish func(o *object.Object, parts []*object.Object) error) (*object.Object, error) {
 	const op errors.Op = "gateway.CompleteUpload"
 	defer g.cache.drop(bucket, key)
 	if err := g.ensureBucket(ctx, bucket); err != nil {
@@ -411,14 +416,18 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucket, key, uploadID stri
 			return nil, errors.E(op, err)
 		}
 	}
-	version, mod := g.clock.Next(), time.Now().UnixNano()
+	if err := cw.stamp(ctx, &o); err != nil { // the condition, under the key's lease
+		return nil, errors.E(op, err)
+	}
+	version, mod := cw.versionOr(g.clock.Next), time.Now().UnixNano()
 	c := replica.Completion{Bucket: bucket, Key: key, UploadID: uploadID, Parts: list, MinPart: minPart, Version: version, ModTime: mod, Final: &o}
 	ok, failed := g.fanOut(ctx, holders, cls.W, bucket, key, version, always, func(ctx context.Context, t topology.Target) (*object.Object, error) {
 		return g.replica(t).Complete(ctx, c)
 	})
 	if len(ok) < cls.W {
-		return nil, errors.E(op, quorumFailure("write", ok, failed, cls.W, len(holders)))
+		return nil, errors.E(op, cw.end(quorumFailure("write", ok, failed, cls.W, len(holders))))
 	}
+	lapsed := cw.end(nil) // a conditional completion whose lease lapsed: 409 once the end record is spread
 	res := *ok[0].o
 	if res.HLC != version {
 		// A newer write of the key was there first: the replicas kept it and consumed
@@ -454,6 +463,9 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucket, key, uploadID stri
 	}
 	if len(rest) > 0 {
 		g.spreadEnd(ctx, &uploadState{reps: rest}, end)
+	}
+	if lapsed != nil {
+		return nil, errors.E(op, lapsed)
 	}
 	return &res, nil
 }

@@ -37,6 +37,13 @@ type replicaResult struct {
 // failure, says so (a streamed write the client abandoned stops wanting hints).
 func (g *Gateway) fanOut(ctx context.Context, ts []topology.Target, need int, bucket, key string, version uint64, hint func() bool,
 	write func(ctx context.Context, t topology.Target) (*object.Object, error)) (ok []replicaResult, failed []replicaResult) {
+	return g.fanOutAt(ctx, ts, need, bucket, key, func() uint64 { return version }, hint, write)
+}
+
+// fanOutAt is fanOut for a write whose version is known late (a streamed body's is taken
+// once the body is complete): version is asked at the time of each hint.
+func (g *Gateway) fanOutAt(ctx context.Context, ts []topology.Target, need int, bucket, key string, version func() uint64, hint func() bool,
+	write func(ctx context.Context, t topology.Target) (*object.Object, error)) (ok []replicaResult, failed []replicaResult) {
 	results := make(chan replicaResult, len(ts))
 	// Replica writes outlive the request if they straggle: their context is detached
 	// from the client's, bounded by the write itself.
@@ -96,7 +103,7 @@ func (g *Gateway) fanOut(ctx context.Context, ts []topology.Target, need int, bu
 done:
 	if hint() {
 		for _, f := range failed {
-			g.hint(f.t, bucket, key, version, f.err)
+			g.hint(f.t, bucket, key, version(), f.err)
 		}
 	}
 	anyOK := len(ok) > 0
@@ -107,7 +114,7 @@ done:
 			defer g.bg.Done()
 			for ; pending > 0; pending-- {
 				if r := <-results; r.err != nil && anyOK && hint() {
-					g.hint(r.t, bucket, key, version, r.err)
+					g.hint(r.t, bucket, key, version(), r.err)
 				}
 			}
 		}()
@@ -251,13 +258,8 @@ func (g *Gateway) PutObject(ctx context.Context, bucket, key string, meta *objec
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
-	if opts.IfNoneMatch {
-		if _, err := g.StatObject(ctx, bucket, key); err == nil {
-			return nil, errors.E(op, errors.Precondition, "object exists")
-		} else if !errors.Is(errors.NotExist, err) {
-			return nil, errors.E(op, err)
-		}
-	}
+	cw := g.conditional(bucket, key, opts) // nil: no condition (conditional.go)
+	finish := cw.finish(ctx, opts.Finish)
 	m := *meta
 	m.Striped, m.Stripe = false, object.Stripe{}                 // the layout is ours to choose, not the source's
 	m.MetaHLC, m.TagsHLC, m.RetentionHLC, m.HoldHLC = 0, 0, 0, 0 // a new version: its metadata is its own
@@ -269,16 +271,16 @@ func (g *Gateway) PutObject(ctx context.Context, bucket, key string, meta *objec
 		return nil, errors.E(op, err)
 	}
 	if sc.Sharded() {
-		o, err := g.putStriped(ctx, sc, ts, cls.W, bucket, key, &m, src, size, opts.Finish)
-		if err != nil {
+		o, err := g.putStriped(ctx, sc, ts, cls.W, bucket, key, &m, src, size, opts.Finish, cw)
+		if err = cw.end(err); err != nil {
 			return nil, errors.E(op, err)
 		}
 		return o, nil
 	}
 	m.ModTime = time.Now().UnixNano()
-	version := g.clock.Next()
-	o, err := g.write(ctx, ts, cls.W, replica.Write{Bucket: bucket, Key: key, Meta: &m, Version: version}, src, size, opts.Finish)
-	if err != nil {
+	// Version 0: the version is taken once the body is complete (the last-writer rule).
+	o, err := g.write(ctx, ts, cls.W, replica.Write{Bucket: bucket, Key: key, Meta: &m}, src, size, finish)
+	if err = cw.end(err); err != nil {
 		return nil, errors.E(op, err)
 	}
 	return o, nil
@@ -286,9 +288,13 @@ func (g *Gateway) PutObject(ctx context.Context, bucket, key string, meta *objec
 
 // write sends a body to the replicas ts and waits for need acknowledgements. w says what
 // is written (an object version, or a part when w.Part > 0); its body and final
-// metadata are filled in here.
+// metadata are filled in here. A new object version (w.Version 0) takes its version once
+// the body is complete (lateVersion).
 func (g *Gateway) write(ctx context.Context, ts []topology.Target, need int, w replica.Write, src io.Reader, size int64,
 	finish func(*object.Object) error) (*object.Object, error) {
+	if w.Version == 0 && w.Part == 0 {
+		w.Version, finish = g.lateVersion(finish)
+	}
 	bucket, key, version, part := w.Bucket, w.Key, w.Version, w.Part
 	fin := *w.Meta
 	fin.HLC = version
@@ -319,7 +325,7 @@ func (g *Gateway) write(ctx context.Context, ts []topology.Target, need int, w r
 				return nil, err
 			}
 		}
-		ok, failed = g.fanOut(ctx, ts, need, bucket, key, version, hint, func(ctx context.Context, t topology.Target) (*object.Object, error) {
+		ok, failed = g.fanOut(ctx, ts, need, bucket, key, fin.HLC, hint, func(ctx context.Context, t topology.Target) (*object.Object, error) {
 			ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout+time.Duration(size/(1<<20))*time.Second)
 			defer cancel()
 			rw := w
@@ -337,7 +343,7 @@ func (g *Gateway) write(ctx context.Context, ts []topology.Target, need int, w r
 		return nil, quorumFailure("write", ok, failed, need, len(ts))
 	}
 	for _, r := range ok {
-		if r.o != nil && r.o.HLC > version {
+		if r.o != nil && r.o.HLC > fin.HLC {
 			g.log.Debug("a newer version was already stored", "bucket", bucket, "key", key)
 		}
 	}
@@ -355,6 +361,12 @@ func (g *Gateway) stream(ctx context.Context, ts []topology.Target, need int, w 
 	var finalMu sync.Mutex
 	var final *object.Object
 	getFinal := func() *object.Object { finalMu.Lock(); defer finalMu.Unlock(); return final }
+	hintVersion := func() uint64 { // the final version once known; until then the provisional one, a lower bound
+		if f := getFinal(); f != nil {
+			return f.HLC
+		}
+		return version
+	}
 	pws := map[string]*io.PipeWriter{}
 	prs := map[string]*io.PipeReader{}
 	for _, t := range ts {
@@ -367,7 +379,7 @@ func (g *Gateway) stream(ctx context.Context, ts []topology.Target, need int, w 
 	res := make(chan outcome, 1)
 	var abandoned atomic.Bool // the client's body failed or was refused: replicas failing now need no retry
 	go func() {
-		o, f := g.fanOut(ctx, ts, need, bucket, key, version, func() bool { return part == 0 && !abandoned.Load() }, func(ctx context.Context, t topology.Target) (*object.Object, error) {
+		o, f := g.fanOutAt(ctx, ts, need, bucket, key, hintVersion, func() bool { return part == 0 && !abandoned.Load() }, func(ctx context.Context, t topology.Target) (*object.Object, error) {
 			rw := w
 			rw.Body, rw.Size, rw.Final = prs[t.ID], -1, getFinal
 			o, err := g.replica(t).Put(ctx, rw)

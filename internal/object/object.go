@@ -501,6 +501,10 @@ type PendingUpload struct {
 type PutOptions struct {
 	// IfNoneMatch makes the write fail with Precondition if the object exists.
 	IfNoneMatch bool
+	// IfMatch, if set, is an If-Match header's list of ETags: the write fails with
+	// Precondition unless the object's ETag is one of them ("*": any), NotExist if there
+	// is no object. Evaluated by the gateway (conditional writes), not by a store.
+	IfMatch string
 	// Finish, if set, is called after the whole body has been read and made durable but
 	// before the object is committed. It may fill in o (ETag, checksums) and veto the
 	// write by returning an error, in which case nothing is stored.

@@ -22,7 +22,9 @@ type HandlerConfig struct {
 	// OnCorrupt, if set, is told when a read finds this node's copy of a version damaged
 	// (it fetches a good copy from another replica).
 	OnCorrupt func(bucket, key string, version uint64)
-	Logger    *slog.Logger
+	// Leases, if set, is this node's lease table, served on wire.PathLease (lease.go).
+	Leases *Leases
+	Logger *slog.Logger
 }
 
 // Handler serves a node's Local replica to the other nodes: the server side of Remote.
@@ -54,6 +56,9 @@ func NewHandler(cfg HandlerConfig) *Handler {
 	h.mux.HandleFunc(wire.PathDigest, h.digest)
 	h.mux.HandleFunc(wire.PathMeta, h.meta)
 	h.mux.HandleFunc(wire.PathVersions, h.versions)
+	if cfg.Leases != nil {
+		h.mux.HandleFunc(wire.PathLease, h.lease)
+	}
 	return h
 }
 

@@ -48,12 +48,20 @@ func applyFinal(o, fin *object.Object) error {
 		return errors.Errorf("", errors.Invalid, "received %d bytes, the coordinator sent %d", o.Size, fin.Size)
 	}
 	o.ETag, o.ChecksumAlgo, o.Checksum, o.ChecksumType = fin.ETag, fin.ChecksumAlgo, fin.Checksum, fin.ChecksumType
-	return nil
+	return finalVersion(o, fin)
 }
 
 // Put implements Replica.
 func (l *Local) Put(ctx context.Context, w Write) (*object.Object, error) {
-	finish := func(o *object.Object) error { return applyFinal(o, w.final()) }
+	finish := func(o *object.Object) error {
+		if err := applyFinal(o, w.final()); err != nil {
+			return err
+		}
+		if w.Part == 0 {
+			l.Store.Observe(o.HLC) // the final version, which the coordinator took late (late.go)
+		}
+		return nil
+	}
 	if w.Part > 0 {
 		return l.Store.PutPart(ctx, w.Bucket, w.Key, w.UploadID, w.Part, w.Body, w.Size, finish)
 	}

@@ -90,6 +90,8 @@ func toAPIError(err error) *apiError {
 	case errors.IsErr(err, gateway.ErrUpgrading):
 		d := detail(err) // "the cluster is being upgraded: ..."
 		return &apiError{"ServiceUnavailable", strings.ToUpper(d[:1]) + d[1:] + ".", 503}
+	case errors.IsErr(err, gateway.ErrConditionalConflict):
+		return errConditionalConflict
 	case errors.IsErr(err, gateway.ErrInvalidStorageClass):
 		return &apiError{"InvalidStorageClass", "The storage class you specified is not valid: " + detail(err), 400}
 	case errors.IsErr(err, object.ErrNoSuchBucket):

@@ -127,8 +127,8 @@ var features = []feature{
 	{header, "X-Amz-Mp-Object-Size", "", "", errNI, "object size check on completion"},
 
 	// Conditions and ranges.
-	{header, "If-Match", "GetObject HeadObject PutObject", "", errNI, "conditional reads and writes; not on DeleteObject, CopyObject or CompleteMultipartUpload"},
-	{header, "If-None-Match", "GetObject HeadObject PutObject", "", errNI, "conditional reads; on PutObject only '*'"},
+	{header, "If-Match", "GetObject HeadObject PutObject CopyObject CompleteMultipartUpload", "", errNI, "conditional reads; conditional writes, atomic across gateways (on CopyObject: the destination); not on DeleteObject"},
+	{header, "If-None-Match", "GetObject HeadObject PutObject CopyObject CompleteMultipartUpload", "", errNI, "conditional reads; conditional writes, atomic across gateways, with '*' only (an ETag is NotImplemented: S3 takes only '*')"},
 	{header, "If-Modified-Since", opsObjectRead, "", errNI, "conditional reads"},
 	{header, "If-Unmodified-Since", opsObjectRead, "", errNI, "conditional reads"},
 	{header, "X-Amz-If-Match-Last-Modified-Time", "", "", errNI, "conditional deletes"},

@@ -76,6 +76,9 @@ type MultipartBackend interface {
 	PutPart(ctx context.Context, bucket, key, uploadID string, n int, src io.Reader, size int64, finish func(*object.Object) error) (*object.Object, error)
 	ListParts(ctx context.Context, bucket, key, uploadID string, after, max int) ([]object.Part, bool, error)
 	CompleteUpload(ctx context.Context, bucket, key, uploadID string, list []object.CompletePart, minPart int64, finish func(o *object.Object, parts []*object.Object) error) (*object.Object, error)
+	// CompleteUploadIf is CompleteUpload with cond's IfMatch and IfNoneMatch evaluated
+	// atomically with the completion.
+	CompleteUploadIf(ctx context.Context, bucket, key, uploadID string, list []object.CompletePart, minPart int64, cond object.PutOptions, finish func(o *object.Object, parts []*object.Object) error) (*object.Object, error)
 	AbortUpload(ctx context.Context, bucket, key, uploadID string) error
 	ListUploads(ctx context.Context, bucket string, opts object.UploadListOptions) (*object.UploadList, error)
 }

@@ -137,6 +137,10 @@ type completeRequest struct {
 
 func (h *Handler) completeUpload(w http.ResponseWriter, r *http.Request, rq *request) error {
 	uploadID := r.URL.Query().Get("uploadId")
+	var cond object.PutOptions // If-Match, If-None-Match (conditional.go)
+	if err := writeConditions(r.Header, &cond); err != nil {
+		return err
+	}
 	var req completeRequest
 	if err := readXML(r, rq, 4<<20, &req); err != nil {
 		return err
@@ -215,7 +219,7 @@ func (h *Handler) completeUpload(w http.ResponseWriter, r *http.Request, rq *req
 		o.Versioned = status == versioningEnabled
 		return sums(o, parts)
 	}
-	o, err := h.store.CompleteUpload(r.Context(), rq.bucket, rq.key, uploadID, list, h.cfg.MinPartSize, finish)
+	o, err := h.store.CompleteUploadIf(r.Context(), rq.bucket, rq.key, uploadID, list, h.cfg.MinPartSize, cond, finish)
 	if err != nil {
 		return err
 	}

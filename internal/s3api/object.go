@@ -225,21 +225,8 @@ func (h *Handler) putObject(w http.ResponseWriter, r *http.Request, rq *request)
 		return err
 	}
 	opts := object.PutOptions{Finish: bc.finish}
-	switch inm := r.Header.Get("If-None-Match"); inm {
-	case "":
-	case "*":
-		opts.IfNoneMatch = true
-	default:
-		return errf(501, "NotImplemented", "If-None-Match on PUT supports only '*'.")
-	}
-	if im := r.Header.Get("If-Match"); im != "" {
-		cur, err := h.store.StatObject(r.Context(), rq.bucket, rq.key)
-		if err != nil {
-			return err
-		}
-		if !etagMatches(im, cur.ETag) {
-			return errPrecondition
-		}
+	if err := writeConditions(r.Header, &opts); err != nil { // evaluated atomically with the write (conditional.go)
+		return err
 	}
 	status, err := h.versionWrite(r, rq.bucket, meta)
 	if err != nil {
@@ -639,6 +626,10 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 	if td := r.Header.Get("x-amz-tagging-directive"); td != "" && td != "COPY" && td != "REPLACE" {
 		return errTaggingDirective
 	}
+	var cond object.PutOptions // If-Match, If-None-Match: conditions on the destination
+	if err := writeConditions(r.Header, &cond); err != nil {
+		return err
+	}
 	rd, sb, sk, err := h.openCopySource(r)
 	if err != nil {
 		return err
@@ -692,7 +683,7 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 	if err != nil {
 		return err
 	}
-	o, err := h.store.PutObject(r.Context(), rq.bucket, rq.key, meta, bc, src.Size, object.PutOptions{Finish: bc.finish})
+	o, err := h.store.PutObject(r.Context(), rq.bucket, rq.key, meta, bc, src.Size, object.PutOptions{Finish: bc.finish, IfMatch: cond.IfMatch, IfNoneMatch: cond.IfNoneMatch})
 	if err != nil {
 		return err
 	}

@@ -396,7 +396,7 @@ func (n *instance) internodeMux() *http.ServeMux {
 		imux.Handle(p, ch)
 	}
 	if n.st != nil {
-		imux.Handle("/internal/v1/", replica.NewHandler(replica.HandlerConfig{Local: &replica.Local{Node: n.nodeID, Store: n.st, EnsureBucket: n.gw.EnsureLocalBucket}, Secret: n.secret, OnCorrupt: n.gw.RepairLocal, Logger: n.log}))
+		imux.Handle("/internal/v1/", replica.NewHandler(replica.HandlerConfig{Local: &replica.Local{Node: n.nodeID, Store: n.st, EnsureBucket: n.gw.EnsureLocalBucket}, Secret: n.secret, OnCorrupt: n.gw.RepairLocal, Leases: n.gw.Leases(), Logger: n.log}))
 	}
 	return imux
 }

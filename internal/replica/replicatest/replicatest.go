@@ -40,6 +40,7 @@ func Run(t *testing.T, newReplica func(t *testing.T) replica.Replica) {
 		{"Errors", testErrors},
 		{"DigestsAndScan", testDigestsAndScan},
 		{"UpdateMeta", testUpdateMeta},
+		{"LateVersion", testLateVersion},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newReplica(t)) })
 	}
