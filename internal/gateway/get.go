@@ -57,8 +57,11 @@ func (g *Gateway) versions(ctx context.Context, ts []topology.Target, r int, buc
 		// acknowledged write when W + R > N), so a paused replica does not slow reads.
 		ch := make(chan answer, len(ts))
 		asked := 0
-		sctx, cancel := context.WithCancel(ctx)
-		defer cancel()
+		// The stats are not cancelled when the read returns, only no longer waited for
+		// (they end within the replica timeout): cancelling a stat just as its answer
+		// arrives can close a connection the transport has already handed to the next
+		// request, which then fails ("context canceled").
+		sctx := context.WithoutCancel(ctx)
 		for _, t := range ts {
 			if t.Down {
 				continue
@@ -70,7 +73,12 @@ func (g *Gateway) versions(ctx context.Context, ts []topology.Target, r int, buc
 			}()
 		}
 		for ; asked > 0 && len(answers) < r; asked-- {
-			a := <-ch
+			var a answer
+			select {
+			case a = <-ch:
+			case <-ctx.Done():
+				return nil, nil, errors.E(errors.Transient, ctx.Err())
+			}
 			if a.err != nil && !errors.Is(errors.NotExist, a.err) {
 				lastErr = a.err
 				continue

@@ -138,8 +138,11 @@ func (v *uploadState) unanswered() error {
 // others get StragglerWait more, so a paused replica does not hold up every operation on
 // the upload; one that has not answered by then counts as not answering.
 func (g *Gateway) uploadView(ctx context.Context, ts []topology.Target, need int, bucket, key, uploadID string, after, max int, all bool) *uploadState {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// The stragglers are not cancelled, only no longer waited for (they end within the
+	// replica timeout): cancelling a call just as its answer arrives can close a
+	// connection the transport has already handed to the next request.
+	done := ctx.Done()
+	ctx = context.WithoutCancel(ctx)
 	fetch := func(t topology.Target) (*object.PartsPage, error) {
 		if t.Down {
 			return nil, errors.E(errors.Transient, fmt.Errorf("node %s is down: %w", t.ID, errNotSent))
@@ -190,6 +193,8 @@ func (g *Gateway) uploadView(ctx context.Context, ts []topology.Target, need int
 		select {
 		case a = <-ch:
 		case <-cutoff:
+			return v.finish()
+		case <-done:
 			return v.finish()
 		}
 		v.reps[a.i].ans, v.reps[a.i].err = a.ans, a.err
