@@ -18,25 +18,34 @@ type vwrite struct {
 	key  string
 	rec  object.Object
 	body []byte
+	meta *object.MetaUpdate // an Object Lock change instead
 }
 
 func (w vwrite) apply(t *testing.T, s *Store) {
 	t.Helper()
+	if err := w.try(s); err != nil {
+		t.Fatalf("apply %s %+v: %v", w.key, w.rec, err)
+	}
+}
+
+func (w vwrite) try(s *Store) error {
 	var err error
-	if w.rec.Deleted {
+	switch {
+	case w.meta != nil:
+		_, err = s.UpdateMeta(*w.meta)
+	case w.rec.Deleted:
 		_, err = s.DeleteRecord("b", w.key, w.rec)
-	} else {
+	default:
 		meta := w.rec
 		_, err = s.PutObject(context.Background(), "b", w.key, &meta, bytes.NewReader(w.body), int64(len(w.body)), object.PutOptions{Version: w.rec.HLC})
 	}
-	if err != nil {
-		t.Fatalf("apply %s %+v: %v", w.key, w.rec, err)
-	}
+	return err
 }
 
 // mver is a version of the reference model.
 type mver struct {
 	hlc       uint64
+	locked    bool // under a COMPLIANCE retention
 	versioned bool
 	marker    bool
 	body      []byte
@@ -44,6 +53,16 @@ type mver struct {
 
 // vmodel is S3's versioning, kept the obvious way: each key's versions newest first.
 type vmodel map[string][]mver
+
+// nullLocked reports whether key's null version is locked.
+func (m vmodel) nullLocked(key string) bool {
+	for _, v := range m[key] {
+		if !v.versioned && v.locked {
+			return true
+		}
+	}
+	return false
+}
 
 func (m vmodel) removeNull(key string) {
 	m[key] = slices.DeleteFunc(m[key], func(v mver) bool { return !v.versioned })
@@ -75,7 +94,20 @@ func TestVersionsModel(t *testing.T) {
 				key := keys[rng.IntN(len(keys))]
 				hlc += uint64(1 + rng.IntN(3))
 				var w vwrite
-				switch op := rng.IntN(10); {
+				refused := false // Object Lock forbids it: the store must refuse, nothing changes
+				switch op := rng.IntN(11); {
+				case op == 10: // lock a version (COMPLIANCE, far ahead)
+					vs := model[key]
+					if len(vs) == 0 {
+						continue
+					}
+					i := rng.IntN(len(vs))
+					if vs[i].marker {
+						continue
+					}
+					vs[i].locked = true
+					w = vwrite{key: key, meta: &object.MetaUpdate{Bucket: "b", Key: key, Version: vs[i].hlc, MetaHLC: hlc,
+						Retention: object.Retention{Mode: object.LockCompliance, Until: 1 << 62}, RetentionHLC: hlc}}
 				case op < 1:
 					if mode == "enabled" {
 						mode = "suspended"
@@ -92,23 +124,31 @@ func TestVersionsModel(t *testing.T) {
 					for i := range body {
 						body[i] = byte(rng.Uint32())
 					}
-					w = vwrite{key, object.Object{HLC: hlc, Versioned: mode == "enabled"}, body}
+					w = vwrite{key: key, rec: object.Object{HLC: hlc, Versioned: mode == "enabled"}, body: body}
+					if mode != "enabled" && model.nullLocked(key) {
+						refused = true
+						break
+					}
 					if mode != "enabled" {
 						model.removeNull(key)
 					}
-					model[key] = append([]mver{{hlc, mode == "enabled", false, body}}, model[key]...)
+					model[key] = append([]mver{{hlc: hlc, versioned: mode == "enabled", body: body}}, model[key]...)
 				case op < 7: // delete
+					if mode != "enabled" && model.nullLocked(key) {
+						w, refused = vwrite{key: key, rec: object.Object{HLC: hlc, Deleted: true, DeleteMarker: mode == "suspended"}}, true
+						break
+					}
 					switch mode {
 					case "never":
-						w = vwrite{key, object.Object{HLC: hlc, Deleted: true}, nil}
+						w = vwrite{key: key, rec: object.Object{HLC: hlc, Deleted: true}}
 						model.removeNull(key)
 					case "enabled":
-						w = vwrite{key, object.Object{HLC: hlc, Deleted: true, DeleteMarker: true, Versioned: true}, nil}
-						model[key] = append([]mver{{hlc, true, true, nil}}, model[key]...)
+						w = vwrite{key: key, rec: object.Object{HLC: hlc, Deleted: true, DeleteMarker: true, Versioned: true}}
+						model[key] = append([]mver{{hlc: hlc, versioned: true, marker: true}}, model[key]...)
 					default:
-						w = vwrite{key, object.Object{HLC: hlc, Deleted: true, DeleteMarker: true}, nil}
+						w = vwrite{key: key, rec: object.Object{HLC: hlc, Deleted: true, DeleteMarker: true}}
 						model.removeNull(key)
-						model[key] = append([]mver{{hlc, false, true, nil}}, model[key]...)
+						model[key] = append([]mver{{hlc: hlc, marker: true}}, model[key]...)
 					}
 				default: // delete a version for good
 					vs := model[key]
@@ -116,13 +156,25 @@ func TestVersionsModel(t *testing.T) {
 						continue
 					}
 					v := vs[rng.IntN(len(vs))]
-					if v.versioned {
-						w = vwrite{key, object.Object{HLC: v.hlc, Deleted: true, Versioned: true, Purged: true}, nil}
+					switch {
+					case v.locked && v.versioned:
+						w, refused = vwrite{key: key, rec: object.Object{HLC: v.hlc, Deleted: true, Versioned: true, Purged: true}}, true
+					case v.locked:
+						w, refused = vwrite{key: key, rec: object.Object{HLC: hlc, Deleted: true}}, true
+					case v.versioned:
+						w = vwrite{key: key, rec: object.Object{HLC: v.hlc, Deleted: true, Versioned: true, Purged: true}}
 						model[key] = slices.DeleteFunc(vs, func(x mver) bool { return x.hlc == v.hlc })
-					} else {
-						w = vwrite{key, object.Object{HLC: hlc, Deleted: true}, nil}
+					default:
+						w = vwrite{key: key, rec: object.Object{HLC: hlc, Deleted: true}}
 						model.removeNull(key)
 					}
+				}
+				if refused {
+					if err := w.try(a); !errors.IsErr(err, object.ErrLocked) {
+						t.Fatalf("step %d: %s %+v of a locked version: %v, want ErrLocked", step, w.key, w.rec, err)
+					}
+					checkVersions(t, a, model)
+					continue
 				}
 				w.apply(t, a)
 				log = append(log, w)
@@ -139,7 +191,14 @@ func TestVersionsModel(t *testing.T) {
 				}
 				rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 				for _, w := range order {
-					w.apply(t, b)
+					if err := w.try(b); err != nil && !(w.meta != nil && errors.Is(errors.NotExist, err)) {
+						t.Fatalf("replay %s %+v: %v", w.key, w.rec, err) // a lock may come before any record of its key
+					}
+				}
+				for _, w := range log { // a lock that arrived before its version comes again (anti-entropy)
+					if w.meta != nil {
+						w.apply(t, b)
+					}
 				}
 				checkVersions(t, b, model)
 			}
@@ -189,6 +248,9 @@ func checkVersions(t *testing.T, s *Store, model vmodel) {
 			rd, err := s.OpenVersion("b", k, v.hlc)
 			if err != nil {
 				t.Fatalf("open %s@%d: %v", k, v.hlc, err)
+			}
+			if locked := rd.Object.Retention.Mode == object.LockCompliance; locked != v.locked {
+				t.Fatalf("%s@%d: retention %+v, locked in the model: %v", k, v.hlc, rd.Object.Retention, v.locked)
 			}
 			var buf bytes.Buffer
 			if _, err := rd.WriteRange(context.Background(), &buf, 0, rd.Object.Size); err != nil || !bytes.Equal(buf.Bytes(), v.body) {
