@@ -11,6 +11,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/repair"
 )
 
 // putVersion writes a version of bucket/key of its own (versioning enabled) in class.
@@ -167,6 +168,23 @@ func TestVersionsECShardsKept(t *testing.T) {
 	}
 	if n := c.collectAll(); n != 12 {
 		t.Fatalf("collected %d shards of the removed version, want 12", n)
+	}
+	// A version whose shards are written but whose record no holder has yet (a PUT in
+	// flight, older than a newer version that landed meanwhile): its shards stay for the
+	// in-flight grace (a day), then go.
+	o3 := putVersion(t, c.nodes[2].gw, "b", "k", "EC42", randBody(12, 1000))
+	putVersion(t, c.nodes[4].gw, "b", "k", "EC42", randBody(13, 1000))
+	for _, nd := range c.nodes {
+		if _, err := nd.store.ForgetVersion("b", "k", o3.HLC, o3.MetaHLC); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := c.collectAll(); n != 0 {
+		t.Fatalf("collected %d shards of a version in flight", n)
+	}
+	defer repair.SetInflightGrace(repair.SetInflightGrace(0))
+	if n := c.collectAll(); n != 6 {
+		t.Fatalf("collected %d shards of a version that never landed, want 6", n)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"sync"
 	"time"
 
@@ -316,12 +317,13 @@ func (l *Loops) collectShards(ctx context.Context, st *SyncStats) {
 			continue
 		}
 		var newest uint64
+		versioned := false // the newest record is a version of a versioned key
 		for _, t := range ts {
 			if t.Down {
 				continue
 			}
 			if o, err := l.replica(t).Stat(ctx, bucket, key); err == nil && o.HLC > newest {
-				newest = o.HLC
+				newest, versioned = o.HLC, o.Versioned
 			}
 		}
 		// Shards of the newest version itself go only if every holder shows it rewritten
@@ -331,8 +333,8 @@ func (l *Loops) collectShards(ctx context.Context, st *SyncStats) {
 			if newest == s.version && !asked {
 				rewritten, asked = l.versionRewritten(ctx, bucket, key, ts, s.version), true
 			}
-			if newest > s.version && l.versionKept(ctx, bucket, key, ts, s.version) {
-				continue // a noncurrent version of a versioned key: its shards stay
+			if newest > s.version && l.versionKept(ctx, bucket, key, ts, s.version, versioned) {
+				continue // a noncurrent version of a versioned key (or one still being written): its shards stay
 			}
 			if newest > s.version || (newest == s.version && rewritten) {
 				if gone, err := l.store.Forget(topology.ShardBucket, s.key, s.record); err == nil && gone {
@@ -464,10 +466,25 @@ func (l *Loops) versionRewritten(ctx context.Context, bucket, key string, ts []t
 	return len(recs) > 0
 }
 
+// inflightGrace is how long the shards of a version of a versioned key that no holder
+// has a record of yet are kept (nanoseconds): an erasure-coded PUT writes its shards
+// (named by its version) before its record, and in a versioned bucket that record is kept
+// even if a newer version landed meanwhile.
+var inflightGrace atomic.Int64
+
+func init() { inflightGrace.Store(int64(24 * time.Hour)) }
+
+// SetInflightGrace changes how long the shards of a versioned key's version in flight are
+// kept (for tests) and returns the previous value.
+func SetInflightGrace(d time.Duration) time.Duration { return time.Duration(inflightGrace.Swap(int64(d))) }
+
 // versionKept reports whether a holder of bucket/key may still keep version v as a
-// noncurrent version (a versioned key): one that holds it, or one that cannot tell.
-// Shards of a version are collected only once every holder that answers lacks it.
-func (l *Loops) versionKept(ctx context.Context, bucket, key string, ts []topology.Target, v uint64) bool {
+// noncurrent version (a versioned key): one that holds it, or one that cannot tell; or,
+// if the key is versioned, whether v may still be in flight (no holder has a record of it,
+// none a purge or tombstone, and it is younger than the in-flight grace). Shards of a version
+// are collected only once every holder that answers lacks that version for good.
+func (l *Loops) versionKept(ctx context.Context, bucket, key string, ts []topology.Target, v uint64, versioned bool) bool {
+	removed := false
 	for _, t := range ts {
 		if t.Down {
 			continue
@@ -477,9 +494,13 @@ func (l *Loops) versionKept(ctx context.Context, bucket, key string, ts []topolo
 			rd.Close()
 			return true
 		}
+		if errors.IsErr(err, object.ErrNoSuchVersion) {
+			removed = true // purged, or a tombstone: it will not come
+			continue
+		}
 		if !errors.Is(errors.NotExist, err) && !errors.Is(errors.Precondition, err) {
 			return true
 		}
 	}
-	return false
+	return versioned && !removed && time.Since(hlc.Time(v)) < time.Duration(inflightGrace.Load())
 }

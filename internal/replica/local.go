@@ -87,7 +87,7 @@ func (l *Local) Open(ctx context.Context, bucket, key string, o OpenOptions) (Re
 		return localReader{rd}, nil
 	}
 	rd, err := l.Store.OpenVersion(bucket, key, o.Version)
-	if errors.Is(errors.NotExist, err) {
+	if errors.Is(errors.NotExist, err) && !errors.IsErr(err, object.ErrNoSuchVersion) { // not a purge or tombstone of it
 		if cur, serr := l.Store.StatObject(bucket, key); serr == nil && cur.HLC != o.Version {
 			return nil, errors.E(errors.Precondition, "the object changed since it was opened")
 		}
