@@ -5,8 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/clustermap"
@@ -476,7 +476,9 @@ func init() { inflightGrace.Store(int64(24 * time.Hour)) }
 
 // SetInflightGrace changes how long the shards of a versioned key's version in flight are
 // kept (for tests) and returns the previous value.
-func SetInflightGrace(d time.Duration) time.Duration { return time.Duration(inflightGrace.Swap(int64(d))) }
+func SetInflightGrace(d time.Duration) time.Duration {
+	return time.Duration(inflightGrace.Swap(int64(d)))
+}
 
 // versionKept reports whether a holder of bucket/key may still keep version v as a
 // noncurrent version (a versioned key): one that holds it, or one that cannot tell; or,
