@@ -75,7 +75,7 @@ func (m vmodel) removeNull(key string) {
 // the same versions, bodies and usage.
 func TestVersionsModel(t *testing.T) {
 	seeds := 30
-	if testing.Short() {
+	if testing.Short() || raceBuild {
 		seeds = 8
 	}
 	for seed := range seeds {
@@ -173,12 +173,12 @@ func TestVersionsModel(t *testing.T) {
 					if err := w.try(a); !errors.IsErr(err, object.ErrLocked) {
 						t.Fatalf("step %d: %s %+v of a locked version: %v, want ErrLocked", step, w.key, w.rec, err)
 					}
-					checkVersions(t, a, model)
+					checkVersions(t, a, model, false)
 					continue
 				}
 				w.apply(t, a)
 				log = append(log, w)
-				checkVersions(t, a, model)
+				checkVersions(t, a, model, false)
 			}
 			for _, twice := range []bool{false, true} {
 				b := openStore(t, testConfig(t))
@@ -200,7 +200,7 @@ func TestVersionsModel(t *testing.T) {
 						w.apply(t, b)
 					}
 				}
-				checkVersions(t, b, model)
+				checkVersions(t, b, model, true)
 			}
 		})
 	}
@@ -208,7 +208,7 @@ func TestVersionsModel(t *testing.T) {
 
 // checkVersions compares s's versions of bucket "b" with the model: the listing, the
 // current records, every body, and the usage.
-func checkVersions(t *testing.T, s *Store, model vmodel) {
+func checkVersions(t *testing.T, s *Store, model vmodel, paged bool) {
 	t.Helper()
 	res, err := s.ListVersions("b", object.VersionListOptions{Max: 1000})
 	if err != nil {
@@ -271,8 +271,11 @@ func checkVersions(t *testing.T, s *Store, model vmodel) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("versions:\n got %q\nwant %q", got, want)
 	}
-	// Paged, with and without hidden records, the same.
+	// Paged, the same (checked on the replayed stores: the listing code is the same).
 	for _, page := range []int{1, 2, 3} {
+		if !paged {
+			break
+		}
 		var paged []string
 		opts := object.VersionListOptions{Max: page}
 		for {
