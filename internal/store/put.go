@@ -206,10 +206,7 @@ func addBody(b *pebble.Batch, o *object.Object, bd *body) {
 	if bd.inline != nil || len(bd.chunks) == 0 {
 		o.Inline = true
 		o.Chunks = nil
-		// A version of a versioned key keeps a body of its own under I/ however small:
-		// the record then moves to the key's noncurrent records (V/) when a newer version
-		// comes, without copying the body (docs/design/versioning.md).
-		if len(bd.inline) <= embedMax && (!o.Versioned || len(bd.inline) == 0) {
+		if len(bd.inline) <= embedMax {
 			o.Embedded, o.Body = true, bd.inline
 			if o.Body == nil {
 				o.Body = []byte{}
