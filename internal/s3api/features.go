@@ -195,7 +195,7 @@ var features = []feature{
 	{query, "acl", "GetBucketAcl GetObjectAcl", "", errACL, "reads report the owner's FULL_CONTROL; ACLs cannot be set"},
 	{query, "location", "GetBucketLocation", "", errNI, "GetBucketLocation"},
 	{query, "versioning", "GetBucketVersioning PutBucketVersioning", "", errNI, "versioning: Enabled or Suspended (MFA delete is NotImplemented)"},
-	{query, "versionId", "GetObject HeadObject DeleteObject GetObjectAttributes GetObjectTagging PutObjectTagging DeleteObjectTagging GetObjectRetention PutObjectRetention GetObjectLegalHold PutObjectLegalHold", "", errNI, "any version of GetObject, HeadObject and DeleteObject; the tagging and attributes of the current version only"},
+	{query, "versionId", "GetObject HeadObject DeleteObject GetObjectAttributes GetObjectTagging PutObjectTagging DeleteObjectTagging GetObjectRetention PutObjectRetention GetObjectLegalHold PutObjectLegalHold", "", errNI, "any version (GetObject, HeadObject, DeleteObject, tagging, attributes, retention, legal hold)"},
 	{query, "uploads", "CreateMultipartUpload ListMultipartUploads", "", errNI, "multipart uploads"},
 	{query, "uploadId", opsUpload, "", errNI, "multipart uploads"},
 	{query, "partNumber", "UploadPart UploadPartCopy GetObject HeadObject", "", errNI, "parts"},

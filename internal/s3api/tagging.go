@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/cairnfs/cairn/internal/gateway"
 	"github.com/cairnfs/cairn/internal/object"
 )
 
@@ -183,9 +184,6 @@ func (h *Handler) getObjectTagging(w http.ResponseWriter, r *http.Request, rq *r
 }
 
 func (h *Handler) putObjectTagging(w http.ResponseWriter, r *http.Request, rq *request) error {
-	if err := h.currentOnly(w, r, rq); err != nil {
-		return err
-	}
 	data, err := readBody(r, rq, maxTaggingXML)
 	if err != nil {
 		return err
@@ -194,18 +192,33 @@ func (h *Handler) putObjectTagging(w http.ResponseWriter, r *http.Request, rq *r
 	if err != nil {
 		return err
 	}
-	if _, err := h.store.SetObjectTags(r.Context(), rq.bucket, rq.key, tags); err != nil {
+	if err := h.setTags(w, r, rq, tags); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusOK)
 	return nil
 }
 
-func (h *Handler) deleteObjectTagging(w http.ResponseWriter, r *http.Request, rq *request) error {
-	if err := h.currentOnly(w, r, rq); err != nil {
+// setTags replaces the tag set of the version the request names (the current one if
+// none).
+func (h *Handler) setTags(w http.ResponseWriter, r *http.Request, rq *request, tags [][2]string) error {
+	if len(tags) == 0 {
+		tags = nil
+	}
+	if _, ok := r.URL.Query()["versionId"]; !ok {
+		_, err := h.store.SetObjectTags(r.Context(), rq.bucket, rq.key, tags)
 		return err
 	}
-	if _, err := h.store.SetObjectTags(r.Context(), rq.bucket, rq.key, nil); err != nil {
+	o, err := h.statRequested(w, r, rq)
+	if err != nil {
+		return err
+	}
+	_, err = h.store.ChangeMeta(r.Context(), rq.bucket, rq.key, o.HLC, gateway.MetaChange{Tags: &tags})
+	return err
+}
+
+func (h *Handler) deleteObjectTagging(w http.ResponseWriter, r *http.Request, rq *request) error {
+	if err := h.setTags(w, r, rq, nil); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -158,6 +158,18 @@ func TestVersioning(t *testing.T) {
 	if got := string(mustGet(t, c, "vers", "a")); got != "a1" {
 		t.Fatalf("after restoring by copy: %q", got)
 	}
+	// Tags of a noncurrent version, set and read by its id; the current one's stay.
+	if _, err := c.PutObjectTagging(ctx, &s3.PutObjectTaggingInput{Bucket: aws.String("vers"), Key: aws.String("a"), VersionId: aws.String(ids[2]),
+		Tagging: &types.Tagging{TagSet: []types.Tag{{Key: aws.String("old"), Value: aws.String("yes")}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if tg, err := c.GetObjectTagging(ctx, &s3.GetObjectTaggingInput{Bucket: aws.String("vers"), Key: aws.String("a"), VersionId: aws.String(ids[2])}); err != nil ||
+		len(tg.TagSet) != 1 || aws.ToString(tg.VersionId) != ids[2] {
+		t.Fatalf("tags of a noncurrent version: %+v %v", tg, err)
+	}
+	if tg, err := c.GetObjectTagging(ctx, &s3.GetObjectTaggingInput{Bucket: aws.String("vers"), Key: aws.String("a")}); err != nil || len(tg.TagSet) != 0 {
+		t.Fatalf("tags of the current version: %+v %v", tg, err)
+	}
 	// Permanent deletes: a middle version, then the current one.
 	if _, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("vers"), Key: aws.String("a"), VersionId: aws.String(ids[1])}); err != nil {
 		t.Fatal(err)

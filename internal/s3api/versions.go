@@ -367,21 +367,3 @@ func (h *Handler) statRequested(w http.ResponseWriter, r *http.Request, rq *requ
 	}
 	return o, nil
 }
-
-// currentOnly refuses a change of a noncurrent version's tags (NotImplemented): tags
-// change in place on the current version only.
-func (h *Handler) currentOnly(w http.ResponseWriter, r *http.Request, rq *request) error {
-	ref, err := queryVersion(r)
-	if err != nil || !ref.set {
-		return err
-	}
-	cur, err := h.store.StatObject(r.Context(), rq.bucket, rq.key)
-	if err != nil {
-		return readError(w.Header(), err)
-	}
-	if (ref.null && cur.Versioned) || (!ref.null && (!cur.Versioned || cur.HLC != ref.hlc)) {
-		return errf(501, "NotImplemented", "Tags of a version that is not the current one cannot be changed.")
-	}
-	w.Header().Set("x-amz-version-id", versionIDOf(cur))
-	return nil
-}
