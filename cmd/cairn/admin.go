@@ -403,9 +403,21 @@ func printStatus(w io.Writer, st *server.Status) {
 	if len(st.BucketUsage) > 0 {
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "BUCKET\tOBJECTS\tBYTES")
+		versions := false // a column of noncurrent versions, when some bucket has them
 		for _, b := range st.BucketUsage {
-			fmt.Fprintf(tw, "%s\t%d\t%s\n", b.Name, b.Objects, human(b.Bytes))
+			versions = versions || b.Noncurrent > 0
+		}
+		if versions {
+			fmt.Fprintln(tw, "BUCKET\tOBJECTS\tBYTES\tOLDER VERSIONS\tTHEIR BYTES")
+		} else {
+			fmt.Fprintln(tw, "BUCKET\tOBJECTS\tBYTES")
+		}
+		for _, b := range st.BucketUsage {
+			if versions {
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\n", b.Name, b.Objects, human(b.Bytes), b.Noncurrent, human(b.NoncurrentBytes))
+			} else {
+				fmt.Fprintf(tw, "%s\t%d\t%s\n", b.Name, b.Objects, human(b.Bytes))
+			}
 		}
 		tw.Flush()
 		if st.UsagePartial {

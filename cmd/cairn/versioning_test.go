@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,6 +112,14 @@ func TestVersioningCluster(t *testing.T) {
 			t.Fatalf("node %d lists\n%q\nwant\n%q", i, got, want)
 		}
 	}
+	// The status counts the older versions apart.
+	proctest.WaitFor(t, 20*time.Second, func() error {
+		out, err := tc.admin(0, "status")
+		if err != nil || !strings.Contains(out, "OLDER VERSIONS") {
+			return fmt.Errorf("admin status: %v\n%s", err, out)
+		}
+		return nil
+	})
 	// The key deleted last reads as deleted everywhere.
 	for i, c := range cs {
 		if _, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("vers"), Key: aws.String("d")}); err == nil {
