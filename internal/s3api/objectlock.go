@@ -95,8 +95,11 @@ func (h *Handler) putObjectLockConfiguration(w http.ResponseWriter, r *http.Requ
 		if d.Mode != object.LockGovernance && d.Mode != object.LockCompliance {
 			return errMalformedXML
 		}
-		if (d.Days > 0) == (d.Years > 0) || d.Days < 0 || d.Years < 0 || d.Days > 36500 || d.Years > 100 {
-			return errf(400, "InvalidArgument", "Default retention period must be a positive number of either days or years.")
+		if d.Days != 0 && d.Years != 0 {
+			return errMalformedXML // days or years, not both
+		}
+		if d.Days < 0 || d.Years < 0 || (d.Days == 0 && d.Years == 0) || d.Days > 36500 || d.Years > 100 {
+			return errf(400, "InvalidRetentionPeriod", "Default retention period must be a positive integer value of at most 100 years.")
 		}
 	}
 	status, err := h.versioning(r.Context(), rq.bucket)
@@ -238,6 +241,9 @@ func (h *Handler) putObjectRetention(w http.ResponseWriter, r *http.Request, rq 
 		return err
 	}
 	var ret object.Retention
+	if doc.Mode != "" && doc.Mode != object.LockGovernance && doc.Mode != object.LockCompliance {
+		return errMalformedXML
+	}
 	if doc.Mode != "" || doc.RetainUntilDate != "" {
 		var err error
 		if ret, err = h.parseRetention(doc.Mode, doc.RetainUntilDate); err != nil {

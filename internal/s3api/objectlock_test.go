@@ -144,6 +144,29 @@ func TestObjectLock(t *testing.T) {
 	}
 	wantCode(t, del("default", def, false), "AccessDenied")
 
+	// Malformed configurations and documents.
+	badRule := func(days, years int32, mode types.ObjectLockRetentionMode) error {
+		dr := &types.DefaultRetention{Mode: mode}
+		if days != 0 {
+			dr.Days = aws.Int32(days)
+		}
+		if years != 0 {
+			dr.Years = aws.Int32(years)
+		}
+		_, err := c.PutObjectLockConfiguration(ctx, &s3.PutObjectLockConfigurationInput{Bucket: aws.String("locked"),
+			ObjectLockConfiguration: &types.ObjectLockConfiguration{ObjectLockEnabled: types.ObjectLockEnabledEnabled, Rule: &types.ObjectLockRule{DefaultRetention: dr}}})
+		return err
+	}
+	wantCode(t, badRule(1, 1, types.ObjectLockRetentionModeGovernance), "MalformedXML")
+	wantCode(t, badRule(-1, 0, types.ObjectLockRetentionModeGovernance), "InvalidRetentionPeriod")
+	wantCode(t, badRule(1, 0, "FOREVER"), "MalformedXML")
+	_, err = c.PutObjectRetention(ctx, &s3.PutObjectRetentionInput{Bucket: aws.String("locked"), Key: aws.String("default"), VersionId: aws.String(def),
+		Retention: &types.ObjectLockRetention{Mode: "FOREVER", RetainUntilDate: aws.Time(clock.now().Add(time.Hour))}})
+	wantCode(t, err, "MalformedXML")
+	_, err = c.PutObjectLegalHold(ctx, &s3.PutObjectLegalHoldInput{Bucket: aws.String("locked"), Key: aws.String("default"), VersionId: aws.String(def),
+		LegalHold: &types.ObjectLockLegalHold{Status: "MAYBE"}})
+	wantCode(t, err, "MalformedXML")
+
 	// Buckets without Object Lock.
 	mustCreateBucket(t, c, "plain")
 	_, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("plain"), Key: aws.String("k"), Body: bytes.NewReader(nil),
