@@ -554,21 +554,43 @@ func (l *Loops) pull(ctx context.Context, src topology.Target, e object.VersionE
 		_, err := l.store.DeleteRecord(e.Bucket, e.Key, object.Object{HLC: e.HLC, Versioned: e.Versioned, Purged: e.Purged})
 		return 0, err
 	}
-	if have, err := l.store.StatAt(e.Bucket, e.Key, e.HLC); err == nil && e.Noncurrent && !have.Deleted {
-		return 0, nil // the version is here (a later tagging change of a noncurrent version is not copied)
-	}
-	if cur, err := l.store.StatVersion(e.Bucket, e.Key); err == nil && cur.HLC == e.HLC && !cur.Deleted {
-		// The version is here; only a tagging update is missing: no body to copy.
-		rec, err := l.replica(src).Stat(ctx, e.Bucket, e.Key)
+	if have, err := l.store.StatAt(e.Bucket, e.Key, e.HLC); err == nil && !have.Deleted && !e.Deleted {
+		// The version is here: it arrived after this round's scan, or only an in-place
+		// change of its metadata (tags, retention, legal hold) is missing.
+		if have.MetaHLC >= e.MetaHLC {
+			return 0, nil
+		}
+		rec, err := l.sourceRecord(ctx, src, e)
 		if err != nil {
 			return 0, err
-		}
-		if rec.HLC != e.HLC || rec.Deleted {
-			return 0, errors.E(errors.Transient, "the record changed while syncing") // the next round sees the newer one
 		}
 		return 0, replica.CopyMeta(ctx, l.replica(topology.Target{ID: l.self, Local: true}), e.Bucket, e.Key, rec)
 	}
 	return l.copyVersion(ctx, src, topology.Target{ID: l.self, Local: true}, e.Bucket, e.Key, e.HLC, false)
+}
+
+// sourceRecord fetches src's record of version e (without its body).
+func (l *Loops) sourceRecord(ctx context.Context, src topology.Target, e object.VersionEntry) (*object.Object, error) {
+	if !e.Noncurrent {
+		rec, err := l.replica(src).Stat(ctx, e.Bucket, e.Key)
+		if err != nil {
+			return nil, err
+		}
+		if rec.HLC != e.HLC || rec.Deleted {
+			return nil, errors.E(errors.Transient, "the record changed while syncing") // the next round sees the newer one
+		}
+		return rec, nil
+	}
+	first := int64(0) // a record without a body of its own: the whole (empty) body
+	if e.Size > 0 && !e.Striped {
+		first = 1 // one byte, not the body
+	}
+	rd, err := l.replica(src).Open(ctx, e.Bucket, e.Key, replica.OpenOptions{Version: e.HLC, N: first})
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	return rd.Info(), nil
 }
 
 // nodeStates lists the nodes' states, for RunSync to notice changes.

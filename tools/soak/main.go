@@ -54,6 +54,9 @@ type config struct {
 	healTimeout  time.Duration
 	clientTO     time.Duration
 	sabotage     bool
+	// versioned is --versioned: the bucket has versioning enabled, and the final check
+	// also reads every acknowledged version by its id.
+	versioned bool
 	// class is --class: "" (every write STANDARD), "ec:K+M" or "copies:N". With it, the
 	// soak creates the storage class SOAK (classK data and classM parity shards, or
 	// classCopies copies) and writes about half of its PUTs into it.
@@ -91,6 +94,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.DurationVar(&c.syncInterval, "sync-interval", 20*time.Second, "server --sync-interval (anti-entropy rounds; healing waits for one)")
 	fs.DurationVar(&c.healTimeout, "heal-timeout", 3*time.Minute, "how long healing and convergence may take after the faults stop")
 	fs.DurationVar(&c.clientTO, "client-timeout", 10*time.Second, "S3 request timeout")
+	fs.BoolVar(&c.versioned, "versioned", false, "enable versioning on the bucket; the final check also reads every acknowledged version by its version id (none may be lost)")
 	fs.BoolVar(&c.sabotage, "sabotage", false, "self-test of the checker: after healing, change three keys behind its back; the run must fail")
 	if err := fs.Parse(args); err != nil {
 		return nil, err

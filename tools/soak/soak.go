@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 )
 
 // soak is one run: the cluster, the history, the faults and the checks.
@@ -118,6 +119,17 @@ func (s *soak) setup(ctx context.Context) error {
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("create bucket: %v", err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	for s.cfg.versioned {
+		_, err := c.PutBucketVersioning(ctx, &s3.PutBucketVersioningInput{Bucket: aws.String(bucket),
+			VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("enable versioning: %v", err)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
@@ -383,6 +395,9 @@ func (s *soak) finalCheck(ctx context.Context, deadline time.Time) []string {
 		if len(bad) == 0 {
 			bad = s.checkUploads(ctx)
 		}
+		if len(bad) == 0 && s.cfg.versioned {
+			bad = s.checkVersions(ctx)
+		}
 		bad = append(bad, s.probeGateways(ctx)...)
 		if len(bad) == 0 {
 			bad = s.probeHints(ctx)
@@ -399,6 +414,33 @@ func (s *soak) finalCheck(ctx context.Context, deadline time.Time) []string {
 		s.log.printf("final check: attempt %d found %d violations (first: %s); re-checking in 5s", attempt, len(bad), firstLine(bad[0]))
 		time.Sleep(5 * time.Second)
 	}
+}
+
+// checkVersions reads every acknowledged version by its version id, each through another
+// gateway in turn: none may be lost or changed (--versioned; deletes only add markers).
+func (s *soak) checkVersions(ctx context.Context) []string {
+	w := newWorkload(s.cfg, s.cl, s.h, s.faults)
+	s.h.mu.Lock()
+	vs := append([]written(nil), s.h.versions...)
+	s.h.mu.Unlock()
+	var bad []string
+	for i, v := range vs {
+		if ctx.Err() != nil {
+			return append(bad, fmt.Sprintf("the check of the versions cut short: %v", ctx.Err()))
+		}
+		n := s.cl.nodes[i%len(s.cl.nodes)]
+		id, found, err := w.readVersion(ctx, n, v.key, v.vid)
+		switch {
+		case err != nil:
+			bad = append(bad, fmt.Sprintf("version %s of %s (value %s) through %s: %v", v.vid, v.key, v.id, n.id, err))
+		case !found || id != v.id:
+			bad = append(bad, fmt.Sprintf("version %s of %s through %s reads as %q (found %v), want value %s", v.vid, v.key, n.id, id, found, v.id))
+		}
+	}
+	if len(bad) == 0 {
+		s.log.printf("final check: %d acknowledged versions read back by their version ids", len(vs))
+	}
+	return bad
 }
 
 func firstLine(s string) string {

@@ -137,6 +137,21 @@ type history struct {
 	bad    []string          // violations seen while running (corrupt reads)
 	// completed are the multipart uploads whose Complete was acknowledged.
 	completed []*upload
+	// versions are the acknowledged writes' versions (--versioned).
+	versions []written
+}
+
+// written is an acknowledged write's version: key, version id, value id.
+type written struct{ key, vid, id string }
+
+// version notes the version an acknowledged write of value id to key answered.
+func (h *history) version(key, vid, id string) {
+	if vid == "" {
+		return
+	}
+	h.mu.Lock()
+	h.versions = append(h.versions, written{key, vid, id})
+	h.mu.Unlock()
 }
 
 func newHistory() *history {
@@ -368,11 +383,14 @@ func (w *workload) put(n *node, o *op, r *rand.Rand) {
 	w.h.values[o.id] = v
 	w.h.mu.Unlock()
 	o.start = time.Now()
-	_, err := n.client.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(o.key),
+	out, err := n.client.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(o.key),
 		Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))), Metadata: map[string]string{metaKey: o.id},
 		StorageClass: types.StorageClass(o.class)})
 	o.end = time.Now()
 	w.finishWrite(o, err)
+	if err == nil && w.cfg.versioned {
+		w.h.version(o.key, aws.ToString(out.VersionId), o.id)
+	}
 	if o.class != "" {
 		w.h.count("put class "+o.class+" "+o.outcome.String(), 1)
 	}
@@ -434,7 +452,16 @@ var errCorrupt = errors.New("corrupt")
 // read GETs key through n: the value id it holds (verified byte for byte), or found =
 // false for 404. A body that is not exactly a value written for key is errCorrupt.
 func (w *workload) read(ctx context.Context, n *node, key string) (id string, found bool, err error) {
-	out, err := n.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	return w.readVersion(ctx, n, key, "")
+}
+
+// readVersion is read of version vid of key ("": the current one).
+func (w *workload) readVersion(ctx context.Context, n *node, key, vid string) (id string, found bool, err error) {
+	in := &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)}
+	if vid != "" {
+		in.VersionId = aws.String(vid)
+	}
+	out, err := n.client.GetObject(ctx, in)
 	if err != nil {
 		var ae smithy.APIError
 		if errors.As(err, &ae) && ae.ErrorCode() == "NoSuchKey" {
@@ -522,6 +549,9 @@ func (w *workload) multipart(n *node, o *op, r *rand.Rand) {
 		w.h.mu.Lock()
 		w.h.completed = append(w.h.completed, up)
 		w.h.mu.Unlock()
+		if w.cfg.versioned {
+			w.h.version(o.key, aws.ToString(res.VersionId), o.id)
+		}
 	}
 }
 
