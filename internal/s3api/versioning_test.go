@@ -257,3 +257,57 @@ func TestVersionsPaging(t *testing.T) {
 		t.Fatalf("with a delimiter: %+v %v", res, err)
 	}
 }
+
+// A multipart upload completed over a versioned key keeps the version it supersedes
+// (found by the versioned fault soak: the completion replaced it in place).
+func TestVersioningMultipart(t *testing.T) {
+	_, c := setup(t)
+	ctx := context.Background()
+	mustCreateBucket(t, c, "mpv")
+	if _, err := c.PutBucketVersioning(ctx, &s3.PutBucketVersioningInput{Bucket: aws.String("mpv"),
+		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}}); err != nil {
+		t.Fatal(err)
+	}
+	first := mustPut(t, c, "mpv", "k", []byte("the first version"))
+	up, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("mpv"), Key: aws.String("k")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := randBytes(5, 5<<20+100)
+	var parts []types.CompletedPart
+	for i, b := range [][]byte{big[:5<<20], big[5<<20:]} {
+		p, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String("mpv"), Key: aws.String("k"), UploadId: up.UploadId,
+			PartNumber: aws.Int32(int32(i + 1)), Body: bytes.NewReader(b)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, types.CompletedPart{PartNumber: aws.Int32(int32(i + 1)), ETag: p.ETag})
+	}
+	done, err := c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String("mpv"), Key: aws.String("k"), UploadId: up.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}})
+	if err != nil || done.VersionId == nil || *done.VersionId == *first.VersionId {
+		t.Fatalf("complete: %+v %v", done, err)
+	}
+	if b, err := getVersion(t, c, "mpv", "k", *first.VersionId); err != nil || string(b) != "the first version" {
+		t.Fatalf("the version the upload superseded: %q %v", b, err)
+	}
+	if b, err := getVersion(t, c, "mpv", "k", *done.VersionId); err != nil || !bytes.Equal(b, big) {
+		t.Fatalf("the uploaded version: %d bytes %v", len(b), err)
+	}
+	// A second upload completed over it: three versions.
+	up2, _ := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("mpv"), Key: aws.String("k")})
+	p, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String("mpv"), Key: aws.String("k"), UploadId: up2.UploadId, PartNumber: aws.Int32(1), Body: bytes.NewReader([]byte("small"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String("mpv"), Key: aws.String("k"), UploadId: up2.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: p.ETag}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := listVersions(t, c, "mpv", 1000); len(got) != 3 {
+		t.Fatalf("versions: %q", got)
+	}
+	if b, err := getVersion(t, c, "mpv", "k", *done.VersionId); err != nil || !bytes.Equal(b, big) {
+		t.Fatalf("the first upload's version after the second: %d bytes %v", len(b), err)
+	}
+}

@@ -303,6 +303,11 @@ func (s *Store) CompleteUploadVersion(bucket, key, uploadID string, list []objec
 		b.Close()
 		return nil, errors.E(op, err)
 	}
+	if o.Versioned || (old != nil && old.Versioned) || s.hasVersionedBucket(bucket) {
+		// A key with versions: the new object is placed among them as any write is
+		// (commitVersion), the record it supersedes kept; the upload goes in the same batch.
+		return s.completeVersioned(op, b, bucket, key, uploadID, &o, old, all, used, list)
+	}
 	superseded := old != nil && old.HLC >= o.HLC
 	if old != nil && !superseded {
 		f, err := s.dropBody(b, old)
@@ -348,6 +353,45 @@ func (s *Store) CompleteUploadVersion(bucket, key, uploadID string, list []objec
 	}
 	s.count(bucket, old, &o)
 	return &o, nil
+}
+
+// completeVersioned commits a completion of a versioned key (or of a bucket with
+// versions): the upload's parts and upload record go, its end record is written, and the
+// object record o (whose chunks are the used parts' chunks, already in the index) is
+// placed by commitVersion, all in batch b.
+func (s *Store) completeVersioned(op errors.Op, b *pebble.Batch, bucket, key, uploadID string, o, old *object.Object, all []object.Part,
+	used map[int]bool, list []object.CompletePart) (*object.Object, error) {
+	var freed []segment.Loc
+	for _, p := range all {
+		if !used[p.Number] {
+			f, err := s.dropBody(b, p.Object)
+			if err != nil {
+				b.Close()
+				return nil, errors.E(op, err)
+			}
+			freed = append(freed, f...)
+		}
+		b.Delete(partKey(uploadID, p.Number), nil)
+	}
+	b.Delete(uploadKey(bucket, key, uploadID), nil)
+	if len(o.Chunks) == 0 {
+		o.Inline, o.Embedded, o.Body = true, true, []byte{}
+	}
+	res := *o
+	res.Body, res.Chunks, res.Inline, res.Embedded = nil, nil, false, false
+	end := &object.UploadEnd{Bucket: bucket, Key: key, UploadID: uploadID, State: object.UploadCompleted, Result: &res, Ended: time.Now().UnixNano()}
+	for _, cp := range list {
+		end.Parts = append(end.Parts, object.CompletePart{Number: cp.Number, ETag: strings.ToLower(strings.Trim(cp.ETag, `"`))})
+	}
+	b.Set(uploadEndKey(bucket, key, uploadID), marshalUploadEnd(end), nil)
+	stored, err := s.commitVersionIn(op, b, bucket, key, o, nil, old, object.PutOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range freed {
+		s.addLive(l, -1)
+	}
+	return stored, nil
 }
 
 // layoutOf is p's stripe layout without part information.

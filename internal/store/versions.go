@@ -168,6 +168,13 @@ func (n *noncurrent) add(o *object.Object, sign int64) {
 // kept beside the others (o.Versioned) or removes one (o.Purged). The caller holds the
 // key's lock, bucketMu.RLock and relocMu.RLock; old is the current record (nil: none).
 func (s *Store) commitVersion(op errors.Op, bucket, key string, o *object.Object, bd *body, old *object.Object, opts object.PutOptions) (*object.Object, error) {
+	return s.commitVersionIn(op, s.db.NewBatch(), bucket, key, o, bd, old, opts)
+}
+
+// commitVersionIn is commitVersion adding to batch b, which holds the caller's own changes
+// (a completion's upload and parts): b is committed whatever happens to o, or closed on
+// an error. A nil bd means o's body is in the index already (a completed upload's chunks).
+func (s *Store) commitVersionIn(op errors.Op, b *pebble.Batch, bucket, key string, o *object.Object, bd *body, old *object.Object, opts object.PutOptions) (*object.Object, error) {
 	okey := objectKey(bucket, key)
 	vkey := func(h uint64) []byte { return versionKey(bucket, key, h) }
 	// The record held for this very version, current or not.
@@ -176,11 +183,11 @@ func (s *Store) commitVersion(op errors.Op, bucket, key string, o *object.Object
 		sameCurrent = false
 		r, err := getObject(s.db, vkey(o.HLC))
 		if err != nil && !errors.Is(errors.NotExist, err) {
+			b.Close()
 			return nil, errors.E(op, err)
 		}
 		same = r
 	}
-	b := s.db.NewBatch()
 	var freed []segment.Loc
 	var nc noncurrent
 	drop := func(r *object.Object) error {
@@ -192,12 +199,28 @@ func (s *Store) commitVersion(op errors.Op, bucket, key string, o *object.Object
 		b.Close()
 		return nil, errors.E(op, err)
 	}
+	// dropped is the answer when o is not stored (r is what the key holds instead): the
+	// caller's own changes in b are committed all the same.
+	dropped := func(r *object.Object) (*object.Object, error) {
+		if bd != nil {
+			b.Close()
+			return r, nil
+		}
+		if err := s.commit(b); err != nil {
+			return nil, errors.E(op, err)
+		}
+		return r, nil
+	}
+	place := func() {
+		if bd != nil {
+			addBody(b, o, bd)
+		}
+	}
 	cur := old // the current record once this commit is done
 	stored := o
 	switch {
 	case same != nil && same.Purged:
-		b.Close()
-		return same, nil // the version was removed for good: a late copy stays out
+		return dropped(same) // the version was removed for good: a late copy stays out
 	case same != nil && o.Purged:
 		if err := s.locked(op, same); err != nil {
 			b.Close()
@@ -217,7 +240,7 @@ func (s *Store) commitVersion(op errors.Op, bucket, key string, o *object.Object
 		} else {
 			nc.add(same, -1)
 		}
-		addBody(b, o, bd)
+		place()
 		b.Set(vkey(o.HLC), marshalRecord(o), nil)
 	case same != nil:
 		loc := okey
@@ -225,7 +248,13 @@ func (s *Store) commitVersion(op errors.Op, bucket, key string, o *object.Object
 			loc = vkey(o.HLC)
 		}
 		if !opts.Repair {
-			b.Close()
+			if bd == nil {
+				if _, err := dropped(same); err != nil {
+					return nil, err
+				}
+			} else {
+				b.Close()
+			}
 			if !same.Deleted && !o.Deleted {
 				return s.mergeMeta(op, loc, same, o)
 			}
@@ -237,7 +266,7 @@ func (s *Store) commitVersion(op errors.Op, bucket, key string, o *object.Object
 		if err := drop(same); err != nil {
 			return fail(err)
 		}
-		addBody(b, o, bd)
+		place()
 		b.Set(loc, marshalRecord(o), nil)
 		if sameCurrent {
 			cur = o
@@ -247,7 +276,7 @@ func (s *Store) commitVersion(op errors.Op, bucket, key string, o *object.Object
 		}
 	case o.Purged:
 		// A version never held here: the purge record keeps a late copy out.
-		addBody(b, o, bd)
+		place()
 		b.Set(vkey(o.HLC), marshalRecord(o), nil)
 	default:
 		nullHLC := uint64(0) // a null record removed from V/ (promote skips it)
@@ -262,8 +291,7 @@ func (s *Store) commitVersion(op errors.Op, bucket, key string, o *object.Object
 				}
 			}
 			if n != nil && n.HLC >= o.HLC {
-				b.Close()
-				return n, nil
+				return dropped(n)
 			}
 			if err := s.locked(op, n); err != nil {
 				return fail(err)
@@ -282,7 +310,7 @@ func (s *Store) commitVersion(op errors.Op, bucket, key string, o *object.Object
 				}
 			}
 		}
-		addBody(b, o, bd)
+		place()
 		rec := marshalRecord(o)
 		switch {
 		case o.Visible() && (cur == nil || !cur.Visible() || o.HLC > cur.HLC):
@@ -328,8 +356,10 @@ func (s *Store) commitVersion(op errors.Op, bucket, key string, o *object.Object
 	s.markVersioned(bucket)
 	s.count(bucket, old, cur)
 	s.countNoncurrent(bucket, nc)
-	for _, l := range bd.locs {
-		s.addLive(l, 1)
+	if bd != nil {
+		for _, l := range bd.locs {
+			s.addLive(l, 1)
+		}
 	}
 	for _, l := range freed {
 		s.addLive(l, -1)
