@@ -78,10 +78,11 @@ _test-long:
 
 test-e2e: test-long # the long tier's former name
 
-test-soak: build ## the fault soak, short form (45 s of kills, pauses and full disks under load; about 2 minutes)
+test-soak: build ## the fault soak, short form (45 s of kills, pauses and full disks under load, then 20 s on a versioned bucket; about 3 minutes)
 	$(SUITE)
 _test-soak:
 	$(GO) run ./tools/soak --cairn $(BIN) --duration 45s
+	$(GO) run ./tools/soak --cairn $(BIN) --duration 20s --versioned --tmpfs-size 2g
 
 soak: build ## the fault soak (docs/soak.md): SOAK_DURATION=10m of faults under load, SOAK_SEED=N repeats a run
 	$(GO) run ./tools/soak --cairn $(BIN) --duration $(SOAK_DURATION) $(if $(SOAK_SEED),--seed $(SOAK_SEED))
