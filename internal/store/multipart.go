@@ -317,31 +317,15 @@ func (s *Store) CompleteUploadVersion(bucket, key, uploadID string, list []objec
 		}
 		freed = append(freed, f...)
 	}
-	for _, p := range all {
-		if !used[p.Number] || superseded {
-			f, err := s.dropBody(b, p.Object)
-			if err != nil {
-				b.Close()
-				return nil, errors.E(op, err)
-			}
-			freed = append(freed, f...)
-		}
-		b.Delete(partKey(uploadID, p.Number), nil)
+	f, err := s.endCompleted(b, bucket, key, uploadID, &o, all, used, list, superseded)
+	if err != nil {
+		b.Close()
+		return nil, errors.E(op, err)
 	}
-	b.Delete(uploadKey(bucket, key, uploadID), nil)
-	if len(o.Chunks) == 0 {
-		o.Inline, o.Embedded, o.Body = true, true, []byte{}
-	}
+	freed = append(freed, f...)
 	if !superseded {
 		b.Set(okey, marshalRecord(&o), nil)
 	}
-	res := o
-	res.Body, res.Chunks, res.Inline, res.Embedded = nil, nil, false, false
-	end := &object.UploadEnd{Bucket: bucket, Key: key, UploadID: uploadID, State: object.UploadCompleted, Result: &res, Ended: time.Now().UnixNano()}
-	for _, cp := range list {
-		end.Parts = append(end.Parts, object.CompletePart{Number: cp.Number, ETag: strings.ToLower(strings.Trim(cp.ETag, `"`))})
-	}
-	b.Set(uploadEndKey(bucket, key, uploadID), marshalUploadEnd(end), nil)
 	if err := s.commit(b); err != nil {
 		return nil, errors.E(op, err)
 	}
@@ -361,13 +345,33 @@ func (s *Store) CompleteUploadVersion(bucket, key, uploadID string, list []objec
 // placed by commitVersion, all in batch b.
 func (s *Store) completeVersioned(op errors.Op, b *pebble.Batch, bucket, key, uploadID string, o, old *object.Object, all []object.Part,
 	used map[int]bool, list []object.CompletePart) (*object.Object, error) {
+	freed, err := s.endCompleted(b, bucket, key, uploadID, o, all, used, list, false)
+	if err != nil {
+		b.Close()
+		return nil, errors.E(op, err)
+	}
+	stored, err := s.commitVersionIn(op, b, bucket, key, o, nil, old, object.PutOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range freed {
+		s.addLive(l, -1)
+	}
+	return stored, nil
+}
+
+// endCompleted adds to b the end of a completed upload: the bodies of its parts left out
+// of the completion (of all its parts if the object is not stored: dropAll), its parts'
+// and upload's records, and its end record naming o; an object without chunks gets an
+// empty inline body. It returns the chunk locations freed.
+func (s *Store) endCompleted(b *pebble.Batch, bucket, key, uploadID string, o *object.Object, all []object.Part, used map[int]bool,
+	list []object.CompletePart, dropAll bool) ([]segment.Loc, error) {
 	var freed []segment.Loc
 	for _, p := range all {
-		if !used[p.Number] {
+		if !used[p.Number] || dropAll {
 			f, err := s.dropBody(b, p.Object)
 			if err != nil {
-				b.Close()
-				return nil, errors.E(op, err)
+				return nil, err
 			}
 			freed = append(freed, f...)
 		}
@@ -384,14 +388,7 @@ func (s *Store) completeVersioned(op errors.Op, b *pebble.Batch, bucket, key, up
 		end.Parts = append(end.Parts, object.CompletePart{Number: cp.Number, ETag: strings.ToLower(strings.Trim(cp.ETag, `"`))})
 	}
 	b.Set(uploadEndKey(bucket, key, uploadID), marshalUploadEnd(end), nil)
-	stored, err := s.commitVersionIn(op, b, bucket, key, o, nil, old, object.PutOptions{})
-	if err != nil {
-		return nil, err
-	}
-	for _, l := range freed {
-		s.addLive(l, -1)
-	}
-	return stored, nil
+	return freed, nil
 }
 
 // layoutOf is p's stripe layout without part information.
