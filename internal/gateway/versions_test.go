@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/repair"
@@ -304,5 +305,74 @@ func TestObjectLockCluster(t *testing.T) {
 		if got, err := readVersion(nd.gw, "b", "k", o.HLC); err != nil || !bytes.Equal(got, body) {
 			t.Fatalf("the locked version through node %d: %v", i, err)
 		}
+	}
+}
+
+// A drain moves every version of versioned keys, locked ones included, to the remaining
+// holders with their locks, and the draining node gives up its copies (current and
+// noncurrent) only once they are confirmed; locked versions stay locked there.
+func TestVersionsDrain(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, 4, clusterConfig{})
+	c.createBucket("b")
+	type ver struct {
+		key    string
+		hlc    uint64
+		body   []byte
+		locked bool
+	}
+	var vs []ver
+	until := time.Now().Add(time.Hour).UnixNano()
+	for i := range 12 {
+		key := fmt.Sprintf("k%02d", i)
+		for v := range 3 {
+			body := randBody(uint64(i*10+v), 500+v*3000)
+			meta := &object.Object{Versioned: true}
+			if v == 0 {
+				meta.Retention = object.Retention{Mode: object.LockCompliance, Until: until}
+			}
+			src, fin := md5Finish(bytes.NewReader(body))
+			o, err := c.nodes[(i+v)%4].gw.PutObject(ctx, "b", key, meta, src, int64(len(body)), object.PutOptions{Finish: fin})
+			if err != nil {
+				t.Fatal(err)
+			}
+			vs = append(vs, ver{key, o.HLC, body, v == 0})
+		}
+	}
+	noncurrent := func(i int) int {
+		n := 0
+		c.nodes[i].store.ScanVersions(nil, func(object.VersionEntry) error { n++; return nil })
+		return n
+	}
+	if c.records(3) == 0 || noncurrent(3) == 0 {
+		t.Fatal("n4 holds nothing before the drain")
+	}
+	c.setNode("n4", func(n *clustermap.Node) { n.State = clustermap.StateDraining })
+	c.syncAll(0, 1, 2, 3)
+	c.syncAll(0, 1, 2, 3)
+	if n, nc := c.records(3), noncurrent(3); n != 0 || nc != 0 {
+		t.Fatalf("n4 still holds %d current and %d noncurrent records after the drain", n, nc)
+	}
+	for _, v := range vs {
+		for i := range 3 {
+			got, err := readVersion(c.nodes[i].gw, "b", v.key, v.hlc)
+			if err != nil || !bytes.Equal(got, v.body) {
+				t.Fatalf("%s@%d through %s after the drain: %v", v.key, v.hlc, c.nodes[i].id, err)
+			}
+		}
+		ids, _, _ := c.nodes[0].gw.topo.Placement("b", v.key)
+		for _, id := range ids {
+			rec, err := c.nodes[c.index(id)].store.StatAt("b", v.key, v.hlc)
+			if err != nil {
+				t.Fatalf("%s@%d on its holder %s: %v", v.key, v.hlc, id, err)
+			}
+			if locked := rec.Retention.Mode == object.LockCompliance; locked != v.locked {
+				t.Fatalf("%s@%d on %s: retention %+v", v.key, v.hlc, id, rec.Retention)
+			}
+		}
+	}
+	// Still locked after the move: a purge is refused by the new holders.
+	if _, err := c.nodes[1].gw.DeleteRecord(ctx, "b", vs[0].key, object.Object{HLC: vs[0].hlc, Versioned: true, Purged: true}); !errors.IsErr(err, object.ErrLocked) {
+		t.Fatalf("purge of a locked version after the drain: %v", err)
 	}
 }
