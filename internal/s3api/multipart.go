@@ -36,7 +36,7 @@ func (h *Handler) createUpload(w http.ResponseWriter, r *http.Request, rq *reque
 			meta.ChecksumType = t
 		}
 	}
-	if _, err := h.versionWrite(r, rq.bucket, meta); err != nil {
+	if _, err := h.versionWrite(r.Context(), r.Header, rq.bucket, meta); err != nil {
 		return err
 	}
 	meta.Versioned = false // decided at completion, by the versioning then

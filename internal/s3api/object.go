@@ -228,7 +228,7 @@ func (h *Handler) putObject(w http.ResponseWriter, r *http.Request, rq *request)
 	if err := writeConditions(r.Header, &opts); err != nil { // evaluated atomically with the write (conditional.go)
 		return err
 	}
-	status, err := h.versionWrite(r, rq.bucket, meta)
+	status, err := h.versionWrite(r.Context(), r.Header, rq.bucket, meta)
 	if err != nil {
 		return err
 	}
@@ -679,7 +679,7 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 		bc.expect = checksum.Expect{Algo: a}
 		bc.sum = a.New()
 	}
-	status, err := h.versionWrite(r, rq.bucket, meta)
+	status, err := h.versionWrite(r.Context(), r.Header, rq.bucket, meta)
 	if err != nil {
 		return err
 	}

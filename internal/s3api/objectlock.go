@@ -119,10 +119,9 @@ func (h *Handler) putObjectLockConfiguration(w http.ResponseWriter, r *http.Requ
 // lockWrite applies the Object Lock of a write to meta: the retention and legal hold
 // headers, or the bucket's default retention. Lock headers on a bucket without Object
 // Lock are refused.
-func (h *Handler) lockWrite(r *http.Request, b object.Bucket, meta *object.Object) error {
+func (h *Handler) lockWrite(hd http.Header, b object.Bucket, meta *object.Object) error {
 	// A new version: nothing of a copy source's lock (or tags' history) carries over.
 	meta.Retention, meta.LegalHold, meta.RetentionHLC, meta.HoldHLC, meta.TagsHLC = object.Retention{}, false, 0, 0, 0
-	hd := r.Header
 	mode, until, hold := hd.Get("x-amz-object-lock-mode"), hd.Get("x-amz-object-lock-retain-until-date"), hd.Get("x-amz-object-lock-legal-hold")
 	lc := bucketLock(b)
 	if lc == nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/cairnfs/cairn/internal/s3api"
 	"github.com/cairnfs/cairn/internal/sigv4"
@@ -295,4 +296,31 @@ func TestPostObjectLarge(t *testing.T) {
 	}
 	resp, body = postUpload(t, srv.URL+"/big", fields, "f", randBytes(3, 4<<20+1))
 	expectS3Error(t, resp.StatusCode, body, 400, "EntityTooLarge")
+}
+
+// Object Lock form fields of a browser upload lock the version (a bucket with Object
+// Lock), or are refused (a bucket without): never accepted and ignored.
+func TestPostObjectLock(t *testing.T) {
+	srv, c := setup(t)
+	ctx := context.Background()
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("lockpost"), ObjectLockEnabledForBucket: aws.Bool(true)}); err != nil {
+		t.Fatal(err)
+	}
+	mustCreateBucket(t, c, "plainpost")
+	now := time.Now()
+	until := now.Add(time.Hour).UTC().Format(time.RFC3339)
+	cond := `["starts-with","$key",""],["starts-with","$x-amz-object-lock-mode",""],["starts-with","$x-amz-object-lock-retain-until-date",""]`
+	fields := map[string]string{"key": "k", "x-amz-object-lock-mode": "COMPLIANCE", "x-amz-object-lock-retain-until-date": until}
+	resp, body := postUpload(t, srv.URL+"/lockpost", policyFields(`{"bucket":"lockpost"},`+cond, now.Add(time.Minute), now, fields), "k", []byte("locked"))
+	if resp.StatusCode != 204 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	head, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("lockpost"), Key: aws.String("k")})
+	if err != nil || head.ObjectLockMode != types.ObjectLockModeCompliance {
+		t.Fatalf("a browser upload with a retention: %+v %v", head, err)
+	}
+	resp, body = postUpload(t, srv.URL+"/plainpost", policyFields(`{"bucket":"plainpost"},`+cond, now.Add(time.Minute), now, fields), "k", []byte("x"))
+	if resp.StatusCode != 400 || !strings.Contains(body, "InvalidRequest") {
+		t.Fatalf("lock fields on a bucket without Object Lock: %d %s", resp.StatusCode, body)
+	}
 }

@@ -143,7 +143,7 @@ func (h *Handler) postObject(w http.ResponseWriter, r *http.Request, rq *request
 		}
 		return bc.finish(o)
 	}}
-	status, err := h.versionWrite(r, rq.bucket, meta)
+	status, err := h.versionWrite(r.Context(), hd, rq.bucket, meta)
 	if err != nil {
 		return err
 	}

@@ -88,14 +88,15 @@ func (h *Handler) versioning(ctx context.Context, bucket string) (string, error)
 // versionWrite marks meta as a version of its own if bucket's versioning is enabled,
 // gives it the Object Lock the request or the bucket's default asks for, and returns the
 // versioning status, for versionHeader.
-func (h *Handler) versionWrite(r *http.Request, bucket string, meta *object.Object) (string, error) {
-	b, err := h.store.HeadBucket(r.Context(), bucket)
+// hd holds the request's headers (a browser upload's form fields, for PostObject).
+func (h *Handler) versionWrite(ctx context.Context, hd http.Header, bucket string, meta *object.Object) (string, error) {
+	b, err := h.store.HeadBucket(ctx, bucket)
 	if err != nil {
 		return "", err
 	}
 	status := b.Config[versioningKind]
 	meta.Versioned = status == versioningEnabled
-	return status, h.lockWrite(r, b, meta)
+	return status, h.lockWrite(hd, b, meta)
 }
 
 // versionHeader sets x-amz-version-id on the answer to a write of o to a bucket with
