@@ -33,6 +33,8 @@ type Command struct {
 	Account *Account `json:"account,omitempty"`
 	Keys    []Key    `json:"keys,omitempty"`
 	Grant   *Grant   `json:"grant,omitempty"`
+	// Level is OpRaiseLevel's feature level.
+	Level int `json:"level,omitempty"`
 }
 
 // The command operations.
@@ -63,6 +65,8 @@ type Command struct {
 //     Key (an S3 sub-resource such as "cors" or "tagging") to Doc; an empty Doc
 //     deletes it. NotExist for an unknown bucket, Invalid without a kind, a
 //     document or with a document over MaxBucketConfig bytes.
+//   - OpRaiseLevel (Level): raises Map.Level to Level; Invalid if Level is not above
+//     it (the level never goes down).
 //
 // Every command other than OpInit requires an initialized map (Precondition
 // otherwise). Every accepted command increments the epoch by one; a rejected
@@ -81,6 +85,7 @@ const (
 	OpApplyPolicy  = "apply_policy"
 
 	OpSetBucketConfig = "set_bucket_config"
+	OpRaiseLevel      = "raise_level"
 )
 
 // MaxBucketConfig bounds one bucket configuration document: the map is held in memory by
@@ -287,6 +292,11 @@ func applyCommand(m *Map, c Command) (*Map, error) {
 		}
 		b.Config = cfg
 		nm.Buckets[c.Name] = b
+	case OpRaiseLevel:
+		if c.Level <= m.Level {
+			return nil, errors.Errorf(opFSM, errors.Invalid, "raise_level: level %d is not above the cluster's %d", c.Level, m.Level)
+		}
+		nm.Level = c.Level
 	case OpAddAccount, OpSetAccount, OpRemoveAccount, OpPutKey, OpRevokeKey, OpSealUsers, OpSetGrant:
 		if err := applyUserCommand(nm, c); err != nil {
 			return nil, err

@@ -118,6 +118,11 @@ type Config struct {
 	IdleTimeout time.Duration
 	// Now, for tests; nil means time.Now.
 	Now func() time.Time
+	// FeatureLevel returns the feature level every node of the cluster has reached
+	// (clustermap.Map.Level). Requests that would write records an older build misreads
+	// (an owner, an ACL, encryption: level 5) are refused below it. Nil: the cluster is
+	// this build alone.
+	FeatureLevel func() int
 }
 
 // Handler is the S3 API as an http.Handler.
@@ -162,6 +167,12 @@ func New(cfg Config) *Handler {
 	}
 	h.verifier = &sigv4.Verifier{Lookup: cfg.Lookup, Now: cfg.Now, VirtualHostBucket: h.vhostBucket, MaxPresignV2: cfg.MaxPresignV2}
 	return h
+}
+
+// levelAtLeast reports whether every node of the cluster runs a build at feature level l
+// or later (Config.FeatureLevel).
+func (h *Handler) levelAtLeast(l int) bool {
+	return h.cfg.FeatureLevel == nil || h.cfg.FeatureLevel() >= l
 }
 
 // vhostBucket returns the bucket named by a virtual-host-style Host header, or "".
