@@ -83,6 +83,10 @@ type Object struct {
 	// record has no body.
 	Striped bool
 	Stripe  Stripe
+	// Mutable marks a mutable object (a block volume's data object): written in place a
+	// range at a time (package store's WriteRange), its HLC is its write order, not a
+	// time (docs/design/volumes.md). Its body is whole on every replica that has it.
+	Mutable bool `json:"Mutable,omitempty"`
 	// Tags is the object's tag set (S3 object tagging), sorted by key, keys unique.
 	// (omitempty: upload end records hold an Object as JSON, whose bytes stay those of
 	// binaries from before tagging for a record without tags.)

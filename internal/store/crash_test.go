@@ -94,9 +94,10 @@ const (
 	opPut opKind = iota
 	opDelete
 	opMultipart
+	opRange // a write of a mutable object (sum: its whole content afterwards)
 )
 
-func (k opKind) String() string { return [...]string{"put", "delete", "multipart"}[k] }
+func (k opKind) String() string { return [...]string{"put", "delete", "multipart", "range"}[k] }
 
 // crashOp is one operation on a key. start is taken before the operation begins, end
 // after it returned: an operation whose end precedes a cut returned before the cut, one
@@ -309,9 +310,14 @@ func (r *crashRun) worker(w int, midBody map[int]bool) {
 			return 2<<20 + rng.IntN(1<<20) // multi-MiB
 		}
 	}
+	mut := map[string]*mutableModel{}
 	for i := range crashOpsPer {
 		key := fmt.Sprintf("w%d/k%d", w, rng.IntN(crashKeysPer))
 		bodySeed := r.seed<<32 | uint64(w)<<16 | uint64(i)
+		if rng.IntN(4) == 0 {
+			r.mutableOp(ctx, rng, mut, fmt.Sprintf("w%d/m%d", w, rng.IntN(2)), bodySeed)
+			continue
+		}
 		switch p := rng.IntN(100); {
 		case p < 50:
 			body := crashBody(bodySeed, size())
@@ -347,6 +353,54 @@ func (r *crashRun) worker(w int, midBody map[int]bool) {
 				}
 			}
 		}
+	}
+}
+
+// mutableModel is what a mutable object holds after the acknowledged writes.
+type mutableModel struct {
+	content []byte
+	order   uint64
+}
+
+const crashMutableSize = 1 << 20
+
+// mutableOp writes a range of a mutable object (inline data, a chunk, or a hole), or
+// replaces it whole as a catch-up copy from another replica would.
+func (r *crashRun) mutableOp(ctx context.Context, rng *rand.Rand, mut map[string]*mutableModel, key string, seed uint64) {
+	m := mut[key]
+	if m == nil {
+		m = &mutableModel{content: make([]byte, crashMutableSize)}
+		mut[key] = m
+	}
+	next := slices.Clone(m.content)
+	var err error
+	var op *crashOp
+	switch p := rng.IntN(100); {
+	case p < 10:
+		next = crashBody(seed, crashMutableSize)
+		op = r.begin(key, opRange, next)
+		_, err = r.s.PutObject(ctx, crashBucket, key, &object.Object{Mutable: true}, bytes.NewReader(next), crashMutableSize,
+			object.PutOptions{Version: m.order + 1, Repair: true})
+	default:
+		n := 1 + rng.IntN(16<<10)
+		if p >= 60 {
+			n = 16<<10 + rng.IntN(600<<10)
+		}
+		off := rng.IntN(crashMutableSize - n + 1)
+		w := RangeWrite{Bucket: crashBucket, Key: key, Size: crashMutableSize, Off: int64(off), Prev: m.order, Next: m.order + 1}
+		if p < 25 {
+			w.Len = int64(n)
+			clear(next[off : off+n])
+		} else {
+			w.Data = crashBody(seed, n)
+			copy(next[off:], w.Data)
+		}
+		op = r.begin(key, opRange, next)
+		_, err = r.s.WriteRange(ctx, w)
+	}
+	r.end(op, err)
+	if err == nil {
+		m.content, m.order = next, m.order+1
 	}
 }
 

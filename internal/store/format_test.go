@@ -346,3 +346,18 @@ func TestRecordVersionExt(t *testing.T) {
 		t.Error("a record with a negative plaintext size decoded")
 	}
 }
+
+// The mutable flag survives a round trip; a mutable record with a body of its own is
+// malformed.
+func TestRecordMutable(t *testing.T) {
+	o := object.Object{HLC: 1<<40 | 9, Mutable: true, Size: 4 << 20, VersionID: [16]byte{3}}
+	var got object.Object
+	if err := unmarshalRecord(&got, marshalRecord(&o)); err != nil || !reflect.DeepEqual(got, o) {
+		t.Errorf("round trip: %+v, %v", got, err)
+	}
+	bad := o
+	bad.Chunks = []object.Chunk{{Size: 1}}
+	if err := unmarshalRecord(new(object.Object), marshalRecord(&bad)); err == nil {
+		t.Error("a mutable record with chunks decoded")
+	}
+}

@@ -24,6 +24,7 @@ func FuzzObjectRecord(f *testing.F) {
 			Retention: object.Retention{Mode: object.LockCompliance, Until: 1 << 62}, Tags: [][2]string{{"k", "v"}}},
 		{HLC: 8, Owner: "u", ACL: "public-read", ACLHLC: 9, MetaHLC: 9, SSE: object.Encryption{Algorithm: "AES256", KeyID: "k", SealedKey: []byte{1}, PlainSize: 1},
 			Size: 17, Inline: true, Embedded: true, Body: make([]byte, 17)},
+		{HLC: 1<<40 | 7, Mutable: true, Size: 4 << 20},
 	}
 	for _, o := range seeds {
 		f.Add(marshalRecord(o))

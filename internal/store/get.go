@@ -115,6 +115,9 @@ func (r *Reader) WriteRange(ctx context.Context, w io.Writer, off, n int64) (int
 		return 0, errors.E(op, err)
 	}
 	defer r.done() // after drain (deferred below): the read-ahead uses the snapshot
+	if o.Mutable {
+		return r.writeMutable(ctx, w, off, n)
+	}
 	if o.Embedded {
 		if int64(len(o.Body)) != size {
 			return 0, errors.E(op, errors.Corrupt, "embedded body has the wrong size")

@@ -202,6 +202,10 @@ const embedMax = 8 << 10
 
 // addBody adds the index entries of a stored body to batch b.
 func addBody(b *pebble.Batch, o *object.Object, bd *body) {
+	if o.Mutable {
+		addMutableBody(b, o, bd)
+		return
+	}
 	o.Embedded, o.Body = false, nil // set below if the body is embedded, whatever o held
 	if bd.inline != nil || len(bd.chunks) == 0 {
 		o.Inline = true
@@ -227,6 +231,9 @@ func addBody(b *pebble.Batch, o *object.Object, bd *body) {
 // dropBody adds to b the deletion of o's body and returns the chunk locations freed (for the
 // live-bytes accounting after commit). The caller holds relocMu.RLock until it commits b.
 func (s *Store) dropBody(b *pebble.Batch, o *object.Object) ([]segment.Loc, error) {
+	if o.Mutable {
+		return s.dropMutableBody(b, o)
+	}
 	if o.Embedded {
 		return nil, nil
 	}

@@ -48,6 +48,11 @@ const (
 	flagPurged    = 64
 )
 
+// flagMutable marks a mutable object (mutable.go), whose bytes are extents: a binary that
+// does not know it reads such a record as an empty object, so volumes exist only once
+// every node knows it (the map's feature level).
+const flagMutable = 128
+
 // maxRecordList bounds list lengths in a record, so a corrupt record cannot make the decoder
 // allocate without limit.
 const maxRecordList = 1 << 22
@@ -97,6 +102,9 @@ func marshalRecord(o *object.Object) []byte {
 	}
 	if o.Purged {
 		flags |= flagPurged
+	}
+	if o.Mutable {
+		flags |= flagMutable
 	}
 	b = append(b, flags)
 	b = append(b, o.VersionID[:]...)
@@ -256,7 +264,7 @@ func unmarshalRecord(o *object.Object, b []byte) error {
 	}
 	striped := v[0] == recordVersionStriped || (v[0] >= recordVersionMeta && v[1]&flagStriped != 0)
 	*o = object.Object{Inline: v[1]&1 != 0, Embedded: v[1]&2 != 0, Deleted: v[1]&4 != 0, Striped: striped,
-		Versioned: v[1]&flagVersioned != 0, DeleteMarker: v[1]&flagMarker != 0, Purged: v[1]&flagPurged != 0}
+		Versioned: v[1]&flagVersioned != 0, DeleteMarker: v[1]&flagMarker != 0, Purged: v[1]&flagPurged != 0, Mutable: v[1]&flagMutable != 0}
 	copy(o.VersionID[:], d.bytes(16))
 	o.Size = d.varint()
 	o.ModTime = d.varint()
@@ -364,6 +372,9 @@ func unmarshalRecord(o *object.Object, b []byte) error {
 		}
 	}
 	if d.err == nil && len(d.b) != 0 {
+		d.fail()
+	}
+	if d.err == nil && o.Mutable && (o.Inline || len(o.Chunks) > 0 || o.Striped || o.Size > MaxMutableSize) {
 		d.fail()
 	}
 	if d.err == nil && (o.Size < 0 || (o.Inline && len(o.Chunks) > 0) || (o.Embedded && (!o.Inline || int64(len(o.Body)) != o.BodySize()))) {

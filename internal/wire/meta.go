@@ -49,6 +49,8 @@ type Meta struct {
 	ACL    string             `json:"acl,omitempty"`
 	ACLHLC uint64             `json:"acl_hlc,omitempty"`
 	SSE    *object.Encryption `json:"sse,omitempty"`
+	// Mutable: a volume data object (object.Object.Mutable).
+	Mutable bool `json:"mutable,omitempty"`
 }
 
 // Stripe is an erasure-coded object's layout on the wire.
@@ -72,7 +74,7 @@ func MetaOf(o *object.Object) *Meta {
 		PartSizes: o.PartSizes, Striped: o.Striped, Tags: o.Tags, MetaHLC: o.MetaHLC, PartChecksums: o.PartChecksums,
 		Versioned: o.Versioned, DeleteMarker: o.DeleteMarker, Purged: o.Purged,
 		TagsHLC: o.TagsHLC, LockMode: o.Retention.Mode, LockUntil: o.Retention.Until, RetentionHLC: o.RetentionHLC, LegalHold: o.LegalHold, HoldHLC: o.HoldHLC,
-		Owner: o.Owner, ACL: o.ACL, ACLHLC: o.ACLHLC}
+		Owner: o.Owner, ACL: o.ACL, ACLHLC: o.ACLHLC, Mutable: o.Mutable}
 	if !o.SSE.IsZero() {
 		e := o.SSE
 		m.SSE = &e
@@ -95,7 +97,7 @@ func (m *Meta) Object() *object.Object {
 		PartSizes: m.PartSizes, Striped: m.Striped, Tags: m.Tags, MetaHLC: m.MetaHLC, PartChecksums: m.PartChecksums,
 		Versioned: m.Versioned, DeleteMarker: m.DeleteMarker, Purged: m.Purged,
 		TagsHLC: m.TagsHLC, Retention: object.Retention{Mode: m.LockMode, Until: m.LockUntil}, RetentionHLC: m.RetentionHLC, LegalHold: m.LegalHold, HoldHLC: m.HoldHLC,
-		Owner: m.Owner, ACL: m.ACL, ACLHLC: m.ACLHLC}
+		Owner: m.Owner, ACL: m.ACL, ACLHLC: m.ACLHLC, Mutable: m.Mutable}
 	if m.SSE != nil {
 		o.SSE = *m.SSE
 	}

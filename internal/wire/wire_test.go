@@ -95,6 +95,7 @@ func TestMetaRoundTrip(t *testing.T) {
 		{Size: 9 << 20, Striped: true, Stripe: object.Stripe{K: 4, M: 2, Size: 4 << 20, Upload: "u", Parts: []int{1, 2}}},
 		{HLC: 11, Owner: "alice", ACL: "public-read", ACLHLC: 12, MetaHLC: 12,
 			SSE: object.Encryption{Algorithm: "AES256", KeyID: "k1", SealedKey: []byte{1, 2}, KeyMD5: "m", PlainSize: 3}},
+		{HLC: 1<<40 | 3, Size: 4 << 20, Mutable: true},
 	} {
 		got, err := DecodeMeta(EncodeMeta(o))
 		if err != nil || !reflect.DeepEqual(got, o) {

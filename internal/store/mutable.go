@@ -1,0 +1,471 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"io"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/store/segment"
+)
+
+// Mutable objects (docs/design/volumes.md) are the data objects of block volumes: written
+// in place, a range at a time, instead of replaced whole. A mutable object's record (flag
+// Mutable) has no body of its own; its bytes are extents in the index:
+//
+//	X/<version id><offset, 4 bytes big endian>  ->  0, data...                 (data inline)
+//	                                           ->  1, chunk id, chunk offset, length (in a chunk)
+//
+// A range not covered by an extent reads as zeroes (thin provisioning; TRIM and
+// WRITE_ZEROES make holes). Writes up to InlineMax carry their bytes in the index batch;
+// larger ones are appended to a segment as a chunk, synced, then referenced. A chunk can
+// be referenced by several extents (a write into the middle of an extent splits it):
+// K/<chunk id> holds the number of extents referencing it, and the chunk is freed when it
+// drops to zero. Each write is one synced index batch: the record (its new order), the
+// extents it adds, trims and removes, and the reference counts, so a power cut leaves the
+// object as it was before or after the write, never between.
+//
+// The record's HLC is not a time but the object's write order (the writer's lease epoch
+// and write sequence, package volume): a write names the order it expects to find (Prev)
+// and the one it leaves (Next); a replica that missed a write refuses the next one with a
+// Precondition error, and must catch up (a whole-object copy from a replica that has it,
+// through PutObject with Repair) before it takes writes again.
+const (
+	pfxExtent   = "X/"
+	pfxChunkRef = "K/"
+
+	extentData  = 0
+	extentChunk = 1
+
+	// MaxMutableSize bounds a mutable object (volume data objects are 4 MiB).
+	MaxMutableSize = 64 << 20
+)
+
+func extentPrefix(vid [16]byte) []byte {
+	return append([]byte(pfxExtent), vid[:]...)
+}
+
+func extentKey(vid [16]byte, off int64) []byte {
+	return binary.BigEndian.AppendUint32(extentPrefix(vid), uint32(off))
+}
+
+func chunkRefKey(id segment.ID) []byte { return append([]byte(pfxChunkRef), id[:]...) }
+
+// extent is one decoded extent.
+type extent struct {
+	off, n   int64
+	data     []byte // extentData: the bytes (n of them)
+	chunk    segment.ID
+	chunkOff int64 // extentChunk: where the bytes start in the chunk's payload
+	inChunk  bool
+}
+
+func (e extent) end() int64 { return e.off + e.n }
+
+func decodeExtent(key, v []byte) (extent, error) {
+	bad := errors.E(errors.Corrupt, "malformed extent of a mutable object")
+	if len(key) != len(pfxExtent)+16+4 || len(v) < 1 {
+		return extent{}, bad
+	}
+	e := extent{off: int64(binary.BigEndian.Uint32(key[len(key)-4:]))}
+	switch v[0] {
+	case extentData:
+		e.data, e.n = v[1:], int64(len(v)-1)
+	case extentChunk:
+		if len(v) != 1+16+4+4 {
+			return extent{}, bad
+		}
+		copy(e.chunk[:], v[1:17])
+		e.chunkOff = int64(binary.BigEndian.Uint32(v[17:]))
+		e.n = int64(binary.BigEndian.Uint32(v[21:]))
+		e.inChunk = true
+	default:
+		return extent{}, bad
+	}
+	if e.n == 0 {
+		return extent{}, bad
+	}
+	return e, nil
+}
+
+func (e extent) value() []byte {
+	if !e.inChunk {
+		return append([]byte{extentData}, e.data...)
+	}
+	v := append([]byte{extentChunk}, e.chunk[:]...)
+	v = binary.BigEndian.AppendUint32(v, uint32(e.chunkOff))
+	return binary.BigEndian.AppendUint32(v, uint32(e.n))
+}
+
+// slice returns the part of e in [from, to) (within e).
+func (e extent) slice(from, to int64) extent {
+	s := e
+	s.off, s.n = from, to-from
+	if e.inChunk {
+		s.chunkOff = e.chunkOff + from - e.off
+	} else {
+		s.data = e.data[from-e.off : to-e.off]
+	}
+	return s
+}
+
+// RangeWrite is one in-place write of a mutable object.
+type RangeWrite struct {
+	Bucket, Key string
+	// Size is the object's size, fixed when it is created (by its first write).
+	Size int64
+	// Off and Data: the bytes written. Nil Data writes Len zeroes (TRIM, WRITE_ZEROES):
+	// the range becomes a hole.
+	Off  int64
+	Data []byte
+	Len  int64
+	// Prev is the order the object must be at (0: it must not exist, or be deleted
+	// before Next); Next the order it is left at.
+	Prev, Next uint64
+}
+
+func (w *RangeWrite) length() int64 {
+	if w.Data != nil {
+		return int64(len(w.Data))
+	}
+	return w.Len
+}
+
+// WriteRange applies w to the mutable object bucket/key, creating it if w.Prev is 0. It
+// returns the object's record afterwards. An object at another order than w.Prev is a
+// Precondition error returned with the object's record as it is (the caller tells a
+// missed write from a stale writer by comparing orders).
+func (s *Store) WriteRange(ctx context.Context, w RangeWrite) (*object.Object, error) {
+	const op errors.Op = "store.WriteRange"
+	n := w.length()
+	switch {
+	case w.Size <= 0 || w.Size > MaxMutableSize:
+		return nil, errors.Errorf(op, errors.Invalid, "mutable object size %d (1 byte to %d)", w.Size, MaxMutableSize)
+	case w.Off < 0 || n <= 0 || w.Off > w.Size || n > w.Size-w.Off:
+		return nil, errors.Errorf(op, errors.Invalid, "range [%d, +%d) outside an object of %d bytes", w.Off, n, w.Size)
+	case w.Next <= w.Prev:
+		return nil, errors.Errorf(op, errors.Invalid, "write order %d does not follow %d", w.Next, w.Prev)
+	}
+	var bd *body
+	if w.Data != nil && len(w.Data) > s.cfg.InlineMax {
+		var err error
+		if bd, err = s.writeBody(ctx, bytes.NewReader(w.Data), int64(len(w.Data)), false); err != nil {
+			return nil, errors.E(op, err)
+		}
+	}
+	o, err := s.commitRange(op, w, bd)
+	if bd != nil {
+		s.release(bd.locs)
+	}
+	return o, err
+}
+
+func (s *Store) commitRange(op errors.Op, w RangeWrite, bd *body) (*object.Object, error) {
+	s.bucketMu.RLock()
+	defer s.bucketMu.RUnlock()
+	if _, err := s.bucket(w.Bucket); err != nil {
+		return nil, errors.E(op, err)
+	}
+	mu := s.keyLock(w.Bucket, w.Key)
+	mu.Lock()
+	defer mu.Unlock()
+	s.relocMu.RLock()
+	defer s.relocMu.RUnlock()
+	okey := objectKey(w.Bucket, w.Key)
+	old, err := getObject(s.db, okey)
+	if err != nil && !errors.Is(errors.NotExist, err) {
+		return nil, errors.E(op, err)
+	}
+	var o object.Object
+	switch {
+	case old != nil && !old.Deleted && old.HLC == w.Prev:
+		if !old.Mutable {
+			return nil, errors.Errorf(op, errors.Invalid, "%s/%s is not a mutable object", w.Bucket, w.Key)
+		}
+		if old.Size != w.Size {
+			return nil, errors.Errorf(op, errors.Invalid, "mutable object of %d bytes written as one of %d", old.Size, w.Size)
+		}
+		o = *old
+	case w.Prev == 0 && (old == nil || (old.Deleted && old.HLC < w.Next)):
+		o = object.Object{Mutable: true, VersionID: newID(), Size: w.Size}
+	default:
+		return old, errors.Errorf(op, errors.Precondition, "mutable object %s/%s is at order %d, the write expects %d", w.Bucket, w.Key, orderOf(old), w.Prev)
+	}
+	o.HLC, o.ModTime = w.Next, time.Now().UnixNano()
+	s.clock.Observe(w.Next)
+
+	b := s.db.NewBatch()
+	refs := map[segment.ID]int{}
+	if err := s.cutExtents(b, o.VersionID, w.Off, w.Off+w.length(), refs); err != nil {
+		b.Close()
+		return nil, errors.E(op, err)
+	}
+	switch {
+	case w.Data == nil: // a hole
+	case bd == nil:
+		b.Set(extentKey(o.VersionID, w.Off), extent{data: w.Data}.value(), nil)
+	default:
+		pos := w.Off
+		for i, c := range bd.chunks {
+			id := segment.ID(c.ID)
+			b.Set(chunkKey(id), encodeLoc(bd.locs[i]), nil)
+			b.Set(segKey(bd.locs[i]), segValue(id, c.Size), nil)
+			e := extent{off: pos, n: int64(c.Size), chunk: id, inChunk: true}
+			b.Set(extentKey(o.VersionID, pos), e.value(), nil)
+			refs[id]++
+			pos += int64(c.Size)
+		}
+	}
+	freed, err := s.applyRefs(b, refs)
+	if err != nil {
+		b.Close()
+		return nil, errors.E(op, err)
+	}
+	b.Set(okey, marshalRecord(&o), nil)
+	if err := s.commit(b); err != nil {
+		return nil, errors.E(op, err)
+	}
+	if old == nil || old.Deleted {
+		s.count(w.Bucket, old, &o)
+	}
+	if bd != nil {
+		for _, l := range bd.locs {
+			s.addLive(l, 1)
+		}
+	}
+	for _, l := range freed {
+		s.addLive(l, -1)
+	}
+	return &o, nil
+}
+
+// orderOf is a record's write order (0 for none or a delete).
+func orderOf(o *object.Object) uint64 {
+	if o == nil || o.Deleted {
+		return 0
+	}
+	return o.HLC
+}
+
+// cutExtents adds to b what removes the object's bytes in [from, to): extents inside are
+// deleted, extents across an end trimmed (one across both ends becomes two). refs gets
+// the change in references of each chunk.
+func (s *Store) cutExtents(b *pebble.Batch, vid [16]byte, from, to int64, refs map[segment.ID]int) error {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: extentPrefix(vid), UpperBound: extentKey(vid, to)})
+	if err != nil {
+		return indexErr(err)
+	}
+	defer it.Close()
+	// The first extent that may overlap starts at or before from.
+	ok := it.SeekLT(extentKey(vid, from+1))
+	if !ok {
+		ok = it.First()
+	}
+	for ; ok; ok = it.Next() {
+		e, err := decodeExtent(it.Key(), it.Value())
+		if err != nil {
+			return err
+		}
+		if e.end() <= from {
+			continue
+		}
+		if e.off >= to {
+			break
+		}
+		kept := 0
+		if e.off < from {
+			b.Set(extentKey(vid, e.off), e.slice(e.off, from).value(), nil)
+			kept++
+		} else {
+			b.Delete(extentKey(vid, e.off), nil)
+		}
+		if e.end() > to {
+			b.Set(extentKey(vid, to), e.slice(to, e.end()).value(), nil)
+			kept++
+		}
+		if e.inChunk {
+			refs[e.chunk] += kept - 1
+		}
+	}
+	return it.Error()
+}
+
+// applyRefs adds to b the reference counts changed by refs, and the deletion of the chunks
+// no extent references any more; it returns their locations (for the live-bytes
+// accounting after the commit). A chunk new in this batch has no count yet.
+func (s *Store) applyRefs(b *pebble.Batch, refs map[segment.ID]int) ([]segment.Loc, error) {
+	var freed []segment.Loc
+	for id, d := range refs {
+		if d == 0 {
+			continue
+		}
+		cur, err := s.chunkRefs(id)
+		if err != nil {
+			return nil, err
+		}
+		n := cur + d
+		switch {
+		case n < 0:
+			return nil, errors.Errorf("", errors.Corrupt, "chunk %s: reference count below zero", id)
+		case n > 0:
+			b.Set(chunkRefKey(id), binary.AppendUvarint(nil, uint64(n)), nil)
+			continue
+		}
+		b.Delete(chunkRefKey(id), nil)
+		loc, err := s.chunkLoc(s.db, id)
+		if errors.Is(errors.NotExist, err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		b.Delete(chunkKey(id), nil)
+		b.Delete(segKey(loc), nil)
+		freed = append(freed, loc)
+	}
+	return freed, nil
+}
+
+// chunkRefs returns the number of extents referencing chunk id (0 for a chunk not yet
+// referenced).
+func (s *Store) chunkRefs(id segment.ID) (int, error) {
+	v, c, err := s.db.Get(chunkRefKey(id))
+	if err == pebble.ErrNotFound {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, indexErr(err)
+	}
+	defer c.Close()
+	n, k := binary.Uvarint(v)
+	if k <= 0 {
+		return 0, errors.Errorf("", errors.Corrupt, "chunk %s: malformed reference count", id)
+	}
+	return int(n), nil
+}
+
+// addMutableBody adds to b the extents of a mutable object's body stored as bd (a whole
+// object arriving from another replica: the body becomes extents, one per chunk or one
+// inline).
+func addMutableBody(b *pebble.Batch, o *object.Object, bd *body) {
+	o.Inline, o.Embedded, o.Body, o.Chunks = false, false, nil, nil
+	if bd.inline != nil {
+		if len(bd.inline) > 0 {
+			b.Set(extentKey(o.VersionID, 0), extent{data: bd.inline}.value(), nil)
+		}
+		return
+	}
+	var pos int64
+	for i, c := range bd.chunks {
+		id := segment.ID(c.ID)
+		b.Set(chunkKey(id), encodeLoc(bd.locs[i]), nil)
+		b.Set(segKey(bd.locs[i]), segValue(id, c.Size), nil)
+		b.Set(chunkRefKey(id), binary.AppendUvarint(nil, 1), nil)
+		b.Set(extentKey(o.VersionID, pos), extent{off: pos, n: int64(c.Size), chunk: id, inChunk: true}.value(), nil)
+		pos += int64(c.Size)
+	}
+}
+
+// dropMutableBody adds to b the deletion of a mutable object's extents and of the chunks
+// only they reference; it returns the chunks' locations.
+func (s *Store) dropMutableBody(b *pebble.Batch, o *object.Object) ([]segment.Loc, error) {
+	refs := map[segment.ID]int{}
+	if err := s.cutExtents(b, o.VersionID, 0, o.Size, refs); err != nil {
+		return nil, err
+	}
+	return s.applyRefs(b, refs)
+}
+
+// writeMutable writes n bytes of a mutable object's body from off to w, zeroes for holes.
+func (r *Reader) writeMutable(ctx context.Context, w io.Writer, off, n int64) (int64, error) {
+	vid := r.Object.VersionID
+	it, err := r.snap.NewIter(&pebble.IterOptions{LowerBound: extentPrefix(vid), UpperBound: extentKey(vid, off+n)})
+	if err != nil {
+		return 0, indexErr(err)
+	}
+	defer it.Close()
+	pos, end := off, off+n
+	var written int64
+	zero := func(upTo int64) error {
+		for pos < upTo {
+			k := min(upTo-pos, int64(len(zeroes)))
+			m, err := w.Write(zeroes[:k])
+			written += int64(m)
+			pos += int64(m)
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	ok := it.SeekLT(extentKey(vid, off+1))
+	if !ok {
+		ok = it.First()
+	}
+	for ; ok && pos < end; ok = it.Next() {
+		e, err := decodeExtent(it.Key(), it.Value())
+		if err != nil {
+			return written, err
+		}
+		if e.end() <= pos {
+			continue
+		}
+		if e.off >= end {
+			break
+		}
+		if err := zero(e.off); err != nil {
+			return written, err
+		}
+		part := e.slice(max(e.off, pos), min(e.end(), end))
+		var p []byte
+		if part.inChunk {
+			loc, err := r.s.chunkLoc(r.snap, part.chunk)
+			if err != nil {
+				if errors.Is(errors.NotExist, err) {
+					err = errors.E(errors.Corrupt, err)
+				}
+				return written, err
+			}
+			bp := r.s.bufPool.Get().(*[]byte)
+			payload, err := r.s.segs.Read(loc, part.chunk, *bp)
+			if err != nil {
+				r.s.bufPool.Put(bp)
+				return written, err
+			}
+			if part.chunkOff+part.n > int64(len(payload)) {
+				r.s.bufPool.Put(bp)
+				return written, errors.E(errors.Corrupt, "extent beyond the end of its chunk")
+			}
+			m, werr := w.Write(payload[part.chunkOff : part.chunkOff+part.n])
+			r.s.bufPool.Put(bp)
+			written += int64(m)
+			pos += int64(m)
+			if werr != nil {
+				return written, werr
+			}
+		} else {
+			p = part.data
+			m, werr := w.Write(p)
+			written += int64(m)
+			pos += int64(m)
+			if werr != nil {
+				return written, werr
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return written, err
+		}
+	}
+	if err := it.Error(); err != nil {
+		return written, indexErr(err)
+	}
+	return written, zero(end)
+}
+
+// zeroes is what holes of mutable objects read as, a piece at a time.
+var zeroes = make([]byte, 64<<10)
