@@ -326,6 +326,30 @@ func (u *MetaUpdate) Covers(o *Object) bool {
 		(r.HoldHLC == 0 || n.HoldHLC >= r.HoldHLC) && (r.ACLHLC == 0 || n.ACLHLC >= r.ACLHLC)
 }
 
+// RangeWrite is one in-place write of a mutable object (Object.Mutable), as a volume's
+// writer sends it to each holder (docs/design/volumes.md).
+type RangeWrite struct {
+	Bucket, Key string
+	// Size is the object's size, fixed when it is created (by its first write).
+	Size int64
+	// Off and Data: the bytes written. Nil Data writes Len zeroes (TRIM, WRITE_ZEROES):
+	// the range becomes a hole.
+	Off  int64
+	Data []byte
+	Len  int64
+	// Prev is the write order the object must be at (0: it must not exist, or be
+	// deleted before Next); Next the order it is left at.
+	Prev, Next uint64
+}
+
+// Length is the number of bytes w writes.
+func (w *RangeWrite) Length() int64 {
+	if w.Data != nil {
+		return int64(len(w.Data))
+	}
+	return w.Len
+}
+
 // Stripe is the layout of a striped object.
 type Stripe struct {
 	K    int   `json:"k"`

@@ -56,6 +56,7 @@ func NewHandler(cfg HandlerConfig) *Handler {
 	h.mux.HandleFunc(wire.PathDigest, h.digest)
 	h.mux.HandleFunc(wire.PathMeta, h.meta)
 	h.mux.HandleFunc(wire.PathVersions, h.versions)
+	h.mux.HandleFunc(wire.PathRange, h.rangeWrite)
 	if cfg.Leases != nil {
 		h.mux.HandleFunc(wire.PathLease, h.lease)
 	}

@@ -387,7 +387,7 @@ func (r *crashRun) mutableOp(ctx context.Context, rng *rand.Rand, mut map[string
 			n = 16<<10 + rng.IntN(600<<10)
 		}
 		off := rng.IntN(crashMutableSize - n + 1)
-		w := RangeWrite{Bucket: crashBucket, Key: key, Size: crashMutableSize, Off: int64(off), Prev: m.order, Next: m.order + 1}
+		w := object.RangeWrite{Bucket: crashBucket, Key: key, Size: crashMutableSize, Off: int64(off), Prev: m.order, Next: m.order + 1}
 		if p < 25 {
 			w.Len = int64(n)
 			clear(next[off : off+n])

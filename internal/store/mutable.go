@@ -114,35 +114,13 @@ func (e extent) slice(from, to int64) extent {
 	return s
 }
 
-// RangeWrite is one in-place write of a mutable object.
-type RangeWrite struct {
-	Bucket, Key string
-	// Size is the object's size, fixed when it is created (by its first write).
-	Size int64
-	// Off and Data: the bytes written. Nil Data writes Len zeroes (TRIM, WRITE_ZEROES):
-	// the range becomes a hole.
-	Off  int64
-	Data []byte
-	Len  int64
-	// Prev is the order the object must be at (0: it must not exist, or be deleted
-	// before Next); Next the order it is left at.
-	Prev, Next uint64
-}
-
-func (w *RangeWrite) length() int64 {
-	if w.Data != nil {
-		return int64(len(w.Data))
-	}
-	return w.Len
-}
-
 // WriteRange applies w to the mutable object bucket/key, creating it if w.Prev is 0. It
 // returns the object's record afterwards. An object at another order than w.Prev is a
 // Precondition error returned with the object's record as it is (the caller tells a
 // missed write from a stale writer by comparing orders).
-func (s *Store) WriteRange(ctx context.Context, w RangeWrite) (*object.Object, error) {
+func (s *Store) WriteRange(ctx context.Context, w object.RangeWrite) (*object.Object, error) {
 	const op errors.Op = "store.WriteRange"
-	n := w.length()
+	n := w.Length()
 	switch {
 	case w.Size <= 0 || w.Size > MaxMutableSize:
 		return nil, errors.Errorf(op, errors.Invalid, "mutable object size %d (1 byte to %d)", w.Size, MaxMutableSize)
@@ -165,7 +143,7 @@ func (s *Store) WriteRange(ctx context.Context, w RangeWrite) (*object.Object, e
 	return o, err
 }
 
-func (s *Store) commitRange(op errors.Op, w RangeWrite, bd *body) (*object.Object, error) {
+func (s *Store) commitRange(op errors.Op, w object.RangeWrite, bd *body) (*object.Object, error) {
 	s.bucketMu.RLock()
 	defer s.bucketMu.RUnlock()
 	if _, err := s.bucket(w.Bucket); err != nil {
@@ -201,7 +179,7 @@ func (s *Store) commitRange(op errors.Op, w RangeWrite, bd *body) (*object.Objec
 
 	b := s.db.NewBatch()
 	refs := map[segment.ID]int{}
-	if err := s.cutExtents(b, o.VersionID, w.Off, w.Off+w.length(), refs); err != nil {
+	if err := s.cutExtents(b, o.VersionID, w.Off, w.Off+w.Length(), refs); err != nil {
 		b.Close()
 		return nil, errors.E(op, err)
 	}

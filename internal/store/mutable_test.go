@@ -109,7 +109,7 @@ func TestMutableModel(t *testing.T) {
 				n = 1 + rng.IntN(size)
 			}
 			off := rng.IntN(size - n + 1)
-			w := RangeWrite{Bucket: "vol", Key: key, Size: size, Off: int64(off), Prev: m.order, Next: m.order + 1}
+			w := object.RangeWrite{Bucket: "vol", Key: key, Size: size, Off: int64(off), Prev: m.order, Next: m.order + 1}
 			if rng.IntN(5) == 0 {
 				w.Len = int64(n)
 				clear(m.b[off : off+n])
@@ -148,23 +148,23 @@ func TestMutableOrder(t *testing.T) {
 	if err := s.CreateBucket("vol"); err != nil {
 		t.Fatal(err)
 	}
-	w := RangeWrite{Bucket: "vol", Key: "o", Size: 4096, Off: 0, Data: []byte("abc"), Prev: 0, Next: 5}
+	w := object.RangeWrite{Bucket: "vol", Key: "o", Size: 4096, Off: 0, Data: []byte("abc"), Prev: 0, Next: 5}
 	if _, err := s.WriteRange(ctx, w); err != nil {
 		t.Fatal(err)
 	}
 	put(t, s, "vol", "plain", []byte("x"))
 	for _, tc := range []struct {
 		name string
-		w    RangeWrite
+		w    object.RangeWrite
 		kind errors.Kind
 	}{
-		{"missed a write", RangeWrite{Bucket: "vol", Key: "o", Size: 4096, Data: []byte("d"), Prev: 6, Next: 7}, errors.Precondition},
-		{"stale writer", RangeWrite{Bucket: "vol", Key: "o", Size: 4096, Data: []byte("d"), Prev: 4, Next: 5}, errors.Precondition},
-		{"create again", RangeWrite{Bucket: "vol", Key: "o", Size: 4096, Data: []byte("d"), Prev: 0, Next: 9}, errors.Precondition},
-		{"other size", RangeWrite{Bucket: "vol", Key: "o", Size: 8192, Data: []byte("d"), Prev: 5, Next: 6}, errors.Invalid},
-		{"beyond the end", RangeWrite{Bucket: "vol", Key: "o", Size: 4096, Off: 4095, Data: []byte("de"), Prev: 5, Next: 6}, errors.Invalid},
-		{"normal object", RangeWrite{Bucket: "vol", Key: "plain", Size: 4096, Data: []byte("d"), Prev: 0, Next: 1 << 62}, errors.Precondition},
-		{"no bucket", RangeWrite{Bucket: "none", Key: "o", Size: 4096, Data: []byte("d"), Prev: 5, Next: 6}, errors.NotExist},
+		{"missed a write", object.RangeWrite{Bucket: "vol", Key: "o", Size: 4096, Data: []byte("d"), Prev: 6, Next: 7}, errors.Precondition},
+		{"stale writer", object.RangeWrite{Bucket: "vol", Key: "o", Size: 4096, Data: []byte("d"), Prev: 4, Next: 5}, errors.Precondition},
+		{"create again", object.RangeWrite{Bucket: "vol", Key: "o", Size: 4096, Data: []byte("d"), Prev: 0, Next: 9}, errors.Precondition},
+		{"other size", object.RangeWrite{Bucket: "vol", Key: "o", Size: 8192, Data: []byte("d"), Prev: 5, Next: 6}, errors.Invalid},
+		{"beyond the end", object.RangeWrite{Bucket: "vol", Key: "o", Size: 4096, Off: 4095, Data: []byte("de"), Prev: 5, Next: 6}, errors.Invalid},
+		{"normal object", object.RangeWrite{Bucket: "vol", Key: "plain", Size: 4096, Data: []byte("d"), Prev: 0, Next: 1 << 62}, errors.Precondition},
+		{"no bucket", object.RangeWrite{Bucket: "none", Key: "o", Size: 4096, Data: []byte("d"), Prev: 5, Next: 6}, errors.NotExist},
 	} {
 		o, err := s.WriteRange(ctx, tc.w)
 		if !errors.Is(tc.kind, err) {
@@ -191,7 +191,7 @@ func TestMutableOrder(t *testing.T) {
 	if got := readAll(t, s, "vol", "o"); !bytes.Equal(got, body) {
 		t.Error("a newer copy did not replace the object")
 	}
-	if _, err := s.WriteRange(ctx, RangeWrite{Bucket: "vol", Key: "o", Size: 4096, Off: 1, Data: []byte("q"), Prev: 9, Next: 10}); err != nil {
+	if _, err := s.WriteRange(ctx, object.RangeWrite{Bucket: "vol", Key: "o", Size: 4096, Off: 1, Data: []byte("q"), Prev: 9, Next: 10}); err != nil {
 		t.Fatal(err)
 	}
 	if got := readAll(t, s, "vol", "o"); got[1] != 'q' || got[0] != 'z' {

@@ -97,6 +97,10 @@ const (
 	// PathVersions: GET a page of a bucket's versions, tombstones and purge records
 	// included (VersionsAnswer).
 	PathVersions = "/internal/v1/versions"
+	// PathRange: POST an in-place write of a mutable object (a volume's data object):
+	// QSize, QOffset, QLength, QPrev, QNext and QZero in the query, the bytes as the body
+	// (none for zeroes); the answer carries the record afterwards (HdrMeta).
+	PathRange = "/internal/v1/range"
 )
 
 // Paths of the cluster protocol, served on the node address by every node (package
@@ -136,4 +140,8 @@ const (
 	QUploadMkr = "um"     // uploads listing: upload id marker
 	QNullMkr   = "nm"     // versions listing: "1": resume after the key marker's null version
 	QFlags     = "flags"  // DELETE: the record's flags: "v" versioned, "m" delete marker, "p" purge
+	QSize      = "size"   // range write: the mutable object's size
+	QPrev      = "prev"   // range write: the order the object must be at
+	QNext      = "next"   // range write: the order it is left at
+	QZero      = "zero"   // range write: "1": zeroes (a hole), no body
 )

@@ -41,6 +41,7 @@ func Run(t *testing.T, newReplica func(t *testing.T) replica.Replica) {
 		{"DigestsAndScan", testDigestsAndScan},
 		{"UpdateMeta", testUpdateMeta},
 		{"LateVersion", testLateVersion},
+		{"RangeWrites", testRangeWrites},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newReplica(t)) })
 	}
@@ -533,4 +534,81 @@ func testUpdateMeta(t *testing.T, r replica.Replica) {
 	if rec, err := r.UpdateMeta(ctx, dead); err != nil || !rec.Deleted || replica.UpdateOutcome(dead, rec) != replica.MetaSuperseded {
 		t.Fatalf("update of a deleted key: %+v, %v", rec, err)
 	}
+}
+
+// testRangeWrites: in-place writes of a mutable object (inline, chunked, a hole) read back
+// whole and by range; a write at the wrong order is a Precondition error and changes
+// nothing; a newer whole copy replaces the object and writes continue from its order.
+func testRangeWrites(t *testing.T, r replica.Replica) {
+	rw, ok := r.(replica.RangeWriter)
+	if !ok {
+		t.Fatalf("%T takes no range writes", r)
+	}
+	const size = 1 << 20
+	model := make([]byte, size)
+	order := uint64(0)
+	for i, w := range []object.RangeWrite{
+		{Off: 100, Data: body(1, 500)},
+		{Off: 4096, Data: body(2, 300<<10)},
+		{Off: 50000, Len: 100000},
+		{Off: size - 10, Data: body(3, 10)},
+	} {
+		w.Bucket, w.Key, w.Size, w.Prev, w.Next = Bucket, "vol", size, order, order+1
+		o, err := rw.WriteRange(ctx, w)
+		if err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+		if !o.Mutable || o.HLC != order+1 || o.Size != size {
+			t.Fatalf("write %d: record %+v", i, o)
+		}
+		order++
+		if w.Data != nil {
+			copy(model[w.Off:], w.Data)
+		} else {
+			clear(model[w.Off : w.Off+w.Len])
+		}
+	}
+	if got := readRange(t, r, "vol", 0, -1); !bytes.Equal(got, model) {
+		t.Fatal("the object differs from its writes")
+	}
+	if got := readRange(t, r, "vol", 4000, 10000); !bytes.Equal(got, model[4000:14000]) {
+		t.Fatal("a range of the object differs")
+	}
+	_, err := rw.WriteRange(ctx, object.RangeWrite{Bucket: Bucket, Key: "vol", Size: size, Data: []byte("x"), Prev: order + 3, Next: order + 4})
+	if !errors.Is(errors.Precondition, err) {
+		t.Fatalf("a write after a missed one: %v", err)
+	}
+	if o, err := r.Stat(ctx, Bucket, "vol"); err != nil || o.HLC != order {
+		t.Fatalf("stat after a refused write: %+v %v", o, err)
+	}
+	next := body(4, size)
+	if _, err := r.Put(ctx, replica.Write{Bucket: Bucket, Key: "vol", Meta: &object.Object{Mutable: true}, Body: bytes.NewReader(next), Size: size,
+		Version: order + 5, FinalNow: &object.Object{Size: size, Mutable: true}, Repair: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rw.WriteRange(ctx, object.RangeWrite{Bucket: Bucket, Key: "vol", Size: size, Off: 0, Data: []byte("q"), Prev: order + 5, Next: order + 6}); err != nil {
+		t.Fatal(err)
+	}
+	next[0] = 'q'
+	if got := readRange(t, r, "vol", 0, -1); !bytes.Equal(got, next) {
+		t.Fatal("the object differs after a whole copy and a write")
+	}
+}
+
+// readRange reads n bytes of key from off (n < 0: to the end).
+func readRange(t *testing.T, r replica.Replica, key string, off, n int64) []byte {
+	t.Helper()
+	rd, err := r.Open(ctx, Bucket, key, replica.OpenOptions{Off: off, N: max(n, 0)})
+	if err != nil {
+		t.Fatalf("open %s: %v", key, err)
+	}
+	defer rd.Close()
+	if n < 0 {
+		n = rd.Info().Size - off
+	}
+	var buf bytes.Buffer
+	if _, err := rd.WriteRange(ctx, &buf, off, n); err != nil {
+		t.Fatalf("read %s: %v", key, err)
+	}
+	return buf.Bytes()
 }
