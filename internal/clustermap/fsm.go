@@ -35,6 +35,10 @@ type Command struct {
 	Grant   *Grant   `json:"grant,omitempty"`
 	// Level is OpRaiseLevel's feature level.
 	Level int `json:"level,omitempty"`
+	// Volume, Size and Force are the volume commands' (volumes.go).
+	Volume *Volume `json:"volume,omitempty"`
+	Size   int64   `json:"size,omitempty"`
+	Force  bool    `json:"force,omitempty"`
 }
 
 // The command operations.
@@ -65,6 +69,8 @@ type Command struct {
 //     Key (an S3 sub-resource such as "cors" or "tagging") to Doc; an empty Doc
 //     deletes it. NotExist for an unknown bucket, Invalid without a kind, a
 //     document or with a document over MaxBucketConfig bytes.
+//   - The volume commands (OpCreateVolume, OpResizeVolume, OpAttachVolume,
+//     OpDetachVolume, OpDeleteVolume) are described in volumes.go.
 //   - OpRaiseLevel (Level): raises Map.Level to Level; Invalid if Level is not above
 //     it (the level never goes down).
 //
@@ -297,6 +303,10 @@ func applyCommand(m *Map, c Command) (*Map, error) {
 			return nil, errors.Errorf(opFSM, errors.Invalid, "raise_level: level %d is not above the cluster's %d", c.Level, m.Level)
 		}
 		nm.Level = c.Level
+	case OpCreateVolume, OpResizeVolume, OpAttachVolume, OpDetachVolume, OpDeleteVolume:
+		if err := applyVolumeCommand(nm, c); err != nil {
+			return nil, err
+		}
 	case OpAddAccount, OpSetAccount, OpRemoveAccount, OpPutKey, OpRevokeKey, OpSealUsers, OpSetGrant:
 		if err := applyUserCommand(nm, c); err != nil {
 			return nil, err

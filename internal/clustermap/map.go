@@ -217,6 +217,8 @@ type Map struct {
 	// an older build would misread (records with an owner, ACL or encryption: level 5)
 	// are used only once Level says every node can read it.
 	Level int `json:"level,omitempty"`
+	// Volumes are the block volumes by name (volumes.go).
+	Volumes map[string]Volume `json:"volumes,omitempty"`
 }
 
 // Node returns the node with the given ID.
@@ -248,6 +250,10 @@ func (m *Map) Clone() *Map {
 		Users:      make(map[string]User, len(m.Users)),
 		Accounts:   make(map[string]Account, len(m.Accounts)),
 		Keys:       make(map[string]Key, len(m.Keys)),
+		Volumes:    make(map[string]Volume, len(m.Volumes)),
+	}
+	for k, v := range m.Volumes {
+		c.Volumes[k] = v
 	}
 	if m.Nodes != nil {
 		c.Nodes = make([]Node, len(m.Nodes))

@@ -302,6 +302,9 @@ func (g *Gateway) ListBuckets(ctx context.Context) ([]object.Bucket, error) {
 	m := g.cfg.Maps.Current()
 	out := make([]object.Bucket, 0, len(m.Buckets))
 	for _, b := range m.Buckets {
+		if b.Name == clustermap.VolumeBucket {
+			continue // block volumes' data objects: not an S3 bucket
+		}
 		out = append(out, object.Bucket{Name: b.Name, Created: time.Unix(0, b.Created).UTC(), Owner: b.Owner})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

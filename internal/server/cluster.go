@@ -54,6 +54,8 @@ func commandLevel(c clustermap.Command) int {
 		return 2
 	case clustermap.OpRaiseLevel:
 		return c.Level
+	case clustermap.OpCreateVolume, clustermap.OpResizeVolume, clustermap.OpAttachVolume, clustermap.OpDetachVolume, clustermap.OpDeleteVolume:
+		return 5
 	case clustermap.OpAddAccount, clustermap.OpSetAccount, clustermap.OpRemoveAccount, clustermap.OpPutKey, clustermap.OpRevokeKey, clustermap.OpSealUsers, clustermap.OpSetGrant:
 		return 3
 	}
