@@ -45,6 +45,7 @@ func TestDependencyRules(t *testing.T) {
 		"internal/server":              {"internal/budget", "internal/console", "internal/hints", "internal/repair", "internal/topology", "internal/clustermap", "internal/errors", "internal/gateway", "internal/hlc", "internal/metrics", "internal/object", "internal/replica", "internal/rpc", "internal/s3api", "internal/secrets", "internal/store", "internal/wire"},
 		"internal/secrets":             {"internal/errors"},
 		"internal/nbd":                 {"internal/errors"},
+		"internal/volume":              {"internal/clustermap", "internal/errors", "internal/nbd", "internal/object", "internal/replica", "internal/topology"},
 		"internal/testutil":            {"internal/gateway", "internal/store", "internal/s3api"},
 		"internal/bench":               {"internal/sigv4"},
 		"internal/bench/plot":          {"internal/bench"},

@@ -17,9 +17,9 @@ func TestVolumeCommands(t *testing.T) {
 		return &Volume{Name: name, ID: id, Size: size, BlockSize: DefaultBlockSize, Created: 1}
 	}
 	for _, tc := range []struct {
-		name string
-		c    Command
-		kind errors.Kind // Other: accepted
+		name  string
+		c     Command
+		kind  errors.Kind // Other: accepted
 		check func(m *Map) bool
 	}{
 		{"create", Command{Op: OpCreateVolume, Volume: vol("db", "0123456789abcdef", 1<<30)}, errors.Other,

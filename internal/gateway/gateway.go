@@ -62,6 +62,9 @@ type Config struct {
 	NodeID string
 	// Store is this node's store, nil if it has no storage role.
 	Store *store.Store
+	// Fence, if set, checks each range write this node's store takes (a block volume's
+	// data object): replica.Local.Fence.
+	Fence func(object.RangeWrite) error
 	// Maps gives the cluster map. Required.
 	Maps MapSource
 	// RPC reaches other nodes; nil for a single node that never needs to.
@@ -134,7 +137,7 @@ func New(cfg Config) *Gateway {
 	g := &Gateway{cfg: cfg, log: cfg.Logger.With("component", "gateway"), clock: cfg.Clock, cache: newObjectCache(cfg.ObjectCache)}
 	g.topo = topology.NewTopology(cfg.Maps, cfg.NodeID, cfg.Store != nil, g.log)
 	if cfg.Store != nil {
-		g.local = &replica.Local{Node: cfg.NodeID, Store: cfg.Store, EnsureBucket: g.EnsureLocalBucket}
+		g.local = &replica.Local{Node: cfg.NodeID, Store: cfg.Store, EnsureBucket: g.EnsureLocalBucket, Fence: cfg.Fence}
 	}
 	g.ec = stripe.New(stripe.Config{Self: cfg.NodeID, Maps: cfg.Maps, Topology: g.topo, Replica: g.replica, Clock: g.clock,
 		Timeout: cfg.Timeout, Logger: g.log})

@@ -17,6 +17,10 @@ type Local struct {
 	// buckets from the map, not from a create call), or returns a NotExist error. Nil:
 	// the bucket must exist.
 	EnsureBucket func(name string) error
+	// Fence, if set, is asked before each range write (a volume's data object) whether
+	// the writer may still write: the node refuses writes under a lease that moved by its
+	// map (docs/design/volumes.md).
+	Fence func(w object.RangeWrite) error
 }
 
 var _ Replica = (*Local)(nil)

@@ -35,6 +35,11 @@ func (l *Local) WriteRange(ctx context.Context, w object.RangeWrite) (*object.Ob
 	if err := l.ensure(w.Bucket); err != nil {
 		return nil, err
 	}
+	if l.Fence != nil {
+		if err := l.Fence(w); err != nil {
+			return nil, err
+		}
+	}
 	return l.Store.WriteRange(ctx, w)
 }
 

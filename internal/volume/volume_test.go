@@ -1,0 +1,298 @@
+package volume
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/clustermap"
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/hlc"
+	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/replica"
+	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/topology"
+)
+
+// cluster is three nodes' stores, reached in process through Faults (no network): the
+// logic of the volume data path is under test here; the internode protocol has its own
+// conformance suite (replica).
+type cluster struct {
+	maps   *topology.Maps
+	locals map[string]*replica.Local
+	faults map[string]*replica.Faults // by holder
+	stores map[string]*store.Store
+}
+
+const blockSize = 256 << 10
+
+func newCluster(t *testing.T) *cluster {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	m := &clustermap.Map{Epoch: 1, Partitions: 16, Replicas: 3,
+		Classes: map[string]clustermap.Class{clustermap.StandardClass: {Name: clustermap.StandardClass, N: 3, W: 2, R: 1, D: 2}},
+		Buckets: map[string]clustermap.Bucket{clustermap.VolumeBucket: {Name: clustermap.VolumeBucket}},
+		Volumes: map[string]clustermap.Volume{"vm": {Name: "vm", ID: "00000000000000aa", Size: 4 << 20, BlockSize: blockSize, Holder: "n1", Epoch: 1}}}
+	c := &cluster{maps: &topology.Maps{}, locals: map[string]*replica.Local{}, faults: map[string]*replica.Faults{}, stores: map[string]*store.Store{}}
+	for i := range 3 {
+		id := "n" + strconv.Itoa(i+1)
+		m.Nodes = append(m.Nodes, clustermap.Node{ID: id, Addr: "127.0.0.1:" + strconv.Itoa(7201+i), Zone: "z" + strconv.Itoa(i),
+			Weight: 1, State: clustermap.StateUp, Roles: []string{clustermap.RoleStorage, clustermap.RoleGateway}})
+		st, err := store.Open(store.Config{Dir: t.TempDir(), InlineMax: 16 << 10, ChunkSize: 256 << 10, SegmentSize: 16 << 20, Reserve: 1,
+			CompactInterval: time.Hour, Logger: log, Clock: new(hlc.Clock)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		if err := st.CreateBucket(clustermap.VolumeBucket); err != nil {
+			t.Fatal(err)
+		}
+		c.stores[id] = st
+		c.locals[id] = &replica.Local{Node: id, Store: st}
+		c.faults[id] = replica.NewFaults()
+	}
+	c.maps.Set(m)
+	return c
+}
+
+// service returns node self's Service.
+func (c *cluster) service(self string) *Service {
+	topo := topology.NewTopology(c.maps, self, true, slog.New(slog.DiscardHandler))
+	return New(Config{Self: self, Maps: c.maps, Topology: topo, WriteTimeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler),
+		Replica: func(t topology.Target) replica.Replica { return c.faults[t.ID].Wrap(c.locals[t.ID]) }})
+}
+
+func (c *cluster) setMap(fn func(m *clustermap.Map)) {
+	m := c.maps.Current().Clone()
+	fn(m)
+	m.Epoch++
+	c.maps.Set(m)
+}
+
+func openDevice(t *testing.T, s *Service, name string) *conn {
+	t.Helper()
+	d, _, err := s.Open(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.(*conn).Close() })
+	return d.(*conn)
+}
+
+func readAt(t *testing.T, d *conn, off int64, n int) []byte {
+	t.Helper()
+	p := make([]byte, n)
+	if _, err := d.ReadAt(p, off); err != nil {
+		t.Fatalf("read %d at %d: %v", n, off, err)
+	}
+	return p
+}
+
+// Random writes across object boundaries (data, zeroes, trims) read back as a model says,
+// through the holder and through a device opened after a lease move; every holder keeps
+// the same bytes.
+func TestReadWriteModel(t *testing.T) {
+	c := newCluster(t)
+	d := openDevice(t, c.service("n1"), "vm")
+	const size = 4 << 20
+	model := make([]byte, size)
+	rng := rand.New(rand.NewPCG(1, 2))
+	if got := readAt(t, d, 0, size); !bytes.Equal(got, model) {
+		t.Fatal("a new volume does not read as zeroes")
+	}
+	for i := range 200 {
+		n := 1 + rng.IntN(64<<10)
+		if i%10 == 0 {
+			n = 1 + rng.IntN(700<<10) // across objects
+		}
+		off := rng.Int64N(size - int64(n) + 1)
+		switch rng.IntN(6) {
+		case 0:
+			if err := d.Trim(off, int64(n)); err != nil {
+				t.Fatal(err)
+			}
+			clear(model[off : off+int64(n)])
+		case 1:
+			if err := d.WriteZeroes(off, int64(n)); err != nil {
+				t.Fatal(err)
+			}
+			clear(model[off : off+int64(n)])
+		default:
+			p := make([]byte, n)
+			for j := range p {
+				p[j] = byte(rng.Uint32())
+			}
+			if _, err := d.WriteAt(p, off); err != nil {
+				t.Fatal(err)
+			}
+			copy(model[off:], p)
+		}
+	}
+	if got := readAt(t, d, 0, size); !bytes.Equal(got, model) {
+		t.Fatal("the volume differs from its writes")
+	}
+	// Every holder of every object holds the same version.
+	for i := int64(0); i < size/blockSize; i++ {
+		var orders []uint64
+		for _, st := range c.stores {
+			o, err := st.StatObject(clustermap.VolumeBucket, ObjectKey("00000000000000aa", i))
+			if errors.Is(errors.NotExist, err) {
+				orders = append(orders, 0)
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			orders = append(orders, o.HLC)
+		}
+		for _, o := range orders[1:] {
+			if o != orders[0] {
+				t.Fatalf("object %d: holders at orders %v", i, orders)
+			}
+		}
+	}
+	// The lease moves to n2: its device reads the same bytes; n1's device is refused.
+	c.setMap(func(m *clustermap.Map) {
+		v := m.Volumes["vm"]
+		v.Holder, v.Epoch = "n2", 2
+		m.Volumes["vm"] = v
+	})
+	if _, err := d.WriteAt([]byte("x"), 0); !errors.Is(errors.Permission, err) || !errors.IsErr(err, ErrLeaseLost) {
+		t.Fatalf("write after the lease moved: %v", err)
+	}
+	if _, _, err := c.service("n1").Open(context.Background(), "vm"); !errors.Is(errors.Permission, err) {
+		t.Fatalf("open on the old holder: %v", err)
+	}
+	d2 := openDevice(t, c.service("n2"), "vm")
+	if got := readAt(t, d2, 0, size); !bytes.Equal(got, model) {
+		t.Fatal("the new holder reads other bytes")
+	}
+	if _, err := d2.WriteAt([]byte("new holder"), 100); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A holder that is down misses writes; once back, the writer finds it behind (its order
+// is older), copies it the object whole and goes on; a holder that does not answer blocks
+// a write until the cluster marks it down, then is left behind.
+func TestHolderMissesWrites(t *testing.T) {
+	c := newCluster(t)
+	d := openDevice(t, c.service("n1"), "vm")
+	if _, err := d.WriteAt(bytes.Repeat([]byte("a"), 8192), 0); err != nil {
+		t.Fatal(err)
+	}
+	// n3 is marked down: writes skip it.
+	c.setMap(func(m *clustermap.Map) { m.Nodes[2].State = clustermap.StateDown })
+	c.faults["n3"].Partition()
+	if _, err := d.WriteAt(bytes.Repeat([]byte("b"), 4096), 4096); err != nil {
+		t.Fatal(err)
+	}
+	// Back up: the next write finds it behind and catches it up first.
+	c.faults["n3"].Heal()
+	c.setMap(func(m *clustermap.Map) { m.Nodes[2].State = clustermap.StateUp })
+	if _, err := d.WriteAt([]byte("c"), 0); err != nil {
+		t.Fatal(err)
+	}
+	want := append(append([]byte("c"), bytes.Repeat([]byte("a"), 4095)...), bytes.Repeat([]byte("b"), 4096)...)
+	r, err := c.stores["n3"].OpenObject(clustermap.VolumeBucket, ObjectKey("00000000000000aa", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := r.WriteRange(context.Background(), &buf, 0, 8192); err != nil || !bytes.Equal(buf.Bytes(), want) {
+		t.Fatalf("the holder that was down holds %q... (%v)", buf.Bytes()[:16], err)
+	}
+	r.Close()
+
+	// n2 stops answering: the write waits, then goes through once n2 is marked down.
+	c.faults["n2"].Partition()
+	done := make(chan error, 1)
+	go func() {
+		_, err := d.WriteAt([]byte("d"), 1)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("a write returned while a holder did not answer: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	c.setMap(func(m *clustermap.Map) { m.Nodes[1].State = clustermap.StateDown })
+	if err := <-done; err != nil {
+		t.Fatalf("write after the silent holder was marked down: %v", err)
+	}
+	if got := readAt(t, d, 0, 2); string(got) != "cd" {
+		t.Fatalf("read %q", got)
+	}
+}
+
+// A writer whose lease moved cannot change a byte, even through holders whose maps have
+// not heard of the move: the new holder's writes moved their orders past its own.
+func TestFencedWriter(t *testing.T) {
+	c := newCluster(t)
+	old := openDevice(t, c.service("n1"), "vm")
+	if _, err := old.WriteAt([]byte("before"), 0); err != nil {
+		t.Fatal(err)
+	}
+	// n2 takes the lease and writes; n1's map does not know yet (its device still
+	// believes it holds the lease).
+	stale := c.maps.Current()
+	c.setMap(func(m *clustermap.Map) {
+		v := m.Volumes["vm"]
+		v.Holder, v.Epoch = "n2", 2
+		m.Volumes["vm"] = v
+	})
+	d2 := openDevice(t, c.service("n2"), "vm")
+	if _, err := d2.WriteAt([]byte("AFTER!"), 0); err != nil {
+		t.Fatal(err)
+	}
+	c.maps.Set(stale) // what n1 sees
+	if _, err := old.WriteAt([]byte("stale!"), 0); !errors.Is(errors.Permission, err) {
+		t.Fatalf("the old holder's write: %v", err)
+	}
+	for id, st := range c.stores {
+		r, err := st.OpenObject(clustermap.VolumeBucket, ObjectKey("00000000000000aa", 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		r.WriteRange(context.Background(), &buf, 0, 6)
+		r.Close()
+		if buf.String() != "AFTER!" {
+			t.Errorf("node %s holds %q", id, buf.String())
+		}
+	}
+}
+
+// The holders' fence refuses writes under an old lease and waits for a map that has not
+// seen a new one; writes to other buckets pass.
+func TestFence(t *testing.T) {
+	c := newCluster(t)
+	stale := errors.E(errors.Transient, "stale")
+	fresh := error(nil)
+	fence := Fence(c.maps, func() error { return fresh })
+	w := func(epoch uint64) object.RangeWrite {
+		return object.RangeWrite{Bucket: clustermap.VolumeBucket, Key: ObjectKey("00000000000000aa", 3), Next: OrderOf(epoch) + 1}
+	}
+	for _, tc := range []struct {
+		name  string
+		w     object.RangeWrite
+		fresh error
+		kind  errors.Kind
+	}{
+		{"current lease", w(1), nil, errors.Other},
+		{"old lease", w(0), nil, errors.Permission},
+		{"lease the map has not seen", w(2), nil, errors.Transient},
+		{"stale map", w(1), stale, errors.Transient},
+		{"unknown volume", object.RangeWrite{Bucket: clustermap.VolumeBucket, Key: "00000000000000bb/0", Next: OrderOf(1) + 1}, nil, errors.Permission},
+		{"another bucket", object.RangeWrite{Bucket: "b", Key: "k", Next: 1}, stale, errors.Other},
+	} {
+		fresh = tc.fresh
+		if err := fence(tc.w); errors.KindOf(err) != tc.kind {
+			t.Errorf("%s: %v, want kind %v", tc.name, err, tc.kind)
+		}
+	}
+}
