@@ -82,49 +82,71 @@ with the cluster secret: $CAIRN_CLUSTER_SECRET, else --cluster-secret-file, else
 DATA/cluster-secret with DATA from --data (default ./data).
 `
 
+// adminConn is how a command reaches the admin API: the flags cairn admin and cairn
+// volume share.
+type adminConn struct {
+	addr, secretFile, dataDir, caFile *string
+}
+
+func adminFlags(fs *flag.FlagSet) *adminConn {
+	return &adminConn{
+		addr:       fs.String("admin", os.Getenv("CAIRN_ADMIN"), "admin address of any node"),
+		secretFile: fs.String("cluster-secret-file", "", "file holding the cluster secret"),
+		dataDir:    fs.String("data", "./data", "data directory to read the cluster secret from"),
+		caFile:     fs.String("ca-file", os.Getenv("CAIRN_CA_FILE"), "PEM CA certificates to trust for an HTTPS admin address ($CAIRN_CA_FILE)"),
+	}
+}
+
+// client returns a client of the admin API, and the secret store's box, from the flags.
+func (a *adminConn) client() (*adminClient, *secrets.Box, error) {
+	addr := *a.addr
+	if addr == "" {
+		addr = "127.0.0.1:9001"
+	}
+	secretS := os.Getenv("CAIRN_CLUSTER_SECRET")
+	if secretS == "" {
+		path := *a.secretFile
+		if path == "" {
+			path = filepath.Join(*a.dataDir, "cluster-secret")
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, nil, fmt.Errorf("admin: no cluster secret: set CAIRN_CLUSTER_SECRET or --cluster-secret-file (%v)", err)
+		}
+		secretS = strings.TrimSpace(string(data))
+	}
+	secret, err := rpc.NewSecret(secretS)
+	if err != nil {
+		return nil, nil, fmt.Errorf("admin: %w", err)
+	}
+	box, err := secrets.New(secretS)
+	if err != nil {
+		return nil, nil, fmt.Errorf("admin: %w", err)
+	}
+	c, err := newAdminClient(addr, *a.caFile, secret)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, box, nil
+}
+
 func runAdmin(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("cairn admin", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, adminUsage) }
-	addr := fs.String("admin", os.Getenv("CAIRN_ADMIN"), "admin address of any node")
+	conn := adminFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	secretFile := fs.String("cluster-secret-file", "", "file holding the cluster secret")
-	dataDir := fs.String("data", "./data", "data directory to read the cluster secret from")
-	caFile := fs.String("ca-file", os.Getenv("CAIRN_CA_FILE"), "PEM CA certificates to trust for an HTTPS admin address ($CAIRN_CA_FILE)")
 	if err := fs.Parse(hoistFlags(fs, args)); err != nil {
 		if err == flag.ErrHelp {
 			return nil
 		}
 		return err
 	}
-	if *addr == "" {
-		*addr = "127.0.0.1:9001"
-	}
 	if fs.NArg() == 0 || fs.Arg(0) == "help" {
 		fmt.Fprint(stdout, adminUsage)
 		return nil
 	}
-	secretS := os.Getenv("CAIRN_CLUSTER_SECRET")
-	if secretS == "" {
-		path := *secretFile
-		if path == "" {
-			path = filepath.Join(*dataDir, "cluster-secret")
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return fmt.Errorf("admin: no cluster secret: set CAIRN_CLUSTER_SECRET or --cluster-secret-file (%v)", err)
-		}
-		secretS = strings.TrimSpace(string(data))
-	}
-	secret, err := rpc.NewSecret(secretS)
-	if err != nil {
-		return fmt.Errorf("admin: %w", err)
-	}
-	box, err := secrets.New(secretS)
-	if err != nil {
-		return fmt.Errorf("admin: %w", err)
-	}
-	c, err := newAdminClient(*addr, *caFile, secret)
+	c, box, err := conn.client()
 	if err != nil {
 		return err
 	}

@@ -91,6 +91,8 @@ type adminHandler struct {
 	rpc    *rpc.Client
 	self   string
 	log    *slog.Logger
+	// nbdAddr is this node's NBD listener ("": none).
+	nbdAddr string
 }
 
 // Status is the answer of /admin/v1/status.
@@ -259,6 +261,15 @@ func (a *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]string{"bucket": b.Name, "policy": b.Policy})
 	case path == "users":
 		writeJSON(w, Users(a.mgr.Current()))
+	case path == "volumes":
+		writeJSON(w, a.volumes(r.Context()))
+	case strings.HasPrefix(path, "volume/") && r.Method == http.MethodPost:
+		out, err := a.volumeAction(r.Context(), strings.TrimPrefix(path, "volume/"), q)
+		if err != nil {
+			wire.WriteError(w, err)
+			return
+		}
+		writeJSON(w, out)
 	case path == "replace":
 		writeJSON(w, a.replace(r.Context(), q.Get("bucket")))
 	case path == "apply" && r.Method == http.MethodPost:

@@ -31,6 +31,8 @@ type mapInfo struct {
 	Digest string `json:"digest"`
 	// Level is the answering node's featureLevel (absent: a build from before levels, 1).
 	Level int `json:"level,omitempty"`
+	// NBDAddr is the address the node serves block volumes on ("": none).
+	NBDAddr string `json:"nbd_addr,omitempty"`
 }
 
 // featureLevel says which map commands this build's managers apply. A command a level

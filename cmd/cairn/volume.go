@@ -1,0 +1,192 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/server"
+)
+
+const volumeUsage = `Usage: cairn volume [--admin ADDR] [--json] COMMAND [ARGS]
+(the flags may also come after the command: cairn volume list --json)
+
+Block volumes (docs/operations.md, "Block volumes"): disks for virtual machines and
+databases, served over NBD by the one node that holds a volume's write lease.
+
+Commands:
+  create NAME --size SIZE [--class CLASS]
+                         a new, empty volume (thin: it uses no space until written); SIZE in
+                         bytes or with a unit (10GiB, 1TiB); CLASS: a replicated class
+                         (default STANDARD)
+  list                   the volumes: size, holder, lease epoch, NBD address
+  info NAME              one volume
+  resize NAME --size SIZE
+                         grow a volume (volumes do not shrink); clients see the new size
+                         when they connect again
+  attach NAME [--node NODE] [--force]
+                         give a node (default: the one --admin names) the volume's write lease
+                         and print the volume's NBD URI; --force takes the lease from a holder
+                         marked down, and returns once every storage node that is up has
+                         learned the new lease (the old holder cannot write any more)
+  detach NAME            give the write lease back
+  delete NAME            delete a detached volume and its data (progress shown)
+
+The admin address, the cluster secret and --ca-file are found as for cairn admin.
+`
+
+func runVolume(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("cairn volume", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, volumeUsage) }
+	conn := adminFlags(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	size := fs.String("size", "", "volume size (create, resize)")
+	class := fs.String("class", "", "storage class of the data objects (create)")
+	node := fs.String("node", "", "node to attach to (attach; default: the node --admin names)")
+	force := fs.Bool("force", false, "take the lease from a holder marked down (attach)")
+	if err := fs.Parse(hoistFlags(fs, args)); err != nil {
+		if err == flag.ErrHelp {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() == 0 || fs.Arg(0) == "help" {
+		fmt.Fprint(stdout, volumeUsage)
+		return nil
+	}
+	c, _, err := conn.client()
+	if err != nil {
+		return err
+	}
+	cmd, rest := fs.Arg(0), fs.Args()[1:]
+	name := ""
+	if cmd != "list" {
+		if len(rest) != 1 {
+			return fmt.Errorf("volume: usage: cairn volume %s NAME (cairn volume help)", cmd)
+		}
+		name = rest[0]
+	}
+	q := url.Values{"name": {name}}
+	print := func(v server.VolumeInfo) error {
+		if *asJSON {
+			return printJSON(stdout, v)
+		}
+		printVolumes(stdout, []server.VolumeInfo{v})
+		return nil
+	}
+	switch cmd {
+	case "create", "resize":
+		n, err := parseSize(*size)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("volume: --size SIZE is required: bytes, or with a unit (10GiB)")
+		}
+		q.Set("size", strconv.FormatInt(n, 10))
+		if cmd == "create" && *class != "" {
+			q.Set("class", *class)
+		}
+		var v server.VolumeInfo
+		if err := c.doBody(http.MethodPost, "volume/"+cmd+"?"+q.Encode(), nil, &v); err != nil {
+			return err
+		}
+		return print(v)
+	case "attach", "detach":
+		if *node != "" {
+			q.Set("node", *node)
+		}
+		if *force {
+			q.Set("force", "1")
+		}
+		var v server.VolumeInfo
+		if err := c.doBody(http.MethodPost, "volume/"+cmd+"?"+q.Encode(), nil, &v); err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(stdout, v)
+		}
+		if cmd == "attach" {
+			if v.URI == "" {
+				fmt.Fprintf(stdout, "volume %s attached on %s (lease epoch %d); that node serves no NBD: start it with --nbd-listen\n", v.Name, v.Holder, v.Epoch)
+				return nil
+			}
+			fmt.Fprintf(stdout, "volume %s attached on %s (lease epoch %d)\n%s\n", v.Name, v.Holder, v.Epoch, v.URI)
+			return nil
+		}
+		fmt.Fprintf(stdout, "volume %s detached\n", v.Name)
+	case "list", "info":
+		var vs []server.VolumeInfo
+		if err := c.do(http.MethodGet, "volumes", &vs); err != nil {
+			return err
+		}
+		if cmd == "info" {
+			for _, v := range vs {
+				if v.Name == name {
+					return print(v)
+				}
+			}
+			return fmt.Errorf("volume: no volume %q (cairn volume list)", name)
+		}
+		if *asJSON {
+			return printJSON(stdout, vs)
+		}
+		printVolumes(stdout, vs)
+	case "delete":
+		var total int64
+		start := time.Now()
+		for {
+			var d server.VolumeDelete
+			if err := c.doBody(http.MethodPost, "volume/delete?"+q.Encode(), nil, &d); err != nil {
+				return err
+			}
+			total += d.Deleted
+			if d.Done {
+				if !*asJSON {
+					fmt.Fprintf(stdout, "\rvolume %s deleted: %d data objects in %s\n", name, total, time.Since(start).Round(time.Millisecond))
+					return nil
+				}
+				return printJSON(stdout, map[string]any{"name": name, "deleted_objects": total})
+			}
+			if !*asJSON {
+				fmt.Fprintf(stdout, "\rdeleting volume %s: %d data objects deleted", name, total)
+			}
+		}
+	default:
+		return fmt.Errorf("volume: unknown command %q (cairn volume help)", cmd)
+	}
+	return nil
+}
+
+func printVolumes(w io.Writer, vs []server.VolumeInfo) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSIZE\tCLASS\tHOLDER\tEPOCH\tNBD")
+	for _, v := range vs {
+		class, holder := v.Class, v.Holder
+		if class == "" {
+			class = "STANDARD"
+		}
+		if holder == "" {
+			holder = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", v.Name, humanSize(v.Size), class, holder, v.Epoch, v.URI)
+	}
+	tw.Flush()
+}
+
+// humanSize prints n bytes with a binary unit.
+func humanSize(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
+	f, i := float64(n), 0
+	for f >= 1024 && i < len(units)-1 {
+		f /= 1024
+		i++
+	}
+	if f == float64(int64(f)) {
+		return fmt.Sprintf("%d %s", int64(f), units[i])
+	}
+	return fmt.Sprintf("%.1f %s", f, units[i])
+}

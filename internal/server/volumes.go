@@ -1,0 +1,206 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/clustermap"
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/rpc"
+	"github.com/cairnfs/cairn/internal/wire"
+)
+
+// VolumeInfo is a volume as /admin/v1/volumes shows it.
+type VolumeInfo struct {
+	clustermap.Volume
+	// URI is the NBD address of the volume on its holder ("" while detached, or if the
+	// holder serves no NBD).
+	URI string `json:"uri,omitempty"`
+}
+
+// volumeInfo describes v, with its NBD address asked of its holder.
+func (a *adminHandler) volumeInfo(ctx context.Context, m *clustermap.Map, v clustermap.Volume) VolumeInfo {
+	vi := VolumeInfo{Volume: v}
+	n, ok := m.Node(v.Holder)
+	if !ok {
+		return vi
+	}
+	addr := a.nbdAddr
+	if n.ID != a.self {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		var info mapInfo
+		if a.rpc.DoJSON(ctx, &rpc.Request{Method: http.MethodGet, Addr: n.Addr, Path: wire.PathMapInfo}, &info) != nil {
+			return vi
+		}
+		addr = info.NBDAddr
+	}
+	if addr != "" {
+		vi.URI = (&url.URL{Scheme: "nbd", Host: addr, Path: "/" + v.Name}).String()
+	}
+	return vi
+}
+
+// volumes is the answer of /admin/v1/volumes, sorted by name.
+func (a *adminHandler) volumes(ctx context.Context) []VolumeInfo {
+	m := a.mgr.Current()
+	out := make([]VolumeInfo, 0, len(m.Volumes))
+	for _, v := range m.Volumes {
+		out = append(out, a.volumeInfo(ctx, m, v))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// VolumeDelete is the answer of one /admin/v1/volume/delete call: the data objects
+// deleted by it, and whether the volume is gone (else call again).
+type VolumeDelete struct {
+	Deleted int64 `json:"deleted"`
+	Done    bool  `json:"done"`
+}
+
+// volumeAction serves /admin/v1/volume/{create,resize,attach,detach,delete} (POST).
+func (a *adminHandler) volumeAction(ctx context.Context, action string, q url.Values) (any, error) {
+	name := q.Get("name")
+	switch action {
+	case "create":
+		size, err := strconv.ParseInt(q.Get("size"), 10, 64)
+		if err != nil {
+			return nil, errors.E(errors.Invalid, "size must be a number of bytes")
+		}
+		var id [8]byte
+		rand.Read(id[:])
+		v := clustermap.Volume{Name: name, ID: hex.EncodeToString(id[:]), Size: size, BlockSize: clustermap.DefaultBlockSize,
+			Class: q.Get("class"), Created: time.Now().UnixNano()}
+		m, err := a.apply.Apply(ctx, clustermap.Command{Op: clustermap.OpCreateVolume, Volume: &v})
+		if err != nil {
+			return nil, err
+		}
+		return a.volumeInfo(ctx, m, m.Volumes[name]), nil
+	case "resize":
+		size, err := strconv.ParseInt(q.Get("size"), 10, 64)
+		if err != nil {
+			return nil, errors.E(errors.Invalid, "size must be a number of bytes")
+		}
+		m, err := a.apply.Apply(ctx, clustermap.Command{Op: clustermap.OpResizeVolume, Name: name, Size: size})
+		if err != nil {
+			return nil, err
+		}
+		return a.volumeInfo(ctx, m, m.Volumes[name]), nil
+	case "attach":
+		return a.attachVolume(ctx, name, q.Get("node"), q.Get("force") == "1")
+	case "detach":
+		m, err := a.apply.Apply(ctx, clustermap.Command{Op: clustermap.OpDetachVolume, Name: name, NodeID: q.Get("node")})
+		if err != nil {
+			return nil, err
+		}
+		return a.volumeInfo(ctx, m, m.Volumes[name]), nil
+	case "delete":
+		return a.deleteVolume(ctx, name)
+	}
+	return nil, errors.Errorf("", errors.NotExist, "no volume action %q", action)
+}
+
+// attachVolume gives node the write lease of a volume. A lease held by another node moves
+// only with force, and only once that node is marked down or out: the map then says the
+// new epoch, and the call returns once every storage node that is not down or out has
+// applied it, so none of them takes a write of the old lease any more (a down node checks
+// that its map is fresh before it takes a volume write: volume.Fence).
+func (a *adminHandler) attachVolume(ctx context.Context, name, node string, force bool) (VolumeInfo, error) {
+	m := a.mgr.Current()
+	if node == "" {
+		node = a.self
+	}
+	v, ok := m.Volumes[name]
+	if !ok {
+		return VolumeInfo{}, errors.Errorf("", errors.NotExist, "no volume %s", name)
+	}
+	if force && v.Holder != "" && v.Holder != node {
+		if h, ok := m.Node(v.Holder); ok && h.State != clustermap.StateDown && h.State != clustermap.StateOut {
+			return VolumeInfo{}, errors.Errorf("", errors.Precondition, "volume %s is attached on node %s, which is %s: detach it there, or wait until it is marked down (cairn admin mark %s down) before --force", name, v.Holder, h.State, v.Holder)
+		}
+	}
+	nm, err := a.apply.Apply(ctx, clustermap.Command{Op: clustermap.OpAttachVolume, Name: name, NodeID: node, Force: force})
+	if err != nil {
+		return VolumeInfo{}, err
+	}
+	if err := a.waitEpoch(ctx, nm); err != nil {
+		return VolumeInfo{}, err
+	}
+	return a.volumeInfo(ctx, nm, nm.Volumes[name]), nil
+}
+
+// waitEpoch returns once every storage node that is not down or out has map m's epoch
+// (30 s at most).
+func (a *adminHandler) waitEpoch(ctx context.Context, m *clustermap.Map) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		var behind []string
+		for _, n := range m.StorageNodes() {
+			if n.State == clustermap.StateDown || n.State == clustermap.StateOut {
+				continue
+			}
+			var info mapInfo
+			if n.ID == a.self {
+				info.Epoch = a.mgr.Current().Epoch
+			} else if err := a.rpc.DoJSON(ctx, &rpc.Request{Method: http.MethodGet, Addr: n.Addr, Path: wire.PathMapInfo}, &info); err != nil {
+				behind = append(behind, n.ID+" ("+err.Error()+")")
+				continue
+			}
+			if info.Epoch < m.Epoch {
+				behind = append(behind, n.ID)
+			}
+		}
+		if len(behind) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Errorf("", errors.Transient, "the lease moved (map epoch %d), but these storage nodes have not applied it yet: %v; until they have, retry the attach (it is idempotent)", m.Epoch, behind)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// deleteVolume deletes up to a page of a detached volume's data objects, and the volume
+// once none is left.
+func (a *adminHandler) deleteVolume(ctx context.Context, name string) (VolumeDelete, error) {
+	m := a.mgr.Current()
+	v, ok := m.Volumes[name]
+	switch {
+	case !ok:
+		return VolumeDelete{}, errors.Errorf("", errors.NotExist, "no volume %s", name)
+	case v.Holder != "":
+		return VolumeDelete{}, errors.Errorf("", errors.Precondition, "volume %s is attached on node %s: detach it first", name, v.Holder)
+	}
+	var out VolumeDelete
+	res, err := a.gw.List(ctx, clustermap.VolumeBucket, object.ListOptions{Prefix: v.ID + "/", Max: 1000})
+	if err != nil && !errors.Is(errors.NotExist, err) {
+		return out, err
+	}
+	if res != nil {
+		for _, e := range res.Objects {
+			if err := a.gw.DeleteObject(ctx, clustermap.VolumeBucket, e.Key); err != nil && !errors.Is(errors.NotExist, err) {
+				return out, fmt.Errorf("deleting data object %s: %w", e.Key, err)
+			}
+			out.Deleted++
+		}
+		if res.Truncated {
+			return out, nil
+		}
+	}
+	if _, err := a.apply.Apply(ctx, clustermap.Command{Op: clustermap.OpDeleteVolume, Name: name}); err != nil {
+		return out, err
+	}
+	out.Done = true
+	return out, nil
+}
