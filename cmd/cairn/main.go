@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -114,6 +115,8 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve Go profiles (/debug/pprof/) on the admin address, without authentication: only on a loopback or management address")
 	fs.StringVar(&cfg.AccessLog, "access-log", "", "append the S3 access log (one JSON line per request: user, key, operation, bucket, object key, status, bytes, client address; refused requests too) to FILE, or \"-\" for stdout; reopened on SIGHUP (log rotation); off by default")
 	fs.DurationVar(&cfg.PresignMaxAge, "presign-max-age", 7*24*time.Hour, "longest validity accepted for a Signature Version 2 presigned URL (Version 4 allows 7 days at most)")
+	fs.StringVar(&cfg.NBDListen, "nbd-listen", "", "serve block volumes over NBD on this address (off by default; e.g. 127.0.0.1:10809); an address that is not loopback needs --nbd-allow")
+	nbdAllow := fs.String("nbd-allow", "", "comma-separated networks (CIDR) NBD clients may connect from besides loopback (NBD has no authentication)")
 	domains := fs.String("domain", "localhost", "comma-separated base domains for virtual-host-style requests (bucket.DOMAIN)")
 	cacheSize := fs.String("cache-size", "64MiB", "index block cache (bounds the metadata memory; e.g. 16MiB, 1GiB)")
 	objectCache := fs.String("object-cache", "64MiB", "gateway object cache: memory for the bodies of small (up to 1 MiB) hot objects, served after a version check with the read quorum (0: off)")
@@ -191,6 +194,16 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 		h = slog.NewJSONHandler(stderr, hopts)
 	}
 	cfg.Logger = slog.New(h)
+	for _, a := range strings.Split(*nbdAllow, ",") {
+		if a = strings.TrimSpace(a); a == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(a)
+		if err != nil {
+			return fmt.Errorf("--nbd-allow %s: a network in CIDR form (10.0.0.0/24): %w", a, err)
+		}
+		cfg.NBDAllow = append(cfg.NBDAllow, p)
+	}
 	for _, d := range strings.Split(*domains, ",") {
 		if d = strings.TrimSpace(d); d != "" {
 			cfg.Domains = append(cfg.Domains, strings.ToLower(d))

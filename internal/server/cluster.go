@@ -425,6 +425,8 @@ type clusterHandler struct {
 	scrub *repair.Scrub // nil without the storage role
 	rep   *repair.Loops
 	stats func() any
+	// nbdAddr is this node's NBD listener ("": none), told in map info answers.
+	nbdAddr string
 }
 
 func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -472,7 +474,7 @@ func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, p)
 	case wire.PathMapInfo:
 		m := h.mgr.Current()
-		writeJSON(w, mapInfo{Epoch: m.Epoch, Digest: m.Digest(), Level: featureLevel})
+		writeJSON(w, mapInfo{Epoch: m.Epoch, Digest: m.Digest(), Level: featureLevel, NBDAddr: h.nbdAddr})
 	case wire.PathStats:
 		writeJSON(w, h.stats())
 	case wire.PathJoin:

@@ -23,12 +23,14 @@ import (
 	"github.com/cairnfs/cairn/internal/hints"
 	"github.com/cairnfs/cairn/internal/hlc"
 	"github.com/cairnfs/cairn/internal/metrics"
+	"github.com/cairnfs/cairn/internal/nbd"
 	"github.com/cairnfs/cairn/internal/repair"
 	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/s3api"
 	"github.com/cairnfs/cairn/internal/secrets"
 	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/volume"
 	"github.com/cairnfs/cairn/internal/wire"
 )
 
@@ -81,6 +83,8 @@ type instance struct {
 	st                *store.Store // nil without the storage role
 	mux               *rpc.Mux
 	ln, aln, nlim     *limitListener // S3, admin (nil: off), node
+	nbdLn             net.Listener   // block volumes (nil: off)
+	vols              *volume.Service
 	self              clustermap.Node
 	creds             Credentials
 	mgr               *clustermap.Manager
@@ -173,8 +177,10 @@ func assemble(cfg Config) (_ *instance, err error) {
 	}
 	n.onClose(n.hints.Close)
 	n.m.GaugeFunc("cairn_hints_pending", "Replica writes queued for retry on this node (hinted retry and read repair).", func() float64 { return float64(n.hints.Len()) })
+	fresh := func() error { return n.mgr.Fresh(volumeFreshness) }
 	n.gw = gateway.New(gateway.Config{NodeID: n.nodeID, Store: n.st, Maps: n.mgr, RPC: n.client, Apply: n.app.Apply, Refresh: n.app.Refresh,
-		Hints: n.hints, Clock: clock, Logger: log, StragglerWait: cfg.StragglerWait, ObjectCache: cfg.ObjectCache})
+		Hints: n.hints, Clock: clock, Logger: log, StragglerWait: cfg.StragglerWait, ObjectCache: cfg.ObjectCache, Fence: volume.Fence(n.mgr, fresh)})
+	n.vols = volume.New(volume.Config{Self: n.nodeID, Maps: n.mgr, Topology: n.gw.Topology(), Replica: n.gw.Replica, Fresh: fresh, Logger: log})
 	n.onClose(func() error { n.gw.Close(); return nil })
 	mgr := n.mgr
 	if n.blog, err = openBucketLogs(filepath.Join(cfg.DataDir, "bucket-logs"), n.nodeID, n.gw, mgr.Current, log); err != nil {
@@ -298,6 +304,12 @@ func (n *instance) listen() error {
 		n.m.GaugeFunc("cairn_"+l.name+"_connections_open", "Open connections of the "+l.name+" listener.",
 			func() float64 { return float64(l.ln.current.Load()) })
 	}
+	if cfg.NBDListen != "" {
+		if n.nbdLn, err = listenNBD(cfg.NBDListen, cfg.NBDAllow); err != nil {
+			return err
+		}
+		n.onClose(n.nbdLn.Close)
+	}
 	n.self = clustermap.Node{ID: n.nodeID, Addr: nodeAddr, S3Addr: n.ln.Addr().String(), Zone: cfg.Zone, DeviceClass: cfg.DeviceClass, Weight: 1,
 		Roles: cfg.Roles, State: clustermap.StateUp, Capacity: cfg.capacity(n.st)}
 	if n.aln != nil {
@@ -391,12 +403,16 @@ func (n *instance) internodeMux() *http.ServeMux {
 		}
 		return ns
 	}}
+	if n.nbdLn != nil {
+		ch.nbdAddr = n.nbdLn.Addr().String()
+	}
 	imux := http.NewServeMux()
 	for _, p := range []string{wire.PathMap, wire.PathJoin, wire.PathApply, wire.PathStats, wire.PathMapInfo, wire.PathScrub, wire.PathRecovery, wire.PathReplace} {
 		imux.Handle(p, ch)
 	}
 	if n.st != nil {
-		imux.Handle("/internal/v1/", replica.NewHandler(replica.HandlerConfig{Local: &replica.Local{Node: n.nodeID, Store: n.st, EnsureBucket: n.gw.EnsureLocalBucket}, Secret: n.secret, OnCorrupt: n.gw.RepairLocal, Leases: n.gw.Leases(), Logger: n.log}))
+		imux.Handle("/internal/v1/", replica.NewHandler(replica.HandlerConfig{Local: &replica.Local{Node: n.nodeID, Store: n.st, EnsureBucket: n.gw.EnsureLocalBucket,
+			Fence: volume.Fence(n.mgr, func() error { return n.mgr.Fresh(volumeFreshness) })}, Secret: n.secret, OnCorrupt: n.gw.RepairLocal, Leases: n.gw.Leases(), Logger: n.log}))
 	}
 	return imux
 }
@@ -489,6 +505,18 @@ func (n *instance) run(ctx context.Context) (err error) {
 		}
 	})
 	serve("s3", srv, n.ln)
+	nbdAddr := ""
+	if n.nbdLn != nil {
+		nbdAddr = n.nbdLn.Addr().String()
+		nsrv := &nbd.Server{Catalog: n.vols, Log: log, Allow: allowNBD(cfg.NBDAllow)}
+		servers.Go(func() error {
+			if err := nsrv.Serve(loopCtx, n.nbdLn); err != nil {
+				failed <- fmt.Errorf("nbd listener: %w", err)
+				return err
+			}
+			return nil
+		})
+	}
 	adminAddr := ""
 	if n.aln != nil {
 		adminAddr = n.aln.Addr().String()
@@ -507,9 +535,9 @@ func (n *instance) run(ctx context.Context) (err error) {
 		})
 		serve("admin", admin, n.aln)
 	}
-	log.Info("cairn serving", "node", n.nodeID, "s3", n.ln.Addr().String(), "admin", adminAddr, "node_addr", n.self.Addr, "data", cfg.DataDir, "tls", n.certs != nil)
+	log.Info("cairn serving", "node", n.nodeID, "s3", n.ln.Addr().String(), "admin", adminAddr, "nbd", nbdAddr, "node_addr", n.self.Addr, "data", cfg.DataDir, "tls", n.certs != nil)
 	if cfg.Ready != nil {
-		cfg.Ready(Ready{S3Addr: n.ln.Addr().String(), AdminAddr: adminAddr, NodeAddr: n.self.Addr, NodeID: n.nodeID, TLS: n.certs != nil,
+		cfg.Ready(Ready{S3Addr: n.ln.Addr().String(), AdminAddr: adminAddr, NodeAddr: n.self.Addr, NodeID: n.nodeID, NBDAddr: nbdAddr, TLS: n.certs != nil,
 			Creds: n.creds, Secret: n.secretS, SecretGenerated: n.generated, Bootstrapped: n.bootstrap})
 	}
 
@@ -657,6 +685,9 @@ func (n *instance) adminMux(ctx context.Context) (*http.ServeMux, error) {
 		fmt.Fprintf(w, `{"status":"ok","node":%q,"epoch":%d,"free_bytes":%d,"garbage_bytes":%d}`+"\n", n.nodeID, n.mgr.Current().Epoch, free, garbage)
 	})
 	ah := &adminHandler{secret: n.secret, mgr: n.mgr, gw: n.gw, apply: n.app, rpc: n.client, self: n.nodeID, log: n.log}
+	if n.nbdLn != nil {
+		ah.nbdAddr = n.nbdLn.Addr().String()
+	}
 	amux.Handle("/admin/v1/", ah)
 	// The web console: the admin status and the node and recovery-rate actions, through
 	// the admin handler's own functions, behind a login with the cluster secret.

@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
 	"strconv"
 	"time"
@@ -38,6 +39,11 @@ type Config struct {
 	// internode listener is not affected: its requests are authenticated by the cluster
 	// secret, not encrypted).
 	TLS TLSFiles
+	// NBDListen, if set, is the address block volumes are served on over NBD (off by
+	// default). NBD has no authentication: an address that is not loopback is refused
+	// unless NBDAllow lists the networks its clients may come from.
+	NBDListen string
+	NBDAllow  []netip.Prefix
 	// Pprof serves Go's profiles (/debug/pprof/) on the admin address, unauthenticated:
 	// off unless asked for, since they expose memory contents and cost CPU.
 	Pprof bool
@@ -122,6 +128,8 @@ type Config struct {
 // Ready describes a node that serves.
 type Ready struct {
 	S3Addr, AdminAddr, NodeAddr, NodeID string
+	// NBDAddr is the NBD listener's address ("": off).
+	NBDAddr string
 	// TLS says the S3 and admin listeners serve HTTPS.
 	TLS                           bool
 	Creds                         Credentials
