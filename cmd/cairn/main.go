@@ -294,7 +294,7 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 		}
 		// Last: whoever waits for the file finds the lines above already written.
 		if *readyFile != "" {
-			readyErr = proc.WriteReadyFile(*readyFile, proc.Ready{PID: os.Getpid(), S3: r.S3Addr, Admin: r.AdminAddr, Node: r.NodeAddr,
+			readyErr = proc.WriteReadyFile(*readyFile, proc.Ready{PID: os.Getpid(), S3: r.S3Addr, Admin: r.AdminAddr, Node: r.NodeAddr, NBD: r.NBDAddr,
 				NodeID: r.NodeID, DataDir: absPath(cfg.DataDir), Version: versionString(), TLS: r.TLS})
 			if readyErr != nil {
 				stop() // a supervisor waiting for the file would wait in vain

@@ -420,22 +420,10 @@ func (m *Manager) Leader() (id, addr string) {
 	return string(i), string(a)
 }
 
-// Fresh returns an error unless this node's map can be taken as current: it is the Raft
-// leader (which steps down when it loses its quorum), or it heard from the leader within
-// maxAge. A node that was paused or cut off from the leader fails it until the leader
-// reaches it again (and sends it the changes it missed).
-func (m *Manager) Fresh(maxAge time.Duration) error {
-	if m.IsLeader() {
-		return nil
-	}
-	last := m.raft.LastContact()
-	if last.IsZero() {
-		return errors.E(errors.Transient, "this node has not heard from the Raft leader yet")
-	}
-	if age := time.Since(last); age > maxAge {
-		return errors.Errorf("", errors.Transient, "this node last heard from the Raft leader %s ago: its cluster map may be stale", age.Round(time.Millisecond))
-	}
-	return nil
+// VerifyLeader returns nil if this node is the Raft leader and a quorum of voters still
+// follows it (a round trip to them).
+func (m *Manager) VerifyLeader(ctx context.Context) error {
+	return m.wait(ctx, m.raft.VerifyLeader())
 }
 
 // IsLeader reports whether this node is the Raft leader.

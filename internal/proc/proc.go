@@ -410,6 +410,7 @@ func (p *Proc) Info() Ready {
 func (p *Proc) S3Addr() string    { return p.Info().S3 }
 func (p *Proc) AdminAddr() string { return p.Info().Admin }
 func (p *Proc) NodeAddr() string  { return p.Info().Node }
+func (p *Proc) NBDAddr() string   { return p.Info().NBD }
 func (p *Proc) URL() string       { return p.scheme() + p.S3Addr() }
 func (p *Proc) AdminURL() string  { return p.scheme() + p.AdminAddr() }
 

@@ -29,6 +29,8 @@ type Ready struct {
 	S3    string `json:"s3"`
 	Admin string `json:"admin"`
 	Node  string `json:"node"`
+	// NBD is the NBD listener's address ("": off).
+	NBD string `json:"nbd,omitempty"`
 	// TLS says the S3 and admin listeners serve HTTPS (cairn server --tls-cert).
 	TLS     bool   `json:"tls,omitempty"`
 	NodeID  string `json:"node_id"`

@@ -86,8 +86,8 @@ func (l *levels) set(id string, lvl int) {
 // the change waits until it answers, or is marked out.
 func (l *levels) check(m *clustermap.Map, self string, c clustermap.Command) error {
 	need := commandLevel(c)
-	if need <= 1 {
-		return nil
+	if need <= 1 || m.Level >= need {
+		return nil // every node reached the level already (the map's level never goes down)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -85,6 +85,7 @@ type instance struct {
 	ln, aln, nlim     *limitListener // S3, admin (nil: off), node
 	nbdLn             net.Listener   // block volumes (nil: off)
 	vols              *volume.Service
+	lease             *leaseClock // volume leases: is this node's map fresh
 	self              clustermap.Node
 	creds             Credentials
 	mgr               *clustermap.Manager
@@ -177,7 +178,8 @@ func assemble(cfg Config) (_ *instance, err error) {
 	}
 	n.onClose(n.hints.Close)
 	n.m.GaugeFunc("cairn_hints_pending", "Replica writes queued for retry on this node (hinted retry and read repair).", func() float64 { return float64(n.hints.Len()) })
-	fresh := func() error { return n.mgr.Fresh(volumeFreshness) }
+	n.lease = &leaseClock{mgr: n.mgr, client: n.client}
+	fresh := n.lease.fresh
 	n.gw = gateway.New(gateway.Config{NodeID: n.nodeID, Store: n.st, Maps: n.mgr, RPC: n.client, Apply: n.app.Apply, Refresh: n.app.Refresh,
 		Hints: n.hints, Clock: clock, Logger: log, StragglerWait: cfg.StragglerWait, ObjectCache: cfg.ObjectCache, Fence: volume.Fence(n.mgr, fresh)})
 	n.vols = volume.New(volume.Config{Self: n.nodeID, Maps: n.mgr, Topology: n.gw.Topology(), Replica: n.gw.Replica, Fresh: fresh, Logger: log})
@@ -412,7 +414,7 @@ func (n *instance) internodeMux() *http.ServeMux {
 	}
 	if n.st != nil {
 		imux.Handle("/internal/v1/", replica.NewHandler(replica.HandlerConfig{Local: &replica.Local{Node: n.nodeID, Store: n.st, EnsureBucket: n.gw.EnsureLocalBucket,
-			Fence: volume.Fence(n.mgr, func() error { return n.mgr.Fresh(volumeFreshness) })}, Secret: n.secret, OnCorrupt: n.gw.RepairLocal, Leases: n.gw.Leases(), Logger: n.log}))
+			Fence: volume.Fence(n.mgr, n.lease.fresh)}, Secret: n.secret, OnCorrupt: n.gw.RepairLocal, Leases: n.gw.Leases(), Logger: n.log}))
 	}
 	return imux
 }
@@ -478,6 +480,7 @@ func (n *instance) run(ctx context.Context) (err error) {
 		box: n.box}
 	loop(mon.run)
 	loop(n.budget.Run)
+	loop(n.lease.run)
 	loop(func(ctx context.Context) { n.blog.run(ctx, cfg.BucketLogInterval) })
 	if n.alog != nil {
 		loop(func(ctx context.Context) { n.alog.run(ctx, cfg.AccessLogReopen) })
