@@ -147,6 +147,7 @@ type replicaView struct {
 	Nodes    []string `json:"nodes"`
 	Replicas []struct {
 		Node    string `json:"node"`
+		HLC     uint64 `json:"hlc"`
 		ETag    string `json:"etag"`
 		Size    int64  `json:"size"`
 		Deleted bool   `json:"deleted"`

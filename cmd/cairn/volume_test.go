@@ -255,11 +255,13 @@ func TestVolumes(t *testing.T) {
 			key := fmt.Sprintf("%s/%016x", v.ID, i)
 			rv := tc.replicas(1, clustermap.VolumeBucket, key)
 			var versions []string
+			same := len(rv.Replicas) == 3
 			for _, r := range rv.Replicas {
-				versions = append(versions, fmt.Sprintf("%s:%v:%s", r.Node, r.Missing, r.Error))
+				versions = append(versions, fmt.Sprintf("%s:%d:%v:%s", r.Node, r.HLC, r.Missing, r.Error))
+				same = same && !r.Missing && r.Error == "" && r.HLC == rv.Replicas[0].HLC
 			}
-			if len(rv.Replicas) != 3 {
-				return fmt.Errorf("object %d: %v", i, versions)
+			if !same {
+				return fmt.Errorf("data object %d: copies %v", i, versions)
 			}
 		}
 		return nil
