@@ -351,7 +351,7 @@ func (h *Handler) listObjects(w http.ResponseWriter, r *http.Request, rq *reques
 		x.elem("Key", esc(e.Key))
 		x.elemTime("LastModified", time.Unix(0, e.Object.ModTime))
 		x.elem("ETag", quote(e.Object.ETag))
-		x.elemInt("Size", e.Object.Size)
+		x.elemInt("Size", plainSize(e.Object))
 		x.elem("StorageClass", storageClass(e.Object))
 		if fetchOwner {
 			writeOwner(x, o)

@@ -71,6 +71,7 @@ const (
 	opsList        = "ListObjects ListObjectsV2 ListObjectVersions ListMultipartUploads"
 	opsUpload      = "UploadPart UploadPartCopy ListParts CompleteMultipartUpload AbortMultipartUpload"
 	opsCopy        = "CopyObject UploadPartCopy"
+	opsSSEC        = "PutObject CopyObject CreateMultipartUpload UploadPart UploadPartCopy CompleteMultipartUpload ListParts GetObject HeadObject GetObjectAttributes" // requests that take an SSE-C key
 	opsAll         = "*"
 )
 
@@ -160,17 +161,17 @@ var features = []feature{
 	{header, "X-Amz-Mfa", "", "", errNI, "MFA delete"},
 	{header, "X-Amz-Confirm-Remove-Self-Bucket-Access", "", "", errNI, "bucket policies"},
 
-	// Encryption: nothing is encrypted at rest yet.
-	{header, "X-Amz-Server-Side-Encryption", "", "", errNI, "SSE-S3 and SSE-KMS"},
+	// Encryption at rest (docs/design/sse.md): SSE-S3 and SSE-C; SSE-KMS is not implemented.
+	{header, "X-Amz-Server-Side-Encryption", opsObjectWrite, "AES256", errNI, "SSE-S3 (AES256, needs --master-key-file); aws:kms is NotImplemented"},
 	{header, "X-Amz-Server-Side-Encryption-Aws-Kms-Key-Id", "", "", errNI, "SSE-KMS"},
 	{header, "X-Amz-Server-Side-Encryption-Context", "", "", errNI, "SSE-KMS"},
-	{header, "X-Amz-Server-Side-Encryption-Bucket-Key-Enabled", "", "", errNI, "SSE-KMS bucket keys"},
-	{header, "X-Amz-Server-Side-Encryption-Customer-Algorithm", "", "", errNI, "SSE-C"},
-	{header, "X-Amz-Server-Side-Encryption-Customer-Key", "", "", errNI, "SSE-C"},
-	{header, "X-Amz-Server-Side-Encryption-Customer-Key-Md5", "", "", errNI, "SSE-C"},
-	{header, "X-Amz-Copy-Source-Server-Side-Encryption-Customer-Algorithm", "", "", errNI, "SSE-C"},
-	{header, "X-Amz-Copy-Source-Server-Side-Encryption-Customer-Key", "", "", errNI, "SSE-C"},
-	{header, "X-Amz-Copy-Source-Server-Side-Encryption-Customer-Key-Md5", "", "", errNI, "SSE-C"},
+	{header, "X-Amz-Server-Side-Encryption-Bucket-Key-Enabled", opsObjectWrite, "false", errNI, "false only: bucket keys are an SSE-KMS feature"},
+	{header, "X-Amz-Server-Side-Encryption-Customer-Algorithm", opsSSEC, "", errNI, "SSE-C (AES256; HTTPS only)"},
+	{header, "X-Amz-Server-Side-Encryption-Customer-Key", opsSSEC, "", errNI, "SSE-C (AES256; HTTPS only)"},
+	{header, "X-Amz-Server-Side-Encryption-Customer-Key-Md5", opsSSEC, "", errNI, "SSE-C (AES256; HTTPS only)"},
+	{header, "X-Amz-Copy-Source-Server-Side-Encryption-Customer-Algorithm", opsCopy, "", errNI, "SSE-C key of the copy source"},
+	{header, "X-Amz-Copy-Source-Server-Side-Encryption-Customer-Key", opsCopy, "", errNI, "SSE-C key of the copy source"},
+	{header, "X-Amz-Copy-Source-Server-Side-Encryption-Customer-Key-Md5", opsCopy, "", errNI, "SSE-C key of the copy source"},
 
 	// Tagging, object lock and other object features.
 	{header, "X-Amz-Tagging", opsObjectWrite, "", errNI, "the new object's tags (URL-query-encoded; with CopyObject only under x-amz-tagging-directive REPLACE)"},
@@ -209,7 +210,7 @@ var features = []feature{
 	{query, "lifecycle", "", "", errNI, "lifecycle"},
 	{query, "replication", "", "", errNI, "bucket replication"},
 	{query, "website", "", "", errNI, "website hosting"},
-	{query, "encryption", "", "", errNI, "default encryption"},
+	{query, "encryption", "PutBucketEncryption GetBucketEncryption DeleteBucketEncryption", "", errNI, "bucket default encryption: AES256 (SSE-S3) only"},
 	{query, "object-lock", "GetObjectLockConfiguration PutObjectLockConfiguration", "", errNI, "object lock configuration, with a default retention"},
 	{query, "retention", "GetObjectRetention PutObjectRetention", "", errNI, "object lock: a version's retention"},
 	{query, "legal-hold", "GetObjectLegalHold PutObjectLegalHold", "", errNI, "object lock: a version's legal hold"},
@@ -274,6 +275,7 @@ var opNames = []string{
 	"GetBucketLogging", "PutBucketLogging", "PutBucketVersioning",
 	"GetObjectLockConfiguration", "PutObjectLockConfiguration", "GetObjectRetention", "PutObjectRetention",
 	"GetObjectLegalHold", "PutObjectLegalHold",
+	"PutBucketEncryption", "GetBucketEncryption", "DeleteBucketEncryption",
 	"Unsupported", "Unknown",
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/s3api"
 	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/testutil"
 )
 
 // opSample is one request per operation cairn serves, against the fixtures of
@@ -137,7 +138,9 @@ var mutatingOps = map[string]bool{
 // table's error and the store is unchanged; where it honours it the answer is not a
 // refusal.
 func TestFeatureTable(t *testing.T) {
-	srv, c := setup(t)
+	srv := testutil.StartServer(t, store.Config{InlineMax: 4 << 10, ChunkSize: 256 << 10, SegmentSize: 8 << 20, Reserve: 1},
+		func(c *s3api.Config) { c.MasterKeys = testKeyring(t) }) // SSE-S3 is honoured with a master key
+	c := newClient(t, srv.URL, testutil.AccessKey, testutil.SecretKey)
 	ctx := context.Background()
 	var uploadID string
 	fixtures := func() {
@@ -290,8 +293,8 @@ func TestRefusedSecurityHeaders(t *testing.T) {
 			in.SSECustomerAlgorithm = aws.String("AES256")
 			in.SSECustomerKey = aws.String(b64(key))
 			in.SSECustomerKeyMD5 = aws.String(b64md5(key))
-		}, "NotImplemented"},
-		{"sse-s3", func(in *s3.PutObjectInput) { in.ServerSideEncryption = types.ServerSideEncryptionAes256 }, "NotImplemented"},
+		}, "InvalidRequest"}, // over plain HTTP
+		{"sse-s3", func(in *s3.PutObjectInput) { in.ServerSideEncryption = types.ServerSideEncryptionAes256 }, "NotImplemented"}, // no master key
 		{"sse-kms", func(in *s3.PutObjectInput) {
 			in.ServerSideEncryption = types.ServerSideEncryptionAwsKms
 			in.SSEKMSKeyId = aws.String("alias/cairn")

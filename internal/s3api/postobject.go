@@ -143,16 +143,26 @@ func (h *Handler) postObject(w http.ResponseWriter, r *http.Request, rq *request
 		}
 		return bc.finish(o)
 	}}
+	enc, err := h.newEncryption(r.Context(), hd, r.TLS != nil, rq.bucket, key) // the form's SSE fields, or the bucket's default
+	if err != nil {
+		return err
+	}
 	status, err := h.versionWrite(r.Context(), hd, rq.bucket, meta)
 	if err != nil {
 		return err
 	}
-	o, err := h.store.PutObject(r.Context(), rq.bucket, key, meta, bc, -1, opts)
+	size := int64(-1)
+	body, err := encryptBody(enc, bc, &size, meta, &opts)
+	if err != nil {
+		return err
+	}
+	o, err := h.store.PutObject(r.Context(), rq.bucket, key, meta, body, size, opts)
 	rq.bytesIn = bc.n
 	if err != nil {
 		return bodyError(err)
 	}
 	versionHeader(w.Header(), status, o)
+	sseHeaders(w.Header(), o.SSE)
 	etag := quote(o.ETag)
 	w.Header().Set("ETag", etag)
 	setChecksumHeaders(w.Header(), o)

@@ -339,7 +339,7 @@ func (h *Handler) listObjectVersions(w http.ResponseWriter, r *http.Request, rq 
 		x.elemBool("IsLatest", e.Current)
 		x.elemTime("LastModified", time.Unix(0, o.ModTime))
 		x.elem("ETag", quote(o.ETag))
-		x.elemInt("Size", o.Size)
+		x.elemInt("Size", plainSize(o))
 		x.elem("StorageClass", storageClass(o))
 		writeOwner(x, own)
 		x.close("Version")
