@@ -15,6 +15,7 @@ import (
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/rpc"
+	"github.com/cairnfs/cairn/internal/s3api"
 	"github.com/cairnfs/cairn/internal/store"
 	"golang.org/x/sys/unix"
 )
@@ -53,6 +54,10 @@ type Config struct {
 	// BucketLogInterval is how often a node delivers the server access log records of
 	// buckets with logging enabled to their target buckets (default 1m).
 	BucketLogInterval time.Duration
+	// MasterKeys seal the data keys of SSE-S3 objects (cmd/cairn loads them from
+	// --master-key-file, outside DataDir, and reloads them on SIGHUP); nil: SSE-S3 and
+	// bucket default encryption are refused. Every gateway of a cluster needs the same keys.
+	MasterKeys s3api.MasterKeys
 	Domains           []string
 	Logger            *slog.Logger
 	// Store tunables (zero = defaults).
