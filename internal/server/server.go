@@ -58,8 +58,8 @@ type Config struct {
 	// --master-key-file, outside DataDir, and reloads them on SIGHUP); nil: SSE-S3 and
 	// bucket default encryption are refused. Every gateway of a cluster needs the same keys.
 	MasterKeys s3api.MasterKeys
-	Domains           []string
-	Logger            *slog.Logger
+	Domains    []string
+	Logger     *slog.Logger
 	// Store tunables (zero = defaults).
 	Store store.Config
 	// ShutdownTimeout bounds the wait for in-flight requests (default 30s).
