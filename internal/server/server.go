@@ -54,14 +54,14 @@ type Config struct {
 	// BucketLogInterval is how often a node delivers the server access log records of
 	// buckets with logging enabled to their target buckets (default 1m).
 	BucketLogInterval time.Duration
+	Domains           []string
+	Logger            *slog.Logger
+	// Store tunables (zero = defaults).
+	Store store.Config
 	// MasterKeys seal the data keys of SSE-S3 objects (cmd/cairn loads them from
 	// --master-key-file, outside DataDir, and reloads them on SIGHUP); nil: SSE-S3 and
 	// bucket default encryption are refused. Every gateway of a cluster needs the same keys.
 	MasterKeys s3api.MasterKeys
-	Domains    []string
-	Logger     *slog.Logger
-	// Store tunables (zero = defaults).
-	Store store.Config
 	// ShutdownTimeout bounds the wait for in-flight requests (default 30s).
 	ShutdownTimeout time.Duration
 	// Ready, if set, is called once the node serves.
