@@ -203,6 +203,12 @@ type request struct {
 	auth     *sigv4.Result
 	who      Principal // who signed the request
 	full     bool      // who may do everything in the request's bucket (authorize)
+	// bkt is the request's bucket if authorize looked it up (a principal other than the
+	// root user); objectACL the permission only the object's ACL can give the request
+	// (acl.go: checkObjectACL), 0 if none is needed.
+	bkt       object.Bucket
+	hasBkt    bool
+	objectACL perm
 }
 
 type countingWriter struct {
@@ -410,6 +416,8 @@ func operation(r *http.Request, bucket, key string) string {
 				return "PutBucketCors"
 			case has("ownershipControls"):
 				return "PutBucketOwnershipControls"
+			case has("acl"):
+				return "PutBucketAcl"
 			case has("policy"):
 				return "PutBucketPolicy"
 			case has("publicAccessBlock"):
@@ -434,6 +442,8 @@ func operation(r *http.Request, bucket, key string) string {
 				return "DeleteBucketPolicy"
 			case has("publicAccessBlock"):
 				return "DeletePublicAccessBlock"
+			case has("ownershipControls"):
+				return "DeleteBucketOwnershipControls"
 			}
 			return "DeleteBucket"
 		case http.MethodPost:
@@ -461,7 +471,7 @@ func operation(r *http.Request, bucket, key string) string {
 			case has("legal-hold"):
 				return "PutObjectLegalHold"
 			case has("acl"):
-				return "Unsupported"
+				return "PutObjectAcl"
 			case r.Header.Get("x-amz-copy-source") != "":
 				return "CopyObject"
 			}
@@ -558,6 +568,12 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, rq *request) err
 		return h.bucketLogging(w, r, rq)
 	case "PutBucketOwnershipControls":
 		return h.putOwnershipControls(w, r, rq)
+	case "DeleteBucketOwnershipControls":
+		return h.deleteOwnershipControls(w, r, rq)
+	case "PutBucketAcl":
+		return h.putBucketACL(w, r, rq)
+	case "PutObjectAcl":
+		return h.putObjectACL(w, r, rq)
 	case "ListObjects":
 		return h.listObjects(w, r, rq, false)
 	case "ListObjectsV2":

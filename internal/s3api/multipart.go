@@ -36,6 +36,9 @@ func (h *Handler) createUpload(w http.ResponseWriter, r *http.Request, rq *reque
 			meta.ChecksumType = t
 		}
 	}
+	if err := h.aclWrite(r.Context(), r.Header, rq, meta); err != nil {
+		return err
+	}
 	if _, err := h.versionWrite(r.Context(), r.Header, rq.bucket, meta); err != nil {
 		return err
 	}
