@@ -74,7 +74,7 @@ var opAccess = map[string]struct {
 	"DeleteObjects": {needAny, ""},
 	// Bucket configuration: the owner, and what a policy allows.
 	"DeleteBucket": {needOwner, "s3:DeleteBucket"}, "GetBucketAcl": {needOwner, "s3:GetBucketAcl"},
-	"GetObjectAcl":  {needOwner, "s3:GetObjectAcl"}, "PutBucketAcl": {needOwner, "s3:PutBucketAcl"}, "PutObjectAcl": {needOwner, "s3:PutObjectAcl"},
+	"GetObjectAcl": {needOwner, "s3:GetObjectAcl"}, "PutBucketAcl": {needOwner, "s3:PutBucketAcl"}, "PutObjectAcl": {needOwner, "s3:PutObjectAcl"},
 	"GetBucketCors": {needOwner, "s3:GetBucketCORS"}, "PutBucketCors": {needOwner, "s3:PutBucketCORS"},
 	"DeleteBucketCors": {needOwner, "s3:PutBucketCORS"}, "GetBucketTagging": {needOwner, "s3:GetBucketTagging"},
 	"PutBucketTagging": {needOwner, "s3:PutBucketTagging"}, "DeleteBucketTagging": {needOwner, "s3:PutBucketTagging"},
