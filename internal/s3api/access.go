@@ -13,9 +13,9 @@ import (
 )
 
 // Principal is who signed a request: a user of the cluster map, or nobody (Anonymous).
-// A user may use the buckets it owns, others as far as its grants and their bucket
-// policies allow; the root user every bucket, whatever their policies say; an anonymous
-// request only what a bucket policy allows.
+// A user may use the buckets it owns, others as far as its grants, their bucket
+// policies and their ACLs allow; the root user every bucket, whatever their policies say;
+// an anonymous request only what a bucket policy or an ACL allows.
 type Principal struct {
 	User      string
 	Root      bool

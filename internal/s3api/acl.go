@@ -44,19 +44,19 @@ const (
 
 // ACL errors, as S3 words them.
 var (
-	errACLNotSupported       = &apiError{"AccessControlListNotSupported", "The bucket does not allow ACLs", 400}
-	errBucketACLOwnership    = &apiError{"InvalidBucketAclWithObjectOwnership", "Bucket cannot have ACLs set with ObjectOwnership's BucketOwnerEnforced setting", 400}
-	errPublicACLBlocked      = &apiError{"AccessDenied", "Access Denied: the ACL is public and the bucket's BlockPublicAcls setting blocks public ACLs", 403}
-	errNoOwnershipControls   = &apiError{"OwnershipControlsNotFoundError", "The bucket ownership controls were not found", 404}
-	errMissingACL            = &apiError{"MissingSecurityHeader", "Your request was missing a required header: x-amz-acl, x-amz-grant-* or an AccessControlPolicy document", 400}
-	errMalformedACL          = &apiError{"MalformedACLError", "The XML you provided was not well-formed or did not validate against our published schema", 400}
-	errCannedAndGrants       = &apiError{"InvalidRequest", "Specifying both Canned ACLs and Header Grants is not allowed", 400}
-	errACLHeaderAndBody      = &apiError{"UnexpectedContent", "This request does not support content", 400}
-	errACLOwnerChange        = &apiError{"AccessDenied", "Access Denied: the ACL's Owner is not the owner of the resource (owners cannot be changed)", 403}
-	errUpgradingACL          = &apiError{"ServiceUnavailable", "The cluster is being upgraded: ACLs and object owners are kept once every node runs a build at feature level 5.", 503}
-	errACLGrantNotCanned     = &apiError{"NotImplemented", "cairn keeps only the grants of the canned ACLs " + cannedACLsSupported + " (grants to other users: cairn admin user grant or a bucket policy)", 501}
-	errInvalidCannedACL      = &apiError{"InvalidArgument", "Invalid canned ACL: cairn supports " + cannedACLsSupported, 400}
-	errInvalidObjectOwnerhip = &apiError{"InvalidArgument", "Invalid x-amz-object-ownership header: BucketOwnerEnforced, BucketOwnerPreferred or ObjectWriter", 400}
+	errACLNotSupported        = &apiError{"AccessControlListNotSupported", "The bucket does not allow ACLs", 400}
+	errBucketACLOwnership     = &apiError{"InvalidBucketAclWithObjectOwnership", "Bucket cannot have ACLs set with ObjectOwnership's BucketOwnerEnforced setting", 400}
+	errPublicACLBlocked       = &apiError{"AccessDenied", "Access Denied: the ACL is public and the bucket's BlockPublicAcls setting blocks public ACLs", 403}
+	errNoOwnershipControls    = &apiError{"OwnershipControlsNotFoundError", "The bucket ownership controls were not found", 404}
+	errMissingACL             = &apiError{"MissingSecurityHeader", "Your request was missing a required header: x-amz-acl, x-amz-grant-* or an AccessControlPolicy document", 400}
+	errMalformedACL           = &apiError{"MalformedACLError", "The XML you provided was not well-formed or did not validate against our published schema", 400}
+	errCannedAndGrants        = &apiError{"InvalidRequest", "Specifying both Canned ACLs and Header Grants is not allowed", 400}
+	errACLHeaderAndBody       = &apiError{"UnexpectedContent", "This request does not support content", 400}
+	errACLOwnerChange         = &apiError{"AccessDenied", "Access Denied: the ACL's Owner is not the owner of the resource (owners cannot be changed)", 403}
+	errUpgradingACL           = &apiError{"ServiceUnavailable", "The cluster is being upgraded: ACLs and object owners are kept once every node runs a build at feature level 5.", 503}
+	errACLGrantNotCanned      = &apiError{"NotImplemented", "cairn keeps only the grants of the canned ACLs " + cannedACLsSupported + " (grants to other users: cairn admin user grant or a bucket policy)", 501}
+	errInvalidCannedACL       = &apiError{"InvalidArgument", "Invalid canned ACL: cairn supports " + cannedACLsSupported, 400}
+	errInvalidObjectOwnership = &apiError{"InvalidArgument", "Invalid x-amz-object-ownership header: BucketOwnerEnforced, BucketOwnerPreferred or ObjectWriter", 400}
 )
 
 // stored is a canned ACL as kept: "" for private.
@@ -696,7 +696,7 @@ func (h *Handler) createBucketACL(hd http.Header, rq *request) (own, acl []byte,
 	case ownPreferred, ownWriter:
 		own = []byte(o)
 	default:
-		return nil, nil, errInvalidObjectOwnerhip
+		return nil, nil, errInvalidObjectOwnership
 	}
 	id := ownerOf(rq.who.owner()).ID
 	canned, ok, err := headerACL(hd, aclIDs{owner: id, bucketOwner: id})

@@ -151,7 +151,7 @@ var features = []feature{
 	{header, "X-Amz-Grant-Read-Acp", opsACL, "", errNI, "ACL grants equal to a canned ACL's; others are NotImplemented"},
 	{header, "X-Amz-Grant-Write", opsACL, "", errNI, "ACL grants equal to a canned ACL's; others are NotImplemented"},
 	{header, "X-Amz-Grant-Write-Acp", opsACL, "", errNI, "ACL grants equal to a canned ACL's; others are NotImplemented"},
-	{header, "X-Amz-Object-Ownership", "CreateBucket", "BucketOwnerEnforced BucketOwnerPreferred ObjectWriter", errInvalidObjectOwnerhip, "Object Ownership of the new bucket (default BucketOwnerEnforced: ACLs disabled)"},
+	{header, "X-Amz-Object-Ownership", "CreateBucket", "BucketOwnerEnforced BucketOwnerPreferred ObjectWriter", errInvalidObjectOwnership, "Object Ownership of the new bucket (default BucketOwnerEnforced: ACLs disabled)"},
 	{header, "X-Amz-Expected-Bucket-Owner", "", "", errNI, "bucket owner checks"},
 	{header, "X-Amz-Request-Payer", opsAll, "requester", errNI, "requester-pays acknowledgement; nothing is charged"},
 	{header, "X-Amz-Mfa", "", "", errNI, "MFA delete"},
