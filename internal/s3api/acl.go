@@ -28,18 +28,27 @@ const (
 	aclPublicReadWrite  = "public-read-write"
 	aclAuthenticated    = "authenticated-read"
 	aclBucketOwnerFull  = "bucket-owner-full-control"
-	aclKind             = "acl"
-	ownershipKind       = "ownershipControls"
-	ownEnforced         = "BucketOwnerEnforced"
-	ownPreferred        = "BucketOwnerPreferred"
-	ownWriter           = "ObjectWriter"
-	ownDeleted          = "none" // the configuration DeleteBucketOwnershipControls leaves
-	groupAllUsers       = "http://acs.amazonaws.com/groups/global/AllUsers"
-	groupAuthenticated  = "http://acs.amazonaws.com/groups/global/AuthenticatedUsers"
-	groupLogDelivery    = "http://acs.amazonaws.com/groups/s3/LogDelivery"
-	xsiNamespace        = "http://www.w3.org/2001/XMLSchema-instance"
-	maxACLDocument      = 64 << 10
 	cannedACLsSupported = aclPrivate + " " + aclPublicRead + " " + aclPublicReadWrite + " " + aclAuthenticated + " " + aclBucketOwnerFull
+)
+
+// The bucket configurations (object.Bucket.Config) of ACLs and Object Ownership, and the
+// Object Ownership settings.
+const (
+	aclKind       = "acl"
+	ownershipKind = "ownershipControls"
+	ownEnforced   = "BucketOwnerEnforced"
+	ownPreferred  = "BucketOwnerPreferred"
+	ownWriter     = "ObjectWriter"
+	ownDeleted    = "none" // the configuration DeleteBucketOwnershipControls leaves
+)
+
+// Grantee groups and the AccessControlPolicy document.
+const (
+	groupAllUsers      = "http://acs.amazonaws.com/groups/global/AllUsers"
+	groupAuthenticated = "http://acs.amazonaws.com/groups/global/AuthenticatedUsers"
+	groupLogDelivery   = "http://acs.amazonaws.com/groups/s3/LogDelivery"
+	xsiNamespace       = "http://www.w3.org/2001/XMLSchema-instance"
+	maxACLDocument     = 64 << 10
 )
 
 // ACL errors, as S3 words them.
