@@ -212,7 +212,7 @@ func (h *Handler) allowed(r *http.Request, rq *request, bucket, key string, n ne
 			h.log.Error("a bucket's stored policy does not parse: ignored", "bucket", bucket, "err", err)
 		} else {
 			restrict := !owner && b.Config[publicAccessBlockKind] != "" && parsePAB(b.Config[publicAccessBlockKind]).RestrictPublicBuckets
-			res := arn(bucket, key, n)
+			res := arn(bucket, key, n, action)
 			if n == needOwner && key != "" { // Get/PutObjectAcl
 				res = "arn:aws:s3:::" + bucket + "/" + key
 			}
@@ -233,7 +233,10 @@ func (h *Handler) allowed(r *http.Request, rq *request, bucket, key string, n ne
 
 // arn is the resource an action is on: the object's ARN for object actions, the
 // bucket's for the others (listings included).
-func arn(bucket, key string, n need) string {
+func arn(bucket, key string, n need, action string) string {
+	if strings.HasPrefix(action, "s3:ListBucket") {
+		return "arn:aws:s3:::" + bucket // a listing's prefix is a condition (s3:prefix), not part of the resource
+	}
 	if n == needRead || n == needWrite {
 		if key != "" {
 			return "arn:aws:s3:::" + bucket + "/" + key
