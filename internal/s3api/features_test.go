@@ -46,6 +46,8 @@ func featureSamples(uploadID string) []opSample {
 		{op: "GetBucketVersioning", method: "GET", path: "/bkt", query: []string{"versioning"}},
 		{op: "GetBucketAcl", method: "GET", path: "/bkt", query: []string{"acl"}},
 		{op: "GetObjectAcl", method: "GET", path: "/bkt/obj", query: []string{"acl"}},
+		{op: "PutBucketAcl", method: "PUT", path: "/bkt", query: []string{"acl"}, hdr: map[string]string{"X-Amz-Acl": "private"}},
+		{op: "PutObjectAcl", method: "PUT", path: "/bkt/obj", query: []string{"acl"}, hdr: map[string]string{"X-Amz-Acl": "private"}},
 		{op: "ListObjects", method: "GET", path: "/bkt"},
 		{op: "ListObjectsV2", method: "GET", path: "/bkt", query: []string{"list-type=2"}},
 		{op: "ListObjectVersions", method: "GET", path: "/bkt", query: []string{"versions"}},
@@ -326,7 +328,7 @@ func TestRefusedSecurityHeaders(t *testing.T) {
 	_, err = c.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String("bkt"), Key: aws.String("cp"), CopySource: aws.String("bkt/src?versionId=abc")})
 	wantCode(t, err, "InvalidArgument") // not a version id cairn makes
 	_, err = c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("public"), ACL: types.BucketCannedACLPublicRead})
-	wantCode(t, err, "AccessControlListNotSupported")
+	wantCode(t, err, "InvalidBucketAclWithObjectOwnership") // ACLs are disabled in a new bucket by default
 	if _, err = c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("locked"), ObjectLockEnabledForBucket: aws.Bool(true)}); err != nil {
 		t.Fatalf("create a bucket with Object Lock: %v", err)
 	}

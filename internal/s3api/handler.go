@@ -209,6 +209,12 @@ type request struct {
 	auth     *sigv4.Result
 	who      Principal // who signed the request
 	full     bool      // who may do everything in the request's bucket (authorize)
+	// bkt is the request's bucket if authorize looked it up (a principal other than the
+	// root user); objectACL the permission only the object's ACL can give the request
+	// (acl.go: checkObjectACL), 0 if none is needed.
+	bkt       object.Bucket
+	hasBkt    bool
+	objectACL perm
 }
 
 type countingWriter struct {
@@ -418,6 +424,8 @@ func operation(r *http.Request, bucket, key string) string {
 				return "PutBucketCors"
 			case has("ownershipControls"):
 				return "PutBucketOwnershipControls"
+			case has("acl"):
+				return "PutBucketAcl"
 			case has("policy"):
 				return "PutBucketPolicy"
 			case has("publicAccessBlock"):
@@ -446,6 +454,8 @@ func operation(r *http.Request, bucket, key string) string {
 				return "DeletePublicAccessBlock"
 			case has("encryption"):
 				return "DeleteBucketEncryption"
+			case has("ownershipControls"):
+				return "DeleteBucketOwnershipControls"
 			}
 			return "DeleteBucket"
 		case http.MethodPost:
@@ -473,7 +483,7 @@ func operation(r *http.Request, bucket, key string) string {
 			case has("legal-hold"):
 				return "PutObjectLegalHold"
 			case has("acl"):
-				return "Unsupported"
+				return "PutObjectAcl"
 			case r.Header.Get("x-amz-copy-source") != "":
 				return "CopyObject"
 			}
@@ -570,6 +580,12 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, rq *request) err
 		return h.bucketLogging(w, r, rq)
 	case "PutBucketOwnershipControls":
 		return h.putOwnershipControls(w, r, rq)
+	case "DeleteBucketOwnershipControls":
+		return h.deleteOwnershipControls(w, r, rq)
+	case "PutBucketAcl":
+		return h.putBucketACL(w, r, rq)
+	case "PutObjectAcl":
+		return h.putObjectACL(w, r, rq)
 	case "ListObjects":
 		return h.listObjects(w, r, rq, false)
 	case "ListObjectsV2":

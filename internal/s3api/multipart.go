@@ -44,6 +44,9 @@ func (h *Handler) createUpload(w http.ResponseWriter, r *http.Request, rq *reque
 	if enc != nil {
 		meta.SSE = enc.rec // the parts are encrypted under its data key, each on its own
 	}
+	if err := h.aclWrite(r.Context(), r.Header, rq, meta); err != nil {
+		return err
+	}
 	if _, err := h.versionWrite(r.Context(), r.Header, rq.bucket, meta); err != nil {
 		return err
 	}

@@ -233,6 +233,9 @@ func (h *Handler) putObject(w http.ResponseWriter, r *http.Request, rq *request)
 	if err != nil {
 		return err
 	}
+	if err := h.aclWrite(r.Context(), r.Header, rq, meta); err != nil {
+		return err
+	}
 	status, err := h.versionWrite(r.Context(), r.Header, rq.bucket, meta)
 	if err != nil {
 		return err
@@ -439,10 +442,13 @@ func (h *Handler) getObject(w http.ResponseWriter, r *http.Request, rq *request)
 	}
 	o, rd, err := h.openVersion(r.Context(), rq.bucket, rq.key, ref, head)
 	if err != nil {
-		return readError(w.Header(), err)
+		return deferredReadError(w.Header(), rq, err)
 	}
 	if rd != nil {
 		defer rd.Close()
+	}
+	if err := checkObjectACL(rq, o); err != nil { // before any header of the object
+		return err
 	}
 	if ref.set || o.Versioned {
 		w.Header().Set("x-amz-version-id", versionIDOf(o))
@@ -745,6 +751,9 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 		}
 		bc.expect = checksum.Expect{Algo: a}
 		bc.sum = a.New()
+	}
+	if err := h.aclWrite(r.Context(), r.Header, rq, meta); err != nil { // not the source's: the request's
+		return err
 	}
 	status, err := h.versionWrite(r.Context(), r.Header, rq.bucket, meta)
 	if err != nil {

@@ -30,7 +30,7 @@ func postHeaders(fields map[string]string) (http.Header, error) {
 		case "content-type", "cache-control", "content-disposition", "content-encoding", "content-language", "expires":
 			hd.Set(name, v)
 		case "acl":
-			hd.Set("X-Amz-Acl", v) // the refusal table accepts the ACLs that say what cairn does
+			hd.Set("X-Amz-Acl", v) // checked as the header would be (aclWrite)
 		case "tagging":
 			// A Tagging document (not the header's query form): parsed in postObject.
 		case "x-amz-algorithm", "x-amz-credential", "x-amz-date", "x-amz-signature":
@@ -145,6 +145,9 @@ func (h *Handler) postObject(w http.ResponseWriter, r *http.Request, rq *request
 	}}
 	enc, err := h.newEncryption(r.Context(), hd, r.TLS != nil, rq.bucket, key) // the form's SSE fields, or the bucket's default
 	if err != nil {
+		return err
+	}
+	if err := h.aclWrite(r.Context(), hd, rq, meta); err != nil { // the form's acl field
 		return err
 	}
 	status, err := h.versionWrite(r.Context(), hd, rq.bucket, meta)
