@@ -106,9 +106,10 @@ type Object struct {
 	// Retention and LegalHold are the version's Object Lock state (docs/design/object-lock.md).
 	Retention Retention `json:"Retention,omitzero"`
 	LegalHold bool      `json:"LegalHold,omitempty"`
-	// Owner is the user who wrote the version (empty in records from before ACLs: the
-	// bucket's owner then owns it). S3 shows it as the object's owner when the bucket's
-	// ObjectOwnership lets the writer own its objects.
+	// Owner is the user who owns the version when that is not the bucket's owner: its
+	// writer, where the bucket's Object Ownership let the writer own it when it was
+	// written (docs/design/acl.md). Empty: the bucket's owner (and every record from
+	// before ACLs).
 	Owner string `json:"Owner,omitempty"`
 	// ACL is the version's access control list in the form the S3 layer encodes it
 	// (docs/design/acl.md); empty is the default, private: the owner only. ACLHLC orders

@@ -43,15 +43,22 @@ type mapInfo struct {
 // configuration is set only once every node stores and serves versioned records (an
 // older store would take a version for the key's null version and replace the others);
 // level 5 records with an owner, an ACL or encryption (record version 6), which the S3
-// layer writes only once the map's Level says every node reads them (OpRaiseLevel).
+// layer writes only once the map's Level says every node reads them (OpRaiseLevel), and
+// the bucket configurations that enable them ("acl", "ownershipControls").
 const featureLevel = 5
 
 // commandLevel is the feature level a map command needs.
 func commandLevel(c clustermap.Command) int {
 	switch c.Op {
 	case clustermap.OpSetBucketConfig:
-		if c.Key == "versioning" {
+		switch c.Key {
+		case "versioning":
 			return 4
+		case "acl", "ownershipControls":
+			// A bucket ACL or an Object Ownership other than BucketOwnerEnforced lets
+			// requests write objects with an owner or an ACL (record version 6); an
+			// older gateway would not honour them either.
+			return 5
 		}
 		return 2
 	case clustermap.OpRaiseLevel:

@@ -649,6 +649,7 @@ func (n *instance) s3Handler() http.Handler {
 		Observer:     observers{n.m, n.budget},
 		AccessLog:    n.accessLogFunc(),
 		FeatureLevel: func() int { return n.mgr.Current().Level },
+		MasterKeys:   n.cfg.MasterKeys,
 	})
 }
 
