@@ -33,6 +33,8 @@ type Command struct {
 	Account *Account `json:"account,omitempty"`
 	Keys    []Key    `json:"keys,omitempty"`
 	Grant   *Grant   `json:"grant,omitempty"`
+	// Internode is OpSetInternodeTLS's state.
+	Internode *InternodeTLS `json:"internode,omitempty"`
 }
 
 // The command operations.
@@ -63,6 +65,9 @@ type Command struct {
 //     Key (an S3 sub-resource such as "cors" or "tagging") to Doc; an empty Doc
 //     deletes it. NotExist for an unknown bucket, Invalid without a kind, a
 //     document or with a document over MaxBucketConfig bytes.
+//   - OpSetInternodeTLS (Internode): sets the cluster's internode TLS. Invalid without a
+//     CA, with one over MaxInternodeCA bytes, with another CA than the one set, or
+//     turning Required off once it is on.
 //
 // Every command other than OpInit requires an initialized map (Precondition
 // otherwise). Every accepted command increments the epoch by one; a rejected
@@ -81,6 +86,7 @@ const (
 	OpApplyPolicy  = "apply_policy"
 
 	OpSetBucketConfig = "set_bucket_config"
+	OpSetInternodeTLS = "set_internode_tls"
 )
 
 // MaxBucketConfig bounds one bucket configuration document: the map is held in memory by
@@ -287,6 +293,20 @@ func applyCommand(m *Map, c Command) (*Map, error) {
 		}
 		b.Config = cfg
 		nm.Buckets[c.Name] = b
+	case OpSetInternodeTLS:
+		it := c.Internode
+		switch {
+		case it == nil || it.CA == "":
+			return nil, errors.E(opFSM, errors.Invalid, "set_internode_tls: missing CA")
+		case len(it.CA) > MaxInternodeCA:
+			return nil, errors.Errorf(opFSM, errors.Invalid, "set_internode_tls: a CA of %d bytes (at most %d)", len(it.CA), MaxInternodeCA)
+		case nm.Internode != nil && nm.Internode.CA != it.CA:
+			return nil, errors.E(opFSM, errors.Invalid, "set_internode_tls: the cluster has another CA (it is not replaced)")
+		case nm.Internode != nil && nm.Internode.Required && !it.Required:
+			return nil, errors.E(opFSM, errors.Invalid, "set_internode_tls: internode TLS is required and stays so")
+		}
+		v := *it
+		nm.Internode = &v
 	case OpAddAccount, OpSetAccount, OpRemoveAccount, OpPutKey, OpRevokeKey, OpSealUsers, OpSetGrant:
 		if err := applyUserCommand(nm, c); err != nil {
 			return nil, err

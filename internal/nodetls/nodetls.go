@@ -48,13 +48,6 @@ const (
 	backdate = time.Hour
 )
 
-// ALPN protocols of the node address: a TLS connection is Raft or HTTP by the protocol it
-// negotiates (a connection that offers none is HTTP).
-const (
-	ProtoRaft = "cairn-raft/1"
-	ProtoHTTP = "http/1.1"
-)
-
 // nodeOrg is the organization of every node certificate's subject.
 const nodeOrg = "cairn node"
 
@@ -337,7 +330,7 @@ func NeedsRenewal(c *x509.Certificate, hosts []string, now time.Time) bool {
 func ServerConfig(cert func() *tls.Certificate, pool *x509.CertPool) *tls.Config {
 	return &tls.Config{MinVersion: tls.VersionTLS13, ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: pool,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cert(), nil },
-		NextProtos:     []string{ProtoRaft, ProtoHTTP}}
+		NextProtos:     []string{wire.ALPNRaft, wire.ALPNHTTP}}
 }
 
 // ClientConfig is the TLS configuration of a node dialling another: TLS 1.3, the server

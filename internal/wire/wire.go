@@ -126,6 +126,13 @@ const (
 	PathInternodeTLS = "/internal/v1/internode-tls"
 )
 
+// ALPN protocols of the node address under TLS: a connection is Raft or HTTP by the
+// protocol it negotiates (one that offers none is HTTP).
+const (
+	ALPNRaft = "cairn-raft/1"
+	ALPNHTTP = "http/1.1"
+)
+
 // HdrBodySum is the hex SHA-256 of an answer's body: in the signed headers, it binds the
 // body of an answer that must not be changed in transit to the request (enrolment
 // answers, the CA key).
@@ -152,8 +159,8 @@ type EnrolAnswer struct {
 // (hex SHA-256 of its DER; empty: no CA, internode traffic is plain), whether plain
 // connections are refused, and per node what its certificate is.
 type InternodeStatus struct {
-	CA       string         `json:"ca,omitempty"`
-	Required bool           `json:"required"`
+	CA       string          `json:"ca,omitempty"`
+	Required bool            `json:"required"`
 	Nodes    []InternodeNode `json:"nodes,omitempty"`
 	// Missing names the nodes without a certificate of the CA (enable waits for them).
 	Missing []string `json:"missing,omitempty"`
