@@ -39,8 +39,10 @@ type mapInfo struct {
 // different map. Level 2 added bucket configurations (OpSetBucketConfig); level 3 users
 // and sealed keys (the secret store); level 4 versioning: a bucket's versioning
 // configuration is set only once every node stores and serves versioned records (an
-// older store would take a version for the key's null version and replace the others).
-const featureLevel = 4
+// older store would take a version for the key's null version and replace the others);
+// level 5 internode TLS: the cluster's CA and its requirement in the map
+// (OpSetInternodeTLS), set only once every node's listener takes TLS and enrols.
+const featureLevel = 5
 
 // commandLevel is the feature level a map command needs.
 func commandLevel(c clustermap.Command) int {
@@ -50,6 +52,8 @@ func commandLevel(c clustermap.Command) int {
 			return 4
 		}
 		return 2
+	case clustermap.OpSetInternodeTLS:
+		return 5
 	case clustermap.OpAddAccount, clustermap.OpSetAccount, clustermap.OpRemoveAccount, clustermap.OpPutKey, clustermap.OpRevokeKey, clustermap.OpSealUsers, clustermap.OpSetGrant:
 		return 3
 	}
