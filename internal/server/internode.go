@@ -524,7 +524,7 @@ func (t *internodeTLS) fetchCAKey(ctx context.Context, addr string, ca *nodetls.
 
 // self is this node's line of the internode TLS status.
 func (t *internodeTLS) self() wire.InternodeNode {
-	st := wire.InternodeNode{ID: t.id}
+	st := wire.InternodeNode{ID: t.id, Required: t.Required()}
 	if ca := t.ca.Load(); ca != nil {
 		st.CAKey = ca.HasKey()
 		if c := t.cert.Load(); c != nil {
@@ -642,7 +642,28 @@ func (t *internodeTLS) enable(ctx context.Context, wait time.Duration) (wire.Int
 			return wire.InternodeStatus{}, errors.E(op, err)
 		}
 	}
-	return t.status(ctx), nil
+	// Done when every node says it refuses plain connections (each applies the map
+	// change within moments).
+	for {
+		st := t.status(ctx)
+		var plain []string
+		for _, n := range st.Nodes {
+			if !n.Required {
+				plain = append(plain, n.ID)
+			}
+		}
+		if len(plain) == 0 {
+			return st, nil
+		}
+		if time.Now().After(deadline) {
+			return st, errors.E(op, errors.Transient, fmt.Sprintf("internode TLS is required, but these nodes have not said so yet: %v", plain))
+		}
+		select {
+		case <-ctx.Done():
+			return st, errors.E(op, errors.Transient, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // ServeHTTP serves the internode TLS paths: enrolment, the CA key, the status and

@@ -167,12 +167,14 @@ type InternodeStatus struct {
 }
 
 // InternodeNode is one node's internode certificate: the fingerprint of the CA it chains
-// to (empty: none), its expiry (RFC 3339) and whether the node holds the CA key.
+// to (empty: none), its expiry (RFC 3339), whether the node holds the CA key and whether
+// it refuses plain connections.
 type InternodeNode struct {
 	ID       string `json:"id"`
 	CA       string `json:"ca,omitempty"`
 	NotAfter string `json:"not_after,omitempty"`
 	CAKey    bool   `json:"ca_key,omitempty"`
+	Required bool   `json:"required,omitempty"` // the node refuses plain connections
 	Err      string `json:"error,omitempty"`
 }
 
