@@ -404,17 +404,21 @@ func (t *internodeTLS) renew(ctx context.Context, ca *nodetls.CA) {
 		}
 		return
 	}
-	c := t.rpc
+	clients := []*rpc.Client{t.rpc, nil} // with the current certificate; else without one
 	if t.cert.Load() == nil {
-		c = nil // the enrolment transport: TLS without a client certificate
+		clients = clients[1:]
 	}
 	var last error
-	for _, addr := range t.signers() {
-		if _, err := t.enrol(ctx, c, addr, ca); err != nil {
-			last = err
-			continue
+	for _, c := range clients {
+		// nil: the enrolment transport, TLS without a client certificate (a node whose
+		// certificate expired while it was away is refused with it).
+		for _, addr := range t.signers() {
+			if _, err := t.enrol(ctx, c, addr, ca); err != nil {
+				last = err
+				continue
+			}
+			return
 		}
-		return
 	}
 	if last != nil {
 		t.log.Warn("could not renew this node's internode certificate", "err", last)

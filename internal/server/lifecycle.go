@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -636,7 +637,9 @@ func (n *instance) enrolToJoin(ctx context.Context) error {
 		}
 	}
 	switch {
-	case errors.Is(errors.NotExist, err):
+	case errors.Is(errors.NotExist, err), errors.Is(errors.Invalid, err) && strings.Contains(err.Error(), "404 page not found"):
+		// No CA; or a build from before internode TLS (mid-upgrade), which does not know
+		// the path.
 		n.log.Info("the cluster has no internode TLS: joining it plain", "via", n.cfg.Join)
 		return nil
 	case errors.Is(errors.Permission, err):
