@@ -48,7 +48,9 @@ type InternodeTLS struct {
 	// nodetls.CertLifetime); a node renews its own when a third of its life is left.
 	CertLifetime time.Duration
 	// CheckInterval is how often a node checks its certificate and, on a voter, the CA
-	// key (0: 10s; also at every map change).
+	// key (0: 1s, so that a new voter holds the key within a second of its promotion;
+	// also at every map change). The checks are local; a failed renewal is retried after
+	// 10 s.
 	CheckInterval time.Duration
 }
 
@@ -88,7 +90,8 @@ type internodeTLS struct {
 	onChange  func()          // a certificate obtained: drop pooled plain connections
 	onRequire func()          // TLS became required: close plain connections
 
-	mu sync.Mutex // one enrolment or key change at a time
+	mu        sync.Mutex // one enrolment or key change at a time
+	nextRenew time.Time  // after a failed renewal, when to try again (under mu)
 }
 
 var _ rpc.TLSSource = (*internodeTLS)(nil)
@@ -103,7 +106,7 @@ func (t *internodeTLS) getCert() *tls.Certificate { return t.cert.Load() }
 func openInternodeTLS(dir, id string, cfg InternodeTLS, log *slog.Logger) (*internodeTLS, error) {
 	t := &internodeTLS{files: nodetls.Files{Dir: dir}, id: id, cfg: cfg, log: log.With("component", "internode-tls")}
 	if t.cfg.CheckInterval <= 0 {
-		t.cfg.CheckInterval = 10 * time.Second
+		t.cfg.CheckInterval = time.Second
 	}
 	ca, err := t.files.LoadCA()
 	switch {
@@ -389,20 +392,23 @@ func (t *internodeTLS) check(ctx context.Context) {
 		t.log.Error("this node trusts another internode CA than the cluster map's: not renewing", "ours", ca.Fingerprint(), "map", want.Fingerprint())
 		return
 	}
-	if c := t.cert.Load(); c == nil || nodetls.NeedsRenewal(c.Leaf, t.hosts(), time.Now()) {
-		t.renew(ctx, want)
+	if c := t.cert.Load(); (c == nil || nodetls.NeedsRenewal(c.Leaf, t.hosts(), time.Now())) && time.Now().After(t.nextRenew) {
+		if !t.renew(ctx, want) {
+			t.nextRenew = time.Now().Add(10 * time.Second)
+		}
 	}
 	t.checkCAKey(ctx)
 }
 
 // renew gets this node a new certificate of ca: signed here if this node holds the key,
-// else through the leader or another voter.
-func (t *internodeTLS) renew(ctx context.Context, ca *nodetls.CA) {
+// else through the leader or another voter. It reports whether it did.
+func (t *internodeTLS) renew(ctx context.Context, ca *nodetls.CA) bool {
 	if held := t.ca.Load(); held != nil && held.HasKey() {
 		if err := t.issueLocal(held, t.hosts()); err != nil {
 			t.log.Error("could not sign this node's internode certificate", "err", err)
+			return false
 		}
-		return
+		return true
 	}
 	clients := []*rpc.Client{t.rpc, nil} // with the current certificate; else without one
 	if t.cert.Load() == nil {
@@ -417,12 +423,13 @@ func (t *internodeTLS) renew(ctx context.Context, ca *nodetls.CA) {
 				last = err
 				continue
 			}
-			return
+			return true
 		}
 	}
 	if last != nil {
 		t.log.Warn("could not renew this node's internode certificate", "err", last)
 	}
+	return false
 }
 
 // signers are the addresses to ask for a certificate: the leader, then the other
