@@ -140,7 +140,7 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.TLS.PollInterval, "tls-reload-interval", 5*time.Second, "how often --tls-cert and --tls-key are checked for a change (-1s: only on SIGHUP)")
 	internodeTLS := fs.String("internode-tls", "on", "a new cluster's internode traffic (RPC and Raft on --node-addr): on (mutual TLS with a cluster CA made at bootstrap, plain connections refused) or off (plain, authenticated by the cluster secret; cairn admin internode-tls enable turns TLS on later); only a bootstrap reads it")
 	fs.StringVar(&cfg.Internode.CACertFile, "internode-ca-cert", "", "PEM certificate of the CA for internode certificates (with --internode-ca-key): a bootstrap uses it instead of making one; on a manager of an existing cluster, installs the key again")
-	fs.StringVar(&cfg.Internode.CAKeyFile, "internode-ca-key", "", "PEM private key of --internode-ca-cert (kept in DATA/internode/ca.key, 0600, on voting managers only)")
+	fs.StringVar(&cfg.Internode.CAKeyFile, "internode-ca-key", "", "PEM private key of --internode-ca-cert (kept in DATA/internode/ca.key, 0600, on nodes with the manager role only)")
 	readyFile := fs.String("ready-file", "", "once the node serves, write this JSON file (atomically) with its pid, node id, data directory and bound addresses (S3, admin, node: the actual ports of listeners given port 0); removed at exit")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")

@@ -26,13 +26,15 @@ import (
 
 // Internode mutual TLS (docs/design/internode-tls.md). A node's identity is in
 // DATA/internode: its key and certificate (node.key, node.pem), the cluster CA's
-// certificate (ca.pem) and, on a voting manager, the CA's key (ca.key, 0600); the file
+// certificate (ca.pem) and, on a manager, the CA's key (ca.key, 0600); the file
 // "required" once the cluster refuses plain connections. A new cluster's first node
 // makes the CA (or takes the operator's) and its own certificate; every other node
 // enrols: it sends a certificate request to a member, signed with the cluster secret,
 // and gets back its certificate and the CA in an answer whose body the cluster secret
-// signs too. A voter without the CA key fetches it from another voter over mutual TLS;
-// a node that stops being a voter deletes it once another voter holds it.
+// signs too. A node with the manager role (a voter, or a standby that may be promoted)
+// fetches the CA key from another manager over mutual TLS as soon as it has joined, so
+// that every voter can sign from the moment it is promoted; a node without the role
+// deletes it once a manager holds it.
 
 // InternodeTLS configures mutual TLS on the node address.
 type InternodeTLS struct {
@@ -47,9 +49,8 @@ type InternodeTLS struct {
 	// CertLifetime is the lifetime of the node certificates this node signs (0:
 	// nodetls.CertLifetime); a node renews its own when a third of its life is left.
 	CertLifetime time.Duration
-	// CheckInterval is how often a node checks its certificate and, on a voter, the CA
-	// key (0: 1s, so that a new voter holds the key within a second of its promotion;
-	// also at every map change). The checks are local; a failed renewal is retried after
+	// CheckInterval is how often a node checks its certificate and, on a manager, the CA
+	// key (0: 1s; also at every map change). The checks are local; a failed renewal is retried after
 	// 10 s.
 	CheckInterval time.Duration
 }
@@ -76,7 +77,7 @@ type internodeTLS struct {
 	log   *slog.Logger
 
 	cert     atomic.Pointer[tls.Certificate]
-	ca       atomic.Pointer[nodetls.CA] // the cluster CA (with its key on a voter holding it)
+	ca       atomic.Pointer[nodetls.CA] // the cluster CA (with its key on a manager holding it)
 	required atomic.Bool
 	server   atomic.Pointer[tls.Config]
 	client   atomic.Pointer[tls.Config]
@@ -87,6 +88,7 @@ type internodeTLS struct {
 	secret    *rpc.Secret
 	app       *applyer
 	hosts     func() []string // the names the node's certificate must carry
+	manager   bool            // the node has the manager role: it holds the CA key
 	onChange  func()          // a certificate obtained: drop pooled plain connections
 	onRequire func()          // TLS became required: close plain connections
 
@@ -351,7 +353,7 @@ func mapCA(m *clustermap.Map) *nodetls.CA {
 
 // run keeps this node's internode TLS in step with the map: TLS required when the map
 // says so, a certificate of the map's CA (renewed before it expires or when the node's
-// address changes), the CA key on a voter and not on others. It checks every
+// address changes), the CA key on a manager and not on others. It checks every
 // CheckInterval and at each map change, until ctx ends.
 func (t *internodeTLS) run(ctx context.Context) {
 	tick := time.NewTicker(t.cfg.CheckInterval)
@@ -458,58 +460,58 @@ func (t *internodeTLS) signers() []string {
 	return out
 }
 
-// checkCAKey fetches the CA key on a voter that lacks it, and deletes it on a node that
-// is not a voter once a voter reports holding it.
-func (t *internodeTLS) checkCAKey(ctx context.Context) {
-	ms, err := t.mgr.Members()
-	if err != nil {
-		return
-	}
-	voter := false
-	var others []clustermap.Member
-	for _, mb := range ms {
-		if mb.ID == t.id {
-			voter = mb.Voter
-		} else if mb.Voter {
-			others = append(others, mb)
-		}
-	}
+// checkCAKey fetches the CA key on a manager (a node with the manager role: a voter, or a
+// standby that may be promoted) that lacks it, and deletes it on a node that is not a
+// manager once a manager reports holding it. extra are more addresses to ask (the join
+// address, before the map has arrived).
+func (t *internodeTLS) checkCAKey(ctx context.Context, extra ...string) {
 	ca := t.ca.Load()
 	if ca == nil || t.cert.Load() == nil {
 		return
 	}
+	var others []string
+	for _, n := range t.mgr.Current().Nodes {
+		if n.ID != t.id && n.State != clustermap.StateOut && n.HasRole(clustermap.RoleManager) && !slices.Contains(others, n.Addr) {
+			others = append(others, n.Addr)
+		}
+	}
+	for _, a := range extra {
+		if a != "" && !slices.Contains(others, a) {
+			others = append(others, a)
+		}
+	}
 	switch {
-	case voter && !ca.HasKey():
-		for _, mb := range others {
-			if err := t.fetchCAKey(ctx, mb.Addr, ca); err != nil {
-				t.log.Debug("could not fetch the CA key", "from", mb.ID, "err", err)
+	case t.manager && !ca.HasKey():
+		for _, addr := range others {
+			if err := t.fetchCAKey(ctx, addr, ca); err != nil {
+				t.log.Debug("could not fetch the CA key", "from", addr, "err", err)
 				continue
 			}
-			t.log.Info("this node is a voting manager: it holds the internode CA key now", "from", mb.ID)
+			t.log.Info("this node is a manager: it holds the internode CA key now", "from", addr)
 			return
 		}
-	case !voter && ca.HasKey() && len(others) > 0:
-		for _, mb := range others {
-			st, err := t.nodeStatus(ctx, mb.Addr)
+	case !t.manager && ca.HasKey() && len(others) > 0:
+		for _, addr := range others {
+			st, err := t.nodeStatus(ctx, addr)
 			if err != nil || !st.CAKey {
 				continue
 			}
 			if err := t.files.RemoveCAKey(); err != nil {
-				t.log.Error("could not delete the CA key of a node that is no voter", "err", err)
+				t.log.Error("could not delete the CA key of a node that is no manager", "err", err)
 				return
 			}
 			certOnly, err := nodetls.ParseCA(ca.CertPEM, nil)
 			if err == nil {
 				t.ca.Store(certOnly)
 			}
-			t.log.Info("this node is no voting manager: internode CA key deleted", "held_by", mb.ID)
+			t.log.Info("this node is no manager: internode CA key deleted", "held_by", st.ID)
 			return
 		}
 	}
 }
 
-// fetchCAKey asks the voter at addr for the CA key (over mutual TLS: the Dialer never
-// sends this request plain once the node has a certificate, and the voter refuses it
+// fetchCAKey asks the manager at addr for the CA key (over mutual TLS: the Dialer never
+// sends this request plain once the node has a certificate, and the manager refuses it
 // without one).
 func (t *internodeTLS) fetchCAKey(ctx context.Context, addr string, ca *nodetls.CA) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -767,7 +769,8 @@ func (t *internodeTLS) serveEnrol(w http.ResponseWriter, r *http.Request) {
 	wire.WriteError(w, last)
 }
 
-// serveCAKey gives the CA key to a voting manager that asks over mutual TLS.
+// serveCAKey gives the CA key to a manager (a node of the map with the manager role)
+// that asks over mutual TLS.
 func (t *internodeTLS) serveCAKey(w http.ResponseWriter, r *http.Request) {
 	peer := ""
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
@@ -777,13 +780,8 @@ func (t *internodeTLS) serveCAKey(w http.ResponseWriter, r *http.Request) {
 		wire.WriteError(w, errors.E(errors.Permission, "the CA key is given only over mutual TLS"))
 		return
 	}
-	ms, err := t.mgr.Members()
-	if err != nil {
-		wire.WriteError(w, err)
-		return
-	}
-	if !slices.ContainsFunc(ms, func(mb clustermap.Member) bool { return mb.ID == peer && mb.Voter }) {
-		wire.WriteError(w, errors.E(errors.Permission, fmt.Sprintf("node %s is not a voting manager", peer)))
+	if n, ok := t.mgr.Current().Node(peer); !ok || n.State == clustermap.StateOut || !n.HasRole(clustermap.RoleManager) {
+		wire.WriteError(w, errors.E(errors.Permission, fmt.Sprintf("node %s is not a manager of this cluster", peer)))
 		return
 	}
 	ca := t.ca.Load()
@@ -796,7 +794,7 @@ func (t *internodeTLS) serveCAKey(w http.ResponseWriter, r *http.Request) {
 		wire.WriteError(w, err)
 		return
 	}
-	t.log.Info("gave the internode CA key to a voting manager", "node", peer)
+	t.log.Info("gave the internode CA key to a manager", "node", peer)
 	rpc.WriteSignedBody(w, "application/x-pem-file", kp)
 }
 

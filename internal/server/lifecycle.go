@@ -174,6 +174,7 @@ func assemble(cfg Config) (_ *instance, err error) {
 		return nil, err
 	}
 	n.itls.hosts = func() []string { return addrHosts(n.self.Addr) }
+	n.itls.manager = cfg.hasRole(clustermap.RoleManager)
 	if n.bootstrap {
 		if n.bootInternode, err = n.itls.bootstrap(addrHosts(n.self.Addr)); err != nil {
 			os.RemoveAll(n.itls.files.Dir)
@@ -580,6 +581,11 @@ func (n *instance) joinCluster(ctx context.Context, loop func(func(context.Conte
 			return err
 		}
 		log.Info("joined the cluster", "via", cfg.Join, "node", n.nodeID)
+		// A manager takes the CA key now, before it can be promoted: a voter must be able
+		// to sign the moment the others are gone (the loop retries if this fails).
+		if n.itls.manager && n.itls.cert.Load() != nil {
+			n.itls.checkCAKey(ctx, cfg.Join)
+		}
 	}
 	// Wait until this node's map has itself (the join's or bootstrap's commit reached us).
 	// A member that restarts serves at once: while a majority of the managers is not back
