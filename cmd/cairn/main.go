@@ -18,6 +18,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/proc"
 	"github.com/cairnfs/cairn/internal/server"
+	"github.com/cairnfs/cairn/internal/sse"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -138,6 +139,7 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.TLS.CertFile, "tls-cert", "", "PEM certificate (chain) for HTTPS on the S3 and admin listeners (with --tls-key; both unset: plain HTTP); reloaded on SIGHUP and when the file changes")
 	fs.StringVar(&cfg.TLS.KeyFile, "tls-key", "", "PEM private key of --tls-cert")
 	fs.DurationVar(&cfg.TLS.PollInterval, "tls-reload-interval", 5*time.Second, "how often --tls-cert and --tls-key are checked for a change (-1s: only on SIGHUP)")
+	masterKeyFile := fs.String("master-key-file", "", "file of the master keys of SSE-S3 (lines \"NAME KEY\", KEY the base64 of 32 random bytes: openssl rand -base64 32); the last one encrypts new objects, all decrypt; outside --data; reloaded on SIGHUP. Losing a key loses the objects it encrypted: back the file up. Every gateway needs the same file. Unset: SSE-S3 is refused")
 	internodeTLS := fs.String("internode-tls", "on", "a new cluster's internode traffic (RPC and Raft on --node-addr): on (mutual TLS with a cluster CA made at bootstrap, plain connections refused) or off (plain, authenticated by the cluster secret; cairn admin internode-tls enable turns TLS on later); only a bootstrap reads it")
 	fs.StringVar(&cfg.Internode.CACertFile, "internode-ca-cert", "", "PEM certificate of the CA for internode certificates (with --internode-ca-key): a bootstrap uses it instead of making one; on a manager of an existing cluster, installs the key again")
 	fs.StringVar(&cfg.Internode.CAKeyFile, "internode-ca-key", "", "PEM private key of --internode-ca-cert (kept in DATA/internode/ca.key, 0600, on nodes with the manager role only)")
@@ -201,6 +203,14 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 		h = slog.NewJSONHandler(stderr, hopts)
 	}
 	cfg.Logger = slog.New(h)
+	var masterKeys *sse.Keyring
+	if *masterKeyFile != "" {
+		if masterKeys, err = loadMasterKeys(*masterKeyFile, cfg.DataDir); err != nil {
+			return fmt.Errorf("server: --master-key-file: %w", err)
+		}
+		cfg.MasterKeys = masterKeys
+		cfg.SecretFiles = append(cfg.SecretFiles, *masterKeyFile) // a warning if others can read it
+	}
 	for _, d := range strings.Split(*domains, ",") {
 		if d = strings.TrimSpace(d); d != "" {
 			cfg.Domains = append(cfg.Domains, strings.ToLower(d))
@@ -228,9 +238,9 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if cfg.TLS.Enabled() || (cfg.AccessLog != "" && cfg.AccessLog != "-") {
-		// SIGHUP reloads the certificate and reopens the access log (without either it
-		// keeps its default: exit).
+	if cfg.TLS.Enabled() || (cfg.AccessLog != "" && cfg.AccessLog != "-") || masterKeys != nil {
+		// SIGHUP reloads the certificate and the master keys and reopens the access log
+		// (without any of them it keeps its default: exit).
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
 		defer signal.Stop(hup)
@@ -249,6 +259,13 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 			for {
 				select {
 				case <-hup:
+					if masterKeys != nil {
+						if err := masterKeys.Reload(); err != nil {
+							cfg.Logger.Error("master keys not reloaded: the keys loaded before stay in use", "file", *masterKeyFile, "err", err)
+						} else {
+							cfg.Logger.Info("master keys reloaded", "file", *masterKeyFile, "keys", masterKeys.Len(), "newest", masterKeys.Newest())
+						}
+					}
 					for _, t := range targets {
 						select {
 						case t <- struct{}{}:
@@ -305,6 +322,30 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("server: --ready-file: %w", readyErr)
 	}
 	return nil
+}
+
+// loadMasterKeys reads the master key file, which must not be inside the data directory:
+// a copy of the data directory (a backup, a stolen disk) must not carry its keys.
+func loadMasterKeys(path, dataDir string) (*sse.Keyring, error) {
+	if insideDir(path, dataDir) {
+		return nil, fmt.Errorf("%s is inside the data directory %s: keep the master keys apart from the data they protect", path, dataDir)
+	}
+	return sse.LoadKeyring(path)
+}
+
+// insideDir reports whether path is dir or inside it (symbolic links resolved).
+func insideDir(path, dir string) bool {
+	real := func(p string) string {
+		if a, err := filepath.Abs(p); err == nil {
+			p = a
+		}
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			p = r
+		}
+		return p
+	}
+	rel, err := filepath.Rel(real(dir), real(path))
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // parseSize parses a byte count with an optional KiB, MiB, GiB or TiB suffix (or K, M, G, T).

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"testing"
@@ -13,11 +14,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/cairnfs/cairn/internal/sigv4"
+	"github.com/cairnfs/cairn/internal/testutil/proctest"
 )
 
-// TestClusterS3Features runs GetObjectAttributes and bodies without a length through every
-// gateway of one 3-node cluster: what one gateway stored, every other answers. (Tagging,
-// CORS and POST uploads have their own cluster tests.)
+// TestClusterS3Features runs GetObjectAttributes, bodies without a length and object ACLs
+// through every gateway of one 3-node cluster: what one gateway stored, every other
+// answers. (Tagging, CORS and POST uploads have their own cluster tests.)
 func TestClusterS3Features(t *testing.T) {
 	tc := startCluster(t, 3)
 	ctx := context.Background()
@@ -85,6 +87,62 @@ func TestClusterS3Features(t *testing.T) {
 			got, err := getBody(ctx, c(i), "feat", "chunked")
 			if err != nil || !bytes.Equal(got, data) {
 				t.Fatalf("node %d: %d bytes, %v", i, len(got), err)
+			}
+		}
+	})
+
+	t.Run("object ACL", func(t *testing.T) {
+		// Object Ownership that enables ACLs is a level-5 configuration: the leader takes
+		// it once every node has answered its probes at that level.
+		tc.createBucket(0, "aclb")
+		proctest.WaitFor(t, 20*time.Second, func() error {
+			_, err := c(0).PutBucketOwnershipControls(ctx, &s3.PutBucketOwnershipControlsInput{Bucket: aws.String("aclb"),
+				OwnershipControls: &types.OwnershipControls{Rules: []types.OwnershipControlsRule{{ObjectOwnership: types.ObjectOwnershipObjectWriter}}}})
+			return err
+		})
+		if _, err := c(1).PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("aclb"), Key: aws.String("k"), Body: bytes.NewReader([]byte("public soon"))}); err != nil {
+			t.Fatal(err)
+		}
+		anonGET := func(i int) int {
+			resp, err := http.Get(tc.procs[i].URL() + "/aclb/k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		for i := range tc.procs { // read once, so that a gateway could have it cached
+			if st := anonGET(i); st != 403 {
+				t.Fatalf("node %d: anonymous GET of a private object: %d", i, st)
+			}
+		}
+		setACL := func(i int, acl types.ObjectCannedACL) {
+			proctest.WaitFor(t, 20*time.Second, func() error { // the map's feature level may be on its way
+				_, err := c(i).PutObjectAcl(ctx, &s3.PutObjectAclInput{Bucket: aws.String("aclb"), Key: aws.String("k"), ACL: acl})
+				return err
+			})
+		}
+		// Made public through node 2: every node (deciding from its own map and the
+		// object's record) lets anonymous GETs through; private again through node 0:
+		// none does.
+		for _, step := range []struct {
+			node int
+			acl  types.ObjectCannedACL
+			want int
+		}{{2, types.ObjectCannedACLPublicRead, 200}, {0, types.ObjectCannedACLPrivate, 403}} {
+			setACL(step.node, step.acl)
+			for i := range tc.procs {
+				proctest.WaitFor(t, 10*time.Second, func() error {
+					if st := anonGET(i); st != step.want {
+						return fmt.Errorf("node %d: anonymous GET after %s through node %d: %d, want %d", i, step.acl, step.node, st, step.want)
+					}
+					return nil
+				})
+			}
+			got, err := c(1).GetObjectAcl(ctx, &s3.GetObjectAclInput{Bucket: aws.String("aclb"), Key: aws.String("k")})
+			if err != nil || (len(got.Grants) == 2) != (step.acl == types.ObjectCannedACLPublicRead) {
+				t.Fatalf("GetObjectAcl through node 1 after %s: %+v %v", step.acl, got, err)
 			}
 		}
 	})

@@ -33,6 +33,8 @@ type Command struct {
 	Account *Account `json:"account,omitempty"`
 	Keys    []Key    `json:"keys,omitempty"`
 	Grant   *Grant   `json:"grant,omitempty"`
+	// Level is OpRaiseLevel's feature level.
+	Level int `json:"level,omitempty"`
 	// Internode is OpSetInternodeTLS's state.
 	Internode *InternodeTLS `json:"internode,omitempty"`
 }
@@ -65,6 +67,8 @@ type Command struct {
 //     Key (an S3 sub-resource such as "cors" or "tagging") to Doc; an empty Doc
 //     deletes it. NotExist for an unknown bucket, Invalid without a kind, a
 //     document or with a document over MaxBucketConfig bytes.
+//   - OpRaiseLevel (Level): raises Map.Level to Level; Invalid if Level is not above
+//     it (the level never goes down).
 //   - OpSetInternodeTLS (Internode): sets the cluster's internode TLS. Invalid without a
 //     CA, with one over MaxInternodeCA bytes, with another CA than the one set, or
 //     turning Required off once it is on.
@@ -86,6 +90,7 @@ const (
 	OpApplyPolicy  = "apply_policy"
 
 	OpSetBucketConfig = "set_bucket_config"
+	OpRaiseLevel      = "raise_level"
 	OpSetInternodeTLS = "set_internode_tls"
 )
 
@@ -293,6 +298,11 @@ func applyCommand(m *Map, c Command) (*Map, error) {
 		}
 		b.Config = cfg
 		nm.Buckets[c.Name] = b
+	case OpRaiseLevel:
+		if c.Level <= m.Level {
+			return nil, errors.Errorf(opFSM, errors.Invalid, "raise_level: level %d is not above the cluster's %d", c.Level, m.Level)
+		}
+		nm.Level = c.Level
 	case OpSetInternodeTLS:
 		it := c.Internode
 		switch {

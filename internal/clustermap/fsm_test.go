@@ -449,3 +449,26 @@ func TestSetInternodeTLS(t *testing.T) {
 		})
 	}
 }
+
+// The feature level only goes up.
+func TestRaiseLevel(t *testing.T) {
+	m, err := ApplyCommand(&Map{}, Command{Op: OpInit, Init: &Map{Partitions: 8, Replicas: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		level, want int
+		ok          bool
+	}{{5, 5, true}, {5, 5, false}, {4, 5, false}, {6, 6, true}} {
+		nm, err := ApplyCommand(m, Command{Op: OpRaiseLevel, Level: c.level})
+		if (err == nil) != c.ok {
+			t.Fatalf("raise to %d from %d: %v", c.level, m.Level, err)
+		}
+		if err == nil {
+			m = nm
+		}
+		if m.Level != c.want {
+			t.Fatalf("level %d after raising to %d, want %d", m.Level, c.level, c.want)
+		}
+	}
+}

@@ -211,6 +211,12 @@ type Map struct {
 	// Accounts are the S3 users by name, Keys their access keys by access key id.
 	Accounts map[string]Account `json:"accounts,omitempty"`
 	Keys     map[string]Key     `json:"keys,omitempty"`
+	// Level is the feature level every node of the cluster has reached (0 or 1: not
+	// known). The Raft leader raises it (OpRaiseLevel) once every node that is not out
+	// answers with a build at that level; it is never lowered. Features that write data
+	// an older build would misread (records with an owner, ACL or encryption: level 5)
+	// are used only once Level says every node can read it.
+	Level int `json:"level,omitempty"`
 	// Internode is the cluster's internode TLS (nil: internode traffic is plain HTTP and
 	// Raft, authenticated by the cluster secret: a cluster from before internode TLS, or
 	// one bootstrapped without it). See docs/design/internode-tls.md.
@@ -251,6 +257,7 @@ func (m *Map) Clone() *Map {
 		Epoch:      m.Epoch,
 		Partitions: m.Partitions,
 		Replicas:   m.Replicas,
+		Level:      m.Level,
 		Classes:    make(map[string]Class, len(m.Classes)),
 		Buckets:    make(map[string]Bucket, len(m.Buckets)),
 		Users:      make(map[string]User, len(m.Users)),

@@ -20,11 +20,12 @@ import (
 // with the same R, whatever happened on other gateways: the cache saves the body's
 // transfer, never the check.
 
-// cacheable reports whether o's body may be kept in the cache. This is where the
-// decision is made, and where it must stay true that objects encrypted with keys the
-// client supplies (SSE-C) are never cached: their plaintext may be served only to a
-// request that presents the key. cairn has no server-side encryption yet; when it gets
-// SSE-C, such records must answer false here.
+// cacheable reports whether o's body may be kept in the cache. The cache holds stored
+// bytes: for an object with server-side encryption (SSE-S3 or SSE-C) that is its
+// ciphertext, which the S3 layer decrypts per request with the key the request presents
+// (docs/design/sse.md), so encrypted objects may be cached like any other. Were the S3
+// layer ever to hand the gateway plaintext of an SSE-C object, such records would have to
+// answer false here.
 func (c *objectCache) cacheable(o *object.Object) bool {
 	return c != nil && o != nil && !o.Deleted && c.fits(o.Size)
 }

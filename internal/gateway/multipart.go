@@ -94,6 +94,29 @@ func (g *Gateway) PutPart(ctx context.Context, bucket, key, uploadID string, n i
 	return p, nil
 }
 
+// StatUpload returns the record of a pending upload (what CreateUpload stored: its
+// metadata, storage class, encryption), read like PutPart reads it; NoSuchUpload if it
+// does not exist or ended.
+func (g *Gateway) StatUpload(ctx context.Context, bucket, key, uploadID string) (*object.Object, error) {
+	const op errors.Op = "gateway.StatUpload"
+	if err := g.ensureBucket(ctx, bucket); err != nil {
+		return nil, errors.E(op, err)
+	}
+	cls, ts, err := g.topo.Replicas(bucket, key)
+	if err != nil {
+		return nil, errors.E(op, err)
+	}
+	up, err := g.settle(ctx, g.uploadView(ctx, ts, viewNeed(len(ts), cls.W), bucket, key, uploadID, 0, 1, false), bucket, key, uploadID)
+	if err != nil {
+		return nil, errors.E(op, err)
+	}
+	if up.Upload == nil {
+		return nil, errors.E(op, errors.NotExist, object.ErrNoSuchUpload)
+	}
+	o := *up.Upload
+	return &o, nil
+}
+
 // replicaUpload is one replica's view of an upload.
 type replicaUpload struct {
 	t   topology.Target

@@ -261,8 +261,8 @@ func (g *Gateway) PutObject(ctx context.Context, bucket, key string, meta *objec
 	cw := g.conditional(bucket, key, opts) // nil: no condition (conditional.go)
 	finish := cw.finish(ctx, opts.Finish)
 	m := *meta
-	m.Striped, m.Stripe = false, object.Stripe{}                 // the layout is ours to choose, not the source's
-	m.MetaHLC, m.TagsHLC, m.RetentionHLC, m.HoldHLC = 0, 0, 0, 0 // a new version: its metadata is its own
+	m.Striped, m.Stripe = false, object.Stripe{}                              // the layout is ours to choose, not the source's
+	m.MetaHLC, m.TagsHLC, m.RetentionHLC, m.HoldHLC, m.ACLHLC = 0, 0, 0, 0, 0 // a new version: its metadata is its own
 	if m.StorageClass == "" {
 		m.StorageClass = g.policyClass(bucket, key, size, m.ContentType)
 	}

@@ -31,10 +31,11 @@ type MetaChange struct {
 	Tags      *[][2]string
 	Retention *object.Retention
 	LegalHold *bool
+	ACL       *string // the S3 layer's encoding of an ACL (object.Object.ACL)
 }
 
 // ChangeMeta changes groups of in-place metadata (tags, Object Lock retention, legal
-// hold) of version hlc of bucket/key (0: the current version) as SetObjectTags does, and
+// hold, ACL) of version hlc of bucket/key (0: the current version) as SetObjectTags does, and
 // returns the version's record as changed. The caller checks that the change is allowed
 // (a retention in force: object.RetentionChangeAllowed); the holders merge it so that a
 // COMPLIANCE retention is never shortened.
@@ -75,6 +76,9 @@ func (g *Gateway) ChangeMeta(ctx context.Context, bucket, key string, hlc uint64
 	if c.LegalHold != nil {
 		u.LegalHold, u.HoldHLC = *c.LegalHold, h
 	}
+	if c.ACL != nil {
+		u.ACL, u.ACLHLC = *c.ACL, h
+	}
 	ok, failed := g.fanOut(ctx, ts, cls.W, bucket, key, cur.HLC, always, func(ctx context.Context, t topology.Target) (*object.Object, error) {
 		ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 		defer cancel()
@@ -101,6 +105,8 @@ func (g *Gateway) ChangeMeta(ctx context.Context, bucket, key string, hlc uint64
 			what = "retention update"
 		case c.LegalHold != nil:
 			what = "legal hold update"
+		case c.ACL != nil:
+			what = "ACL update"
 		}
 		return nil, errors.E(op, quorumFailure(what, ok, failed, cls.W, len(ts)))
 	}

@@ -102,10 +102,52 @@ type Object struct {
 	// Retention and LegalHold are the version's Object Lock state (docs/design/object-lock.md).
 	Retention Retention `json:"Retention,omitzero"`
 	LegalHold bool      `json:"LegalHold,omitempty"`
+	// Owner is the user who owns the version when that is not the bucket's owner: its
+	// writer, where the bucket's Object Ownership let the writer own it when it was
+	// written (docs/design/acl.md). Empty: the bucket's owner (and every record from
+	// before ACLs).
+	Owner string `json:"Owner,omitempty"`
+	// ACL is the version's access control list in the form the S3 layer encodes it
+	// (docs/design/acl.md); empty is the default, private: the owner only. ACLHLC orders
+	// its in-place changes like TagsHLC the tags (zero: as created).
+	ACL    string `json:"ACL,omitempty"`
+	ACLHLC uint64 `json:"ACLHLC,omitempty"`
+	// SSE says how the stored body is encrypted (server-side encryption); the zero value
+	// is a plaintext body. Size, Chunks, PartSizes and the stripes are those of the stored
+	// (encrypted) bytes; SSE.PlainSize is the size a client sees. It is set when the
+	// version is written and never changes.
+	SSE Encryption `json:"SSE,omitzero"`
 	// Bypass is a request flag, never stored: a purge or a retention change may override
 	// a GOVERNANCE retention (x-amz-bypass-governance-retention).
 	Bypass bool `json:"-"`
 }
+
+// Encryption is how a version's body is encrypted at rest (docs/design/sse.md). The S3
+// layer encrypts before the body reaches the coordinator, so every store, replica and
+// shard holds only ciphertext; nothing below the S3 layer reads these fields.
+type Encryption struct {
+	// Algorithm is the S3 server-side encryption of the version: "AES256" (SSE-S3, a
+	// data key sealed by a master key) or "SSE-C" (a key the client sends with every
+	// request); "" for none.
+	Algorithm string `json:"algo,omitempty"`
+	// KeyID names the master key that sealed SealedKey (SSE-S3).
+	KeyID string `json:"kid,omitempty"`
+	// SealedKey is the version's data key, sealed (by the master key KeyID, or by the
+	// client's key for SSE-C).
+	SealedKey []byte `json:"key,omitempty"`
+	// KeyMD5 is the base64 MD5 of the client's key (SSE-C), checked on every request.
+	KeyMD5 string `json:"kmd5,omitempty"`
+	// PlainSize is the size of the plaintext: what S3 reports as the object's size.
+	PlainSize int64 `json:"psize,omitempty"`
+}
+
+// IsZero says whether e is the zero value (no encryption recorded).
+func (e Encryption) IsZero() bool {
+	return e.Algorithm == "" && e.KeyID == "" && len(e.SealedKey) == 0 && e.KeyMD5 == "" && e.PlainSize == 0
+}
+
+// Encrypted says whether the body is stored encrypted.
+func (e Encryption) Encrypted() bool { return e.Algorithm != "" }
 
 // Object Lock retention modes.
 const (
@@ -164,13 +206,13 @@ func RetentionChangeAllowed(cur, r Retention, now int64, bypass bool) bool {
 // Normalize fills in TagsHLC for a record from before Object Lock, whose MetaHLC was
 // the HLC of its tags.
 func (o *Object) Normalize() {
-	if o.TagsHLC == 0 && o.RetentionHLC == 0 && o.HoldHLC == 0 {
+	if o.TagsHLC == 0 && o.RetentionHLC == 0 && o.HoldHLC == 0 && o.ACLHLC == 0 {
 		o.TagsHLC = o.MetaHLC
 	}
 }
 
 // MergeMeta gives o, a record of the same version as src, each group of in-place
-// metadata (tags, retention, legal hold) from whichever of the two changed it last; a
+// metadata (tags, retention, legal hold, ACL) from whichever of the two changed it last; a
 // COMPLIANCE retention on either side is kept, with the later of the two dates, so that
 // merges in any order never shorten one. It reports whether o changed.
 func (o *Object) MergeMeta(src *Object) bool {
@@ -187,6 +229,9 @@ func (o *Object) MergeMeta(src *Object) bool {
 	}
 	if s.HoldHLC > o.HoldHLC {
 		o.LegalHold, o.HoldHLC, changed = s.LegalHold, s.HoldHLC, true
+	}
+	if s.ACLHLC > o.ACLHLC {
+		o.ACL, o.ACLHLC, changed = s.ACL, s.ACLHLC, true
 	}
 	if s.MetaHLC > o.MetaHLC {
 		o.MetaHLC, changed = s.MetaHLC, true
@@ -246,6 +291,8 @@ type MetaUpdate struct {
 	RetentionHLC uint64
 	LegalHold    bool
 	HoldHLC      uint64
+	ACL          string
+	ACLHLC       uint64
 	// Bypass allows shortening a GOVERNANCE retention (RetentionChangeAllowed).
 	Bypass bool
 }
@@ -253,7 +300,7 @@ type MetaUpdate struct {
 // Record returns the groups u changes as a record of the version, for MergeMeta.
 func (u *MetaUpdate) Record() *Object {
 	o := &Object{HLC: u.Version, MetaHLC: u.MetaHLC, Tags: u.Tags, TagsHLC: u.TagsHLC, Retention: u.Retention,
-		RetentionHLC: u.RetentionHLC, LegalHold: u.LegalHold, HoldHLC: u.HoldHLC}
+		RetentionHLC: u.RetentionHLC, LegalHold: u.LegalHold, HoldHLC: u.HoldHLC, ACL: u.ACL, ACLHLC: u.ACLHLC}
 	o.Normalize()
 	return o
 }
@@ -264,7 +311,7 @@ func MetaUpdateOf(bucket, key string, o *Object) MetaUpdate {
 	n := *o
 	n.Normalize()
 	return MetaUpdate{Bucket: bucket, Key: key, Version: n.HLC, MetaHLC: n.MetaHLC, Tags: n.Tags, TagsHLC: n.TagsHLC,
-		Retention: n.Retention, RetentionHLC: n.RetentionHLC, LegalHold: n.LegalHold, HoldHLC: n.HoldHLC}
+		Retention: n.Retention, RetentionHLC: n.RetentionHLC, LegalHold: n.LegalHold, HoldHLC: n.HoldHLC, ACL: n.ACL, ACLHLC: n.ACLHLC}
 }
 
 // Covers reports whether record o holds every group u changes, at u's HLC or later.
@@ -273,7 +320,7 @@ func (u *MetaUpdate) Covers(o *Object) bool {
 	n.Normalize()
 	r := u.Record()
 	return (r.TagsHLC == 0 || n.TagsHLC >= r.TagsHLC) && (r.RetentionHLC == 0 || n.RetentionHLC >= r.RetentionHLC) &&
-		(r.HoldHLC == 0 || n.HoldHLC >= r.HoldHLC)
+		(r.HoldHLC == 0 || n.HoldHLC >= r.HoldHLC) && (r.ACLHLC == 0 || n.ACLHLC >= r.ACLHLC)
 }
 
 // Stripe is the layout of a striped object.

@@ -31,7 +31,11 @@ func TestMergeMetaOrderFree(t *testing.T) {
 				o.HoldHLC = uint64(11 + rng.IntN(20))
 				o.LegalHold = o.HoldHLC%2 == 0
 			}
-			o.MetaHLC = max(o.TagsHLC, o.RetentionHLC, o.HoldHLC)
+			if rng.IntN(2) == 0 {
+				o.ACLHLC = uint64(11 + rng.IntN(20))
+				o.ACL = string(rune('a' + o.ACLHLC%26))
+			}
+			o.MetaHLC = max(o.TagsHLC, o.RetentionHLC, o.HoldHLC, o.ACLHLC)
 			copies = append(copies, o)
 		}
 		merge := func(order []int) Object {
@@ -47,7 +51,7 @@ func TestMergeMetaOrderFree(t *testing.T) {
 		c := merge([]int{2, 3, 1, 0})
 		for _, x := range []Object{b, c} {
 			if x.TagsHLC != a.TagsHLC || x.Retention != a.Retention || x.RetentionHLC != a.RetentionHLC || x.LegalHold != a.LegalHold ||
-				x.HoldHLC != a.HoldHLC || x.MetaHLC != a.MetaHLC || len(x.Tags) != len(a.Tags) {
+				x.HoldHLC != a.HoldHLC || x.MetaHLC != a.MetaHLC || len(x.Tags) != len(a.Tags) || x.ACL != a.ACL || x.ACLHLC != a.ACLHLC {
 				t.Fatalf("round %d: merges differ by order:\n%+v\n%+v", round, a, x)
 			}
 		}

@@ -48,6 +48,9 @@ func applyFinal(o, fin *object.Object) error {
 		return errors.Errorf("", errors.Invalid, "received %d bytes, the coordinator sent %d", o.Size, fin.Size)
 	}
 	o.ETag, o.ChecksumAlgo, o.Checksum, o.ChecksumType = fin.ETag, fin.ChecksumAlgo, fin.Checksum, fin.ChecksumType
+	if fin.SSE.Encrypted() {
+		o.SSE = fin.SSE // with the plaintext size, known only once the body was read (parts: only here)
+	}
 	return finalVersion(o, fin)
 }
 
@@ -185,6 +188,9 @@ func (l *Local) Complete(ctx context.Context, c Completion) (*object.Object, err
 			o.ChecksumAlgo, o.Checksum, o.ChecksumType = c.Final.ChecksumAlgo, c.Final.Checksum, c.Final.ChecksumType
 			o.PartChecksums = c.Final.PartChecksums
 			o.Versioned = c.Final.Versioned
+			if c.Final.SSE.Encrypted() {
+				o.SSE = c.Final.SSE // the upload's, with the object's plaintext size
+			}
 			return nil
 		})
 }

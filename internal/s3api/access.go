@@ -1,7 +1,6 @@
 package s3api
 
 import (
-	"encoding/xml"
 	"net"
 	"net/http"
 	"strconv"
@@ -14,9 +13,9 @@ import (
 )
 
 // Principal is who signed a request: a user of the cluster map, or nobody (Anonymous).
-// A user may use the buckets it owns, others as far as its grants and their bucket
-// policies allow; the root user every bucket, whatever their policies say; an anonymous
-// request only what a bucket policy allows.
+// A user may use the buckets it owns, others as far as its grants, their bucket
+// policies and their ACLs allow; the root user every bucket, whatever their policies say;
+// an anonymous request only what a bucket policy or an ACL allows.
 type Principal struct {
 	User      string
 	Root      bool
@@ -75,7 +74,7 @@ var opAccess = map[string]struct {
 	"DeleteObjects": {needAny, ""},
 	// Bucket configuration: the owner, and what a policy allows.
 	"DeleteBucket": {needOwner, "s3:DeleteBucket"}, "GetBucketAcl": {needOwner, "s3:GetBucketAcl"},
-	"GetObjectAcl":  {needOwner, "s3:GetObjectAcl"},
+	"GetObjectAcl": {needOwner, "s3:GetObjectAcl"}, "PutBucketAcl": {needOwner, "s3:PutBucketAcl"}, "PutObjectAcl": {needOwner, "s3:PutObjectAcl"},
 	"GetBucketCors": {needOwner, "s3:GetBucketCORS"}, "PutBucketCors": {needOwner, "s3:PutBucketCORS"},
 	"DeleteBucketCors": {needOwner, "s3:PutBucketCORS"}, "GetBucketTagging": {needOwner, "s3:GetBucketTagging"},
 	"PutBucketTagging": {needOwner, "s3:PutBucketTagging"}, "DeleteBucketTagging": {needOwner, "s3:PutBucketTagging"},
@@ -85,6 +84,7 @@ var opAccess = map[string]struct {
 	"DeletePublicAccessBlock": {needOwner, "s3:PutBucketPublicAccessBlock"},
 	"GetBucketLogging":        {needOwner, "s3:GetBucketLogging"}, "PutBucketLogging": {needOwner, "s3:PutBucketLogging"},
 	"GetBucketOwnershipControls": {needOwner, "s3:GetBucketOwnershipControls"}, "PutBucketOwnershipControls": {needOwner, "s3:PutBucketOwnershipControls"},
+	"DeleteBucketOwnershipControls": {needOwner, "s3:PutBucketOwnershipControls"},
 }
 
 // may reports whether p's grants on bucket allow n for key (for a listing, the prefix
@@ -153,6 +153,10 @@ func (h *Handler) authorize(r *http.Request, rq *request) error {
 			a.action = "s3:DeleteObjectVersion"
 		case "GetObjectTagging", "PutObjectTagging", "DeleteObjectTagging":
 			a.action += "Version"
+		case "GetObjectAcl":
+			a.action = "s3:GetObjectVersionAcl"
+		case "PutObjectAcl":
+			a.action = "s3:PutObjectVersionAcl"
 		}
 	}
 	key := rq.key
@@ -177,7 +181,9 @@ func (h *Handler) authorize(r *http.Request, rq *request) error {
 // bucket (key "" for the bucket itself; for a listing, the prefix): an explicit Deny of
 // the bucket's policy refuses it (except the owner's managing the policy itself, so that
 // no owner locks itself out); the bucket's owner and the grants allow it; else the
-// policy's Allow. It reports whether the principal may do everything in the bucket.
+// policy's Allow; else an ACL's grant (acl.go; for an object's own ACL, the handler
+// checks it once it has the object's record). It reports whether the principal may do
+// everything in the bucket. The request's bucket, once looked up, is kept in rq.bkt.
 func (h *Handler) allowed(r *http.Request, rq *request, bucket, key string, n need, action string) (bool, error) {
 	if bucket == "" || rq.who.Root {
 		return rq.who.Root, nil
@@ -195,6 +201,9 @@ func (h *Handler) allowed(r *http.Request, rq *request, bucket, key string, n ne
 		}
 		return false, err
 	}
+	if bucket == rq.bucket {
+		rq.bkt, rq.hasBkt = b, true
+	}
 	owner := !rq.who.Anonymous && (b.Owner == rq.who.User || rq.who.may(bucket, "", needOwner))
 	decision := access.NoMatch
 	if doc := b.Config[policyKind]; doc != "" && action != "" {
@@ -203,7 +212,11 @@ func (h *Handler) allowed(r *http.Request, rq *request, bucket, key string, n ne
 			h.log.Error("a bucket's stored policy does not parse: ignored", "bucket", bucket, "err", err)
 		} else {
 			restrict := !owner && b.Config[publicAccessBlockKind] != "" && parsePAB(b.Config[publicAccessBlockKind]).RestrictPublicBuckets
-			decision = pol.Evaluate(&access.Request{User: rq.who.User, Action: action, Resource: arn(bucket, key, n),
+			res := arn(bucket, key, n, action)
+			if n == needOwner && key != "" { // Get/PutObjectAcl
+				res = "arn:aws:s3:::" + bucket + "/" + key
+			}
+			decision = pol.Evaluate(&access.Request{User: rq.who.User, Action: action, Resource: res,
 				Context: conditionContext(r, rq, h.now())}, restrict)
 		}
 	}
@@ -212,7 +225,7 @@ func (h *Handler) allowed(r *http.Request, rq *request, bucket, key string, n ne
 		return false, errAccessDenied
 	case owner:
 		return true, nil
-	case rq.who.may(bucket, key, n), decision == access.Allow:
+	case rq.who.may(bucket, key, n), decision == access.Allow, aclAllowed(rq, &b, bucket, key, action):
 		return false, nil
 	}
 	return false, errAccessDenied
@@ -220,7 +233,10 @@ func (h *Handler) allowed(r *http.Request, rq *request, bucket, key string, n ne
 
 // arn is the resource an action is on: the object's ARN for object actions, the
 // bucket's for the others (listings included).
-func arn(bucket, key string, n need) string {
+func arn(bucket, key string, n need, action string) string {
+	if strings.HasPrefix(action, "s3:ListBucket") {
+		return "arn:aws:s3:::" + bucket // a listing's prefix is a condition (s3:prefix), not part of the resource
+	}
 	if n == needRead || n == needWrite {
 		if key != "" {
 			return "arn:aws:s3:::" + bucket + "/" + key
@@ -298,50 +314,4 @@ func (c *policyCache) get(bucket, doc string) (*access.Policy, error) {
 	p, err := access.Parse([]byte(doc), bucket)
 	c.m.Store(bucket, &cachedPolicy{doc: doc, p: p, err: err})
 	return p, err
-}
-
-// objectOwnership is the one Object Ownership cairn has: the bucket owner owns every
-// object and ACLs are disabled (AWS's default for new buckets since 2023).
-const objectOwnership = "BucketOwnerEnforced"
-
-type ownershipControls struct {
-	XMLName xml.Name `xml:"OwnershipControls"`
-	Xmlns   string   `xml:"xmlns,attr,omitempty"`
-	Rules   []struct {
-		ObjectOwnership string
-	} `xml:"Rule"`
-}
-
-func (h *Handler) getOwnershipControls(w http.ResponseWriter, r *http.Request, rq *request) error {
-	if _, err := h.store.HeadBucket(r.Context(), rq.bucket); err != nil {
-		return err
-	}
-	doc := ownershipControls{Xmlns: xmlns}
-	doc.Rules = append(doc.Rules, struct{ ObjectOwnership string }{objectOwnership})
-	return writeXML(w, doc)
-}
-
-// putOwnershipControls accepts BucketOwnerEnforced, which changes nothing; the settings
-// that enable ACLs are NotImplemented.
-func (h *Handler) putOwnershipControls(w http.ResponseWriter, r *http.Request, rq *request) error {
-	data, err := readBody(r, rq, 4<<10)
-	if err != nil {
-		return err
-	}
-	if _, err := h.store.HeadBucket(r.Context(), rq.bucket); err != nil {
-		return err
-	}
-	var doc ownershipControls
-	if err := xml.Unmarshal(data, &doc); err != nil || len(doc.Rules) != 1 {
-		return errMalformedXML
-	}
-	switch doc.Rules[0].ObjectOwnership {
-	case objectOwnership:
-	case "BucketOwnerPreferred", "ObjectWriter":
-		return errf(http.StatusNotImplemented, "NotImplemented", "cairn does not support ACLs: the only Object Ownership is BucketOwnerEnforced.")
-	default:
-		return errMalformedXML
-	}
-	w.WriteHeader(http.StatusOK)
-	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/cairnfs/cairn/internal/sse"
 )
 
 // checksumFields are the per-algorithm checksum elements of S3 documents (ListParts parts,
@@ -67,6 +69,11 @@ func (h *Handler) getObjectAttributes(w http.ResponseWriter, r *http.Request, rq
 	if err != nil {
 		return err
 	}
+	if o.SSE.Algorithm == sse.Customer || r.Header.Get(hdCustomer+"Algorithm") != "" {
+		if _, err := h.dataKey(r.Header, r.TLS != nil, hdCustomer, rq.bucket, rq.key, o); err != nil {
+			return err // an SSE-C object's attributes need its key, as S3 requires
+		}
+	}
 	type checksum struct {
 		checksumFields
 		ChecksumType string `xml:",omitempty"`
@@ -100,14 +107,14 @@ func (h *Handler) getObjectAttributes(w http.ResponseWriter, r *http.Request, rq
 		res.Checksum = &checksum{ChecksumType: o.ChecksumType}
 		res.Checksum.set(o.ChecksumAlgo, o.Checksum)
 	}
-	if want["ObjectParts"] && len(o.PartSizes) > 0 {
-		ps := &parts{MaxParts: maxParts, PartNumberMarker: marker, PartsCount: len(o.PartSizes)}
-		for i := marker; i < len(o.PartSizes); i++ {
+	if sizes := plainPartSizes(o); want["ObjectParts"] && len(sizes) > 0 {
+		ps := &parts{MaxParts: maxParts, PartNumberMarker: marker, PartsCount: len(sizes)}
+		for i := marker; i < len(sizes); i++ {
 			if len(ps.Parts) == maxParts {
 				ps.IsTruncated = true
 				break
 			}
-			p := part{PartNumber: i + 1, Size: o.PartSizes[i]}
+			p := part{PartNumber: i + 1, Size: sizes[i]}
 			if i < len(o.PartChecksums) {
 				p.set(o.ChecksumAlgo, o.PartChecksums[i])
 			}
@@ -120,7 +127,8 @@ func (h *Handler) getObjectAttributes(w http.ResponseWriter, r *http.Request, rq
 		res.StorageClass = storageClass(o)
 	}
 	if want["ObjectSize"] {
-		res.ObjectSize = &o.Size
+		size := plainSize(o)
+		res.ObjectSize = &size
 	}
 	w.Header().Set("Last-Modified", time.Unix(0, o.ModTime).UTC().Format(http.TimeFormat))
 	return writeXML(w, res)

@@ -18,6 +18,7 @@ import (
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/s3api"
 	"github.com/cairnfs/cairn/internal/sigv4"
+	"github.com/cairnfs/cairn/internal/sse"
 	"github.com/cairnfs/cairn/internal/store"
 	"github.com/cairnfs/cairn/internal/testutil"
 )
@@ -343,4 +344,69 @@ func BenchmarkListVersions(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkSSE16MiB measures 16 MiB PUTs and GETs through HTTP on loopback (one client,
+// in the same process), unencrypted and SSE-S3 (x-amz-server-side-encryption: AES256),
+// in the same run, rounds alternating (docs/benchmarks.md). cpu-ns/op is the process's
+// CPU time (client and server) per request.
+func BenchmarkSSE16MiB(b *testing.B) {
+	kr, err := sse.NewKeyring(sse.MasterKey{Name: "bench", Key: bytes.Repeat([]byte{7}, 32)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := testutil.StartServer(b, store.Config{Reserve: 1}, func(c *s3api.Config) { c.MasterKeys = kr })
+	if err := srv.Store.CreateBucket("bench"); err != nil {
+		b.Fatal(err)
+	}
+	data := make([]byte, 16<<20)
+	for i := range data {
+		data[i] = byte(i*7 + i>>13)
+	}
+	const keys = 4
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	do := func(b *testing.B, method, key, algo string, body []byte) {
+		r, _ := http.NewRequest(method, srv.URL+"/bench/"+key, nil)
+		if body != nil {
+			r.Body = io.NopCloser(bytesReader(body))
+			r.ContentLength = int64(len(body))
+		}
+		if algo != "" && method == "PUT" {
+			r.Header.Set("X-Amz-Server-Side-Encryption", algo)
+		}
+		sigv4.SignRequest(r, testutil.AccessKey, testutil.SecretKey, "us-east-1", "UNSIGNED-PAYLOAD", time.Now())
+		resp, err := client.Do(r)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, _ := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || (method == "GET" && n != int64(len(data))) || resp.Header.Get("X-Amz-Server-Side-Encryption") != algo {
+			b.Fatalf("%s %s: %d, %d bytes, encryption %q", method, key, resp.StatusCode, n, resp.Header.Get("X-Amz-Server-Side-Encryption"))
+		}
+	}
+	modes := []struct{ name, algo string }{{"plain", ""}, {"sse-s3", "AES256"}}
+	for _, m := range modes {
+		for i := range keys {
+			do(b, "PUT", fmt.Sprintf("%s/k%d", m.name, i), m.algo, data)
+		}
+	}
+	for range 3 {
+		for _, op := range []string{"PUT", "GET"} {
+			for _, m := range modes {
+				b.Run(m.name+"/"+op, func(b *testing.B) {
+					b.SetBytes(int64(len(data)))
+					cpu0 := processCPU()
+					defer func() { b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op") }()
+					for i := 0; i < b.N; i++ {
+						body := data
+						if op == "GET" {
+							body = nil
+						}
+						do(b, op, fmt.Sprintf("%s/k%d", m.name, i%keys), m.algo, body)
+					}
+				})
+			}
+		}
+	}
 }

@@ -27,16 +27,25 @@ type owner struct {
 // owner is the requester as an S3 owner.
 func (h *Handler) owner(rq *request) owner { return ownerOf(rq.who.owner()) }
 
-// bucketOwner is the owner of the request's bucket, which owns its objects (Object
-// Ownership BucketOwnerEnforced): the requester unless it is the root user (authorize let
-// no other user through).
+// bucketOwner is the owner of the request's bucket, which owns its objects unless a
+// writer owns one (Object.Owner, under ObjectWriter or BucketOwnerPreferred).
 func (h *Handler) bucketOwner(rq *request) owner {
-	if rq.who.Root {
-		if b, err := h.store.LocalBucket(rq.bucket); err == nil {
-			return ownerOf(b.Owner)
-		}
+	if rq.hasBkt { // authorize looked it up: a principal other than the root user
+		return ownerOf(rq.bkt.Owner)
+	}
+	if b, err := h.store.LocalBucket(rq.bucket); err == nil {
+		return ownerOf(b.Owner)
 	}
 	return h.owner(rq)
+}
+
+// versionOwner is the owner of version o in a listing: its writer's if it has one,
+// else own (the bucket's owner).
+func versionOwner(o *object.Object, own owner) owner {
+	if o.Owner != "" {
+		return ownerOf(o.Owner)
+	}
+	return own
 }
 
 // ownerOf is a user as an S3 owner ("": the root user): the canonical ID is a hash of the
@@ -133,6 +142,10 @@ func (h *Handler) createBucket(w http.ResponseWriter, r *http.Request, rq *reque
 	default:
 		return errf(400, "InvalidArgument", "x-amz-bucket-object-lock-enabled must be true or false")
 	}
+	ownCfg, aclCfg, err := h.createBucketACL(r.Header, rq)
+	if err != nil {
+		return err
+	}
 	if err := h.store.CreateBucket(r.Context(), rq.bucket, rq.who.owner()); err != nil {
 		if errors.Is(errors.Exist, err) {
 			if b, herr := h.store.HeadBucket(r.Context(), rq.bucket); herr == nil && b.Owner != rq.who.owner() {
@@ -151,6 +164,16 @@ func (h *Handler) createBucket(w http.ResponseWriter, r *http.Request, rq *reque
 	}
 	if lock {
 		if err := h.enableLock(r.Context(), rq.bucket, &lockConfig{}); err != nil {
+			return err
+		}
+	}
+	if ownCfg != nil {
+		if err := h.store.SetBucketConfig(r.Context(), rq.bucket, ownershipKind, ownCfg); err != nil {
+			return err
+		}
+	}
+	if aclCfg != nil {
+		if err := h.store.SetBucketConfig(r.Context(), rq.bucket, aclKind, aclCfg); err != nil {
 			return err
 		}
 	}
@@ -189,38 +212,6 @@ func (h *Handler) getBucketLocation(w http.ResponseWriter, r *http.Request, rq *
 		Xmlns   string   `xml:"xmlns,attr"`
 		Value   string   `xml:",chardata"`
 	}{Xmlns: xmlns, Value: loc})
-}
-
-func (h *Handler) getACL(w http.ResponseWriter, r *http.Request, rq *request) error {
-	b, err := h.store.HeadBucket(r.Context(), rq.bucket)
-	if err != nil {
-		return err
-	}
-	if rq.key != "" {
-		if _, err := h.store.StatObject(r.Context(), rq.bucket, rq.key); err != nil {
-			return err
-		}
-	}
-	type grantee struct {
-		XMLNS       string `xml:"xmlns:xsi,attr"`
-		Type        string `xml:"xsi:type,attr"`
-		ID          string
-		DisplayName string
-	}
-	type grant struct {
-		Grantee    grantee
-		Permission string
-	}
-	o := ownerOf(b.Owner) // BucketOwnerEnforced: the bucket's owner owns its objects
-	return writeXML(w, struct {
-		XMLName xml.Name `xml:"AccessControlPolicy"`
-		Xmlns   string   `xml:"xmlns,attr"`
-		Owner   owner
-		Grants  []grant `xml:"AccessControlList>Grant"`
-	}{Xmlns: xmlns, Owner: o, Grants: []grant{{
-		Grantee:    grantee{XMLNS: "http://www.w3.org/2001/XMLSchema-instance", Type: "CanonicalUser", ID: o.ID, DisplayName: o.DisplayName},
-		Permission: "FULL_CONTROL",
-	}}})
 }
 
 type commonPrefix struct {
@@ -351,10 +342,10 @@ func (h *Handler) listObjects(w http.ResponseWriter, r *http.Request, rq *reques
 		x.elem("Key", esc(e.Key))
 		x.elemTime("LastModified", time.Unix(0, e.Object.ModTime))
 		x.elem("ETag", quote(e.Object.ETag))
-		x.elemInt("Size", e.Object.Size)
+		x.elemInt("Size", plainSize(e.Object))
 		x.elem("StorageClass", storageClass(e.Object))
 		if fetchOwner {
-			writeOwner(x, o)
+			writeOwner(x, versionOwner(e.Object, o))
 		}
 		x.close("Contents")
 	}

@@ -50,11 +50,6 @@ const (
 
 // Refusal answers used by the table.
 var (
-	// errACL is what AWS answers when a bucket's Object Ownership is BucketOwnerEnforced
-	// (the default for new buckets since 2023): ACLs are disabled, the bucket owner owns
-	// everything. That is exactly cairn's model, so clients get the answer they already
-	// know how to handle.
-	errACL = &apiError{"AccessControlListNotSupported", "The bucket does not allow ACLs.", 400}
 	// errNI is 501 NotImplemented, S3's answer for a header or query that implies
 	// functionality it does not implement. SDKs do not retry it.
 	errNI = errNotImplemented
@@ -66,11 +61,13 @@ var (
 const (
 	opsObjectWrite = "PutObject CopyObject CreateMultipartUpload" // operations that store object metadata
 	opsObjectRead  = "GetObject HeadObject"
-	opsBodyDigest  = "PutObject UploadPart CompleteMultipartUpload DeleteObjects CreateBucket PutBucketCors PutObjectTagging PutBucketTagging" // request bodies cairn verifies
+	opsBodyDigest  = "PutObject UploadPart CompleteMultipartUpload DeleteObjects CreateBucket PutBucketCors PutObjectTagging PutBucketTagging PutBucketAcl PutObjectAcl" // request bodies cairn verifies
 	opsTagging     = "PutObjectTagging GetObjectTagging DeleteObjectTagging PutBucketTagging GetBucketTagging DeleteBucketTagging"
 	opsList        = "ListObjects ListObjectsV2 ListObjectVersions ListMultipartUploads"
 	opsUpload      = "UploadPart UploadPartCopy ListParts CompleteMultipartUpload AbortMultipartUpload"
 	opsCopy        = "CopyObject UploadPartCopy"
+	opsSSEC        = "PutObject CopyObject CreateMultipartUpload UploadPart UploadPartCopy CompleteMultipartUpload ListParts GetObject HeadObject GetObjectAttributes" // requests that take an SSE-C key
+	opsACL         = "CreateBucket PutObject CopyObject CreateMultipartUpload PutBucketAcl PutObjectAcl"                                                               // operations that set an ACL
 	opsAll         = "*"
 )
 
@@ -146,31 +143,32 @@ var features = []feature{
 	{header, "X-Amz-Copy-Source-Range", "UploadPartCopy", "", errNI, "part copies of a byte range"},
 	{header, "X-Amz-Source-Expected-Bucket-Owner", "", "", errNI, "bucket owner checks"},
 
-	// Access control: ACLs are disabled, the bucket owner owns everything (AWS's
-	// BucketOwnerEnforced). A canned ACL that says exactly that is the truth and accepted.
-	{header, "X-Amz-Acl", opsAll, "private bucket-owner-full-control", errACL, "only the ACLs that grant the owner alone"},
-	{header, "X-Amz-Grant-Full-Control", "", "", errACL, "ACL grants"},
-	{header, "X-Amz-Grant-Read", "", "", errACL, "ACL grants"},
-	{header, "X-Amz-Grant-Read-Acp", "", "", errACL, "ACL grants"},
-	{header, "X-Amz-Grant-Write", "", "", errACL, "ACL grants"},
-	{header, "X-Amz-Grant-Write-Acp", "", "", errACL, "ACL grants"},
-	{header, "X-Amz-Object-Ownership", "CreateBucket", "BucketOwnerEnforced", errNI, "only BucketOwnerEnforced, which is what cairn does"},
+	// Access control: canned ACLs (acl.go), and grant lists that are one of them. Where a
+	// bucket's Object Ownership is BucketOwnerEnforced (the default) only the ACLs that
+	// grant the owner alone are taken; others are AccessControlListNotSupported there.
+	{header, "X-Amz-Acl", opsACL, cannedACLsSupported, errNI, "canned ACLs: " + cannedACLsSupported + "; others are NotImplemented"},
+	{header, "X-Amz-Grant-Full-Control", opsACL, "", errNI, "ACL grants equal to a canned ACL's; others are NotImplemented"},
+	{header, "X-Amz-Grant-Read", opsACL, "", errNI, "ACL grants equal to a canned ACL's; others are NotImplemented"},
+	{header, "X-Amz-Grant-Read-Acp", opsACL, "", errNI, "ACL grants equal to a canned ACL's; others are NotImplemented"},
+	{header, "X-Amz-Grant-Write", opsACL, "", errNI, "ACL grants equal to a canned ACL's; others are NotImplemented"},
+	{header, "X-Amz-Grant-Write-Acp", opsACL, "", errNI, "ACL grants equal to a canned ACL's; others are NotImplemented"},
+	{header, "X-Amz-Object-Ownership", "CreateBucket", "BucketOwnerEnforced BucketOwnerPreferred ObjectWriter", errInvalidObjectOwnership, "Object Ownership of the new bucket (default BucketOwnerEnforced: ACLs disabled)"},
 	{header, "X-Amz-Expected-Bucket-Owner", "", "", errNI, "bucket owner checks"},
 	{header, "X-Amz-Request-Payer", opsAll, "requester", errNI, "requester-pays acknowledgement; nothing is charged"},
 	{header, "X-Amz-Mfa", "", "", errNI, "MFA delete"},
 	{header, "X-Amz-Confirm-Remove-Self-Bucket-Access", "", "", errNI, "bucket policies"},
 
-	// Encryption: nothing is encrypted at rest yet.
-	{header, "X-Amz-Server-Side-Encryption", "", "", errNI, "SSE-S3 and SSE-KMS"},
+	// Encryption at rest (docs/design/sse.md): SSE-S3 and SSE-C; SSE-KMS is not implemented.
+	{header, "X-Amz-Server-Side-Encryption", opsObjectWrite, "AES256", errNI, "SSE-S3 (AES256, needs --master-key-file); aws:kms is NotImplemented"},
 	{header, "X-Amz-Server-Side-Encryption-Aws-Kms-Key-Id", "", "", errNI, "SSE-KMS"},
 	{header, "X-Amz-Server-Side-Encryption-Context", "", "", errNI, "SSE-KMS"},
-	{header, "X-Amz-Server-Side-Encryption-Bucket-Key-Enabled", "", "", errNI, "SSE-KMS bucket keys"},
-	{header, "X-Amz-Server-Side-Encryption-Customer-Algorithm", "", "", errNI, "SSE-C"},
-	{header, "X-Amz-Server-Side-Encryption-Customer-Key", "", "", errNI, "SSE-C"},
-	{header, "X-Amz-Server-Side-Encryption-Customer-Key-Md5", "", "", errNI, "SSE-C"},
-	{header, "X-Amz-Copy-Source-Server-Side-Encryption-Customer-Algorithm", "", "", errNI, "SSE-C"},
-	{header, "X-Amz-Copy-Source-Server-Side-Encryption-Customer-Key", "", "", errNI, "SSE-C"},
-	{header, "X-Amz-Copy-Source-Server-Side-Encryption-Customer-Key-Md5", "", "", errNI, "SSE-C"},
+	{header, "X-Amz-Server-Side-Encryption-Bucket-Key-Enabled", opsObjectWrite, "false", errNI, "false only: bucket keys are an SSE-KMS feature"},
+	{header, "X-Amz-Server-Side-Encryption-Customer-Algorithm", opsSSEC, "", errNI, "SSE-C (AES256; HTTPS only)"},
+	{header, "X-Amz-Server-Side-Encryption-Customer-Key", opsSSEC, "", errNI, "SSE-C (AES256; HTTPS only)"},
+	{header, "X-Amz-Server-Side-Encryption-Customer-Key-Md5", opsSSEC, "", errNI, "SSE-C (AES256; HTTPS only)"},
+	{header, "X-Amz-Copy-Source-Server-Side-Encryption-Customer-Algorithm", opsCopy, "", errNI, "SSE-C key of the copy source"},
+	{header, "X-Amz-Copy-Source-Server-Side-Encryption-Customer-Key", opsCopy, "", errNI, "SSE-C key of the copy source"},
+	{header, "X-Amz-Copy-Source-Server-Side-Encryption-Customer-Key-Md5", opsCopy, "", errNI, "SSE-C key of the copy source"},
 
 	// Tagging, object lock and other object features.
 	{header, "X-Amz-Tagging", opsObjectWrite, "", errNI, "the new object's tags (URL-query-encoded; with CopyObject only under x-amz-tagging-directive REPLACE)"},
@@ -192,10 +190,10 @@ var features = []feature{
 
 	// Sub-resources: the query parameters that choose an operation. Outside the operations
 	// listed each is refused, so none can fall through to a plain GET or PUT of the object.
-	{query, "acl", "GetBucketAcl GetObjectAcl", "", errACL, "reads report the owner's FULL_CONTROL; ACLs cannot be set"},
+	{query, "acl", "GetBucketAcl GetObjectAcl PutBucketAcl PutObjectAcl", "", errNI, "bucket and object ACLs: canned ACLs (a header or an AccessControlPolicy document equal to one)"},
 	{query, "location", "GetBucketLocation", "", errNI, "GetBucketLocation"},
 	{query, "versioning", "GetBucketVersioning PutBucketVersioning", "", errNI, "versioning: Enabled or Suspended (MFA delete is NotImplemented)"},
-	{query, "versionId", "GetObject HeadObject DeleteObject GetObjectAttributes GetObjectTagging PutObjectTagging DeleteObjectTagging GetObjectRetention PutObjectRetention GetObjectLegalHold PutObjectLegalHold", "", errNI, "any version (GetObject, HeadObject, DeleteObject, tagging, attributes, retention, legal hold)"},
+	{query, "versionId", "GetObject HeadObject DeleteObject GetObjectAttributes GetObjectTagging PutObjectTagging DeleteObjectTagging GetObjectRetention PutObjectRetention GetObjectLegalHold PutObjectLegalHold GetObjectAcl PutObjectAcl", "", errNI, "any version (GetObject, HeadObject, DeleteObject, tagging, attributes, retention, legal hold, ACL)"},
 	{query, "uploads", "CreateMultipartUpload ListMultipartUploads", "", errNI, "multipart uploads"},
 	{query, "uploadId", opsUpload, "", errNI, "multipart uploads"},
 	{query, "partNumber", "UploadPart UploadPartCopy GetObject HeadObject", "", errNI, "parts"},
@@ -209,7 +207,7 @@ var features = []feature{
 	{query, "lifecycle", "", "", errNI, "lifecycle"},
 	{query, "replication", "", "", errNI, "bucket replication"},
 	{query, "website", "", "", errNI, "website hosting"},
-	{query, "encryption", "", "", errNI, "default encryption"},
+	{query, "encryption", "PutBucketEncryption GetBucketEncryption DeleteBucketEncryption", "", errNI, "bucket default encryption: AES256 (SSE-S3) only"},
 	{query, "object-lock", "GetObjectLockConfiguration PutObjectLockConfiguration", "", errNI, "object lock configuration, with a default retention"},
 	{query, "retention", "GetObjectRetention PutObjectRetention", "", errNI, "object lock: a version's retention"},
 	{query, "legal-hold", "GetObjectLegalHold PutObjectLegalHold", "", errNI, "object lock: a version's legal hold"},
@@ -226,7 +224,7 @@ var features = []feature{
 	{query, "metrics", "", "", errNI, "request metrics"},
 	{query, "intelligent-tiering", "", "", errNI, "intelligent tiering"},
 	{query, "id", "", "", errNI, "analytics, inventory and metrics configurations"},
-	{query, "ownershipControls", "GetBucketOwnershipControls PutBucketOwnershipControls", "", errNI, "ownership controls: always BucketOwnerEnforced (ACLs disabled); DeleteBucketOwnershipControls is NotImplemented"},
+	{query, "ownershipControls", "GetBucketOwnershipControls PutBucketOwnershipControls DeleteBucketOwnershipControls", "", errNI, "Object Ownership: BucketOwnerEnforced (the default, ACLs disabled), BucketOwnerPreferred, ObjectWriter; deleted, the bucket behaves as ObjectWriter"},
 	{query, "publicAccessBlock", "GetPublicAccessBlock PutPublicAccessBlock DeletePublicAccessBlock", "", errNI, "Block Public Access settings of a bucket"},
 	{query, "attributes", "GetObjectAttributes", "", errNI, "GetObjectAttributes"},
 	{query, "renameObject", "", "", errNI, "RenameObject"},
@@ -268,12 +266,14 @@ var opNames = []string{
 	"CompleteMultipartUpload", "AbortMultipartUpload", "ListParts", "GetObjectAttributes",
 	"PutObjectTagging", "GetObjectTagging", "DeleteObjectTagging", "PutBucketTagging", "GetBucketTagging", "DeleteBucketTagging",
 	"PutBucketCors", "GetBucketCors", "DeleteBucketCors", "PostObject", "Preflight",
-	"GetBucketOwnershipControls", "PutBucketOwnershipControls",
+	"GetBucketOwnershipControls", "PutBucketOwnershipControls", "DeleteBucketOwnershipControls",
+	"PutBucketAcl", "PutObjectAcl",
 	"GetBucketPolicy", "PutBucketPolicy", "DeleteBucketPolicy", "GetBucketPolicyStatus",
 	"GetPublicAccessBlock", "PutPublicAccessBlock", "DeletePublicAccessBlock",
 	"GetBucketLogging", "PutBucketLogging", "PutBucketVersioning",
 	"GetObjectLockConfiguration", "PutObjectLockConfiguration", "GetObjectRetention", "PutObjectRetention",
 	"GetObjectLegalHold", "PutObjectLegalHold",
+	"PutBucketEncryption", "GetBucketEncryption", "DeleteBucketEncryption",
 	"Unsupported", "Unknown",
 }
 

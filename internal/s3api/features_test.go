@@ -19,6 +19,7 @@ import (
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/s3api"
 	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/testutil"
 )
 
 // opSample is one request per operation cairn serves, against the fixtures of
@@ -45,6 +46,8 @@ func featureSamples(uploadID string) []opSample {
 		{op: "GetBucketVersioning", method: "GET", path: "/bkt", query: []string{"versioning"}},
 		{op: "GetBucketAcl", method: "GET", path: "/bkt", query: []string{"acl"}},
 		{op: "GetObjectAcl", method: "GET", path: "/bkt/obj", query: []string{"acl"}},
+		{op: "PutBucketAcl", method: "PUT", path: "/bkt", query: []string{"acl"}, hdr: map[string]string{"X-Amz-Acl": "private"}},
+		{op: "PutObjectAcl", method: "PUT", path: "/bkt/obj", query: []string{"acl"}, hdr: map[string]string{"X-Amz-Acl": "private"}},
 		{op: "ListObjects", method: "GET", path: "/bkt"},
 		{op: "ListObjectsV2", method: "GET", path: "/bkt", query: []string{"list-type=2"}},
 		{op: "ListObjectVersions", method: "GET", path: "/bkt", query: []string{"versions"}},
@@ -137,7 +140,9 @@ var mutatingOps = map[string]bool{
 // table's error and the store is unchanged; where it honours it the answer is not a
 // refusal.
 func TestFeatureTable(t *testing.T) {
-	srv, c := setup(t)
+	srv := testutil.StartServer(t, store.Config{InlineMax: 4 << 10, ChunkSize: 256 << 10, SegmentSize: 8 << 20, Reserve: 1},
+		func(c *s3api.Config) { c.MasterKeys = testKeyring(t) }) // SSE-S3 is honoured with a master key
+	c := newClient(t, srv.URL, testutil.AccessKey, testutil.SecretKey)
 	ctx := context.Background()
 	var uploadID string
 	fixtures := func() {
@@ -290,8 +295,8 @@ func TestRefusedSecurityHeaders(t *testing.T) {
 			in.SSECustomerAlgorithm = aws.String("AES256")
 			in.SSECustomerKey = aws.String(b64(key))
 			in.SSECustomerKeyMD5 = aws.String(b64md5(key))
-		}, "NotImplemented"},
-		{"sse-s3", func(in *s3.PutObjectInput) { in.ServerSideEncryption = types.ServerSideEncryptionAes256 }, "NotImplemented"},
+		}, "InvalidRequest"}, // over plain HTTP
+		{"sse-s3", func(in *s3.PutObjectInput) { in.ServerSideEncryption = types.ServerSideEncryptionAes256 }, "NotImplemented"}, // no master key
 		{"sse-kms", func(in *s3.PutObjectInput) {
 			in.ServerSideEncryption = types.ServerSideEncryptionAwsKms
 			in.SSEKMSKeyId = aws.String("alias/cairn")
@@ -323,7 +328,7 @@ func TestRefusedSecurityHeaders(t *testing.T) {
 	_, err = c.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String("bkt"), Key: aws.String("cp"), CopySource: aws.String("bkt/src?versionId=abc")})
 	wantCode(t, err, "InvalidArgument") // not a version id cairn makes
 	_, err = c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("public"), ACL: types.BucketCannedACLPublicRead})
-	wantCode(t, err, "AccessControlListNotSupported")
+	wantCode(t, err, "InvalidBucketAclWithObjectOwnership") // ACLs are disabled in a new bucket by default
 	if _, err = c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("locked"), ObjectLockEnabledForBucket: aws.Bool(true)}); err != nil {
 		t.Fatalf("create a bucket with Object Lock: %v", err)
 	}

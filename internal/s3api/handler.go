@@ -73,6 +73,8 @@ type ObjectBackend interface {
 // MultipartBackend is the multipart-upload part of Backend.
 type MultipartBackend interface {
 	CreateUpload(ctx context.Context, bucket, key string, meta *object.Object) (string, error)
+	// StatUpload returns a pending upload's record (its metadata and encryption).
+	StatUpload(ctx context.Context, bucket, key, uploadID string) (*object.Object, error)
 	PutPart(ctx context.Context, bucket, key, uploadID string, n int, src io.Reader, size int64, finish func(*object.Object) error) (*object.Object, error)
 	ListParts(ctx context.Context, bucket, key, uploadID string, after, max int) ([]object.Part, bool, error)
 	CompleteUpload(ctx context.Context, bucket, key, uploadID string, list []object.CompletePart, minPart int64, finish func(o *object.Object, parts []*object.Object) error) (*object.Object, error)
@@ -118,6 +120,15 @@ type Config struct {
 	IdleTimeout time.Duration
 	// Now, for tests; nil means time.Now.
 	Now func() time.Time
+	// FeatureLevel returns the feature level every node of the cluster has reached
+	// (clustermap.Map.Level). Requests that would write records an older build misreads
+	// (an owner, an ACL, encryption: level 5) are refused below it. Nil: the cluster is
+	// this build alone.
+	FeatureLevel func() int
+	// MasterKeys seal the data keys of SSE-S3 objects (an sse.Keyring from
+	// --master-key-file). Nil: SSE-S3 and bucket default encryption are refused (SSE-C
+	// needs no master key).
+	MasterKeys MasterKeys
 }
 
 // Handler is the S3 API as an http.Handler.
@@ -164,6 +175,12 @@ func New(cfg Config) *Handler {
 	return h
 }
 
+// levelAtLeast reports whether every node of the cluster runs a build at feature level l
+// or later (Config.FeatureLevel).
+func (h *Handler) levelAtLeast(l int) bool {
+	return h.cfg.FeatureLevel == nil || h.cfg.FeatureLevel() >= l
+}
+
 // vhostBucket returns the bucket named by a virtual-host-style Host header, or "".
 func (h *Handler) vhostBucket(r *http.Request) string {
 	host := r.Host
@@ -192,6 +209,12 @@ type request struct {
 	auth     *sigv4.Result
 	who      Principal // who signed the request
 	full     bool      // who may do everything in the request's bucket (authorize)
+	// bkt is the request's bucket if authorize looked it up (a principal other than the
+	// root user); objectACL the permission only the object's ACL can give the request
+	// (acl.go: checkObjectACL), 0 if none is needed.
+	bkt       object.Bucket
+	hasBkt    bool
+	objectACL perm
 }
 
 type countingWriter struct {
@@ -382,8 +405,10 @@ func operation(r *http.Request, bucket, key string) string {
 				return "GetBucketLogging"
 			case has("object-lock"):
 				return "GetObjectLockConfiguration"
+			case has("encryption"):
+				return "GetBucketEncryption"
 			case has("lifecycle"),
-				has("encryption"), has("replication"), has("website"),
+				has("replication"), has("website"),
 				has("notification"),
 				has("accelerate"), has("requestPayment"):
 				return "Unsupported"
@@ -399,6 +424,8 @@ func operation(r *http.Request, bucket, key string) string {
 				return "PutBucketCors"
 			case has("ownershipControls"):
 				return "PutBucketOwnershipControls"
+			case has("acl"):
+				return "PutBucketAcl"
 			case has("policy"):
 				return "PutBucketPolicy"
 			case has("publicAccessBlock"):
@@ -409,6 +436,8 @@ func operation(r *http.Request, bucket, key string) string {
 				return "PutBucketVersioning"
 			case has("object-lock"):
 				return "PutObjectLockConfiguration"
+			case has("encryption"):
+				return "PutBucketEncryption"
 			}
 			return "CreateBucket" // other sub-resources are refused by the feature table
 		case http.MethodHead:
@@ -423,6 +452,10 @@ func operation(r *http.Request, bucket, key string) string {
 				return "DeleteBucketPolicy"
 			case has("publicAccessBlock"):
 				return "DeletePublicAccessBlock"
+			case has("encryption"):
+				return "DeleteBucketEncryption"
+			case has("ownershipControls"):
+				return "DeleteBucketOwnershipControls"
 			}
 			return "DeleteBucket"
 		case http.MethodPost:
@@ -450,7 +483,7 @@ func operation(r *http.Request, bucket, key string) string {
 			case has("legal-hold"):
 				return "PutObjectLegalHold"
 			case has("acl"):
-				return "Unsupported"
+				return "PutObjectAcl"
 			case r.Header.Get("x-amz-copy-source") != "":
 				return "CopyObject"
 			}
@@ -547,6 +580,12 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, rq *request) err
 		return h.bucketLogging(w, r, rq)
 	case "PutBucketOwnershipControls":
 		return h.putOwnershipControls(w, r, rq)
+	case "DeleteBucketOwnershipControls":
+		return h.deleteOwnershipControls(w, r, rq)
+	case "PutBucketAcl":
+		return h.putBucketACL(w, r, rq)
+	case "PutObjectAcl":
+		return h.putObjectACL(w, r, rq)
 	case "ListObjects":
 		return h.listObjects(w, r, rq, false)
 	case "ListObjectsV2":
@@ -597,6 +636,12 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, rq *request) err
 		return h.deleteBucketCors(w, r, rq)
 	case "PostObject":
 		return h.postObject(w, r, rq)
+	case "PutBucketEncryption":
+		return h.putBucketEncryption(w, r, rq)
+	case "GetBucketEncryption":
+		return h.getBucketEncryption(w, r, rq)
+	case "DeleteBucketEncryption":
+		return h.deleteBucketEncryption(w, r, rq)
 	case "Preflight":
 		return h.preflight(w, r, rq)
 	case "Unsupported":

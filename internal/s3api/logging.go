@@ -69,7 +69,7 @@ func (h *Handler) bucketLogging(w http.ResponseWriter, r *http.Request, rq *requ
 	var doc []byte
 	if le := st.LoggingEnabled; le != nil {
 		if le.TargetGrants != nil && len(le.TargetGrants.Grant) > 0 {
-			return errACL
+			return errACLNotSupported
 		}
 		if !validBucketName(le.TargetBucket) || len(le.TargetPrefix) > 512 || strings.ContainsRune(le.TargetPrefix, 0) {
 			return errInvalidLoggingTarget

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/checksum"
 	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/sse"
 )
 
 func (h *Handler) createUpload(w http.ResponseWriter, r *http.Request, rq *request) error {
@@ -36,6 +37,16 @@ func (h *Handler) createUpload(w http.ResponseWriter, r *http.Request, rq *reque
 			meta.ChecksumType = t
 		}
 	}
+	enc, err := h.newEncryption(r.Context(), r.Header, r.TLS != nil, rq.bucket, rq.key)
+	if err != nil {
+		return err
+	}
+	if enc != nil {
+		meta.SSE = enc.rec // the parts are encrypted under its data key, each on its own
+	}
+	if err := h.aclWrite(r.Context(), r.Header, rq, meta); err != nil {
+		return err
+	}
 	if _, err := h.versionWrite(r.Context(), r.Header, rq.bucket, meta); err != nil {
 		return err
 	}
@@ -44,6 +55,7 @@ func (h *Handler) createUpload(w http.ResponseWriter, r *http.Request, rq *reque
 	if err != nil {
 		return err
 	}
+	sseHeaders(w.Header(), meta.SSE)
 	if meta.ChecksumAlgo != "" {
 		w.Header().Set("x-amz-checksum-algorithm", meta.ChecksumAlgo)
 		w.Header().Set("x-amz-checksum-type", meta.ChecksumType)
@@ -72,33 +84,58 @@ func (h *Handler) uploadPart(w http.ResponseWriter, r *http.Request, rq *request
 		return err
 	}
 	uploadID := q.Get("uploadId")
+	enc, err := h.partEncryption(r, rq, uploadID)
+	if err != nil {
+		return err
+	}
 	if rq.op == "UploadPartCopy" {
-		return h.uploadPartCopy(w, r, rq, uploadID, n)
+		return h.uploadPartCopy(w, r, rq, uploadID, n, enc)
 	}
 	bc, size, err := h.requestBody(r, rq)
 	if err != nil {
 		return err
 	}
-	p, err := h.store.PutPart(r.Context(), rq.bucket, rq.key, uploadID, n, bc, size, bc.finish)
+	opts := object.PutOptions{Finish: bc.finish}
+	body, err := encryptBody(enc, bc, &size, &object.Object{}, &opts)
+	if err != nil {
+		return err
+	}
+	p, err := h.store.PutPart(r.Context(), rq.bucket, rq.key, uploadID, n, body, size, opts.Finish)
 	rq.bytesIn = bc.n
 	if err != nil {
 		return bodyError(err)
 	}
 	w.Header().Set("ETag", quote(p.ETag))
 	setChecksumHeaders(w.Header(), p)
+	sseHeaders(w.Header(), p.SSE)
 	w.WriteHeader(http.StatusOK)
 	return nil
 }
 
-func (h *Handler) uploadPartCopy(w http.ResponseWriter, r *http.Request, rq *request, uploadID string, n int) error {
-	rd, _, _, err := h.openCopySource(r)
+// partEncryption returns the encryption of a part of upload uploadID (nil if the upload
+// is not encrypted): the upload's data key, which for SSE-C needs the request to present
+// the upload's key.
+func (h *Handler) partEncryption(r *http.Request, rq *request, uploadID string) (*encryption, error) {
+	up, err := h.store.StatUpload(r.Context(), rq.bucket, rq.key, uploadID)
+	if err != nil {
+		return nil, err
+	}
+	dk, err := h.dataKey(r.Header, r.TLS != nil, hdCustomer, rq.bucket, rq.key, up)
+	if err != nil || dk == nil {
+		return nil, err
+	}
+	return &encryption{dataKey: dk, rec: object.Encryption{Algorithm: up.SSE.Algorithm, KeyMD5: up.SSE.KeyMD5}}, nil
+}
+
+func (h *Handler) uploadPartCopy(w http.ResponseWriter, r *http.Request, rq *request, uploadID string, n int, enc *encryption) error {
+	rd, err := h.openCopySource(r)
 	if err != nil {
 		return err
 	}
 	defer rd.Close()
-	off, size := int64(0), rd.Info().Size
+	off, size := int64(0), plainSize(rd.Info())
 	if rg := r.Header.Get("x-amz-copy-source-range"); rg != "" {
-		a, b, ok, err := parseRange(rg, rd.Info().Size)
+		a, b, ok, err := parseRange(rg, size)
 		if err != nil || !ok || strings.HasPrefix(strings.TrimPrefix(rg, "bytes="), "-") {
 			return errf(400, "InvalidArgument", "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy")
 		}
@@ -110,10 +147,16 @@ func (h *Handler) uploadPartCopy(w http.ResponseWriter, r *http.Request, rq *req
 	body := pipeRange(r.Context(), rd, off, size)
 	defer body.Close()
 	bc := &bodyCheck{src: body, md5: md5.New()}
-	p, err := h.store.PutPart(r.Context(), rq.bucket, rq.key, uploadID, n, bc, size, bc.finish)
+	opts := object.PutOptions{Finish: bc.finish}
+	stored, err := encryptBody(enc, bc, &size, &object.Object{}, &opts)
 	if err != nil {
 		return err
 	}
+	p, err := h.store.PutPart(r.Context(), rq.bucket, rq.key, uploadID, n, stored, size, opts.Finish)
+	if err != nil {
+		return err
+	}
+	sseHeaders(w.Header(), p.SSE)
 	return writeXML(w, struct {
 		XMLName      xml.Name `xml:"CopyPartResult"`
 		Xmlns        string   `xml:"xmlns,attr"`
@@ -191,7 +234,7 @@ func (h *Handler) completeUpload(w http.ResponseWriter, r *http.Request, rq *req
 			full := sums[0]
 			for i := 1; i < len(sums); i++ {
 				var ok bool
-				if full, ok = algo.Combine(full, sums[i], parts[i].Size); !ok {
+				if full, ok = algo.Combine(full, sums[i], partPlainSize(parts[i])); !ok {
 					return errf(400, "InvalidRequest", "The FULL_OBJECT checksum type is not supported for %s.", algo)
 				}
 			}
@@ -217,6 +260,9 @@ func (h *Handler) completeUpload(w http.ResponseWriter, r *http.Request, rq *req
 	sums := finish
 	finish = func(o *object.Object, parts []*object.Object) error {
 		o.Versioned = status == versioningEnabled
+		if err := h.completeEncryption(r, rq, o, parts); err != nil {
+			return err
+		}
 		return sums(o, parts)
 	}
 	o, err := h.store.CompleteUploadIf(r.Context(), rq.bucket, rq.key, uploadID, list, h.cfg.MinPartSize, cond, finish)
@@ -225,6 +271,7 @@ func (h *Handler) completeUpload(w http.ResponseWriter, r *http.Request, rq *req
 	}
 	versionHeader(w.Header(), status, o)
 	setChecksumHeaders(w.Header(), o)
+	sseHeaders(w.Header(), o.SSE)
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
@@ -242,6 +289,41 @@ func (h *Handler) completeUpload(w http.ResponseWriter, r *http.Request, rq *req
 		Bucket: rq.bucket, Key: rq.key, ETag: quote(o.ETag), ChecksumType: o.ChecksumType}
 	res.set(o.ChecksumAlgo, o.Checksum) // SDKs read the checksum from the document, not the headers
 	return writeXML(w, res)
+}
+
+// completeEncryption checks the parts of an encrypted upload being completed as o (an
+// SSE-C key, if sent, must be the upload's; every part but the last at least the minimum
+// part size in plaintext) and records the object's plaintext size.
+func (h *Handler) completeEncryption(r *http.Request, rq *request, o *object.Object, parts []*object.Object) error {
+	ck, err := parseCustomerKey(r.Header, hdCustomer, r.TLS != nil)
+	if err != nil {
+		return err
+	}
+	switch {
+	case !o.SSE.Encrypted():
+		if ck != nil {
+			return errSSENotThis
+		}
+		return nil
+	case ck != nil && (o.SSE.Algorithm != sse.Customer || ck.md5 != o.SSE.KeyMD5):
+		if o.SSE.Algorithm != sse.Customer {
+			return errSSENotThis
+		}
+		return errSSECWrong
+	}
+	var total int64
+	for i, p := range parts {
+		if !p.SSE.Encrypted() {
+			return errf(400, "InvalidPart", "Part %d was not uploaded encrypted as its upload is.", i+1)
+		}
+		n := partPlainSize(p)
+		if i < len(parts)-1 && n < h.cfg.MinPartSize {
+			return errEntityTooSmall
+		}
+		total += n
+	}
+	o.SSE.PlainSize = total
+	return nil
 }
 
 func (h *Handler) abortUpload(w http.ResponseWriter, r *http.Request, rq *request) error {
@@ -303,7 +385,7 @@ func (h *Handler) listParts(w http.ResponseWriter, r *http.Request, rq *request)
 	}{Xmlns: xmlns, Bucket: rq.bucket, Key: rq.key, UploadID: uploadID, Initiator: o, Owner: o,
 		StorageClass: "STANDARD", PartNumberMarker: marker, MaxParts: max, IsTruncated: truncated}
 	for _, p := range parts {
-		pp := part{PartNumber: p.Number, LastModified: isoTime(time.Unix(0, p.ModTime)), ETag: quote(p.ETag), Size: p.Size}
+		pp := part{PartNumber: p.Number, LastModified: isoTime(time.Unix(0, p.ModTime)), ETag: quote(p.ETag), Size: partPlainSize(p.Object)}
 		pp.set(p.ChecksumAlgo, p.Checksum)
 		res.Parts = append(res.Parts, pp)
 		res.NextPartNumberMarker = p.Number

@@ -22,6 +22,7 @@ import (
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/gateway"
 	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/sse"
 )
 
 // metaFromHeaders builds an object record's metadata from request headers.
@@ -228,11 +229,22 @@ func (h *Handler) putObject(w http.ResponseWriter, r *http.Request, rq *request)
 	if err := writeConditions(r.Header, &opts); err != nil { // evaluated atomically with the write (conditional.go)
 		return err
 	}
+	enc, err := h.newEncryption(r.Context(), r.Header, r.TLS != nil, rq.bucket, rq.key)
+	if err != nil {
+		return err
+	}
+	if err := h.aclWrite(r.Context(), r.Header, rq, meta); err != nil {
+		return err
+	}
 	status, err := h.versionWrite(r.Context(), r.Header, rq.bucket, meta)
 	if err != nil {
 		return err
 	}
-	o, err := h.store.PutObject(r.Context(), rq.bucket, rq.key, meta, bc, size, opts)
+	body, err := encryptBody(enc, bc, &size, meta, &opts)
+	if err != nil {
+		return err
+	}
+	o, err := h.store.PutObject(r.Context(), rq.bucket, rq.key, meta, body, size, opts)
 	rq.bytesIn = bc.n
 	if err != nil {
 		return bodyError(err)
@@ -240,6 +252,7 @@ func (h *Handler) putObject(w http.ResponseWriter, r *http.Request, rq *request)
 	versionHeader(w.Header(), status, o)
 	w.Header().Set("ETag", quote(o.ETag))
 	setChecksumHeaders(w.Header(), o)
+	sseHeaders(w.Header(), o.SSE)
 	w.WriteHeader(http.StatusOK)
 	return nil
 }
@@ -429,13 +442,22 @@ func (h *Handler) getObject(w http.ResponseWriter, r *http.Request, rq *request)
 	}
 	o, rd, err := h.openVersion(r.Context(), rq.bucket, rq.key, ref, head)
 	if err != nil {
-		return readError(w.Header(), err)
+		return deferredReadError(w.Header(), rq, err)
 	}
 	if rd != nil {
 		defer rd.Close()
 	}
+	if err := checkObjectACL(rq, o); err != nil { // before any header of the object
+		return err
+	}
 	if ref.set || o.Versioned {
 		w.Header().Set("x-amz-version-id", versionIDOf(o))
+	}
+	var dataKey []byte
+	if !head || o.SSE.Algorithm != sse.S3 { // a HEAD needs no master key; an SSE-C one checks the key
+		if dataKey, err = h.dataKey(r.Header, r.TLS != nil, hdCustomer, rq.bucket, rq.key, o); err != nil {
+			return err
+		}
 	}
 	if err := checkConditions(r.Header, "", o, true); err != nil {
 		if err == errNotModified {
@@ -453,7 +475,9 @@ func (h *Handler) getObject(w http.ResponseWriter, r *http.Request, rq *request)
 			hd.Set(ov.header, v)
 		}
 	}
-	off, n := int64(0), o.Size
+	size := plainSize(o)
+	sseHeaders(hd, o.SSE)
+	off, n := int64(0), size
 	partial := false
 	part := 0 // the part read, for a partNumber read of a multipart object
 	if pn := q.Get("partNumber"); pn != "" {
@@ -462,23 +486,23 @@ func (h *Handler) getObject(w http.ResponseWriter, r *http.Request, rq *request)
 			return errf(400, "InvalidArgument", "Part number must be an integer between 1 and 10000, inclusive")
 		}
 		part = num
-		if len(o.PartSizes) == 0 {
+		if parts := plainPartSizes(o); len(parts) == 0 {
 			if num != 1 {
 				return errInvalidRange
 			}
 		} else {
-			if num > len(o.PartSizes) {
+			if num > len(parts) {
 				return errInvalidRange
 			}
 			for i := 0; i < num-1; i++ {
-				off += o.PartSizes[i]
+				off += parts[i]
 			}
-			n = o.PartSizes[num-1]
+			n = parts[num-1]
 			partial = true
-			hd.Set("x-amz-mp-parts-count", strconv.Itoa(len(o.PartSizes)))
+			hd.Set("x-amz-mp-parts-count", strconv.Itoa(len(parts)))
 		}
 	} else if rg := r.Header.Get("Range"); rg != "" {
-		a, b, ok, err := parseRange(rg, o.Size)
+		a, b, ok, err := parseRange(rg, size)
 		if err != nil {
 			hd.Del("ETag")
 			return err
@@ -488,7 +512,7 @@ func (h *Handler) getObject(w http.ResponseWriter, r *http.Request, rq *request)
 		}
 	}
 	if partial {
-		hd.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", off, off+n-1, o.Size))
+		hd.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", off, off+n-1, size))
 	}
 	if strings.EqualFold(r.Header.Get("x-amz-checksum-mode"), "ENABLED") {
 		switch {
@@ -506,7 +530,11 @@ func (h *Handler) getObject(w http.ResponseWriter, r *http.Request, rq *request)
 	if p, ok := rd.(gateway.Preparer); ok && !head && n > 0 {
 		// An erasure-coded object: fetch its first stripe now, so that one that cannot
 		// be read is an error status, not a 200 with a cut-off body.
-		if err := p.Prepare(r.Context(), off, n); err != nil {
+		soff, sn := off, n
+		if dataKey != nil {
+			soff, sn = sse.StoredStart(segments(o), off), sse.HeaderSize
+		}
+		if err := p.Prepare(r.Context(), soff, sn); err != nil {
 			return err
 		}
 	}
@@ -519,7 +547,7 @@ func (h *Handler) getObject(w http.ResponseWriter, r *http.Request, rq *request)
 	if head || n == 0 {
 		return nil
 	}
-	written, err := rd.WriteRange(r.Context(), w, off, n)
+	written, err := writePlain(r.Context(), rd, o, dataKey, w, off, n)
 	rq.bytesOut = written
 	if err != nil {
 		// Headers are gone; the client sees a short body and its length check fails. Log
@@ -586,36 +614,73 @@ func copySourceKey(src string) (bucket, key string, err error) {
 	return bucket, key, nil
 }
 
+// copySrc is the open source of CopyObject or UploadPartCopy.
+type copySrc struct {
+	gateway.ObjectReader
+	bucket, key string
+	dataKey     []byte // nil: not encrypted
+}
+
 // openCopySource opens and checks the source of CopyObject or UploadPartCopy (the
-// version it names, or the current one).
-func (h *Handler) openCopySource(r *http.Request) (gateway.ObjectReader, string, string, error) {
+// version it names, or the current one), with the key that decrypts it (an SSE-C source
+// needs its key in the x-amz-copy-source-server-side-encryption-customer-* headers).
+func (h *Handler) openCopySource(r *http.Request) (*copySrc, error) {
 	sb, sk, ref, err := copySourceVersion(r.Header.Get("x-amz-copy-source"))
 	if err != nil {
-		return nil, "", "", err
+		return nil, err
 	}
 	_, rd, err := h.openVersion(r.Context(), sb, sk, ref, false)
 	var dm *object.DeleteMarkerError
 	if errors.As(err, &dm) && !dm.Current {
-		return nil, "", "", errf(400, "InvalidRequest", "The source of a copy request may not specifically refer to a delete marker by version id.")
+		return nil, errf(400, "InvalidRequest", "The source of a copy request may not specifically refer to a delete marker by version id.")
 	}
 	if err != nil {
-		return nil, "", "", err
+		return nil, err
+	}
+	dataKey, err := h.dataKey(r.Header, r.TLS != nil, hdCopyCustomer, sb, sk, rd.Info())
+	if err != nil {
+		rd.Close()
+		return nil, err
 	}
 	if err := checkConditions(r.Header, "x-amz-copy-source-", rd.Info(), false); err != nil {
 		rd.Close()
-		return nil, "", "", err
+		return nil, err
 	}
-	return rd, sb, sk, nil
+	return &copySrc{ObjectReader: rd, bucket: sb, key: sk, dataKey: dataKey}, nil
 }
 
-// pipeRange streams [off, off+n) of rd through a pipe, for the store to read as a body.
-func pipeRange(ctx context.Context, rd gateway.ObjectReader, off, n int64) io.ReadCloser {
+// pipeRange streams plaintext [off, off+n) of src through a pipe, for the store to read
+// as a body.
+func pipeRange(ctx context.Context, src *copySrc, off, n int64) io.ReadCloser {
 	pr, pw := io.Pipe()
 	go func() {
-		_, err := rd.WriteRange(ctx, pw, off, n)
+		_, err := writePlain(ctx, src, src.Info(), src.dataKey, pw, off, n)
 		pw.CloseWithError(err)
 	}()
 	return pr
+}
+
+// encryptBody returns the body to store for bc: bc itself, or, with enc, bc encrypted,
+// with *size (the plaintext's, or -1) made the stored size, meta's and opts' Finish
+// recording the encryption.
+func encryptBody(enc *encryption, bc *bodyCheck, size *int64, meta *object.Object, opts *object.PutOptions) (io.Reader, error) {
+	if enc == nil {
+		return bc, nil
+	}
+	body, stored, err := enc.encrypt(bc, *size)
+	if err != nil {
+		return nil, err
+	}
+	*size = stored
+	meta.SSE = enc.rec
+	fin := opts.Finish
+	opts.Finish = func(o *object.Object) error {
+		if err := fin(o); err != nil {
+			return err
+		}
+		return enc.finish(o, bc.n)
+	}
+	return body, nil
 }
 
 func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request) error {
@@ -630,20 +695,23 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 	if err := writeConditions(r.Header, &cond); err != nil {
 		return err
 	}
-	rd, sb, sk, err := h.openCopySource(r)
+	rd, err := h.openCopySource(r)
 	if err != nil {
 		return err
 	}
 	defer rd.Close()
+	sb, sk := rd.bucket, rd.key
 	src := rd.Info()
 	var meta *object.Object
 	switch directive {
 	case "", "COPY":
-		if sb == rq.bucket && sk == rq.key && r.Header.Get("x-amz-storage-class") == "" && !strings.Contains(r.Header.Get("x-amz-copy-source"), "?versionId=") {
+		if sb == rq.bucket && sk == rq.key && r.Header.Get("x-amz-storage-class") == "" && !strings.Contains(r.Header.Get("x-amz-copy-source"), "?versionId=") &&
+			r.Header.Get(hdSSE) == "" && r.Header.Get(hdCustomer+"Algorithm") == "" {
 			return errf(400, "InvalidRequest", "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.")
 		}
 		m := *src
 		m.Chunks, m.PartSizes, m.Inline, m.Embedded, m.Body = nil, nil, false, false, nil
+		m.SSE = object.Encryption{} // the target's encryption is its own (newEncryption)
 		m.ModTime = 0
 		// As in S3, the copy's class is the one the request names, not the source's:
 		// none means STANDARD (here: what the bucket's placement policy chooses).
@@ -661,10 +729,15 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 		return err
 	}
 	meta.MetaHLC = 0 // a new version
-	if src.Size > h.cfg.MaxObjectSize {
+	size := plainSize(src)
+	if size > h.cfg.MaxObjectSize {
 		return errEntityTooLarge
 	}
-	body := pipeRange(r.Context(), rd, 0, src.Size)
+	enc, err := h.newEncryption(r.Context(), r.Header, r.TLS != nil, rq.bucket, rq.key)
+	if err != nil {
+		return err
+	}
+	body := pipeRange(r.Context(), rd, 0, size)
 	defer body.Close()
 	bc := &bodyCheck{src: body, md5: md5.New()}
 	algo := r.Header.Get("x-amz-checksum-algorithm")
@@ -679,15 +752,24 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 		bc.expect = checksum.Expect{Algo: a}
 		bc.sum = a.New()
 	}
+	if err := h.aclWrite(r.Context(), r.Header, rq, meta); err != nil { // not the source's: the request's
+		return err
+	}
 	status, err := h.versionWrite(r.Context(), r.Header, rq.bucket, meta)
 	if err != nil {
 		return err
 	}
-	o, err := h.store.PutObject(r.Context(), rq.bucket, rq.key, meta, bc, src.Size, object.PutOptions{Finish: bc.finish, IfMatch: cond.IfMatch, IfNoneMatch: cond.IfNoneMatch})
+	opts := object.PutOptions{Finish: bc.finish, IfMatch: cond.IfMatch, IfNoneMatch: cond.IfNoneMatch}
+	stored, err := encryptBody(enc, bc, &size, meta, &opts)
+	if err != nil {
+		return err
+	}
+	o, err := h.store.PutObject(r.Context(), rq.bucket, rq.key, meta, stored, size, opts)
 	if err != nil {
 		return err
 	}
 	versionHeader(w.Header(), status, o)
+	sseHeaders(w.Header(), o.SSE)
 	if src.Versioned || strings.Contains(r.Header.Get("x-amz-copy-source"), "?versionId=") {
 		w.Header().Set("x-amz-copy-source-version-id", versionIDOf(src))
 	}

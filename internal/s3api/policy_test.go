@@ -191,3 +191,30 @@ func TestBucketPolicy(t *testing.T) {
 		t.Fatalf("GetBucketPolicy after delete: %v", err)
 	}
 }
+
+// A listing's prefix is a condition (s3:prefix) of s3:ListBucket on the bucket's ARN, not
+// part of the resource: a policy allowing listings under one prefix allows exactly those.
+func TestPolicyListPrefix(t *testing.T) {
+	srv, root, _ := policyServer(t)
+	ctx := context.Background()
+	mustCreateBucket(t, root, "lst")
+	mustPut(t, root, "lst", "home/a", []byte("a"))
+	const doc = `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:ListBucket",
+		"Resource":"arn:aws:s3:::lst","Condition":{"StringLike":{"s3:prefix":"home/*"}}}]}`
+	if _, err := root.PutBucketPolicy(ctx, &s3.PutBucketPolicyInput{Bucket: aws.String("lst"), Policy: aws.String(doc)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		url  string
+		want int
+	}{
+		{srv.URL + "/lst?prefix=home/", 200},
+		{srv.URL + "/lst?list-type=2&prefix=home/x", 200},
+		{srv.URL + "/lst?prefix=other/", 403},
+		{srv.URL + "/lst", 403},
+	} {
+		if got := anonymous(t, "GET", tc.url, ""); got != tc.want {
+			t.Errorf("anonymous GET %s: %d, want %d", tc.url, got, tc.want)
+		}
+	}
+}

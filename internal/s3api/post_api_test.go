@@ -324,3 +324,36 @@ func TestPostObjectLock(t *testing.T) {
 		t.Fatalf("lock fields on a bucket without Object Lock: %d %s", resp.StatusCode, body)
 	}
 }
+
+// TestPostObjectACL: a browser upload's acl field is the object's canned ACL, checked as
+// the header would be: refused where ACLs are disabled, public where they are not.
+func TestPostObjectACL(t *testing.T) {
+	srv, c := setup(t)
+	ctx := context.Background()
+	mustCreateBucket(t, c, "enforcedpost")
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("aclpost"), ObjectOwnership: types.ObjectOwnershipObjectWriter}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for _, tc := range []struct {
+		bucket, acl string
+		status      int
+		anon        int
+	}{
+		{"aclpost", "public-read", 204, 200},
+		{"aclpost", "private", 204, 403},
+		{"enforcedpost", "public-read", 400, 0},
+	} {
+		fields := map[string]string{"key": tc.acl, "acl": tc.acl}
+		cond := `{"bucket":"` + tc.bucket + `"},["starts-with","$key",""],{"acl":"` + tc.acl + `"}`
+		resp, body := postUpload(t, srv.URL+"/"+tc.bucket, policyFields(cond, now.Add(time.Minute), now, fields), "f", []byte("posted"))
+		if resp.StatusCode != tc.status || (tc.status == 400 && !strings.Contains(body, "AccessControlListNotSupported")) {
+			t.Fatalf("%s %s: %d %s", tc.bucket, tc.acl, resp.StatusCode, body)
+		}
+		if tc.anon != 0 {
+			if st := anonymous(t, "GET", srv.URL+"/"+tc.bucket+"/"+tc.acl, ""); st != tc.anon {
+				t.Errorf("anonymous GET of a POST upload with acl %s: %d, want %d", tc.acl, st, tc.anon)
+			}
+		}
+	}
+}

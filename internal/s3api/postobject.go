@@ -30,7 +30,7 @@ func postHeaders(fields map[string]string) (http.Header, error) {
 		case "content-type", "cache-control", "content-disposition", "content-encoding", "content-language", "expires":
 			hd.Set(name, v)
 		case "acl":
-			hd.Set("X-Amz-Acl", v) // the refusal table accepts the ACLs that say what cairn does
+			hd.Set("X-Amz-Acl", v) // checked as the header would be (aclWrite)
 		case "tagging":
 			// A Tagging document (not the header's query form): parsed in postObject.
 		case "x-amz-algorithm", "x-amz-credential", "x-amz-date", "x-amz-signature":
@@ -143,16 +143,29 @@ func (h *Handler) postObject(w http.ResponseWriter, r *http.Request, rq *request
 		}
 		return bc.finish(o)
 	}}
+	enc, err := h.newEncryption(r.Context(), hd, r.TLS != nil, rq.bucket, key) // the form's SSE fields, or the bucket's default
+	if err != nil {
+		return err
+	}
+	if err := h.aclWrite(r.Context(), hd, rq, meta); err != nil { // the form's acl field
+		return err
+	}
 	status, err := h.versionWrite(r.Context(), hd, rq.bucket, meta)
 	if err != nil {
 		return err
 	}
-	o, err := h.store.PutObject(r.Context(), rq.bucket, key, meta, bc, -1, opts)
+	size := int64(-1)
+	body, err := encryptBody(enc, bc, &size, meta, &opts)
+	if err != nil {
+		return err
+	}
+	o, err := h.store.PutObject(r.Context(), rq.bucket, key, meta, body, size, opts)
 	rq.bytesIn = bc.n
 	if err != nil {
 		return bodyError(err)
 	}
 	versionHeader(w.Header(), status, o)
+	sseHeaders(w.Header(), o.SSE)
 	etag := quote(o.ETag)
 	w.Header().Set("ETag", etag)
 	setChecksumHeaders(w.Header(), o)

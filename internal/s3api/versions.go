@@ -325,7 +325,7 @@ func (h *Handler) listObjectVersions(w http.ResponseWriter, r *http.Request, rq 
 		o := e.Object
 		if o.DeleteMarker {
 			x.open("DeleteMarker", "")
-			writeOwner(x, own)
+			writeOwner(x, versionOwner(o, own))
 			x.elem("Key", esc(e.Key))
 			x.elem("VersionId", versionIDOf(o))
 			x.elemBool("IsLatest", e.Current)
@@ -339,9 +339,9 @@ func (h *Handler) listObjectVersions(w http.ResponseWriter, r *http.Request, rq 
 		x.elemBool("IsLatest", e.Current)
 		x.elemTime("LastModified", time.Unix(0, o.ModTime))
 		x.elem("ETag", quote(o.ETag))
-		x.elemInt("Size", o.Size)
+		x.elemInt("Size", plainSize(o))
 		x.elem("StorageClass", storageClass(o))
-		writeOwner(x, own)
+		writeOwner(x, versionOwner(o, own))
 		x.close("Version")
 	}
 	writePrefixes(x, res.CommonPrefixes, esc)

@@ -40,20 +40,31 @@ type mapInfo struct {
 // and sealed keys (the secret store); level 4 versioning: a bucket's versioning
 // configuration is set only once every node stores and serves versioned records (an
 // older store would take a version for the key's null version and replace the others);
-// level 5 internode TLS: the cluster's CA and its requirement in the map
-// (OpSetInternodeTLS), set only once every node's listener takes TLS and enrols.
-const featureLevel = 5
+// level 5 records with an owner, an ACL or encryption (record version 6), which the S3
+// layer writes only once the map's Level says every node reads them (OpRaiseLevel), and
+// the bucket configurations that enable them ("acl", "ownershipControls"); level 6
+// internode TLS: the cluster's CA and its requirement in the map (OpSetInternodeTLS),
+// set only once every node's listener takes TLS and enrols.
+const featureLevel = 6
 
 // commandLevel is the feature level a map command needs.
 func commandLevel(c clustermap.Command) int {
 	switch c.Op {
 	case clustermap.OpSetBucketConfig:
-		if c.Key == "versioning" {
+		switch c.Key {
+		case "versioning":
 			return 4
+		case "acl", "ownershipControls":
+			// A bucket ACL or an Object Ownership other than BucketOwnerEnforced lets
+			// requests write objects with an owner or an ACL (record version 6); an
+			// older gateway would not honour them either.
+			return 5
 		}
 		return 2
+	case clustermap.OpRaiseLevel:
+		return c.Level
 	case clustermap.OpSetInternodeTLS:
-		return 5
+		return 6
 	case clustermap.OpAddAccount, clustermap.OpSetAccount, clustermap.OpRemoveAccount, clustermap.OpPutKey, clustermap.OpRevokeKey, clustermap.OpSealUsers, clustermap.OpSetGrant:
 		return 3
 	}

@@ -64,3 +64,16 @@ func TestUpgradeError(t *testing.T) {
 		t.Error("nil error changed")
 	}
 }
+
+// TestCommandLevels: the bucket configurations that enable ACLs and object owners need
+// level 5; the others keep the level that added them.
+func TestCommandLevels(t *testing.T) {
+	for _, tc := range []struct {
+		kind string
+		want int
+	}{{"cors", 2}, {"tagging", 2}, {"policy", 2}, {"versioning", 4}, {"acl", 5}, {"ownershipControls", 5}} {
+		if got := commandLevel(clustermap.Command{Op: clustermap.OpSetBucketConfig, Key: tc.kind}); got != tc.want {
+			t.Errorf("set_bucket_config %s: level %d, want %d", tc.kind, got, tc.want)
+		}
+	}
+}

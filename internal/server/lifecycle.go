@@ -337,7 +337,7 @@ func (n *instance) openManager() error {
 		boot = &clustermap.Map{Partitions: cfg.Partitions, Replicas: cfg.Replicas, Nodes: []clustermap.Node{n.self},
 			Classes: map[string]clustermap.Class{clustermap.StandardClass: standardClass(cfg.Replicas)},
 			Buckets: map[string]clustermap.Bucket{}, Internode: n.bootInternode,
-			Accounts: accounts, Keys: keys}
+			Accounts: accounts, Keys: keys, Level: featureLevel}
 		if n.st != nil { // a single node from before clustering keeps its buckets
 			bs, err := n.st.ListBuckets()
 			if err != nil {
@@ -701,6 +701,8 @@ func (n *instance) s3Handler() http.Handler {
 		Logger:       n.log,
 		Observer:     observers{n.m, n.budget},
 		AccessLog:    n.accessLogFunc(),
+		FeatureLevel: func() int { return n.mgr.Current().Level },
+		MasterKeys:   n.cfg.MasterKeys,
 	})
 }
 

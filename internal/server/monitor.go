@@ -60,6 +60,7 @@ func (mo *monitor) run(ctx context.Context) {
 				mo.log.Info("sealed the access keys kept in the clear: every node runs a build with the secret store")
 			}
 		}
+		mo.raiseLevel(ctx, m)
 		for _, n := range m.Nodes {
 			if n.State == clustermap.StateOut {
 				delete(lastSeen, n.ID)
@@ -113,6 +114,25 @@ func (mo *monitor) probe(ctx context.Context, m *clustermap.Map) map[string]bool
 	}
 	wg.Wait()
 	return answered
+}
+
+// raiseLevel raises the map's feature level to this build's once the probes heard every
+// node that is not out answer with a build at that level or later (clustermap.Map.Level).
+func (mo *monitor) raiseLevel(ctx context.Context, m *clustermap.Map) {
+	if m.Level >= featureLevel {
+		return
+	}
+	c := clustermap.Command{Op: clustermap.OpRaiseLevel, Level: featureLevel}
+	if mo.apply.levels.check(m, mo.self, c) != nil {
+		return // a node runs an older build, or has not answered yet
+	}
+	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := mo.apply.Apply(actx, c); err != nil {
+		mo.log.Warn("could not raise the cluster's feature level", "level", featureLevel, "err", err)
+		return
+	}
+	mo.log.Info("every node runs this build's features: cluster feature level raised", "level", featureLevel)
 }
 
 // canTakeOut reports whether one more storage node may be marked out: N storage nodes

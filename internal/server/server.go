@@ -15,6 +15,7 @@ import (
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/rpc"
+	"github.com/cairnfs/cairn/internal/s3api"
 	"github.com/cairnfs/cairn/internal/store"
 	"github.com/cairnfs/cairn/internal/wire"
 	"golang.org/x/sys/unix"
@@ -61,6 +62,10 @@ type Config struct {
 	Logger            *slog.Logger
 	// Store tunables (zero = defaults).
 	Store store.Config
+	// MasterKeys seal the data keys of SSE-S3 objects (cmd/cairn loads them from
+	// --master-key-file, outside DataDir, and reloads them on SIGHUP); nil: SSE-S3 and
+	// bucket default encryption are refused. Every gateway of a cluster needs the same keys.
+	MasterKeys s3api.MasterKeys
 	// ShutdownTimeout bounds the wait for in-flight requests (default 30s).
 	ShutdownTimeout time.Duration
 	// Ready, if set, is called once the node serves.

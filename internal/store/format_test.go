@@ -317,3 +317,32 @@ func TestRecordVersionLock(t *testing.T) {
 		t.Error("a record with an unknown retention mode decoded")
 	}
 }
+
+// Version 6 records carry the owner, the ACL and the encryption; records without them
+// stay version 5 (or older) byte for byte.
+func TestRecordVersionExt(t *testing.T) {
+	for _, o := range []object.Object{
+		{HLC: 5, Owner: "alice", ACL: "public-read", ACLHLC: 9, MetaHLC: 9, Size: 3, Inline: true, Embedded: true, Body: []byte("abc")},
+		{HLC: 6, SSE: object.Encryption{Algorithm: "AES256", KeyID: "k1", SealedKey: []byte{1, 2, 3}, PlainSize: 5}, Size: 7,
+			Chunks: []object.Chunk{{ID: object.ChunkID{1}, Size: 7}}, Retention: object.Retention{Mode: object.LockGovernance, Until: 99}},
+		{HLC: 7, SSE: object.Encryption{Algorithm: "SSE-C", SealedKey: []byte{4}, KeyMD5: "md5=", PlainSize: 1}, Striped: true,
+			Stripe: object.Stripe{K: 4, M: 2, Size: 4 << 20}, Size: 9, Versioned: true, Owner: "bob"},
+	} {
+		b := marshalRecord(&o)
+		if b[0] != recordVersionExt {
+			t.Errorf("record with an owner, ACL or encryption written as version %d", b[0])
+		}
+		var got object.Object
+		if err := unmarshalRecord(&got, b); err != nil || !reflect.DeepEqual(got, o) {
+			t.Errorf("round trip of %+v: %+v, %v", o, got, err)
+		}
+	}
+	o := object.Object{HLC: 5, Retention: object.Retention{Mode: object.LockGovernance, Until: 1}, Size: 1, Inline: true, Embedded: true, Body: []byte("a")}
+	if b := marshalRecord(&o); b[0] != recordVersionLock {
+		t.Errorf("a record with a lock only written as version %d", b[0])
+	}
+	o = object.Object{HLC: 5, SSE: object.Encryption{Algorithm: "AES256", PlainSize: -1}, Size: 1, Inline: true, Embedded: true, Body: []byte("a")}
+	if err := unmarshalRecord(new(object.Object), marshalRecord(&o)); err == nil {
+		t.Error("a record with a negative plaintext size decoded")
+	}
+}

@@ -22,6 +22,8 @@ func FuzzObjectRecord(f *testing.F) {
 		{HLC: 6, Deleted: true, Versioned: true, Purged: true, Inline: true, Embedded: true, Body: []byte{}},
 		{HLC: 7, MetaHLC: 12, TagsHLC: 9, RetentionHLC: 12, HoldHLC: 11, LegalHold: true, Versioned: true, Size: 1, Inline: true, Embedded: true, Body: []byte{2},
 			Retention: object.Retention{Mode: object.LockCompliance, Until: 1 << 62}, Tags: [][2]string{{"k", "v"}}},
+		{HLC: 8, Owner: "u", ACL: "public-read", ACLHLC: 9, MetaHLC: 9, SSE: object.Encryption{Algorithm: "AES256", KeyID: "k", SealedKey: []byte{1}, PlainSize: 1},
+			Size: 17, Inline: true, Embedded: true, Body: make([]byte, 17)},
 	}
 	for _, o := range seeds {
 		f.Add(marshalRecord(o))

@@ -23,11 +23,16 @@ import (
 // metadata Object Lock added (TagsHLC, the retention and its HLC, the legal hold and its
 // HLC); it is written only for records with a retention, a legal hold or a change of
 // them (docs/design/object-lock.md).
+// Version 6 is version 5 plus, after the legal hold, the owner, the ACL and its HLC, and
+// the encryption (algorithm, master key id, sealed data key, key MD5, plaintext size);
+// it is written only for records with any of them, which a cluster makes only once every
+// node runs feature level 5.
 const (
 	recordVersion        = 2
 	recordVersionStriped = 3
 	recordVersionMeta    = 4
 	recordVersionLock    = 5
+	recordVersionExt     = 6
 )
 
 // flagStriped marks a striped record in version 4 (versions 2 and 3 say it by the
@@ -50,10 +55,16 @@ const maxRecordList = 1 << 22
 // Marshal encodes o.
 func marshalRecord(o *object.Object) []byte {
 	b := make([]byte, 0, 128+len(o.Chunks)*20+len(o.PartSizes)*5)
-	withLock := o.RetentionHLC != 0 || o.HoldHLC != 0 || o.Retention != (object.Retention{}) || o.LegalHold
+	withExt := o.Owner != "" || o.ACL != "" || o.ACLHLC != 0 || !o.SSE.IsZero()
+	withLock := withExt || o.RetentionHLC != 0 || o.HoldHLC != 0 || o.Retention != (object.Retention{}) || o.LegalHold
 	withMeta := withLock || o.MetaHLC != 0 || len(o.Tags) > 0 || len(o.PartChecksums) > 0
 	var flags byte
 	switch {
+	case withExt:
+		b = append(b, recordVersionExt)
+		if o.Striped {
+			flags |= flagStriped
+		}
 	case withLock:
 		b = append(b, recordVersionLock)
 		if o.Striped {
@@ -144,6 +155,17 @@ func marshalRecord(o *object.Object) []byte {
 		b = append(b, hold)
 		b = binary.AppendUvarint(b, o.HoldHLC)
 	}
+	if withExt {
+		b = appendString(b, o.Owner)
+		b = appendString(b, o.ACL)
+		b = binary.AppendUvarint(b, o.ACLHLC)
+		b = appendString(b, o.SSE.Algorithm)
+		b = appendString(b, o.SSE.KeyID)
+		b = binary.AppendUvarint(b, uint64(len(o.SSE.SealedKey)))
+		b = append(b, o.SSE.SealedKey...)
+		b = appendString(b, o.SSE.KeyMD5)
+		b = binary.AppendVarint(b, o.SSE.PlainSize)
+	}
 	if o.Embedded {
 		b = binary.AppendUvarint(b, uint64(len(o.Body)))
 		b = append(b, o.Body...)
@@ -228,7 +250,7 @@ func unmarshalRecord(o *object.Object, b []byte) error {
 	if d.err != nil {
 		return d.err
 	}
-	if v[0] < 1 || v[0] > recordVersionLock || (v[0] < recordVersionMeta && v[1]&flagStriped != 0) {
+	if v[0] < 1 || v[0] > recordVersionExt || (v[0] < recordVersionMeta && v[1]&flagStriped != 0) {
 		d.fail()
 		return d.err
 	}
@@ -302,7 +324,7 @@ func unmarshalRecord(o *object.Object, b []byte) error {
 			}
 		}
 	}
-	if v[0] == recordVersionLock {
+	if v[0] >= recordVersionLock {
 		o.TagsHLC = d.uvarint()
 		o.Retention.Mode = d.str()
 		o.Retention.Until = d.varint()
@@ -315,6 +337,21 @@ func unmarshalRecord(o *object.Object, b []byte) error {
 		}
 		o.HoldHLC = d.uvarint()
 		if m := o.Retention.Mode; m != "" && m != object.LockGovernance && m != object.LockCompliance {
+			d.fail()
+		}
+	}
+	if v[0] >= recordVersionExt {
+		o.Owner = d.str()
+		o.ACL = d.str()
+		o.ACLHLC = d.uvarint()
+		o.SSE.Algorithm = d.str()
+		o.SSE.KeyID = d.str()
+		if n := d.count(); n > 0 {
+			o.SSE.SealedKey = append([]byte(nil), d.bytes(n)...)
+		}
+		o.SSE.KeyMD5 = d.str()
+		o.SSE.PlainSize = d.varint()
+		if o.SSE.PlainSize < 0 {
 			d.fail()
 		}
 	}

@@ -45,6 +45,18 @@ func (w tbWriter) Write(p []byte) (int, error) {
 // cfg.Dir is set by StartServer; other store settings are kept.
 func StartServer(tb testing.TB, cfg store.Config, mod func(*s3api.Config)) *Server {
 	tb.Helper()
+	return start(tb, cfg, mod, false)
+}
+
+// StartTLSServer is StartServer serving HTTPS (httptest's certificate: Client trusts it),
+// for what S3 allows only over TLS (SSE-C).
+func StartTLSServer(tb testing.TB, cfg store.Config, mod func(*s3api.Config)) *Server {
+	tb.Helper()
+	return start(tb, cfg, mod, true)
+}
+
+func start(tb testing.TB, cfg store.Config, mod func(*s3api.Config), tlsOn bool) *Server {
+	tb.Helper()
 	if cfg.Dir == "" {
 		cfg.Dir = tb.TempDir()
 	}
@@ -61,7 +73,12 @@ func StartServer(tb testing.TB, cfg store.Config, mod func(*s3api.Config)) *Serv
 	if mod != nil {
 		mod(&acfg)
 	}
-	hs := httptest.NewServer(s3api.New(acfg))
+	hs := httptest.NewUnstartedServer(s3api.New(acfg))
+	if tlsOn {
+		hs.StartTLS()
+	} else {
+		hs.Start()
+	}
 	s := &Server{URL: hs.URL, Store: st, Dir: cfg.Dir, http: hs}
 	tb.Cleanup(func() {
 		hs.Close()
@@ -70,7 +87,7 @@ func StartServer(tb testing.TB, cfg store.Config, mod func(*s3api.Config)) *Serv
 	return s
 }
 
-// Client returns an HTTP client for raw requests.
+// Client returns an HTTP client for raw requests (trusting the server's certificate).
 func (s *Server) Client() *http.Client { return s.http.Client() }
 
 var _ = context.Background

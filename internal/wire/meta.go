@@ -43,6 +43,12 @@ type Meta struct {
 	RetentionHLC uint64 `json:"retention_hlc,omitempty"`
 	LegalHold    bool   `json:"legal_hold,omitempty"`
 	HoldHLC      uint64 `json:"hold_hlc,omitempty"`
+	// Owner, ACL and encryption (absent from binaries before feature level 5, which
+	// therefore never receive records with them: see object.Object).
+	Owner  string             `json:"owner,omitempty"`
+	ACL    string             `json:"acl,omitempty"`
+	ACLHLC uint64             `json:"acl_hlc,omitempty"`
+	SSE    *object.Encryption `json:"sse,omitempty"`
 }
 
 // Stripe is an erasure-coded object's layout on the wire.
@@ -65,7 +71,12 @@ func MetaOf(o *object.Object) *Meta {
 		UserMeta: o.UserMeta, ChecksumAlgo: o.ChecksumAlgo, Checksum: o.Checksum, ChecksumType: o.ChecksumType,
 		PartSizes: o.PartSizes, Striped: o.Striped, Tags: o.Tags, MetaHLC: o.MetaHLC, PartChecksums: o.PartChecksums,
 		Versioned: o.Versioned, DeleteMarker: o.DeleteMarker, Purged: o.Purged,
-		TagsHLC: o.TagsHLC, LockMode: o.Retention.Mode, LockUntil: o.Retention.Until, RetentionHLC: o.RetentionHLC, LegalHold: o.LegalHold, HoldHLC: o.HoldHLC}
+		TagsHLC: o.TagsHLC, LockMode: o.Retention.Mode, LockUntil: o.Retention.Until, RetentionHLC: o.RetentionHLC, LegalHold: o.LegalHold, HoldHLC: o.HoldHLC,
+		Owner: o.Owner, ACL: o.ACL, ACLHLC: o.ACLHLC}
+	if !o.SSE.IsZero() {
+		e := o.SSE
+		m.SSE = &e
+	}
 	if s := o.Stripe; s.K != 0 || s.M != 0 || s.Size != 0 || s.Upload != "" || len(s.Parts) > 0 {
 		m.Stripe = &Stripe{K: s.K, M: s.M, Size: s.Size, Upload: s.Upload, Parts: s.Parts}
 	}
@@ -83,7 +94,11 @@ func (m *Meta) Object() *object.Object {
 		UserMeta: m.UserMeta, ChecksumAlgo: m.ChecksumAlgo, Checksum: m.Checksum, ChecksumType: m.ChecksumType,
 		PartSizes: m.PartSizes, Striped: m.Striped, Tags: m.Tags, MetaHLC: m.MetaHLC, PartChecksums: m.PartChecksums,
 		Versioned: m.Versioned, DeleteMarker: m.DeleteMarker, Purged: m.Purged,
-		TagsHLC: m.TagsHLC, Retention: object.Retention{Mode: m.LockMode, Until: m.LockUntil}, RetentionHLC: m.RetentionHLC, LegalHold: m.LegalHold, HoldHLC: m.HoldHLC}
+		TagsHLC: m.TagsHLC, Retention: object.Retention{Mode: m.LockMode, Until: m.LockUntil}, RetentionHLC: m.RetentionHLC, LegalHold: m.LegalHold, HoldHLC: m.HoldHLC,
+		Owner: m.Owner, ACL: m.ACL, ACLHLC: m.ACLHLC}
+	if m.SSE != nil {
+		o.SSE = *m.SSE
+	}
 	if s := m.Stripe; s != nil {
 		o.Stripe = object.Stripe{K: s.K, M: s.M, Size: s.Size, Upload: s.Upload, Parts: s.Parts}
 	}
@@ -342,18 +357,20 @@ type MetaUpdate struct {
 	RetentionHLC uint64 `json:"retention_hlc,omitempty"`
 	LegalHold    bool   `json:"legal_hold,omitempty"`
 	HoldHLC      uint64 `json:"hold_hlc,omitempty"`
+	ACL          string `json:"acl,omitempty"`
+	ACLHLC       uint64 `json:"acl_hlc,omitempty"`
 }
 
 // MetaUpdateOf returns u's wire form (bucket and key go in the query).
 func MetaUpdateOf(u object.MetaUpdate) MetaUpdate {
 	return MetaUpdate{HLC: u.Version, MetaHLC: u.MetaHLC, Tags: u.Tags, TagsHLC: u.TagsHLC, LockMode: u.Retention.Mode, LockUntil: u.Retention.Until,
-		RetentionHLC: u.RetentionHLC, LegalHold: u.LegalHold, HoldHLC: u.HoldHLC}
+		RetentionHLC: u.RetentionHLC, LegalHold: u.LegalHold, HoldHLC: u.HoldHLC, ACL: u.ACL, ACLHLC: u.ACLHLC}
 }
 
 // Update returns the update m describes, of bucket/key.
 func (m MetaUpdate) Update(bucket, key string) object.MetaUpdate {
 	return object.MetaUpdate{Bucket: bucket, Key: key, Version: m.HLC, MetaHLC: m.MetaHLC, Tags: m.Tags, TagsHLC: m.TagsHLC,
-		Retention: object.Retention{Mode: m.LockMode, Until: m.LockUntil}, RetentionHLC: m.RetentionHLC, LegalHold: m.LegalHold, HoldHLC: m.HoldHLC}
+		Retention: object.Retention{Mode: m.LockMode, Until: m.LockUntil}, RetentionHLC: m.RetentionHLC, LegalHold: m.LegalHold, HoldHLC: m.HoldHLC, ACL: m.ACL, ACLHLC: m.ACLHLC}
 }
 
 // DigestAnswer holds one digest per partition asked for, in the order asked.

@@ -93,6 +93,8 @@ func TestMetaRoundTrip(t *testing.T) {
 		{HLC: 8, Deleted: true},
 		{HLC: 10, MetaHLC: 12, Tags: [][2]string{{"a", ""}, {"k", "v"}}},
 		{Size: 9 << 20, Striped: true, Stripe: object.Stripe{K: 4, M: 2, Size: 4 << 20, Upload: "u", Parts: []int{1, 2}}},
+		{HLC: 11, Owner: "alice", ACL: "public-read", ACLHLC: 12, MetaHLC: 12,
+			SSE: object.Encryption{Algorithm: "AES256", KeyID: "k1", SealedKey: []byte{1, 2}, KeyMD5: "m", PlainSize: 3}},
 	} {
 		got, err := DecodeMeta(EncodeMeta(o))
 		if err != nil || !reflect.DeepEqual(got, o) {
