@@ -73,6 +73,12 @@ Commands:
                          every storage node; shows progress until done (Ctrl-C stops watching,
                          not the work)
   policy status BUCKET   progress of the last policy apply
+  internode-tls [status] internode mutual TLS: the cluster CA, whether plain connections are
+                         refused, each node's certificate (expiry) and who holds the CA key
+  internode-tls enable   turn internode TLS on in a cluster without it (upgraded from a build
+                         before it, or bootstrapped with --internode-tls off): the leader makes
+                         the CA, every node enrols, then plain connections are refused for
+                         good; needs every node upgraded; run again if a node was slow
 
 The admin address is --admin, else $CAIRN_ADMIN, else 127.0.0.1:9001: HOST:PORT, or a URL
 (http://HOST:PORT, https://HOST:PORT). A node started with --tls-cert serves HTTPS: give
@@ -252,6 +258,8 @@ func runAdmin(args []string, stdout, stderr io.Writer) error {
 		return c.policyCmd(stdout, rest, *asJSON)
 	case "recovery":
 		return c.recoveryCmd(stdout, rest, *asJSON)
+	case "internode-tls":
+		return c.internodeCmd(stdout, rest, *asJSON)
 	case "scrub":
 		if len(rest) < 1 || len(rest) > 2 {
 			return fmt.Errorf("admin: usage: cairn admin scrub start|pause|status [NODE]")
@@ -821,4 +829,45 @@ func printReplace(stdout io.Writer, rp *server.Replace) {
 	default:
 		fmt.Fprintf(stdout, "bucket %s: apply #%d in progress\n", rp.Bucket, rp.Gen)
 	}
+}
+
+// internodeCmd: cairn admin internode-tls [status|enable].
+func (c *adminClient) internodeCmd(stdout io.Writer, args []string, asJSON bool) error {
+	method := http.MethodGet
+	switch {
+	case len(args) == 0 || (len(args) == 1 && args[0] == "status"):
+	case len(args) == 1 && args[0] == "enable":
+		method = http.MethodPost
+	default:
+		return fmt.Errorf("admin: usage: cairn admin internode-tls [status|enable]")
+	}
+	var st wire.InternodeStatus
+	if err := c.do(method, "internode-tls", &st); err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(stdout, st)
+	}
+	switch {
+	case st.CA == "":
+		fmt.Fprintln(stdout, "internode TLS: off (plain, authenticated by the cluster secret); cairn admin internode-tls enable turns it on")
+	case st.Required:
+		fmt.Fprintf(stdout, "internode TLS: required (plain connections refused); CA %s\n", st.CA)
+	default:
+		fmt.Fprintf(stdout, "internode TLS: enabled, not yet required (nodes enrolling); CA %s\n", st.CA)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tCERTIFICATE\tEXPIRES\tCA KEY\tERROR")
+	for _, n := range st.Nodes {
+		cert := "none"
+		if n.CA != "" {
+			cert = "ok"
+		}
+		key := ""
+		if n.CAKey {
+			key = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.ID, cert, n.NotAfter, key, n.Err)
+	}
+	return tw.Flush()
 }

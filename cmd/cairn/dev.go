@@ -22,7 +22,7 @@ import (
 	"github.com/cairnfs/cairn/internal/testutil/testcert"
 )
 
-const devUsage = `Usage: cairn dev cluster [--nodes N] [--zones Z] [--dir DIR] [--replicas R] [--base-port P] [--tls] [--clean]
+const devUsage = `Usage: cairn dev cluster [--nodes N] [--zones Z] [--dir DIR] [--replicas R] [--base-port P] [--tls] [--internode-tls on|off] [--clean]
        cairn dev cluster kill|stop|start|restart NODE [--dir DIR]
 
 Starts N cairn nodes on loopback ports (node 1 bootstraps, the others join it), in zones
@@ -45,7 +45,12 @@ Flags:
                  port range, so a node's ports stay free while it is down; 0: any free ports)
   --tls          serve S3 and the admin API over HTTPS: a throwaway CA and a certificate for
                  127.0.0.1 and localhost are made in DIR/tls (ca.pem is the CA to trust; kept
-                 and reused while DIR is); internode traffic stays unencrypted
+                 and reused while DIR is)
+  --internode-tls on|off
+                 internode traffic (RPC and Raft) over mutual TLS with the cluster CA node1
+                 makes (on, the default, as for any new cluster: DIR/node1/internode/ca.pem),
+                 or plain, authenticated by the cluster secret (off: for comparisons; cairn
+                 admin internode-tls enable turns it on later)
   --clean        remove DIR when the cluster stops (default: keep it, and say where it is)
 `
 
@@ -64,11 +69,13 @@ type devNode struct {
 
 // devCluster is cluster.json.
 type devCluster struct {
-	AccessKey     string    `json:"access_key"`
-	SecretKey     string    `json:"secret_key"`
-	ClusterSecret string    `json:"cluster_secret"`
-	CAFile        string    `json:"ca_file,omitempty"` // --tls: the CA that signed the nodes' certificate
-	Nodes         []devNode `json:"nodes"`
+	AccessKey     string `json:"access_key"`
+	SecretKey     string `json:"secret_key"`
+	ClusterSecret string `json:"cluster_secret"`
+	CAFile        string `json:"ca_file,omitempty"` // --tls: the CA that signed the nodes' certificate
+	// InternodeCA is the cluster CA of internode mutual TLS (empty: --internode-tls off).
+	InternodeCA string    `json:"internode_ca,omitempty"`
+	Nodes       []devNode `json:"nodes"`
 }
 
 func runDev(args []string, stdout, stderr io.Writer) error {
@@ -93,6 +100,7 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 	basePort := fs.Int("base-port", 19000, "first port: node I uses P+10I (S3), P+10I+1 (admin), P+10I+2 (internode); 0: any free ports")
 	clean := fs.Bool("clean", false, "remove the directory when the cluster stops")
 	withTLS := fs.Bool("tls", false, "serve S3 and admin over HTTPS with a throwaway CA made in DIR/tls")
+	internode := fs.String("internode-tls", "on", "internode mutual TLS: on or off")
 	if err := fs.Parse(args[1:]); err != nil {
 		if err == flag.ErrHelp {
 			return nil
@@ -101,6 +109,9 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("dev: unexpected %q: the commands are cairn dev cluster [FLAGS] and cairn dev cluster kill|stop|start|restart NODE --dir DIR", fs.Arg(0))
+	}
+	if *internode != "on" && *internode != "off" {
+		return fmt.Errorf("dev: --internode-tls %q: want on or off", *internode)
 	}
 	if *nodes < 1 || *nodes > 64 {
 		return fmt.Errorf("dev: --nodes %d: want 1 to 64", *nodes)
@@ -146,7 +157,7 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 		caFile, scheme = certs.CA, "https"
 	}
 	dc := &devSupervisor{dir: *dir, stdout: stdout, stderr: stderr, ctx: ctx}
-	c, procs, err := startDev(ctx, bin, *dir, *nodes, *zones, *replicas, *basePort, certs, dc.died)
+	c, procs, err := startDev(ctx, bin, *dir, *nodes, *zones, *replicas, *basePort, certs, *internode == "on", dc.died)
 	dc.c, dc.procs = c, procs
 	defer func() {
 		dc.stopAll()
@@ -169,8 +180,13 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "  node%d %-14s zone %-4s S3 %s://%s  admin %s  node %s\n", i+1, n.ID, n.Zone, scheme, n.S3, n.Admin, n.Addr)
 	}
 	fmt.Fprintf(stdout, "  access key:  %s\n  secret key:  %s\n", c.AccessKey, c.SecretKey)
+	if c.InternodeCA != "" {
+		fmt.Fprintf(stdout, "  internode traffic (RPC, Raft): mutual TLS, cluster CA %s\n", c.InternodeCA)
+	} else {
+		fmt.Fprintf(stdout, "  internode traffic (RPC, Raft): plain, authenticated by the cluster secret (--internode-tls off)\n")
+	}
 	if caFile != "" {
-		fmt.Fprintf(stdout, "  HTTPS (S3, admin); the CA to trust: %s (internode traffic is not encrypted)\n", caFile)
+		fmt.Fprintf(stdout, "  HTTPS (S3, admin); the CA to trust: %s\n", caFile)
 		fmt.Fprintf(stdout, "  try: AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s aws --endpoint-url https://%s --ca-bundle %s s3 ls\n", c.AccessKey, c.SecretKey, c.Nodes[0].S3, caFile)
 		fmt.Fprintf(stdout, "       CAIRN_CA_FILE=%s CAIRN_CLUSTER_SECRET=%s cairn admin --admin %s status\n", caFile, c.ClusterSecret, c.Nodes[0].Admin)
 	} else {
@@ -225,11 +241,14 @@ func devCerts(dir string) (*devCertFiles, error) {
 // others join it. Each binds the loopback ports basePort gives it (any free ones for 0)
 // and says which in its ready file, DIR/nodeI.ready.json; with certs, every node serves
 // HTTPS with them. onExit hears of a node that exits without being told to.
-func startDev(ctx context.Context, bin, dir string, n, zones, replicas, basePort int, certs *devCertFiles, onExit func(*proc.Proc, error)) (*devCluster, []*proc.Proc, error) {
+func startDev(ctx context.Context, bin, dir string, n, zones, replicas, basePort int, certs *devCertFiles, internodeTLS bool, onExit func(*proc.Proc, error)) (*devCluster, []*proc.Proc, error) {
 	c := &devCluster{AccessKey: "CAIRNDEV" + strings.ToUpper(randHex(6)), SecretKey: randHex(20), ClusterSecret: randHex(24)}
 	var extra []string
 	if certs != nil {
 		c.CAFile, extra = certs.CA, []string{"--tls-cert", certs.Cert, "--tls-key", certs.Key}
+	}
+	if !internodeTLS {
+		extra = append(extra, "--internode-tls", "off")
 	}
 	env := []string{"CAIRN_ACCESS_KEY=" + c.AccessKey, "CAIRN_SECRET_KEY=" + c.SecretKey, "CAIRN_CLUSTER_SECRET=" + c.ClusterSecret}
 	cfg := func(i int) proc.Config {
@@ -256,6 +275,9 @@ func startDev(ctx context.Context, bin, dir string, n, zones, replicas, basePort
 	}
 	procs := []*proc.Proc{first}
 	c.Nodes = append(c.Nodes, node(first, 0))
+	if internodeTLS {
+		c.InternodeCA = filepath.Join(first.DataDir(), "internode", "ca.pem")
+	}
 	rest := make([]*proc.Proc, n-1)
 	errs := make([]error, n-1)
 	var wg sync.WaitGroup

@@ -146,6 +146,9 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.TLS.KeyFile, "tls-key", "", "PEM private key of --tls-cert")
 	fs.DurationVar(&cfg.TLS.PollInterval, "tls-reload-interval", 5*time.Second, "how often --tls-cert and --tls-key are checked for a change (-1s: only on SIGHUP)")
 	masterKeyFile := fs.String("master-key-file", "", "file of the master keys of SSE-S3 (lines \"NAME KEY\", KEY the base64 of 32 random bytes: openssl rand -base64 32); the last one encrypts new objects, all decrypt; outside --data; reloaded on SIGHUP. Losing a key loses the objects it encrypted: back the file up. Every gateway needs the same file. Unset: SSE-S3 is refused")
+	internodeTLS := fs.String("internode-tls", "on", "a new cluster's internode traffic (RPC and Raft on --node-addr): on (mutual TLS with a cluster CA made at bootstrap, plain connections refused) or off (plain, authenticated by the cluster secret; cairn admin internode-tls enable turns TLS on later); only a bootstrap reads it")
+	fs.StringVar(&cfg.Internode.CACertFile, "internode-ca-cert", "", "PEM certificate of the CA for internode certificates (with --internode-ca-key): a bootstrap uses it instead of making one; on a manager of an existing cluster, installs the key again")
+	fs.StringVar(&cfg.Internode.CAKeyFile, "internode-ca-key", "", "PEM private key of --internode-ca-cert (kept in DATA/internode/ca.key, 0600, on nodes with the manager role only)")
 	readyFile := fs.String("ready-file", "", "once the node serves, write this JSON file (atomically) with its pid, node id, data directory and bound addresses (S3, admin, node: the actual ports of listeners given port 0); removed at exit")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
@@ -161,6 +164,16 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("server: unexpected argument %q", fs.Arg(0))
+	}
+	switch *internodeTLS {
+	case "on":
+	case "off":
+		cfg.Internode.Off = true
+	default:
+		return fmt.Errorf("server: bad --internode-tls %q (want on or off)", *internodeTLS)
+	}
+	if cfg.Internode.CAKeyFile != "" {
+		cfg.SecretFiles = append(cfg.SecretFiles, cfg.Internode.CAKeyFile)
 	}
 	var err error
 	if cfg.ScrubRate, err = parseSize(*scrubRate); err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,7 +20,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/testutil/proctest"
+	"github.com/cairnfs/cairn/internal/wire"
 )
 
 // upgradeBaseline is the release a cluster is upgraded from in TestRollingUpgrade: the
@@ -224,5 +227,38 @@ func TestRollingUpgrade(t *testing.T) {
 		if _, err := p.client().ListBuckets(ctx, &s3.ListBucketsInput{}); err != nil {
 			t.Fatalf("node %d: the sealed key: %v", i, err)
 		}
+	}
+
+	// The upgraded cluster's internode traffic is plain until the operator turns TLS on:
+	// every node enrols, then plain connections are refused, and objects written before
+	// read back through every node over mutual TLS.
+	secret, _ := rpc.NewSecret(testClusterSecret)
+	plainMap := func() error {
+		c := &rpc.Client{Secret: secret, Node: "probe", HTTP: &http.Client{Transport: rpc.NewTransport(), Timeout: 5 * time.Second}}
+		return c.DoJSON(ctx, &rpc.Request{Method: http.MethodGet, Addr: tc.addrs[1], Path: wire.PathMap}, nil)
+	}
+	if err := plainMap(); err != nil {
+		t.Fatalf("plain internode request before internode TLS is on: %v", err)
+	}
+	if out, err := tc.admin(0, "internode-tls", "enable"); err != nil || !strings.Contains(out, "required") {
+		t.Fatalf("cairn admin internode-tls enable: %v\n%s", err, out)
+	}
+	if err := plainMap(); err == nil {
+		t.Fatal("a plain internode request was accepted after internode TLS was enabled")
+	}
+	n := 0
+	for k, want := range acked {
+		if n++; n > 20 {
+			break
+		}
+		for i, p := range tc.procs {
+			got, err := getBody(ctx, p.client(), "upg", k)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("with internode TLS, node %d: %s: %v (%d bytes, want %d)", i, k, err, len(got), len(want))
+			}
+		}
+	}
+	if _, err := tc.procs[2].client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("upg"), Key: aws.String("after-tls"), Body: bytes.NewReader(make([]byte, 300<<10))}); err != nil {
+		t.Fatalf("a write with internode TLS: %v", err)
 	}
 }

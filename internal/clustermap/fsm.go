@@ -39,6 +39,8 @@ type Command struct {
 	Volume *Volume `json:"volume,omitempty"`
 	Size   int64   `json:"size,omitempty"`
 	Force  bool    `json:"force,omitempty"`
+	// Internode is OpSetInternodeTLS's state.
+	Internode *InternodeTLS `json:"internode,omitempty"`
 }
 
 // The command operations.
@@ -73,6 +75,9 @@ type Command struct {
 //     OpDetachVolume, OpDeleteVolume) are described in volumes.go.
 //   - OpRaiseLevel (Level): raises Map.Level to Level; Invalid if Level is not above
 //     it (the level never goes down).
+//   - OpSetInternodeTLS (Internode): sets the cluster's internode TLS. Invalid without a
+//     CA, with one over MaxInternodeCA bytes, with another CA than the one set, or
+//     turning Required off once it is on.
 //
 // Every command other than OpInit requires an initialized map (Precondition
 // otherwise). Every accepted command increments the epoch by one; a rejected
@@ -92,6 +97,7 @@ const (
 
 	OpSetBucketConfig = "set_bucket_config"
 	OpRaiseLevel      = "raise_level"
+	OpSetInternodeTLS = "set_internode_tls"
 )
 
 // MaxBucketConfig bounds one bucket configuration document: the map is held in memory by
@@ -307,6 +313,20 @@ func applyCommand(m *Map, c Command) (*Map, error) {
 		if err := applyVolumeCommand(nm, c); err != nil {
 			return nil, err
 		}
+	case OpSetInternodeTLS:
+		it := c.Internode
+		switch {
+		case it == nil || it.CA == "":
+			return nil, errors.E(opFSM, errors.Invalid, "set_internode_tls: missing CA")
+		case len(it.CA) > MaxInternodeCA:
+			return nil, errors.Errorf(opFSM, errors.Invalid, "set_internode_tls: a CA of %d bytes (at most %d)", len(it.CA), MaxInternodeCA)
+		case nm.Internode != nil && nm.Internode.CA != it.CA:
+			return nil, errors.E(opFSM, errors.Invalid, "set_internode_tls: the cluster has another CA (it is not replaced)")
+		case nm.Internode != nil && nm.Internode.Required && !it.Required:
+			return nil, errors.E(opFSM, errors.Invalid, "set_internode_tls: internode TLS is required and stays so")
+		}
+		v := *it
+		nm.Internode = &v
 	case OpAddAccount, OpSetAccount, OpRemoveAccount, OpPutKey, OpRevokeKey, OpSealUsers, OpSetGrant:
 		if err := applyUserCommand(nm, c); err != nil {
 			return nil, err

@@ -400,6 +400,56 @@ func TestApplyPolicyGenerations(t *testing.T) {
 	}
 }
 
+// OpSetInternodeTLS: set once with a CA, Required only ever turned on, the CA never
+// replaced.
+func TestSetInternodeTLS(t *testing.T) {
+	set := func(ca string, req bool) Command {
+		return Command{Op: OpSetInternodeTLS, Internode: &InternodeTLS{CA: ca, Required: req}}
+	}
+	tests := []struct {
+		name  string
+		start *InternodeTLS
+		cmd   Command
+		kind  errors.Kind // Other: accepted
+	}{
+		{"first, optional", nil, set("ca1", false), errors.Other},
+		{"first, required", nil, set("ca1", true), errors.Other},
+		{"require", &InternodeTLS{CA: "ca1"}, set("ca1", true), errors.Other},
+		{"again", &InternodeTLS{CA: "ca1", Required: true}, set("ca1", true), errors.Other},
+		{"no CA", nil, set("", false), errors.Invalid},
+		{"nil", nil, Command{Op: OpSetInternodeTLS}, errors.Invalid},
+		{"too large", nil, set(strings.Repeat("x", MaxInternodeCA+1), false), errors.Invalid},
+		{"another CA", &InternodeTLS{CA: "ca1"}, set("ca2", false), errors.Invalid},
+		{"back to optional", &InternodeTLS{CA: "ca1", Required: true}, set("ca1", false), errors.Invalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := initialized(t)
+			base.Internode = tt.start
+			before := base.Digest()
+			got, err := applyCommand(base, tt.cmd)
+			if base.Digest() != before {
+				t.Fatal("applyCommand modified its input")
+			}
+			if tt.kind != errors.Other {
+				if !errors.Is(tt.kind, err) {
+					t.Fatalf("err = %v, want kind %v", err, tt.kind)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if *got.Internode != *tt.cmd.Internode {
+				t.Fatalf("internode %+v, want %+v", got.Internode, tt.cmd.Internode)
+			}
+			if c := got.Clone(); c.Internode == got.Internode || *c.Internode != *got.Internode || c.Digest() != got.Digest() {
+				t.Fatal("Clone does not copy Internode")
+			}
+		})
+	}
+}
+
 // The feature level only goes up.
 func TestRaiseLevel(t *testing.T) {
 	m, err := ApplyCommand(&Map{}, Command{Op: OpInit, Init: &Map{Partitions: 8, Replicas: 1}})

@@ -219,7 +219,22 @@ type Map struct {
 	Level int `json:"level,omitempty"`
 	// Volumes are the block volumes by name (volumes.go).
 	Volumes map[string]Volume `json:"volumes,omitempty"`
+	// Internode is the cluster's internode TLS (nil: internode traffic is plain HTTP and
+	// Raft, authenticated by the cluster secret: a cluster from before internode TLS, or
+	// one bootstrapped without it). See docs/design/internode-tls.md.
+	Internode *InternodeTLS `json:"internode,omitempty"`
 }
+
+// InternodeTLS is the cluster's internode mutual TLS: the CA every node certificate
+// chains to, and whether plain connections are refused. The CA never changes once set,
+// and Required never goes back to false (OpSetInternodeTLS).
+type InternodeTLS struct {
+	CA       string `json:"ca"`       // the CA certificate, PEM
+	Required bool   `json:"required"` // plain internode connections are refused
+}
+
+// MaxInternodeCA bounds the CA certificate's PEM in the map.
+const MaxInternodeCA = 16 << 10
 
 // Node returns the node with the given ID.
 func (m *Map) Node(id string) (Node, bool) {
@@ -276,6 +291,10 @@ func (m *Map) Clone() *Map {
 	}
 	for k, v := range m.Keys {
 		c.Keys[k] = v
+	}
+	if m.Internode != nil {
+		it := *m.Internode
+		c.Internode = &it
 	}
 	return c
 }

@@ -41,12 +41,19 @@ func raftKeys(key, nc, ns []byte) (dialerToServer, serverToDialer []byte) {
 	return mac(key, "c2s", string(nc), string(ns)), mac(key, "s2c", string(nc), string(ns))
 }
 
-// DialRaft opens a Raft connection to addr: the challenge-response, then framed traffic.
+// DialRaft opens a plain Raft connection to addr: the challenge-response, then framed
+// traffic. Dialer.DialRaft opens one over TLS when the node has a certificate.
 func (s *Secret) DialRaft(addr string, timeout time.Duration) (net.Conn, error) {
 	c, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
 		return nil, err
 	}
+	return s.raftClient(c, timeout)
+}
+
+// raftClient runs the dialer's side of the challenge-response on c (closed on failure)
+// and returns the framed connection.
+func (s *Secret) raftClient(c net.Conn, timeout time.Duration) (net.Conn, error) {
 	c.SetDeadline(time.Now().Add(timeout))
 	nc := make([]byte, raftNonce)
 	rand.Read(nc)

@@ -93,6 +93,7 @@ type adminHandler struct {
 	log    *slog.Logger
 	// nbdAddr is this node's NBD listener ("": none).
 	nbdAddr string
+	itls    *internodeTLS
 }
 
 // Status is the answer of /admin/v1/status.
@@ -272,6 +273,13 @@ func (a *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, out)
 	case path == "replace":
 		writeJSON(w, a.replace(r.Context(), q.Get("bucket")))
+	case path == "internode-tls":
+		st, err := a.internodeTLS(r.Context(), r.Method == http.MethodPost)
+		if err != nil {
+			wire.WriteError(w, err)
+			return
+		}
+		writeJSON(w, st)
 	case path == "apply" && r.Method == http.MethodPost:
 		serveApply(w, r, a.apply.Apply)
 	default:
@@ -647,4 +655,24 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// internodeTLS answers the cluster's internode TLS status, or turns it on (enable) through
+// the Raft leader.
+func (a *adminHandler) internodeTLS(ctx context.Context, enable bool) (wire.InternodeStatus, error) {
+	if !enable {
+		return a.itls.status(ctx), nil
+	}
+	if a.mgr.IsLeader() {
+		return a.itls.enable(ctx, 20*time.Second)
+	}
+	_, addr := a.mgr.Leader()
+	if addr == "" {
+		return wire.InternodeStatus{}, errors.E(errors.Transient, "no raft leader")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	var st wire.InternodeStatus
+	err := a.rpc.DoJSON(ctx, &rpc.Request{Method: http.MethodPost, Addr: addr, Path: wire.PathInternodeTLS, Query: map[string][]string{"action": {"enable"}}}, &st)
+	return st, err
 }

@@ -44,8 +44,10 @@ type mapInfo struct {
 // older store would take a version for the key's null version and replace the others);
 // level 5 records with an owner, an ACL or encryption (record version 6), which the S3
 // layer writes only once the map's Level says every node reads them (OpRaiseLevel), and
-// the bucket configurations that enable them ("acl", "ownershipControls").
-const featureLevel = 5
+// the bucket configurations that enable them ("acl", "ownershipControls"); level 6
+// internode TLS: the cluster's CA and its requirement in the map (OpSetInternodeTLS),
+// set only once every node's listener takes TLS and enrols.
+const featureLevel = 6
 
 // commandLevel is the feature level a map command needs.
 func commandLevel(c clustermap.Command) int {
@@ -65,6 +67,8 @@ func commandLevel(c clustermap.Command) int {
 		return c.Level
 	case clustermap.OpCreateVolume, clustermap.OpResizeVolume, clustermap.OpAttachVolume, clustermap.OpDetachVolume, clustermap.OpDeleteVolume:
 		return 5
+	case clustermap.OpSetInternodeTLS:
+		return 6
 	case clustermap.OpAddAccount, clustermap.OpSetAccount, clustermap.OpRemoveAccount, clustermap.OpPutKey, clustermap.OpRevokeKey, clustermap.OpSealUsers, clustermap.OpSetGrant:
 		return 3
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -96,8 +97,11 @@ type instance struct {
 	rep               *repair.Loops
 	scrub             *repair.Scrub
 	lastSync          atomic.Pointer[repair.SyncStats]
-	isrv              *http.Server  // internode
-	certs             *certReloader // the S3 and admin listeners' certificate (nil: plain HTTP)
+	isrv              *http.Server             // internode
+	certs             *certReloader            // the S3 and admin listeners' certificate (nil: plain HTTP)
+	itls              *internodeTLS            // internode mutual TLS
+	bootInternode     *clustermap.InternodeTLS // a bootstrap's: the first map's
+	transport         *http.Transport          // the internode client's
 
 	closers []func() error // what assemble opened, closed in reverse by close
 }
@@ -129,7 +133,8 @@ func assemble(cfg Config) (_ *instance, err error) {
 		return nil, errors.E(errors.IO, err)
 	}
 	warnExposed(log, cfg.DataDir, "the data directory (objects, credentials, the cluster secret)", "chmod 700")
-	secretFiles := append([]string{filepath.Join(cfg.DataDir, "credentials.json"), filepath.Join(cfg.DataDir, "cluster-secret")}, cfg.SecretFiles...)
+	secretFiles := append([]string{filepath.Join(cfg.DataDir, "credentials.json"), filepath.Join(cfg.DataDir, "cluster-secret"),
+		filepath.Join(cfg.DataDir, "internode", "ca.key"), filepath.Join(cfg.DataDir, "internode", "node.key")}, cfg.SecretFiles...)
 	if cfg.TLS.KeyFile != "" {
 		secretFiles = append(secretFiles, cfg.TLS.KeyFile)
 	}
@@ -157,6 +162,9 @@ func assemble(cfg Config) (_ *instance, err error) {
 			return nil, err
 		}
 	}
+	if n.itls, err = openInternodeTLS(filepath.Join(cfg.DataDir, "internode"), n.nodeID, cfg.Internode, log); err != nil {
+		return nil, err
+	}
 	clock := new(hlc.Clock)
 	if err := n.openStore(clock); err != nil {
 		return nil, err
@@ -169,6 +177,14 @@ func assemble(cfg Config) (_ *instance, err error) {
 	}
 	if err := n.listen(); err != nil {
 		return nil, err
+	}
+	n.itls.hosts = func() []string { return addrHosts(n.self.Addr) }
+	n.itls.manager = cfg.hasRole(clustermap.RoleManager)
+	if n.bootstrap {
+		if n.bootInternode, err = n.itls.bootstrap(addrHosts(n.self.Addr)); err != nil {
+			os.RemoveAll(n.itls.files.Dir)
+			return nil, err
+		}
 	}
 	if err := n.openManager(); err != nil {
 		return nil, err
@@ -230,7 +246,7 @@ func assemble(cfg Config) (_ *instance, err error) {
 			return 0
 		})
 	}
-	n.isrv = serveLimited(internodeAuth(n.secret, n.mgr, log, clientTimed(n.budget, n.internodeMux())), cfg.NodeLimits, func(s *http.Server) {
+	n.isrv = serveLimited(internodeAuth(n.secret, n.itls, n.mgr, log, clientTimed(n.budget, n.internodeMux())), cfg.NodeLimits, func(s *http.Server) {
 		s.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
 	})
 	return n, nil
@@ -278,7 +294,7 @@ func (n *instance) listen() error {
 		nodeAddr = nln.Addr().String()
 	}
 	n.nlim = newLimitListener(nln, cfg.NodeLimits)
-	n.mux = rpc.NewMux(n.nlim, n.secret, n.log)
+	n.mux = rpc.NewMuxTLS(n.nlim, n.secret, n.itls, n.log)
 	n.onClose(n.mux.Close)
 	rawLn, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -333,8 +349,8 @@ func (n *instance) openManager() error {
 		n.creds = creds
 		accounts, keys := bootstrapAccounts(creds, n.box, time.Now())
 		boot = &clustermap.Map{Partitions: cfg.Partitions, Replicas: cfg.Replicas, Nodes: []clustermap.Node{n.self},
-			Classes:  map[string]clustermap.Class{clustermap.StandardClass: standardClass(cfg.Replicas)},
-			Buckets:  map[string]clustermap.Bucket{},
+			Classes: map[string]clustermap.Class{clustermap.StandardClass: standardClass(cfg.Replicas)},
+			Buckets: map[string]clustermap.Bucket{}, Internode: n.bootInternode,
 			Accounts: accounts, Keys: keys, Level: featureLevel}
 		if n.st != nil { // a single node from before clustering keeps its buckets
 			bs, err := n.st.ListBuckets()
@@ -346,8 +362,9 @@ func (n *instance) openManager() error {
 			}
 		}
 	}
+	dialer := &rpc.Dialer{Secret: n.secret, TLS: n.itls}
 	mgr, err := clustermap.Open(clustermap.Config{Dir: n.raftDir, ID: n.nodeID, Addr: n.self.Addr, Listener: n.mux.Raft(),
-		Dial: n.secret.DialRaft, Bootstrap: boot, Logger: n.log, Voters: cfg.Voters})
+		Dial: dialer.DialRaft, Bootstrap: boot, Logger: n.log, Voters: cfg.Voters})
 	if err != nil {
 		if !n.member {
 			os.RemoveAll(n.raftDir)
@@ -358,9 +375,20 @@ func (n *instance) openManager() error {
 	n.keys = newKeyring(mgr, n.box, n.log)
 	n.keys.legacyFile = filepath.Join(cfg.DataDir, "credentials.json")
 	n.onClose(func() error { mgr.Close(); return nil })
+	n.transport = dialer.Transport()
 	n.client = &rpc.Client{Secret: n.secret, Node: n.nodeID, Epoch: func() uint64 { return mgr.Current().Epoch },
-		HTTP: &http.Client{Transport: rpc.NewTransport()}}
+		HTTP: &http.Client{Transport: n.transport}}
 	n.app = &applyer{mgr: mgr, rpc: n.client, self: n.nodeID}
+	n.itls.mgr, n.itls.rpc, n.itls.secret, n.itls.app = mgr, n.client, n.secret, n.app
+	// A certificate obtained: new connections use TLS; TLS required: no plain connection
+	// goes on, in either direction.
+	n.itls.onChange = n.transport.CloseIdleConnections
+	n.itls.onRequire = func() {
+		n.transport.CloseIdleConnections()
+		if k := n.mux.ClosePlain(); k > 0 {
+			n.log.Info("closed plain internode connections: TLS is required", "connections", k)
+		}
+	}
 	client := n.client
 	n.m.CounterFunc("cairn_internode_sent_bytes_total", "Body bytes this node sent to other nodes (replica writes, reads it served to gateways are counted by them).", func() float64 { return float64(client.Sent()) })
 	n.m.CounterFunc("cairn_internode_received_bytes_total", "Body bytes this node received in answers from other nodes.", func() float64 { return float64(client.Received()) })
@@ -411,6 +439,9 @@ func (n *instance) internodeMux() *http.ServeMux {
 	imux := http.NewServeMux()
 	for _, p := range []string{wire.PathMap, wire.PathJoin, wire.PathApply, wire.PathStats, wire.PathMapInfo, wire.PathScrub, wire.PathRecovery, wire.PathReplace} {
 		imux.Handle(p, ch)
+	}
+	for _, p := range []string{wire.PathEnrol, wire.PathCAKey, wire.PathInternodeTLS} {
+		imux.Handle(p, n.itls)
 	}
 	if n.st != nil {
 		imux.Handle("/internal/v1/", replica.NewHandler(replica.HandlerConfig{Local: &replica.Local{Node: n.nodeID, Store: n.st, EnsureBucket: n.gw.EnsureLocalBucket,
@@ -474,6 +505,7 @@ func (n *instance) run(ctx context.Context) (err error) {
 		shutdown()
 		return err
 	}
+	loop(n.itls.run)
 	loop(func(ctx context.Context) { n.rep.RunHints(ctx, cfg.HintInterval) })
 	loop(func(ctx context.Context) { ringMonitor(ctx, n.mgr, n.client, n.nodeID, log) })
 	mon := &monitor{mgr: n.mgr, rpc: n.client, apply: n.app, self: n.nodeID, downAfter: cfg.DownAfter, outAfter: max(cfg.OutAfter, 0), log: log.With("component", "monitor"),
@@ -567,12 +599,24 @@ func (n *instance) run(ctx context.Context) (err error) {
 func (n *instance) joinCluster(ctx context.Context, loop func(func(context.Context))) error {
 	cfg, log := n.cfg, n.log
 	if !n.member && cfg.Join != "" {
+		if err := n.enrolToJoin(ctx); err != nil {
+			n.mgr.Close()
+			os.RemoveAll(n.raftDir)
+			os.RemoveAll(n.itls.files.Dir)
+			return err
+		}
 		if _, err := join(ctx, n.client, cfg.Join, n.self); err != nil {
 			n.mgr.Close()
 			os.RemoveAll(n.raftDir)
+			os.RemoveAll(n.itls.files.Dir)
 			return err
 		}
 		log.Info("joined the cluster", "via", cfg.Join, "node", n.nodeID)
+		// A manager takes the CA key now, before it can be promoted: a voter must be able
+		// to sign the moment the others are gone (the loop retries if this fails).
+		if n.itls.manager && n.itls.cert.Load() != nil {
+			n.itls.checkCAKey(ctx, cfg.Join)
+		}
 	}
 	// Wait until this node's map has itself (the join's or bootstrap's commit reached us).
 	// A member that restarts serves at once: while a majority of the managers is not back
@@ -606,6 +650,46 @@ func (n *instance) joinCluster(ctx context.Context, loop func(func(context.Conte
 	if n.creds.AccessKey == "" {
 		n.creds = rootCredentials(n.mgr.Current(), n.box)
 	}
+	return nil
+}
+
+// enrolToJoin gets a joining node its internode certificate through the join address
+// before it asks to join (a cluster that requires TLS takes nothing else from a node
+// without one). A cluster without internode TLS (no CA; or a build from before it, which
+// does not know the path) is joined plain.
+func (n *instance) enrolToJoin(ctx context.Context) error {
+	if n.itls.cert.Load() != nil {
+		return nil
+	}
+	var required bool
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		required, err = n.itls.enrol(ctx, nil, n.cfg.Join, n.itls.ca.Load())
+		if !errors.Is(errors.Transient, err) || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		select { // the node at the join address may be starting, or electing a leader
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	switch {
+	case errors.Is(errors.NotExist, err), errors.Is(errors.Invalid, err) && strings.Contains(err.Error(), "404 page not found"):
+		// No CA; or a build from before internode TLS (mid-upgrade), which does not know
+		// the path.
+		n.log.Info("the cluster has no internode TLS: joining it plain", "via", n.cfg.Join)
+		return nil
+	case errors.Is(errors.Permission, err):
+		return errors.E(errors.Permission, fmt.Errorf("the cluster at %s refused this node's certificate request: %w", n.cfg.Join, err))
+	case err != nil:
+		return errors.E(fmt.Errorf("cannot join through %s: no internode certificate: %w", n.cfg.Join, err))
+	}
+	if required {
+		if err := n.itls.setRequired(); err != nil {
+			return err
+		}
+	}
+	n.log.Info("internode certificate obtained", "via", n.cfg.Join)
 	return nil
 }
 
@@ -688,7 +772,7 @@ func (n *instance) adminMux(ctx context.Context) (*http.ServeMux, error) {
 		}
 		fmt.Fprintf(w, `{"status":"ok","node":%q,"epoch":%d,"free_bytes":%d,"garbage_bytes":%d}`+"\n", n.nodeID, n.mgr.Current().Epoch, free, garbage)
 	})
-	ah := &adminHandler{secret: n.secret, mgr: n.mgr, gw: n.gw, apply: n.app, rpc: n.client, self: n.nodeID, log: n.log}
+	ah := &adminHandler{secret: n.secret, mgr: n.mgr, gw: n.gw, apply: n.app, rpc: n.client, self: n.nodeID, log: n.log, itls: n.itls}
 	if n.nbdLn != nil {
 		ah.nbdAddr = n.nbdLn.Addr().String()
 	}

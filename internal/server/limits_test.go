@@ -15,7 +15,10 @@ import (
 	"time"
 )
 
-// startNode runs a single node in-process on 127.0.0.1 with the given limits.
+// startNode runs a single node in-process on 127.0.0.1 with the given limits. Its
+// internode listener is plain (--internode-tls off): the tests that use it speak raw
+// internode HTTP (limits, signatures, protocol versions); internode TLS is tested in
+// internal/rpc (the listener), internode_test.go (the rules) and cmd/cairn (clusters).
 func startNode(t *testing.T, s3, admin, node Limits) Ready {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -24,7 +27,7 @@ func startNode(t *testing.T, s3, admin, node Limits) Ready {
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0", NodeAddr: "127.0.0.1:0",
 		AccessKey: "LIMITSTESTKEY0000001", SecretKey: "limitsTestSecret0123456789abcdefghijklmn",
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), S3Limits: s3, AdminLimits: admin, NodeLimits: node,
-		Ready: func(r Ready) { ready <- r }}
+		Internode: InternodeTLS{Off: true}, Ready: func(r Ready) { ready <- r }}
 	go func() { done <- Run(ctx, cfg) }()
 	t.Cleanup(func() {
 		cancel()

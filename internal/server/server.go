@@ -18,6 +18,7 @@ import (
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/s3api"
 	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -45,6 +46,9 @@ type Config struct {
 	// unless NBDAllow lists the networks its clients may come from.
 	NBDListen string
 	NBDAllow  []netip.Prefix
+	// Internode configures mutual TLS on the node address (on by default for a new
+	// cluster; see docs/design/internode-tls.md).
+	Internode InternodeTLS
 	// Pprof serves Go's profiles (/debug/pprof/) on the admin address, unauthenticated:
 	// off unless asked for, since they expose memory contents and cost CPU.
 	Pprof bool
@@ -169,6 +173,9 @@ func (c *Config) validate() error {
 		return errors.Errorf("", errors.Invalid, "--voters %d: want an odd number", c.Voters)
 	}
 	if err := c.TLS.validate(); err != nil {
+		return err
+	}
+	if err := c.Internode.validate(); err != nil {
 		return err
 	}
 	return nil
@@ -378,11 +385,28 @@ func standardClass(n int) clustermap.Class {
 // internodeAuth refuses internode requests without a valid signature, and makes a node
 // whose map is older than the sender's wait briefly for the newer map (it arrives through
 // Raft) before answering. Every answer carries this node's epoch.
-func internodeAuth(secret *rpc.Secret, mgr *clustermap.Manager, log *slog.Logger, next http.Handler) http.Handler {
+//
+// Under internode TLS (itls), a request that breaks its rule (checkPeer: plain once TLS
+// is required, no client certificate outside enrolment) is refused before its signature
+// is read, and its connection closed; a request whose client certificate names another
+// node than the one that signed it is refused.
+func internodeAuth(secret *rpc.Secret, itls *internodeTLS, mgr *clustermap.Manager, log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := itls.checkPeer(r); err != nil {
+			log.Warn("refused an internode request", "remote", r.RemoteAddr, "path", r.URL.Path, "err", err)
+			w.Header().Set("Connection", "close")
+			wire.WriteError(w, err)
+			return
+		}
 		w, from, epoch, ok := secret.Authenticate(w, r)
 		if !ok {
 			log.Warn("refused an internode request", "remote", r.RemoteAddr, "path", r.URL.Path)
+			return
+		}
+		if err := checkSigner(r, from); err != nil {
+			log.Warn("refused an internode request", "remote", r.RemoteAddr, "path", r.URL.Path, "err", err)
+			wire.WriteError(w, err)
+			rpc.EndResponse(w)
 			return
 		}
 		if epoch > mgr.Current().Epoch {

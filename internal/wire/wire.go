@@ -118,7 +118,69 @@ const (
 	PathRecovery = "/internal/v1/recovery"
 	// PathReplace answers a node's progress re-placing objects by their bucket's policy.
 	PathReplace = "/internal/v1/replace"
+	// PathEnrol takes a certificate request (EnrolRequest) and answers the node's
+	// certificate and the cluster CA (EnrolAnswer, its body bound to the signed answer by
+	// HdrBodySum). The one path a connection without a client certificate may reach.
+	PathEnrol = "/internal/v1/enrol"
+	// PathCAKey answers the cluster CA's private key (PEM, HdrBodySum) to a voting manager
+	// that asks over mutual TLS.
+	PathCAKey = "/internal/v1/cakey"
+	// PathInternodeTLS answers the cluster's internode TLS state (InternodeStatus); POST
+	// ?action=enable turns it on (the Raft leader).
+	PathInternodeTLS = "/internal/v1/internode-tls"
 )
+
+// ALPN protocols of the node address under TLS: a connection is Raft or HTTP by the
+// protocol it negotiates (one that offers none is HTTP).
+const (
+	ALPNRaft = "cairn-raft/1"
+	ALPNHTTP = "http/1.1"
+)
+
+// HdrBodySum is the hex SHA-256 of an answer's body: in the signed headers, it binds the
+// body of an answer that must not be changed in transit to the request (enrolment
+// answers, the CA key).
+const HdrBodySum = "X-Cairn-Body-Sum"
+
+// EnrolRequest asks for a node certificate: Node is the node's id, CSR its PKCS #10
+// certificate request (DER; base64 in JSON) for that id. Forwarded is set by a node that
+// passes the request on to a manager holding the CA key (which must sign or refuse).
+type EnrolRequest struct {
+	Node      string `json:"node"`
+	CSR       []byte `json:"csr"`
+	Forwarded bool   `json:"forwarded,omitempty"`
+}
+
+// EnrolAnswer is a node's certificate (PEM), the cluster CA's certificate (PEM) it chains
+// to, and whether the cluster refuses plain internode connections.
+type EnrolAnswer struct {
+	Cert     string `json:"cert"`
+	CA       string `json:"ca"`
+	Required bool   `json:"required"`
+}
+
+// InternodeStatus is a cluster's internode TLS as one node sees it: the CA's fingerprint
+// (hex SHA-256 of its DER; empty: no CA, internode traffic is plain), whether plain
+// connections are refused, and per node what its certificate is.
+type InternodeStatus struct {
+	CA       string          `json:"ca,omitempty"`
+	Required bool            `json:"required"`
+	Nodes    []InternodeNode `json:"nodes,omitempty"`
+	// Missing names the nodes without a certificate of the CA (enable waits for them).
+	Missing []string `json:"missing,omitempty"`
+}
+
+// InternodeNode is one node's internode certificate: the fingerprint of the CA it chains
+// to (empty: none), its expiry (RFC 3339), whether the node holds the CA key and whether
+// it refuses plain connections.
+type InternodeNode struct {
+	ID       string `json:"id"`
+	CA       string `json:"ca,omitempty"`
+	NotAfter string `json:"not_after,omitempty"`
+	CAKey    bool   `json:"ca_key,omitempty"`
+	Required bool   `json:"required,omitempty"` // the node refuses plain connections
+	Err      string `json:"error,omitempty"`
+}
 
 // Query keys.
 const (

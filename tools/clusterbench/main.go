@@ -3,10 +3,13 @@
 // internode bytes each 16 MiB PUT costs, read from the nodes' own counters. With
 // --object-cache it measures the gateway object cache instead (cache.go): a hot 4 KiB GET
 // through a node that holds a copy and through one that holds none, on a cluster with the
-// cache on and one with it off, in the same run.
+// cache on and one with it off, in the same run. With --internode-tls it measures
+// internode mutual TLS (internode.go): a cluster with it and one without, up at once, the
+// phases alternated between them in one run.
 //
 //	go run ./tools/clusterbench --cairn bin/cairn [--nodes 3] [--duration 10s]
 //	go run ./tools/clusterbench --cairn bin/cairn --object-cache [--nodes 6] [--duration 10s]
+//	go run ./tools/clusterbench --cairn bin/cairn --internode-tls [--rounds 3] [--duration 10s]
 package main
 
 import (
@@ -67,8 +70,13 @@ func main() {
 	dur := flag.Duration("duration", 10*time.Second, "length of each measured phase")
 	cacheBench := flag.Bool("object-cache", false, "measure the gateway object cache (hot 4 KiB GET through a holder and a non-holder, cache on and off) instead")
 	conc := flag.Int("concurrency", 16, "concurrent clients of the --object-cache phases")
-	rounds := flag.Int("rounds", 1, "--object-cache: measure each cluster's phases this many times, alternating")
+	rounds := flag.Int("rounds", 1, "--object-cache, --internode-tls: measure each cluster's phases this many times, alternating")
+	internodeBench := flag.Bool("internode-tls", false, "measure internode mutual TLS: a cluster with it and one without, phases alternated (--rounds)")
 	flag.Parse()
+	if *internodeBench {
+		runInternodeBench(*bin, *nodes, *dur, *rounds)
+		return
+	}
 	if *cacheBench {
 		if *nodes < 4 {
 			log.Fatal("--object-cache needs at least 4 nodes (a node that holds no copy)")

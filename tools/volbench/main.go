@@ -1,0 +1,179 @@
+// Command volbench is the sheepdog-fio workload (DESIGN §10) against a cairn block volume
+// over NBD and against a file on the same disk, in the same run: fio with iodepth 32, 4 KiB
+// random reads and writes, 1 MiB sequential reads and writes. The file is read and written
+// with direct I/O, once without syncs (the disk's speed) and once with an fdatasync after
+// each write (what "durable when answered" costs on the disk: cairn answers a write only
+// once every copy is on stable storage). It starts the cairn nodes itself (1, or 3 joined
+// on this host with N=3), in a temporary directory on the disk given, and prints one
+// table with the ratios.
+//
+//	go run ./tools/volbench --cairn bin/cairn --dir /var/tmp --nodes 1 --runtime 10s
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/proc"
+)
+
+const secret = "volbench-cluster-secret-0123456789abcdef"
+
+func main() {
+	bin := flag.String("cairn", "bin/cairn", "the cairn binary")
+	dir := flag.String("dir", os.TempDir(), "directory on the disk to measure (cairn's data and the file)")
+	nodes := flag.Int("nodes", 1, "cairn nodes (1, or 3 with 3 copies of every data object)")
+	runtime := flag.Duration("runtime", 10*time.Second, "time of each fio phase")
+	size := flag.String("size", "1GiB", "volume and file size")
+	flag.Parse()
+	work, err := os.MkdirTemp(*dir, "volbench-")
+	if err != nil {
+		fail(err)
+	}
+	defer os.RemoveAll(work)
+	uri, stop := startCairn(*bin, work, *nodes, *size)
+	defer stop()
+	file := filepath.Join(work, "file.img")
+	phases := []struct{ name, rw, bs string }{
+		{"4k randread", "randread", "4k"},
+		{"4k randwrite", "randwrite", "4k"},
+		{"1m read", "read", "1m"},
+		{"1m write", "write", "1m"},
+	}
+	// Fill both first, so that reads read data and not holes.
+	for _, target := range []string{"nbd", "file"} {
+		run(target, uri, file, *size, "write", "1m", 0, false)
+	}
+	type row struct{ cairn, disk, diskSync float64 }
+	rows := make([]row, len(phases))
+	for i, p := range phases {
+		rows[i].cairn = run("nbd", uri, file, *size, p.rw, p.bs, *runtime, false)
+		rows[i].disk = run("file", uri, file, *size, p.rw, p.bs, *runtime, false)
+		if strings.Contains(p.rw, "write") {
+			rows[i].diskSync = run("file", uri, file, *size, p.rw, p.bs, *runtime, true)
+		}
+	}
+	fmt.Printf("cairn volume over NBD, %d node(s), vs a file on the same disk (%s); fio iodepth 32, %s per phase\n", *nodes, *dir, *runtime)
+	fmt.Printf("%-14s %14s %14s %9s %16s %9s\n", "phase", "cairn", "file", "ratio", "file+fdatasync", "ratio")
+	for i, p := range phases {
+		unit := "IOPS"
+		if p.bs == "1m" {
+			unit = "MiB/s"
+		}
+		syncCol, syncRatio := "-", "-"
+		if rows[i].diskSync > 0 {
+			syncCol = fmt.Sprintf("%.0f %s", rows[i].diskSync, unit)
+			syncRatio = fmt.Sprintf("%.2f", rows[i].cairn/rows[i].diskSync)
+		}
+		fmt.Printf("%-14s %14s %14s %9.2f %16s %9s\n", p.name, fmt.Sprintf("%.0f %s", rows[i].cairn, unit), fmt.Sprintf("%.0f %s", rows[i].disk, unit),
+			rows[i].cairn/rows[i].disk, syncCol, syncRatio)
+	}
+}
+
+// startCairn starts the nodes, creates and attaches a volume, and returns its NBD URI.
+func startCairn(bin, dir string, nodes int, size string) (string, func()) {
+	var procs []*proc.Proc
+	stop := func() {
+		for _, p := range procs {
+			p.Stop()
+		}
+	}
+	for i := range nodes {
+		args := []string{"--nbd-listen", "127.0.0.1:0", "--replicas", fmt.Sprint(min(nodes, 3)), "--zone", fmt.Sprintf("z%d", i+1)}
+		if i > 0 {
+			args = append(args, "--join", procs[0].NodeAddr())
+		}
+		p, err := proc.Start(context.Background(), proc.Config{Bin: bin, Name: fmt.Sprintf("node%d", i+1), Dir: dir, Args: args,
+			Env: []string{"CAIRN_CLUSTER_SECRET=" + secret}})
+		if err != nil {
+			stop()
+			fail(err)
+		}
+		procs = append(procs, p)
+	}
+	vol := func(args ...string) []byte {
+		cmd := exec.Command(bin, append([]string{"volume", "--admin", procs[0].AdminAddr(), "--json"}, args...)...)
+		cmd.Env = append(os.Environ(), "CAIRN_CLUSTER_SECRET="+secret)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			stop()
+			fail(fmt.Errorf("cairn volume %v: %v\n%s", args, err, out))
+		}
+		return out
+	}
+	// The map's feature level is raised once every node has answered the leader.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		cmd := exec.Command(bin, "volume", "--admin", procs[0].AdminAddr(), "create", "bench", "--size", size)
+		cmd.Env = append(os.Environ(), "CAIRN_CLUSTER_SECRET="+secret)
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			stop()
+			fail(fmt.Errorf("cairn volume create: %v\n%s", err, out))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	var v struct{ URI string }
+	if err := json.Unmarshal(vol("attach", "bench"), &v); err != nil {
+		stop()
+		fail(err)
+	}
+	return v.URI, stop
+}
+
+// run runs one fio phase and returns IOPS (4k) or MiB/s (1m).
+func run(target, uri, file, size, rw, bs string, runtime time.Duration, sync bool) float64 {
+	args := []string{"--name=p", "--rw=" + rw, "--bs=" + bs, "--iodepth=32", "--size=" + strings.TrimSuffix(size, "iB"), "--output-format=json"}
+	if runtime > 0 {
+		args = append(args, "--time_based", fmt.Sprintf("--runtime=%ds", int(runtime.Seconds())), "--ramp_time=2s")
+	}
+	if target == "nbd" {
+		args = append(args, "--ioengine=nbd", "--uri="+uri)
+	} else {
+		args = append(args, "--ioengine=libaio", "--direct=1", "--filename="+file)
+		if sync {
+			args = append(args, "--fdatasync=1")
+		}
+	}
+	out, err := exec.Command("fio", args...).Output()
+	if err != nil {
+		fail(fmt.Errorf("fio %v: %v", args, err))
+	}
+	if i := strings.IndexByte(string(out), '{'); i > 0 {
+		out = out[i:] // the nbd engine prints a line first
+	}
+	var res struct {
+		Jobs []struct {
+			Read, Write struct {
+				IOPS float64 `json:"iops"`
+				BW   float64 `json:"bw_bytes"`
+			}
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil || len(res.Jobs) == 0 {
+		fail(fmt.Errorf("fio output: %v\n%s", err, out))
+	}
+	st := res.Jobs[0].Read
+	if strings.Contains(rw, "write") {
+		st = res.Jobs[0].Write
+	}
+	if bs == "1m" {
+		return st.BW / (1 << 20)
+	}
+	return st.IOPS
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "volbench:", err)
+	os.Exit(1)
+}
