@@ -6,7 +6,9 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -302,6 +304,19 @@ func TestVolumes(t *testing.T) {
 	}
 	if before == moved {
 		t.Fatal("node3's write did not change the volume")
+	}
+	// node3 served I/O: its per-volume metrics say so.
+	resp, err := http.Get(tc.procs[2].AdminURL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`cairn_volume_ops_total{op="write",result="ok",volume="vm"}`, `cairn_volume_bytes_total{op="read",volume="vm"}`,
+		`cairn_volume_op_duration_seconds_count{op="write",volume="vm"}`} {
+		if !strings.Contains(string(mb), want) {
+			t.Errorf("node3's metrics lack %s", want)
+		}
 	}
 	if out, err := tc.volume(2, "delete", "vm"); err == nil || !strings.Contains(out, "attached") {
 		t.Fatalf("delete of an attached volume: %v\n%s", err, out)

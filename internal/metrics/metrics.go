@@ -21,6 +21,9 @@ type Metrics struct {
 	bytesOut    prometheus.Counter
 	commitBatch prometheus.Histogram
 	segSyncs    prometheus.Counter
+	volOps      *prometheus.CounterVec
+	volBytes    *prometheus.CounterVec
+	volLatency  *prometheus.HistogramVec
 }
 
 // New creates the metrics and registers them, with Go runtime and process collectors.
@@ -42,7 +45,18 @@ func New() *Metrics {
 		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
 	})
 	m.segSyncs = prometheus.NewCounter(prometheus.CounterOpts{Name: "cairn_store_segment_syncs_total", Help: "Segment group syncs requested by writers."})
-	m.reg.MustRegister(m.requests, m.latency, m.bytesIn, m.bytesOut, m.commitBatch, m.segSyncs,
+	m.volOps = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cairn_volume_ops_total", Help: "Block volume I/O served by this node (the volume's lease holder), by volume, operation (read, write, trim, zero, flush) and result (ok, error).",
+	}, []string{"volume", "op", "result"})
+	m.volBytes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cairn_volume_bytes_total", Help: "Bytes read from and written to block volumes through this node, by volume and operation.",
+	}, []string{"volume", "op"})
+	m.volLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "cairn_volume_op_duration_seconds",
+		Help:    "Block volume I/O latency on this node (every copy written, for writes), by volume and operation.",
+		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5, 30},
+	}, []string{"volume", "op"})
+	m.reg.MustRegister(m.requests, m.latency, m.bytesIn, m.bytesOut, m.commitBatch, m.segSyncs, m.volOps, m.volBytes, m.volLatency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -53,6 +67,19 @@ func (m *Metrics) ObserveRequest(op string, status int, d time.Duration, in, out
 	m.latency.WithLabelValues(op).Observe(d.Seconds())
 	m.bytesIn.Add(float64(in))
 	m.bytesOut.Add(float64(out))
+}
+
+// ObserveVolume records one block volume operation (volume.Config.Observe).
+func (m *Metrics) ObserveVolume(volume, op string, bytes int64, d time.Duration, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.volOps.WithLabelValues(volume, op, result).Inc()
+	if err == nil && bytes > 0 {
+		m.volBytes.WithLabelValues(volume, op).Add(float64(bytes))
+	}
+	m.volLatency.WithLabelValues(volume, op).Observe(d.Seconds())
 }
 
 // ObserveCommit records the size of one group commit.

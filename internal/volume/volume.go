@@ -60,7 +60,10 @@ type Config struct {
 	// a holder that cannot be reached is retried until the cluster marks it down, then
 	// left to repair.
 	WriteTimeout time.Duration
-	Logger       *slog.Logger
+	// Observe, if set, is told of every I/O a device serves (op: read, write, trim, zero,
+	// flush), for per-volume metrics.
+	Observe func(volume, op string, bytes int64, d time.Duration, err error)
+	Logger  *slog.Logger
 }
 
 // Service serves the volumes this node holds the write lease of.
@@ -235,14 +238,22 @@ func (d *Device) targets(key string) ([]topology.Target, error) {
 	return ts, nil
 }
 
+// observe reports an operation that started at start to Config.Observe.
+func (d *Device) observe(op string, n int64, start time.Time, err error) {
+	if d.s.cfg.Observe != nil {
+		d.s.cfg.Observe(d.vol.Name, op, n, time.Since(start), err)
+	}
+}
+
 // ReadAt implements io.ReaderAt.
-func (d *Device) ReadAt(p []byte, off int64) (int, error) {
+func (d *Device) ReadAt(p []byte, off int64) (n int, err error) {
+	defer func(start time.Time) { d.observe("read", int64(n), start, err) }(time.Now())
 	if err := d.check(); err != nil {
 		return 0, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), d.s.cfg.WriteTimeout)
 	defer cancel()
-	err := d.pieces(off, int64(len(p)), func(i, objOff, pos, k int64) error {
+	err = d.pieces(off, int64(len(p)), func(i, objOff, pos, k int64) error {
 		st := d.obj(i)
 		st.mu.Lock()
 		err := d.sync(ctx, i, st)
@@ -311,7 +322,8 @@ func (w *sliceWriter) Write(b []byte) (int, error) {
 }
 
 // WriteAt implements io.WriterAt.
-func (d *Device) WriteAt(p []byte, off int64) (int, error) {
+func (d *Device) WriteAt(p []byte, off int64) (n int, err error) {
+	defer func(start time.Time) { d.observe("write", int64(n), start, err) }(time.Now())
 	if err := d.writeRange(off, int64(len(p)), p); err != nil {
 		return 0, err
 	}
@@ -319,13 +331,22 @@ func (d *Device) WriteAt(p []byte, off int64) (int, error) {
 }
 
 // Flush implements nbd.Device: every write was durable on every holder when it returned.
-func (d *Device) Flush() error { return d.check() }
+func (d *Device) Flush() (err error) {
+	defer func(start time.Time) { d.observe("flush", 0, start, err) }(time.Now())
+	return d.check()
+}
 
 // Trim implements nbd.Device: the range becomes a hole (it reads as zeroes).
-func (d *Device) Trim(off, n int64) error { return d.writeRange(off, n, nil) }
+func (d *Device) Trim(off, n int64) (err error) {
+	defer func(start time.Time) { d.observe("trim", n, start, err) }(time.Now())
+	return d.writeRange(off, n, nil)
+}
 
 // WriteZeroes implements nbd.Zeroer.
-func (d *Device) WriteZeroes(off, n int64) error { return d.writeRange(off, n, nil) }
+func (d *Device) WriteZeroes(off, n int64) (err error) {
+	defer func(start time.Time) { d.observe("zero", n, start, err) }(time.Now())
+	return d.writeRange(off, n, nil)
+}
 
 // writeRange writes p (nil: n zeroes) at off.
 func (d *Device) writeRange(off, n int64, p []byte) error {
