@@ -1,8 +1,10 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"path"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -105,5 +107,39 @@ func TestPackageDocs(t *testing.T) {
 	}
 	if n < 20 {
 		t.Fatalf("only %d packages listed", n)
+	}
+}
+
+// TestEveryPackageTested: make test runs the tests of every package under internal/ (in
+// RACE_PKGS, or the long tier's list): a package added without being listed would have
+// its tests run by nobody.
+func TestEveryPackageTested(t *testing.T) {
+	mk, err := os.ReadFile(filepath.Join("..", "..", "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, f := range strings.Fields(strings.NewReplacer("\\\n", " ").Replace(string(mk))) {
+		if strings.HasPrefix(f, "./internal/") {
+			listed[strings.TrimPrefix(f, "./")] = true
+		}
+	}
+	covered := func(pkg string) bool {
+		for p := pkg; p != "." && p != "/"; p = filepath.Dir(p) {
+			if listed[p+"/..."] || (p == pkg && listed[p]) {
+				return true
+			}
+		}
+		return false
+	}
+	out, err := exec.Command("go", "list", "../../internal/...").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		rel := strings.TrimPrefix(pkg, "github.com/cairnfs/cairn/")
+		if !covered(rel) {
+			t.Errorf("make test does not run the tests of %s: add ./%s/... to RACE_PKGS in the Makefile", rel, rel)
+		}
 	}
 }
