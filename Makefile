@@ -30,8 +30,8 @@ build: ## build bin/cairn
 	@mkdir -p $(dir $(BIN))
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN).tmp.$$$$ ./cmd/cairn && mv $(BIN).tmp.$$$$ $(BIN)
 
-run: build ## start a single-node cairn: S3 on 127.0.0.1:9000, data in ./data
-	./$(BIN) server --data ./data --listen 127.0.0.1:9000 --admin-listen 127.0.0.1:9001 --node-addr 127.0.0.1:9002
+run: build ## start a single-node cairn: S3 on 127.0.0.1:9000, block volumes over NBD on 127.0.0.1:10809, data in ./data
+	./$(BIN) server --data ./data --listen 127.0.0.1:9000 --admin-listen 127.0.0.1:9001 --node-addr 127.0.0.1:9002 --nbd-listen 127.0.0.1:10809
 
 # Two lanes, one per core, so at most two suites run at once: lint, the race tests and the
 # fuzzers keep the CPU busy; the process-level suites mostly wait on their clusters
