@@ -314,6 +314,9 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "  metrics:     %s://%s/metrics   health: %s://%s/health\n", scheme, r.AdminAddr, scheme, r.AdminAddr)
 			fmt.Fprintf(stdout, "  console:     %s://%s/console/ (password: the cluster secret)\n", scheme, r.AdminAddr)
 		}
+		if r.NBDAddr != "" {
+			fmt.Fprintf(stdout, "  volumes:     nbd://%s/VOLUME (cairn volume create NAME --size 10GiB; cairn volume attach NAME)\n", r.NBDAddr)
+		}
 		fmt.Fprintf(stdout, "  data:        %s\n", cfg.DataDir)
 		fmt.Fprintf(stdout, "  node:        %s at %s\n", r.NodeID, r.NodeAddr)
 		fmt.Fprintf(stdout, "  access key:  %s\n  secret key:  %s\n", c.AccessKey, c.SecretKey)
