@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"io"
@@ -132,7 +131,7 @@ func (s *Store) WriteRange(ctx context.Context, w object.RangeWrite) (*object.Ob
 	var bd *body
 	if w.Data != nil && len(w.Data) > s.cfg.InlineMax {
 		var err error
-		if bd, err = s.writeBody(ctx, bytes.NewReader(w.Data), int64(len(w.Data)), false); err != nil {
+		if bd, err = s.writeMutableChunks(w.Data); err != nil {
 			return nil, errors.E(op, err)
 		}
 	}
@@ -141,6 +140,36 @@ func (s *Store) WriteRange(ctx context.Context, w object.RangeWrite) (*object.Ob
 		s.release(bd.locs)
 	}
 	return o, err
+}
+
+// mutableChunk is the size of the chunk records a mutable object's large writes are cut
+// into: a read of a few KiB reads and checksums one such record whole, so they are far
+// smaller than an S3 object's chunks (ChunkSize).
+const mutableChunk = 64 << 10
+
+// writeMutableChunks appends data to a segment as chunk records of at most mutableChunk
+// bytes and syncs them.
+func (s *Store) writeMutableChunks(data []byte) (*body, error) {
+	if err := s.checkSpace(int64(len(data))); err != nil {
+		return nil, err
+	}
+	bd := &body{size: int64(len(data))}
+	for off := 0; off < len(data); off += mutableChunk {
+		piece := data[off:min(off+mutableChunk, len(data))]
+		id := segment.ID(newID())
+		loc, err := s.segs.Append(segment.KindChunk, id, piece)
+		if err != nil {
+			s.release(bd.locs)
+			return nil, err
+		}
+		bd.chunks = append(bd.chunks, object.Chunk{ID: object.ChunkID(id), Size: uint32(len(piece))})
+		bd.locs = append(bd.locs, loc)
+	}
+	if err := s.syncLocs(bd.locs); err != nil {
+		s.release(bd.locs)
+		return nil, err
+	}
+	return bd, nil
 }
 
 func (s *Store) commitRange(op errors.Op, w object.RangeWrite, bd *body) (*object.Object, error) {
