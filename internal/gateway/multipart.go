@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/replica"
@@ -66,15 +67,8 @@ func (g *Gateway) CreateUpload(ctx context.Context, bucket, key string, meta *ob
 // PutPart stores part n of an upload on the object's replicas.
 func (g *Gateway) PutPart(ctx context.Context, bucket, key, uploadID string, n int, src io.Reader, size int64, finish func(*object.Object) error) (*object.Object, error) {
 	const op errors.Op = "gateway.PutPart"
-	if err := g.ensureBucket(ctx, bucket); err != nil {
-		return nil, errors.E(op, err)
-	}
-	cls, ts, err := g.topo.Replicas(bucket, key)
-	if err != nil {
-		return nil, errors.E(op, err)
-	}
 	// An unknown or ended upload is refused before the body is read.
-	up, err := g.settle(ctx, g.uploadView(ctx, ts, viewNeed(len(ts), cls.W), bucket, key, uploadID, 0, 1, false), bucket, key, uploadID)
+	cls, ts, up, err := g.pendingUpload(ctx, bucket, key, uploadID)
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
@@ -99,14 +93,7 @@ func (g *Gateway) PutPart(ctx context.Context, bucket, key, uploadID string, n i
 // does not exist or ended.
 func (g *Gateway) StatUpload(ctx context.Context, bucket, key, uploadID string) (*object.Object, error) {
 	const op errors.Op = "gateway.StatUpload"
-	if err := g.ensureBucket(ctx, bucket); err != nil {
-		return nil, errors.E(op, err)
-	}
-	cls, ts, err := g.topo.Replicas(bucket, key)
-	if err != nil {
-		return nil, errors.E(op, err)
-	}
-	up, err := g.settle(ctx, g.uploadView(ctx, ts, viewNeed(len(ts), cls.W), bucket, key, uploadID, 0, 1, false), bucket, key, uploadID)
+	_, _, up, err := g.pendingUpload(ctx, bucket, key, uploadID)
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
@@ -115,6 +102,20 @@ func (g *Gateway) StatUpload(ctx context.Context, bucket, key, uploadID string) 
 	}
 	o := *up.Upload
 	return &o, nil
+}
+
+// pendingUpload reads an upload's record from its replicas (with the quorum a part
+// write needs) and returns it with the key's class and replicas.
+func (g *Gateway) pendingUpload(ctx context.Context, bucket, key, uploadID string) (clustermap.Class, []topology.Target, *object.PartsPage, error) {
+	if err := g.ensureBucket(ctx, bucket); err != nil {
+		return clustermap.Class{}, nil, nil, err
+	}
+	cls, ts, err := g.topo.Replicas(bucket, key)
+	if err != nil {
+		return clustermap.Class{}, nil, nil, err
+	}
+	up, err := g.settle(ctx, g.uploadView(ctx, ts, viewNeed(len(ts), cls.W), bucket, key, uploadID, 0, 1, false), bucket, key, uploadID)
+	return cls, ts, up, err
 }
 
 // replicaUpload is one replica's view of an upload.
