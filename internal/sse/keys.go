@@ -3,6 +3,7 @@ package sse
 import (
 	"bufio"
 	"bytes"
+	"crypto/cipher"
 	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/rand"
@@ -43,13 +44,18 @@ func (b Binding) additional() []byte {
 	return []byte("cairn/sse/v1\x00" + b.Algorithm + "\x00" + b.KeyID + "\x00" + b.Bucket + "\x00" + b.Key)
 }
 
-// seal seals dataKey under the key derived from secret with info.
-func seal(secret []byte, info string, b Binding, dataKey []byte) ([]byte, error) {
+// kekAEAD is the AEAD of the key-encryption key derived from secret with info.
+func kekAEAD(secret []byte, info string) (cipher.AEAD, error) {
 	kek, err := hkdf.Key(sha256.New, secret, nil, info, KeySize)
 	if err != nil {
 		return nil, errors.E(errors.Other, err)
 	}
-	aead, err := newGCM(kek)
+	return newGCM(kek)
+}
+
+// seal seals dataKey under the key derived from secret with info.
+func seal(secret []byte, info string, b Binding, dataKey []byte) ([]byte, error) {
+	aead, err := kekAEAD(secret, info)
 	if err != nil {
 		return nil, err
 	}
@@ -60,11 +66,7 @@ func seal(secret []byte, info string, b Binding, dataKey []byte) ([]byte, error)
 
 // open opens a data key sealed by seal; Permission if it does not open.
 func open(secret []byte, info string, b Binding, sealed []byte) ([]byte, error) {
-	kek, err := hkdf.Key(sha256.New, secret, nil, info, KeySize)
-	if err != nil {
-		return nil, errors.E(errors.Other, err)
-	}
-	aead, err := newGCM(kek)
+	aead, err := kekAEAD(secret, info)
 	if err != nil {
 		return nil, err
 	}
