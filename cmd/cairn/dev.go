@@ -40,8 +40,9 @@ Flags:
                  the control commands find the cluster there, or in $CAIRN_DEV_DIR)
   --replicas R   copies of STANDARD objects (default 3; a class's copies in force are at
                  most the number of storage nodes)
-  --base-port P  node I (from 0) serves S3 on port P+10I, the admin API on P+10I+1 and the
-                 internode protocol on P+10I+2 (default 19000: below the kernel's ephemeral
+  --base-port P  node I (from 0) serves S3 on port P+10I, the admin API on P+10I+1, the
+                 internode protocol on P+10I+2 and block volumes (NBD, cairn volume) on
+                 P+10I+3 (default 19000: below the kernel's ephemeral
                  port range, so a node's ports stay free while it is down; 0: any free ports)
   --tls          serve S3 and the admin API over HTTPS: a throwaway CA and a certificate for
                  127.0.0.1 and localhost are made in DIR/tls (ca.pem is the CA to trust; kept
@@ -97,7 +98,7 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 	zones := fs.Int("zones", 0, "number of zones (default: one per node, up to 3)")
 	dir := fs.String("dir", "", "directory for the nodes' data and logs (default: a new temporary directory)")
 	replicas := fs.Int("replicas", 3, "copies of STANDARD objects")
-	basePort := fs.Int("base-port", 19000, "first port: node I uses P+10I (S3), P+10I+1 (admin), P+10I+2 (internode); 0: any free ports")
+	basePort := fs.Int("base-port", 19000, "first port: node I uses P+10I (S3), P+10I+1 (admin), P+10I+2 (internode), P+10I+3 (NBD); 0: any free ports")
 	clean := fs.Bool("clean", false, "remove the directory when the cluster stops")
 	withTLS := fs.Bool("tls", false, "serve S3 and admin over HTTPS with a throwaway CA made in DIR/tls")
 	internode := fs.String("internode-tls", "on", "internode mutual TLS: on or off")
@@ -257,6 +258,11 @@ func startDev(ctx context.Context, bin, dir string, n, zones, replicas, basePort
 		if i > 0 {
 			args = append(args, "--join", c.Nodes[0].Addr)
 		}
+		nbdAddr := "127.0.0.1:0"
+		if basePort > 0 {
+			nbdAddr = fmt.Sprintf("127.0.0.1:%d", basePort+10*i+3)
+		}
+		args = append(args, "--nbd-listen", nbdAddr) // block volumes: cairn volume attach prints the URI
 		pc := proc.Config{Bin: bin, Name: id, Dir: dir, Args: args, Env: env, StartTimeout: 90 * time.Second, OnExit: onExit}
 		if basePort > 0 {
 			port := basePort + 10*i

@@ -327,7 +327,7 @@ func (n *instance) listen() error {
 		if n.nbdLn, err = listenNBD(cfg.NBDListen, cfg.NBDAllow); err != nil {
 			return err
 		}
-		n.onClose(n.nbdLn.Close)
+		n.onClose(func() error { return closeListener(n.nbdLn) }) // the NBD server closes it first when it stops
 	}
 	n.self = clustermap.Node{ID: n.nodeID, Addr: nodeAddr, S3Addr: n.ln.Addr().String(), Zone: cfg.Zone, DeviceClass: cfg.DeviceClass, Weight: 1,
 		Roles: cfg.Roles, State: clustermap.StateUp, Capacity: cfg.capacity(n.st)}
