@@ -120,7 +120,7 @@ func TestClients(t *testing.T) {
 	})
 	t.Run("fio verify", func(t *testing.T) {
 		out := run(t, "fio", "--name=verify", "--ioengine=nbd", "--uri="+uri, "--rw=randwrite", "--bsrange=4k-256k",
-			"--size=8m", "--iodepth=16", "--verify=crc32c", "--verify_fatal=1", "--do_verify=1", "--numjobs=1")
+			"--size=8m", "--iodepth=16", "--verify=crc32c", "--verify_fatal=1", "--do_verify=1", "--numjobs=1", "--verify_state_save=0")
 		if !strings.Contains(out, "err= 0") {
 			t.Errorf("fio:\n%s", out)
 		}

@@ -255,18 +255,24 @@ func (d *Device) ReadAt(p []byte, off int64) (n int, err error) {
 	defer cancel()
 	err = d.pieces(off, int64(len(p)), func(i, objOff, pos, k int64) error {
 		st := d.obj(i)
-		st.mu.Lock()
-		err := d.sync(ctx, i, st)
-		order := st.order
-		st.mu.Unlock()
-		if err != nil {
-			return err
+		for try := 0; ; try++ {
+			st.mu.Lock()
+			err := d.sync(ctx, i, st)
+			order := st.order
+			st.mu.Unlock()
+			if err != nil {
+				return err
+			}
+			if order == 0 {
+				clear(p[pos : pos+k])
+				return nil
+			}
+			// The order read names the version every holder has; a write that lands
+			// meanwhile moves them past it: read again at the new order.
+			if err = d.read(ctx, i, order, objOff, p[pos:pos+k]); err != errNewer || try == 100 {
+				return err
+			}
 		}
-		if order == 0 {
-			clear(p[pos : pos+k])
-			return nil
-		}
-		return d.read(ctx, i, order, objOff, p[pos:pos+k])
 	})
 	if err != nil {
 		return 0, err
@@ -284,12 +290,14 @@ func (d *Device) read(ctx context.Context, i int64, order uint64, off int64, p [
 	}
 	sort.SliceStable(ts, func(a, b int) bool { return ts[a].Local && !ts[b].Local })
 	var last error
+	newer := false
 	for _, t := range ts {
 		if t.Down {
 			continue
 		}
 		rd, err := d.s.cfg.Replica(t).Open(ctx, clustermap.VolumeBucket, key, replica.OpenOptions{Version: order, Off: off, N: int64(len(p))})
 		if err != nil {
+			newer = newer || errors.Is(errors.Precondition, err)
 			last = err
 			continue
 		}
@@ -301,11 +309,18 @@ func (d *Device) read(ctx context.Context, i int64, order uint64, off int64, p [
 		}
 		last = err
 	}
+	if newer {
+		return errNewer
+	}
 	if last == nil {
 		last = errors.E(errors.Transient, "no holder of the data object can be reached")
 	}
 	return errors.E(errors.IO, fmt.Errorf("volume %s, data object %d: %w", d.vol.Name, i, last))
 }
+
+// errNewer says that the holders of a data object moved past the order a read asked for
+// (a write landed in between): the read is done again.
+var errNewer = errors.New("the data object was written during the read")
 
 type sliceWriter struct {
 	p []byte
