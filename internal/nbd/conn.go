@@ -18,8 +18,8 @@ import (
 )
 
 // transmission is the transmission phase of one connection: the connection's goroutine
-// reads requests (and write payloads) in order and hands each to a goroutine of its own,
-// up to Server.MaxInflight at a time and Server.MaxInflightBytes of buffers; replies go
+// reads requests (and write payloads) in order and hands each to one of
+// Server.MaxInflight workers, with at most Server.MaxInflightBytes of buffers; replies go
 // out as requests finish, each written whole under wmu. The protocol lets replies come in
 // any order; clients do not send overlapping writes without waiting for the first.
 type transmission struct {
@@ -34,7 +34,6 @@ type transmission struct {
 
 	wmu     sync.Mutex
 	wg      sync.WaitGroup
-	slots   chan struct{}
 	budget  *semaphore.Weighted
 	budgetN int64
 	broken  atomic.Bool // a reply could not be written: the connection is done
@@ -51,8 +50,24 @@ func (t *transmission) run(ctx context.Context) {
 	}
 	_, _, maxB := blockSizes(t.info)
 	t.budgetN = max(t.budgetN, int64(maxB)) // one request of the largest size always fits
-	t.slots = make(chan struct{}, slots)
 	t.budget = semaphore.NewWeighted(t.budgetN)
+	// A fixed set of workers, not a goroutine per request: a worker's stack grows once to
+	// what the device needs and stays grown (a new goroutine per request paid for that
+	// growth every time: 12 % of the CPU of 4 KiB random reads).
+	jobs := make(chan job)
+	defer close(jobs)
+	for range slots {
+		go func() {
+			for j := range jobs {
+				t.handle(j.req, j.buf)
+				if j.buf != nil {
+					putBuf(j.buf)
+				}
+				t.budget.Release(j.size)
+				t.wg.Done()
+			}
+		}()
+	}
 	payloadTimeout := t.s.PayloadTimeout
 	if payloadTimeout <= 0 {
 		payloadTimeout = time.Minute
@@ -93,9 +108,7 @@ func (t *transmission) run(ctx context.Context) {
 			}
 			size = int64(req.length)
 		}
-		t.slots <- struct{}{}
 		if err := t.budget.Acquire(ctx, size); err != nil {
-			<-t.slots
 			return
 		}
 		var buf []byte
@@ -111,21 +124,19 @@ func (t *transmission) run(ctx context.Context) {
 				t.log.Info("nbd: connection ended in the middle of a write's payload: the write was not done", "offset", req.offset, "bytes", req.length, "err", err)
 				putBuf(buf)
 				t.budget.Release(size)
-				<-t.slots
 				return
 			}
 		}
 		t.wg.Add(1)
-		go func() {
-			defer t.wg.Done()
-			t.handle(req, buf)
-			if buf != nil {
-				putBuf(buf)
-			}
-			t.budget.Release(size)
-			<-t.slots
-		}()
+		jobs <- job{req, buf, size} // waits for a free worker
 	}
+}
+
+// job is a request handed to a worker, with its payload buffer and the budget it holds.
+type job struct {
+	req  request
+	buf  []byte
+	size int64
 }
 
 // commandFlags lists the commands served, each with the flags it may carry.
