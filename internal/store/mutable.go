@@ -128,6 +128,13 @@ func (s *Store) WriteRange(ctx context.Context, w object.RangeWrite) (*object.Ob
 	case w.Next <= w.Prev:
 		return nil, errors.Errorf(op, errors.Invalid, "write order %d does not follow %d", w.Next, w.Prev)
 	}
+	if w.Data != nil && len(w.Data) <= s.cfg.InlineMax {
+		// Inline bytes go to the index: refused like any write on a full disk (larger
+		// ones are checked by writeMutableChunks; a hole frees space and always goes).
+		if err := s.checkSpace(int64(len(w.Data))); err != nil {
+			return nil, errors.E(op, err)
+		}
+	}
 	var bd *body
 	if w.Data != nil && len(w.Data) > s.cfg.InlineMax {
 		var err error

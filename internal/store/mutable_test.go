@@ -5,6 +5,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -196,5 +197,38 @@ func TestMutableOrder(t *testing.T) {
 	}
 	if got := readAll(t, s, "vol", "o"); got[1] != 'q' || got[0] != 'z' {
 		t.Error("a write after the copy was lost")
+	}
+}
+
+// On a full disk a range write is refused with NoSpace and changes nothing; a hole (which
+// frees space) still goes through.
+func TestMutableDiskFull(t *testing.T) {
+	var free atomic.Int64
+	free.Store(1 << 40)
+	cfg := testConfig(t)
+	cfg.FreeSpace = func() (int64, error) { return free.Load(), nil }
+	cfg.Reserve = 1 << 20
+	s := openStore(t, cfg)
+	ctx := context.Background()
+	if err := s.CreateBucket("vol"); err != nil {
+		t.Fatal(err)
+	}
+	const size = 256 << 10
+	w := object.RangeWrite{Bucket: "vol", Key: "o", Size: size, Data: bytes.Repeat([]byte("a"), size), Prev: 0, Next: 1}
+	if _, err := s.WriteRange(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	free.Store(1 << 20)                       // at the reserve
+	for _, n := range []int{100, 200 << 10} { // inline, chunked
+		_, err := s.WriteRange(ctx, object.RangeWrite{Bucket: "vol", Key: "o", Size: size, Data: bytes.Repeat([]byte("b"), n), Prev: 1, Next: 2})
+		if !errors.Is(errors.NoSpace, err) {
+			t.Fatalf("a %d-byte write on a full disk: %v", n, err)
+		}
+	}
+	if got := readAll(t, s, "vol", "o"); !bytes.Equal(got, bytes.Repeat([]byte("a"), size)) {
+		t.Fatal("refused writes changed the object")
+	}
+	if _, err := s.WriteRange(ctx, object.RangeWrite{Bucket: "vol", Key: "o", Size: size, Len: 4096, Prev: 1, Next: 2}); err != nil {
+		t.Fatalf("a hole on a full disk: %v", err)
 	}
 }
