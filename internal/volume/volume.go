@@ -463,6 +463,8 @@ func (d *Device) fanOut(ctx context.Context, ts []topology.Target, w object.Rang
 		case errors.Is(errors.Transient, res.err) || errors.Is(errors.IO, res.err):
 			d.s.log.Warn("a holder of a volume's data object did not take a write; retrying until it is marked down", "volume", d.vol.Name, "node", res.t.ID, "err", res.err)
 			retry = true
+		case errors.Is(errors.NoSpace, res.err):
+			err = errors.E(errors.NoSpace, fmt.Errorf("node %s: %w", res.t.ID, res.err)) // ENOSPC to the client
 		default:
 			err = errors.E(errors.IO, fmt.Errorf("node %s: %w", res.t.ID, res.err))
 		}
