@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/cairnfs/cairn/internal/proc"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/testutil/proctest"
 	"github.com/cairnfs/cairn/internal/wire"
@@ -227,6 +228,17 @@ func TestRollingUpgrade(t *testing.T) {
 		if _, err := p.client().ListBuckets(ctx, &s3.ListBucketsInput{}); err != nil {
 			t.Fatalf("node %d: the sealed key: %v", i, err)
 		}
+	}
+
+	// Every node upgraded, the map's feature level is this build's: a node of the baseline
+	// build is refused at the door (its join says no level, which counts as an older
+	// one) with the reason, and exits, instead of joining a cluster whose maps and records
+	// it misreads.
+	_, err := proc.Start(ctx, proc.Config{Bin: old, Dir: t.TempDir(), Name: "n-old",
+		Args: []string{"--node-id", "n-old", "--zone", "z1", "--join", tc.addrs[0]},
+		Env:  []string{"CAIRN_ACCESS_KEY=" + testAccess, "CAIRN_SECRET_KEY=" + testSecret, "CAIRN_CLUSTER_SECRET=" + testClusterSecret}})
+	if err == nil || !strings.Contains(err.Error(), "older cairn") {
+		t.Fatalf("a baseline node joining the upgraded cluster: %v; want it refused as an older cairn", err)
 	}
 
 	// The upgraded cluster's internode traffic is plain until the operator turns TLS on:

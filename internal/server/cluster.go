@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -409,7 +410,7 @@ func join(ctx context.Context, c *rpc.Client, addr string, self clustermap.Node)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
-		err := c.DoJSON(ctx, &rpc.Request{Method: http.MethodPost, Addr: addr, Path: wire.PathJoin, Body: bytes.NewReader(body), Size: int64(len(body))}, &m)
+		err := c.DoJSON(ctx, &rpc.Request{Method: http.MethodPost, Addr: addr, Path: wire.PathJoin, Query: url.Values{"level": {strconv.Itoa(featureLevel)}}, Body: bytes.NewReader(body), Size: int64(len(body))}, &m)
 		if err == nil {
 			return &m, nil
 		}
@@ -427,6 +428,26 @@ func join(ctx context.Context, c *rpc.Client, addr string, self clustermap.Node)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// joinLevelAllowed refuses a joining node whose build is older than the cluster's feature
+// level: once the map's Level says every node reads a format or takes a command, a node
+// that does not would misread records and maps written for it. A join request says its
+// build's level in the query. The released builds before this one sent none; the last of
+// them ran at level 4, so an absent level counts as 4.
+func joinLevelAllowed(q string, clusterLevel int) error {
+	level := 4
+	if q != "" {
+		l, err := strconv.Atoi(q)
+		if err != nil || l < 0 {
+			return errors.E(errors.Invalid, "malformed join request: level is not a number")
+		}
+		level = l
+	}
+	if level < clusterLevel {
+		return errors.E(errors.Invalid, fmt.Errorf("this node runs an older cairn (feature level %d) than the cluster has reached (%d): upgrade it to this cluster's build before it joins", level, clusterLevel))
+	}
+	return nil
 }
 
 // clusterHandler serves the cluster protocol: the map, joins and forwarded map changes.
@@ -492,6 +513,10 @@ func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var n clustermap.Node
 		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&n); err != nil || n.ID == "" || n.Addr == "" {
 			wire.WriteError(w, errors.E(errors.Invalid, "malformed join request"))
+			return
+		}
+		if err := joinLevelAllowed(r.URL.Query().Get("level"), h.mgr.Current().Level); err != nil {
+			wire.WriteError(w, err)
 			return
 		}
 		n.State = clustermap.StateUp

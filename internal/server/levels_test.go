@@ -77,3 +77,30 @@ func TestCommandLevels(t *testing.T) {
 		}
 	}
 }
+
+// A joining node older than the cluster's feature level is refused, with the reason; a
+// join that says no level counts as the last released build without it (level 4).
+func TestJoinLevelAllowed(t *testing.T) {
+	for _, tc := range []struct {
+		query   string
+		cluster int
+		ok      bool
+	}{
+		{"", 0, true},
+		{"", 4, true},
+		{"", 5, false},
+		{"6", 6, true},
+		{"7", 6, true},
+		{"5", 6, false},
+		{"x", 1, false},
+		{"-1", 0, false},
+	} {
+		err := joinLevelAllowed(tc.query, tc.cluster)
+		if (err == nil) != tc.ok {
+			t.Errorf("level %q joining a cluster at %d: %v, want allowed %v", tc.query, tc.cluster, err, tc.ok)
+		}
+		if err != nil && tc.query != "x" && tc.query != "-1" && !strings.Contains(err.Error(), "older cairn") {
+			t.Errorf("level %q: %v does not say why", tc.query, err)
+		}
+	}
+}
