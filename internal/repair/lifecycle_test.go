@@ -1,0 +1,364 @@
+package repair
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/clustermap"
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/hlc"
+	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/testutil/proctest"
+)
+
+// testClock is the injected clock of the lifecycle runner.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *testClock) now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *testClock) set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
+
+// setBuckets puts buckets with their configurations in the cluster's map (and creates
+// them in every store), as OpSetBucketConfig would.
+func (c *cluster) setBuckets(t *testing.T, cfgs map[string]map[string]string) {
+	t.Helper()
+	m := c.maps.Current().Clone()
+	m.Epoch++
+	if m.Buckets == nil {
+		m.Buckets = map[string]clustermap.Bucket{}
+	}
+	for name, cfg := range cfgs {
+		m.Buckets[name] = clustermap.Bucket{Name: name, Config: cfg}
+		for _, n := range c.nodes {
+			if err := n.st.CreateBucket(name); err != nil && !errors.Is(errors.Exist, err) {
+				t.Fatal(err)
+			}
+		}
+	}
+	c.maps.Set(m)
+}
+
+// lifecycleRound runs a round of bucket on every node and returns the counts summed.
+func (c *cluster) lifecycleRound(t *testing.T, bucket string) LifecycleCounts {
+	t.Helper()
+	var sum LifecycleCounts
+	for _, n := range c.nodes {
+		if err := n.loops.LifecycleRound(context.Background(), bucket); err != nil {
+			t.Fatalf("%s: %v", n.id, err)
+		}
+		for _, p := range n.loops.LifecycleStatus() {
+			if p.Bucket == bucket {
+				sum.add(p.Last)
+			}
+		}
+	}
+	return sum
+}
+
+func putMeta(t *testing.T, c *cluster, bucket, key string, body []byte, meta object.Object) *object.Object {
+	t.Helper()
+	o, err := c.nodes[0].gw.PutObject(context.Background(), bucket, key, &meta, bytes.NewReader(body), int64(len(body)), object.PutOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// exists reports whether bucket/key has a current version, as a quorum read through
+// every gateway sees it (all must agree).
+func (c *cluster) exists(t *testing.T, bucket, key string) bool {
+	t.Helper()
+	var got []bool
+	for _, n := range c.nodes {
+		_, err := n.gw.StatObject(context.Background(), bucket, key)
+		if err != nil && !errors.Is(errors.NotExist, err) {
+			t.Fatalf("%s: stat %s: %v", n.id, key, err)
+		}
+		got = append(got, err == nil)
+	}
+	for _, g := range got[1:] {
+		if g != got[0] {
+			t.Fatalf("%s/%s: gateways disagree: %v", bucket, key, got)
+		}
+	}
+	return got[0]
+}
+
+// versionsOf lists bucket/key's versions through node 0's gateway, newest first, as
+// "o" (object) or "m" (marker) followed by the version's HLC.
+func (c *cluster) versionsOf(t *testing.T, bucket, key string) []uint64 {
+	t.Helper()
+	l, err := c.nodes[0].gw.ListVersions(context.Background(), bucket, object.VersionListOptions{Prefix: key, Max: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []uint64
+	for _, v := range l.Versions {
+		if v.Key == key {
+			out = append(out, v.Object.HLC)
+		}
+	}
+	return out
+}
+
+func newLifecycleCluster(t *testing.T) (*cluster, *testClock) {
+	c := newCluster(t, 3)
+	clock := &testClock{t: time.Now()}
+	for _, n := range c.nodes {
+		n.loops.now = clock.now
+	}
+	return c, clock
+}
+
+const lcDoc = `<LifecycleConfiguration>` +
+	`<Rule><ID>tmp</ID><Filter><Tag><Key>tmp</Key><Value>yes</Value></Tag></Filter><Status>Enabled</Status><Expiration><Days>1</Days></Expiration></Rule>` +
+	`<Rule><ID>logs</ID><Filter><Prefix>logs/</Prefix></Filter><Status>Enabled</Status><Expiration><Days>3</Days></Expiration></Rule>` +
+	`<Rule><ID>big</ID><Filter><And><Prefix>data/</Prefix><ObjectSizeGreaterThan>1000</ObjectSizeGreaterThan></And></Filter><Status>Enabled</Status><Expiration><Days>10</Days></Expiration></Rule>` +
+	`<Rule><ID>dated</ID><Filter><Prefix>dated/</Prefix></Filter><Status>Enabled</Status><Expiration><Date>%s</Date></Expiration></Rule>` +
+	`<Rule><ID>off</ID><Filter><Prefix>data/</Prefix></Filter><Status>Disabled</Status><Expiration><Days>1</Days></Expiration></Rule>` +
+	`<Rule><ID>uploads</ID><Filter><Prefix>up/</Prefix></Filter><Status>Enabled</Status><AbortIncompleteMultipartUpload><DaysAfterInitiation>2</DaysAfterInitiation></AbortIncompleteMultipartUpload></Rule>` +
+	`</LifecycleConfiguration>`
+
+// TestLifecycleExpiration: expiration by days (tag, prefix, size filters) and by date,
+// stale uploads aborted, in a bucket without versioning, with the clock moved forward;
+// each action once over the three nodes, the same result through every gateway, and a
+// round run again does nothing.
+func TestLifecycleExpiration(t *testing.T) {
+	c, clock := newLifecycleCluster(t)
+	start := clock.now()
+	day := func(n int) time.Time { return start.Add(time.Duration(n) * 24 * time.Hour) }
+	date := day(8).UTC().Truncate(24 * time.Hour).Format(time.RFC3339)
+	c.setBuckets(t, map[string]map[string]string{"lc": {lifecycleKind: fmt.Sprintf(lcDoc, date)}})
+
+	putMeta(t, c, "lc", "tagged", []byte("x"), object.Object{Tags: [][2]string{{"tmp", "yes"}}})
+	putMeta(t, c, "lc", "untagged", []byte("x"), object.Object{Tags: [][2]string{{"tmp", "no"}}})
+	for i := range 5 {
+		putMeta(t, c, "lc", fmt.Sprintf("logs/%d", i), []byte("log line"), object.Object{})
+	}
+	putMeta(t, c, "lc", "data/small", bytes.Repeat([]byte("s"), 1000), object.Object{})
+	putMeta(t, c, "lc", "data/big", bytes.Repeat([]byte("b"), 1001), object.Object{})
+	putMeta(t, c, "lc", "dated/x", []byte("x"), object.Object{})
+	up, err := c.nodes[1].gw.CreateUpload(context.Background(), "lc", "up/file", &object.Object{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep, err := c.nodes[1].gw.CreateUpload(context.Background(), "lc", "other/file", &object.Object{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := func(when string, present ...string) {
+		t.Helper()
+		all := []string{"tagged", "untagged", "logs/0", "logs/4", "data/small", "data/big", "dated/x"}
+		for _, k := range all {
+			if got, w := c.exists(t, "lc", k), contains(present, k); got != w {
+				t.Fatalf("%s: %s exists %v, want %v", when, k, got, w)
+			}
+		}
+	}
+
+	if n := c.lifecycleRound(t, "lc"); n.ExpiredCurrent != 0 || n.AbortedUploads != 0 || n.Errors != 0 {
+		t.Fatalf("day 0: %+v", n)
+	}
+	want("day 0", "tagged", "untagged", "logs/0", "logs/4", "data/small", "data/big", "dated/x")
+	clock.set(day(2))
+	if n := c.lifecycleRound(t, "lc"); n.ExpiredCurrent != 1 || n.Errors != 0 {
+		t.Fatalf("day 2: %+v; want the tagged object expired", n)
+	}
+	want("day 2", "untagged", "logs/0", "logs/4", "data/small", "data/big", "dated/x")
+	clock.set(day(5))
+	if n := c.lifecycleRound(t, "lc"); n.ExpiredCurrent != 5 || n.AbortedUploads != 1 || n.Errors != 0 {
+		t.Fatalf("day 5: %+v; want 5 logs expired and 1 upload aborted", n)
+	}
+	want("day 5", "untagged", "data/small", "data/big", "dated/x")
+	if _, err := c.nodes[0].gw.StatUpload(context.Background(), "lc", "up/file", up); err == nil {
+		t.Fatal("the stale upload is still pending")
+	}
+	if _, err := c.nodes[0].gw.StatUpload(context.Background(), "lc", "other/file", keep); err != nil {
+		t.Fatalf("an upload no rule covers: %v", err)
+	}
+	clock.set(day(12))
+	if n := c.lifecycleRound(t, "lc"); n.ExpiredCurrent != 2 || n.Errors != 0 {
+		t.Fatalf("day 12: %+v; want data/big and dated/x expired", n)
+	}
+	want("day 12", "untagged", "data/small")
+	if n := c.lifecycleRound(t, "lc"); n.ExpiredCurrent+n.AbortedUploads+n.Errors != 0 {
+		t.Fatalf("a round run again: %+v; want nothing to do", n)
+	}
+	for _, n := range c.nodes {
+		if s := n.loops.LifecycleStatus(); len(s) != 1 || s[0].Finished.IsZero() || !s[0].Next.Equal(s[0].Finished.Add(DefaultLifecycleInterval)) {
+			t.Fatalf("%s: status %+v", n.id, s)
+		}
+	}
+}
+
+func contains(s []string, k string) bool {
+	for _, x := range s {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+const lcVersionedDoc = `<LifecycleConfiguration>` +
+	`<Rule><ID>cur</ID><Filter><Prefix>cur/</Prefix></Filter><Status>Enabled</Status><Expiration><Days>3</Days></Expiration></Rule>` +
+	`<Rule><ID>nc</ID><Filter/><Status>Enabled</Status><NoncurrentVersionExpiration><NoncurrentDays>2</NoncurrentDays><NewerNoncurrentVersions>1</NewerNoncurrentVersions></NoncurrentVersionExpiration></Rule>` +
+	`<Rule><ID>markers</ID><Filter><Prefix>gone/</Prefix></Filter><Status>Enabled</Status><Expiration><ExpiredObjectDeleteMarker>true</ExpiredObjectDeleteMarker></Expiration></Rule>` +
+	`</LifecycleConfiguration>`
+
+// TestLifecycleVersioned: in a versioned bucket a current version that expires gets a
+// delete marker; noncurrent versions go NoncurrentDays after they became noncurrent
+// except the NewerNoncurrentVersions newest; a delete marker that is the last version
+// goes; noncurrent versions under a legal hold or a retention are skipped and counted.
+func TestLifecycleVersioned(t *testing.T) {
+	c, clock := newLifecycleCluster(t)
+	ctx := context.Background()
+	start := clock.now()
+	day := func(n int) time.Time { return start.Add(time.Duration(n) * 24 * time.Hour) }
+	c.setBuckets(t, map[string]map[string]string{"ver": {lifecycleKind: lcVersionedDoc, "versioning": "Enabled"}})
+	v := object.Object{Versioned: true}
+
+	cur := putMeta(t, c, "ver", "cur/a", []byte("1"), v)
+	var nc []*object.Object
+	for i := range 4 {
+		nc = append(nc, putMeta(t, c, "ver", "nc/k", []byte{byte(i)}, v))
+	}
+	g1 := putMeta(t, c, "ver", "gone/k", []byte("x"), v)
+	if _, err := c.nodes[0].gw.DeleteRecord(ctx, "ver", "gone/k", object.Object{DeleteMarker: true, Versioned: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.nodes[0].gw.DeleteRecord(ctx, "ver", "gone/k", object.Object{HLC: g1.HLC, Versioned: true, Purged: true}); err != nil {
+		t.Fatal(err)
+	}
+	held := v
+	held.LegalHold = true
+	h1 := putMeta(t, c, "ver", "locked/hold", []byte("held"), held)
+	putMeta(t, c, "ver", "locked/hold", []byte("next"), v)
+	putMeta(t, c, "ver", "locked/hold", []byte("last"), v)
+	retained := v
+	retained.Retention = object.Retention{Mode: object.LockCompliance, Until: day(100).UnixNano()}
+	r1 := putMeta(t, c, "ver", "locked/ret", []byte("kept"), retained)
+	putMeta(t, c, "ver", "locked/ret", []byte("next"), v)
+	putMeta(t, c, "ver", "locked/ret", []byte("last"), v)
+
+	clock.set(day(5))
+	n := c.lifecycleRound(t, "ver")
+	// cur/a: a marker; nc/k: the two oldest of three noncurrent versions (one kept);
+	// gone/k: its marker; locked/*: both skipped.
+	if n.ExpiredCurrent != 1 || n.ExpiredNoncurent != 2 || n.RemovedMarkers != 1 || n.SkippedLocked != 2 || n.Errors != 0 {
+		t.Fatalf("day 5: %+v", n)
+	}
+	if c.exists(t, "ver", "cur/a") {
+		t.Fatal("cur/a still current")
+	}
+	if vs := c.versionsOf(t, "ver", "cur/a"); len(vs) != 2 || vs[0] != cur.HLC+1 || vs[1] != cur.HLC {
+		t.Fatalf("cur/a versions %v, want the marker (%d) and the version (%d)", vs, cur.HLC+1, cur.HLC)
+	}
+	if vs := c.versionsOf(t, "ver", "nc/k"); len(vs) != 2 || vs[0] != nc[3].HLC || vs[1] != nc[2].HLC {
+		t.Fatalf("nc/k versions %v, want %d %d", vs, nc[3].HLC, nc[2].HLC)
+	}
+	if vs := c.versionsOf(t, "ver", "gone/k"); len(vs) != 0 {
+		t.Fatalf("gone/k versions %v, want none", vs)
+	}
+	if vs := c.versionsOf(t, "ver", "locked/hold"); len(vs) != 3 || vs[2] != h1.HLC {
+		t.Fatalf("the held version went: %v", vs)
+	}
+	if vs := c.versionsOf(t, "ver", "locked/ret"); len(vs) != 3 || vs[2] != r1.HLC {
+		t.Fatalf("the retained version went: %v", vs)
+	}
+
+	// The marker on cur/a is the current version now; the version behind it became
+	// noncurrent on day 5 and is the newest noncurrent one: kept.
+	clock.set(day(9))
+	n = c.lifecycleRound(t, "ver")
+	if n.ExpiredCurrent+n.ExpiredNoncurent+n.RemovedMarkers != 0 || n.SkippedLocked != 2 || n.Errors != 0 {
+		t.Fatalf("day 9: %+v", n)
+	}
+	if vs := c.versionsOf(t, "ver", "cur/a"); len(vs) != 2 {
+		t.Fatalf("cur/a versions %v", vs)
+	}
+}
+
+// TestLifecycleResumesAfterStop: a round cut short (its context ends after a few
+// actions) is not recorded as finished; the node's runner, started again over the same
+// store, runs it again and the bucket ends as one uninterrupted round leaves it, each
+// object expired once.
+func TestLifecycleResumesAfterStop(t *testing.T) {
+	c, clock := newLifecycleCluster(t)
+	c.setBuckets(t, map[string]map[string]string{"lc": {lifecycleKind: fmt.Sprintf(lcDoc, "2020-01-01T00:00:00Z")}})
+	for i := range 30 {
+		putMeta(t, c, "lc", fmt.Sprintf("logs/%02d", i), []byte("x"), object.Object{})
+	}
+	clock.set(clock.now().Add(5 * 24 * time.Hour))
+	n1 := c.nodes[0]
+	ctx, cancel := context.WithCancel(context.Background())
+	cut := &cutCoordinator{Coordinator: n1.gw, after: 3, cancel: cancel}
+	n1.loops.coord = cut
+	if err := n1.loops.LifecycleRound(ctx, "lc"); err == nil {
+		t.Fatal("a round cut short reported success")
+	}
+	if at, _ := n1.loops.lifecycleDone("lc"); !at.IsZero() {
+		t.Fatal("a round cut short was recorded as finished")
+	}
+	first := n1.loops.LifecycleStatus()[0].Last.ExpiredCurrent
+	// The node restarts: new loops over the same store, whose runner finds the round due.
+	restarted := New(Config{NodeID: n1.id, Store: n1.st, Maps: c.maps, Topology: n1.gw.Topology(), Replica: n1.gw.Replica,
+		Stripes: n1.gw.Stripes(), Coordinator: n1.gw, Clock: new(hlc.Clock), Now: clock.now, LifecycleTick: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	rctx, rcancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); restarted.RunLifecycle(rctx) }()
+	proctest.WaitFor(t, 20*time.Second, func() error {
+		if s := restarted.LifecycleStatus(); len(s) != 1 || s[0].Finished.IsZero() {
+			return fmt.Errorf("the round has not run again: %+v", s)
+		}
+		return nil
+	})
+	rcancel()
+	<-done
+	second := restarted.LifecycleStatus()[0].Last
+	if second.Errors != 0 {
+		t.Fatalf("the round run again: %+v", second)
+	}
+	for _, n := range c.nodes[1:] {
+		if err := n.loops.LifecycleRound(context.Background(), "lc"); err != nil {
+			t.Fatal(err)
+		}
+		first += n.loops.LifecycleStatus()[0].Last.ExpiredCurrent
+	}
+	if total := first + second.ExpiredCurrent; total != 30 {
+		t.Fatalf("expired %d (cut round %d, run again %d), want 30 once each", total, first, second.ExpiredCurrent)
+	}
+	for i := range 30 {
+		if c.exists(t, "lc", fmt.Sprintf("logs/%02d", i)) {
+			t.Fatalf("logs/%02d not expired", i)
+		}
+	}
+}
+
+// cutCoordinator ends its round's context after a number of deletions (a node stopped
+// mid-round).
+type cutCoordinator struct {
+	Coordinator
+	mu     sync.Mutex
+	after  int
+	cancel func()
+}
+
+func (c *cutCoordinator) DeleteRecord(ctx context.Context, bucket, key string, d object.Object) (*object.Object, error) {
+	c.mu.Lock()
+	c.after--
+	stop := c.after < 0
+	c.mu.Unlock()
+	if stop {
+		c.cancel()
+		return nil, ctx.Err()
+	}
+	return c.Coordinator.DeleteRecord(ctx, bucket, key, d)
+}
