@@ -100,6 +100,9 @@ type lifecycleState struct {
 
 // LifecycleStatus returns this node's lifecycle state per bucket with rules, by name.
 func (l *Loops) LifecycleStatus() []LifecycleProgress {
+	if l.store == nil {
+		return nil
+	}
 	m := l.maps.Current()
 	l.lc.mu.Lock()
 	defer l.lc.mu.Unlock()
@@ -242,6 +245,9 @@ func (l *Loops) LifecycleRound(ctx context.Context, bucket string) error {
 	doc := b.Config[lifecycleKind]
 	if doc == "" {
 		return nil
+	}
+	if err := l.coord.EnsureLocalBucket(bucket); err != nil {
+		return errors.E(op, err) // a bucket no object of which reached this node yet
 	}
 	cfg, err := lifecycle.Parse([]byte(doc))
 	if err != nil {

@@ -467,6 +467,11 @@ func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, h.scrub.Status())
 	case wire.PathReplace:
 		writeJSON(w, h.rep.ApplyStatus())
+	case wire.PathLifecycle:
+		if r.Method == http.MethodPost {
+			h.rep.RunLifecycleNow()
+		}
+		writeJSON(w, h.rep.LifecycleStatus())
 	case wire.PathRecovery:
 		if r.Method == http.MethodPost {
 			rate, err := strconv.ParseInt(r.URL.Query().Get("rate"), 10, 64)
