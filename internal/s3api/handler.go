@@ -138,9 +138,11 @@ type Handler struct {
 	store    Backend
 	verifier *sigv4.Verifier
 	cors     corsCache
-	policies policyCache
-	reqSeq   atomic.Uint64
-	reqBase  string
+	// lifecycle caches parsed lifecycle configurations (x-amz-expiration).
+	lifecycle lifecycleCache
+	policies  policyCache
+	reqSeq    atomic.Uint64
+	reqBase   string
 }
 
 // New returns a Handler.

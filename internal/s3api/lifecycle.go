@@ -1,13 +1,18 @@
 package s3api
 
 import (
+	"context"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/cairnfs/cairn/internal/lifecycle"
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 // Lifecycle: a bucket's LifecycleConfiguration (PutBucketLifecycleConfiguration, kept as
@@ -92,4 +97,57 @@ func (h *Handler) deleteBucketLifecycle(w http.ResponseWriter, r *http.Request, 
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// lifecycleCache keeps the parsed form of the lifecycle documents in use, keyed by the
+// document, so that the x-amz-expiration header of a GET does not parse XML. It is
+// emptied when full.
+type lifecycleCache struct {
+	mu sync.Mutex
+	m  map[string]*lifecycle.Config
+}
+
+const maxLifecycleCache = 256
+
+func (c *lifecycleCache) get(doc string) *lifecycle.Config {
+	c.mu.Lock()
+	cfg, ok := c.m[doc]
+	c.mu.Unlock()
+	if ok {
+		return cfg
+	}
+	cfg, err := lifecycle.Parse([]byte(doc))
+	if err != nil {
+		cfg = nil // stored documents were validated; one that no longer parses expires nothing
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxLifecycleCache {
+		c.m = make(map[string]*lifecycle.Config)
+	}
+	c.m[doc] = cfg
+	c.mu.Unlock()
+	return cfg
+}
+
+// expirationHeader sets x-amz-expiration on the answer to a PUT, GET or HEAD of the
+// current version o of bucket/key when a current-version Expiration rule of the bucket
+// matches it: when it expires (S3's rounding to midnight UTC) and the rule's ID. A bucket
+// without rules costs the bucket lookup (the map's).
+func (h *Handler) expirationHeader(ctx context.Context, hd http.Header, bucket, key string, o *object.Object) {
+	if o == nil || o.DeleteMarker {
+		return
+	}
+	b, err := h.store.HeadBucket(ctx, bucket)
+	if err != nil || b.Config[lifecycleKind] == "" {
+		return
+	}
+	cfg := h.lifecycle.get(b.Config[lifecycleKind])
+	if cfg == nil {
+		return
+	}
+	at, id, ok := cfg.Expiry(key, lifecycle.Version{HLC: o.HLC, ModTime: time.Unix(0, o.ModTime), Size: o.Size, Tags: o.Tags})
+	if !ok {
+		return
+	}
+	hd.Set("x-amz-expiration", fmt.Sprintf(`expiry-date="%s", rule-id="%s"`, at.UTC().Format(http.TimeFormat), id))
 }

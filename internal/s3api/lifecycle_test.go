@@ -121,6 +121,39 @@ func TestBucketLifecycle(t *testing.T) {
 		t.Fatal("a refused request changed the configuration")
 	}
 
+	// x-amz-expiration on PUT, GET and HEAD of an object a current-version rule expires.
+	po, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("lcb"), Key: aws.String("logs/a"), Body: strings.NewReader("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ho, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("lcb"), Key: aws.String("logs/a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	due := ho.LastModified.UTC().Add(30 * 24 * time.Hour)
+	if m := due.Truncate(24 * time.Hour); !m.Equal(due) {
+		due = m.Add(24 * time.Hour)
+	}
+	want := `expiry-date="` + due.Format(http.TimeFormat) + `", rule-id="logs"`
+	if aws.ToString(po.Expiration) != want || aws.ToString(ho.Expiration) != want {
+		t.Fatalf("x-amz-expiration: PUT %q, HEAD %q, want %q", aws.ToString(po.Expiration), aws.ToString(ho.Expiration), want)
+	}
+	gob, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("lcb"), Key: aws.String("logs/a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gob.Body.Close()
+	if aws.ToString(gob.Expiration) != want {
+		t.Fatalf("GET x-amz-expiration %q, want %q", aws.ToString(gob.Expiration), want)
+	}
+	po, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("lcb"), Key: aws.String("data/a"), Body: strings.NewReader("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if po.Expiration != nil {
+		t.Fatalf("an object no rule expires has x-amz-expiration %q", aws.ToString(po.Expiration))
+	}
+
 	if _, err := c.DeleteBucketLifecycle(ctx, &s3.DeleteBucketLifecycleInput{Bucket: aws.String("lcb")}); err != nil {
 		t.Fatal(err)
 	}

@@ -250,6 +250,7 @@ func (h *Handler) putObject(w http.ResponseWriter, r *http.Request, rq *request)
 		return bodyError(err)
 	}
 	versionHeader(w.Header(), status, o)
+	h.expirationHeader(r.Context(), w.Header(), rq.bucket, rq.key, o)
 	w.Header().Set("ETag", quote(o.ETag))
 	setChecksumHeaders(w.Header(), o)
 	sseHeaders(w.Header(), o.SSE)
@@ -452,6 +453,9 @@ func (h *Handler) getObject(w http.ResponseWriter, r *http.Request, rq *request)
 	}
 	if ref.set || o.Versioned {
 		w.Header().Set("x-amz-version-id", versionIDOf(o))
+	}
+	if !ref.set {
+		h.expirationHeader(r.Context(), w.Header(), rq.bucket, rq.key, o)
 	}
 	var dataKey []byte
 	if !head || o.SSE.Algorithm != sse.S3 { // a HEAD needs no master key; an SSE-C one checks the key
