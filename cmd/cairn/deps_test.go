@@ -46,7 +46,7 @@ func TestDependencyRules(t *testing.T) {
 		"internal/access":              {"internal/errors"},
 		"internal/metrics":             {},
 		"internal/console":             {"internal/errors"},
-		"internal/server":              {"internal/budget", "internal/console", "internal/hints", "internal/repair", "internal/topology", "internal/clustermap", "internal/errors", "internal/gateway", "internal/hlc", "internal/metrics", "internal/nbd", "internal/nodetls", "internal/object", "internal/replica", "internal/rpc", "internal/s3api", "internal/secrets", "internal/store", "internal/volume", "internal/wire", "internal/lifecycle"},
+		"internal/server":              {"internal/budget", "internal/console", "internal/hints", "internal/repair", "internal/topology", "internal/clustermap", "internal/errors", "internal/gateway", "internal/hlc", "internal/metrics", "internal/nbd", "internal/nodetls", "internal/object", "internal/replica", "internal/rpc", "internal/s3api", "internal/secrets", "internal/store", "internal/volume", "internal/wire"},
 		"internal/secrets":             {"internal/errors"},
 		"internal/nbd":                 {"internal/errors"},
 		"internal/volume":              {"internal/clustermap", "internal/errors", "internal/nbd", "internal/object", "internal/replica", "internal/topology"},
