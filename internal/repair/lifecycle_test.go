@@ -226,6 +226,9 @@ func TestLifecycleVersioned(t *testing.T) {
 	c.setBuckets(t, map[string]map[string]string{"ver": {lifecycleKind: lcVersionedDoc, "versioning": "Enabled"}})
 	v := object.Object{Versioned: true}
 
+	null := putMeta(t, c, "ver", "nc/null", []byte("null"), object.Object{}) // written before versioning: the null version
+	putMeta(t, c, "ver", "nc/null", []byte("v1"), v)
+	nv2 := putMeta(t, c, "ver", "nc/null", []byte("v2"), v)
 	cur := putMeta(t, c, "ver", "cur/a", []byte("1"), v)
 	var nc []*object.Object
 	for i := range 4 {
@@ -252,8 +255,9 @@ func TestLifecycleVersioned(t *testing.T) {
 	clock.set(day(5))
 	n := c.lifecycleRound(t, "ver")
 	// cur/a: a marker; nc/k: the two oldest of three noncurrent versions (one kept);
-	// gone/k: its marker; locked/*: both skipped.
-	if n.ExpiredCurrent != 1 || n.ExpiredNoncurent != 2 || n.RemovedMarkers != 1 || n.SkippedLocked != 2 || n.Errors != 0 {
+	// nc/null: its null version (a null tombstone); gone/k: its marker; locked/*: both
+	// skipped.
+	if n.ExpiredCurrent != 1 || n.ExpiredNoncurent != 3 || n.RemovedMarkers != 1 || n.SkippedLocked != 2 || n.Errors != 0 {
 		t.Fatalf("day 5: %+v", n)
 	}
 	if c.exists(t, "ver", "cur/a") {
@@ -264,6 +268,9 @@ func TestLifecycleVersioned(t *testing.T) {
 	}
 	if vs := c.versionsOf(t, "ver", "nc/k"); len(vs) != 2 || vs[0] != nc[3].HLC || vs[1] != nc[2].HLC {
 		t.Fatalf("nc/k versions %v, want %d %d", vs, nc[3].HLC, nc[2].HLC)
+	}
+	if vs := c.versionsOf(t, "ver", "nc/null"); len(vs) != 2 || vs[0] != nv2.HLC || vs[1] == null.HLC {
+		t.Fatalf("nc/null versions %v: want two versioned ones, the null version (%d) gone", vs, null.HLC)
 	}
 	if vs := c.versionsOf(t, "ver", "gone/k"); len(vs) != 0 {
 		t.Fatalf("gone/k versions %v, want none", vs)
@@ -411,4 +418,30 @@ func BenchmarkLifecycleScan(b *testing.B) {
 	el := time.Since(start).Seconds()
 	b.ReportMetric(float64(benchObjects)*float64(b.N)/el, "records/s")
 	b.ReportMetric(float64(n1.loops.LifecycleTotals().Scanned)/el, "evaluated/s")
+}
+
+// TestLifecycleSuspended: in a bucket whose versioning is Suspended an expired null
+// version is replaced by a null delete marker (as S3 does), which a later round removes
+// as a lone marker.
+func TestLifecycleSuspended(t *testing.T) {
+	c, clock := newLifecycleCluster(t)
+	doc := `<LifecycleConfiguration>` +
+		`<Rule><ID>days</ID><Filter><Prefix>s/</Prefix></Filter><Status>Enabled</Status><Expiration><Days>3</Days></Expiration></Rule>` +
+		`<Rule><ID>markers</ID><Filter><Prefix>s/</Prefix></Filter><Status>Enabled</Status><Expiration><ExpiredObjectDeleteMarker>true</ExpiredObjectDeleteMarker></Expiration></Rule>` +
+		`</LifecycleConfiguration>`
+	c.setBuckets(t, map[string]map[string]string{"sus": {lifecycleKind: doc, "versioning": "Suspended"}})
+	o := putMeta(t, c, "sus", "s/a", []byte("x"), object.Object{})
+	clock.set(clock.now().Add(5 * 24 * time.Hour))
+	if n := c.lifecycleRound(t, "sus"); n.ExpiredCurrent != 1 || n.Errors != 0 {
+		t.Fatalf("first round: %+v", n)
+	}
+	if vs := c.versionsOf(t, "sus", "s/a"); len(vs) != 1 || vs[0] != o.HLC+1 {
+		t.Fatalf("versions %v, want the null marker %d alone", vs, o.HLC+1)
+	}
+	if n := c.lifecycleRound(t, "sus"); n.RemovedMarkers != 1 || n.Errors != 0 {
+		t.Fatalf("second round: %+v", n)
+	}
+	if vs := c.versionsOf(t, "sus", "s/a"); len(vs) != 0 {
+		t.Fatalf("versions %v, want none", vs)
+	}
 }
