@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"log/slog"
 	"sort"
 	"strconv"
 	"sync"
@@ -50,20 +52,20 @@ const DefaultLifecycleInterval = 24 * time.Hour
 
 // LifecycleCounts are what rounds did, by outcome.
 type LifecycleCounts struct {
-	Scanned          int64 `json:"scanned"` // versions and uploads evaluated (this node first holder)
-	ExpiredCurrent   int64 `json:"expired_current"`
-	ExpiredNoncurent int64 `json:"expired_noncurrent"`
-	RemovedMarkers   int64 `json:"removed_markers"`
-	AbortedUploads   int64 `json:"aborted_uploads"`
-	SkippedLocked    int64 `json:"skipped_locked"` // versions Object Lock protects
-	Raced            int64 `json:"raced"`          // a newer write came first
-	Errors           int64 `json:"errors"`
+	Scanned           int64 `json:"scanned"` // versions and uploads evaluated (this node first holder)
+	ExpiredCurrent    int64 `json:"expired_current"`
+	ExpiredNoncurrent int64 `json:"expired_noncurrent"`
+	RemovedMarkers    int64 `json:"removed_markers"`
+	AbortedUploads    int64 `json:"aborted_uploads"`
+	SkippedLocked     int64 `json:"skipped_locked"` // versions Object Lock protects
+	Raced             int64 `json:"raced"`          // a newer write came first
+	Errors            int64 `json:"errors"`
 }
 
 func (c *LifecycleCounts) add(o LifecycleCounts) {
 	c.Scanned += o.Scanned
 	c.ExpiredCurrent += o.ExpiredCurrent
-	c.ExpiredNoncurent += o.ExpiredNoncurent
+	c.ExpiredNoncurrent += o.ExpiredNoncurrent
 	c.RemovedMarkers += o.RemovedMarkers
 	c.AbortedUploads += o.AbortedUploads
 	c.SkippedLocked += o.SkippedLocked
@@ -146,13 +148,16 @@ func (l *Loops) RunLifecycleNow() {
 
 // RunLifecycle runs each bucket's lifecycle rules whenever they are due (interval after
 // the last round this node finished for the bucket's current configuration, or at once
-// for a configuration it has not run), and on RunLifecycleNow, until ctx ends.
+// for a configuration it has not run), and on RunLifecycleNow, until ctx ends. A round
+// that failed is tried again after the retry delay (a tenth of the interval, at most 10
+// minutes), not at every tick: a round reads the whole bucket.
 func (l *Loops) RunLifecycle(ctx context.Context) {
 	if l.store == nil {
 		return
 	}
 	t := time.NewTicker(l.lcTick)
 	defer t.Stop()
+	retry := map[string]time.Time{} // buckets whose last round failed: not before (wall clock)
 	for {
 		all := false
 		select {
@@ -168,14 +173,20 @@ func (l *Loops) RunLifecycle(ctx context.Context) {
 				continue
 			}
 			if !all {
+				if time.Now().Before(retry[name]) {
+					continue
+				}
 				at, digest := l.lifecycleDone(name)
 				if digest == docDigest(doc) && l.now().Before(at.Add(l.lcInterval)) {
 					continue
 				}
 			}
 			if err := l.LifecycleRound(ctx, name); err != nil && ctx.Err() == nil {
-				l.log.Warn("lifecycle: round not finished; it runs again at the next tick", "bucket", name, "err", err)
+				retry[name] = time.Now().Add(l.lcRetry)
+				l.log.Warn("lifecycle: round not finished; it runs again later", "bucket", name, "retry_in", l.lcRetry, "err", err)
+				continue
 			}
+			delete(retry, name)
 		}
 	}
 }
@@ -263,7 +274,7 @@ func (l *Loops) LifecycleRound(ctx context.Context, bucket string) error {
 	l.lc.total.add(r.counts)
 	l.lc.mu.Unlock()
 	if err == nil && r.counts.Errors > 0 {
-		err = errors.Errorf(op, errors.Transient, "%d actions failed", r.counts.Errors)
+		err = errors.Errorf(op, errors.Transient, "%d actions failed, the last: %v", r.counts.Errors, r.lastErr)
 	}
 	if err == nil {
 		err = l.setLifecycleDone(ctx, bucket, now, doc)
@@ -281,8 +292,12 @@ func (l *Loops) LifecycleRound(ctx context.Context, bucket string) error {
 		l.lc.total.Rounds++
 		l.lc.total.LastRound = now
 		l.lc.mu.Unlock()
-		l.log.Info("lifecycle: round finished", "bucket", bucket, "scanned", r.counts.Scanned, "expired", r.counts.ExpiredCurrent,
-			"noncurrent_expired", r.counts.ExpiredNoncurent, "markers_removed", r.counts.RemovedMarkers, "uploads_aborted", r.counts.AbortedUploads,
+		lvl := slog.LevelDebug
+		if r.counts != (LifecycleCounts{Scanned: r.counts.Scanned}) {
+			lvl = slog.LevelInfo // it did something
+		}
+		l.log.Log(ctx, lvl, "lifecycle: round finished", "bucket", bucket, "scanned", r.counts.Scanned, "expired", r.counts.ExpiredCurrent,
+			"noncurrent_expired", r.counts.ExpiredNoncurrent, "markers_removed", r.counts.RemovedMarkers, "uploads_aborted", r.counts.AbortedUploads,
 			"skipped_locked", r.counts.SkippedLocked)
 	}
 	return err
@@ -297,6 +312,7 @@ type lcRound struct {
 	versioning string
 	pace       waiter
 	counts     LifecycleCounts
+	lastErr    error // of the last failed action
 }
 
 // first reports whether this node is the first holder of bucket/key in placement order
@@ -371,6 +387,9 @@ func (r *lcRound) key(ctx context.Context, key string, vs []*object.Object) {
 
 // act applies one action to version o of key.
 func (r *lcRound) act(ctx context.Context, key string, a lifecycle.Action, o *object.Object) {
+	if ctx.Err() != nil {
+		return // stopping: the round is not recorded, the next one does it
+	}
 	if a.Kind != lifecycle.ExpireCurrent && o.Locked(r.now.UnixNano(), false) {
 		r.counts.SkippedLocked++
 		return
@@ -415,15 +434,16 @@ func (r *lcRound) act(ctx context.Context, key string, a lifecycle.Action, o *ob
 	case a.Kind == lifecycle.ExpireCurrent:
 		r.counts.ExpiredCurrent++
 	case a.Kind == lifecycle.ExpireNoncurrent:
-		r.counts.ExpiredNoncurent++
+		r.counts.ExpiredNoncurrent++
 	default:
 		r.counts.RemovedMarkers++
 	}
 }
 
+// fail counts a failed action; the round reports the last one (one log line a round).
 func (r *lcRound) fail(key string, a lifecycle.Action, err error) {
 	r.counts.Errors++
-	r.l.log.Warn("lifecycle: action failed; the next round retries it", "bucket", r.bucket, "key", key, "action", a.Kind, "rule", a.Rule, "err", err)
+	r.lastErr = fmt.Errorf("%s of %s (rule %q): %w", a.Kind, key, a.Rule, err)
 }
 
 // uploads aborts the bucket's stale uploads this node is the first live holder of.

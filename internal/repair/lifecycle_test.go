@@ -257,7 +257,7 @@ func TestLifecycleVersioned(t *testing.T) {
 	// cur/a: a marker; nc/k: the two oldest of three noncurrent versions (one kept);
 	// nc/null: its null version (a null tombstone); gone/k: its marker; locked/*: both
 	// skipped.
-	if n.ExpiredCurrent != 1 || n.ExpiredNoncurent != 3 || n.RemovedMarkers != 1 || n.SkippedLocked != 2 || n.Errors != 0 {
+	if n.ExpiredCurrent != 1 || n.ExpiredNoncurrent != 3 || n.RemovedMarkers != 1 || n.SkippedLocked != 2 || n.Errors != 0 {
 		t.Fatalf("day 5: %+v", n)
 	}
 	if c.exists(t, "ver", "cur/a") {
@@ -286,7 +286,7 @@ func TestLifecycleVersioned(t *testing.T) {
 	// noncurrent on day 5 and is the newest noncurrent one: kept.
 	clock.set(day(9))
 	n = c.lifecycleRound(t, "ver")
-	if n.ExpiredCurrent+n.ExpiredNoncurent+n.RemovedMarkers != 0 || n.SkippedLocked != 2 || n.Errors != 0 {
+	if n.ExpiredCurrent+n.ExpiredNoncurrent+n.RemovedMarkers != 0 || n.SkippedLocked != 2 || n.Errors != 0 {
 		t.Fatalf("day 9: %+v", n)
 	}
 	if vs := c.versionsOf(t, "ver", "cur/a"); len(vs) != 2 {

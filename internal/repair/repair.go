@@ -122,6 +122,7 @@ type Loops struct {
 	lc                 lifecycleState
 	now                func() time.Time
 	lcInterval, lcTick time.Duration
+	lcRetry            time.Duration
 }
 
 // New returns the Loops of a node.
@@ -145,7 +146,7 @@ func New(cfg Config) *Loops {
 		cfg.LifecycleTick = time.Minute
 	}
 	cfg.LifecycleTick = min(cfg.LifecycleTick, cfg.LifecycleInterval)
-	return &Loops{now: cfg.Now, lcInterval: cfg.LifecycleInterval, lcTick: cfg.LifecycleTick, lc: lifecycleState{runNow: make(chan struct{}, 1)}, self: cfg.NodeID, store: cfg.Store, maps: cfg.Maps, topo: cfg.Topology, replica: cfg.Replica, stripes: cfg.Stripes,
+	return &Loops{now: cfg.Now, lcInterval: cfg.LifecycleInterval, lcTick: cfg.LifecycleTick, lcRetry: min(cfg.LifecycleInterval/10, 10*time.Minute), lc: lifecycleState{runNow: make(chan struct{}, 1)}, self: cfg.NodeID, store: cfg.Store, maps: cfg.Maps, topo: cfg.Topology, replica: cfg.Replica, stripes: cfg.Stripes,
 		coord: cfg.Coordinator, hints: cfg.Hints, clock: cfg.Clock, timeout: cfg.Timeout, log: cfg.Logger.With("component", "repair"),
 		budget: cfg.Budget}
 }

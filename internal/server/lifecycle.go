@@ -235,7 +235,7 @@ func assemble(cfg Config) (_ *instance, err error) {
 	}
 	n.m.LabeledCounterFunc("cairn_lifecycle_actions_total", "Lifecycle actions this node applied, by kind.", "kind", map[string]func() float64{
 		"expire_current":    lcTotal(func(s repair.LifecycleStats) int64 { return s.ExpiredCurrent }),
-		"expire_noncurrent": lcTotal(func(s repair.LifecycleStats) int64 { return s.ExpiredNoncurent }),
+		"expire_noncurrent": lcTotal(func(s repair.LifecycleStats) int64 { return s.ExpiredNoncurrent }),
 		"remove_marker":     lcTotal(func(s repair.LifecycleStats) int64 { return s.RemovedMarkers }),
 		"abort_upload":      lcTotal(func(s repair.LifecycleStats) int64 { return s.AbortedUploads }),
 	})
