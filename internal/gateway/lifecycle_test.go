@@ -33,6 +33,35 @@ func (c *testCluster) lifecycleLoops(i int, clock *lcClock) *repair.Loops {
 		Now: clock.now, LifecycleTick: 10 * time.Millisecond})
 }
 
+// settle waits until the store of every node that serves holds as many versions of
+// bucket as the most complete one: a write returns once W holders have it, and a round
+// decides on the records of its node's store.
+func (c *testCluster) settle(t *testing.T, bucket string) {
+	t.Helper()
+	proctest.WaitFor(t, 20*time.Second, func() error {
+		var counts []int
+		for _, nd := range c.nodes {
+			nd.mu.Lock()
+			up := nd.srv != nil
+			nd.mu.Unlock()
+			if !up {
+				continue
+			}
+			l, err := nd.store.ListVersions(bucket, object.VersionListOptions{Max: 100000})
+			if err != nil {
+				return err
+			}
+			counts = append(counts, len(l.Versions))
+		}
+		for _, n := range counts[1:] {
+			if n != counts[0] {
+				return fmt.Errorf("the stores hold %v versions", counts)
+			}
+		}
+		return nil
+	})
+}
+
 // lifecycleRounds runs a round of bucket on each of loops at once and returns what
 // they did together.
 func lifecycleRounds(t *testing.T, bucket string, loops ...*repair.Loops) repair.LifecycleCounts {
@@ -121,20 +150,24 @@ func TestLifecycleCluster(t *testing.T) {
 		return keys
 	}
 	first := put("k", 40)
+	c.settle(t, "lcv")
 	if n := lifecycleRounds(t, "lcv", loops...); n.ExpiredCurrent != 0 || n.Scanned != 40 {
 		t.Fatalf("day 0: %+v; want 40 evaluated (each by one node), none expired", n)
 	}
 	clock.set(clock.now().Add(5 * 24 * time.Hour))
+	c.settle(t, "lcv")
 	if n := lifecycleRounds(t, "lcv", loops...); n.ExpiredCurrent != 40 || n.Errors != 0 {
 		t.Fatalf("day 5: %+v; want 40 expired, once each", n)
 	}
 	c.expiredEverywhere(t, "lcv", first)
+	c.settle(t, "lcv")
 	if n := lifecycleRounds(t, "lcv", loops...); n.ExpiredCurrent != 0 || n.Errors != 0 {
 		t.Fatalf("a round run again: %+v; want nothing to do", n)
 	}
 
 	// Node 2 goes down: nodes 1 and 3 take its keys.
 	second := put("r", 30)
+	c.settle(t, "lcv")
 	clock.set(clock.now().Add(5 * 24 * time.Hour))
 	c.stop(1)
 	c.setNode("n2", func(n *clustermap.Node) { n.State = clustermap.StateDown })

@@ -46,9 +46,45 @@ func (c *cluster) setBuckets(t *testing.T, cfgs map[string]map[string]string) {
 	c.maps.Set(m)
 }
 
-// lifecycleRound runs a round of bucket on every node and returns the counts summed.
+// settle waits until every node's store holds every version and pending upload of
+// bucket that the cluster acknowledged: a write returns once W holders have it, and a
+// round decides on the records of this node's store.
+func (c *cluster) settle(t *testing.T, bucket string) {
+	t.Helper()
+	count := func(n *node) (int, int) {
+		l, err := n.st.ListVersions(bucket, object.VersionListOptions{Max: 100000})
+		if err != nil {
+			return -1, -1
+		}
+		ups := 0
+		n.st.PendingUploads(func(u object.PendingUpload) error {
+			if u.Bucket == bucket {
+				ups++
+			}
+			return nil
+		})
+		return len(l.Versions), ups
+	}
+	proctest.WaitFor(t, 20*time.Second, func() error {
+		want, wantUps := 0, 0
+		for _, n := range c.nodes {
+			v, u := count(n)
+			want, wantUps = max(want, v), max(wantUps, u)
+		}
+		for _, n := range c.nodes {
+			if v, u := count(n); v != want || u != wantUps {
+				return fmt.Errorf("%s holds %d versions and %d uploads of %d and %d", n.id, v, u, want, wantUps)
+			}
+		}
+		return nil
+	})
+}
+
+// lifecycleRound runs a round of bucket on every node (once their stores hold every
+// acknowledged write) and returns the counts summed.
 func (c *cluster) lifecycleRound(t *testing.T, bucket string) LifecycleCounts {
 	t.Helper()
+	c.settle(t, bucket)
 	var sum LifecycleCounts
 	for _, n := range c.nodes {
 		if err := n.loops.LifecycleRound(context.Background(), bucket); err != nil {
@@ -305,6 +341,7 @@ func TestLifecycleResumesAfterStop(t *testing.T) {
 		putMeta(t, c, "lc", fmt.Sprintf("logs/%02d", i), []byte("x"), object.Object{})
 	}
 	clock.set(clock.now().Add(5 * 24 * time.Hour))
+	c.settle(t, "lc")
 	n1 := c.nodes[0]
 	ctx, cancel := context.WithCancel(context.Background())
 	cut := &cutCoordinator{Coordinator: n1.gw, after: 3, cancel: cancel}
