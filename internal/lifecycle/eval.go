@@ -116,7 +116,8 @@ func sizeOK(size int64, gt, lt *int64) bool {
 // first is the current one). Rules may overlap, as current S3 allows: every enabled
 // rule that matches a version is considered, and a version gets one action, from the
 // first rule (in document order) under which it is due. ExpireCurrent is never due on a
-// delete marker; RemoveMarker only on a current delete marker with no other version.
+// delete marker; RemoveMarker only on a current delete marker with no other version (by
+// ExpiredObjectDeleteMarker, or by Days once the marker is that old).
 func (c *Config) Evaluate(key string, versions []Version, now time.Time) []Action {
 	if len(versions) == 0 {
 		return nil
@@ -133,7 +134,13 @@ func (c *Config) Evaluate(key string, versions []Version, now time.Time) []Actio
 			continue
 		}
 		if cur.DeleteMarker {
-			if e.ExpiredObjectDeleteMarker != nil && *e.ExpiredObjectDeleteMarker && len(versions) == 1 && rl.matches(key, 0, nil) {
+			// A delete marker that is the key's only version goes with ExpiredObjectDeleteMarker
+			// at once, and with Days once it is as old as the rule's objects (S3: "When you
+			// specify Days, Amazon S3 automatically performs ExpiredObjectDeleteMarker cleanup
+			// when the delete markers are old enough").
+			lone := len(versions) == 1 && rl.matches(key, 0, nil)
+			eodm := e.ExpiredObjectDeleteMarker != nil && *e.ExpiredObjectDeleteMarker
+			if lone && (eodm || e.Days != nil && !now.Before(dueAfter(cur.ModTime, *e.Days))) {
 				out = append(out, Action{Kind: RemoveMarker, HLC: cur.HLC, Rule: rl.ID})
 				break
 			}

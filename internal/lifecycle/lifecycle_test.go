@@ -180,6 +180,23 @@ func TestEvaluate(t *testing.T) {
 	}
 }
 
+// TestEvaluateMarkerByDays: a rule with Days removes a delete marker that is its key's
+// only version once the marker is that old, as S3 does; not one with history.
+func TestEvaluateMarkerByDays(t *testing.T) {
+	c := mustParse(t, `<Rule><ID>d</ID><Filter/><Status>Enabled</Status><Expiration><Days>3</Days></Expiration></Rule>`)
+	lone := []Version{{HLC: 5, ModTime: day0, DeleteMarker: true}}
+	if a := c.Evaluate("k", lone, day0.Add(3*24*time.Hour)); len(a) != 0 {
+		t.Fatalf("due before its days: %v", a)
+	}
+	if a := c.Evaluate("k", lone, day0.Add(4*24*time.Hour)); len(a) != 1 || a[0].Kind != RemoveMarker || a[0].HLC != 5 {
+		t.Fatalf("not removed after its days: %v", a)
+	}
+	history := append(lone, Version{HLC: 1, ModTime: day0.Add(-time.Hour), Size: 1})
+	if a := c.Evaluate("k", history, day0.Add(40*24*time.Hour)); len(a) != 0 {
+		t.Fatalf("a marker with a version behind it: %v", a)
+	}
+}
+
 func TestEvaluateDate(t *testing.T) {
 	c := mustParse(t, `<Rule><ID>d</ID><Filter/><Status>Enabled</Status><Expiration><Date>2026-02-01T00:00:00Z</Date></Expiration></Rule>`)
 	v := []Version{{HLC: 1, ModTime: day0, Size: 1}}
