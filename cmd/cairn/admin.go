@@ -329,6 +329,10 @@ func (c *adminClient) lifecycleCmd(stdout io.Writer, args []string, asJSON bool)
 	if method == http.MethodPost {
 		fmt.Fprintln(stdout, "lifecycle: a round of every bucket's rules started on every storage node that answered")
 	}
+	if len(ls) == 0 {
+		fmt.Fprintln(stdout, "no bucket has lifecycle rules")
+		return nil
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "BUCKET\tNODE\tSTATE\tLAST FINISHED\tNEXT\tEVALUATED\tEXPIRED\tNONCURRENT\tMARKERS\tUPLOADS\tLOCKED\tERRORS")
 	for _, l := range ls {
