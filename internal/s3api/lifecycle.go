@@ -129,8 +129,8 @@ func (c *lifecycleCache) get(doc string) *lifecycle.Config {
 	return cfg
 }
 
-// expirationHeader sets x-amz-expiration on the answer to a PUT, GET or HEAD of the
-// current version o of bucket/key when a current-version Expiration rule of the bucket
+// expirationHeader sets x-amz-expiration on the answer to a PUT, copy, multipart
+// completion, GET or HEAD of the current version o of bucket/key when a current-version Expiration rule of the bucket
 // matches it: when it expires (S3's rounding to midnight UTC) and the rule's ID. A bucket
 // without rules costs the bucket lookup (the map's).
 func (h *Handler) expirationHeader(ctx context.Context, hd http.Header, bucket, key string, o *object.Object) {

@@ -121,7 +121,8 @@ func TestBucketLifecycle(t *testing.T) {
 		t.Fatal("a refused request changed the configuration")
 	}
 
-	// x-amz-expiration on PUT, GET and HEAD of an object a current-version rule expires.
+	// x-amz-expiration on PUT, GET, HEAD, copy and multipart completion of an object a
+	// current-version rule expires.
 	po, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("lcb"), Key: aws.String("logs/a"), Body: strings.NewReader("x")})
 	if err != nil {
 		t.Fatal(err)
@@ -147,6 +148,29 @@ func TestBucketLifecycle(t *testing.T) {
 	gob.Body.Close()
 	if aws.ToString(gob.Expiration) != want {
 		t.Fatalf("GET x-amz-expiration %q, want %q", aws.ToString(gob.Expiration), want)
+	}
+	cp, err := c.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String("lcb"), Key: aws.String("logs/copy"), CopySource: aws.String("lcb/logs/a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := aws.ToString(cp.Expiration); !strings.Contains(e, `rule-id="logs"`) || !strings.HasPrefix(e, `expiry-date="`) {
+		t.Fatalf("CopyObject x-amz-expiration %q", e)
+	}
+	up, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("lcb"), Key: aws.String("logs/mpu")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String("lcb"), Key: aws.String("logs/mpu"), UploadId: up.UploadId, PartNumber: aws.Int32(1), Body: strings.NewReader("part")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String("lcb"), Key: aws.String("logs/mpu"), UploadId: up.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: part.ETag}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := aws.ToString(done.Expiration); !strings.Contains(e, `rule-id="logs"`) {
+		t.Fatalf("CompleteMultipartUpload x-amz-expiration %q", e)
 	}
 	po, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("lcb"), Key: aws.String("data/a"), Body: strings.NewReader("x")})
 	if err != nil {

@@ -773,6 +773,7 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 		return err
 	}
 	versionHeader(w.Header(), status, o)
+	h.expirationHeader(r.Context(), w.Header(), rq.bucket, rq.key, o)
 	sseHeaders(w.Header(), o.SSE)
 	if src.Versioned || strings.Contains(r.Header.Get("x-amz-copy-source"), "?versionId=") {
 		w.Header().Set("x-amz-copy-source-version-id", versionIDOf(src))
