@@ -482,3 +482,73 @@ func TestLifecycleSuspended(t *testing.T) {
 		t.Fatalf("versions %v, want none", vs)
 	}
 }
+
+// TestLifecycleSchedule: the runner runs a new configuration at its first tick, not again
+// before the interval has passed by its clock, again once it has, at once after the
+// configuration changed, and on RunLifecycleNow; a round that fails (a holder cut off:
+// no delete quorum) is not recorded and is counted.
+func TestLifecycleSchedule(t *testing.T) {
+	c, clock := newLifecycleCluster(t)
+	doc := func(days int) string {
+		return fmt.Sprintf(`<LifecycleConfiguration><Rule><ID>r</ID><Filter/><Status>Enabled</Status><Expiration><Days>%d</Days></Expiration></Rule></LifecycleConfiguration>`, days)
+	}
+	c.setBuckets(t, map[string]map[string]string{"lc": {lifecycleKind: doc(30)}})
+	n1 := c.nodes[0]
+	l := New(Config{NodeID: n1.id, Store: n1.st, Maps: c.maps, Topology: n1.gw.Topology(), Replica: n1.gw.Replica,
+		Stripes: n1.gw.Stripes(), Coordinator: n1.gw, Clock: new(hlc.Clock), Now: clock.now, LifecycleTick: 5 * time.Millisecond,
+		LifecycleInterval: 24 * time.Hour, Logger: slog.New(slog.DiscardHandler)})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); l.RunLifecycle(ctx) }()
+	stop := func() { cancel(); <-done }
+	rounds := func(want int64) func() error {
+		return func() error {
+			if got := l.LifecycleTotals().Rounds; got != want {
+				return fmt.Errorf("%d rounds, want %d", got, want)
+			}
+			return nil
+		}
+	}
+	proctest.WaitFor(t, 20*time.Second, rounds(1))
+	proctest.Holds(t, 200*time.Millisecond, rounds(1)) // not due again by the clock
+	clock.set(clock.now().Add(25 * time.Hour))
+	proctest.WaitFor(t, 20*time.Second, rounds(2))
+	c.setBuckets(t, map[string]map[string]string{"lc": {lifecycleKind: doc(31)}})
+	proctest.WaitFor(t, 20*time.Second, rounds(3))
+	l.RunLifecycleNow()
+	proctest.WaitFor(t, 20*time.Second, rounds(4))
+
+	stop()
+
+	// An object due that n1 holds first, with every other holder cut off from n1: no
+	// delete quorum.
+	key := ""
+	tc, err := n1.gw.Topology().Layout(c.maps.Current())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; key == ""; i++ {
+		if k := fmt.Sprintf("k%d", i); tc.Table.Lookup("lc", k)[0] == n1.id {
+			key = k
+		}
+	}
+	putMeta(t, c, "lc", key, []byte("x"), object.Object{})
+	c.settle(t, "lc")
+	clock.set(clock.now().Add(40 * 24 * time.Hour))
+	var heal []func()
+	for _, n := range c.nodes[1:] {
+		f := c.faults(n1.id, n.id)
+		f.Partition()
+		heal = append(heal, f.Heal)
+	}
+	if err := l.LifecycleRound(context.Background(), "lc"); err == nil {
+		t.Fatal("a round whose action failed reported success")
+	}
+	st := l.LifecycleStatus()
+	if len(st) != 1 || st[0].Err == "" || st[0].Last.Errors == 0 || !st[0].Finished.Before(clock.now()) {
+		t.Fatalf("status after a failed round %+v", st)
+	}
+	for _, h := range heal {
+		h()
+	}
+}
