@@ -36,9 +36,12 @@ import (
 //
 // A version under a legal hold or an unexpired retention is never removed: it is
 // skipped and counted (and every holder would refuse the purge anyway). Decisions use
-// Config.Now, the injected clock. A round that stops halfway (a crash, a restart) is not
-// recorded as finished, so the next start runs it again from the beginning: every
-// action is idempotent.
+// Config.Now, the injected clock. A round records its progress after each page of
+// records (the last key done, while no action failed); one that stops halfway (a crash,
+// a restart, a failed action) is not recorded as finished, and the next round goes on
+// after that key with the time the round started with (if it started less than an
+// interval ago). Every action is idempotent, so what a cut round did after its last
+// record is done again harmlessly.
 
 // LifecycleBucket is the internal bucket that records, per bucket, when this node last
 // finished a lifecycle round and for which configuration (user metadata "at", "doc").
@@ -83,6 +86,9 @@ type LifecycleProgress struct {
 	Next     time.Time       `json:"next,omitzero"`     // when the next round is due
 	Last     LifecycleCounts `json:"last"`              // the round in progress, or the last one
 	Err      string          `json:"last_error,omitempty"`
+	// ResumedAfter is the key after which the round in progress (or the last one) went
+	// on with a round cut short ("": it started from the beginning).
+	ResumedAfter string `json:"resumed_after,omitempty"`
 }
 
 // LifecycleStats are this node's totals since it started, for metrics.
@@ -176,8 +182,8 @@ func (l *Loops) RunLifecycle(ctx context.Context) {
 				if time.Now().Before(retry[name]) {
 					continue
 				}
-				at, digest := l.lifecycleDone(name)
-				if digest == docDigest(doc) && l.now().Before(at.Add(l.lcInterval)) {
+				rec := l.lifecycleRecord(name)
+				if rec.Doc == docDigest(doc) && l.now().Before(rec.At.Add(l.lcInterval)) && !l.resumable(rec, doc, l.now()) {
 					continue
 				}
 			}
@@ -196,34 +202,76 @@ func docDigest(doc string) string {
 	return hex.EncodeToString(s[:8])
 }
 
-// lifecycleDone returns when this node last finished a round of bucket, and the digest
-// of the configuration it ran.
-func (l *Loops) lifecycleDone(bucket string) (time.Time, string) {
+// lcRecord is what this node keeps of its lifecycle rounds of one bucket (the record of
+// key bucket in LifecycleBucket, its fields as user metadata).
+type lcRecord struct {
+	At  time.Time // when the last finished round ran (its clock time)
+	Doc string    // the digest of the configuration it ran
+	// Round, RDoc and After describe a round that started and has not finished: its
+	// clock time, its configuration's digest, and the last key it is done with ("": none).
+	Round time.Time
+	RDoc  string
+	After string
+}
+
+// lifecycleRecord returns this node's record of bucket's rounds (zero if none).
+func (l *Loops) lifecycleRecord(bucket string) lcRecord {
+	var rec lcRecord
 	o, err := l.store.StatVersion(LifecycleBucket, bucket)
 	if err != nil || o.Deleted {
-		return time.Time{}, ""
+		return rec
 	}
-	var at time.Time
-	digest := ""
+	at := func(v string) time.Time {
+		ns, _ := strconv.ParseInt(v, 10, 64)
+		if ns == 0 {
+			return time.Time{}
+		}
+		return time.Unix(0, ns)
+	}
 	for _, kv := range o.UserMeta {
 		switch kv[0] {
 		case "at":
-			ns, _ := strconv.ParseInt(kv[1], 10, 64)
-			at = time.Unix(0, ns)
+			rec.At = at(kv[1])
 		case "doc":
-			digest = kv[1]
+			rec.Doc = kv[1]
+		case "round":
+			rec.Round = at(kv[1])
+		case "rdoc":
+			rec.RDoc = kv[1]
+		case "after":
+			rec.After = kv[1]
 		}
 	}
-	return at, digest
+	return rec
 }
 
-func (l *Loops) setLifecycleDone(ctx context.Context, bucket string, at time.Time, doc string) error {
+// lifecycleDone returns when this node last finished a round of bucket, and the digest
+// of the configuration it ran.
+func (l *Loops) lifecycleDone(bucket string) (time.Time, string) {
+	rec := l.lifecycleRecord(bucket)
+	return rec.At, rec.Doc
+}
+
+func (l *Loops) setLifecycleRecord(ctx context.Context, bucket string, rec lcRecord) error {
 	if err := l.coord.EnsureLocalBucket(LifecycleBucket); err != nil {
 		return err
 	}
-	meta := &object.Object{ModTime: time.Now().UnixNano(), UserMeta: [][2]string{{"at", strconv.FormatInt(at.UnixNano(), 10)}, {"doc", docDigest(doc)}}}
+	ns := func(t time.Time) string {
+		if t.IsZero() {
+			return "0"
+		}
+		return strconv.FormatInt(t.UnixNano(), 10)
+	}
+	meta := &object.Object{ModTime: time.Now().UnixNano(), UserMeta: [][2]string{{"at", ns(rec.At)}, {"doc", rec.Doc},
+		{"round", ns(rec.Round)}, {"rdoc", rec.RDoc}, {"after", rec.After}}}
 	_, err := l.store.PutObject(ctx, LifecycleBucket, bucket, meta, bytes.NewReader(nil), 0, object.PutOptions{Version: l.clock.Next()})
 	return err
+}
+
+// resumable reports whether rec holds a round of configuration doc cut short recently
+// enough (within an interval of now) to be continued where it stopped, at its own time.
+func (l *Loops) resumable(rec lcRecord, doc string, now time.Time) bool {
+	return !rec.Round.IsZero() && rec.RDoc == docDigest(doc) && now.Before(rec.Round.Add(l.lcInterval))
 }
 
 func (l *Loops) lcUpdate(bucket string, fn func(*LifecycleProgress)) {
@@ -240,7 +288,8 @@ func (l *Loops) lcUpdate(bucket string, fn func(*LifecycleProgress)) {
 	fn(p)
 }
 
-// lifecyclePage is how many versions a round reads from the store at once.
+// lifecyclePage is how many versions a round reads from the store at once; the round's
+// progress is recorded after each page.
 const lifecyclePage = 1000
 
 // LifecycleRound runs bucket's lifecycle rules once on the keys and uploads this node
@@ -264,10 +313,21 @@ func (l *Loops) LifecycleRound(ctx context.Context, bucket string) error {
 	if err != nil {
 		return errors.E(op, errors.Corrupt, err) // stored documents were validated
 	}
+	// A round cut short (a restart, a failed action) goes on where it stopped, with the
+	// time it started with; otherwise a new round starts now.
 	now := l.now()
-	r := &lcRound{l: l, bucket: bucket, cfg: cfg, now: now, versioning: b.Config["versioning"], pace: l.pacer()}
+	rec := l.lifecycleRecord(bucket)
+	if l.resumable(rec, doc, now) {
+		now = rec.Round
+	} else {
+		rec.Round, rec.RDoc, rec.After = now, docDigest(doc), ""
+		if err := l.setLifecycleRecord(ctx, bucket, rec); err != nil {
+			return errors.E(op, err)
+		}
+	}
+	r := &lcRound{l: l, bucket: bucket, cfg: cfg, now: now, versioning: b.Config["versioning"], pace: l.pacer(), rec: rec}
 	l.lcUpdate(bucket, func(p *LifecycleProgress) {
-		p.Running, p.Started, p.Last, p.Err = true, now, LifecycleCounts{}, ""
+		p.Running, p.Started, p.Last, p.Err, p.ResumedAfter = true, now, LifecycleCounts{}, "", rec.After
 	})
 	err = r.run(ctx)
 	l.lc.mu.Lock()
@@ -277,7 +337,7 @@ func (l *Loops) LifecycleRound(ctx context.Context, bucket string) error {
 		err = errors.Errorf(op, errors.Transient, "%d actions failed, the last: %v", r.counts.Errors, r.lastErr)
 	}
 	if err == nil {
-		err = l.setLifecycleDone(ctx, bucket, now, doc)
+		err = l.setLifecycleRecord(ctx, bucket, lcRecord{At: now, Doc: docDigest(doc)})
 	}
 	l.lcUpdate(bucket, func(p *LifecycleProgress) {
 		p.Running, p.Last = false, r.counts
@@ -312,7 +372,8 @@ type lcRound struct {
 	versioning string
 	pace       waiter
 	counts     LifecycleCounts
-	lastErr    error // of the last failed action
+	lastErr    error    // of the last failed action
+	rec        lcRecord // the round's record: After is its progress
 }
 
 // first reports whether this node is the first holder of bucket/key in placement order
@@ -333,15 +394,29 @@ func (r *lcRound) first(m *clustermap.Map, key string) bool {
 
 func (r *lcRound) run(ctx context.Context) error {
 	m := r.l.maps.Current()
-	opts := object.VersionListOptions{Max: lifecyclePage}
-	var key string
+	opts := object.VersionListOptions{Max: r.l.lcPage, KeyMarker: r.rec.After}
+	var key, done string
 	var group []*object.Object
 	current := false
 	flush := func() {
 		if len(group) > 0 && current && r.first(m, key) {
 			r.key(ctx, key, group)
 		}
+		if len(group) > 0 {
+			done = key
+		}
 		group, current = nil, false
+	}
+	// checkpoint records that the keys up to done are done, as long as no action of the
+	// round failed (a resumed round then retries from before the first failure).
+	checkpoint := func() {
+		if done == "" || done == r.rec.After || r.counts.Errors > 0 || ctx.Err() != nil {
+			return
+		}
+		r.rec.After = done
+		if err := r.l.setLifecycleRecord(ctx, r.bucket, r.rec); err != nil {
+			r.l.log.Warn("lifecycle: cannot record the round's progress", "bucket", r.bucket, "err", err)
+		}
 	}
 	for {
 		if err := ctx.Err(); err != nil {
@@ -362,6 +437,7 @@ func (r *lcRound) run(ctx context.Context) error {
 		if !page.Truncated {
 			break
 		}
+		checkpoint()
 		opts.KeyMarker, opts.VersionMarker, opts.AfterNull = page.NextKey, page.NextVersion, page.NextNull
 	}
 	flush()

@@ -331,31 +331,54 @@ func TestLifecycleVersioned(t *testing.T) {
 }
 
 // TestLifecycleResumesAfterStop: a round cut short (its context ends after a few
-// actions) is not recorded as finished; the node's runner, started again over the same
-// store, runs it again and the bucket ends as one uninterrupted round leaves it, each
-// object expired once.
+// actions) is not recorded as finished but its progress is (after each page, here of 3
+// records); the node's runner, started again over the same store, goes on after the last
+// key recorded, with the round's own time, and the bucket ends as one uninterrupted
+// round leaves it, each object expired once.
 func TestLifecycleResumesAfterStop(t *testing.T) {
 	c, clock := newLifecycleCluster(t)
 	c.setBuckets(t, map[string]map[string]string{"lc": {lifecycleKind: fmt.Sprintf(lcDoc, "2020-01-01T00:00:00Z")}})
+	var keys []string
 	for i := range 30 {
-		putMeta(t, c, "lc", fmt.Sprintf("logs/%02d", i), []byte("x"), object.Object{})
+		keys = append(keys, fmt.Sprintf("logs/%02d", i))
+		putMeta(t, c, "lc", keys[i], []byte("x"), object.Object{})
 	}
 	clock.set(clock.now().Add(5 * 24 * time.Hour))
 	c.settle(t, "lc")
 	n1 := c.nodes[0]
+	n1.loops.lcPage = 3
 	ctx, cancel := context.WithCancel(context.Background())
-	cut := &cutCoordinator{Coordinator: n1.gw, after: 3, cancel: cancel}
-	n1.loops.coord = cut
+	n1.loops.coord = &cutCoordinator{Coordinator: n1.gw, after: 6, cancel: cancel}
 	if err := n1.loops.LifecycleRound(ctx, "lc"); err == nil {
 		t.Fatal("a round cut short reported success")
 	}
-	if at, _ := n1.loops.lifecycleDone("lc"); !at.IsZero() {
-		t.Fatal("a round cut short was recorded as finished")
+	rec := n1.loops.lifecycleRecord("lc")
+	if !rec.At.IsZero() || !rec.Round.Equal(clock.now()) || rec.After == "" {
+		t.Fatalf("the record of a round cut short: %+v; want no finished round, the round's time and its progress", rec)
 	}
 	first := n1.loops.LifecycleStatus()[0].Last.ExpiredCurrent
+	// What the resumed round has left: the keys after the recorded one that n1 holds
+	// first and that are still there.
+	tc, err := n1.gw.Topology().Layout(c.maps.Current())
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, mine := 0, 0
+	for _, k := range keys {
+		if tc.Table.Lookup("lc", k)[0] != n1.id {
+			continue
+		}
+		mine++
+		if o, err := n1.st.StatVersion("lc", k); k > rec.After && err == nil && !o.Deleted {
+			left++
+		}
+	}
+	t.Logf("n1 holds %d keys first; the cut round expired %d and recorded progress up to %q; %d left", mine, first, rec.After, left)
 	// The node restarts: new loops over the same store, whose runner finds the round due.
+	clock.set(clock.now().Add(time.Hour)) // the resumed round keeps its own time
 	restarted := New(Config{NodeID: n1.id, Store: n1.st, Maps: c.maps, Topology: n1.gw.Topology(), Replica: n1.gw.Replica,
 		Stripes: n1.gw.Stripes(), Coordinator: n1.gw, Clock: new(hlc.Clock), Now: clock.now, LifecycleTick: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	restarted.lcPage = 3
 	rctx, rcancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); restarted.RunLifecycle(rctx) }()
@@ -367,9 +390,10 @@ func TestLifecycleResumesAfterStop(t *testing.T) {
 	})
 	rcancel()
 	<-done
-	second := restarted.LifecycleStatus()[0].Last
-	if second.Errors != 0 {
-		t.Fatalf("the round run again: %+v", second)
+	st := restarted.LifecycleStatus()[0]
+	second := st.Last
+	if second.Errors != 0 || st.ResumedAfter != rec.After || second.Scanned != int64(left) || !st.Finished.Equal(rec.Round) {
+		t.Fatalf("the resumed round: %+v; want it to go on after %q (%d keys left) at %v", st, rec.After, left, rec.Round)
 	}
 	for _, n := range c.nodes[1:] {
 		if err := n.loops.LifecycleRound(context.Background(), "lc"); err != nil {
@@ -378,11 +402,11 @@ func TestLifecycleResumesAfterStop(t *testing.T) {
 		first += n.loops.LifecycleStatus()[0].Last.ExpiredCurrent
 	}
 	if total := first + second.ExpiredCurrent; total != 30 {
-		t.Fatalf("expired %d (cut round %d, run again %d), want 30 once each", total, first, second.ExpiredCurrent)
+		t.Fatalf("expired %d (cut round and others %d, resumed %d), want 30 once each", total, first, second.ExpiredCurrent)
 	}
-	for i := range 30 {
-		if c.exists(t, "lc", fmt.Sprintf("logs/%02d", i)) {
-			t.Fatalf("logs/%02d not expired", i)
+	for _, k := range keys {
+		if c.exists(t, "lc", k) {
+			t.Fatalf("%s not expired", k)
 		}
 	}
 }

@@ -123,6 +123,7 @@ type Loops struct {
 	now                func() time.Time
 	lcInterval, lcTick time.Duration
 	lcRetry            time.Duration
+	lcPage             int // versions a round reads at once (lifecyclePage; tests make it small)
 }
 
 // New returns the Loops of a node.
@@ -146,7 +147,7 @@ func New(cfg Config) *Loops {
 		cfg.LifecycleTick = time.Minute
 	}
 	cfg.LifecycleTick = min(cfg.LifecycleTick, cfg.LifecycleInterval)
-	return &Loops{now: cfg.Now, lcInterval: cfg.LifecycleInterval, lcTick: cfg.LifecycleTick, lcRetry: min(cfg.LifecycleInterval/10, 10*time.Minute), lc: lifecycleState{runNow: make(chan struct{}, 1)}, self: cfg.NodeID, store: cfg.Store, maps: cfg.Maps, topo: cfg.Topology, replica: cfg.Replica, stripes: cfg.Stripes,
+	return &Loops{now: cfg.Now, lcInterval: cfg.LifecycleInterval, lcTick: cfg.LifecycleTick, lcRetry: min(cfg.LifecycleInterval/10, 10*time.Minute), lcPage: lifecyclePage, lc: lifecycleState{runNow: make(chan struct{}, 1)}, self: cfg.NodeID, store: cfg.Store, maps: cfg.Maps, topo: cfg.Topology, replica: cfg.Replica, stripes: cfg.Stripes,
 		coord: cfg.Coordinator, hints: cfg.Hints, clock: cfg.Clock, timeout: cfg.Timeout, log: cfg.Logger.With("component", "repair"),
 		budget: cfg.Budget}
 }
