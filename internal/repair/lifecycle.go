@@ -44,7 +44,8 @@ import (
 // record is done again harmlessly.
 
 // LifecycleBucket is the internal bucket that records, per bucket, when this node last
-// finished a lifecycle round and for which configuration (user metadata "at", "doc").
+// finished a lifecycle round and for which configuration, and the progress of a round
+// under way (lcRecord, as user metadata).
 const LifecycleBucket = store.InternalPrefix + "lifecycle"
 
 // lifecycleKind is the bucket configuration kind the S3 layer stores the rules under.
@@ -95,7 +96,7 @@ type LifecycleProgress struct {
 type LifecycleStats struct {
 	LifecycleCounts
 	Rounds    int64
-	LastRound time.Time // when the last round of any bucket finished
+	LastRound time.Time // when (wall clock) the last round of any bucket finished
 }
 
 type lifecycleState struct {
@@ -350,7 +351,7 @@ func (l *Loops) LifecycleRound(ctx context.Context, bucket string) error {
 	if err == nil {
 		l.lc.mu.Lock()
 		l.lc.total.Rounds++
-		l.lc.total.LastRound = now
+		l.lc.total.LastRound = time.Now() // wall clock: the metric says when, not the round's time
 		l.lc.mu.Unlock()
 		lvl := slog.LevelDebug
 		if r.counts != (LifecycleCounts{Scanned: r.counts.Scanned}) {
