@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 VENV    := .venv
 # Packages fast enough to run under the race detector in CI.
-RACE_PKGS := ./internal/errors/... ./internal/store/... ./internal/sigv4/... ./internal/checksum/... ./internal/s3api/... ./internal/server/... ./internal/bench \
+RACE_PKGS := ./internal/errors/... ./internal/lifecycle/... ./internal/store/... ./internal/sigv4/... ./internal/checksum/... ./internal/s3api/... ./internal/server/... ./internal/bench \
              ./internal/hlc/... ./internal/placement/... ./internal/policy/... ./internal/erasure/... ./internal/clustermap/... ./internal/rpc/... ./internal/replica/... ./internal/wire/... ./internal/object/... ./internal/metrics/... ./internal/gateway/... ./internal/topology/... ./internal/stripe/... ./internal/hints/... ./internal/repair/... \
              ./internal/proc/... ./internal/testutil/... ./internal/console/... ./internal/nbd/... ./internal/volume/... \
              ./internal/access/... ./internal/budget/... ./internal/nodetls/... ./internal/secrets/... ./internal/sse/...

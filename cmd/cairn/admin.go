@@ -43,6 +43,11 @@ Commands:
   recovery set --rate R  limit each node's copy rate (e.g. 50MiB per second; "unlimited")
   scrub start|pause|status [NODE]
                          deep scrub: read and verify every byte, repair damaged copies from replicas
+  lifecycle [status]     S3 lifecycle rules: per bucket and storage node, the last finished round,
+                         the next one due, and what the last round did (expired, noncurrent
+                         versions removed, delete markers removed, uploads aborted, versions
+                         Object Lock kept, errors)
+  lifecycle run          start a round of every bucket's rules now on every storage node
   class create|set NAME (--replicas N [--w W] [--r R] [--d D] | --ec K+M [--w W])
                    [--device-class C] [--s3-names A,B] [--chunk-size S]
                          define or change a storage class: N copies, or an erasure code of K data
@@ -260,6 +265,8 @@ func runAdmin(args []string, stdout, stderr io.Writer) error {
 		return c.recoveryCmd(stdout, rest, *asJSON)
 	case "internode-tls":
 		return c.internodeCmd(stdout, rest, *asJSON)
+	case "lifecycle":
+		return c.lifecycleCmd(stdout, rest, *asJSON)
 	case "scrub":
 		if len(rest) < 1 || len(rest) > 2 {
 			return fmt.Errorf("admin: usage: cairn admin scrub start|pause|status [NODE]")
@@ -300,6 +307,49 @@ func runAdmin(args []string, stdout, stderr io.Writer) error {
 	default:
 		return fmt.Errorf("admin: unknown command %q (cairn admin help)", cmd)
 	}
+	return nil
+}
+
+func (c *adminClient) lifecycleCmd(stdout io.Writer, args []string, asJSON bool) error {
+	method := http.MethodGet
+	switch {
+	case len(args) == 0 || len(args) == 1 && args[0] == "status":
+	case len(args) == 1 && args[0] == "run":
+		method = http.MethodPost
+	default:
+		return fmt.Errorf("admin: usage: cairn admin lifecycle [status|run]")
+	}
+	var ls []server.NodeLifecycle
+	if err := c.do(method, "lifecycle", &ls); err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(stdout, ls)
+	}
+	if method == http.MethodPost {
+		fmt.Fprintln(stdout, "lifecycle: a round of every bucket's rules started on every storage node that answered")
+	}
+	if len(ls) == 0 {
+		fmt.Fprintln(stdout, "no bucket has lifecycle rules")
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "BUCKET\tNODE\tSTATE\tLAST FINISHED\tNEXT\tEVALUATED\tEXPIRED\tNONCURRENT\tMARKERS\tUPLOADS\tLOCKED\tERRORS")
+	for _, l := range ls {
+		state := "idle"
+		switch {
+		case l.Error != "":
+			state = l.Error
+		case l.Running:
+			state = "running"
+		case l.Err != "":
+			state = "failed: " + l.Err
+		}
+		n := l.Last
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", l.Bucket, l.Node, state, when(l.Finished), when(l.Next),
+			n.Scanned, n.ExpiredCurrent, n.ExpiredNoncurrent, n.RemovedMarkers, n.AbortedUploads, n.SkippedLocked, n.Errors)
+	}
+	tw.Flush()
 	return nil
 }
 

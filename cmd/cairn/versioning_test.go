@@ -20,7 +20,8 @@ import (
 // TestVersioningCluster: versioned overwrite, delete and restore cycles through the
 // gateways of a 3-node cluster of processes, one node killed in the middle and started
 // again; afterwards every gateway reads every version byte for byte and lists the same
-// versions.
+// versions. The versioning and lifecycle configurations put through one gateway are
+// served by every gateway.
 func TestVersioningCluster(t *testing.T) {
 	tc := startCluster(t, 3)
 	tc.waitVoters(3)
@@ -37,6 +38,23 @@ func TestVersioningCluster(t *testing.T) {
 			out, err := c.GetBucketVersioning(ctx, &s3.GetBucketVersioningInput{Bucket: aws.String("vers")})
 			if err != nil || out.Status != types.BucketVersioningStatusEnabled {
 				return fmt.Errorf("versioning %v %v", out, err)
+			}
+			return nil
+		})
+	}
+	// So does a lifecycle configuration (feature level 7: set once the leader heard every
+	// node's level), put through another gateway.
+	rules := &types.BucketLifecycleConfiguration{Rules: []types.LifecycleRule{{ID: aws.String("old"), Status: types.ExpirationStatusEnabled,
+		Filter: &types.LifecycleRuleFilter{}, NoncurrentVersionExpiration: &types.NoncurrentVersionExpiration{NoncurrentDays: aws.Int32(3650)}}}}
+	proctest.WaitFor(t, 10*time.Second, func() error {
+		_, err := cs[1].PutBucketLifecycleConfiguration(ctx, &s3.PutBucketLifecycleConfigurationInput{Bucket: aws.String("vers"), LifecycleConfiguration: rules})
+		return err
+	})
+	for _, c := range cs {
+		proctest.WaitFor(t, 10*time.Second, func() error {
+			out, err := c.GetBucketLifecycleConfiguration(ctx, &s3.GetBucketLifecycleConfigurationInput{Bucket: aws.String("vers")})
+			if err != nil || len(out.Rules) != 1 || aws.ToString(out.Rules[0].ID) != "old" {
+				return fmt.Errorf("lifecycle %v %v", out, err)
 			}
 			return nil
 		})

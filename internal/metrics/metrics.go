@@ -116,6 +116,14 @@ func (m *Metrics) CounterFunc(name, help string, fn func() float64) {
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, fn))
 }
 
+// LabeledCounterFunc registers one counter series per value of label (name{label="v"}),
+// each read by its fn (safe for concurrent use).
+func (m *Metrics) LabeledCounterFunc(name, help, label string, fns map[string]func() float64) {
+	for v, fn := range fns {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: prometheus.Labels{label: v}}, fn))
+	}
+}
+
 // GaugeFunc registers a gauge whose value fn reads.
 func (m *Metrics) GaugeFunc(name, help string, fn func() float64) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, fn))

@@ -12,7 +12,9 @@
 //   - deep scrub (scrub.go): reads every byte this node stores, checks it, and replaces
 //     what is damaged from a good copy or by rebuilding the shard;
 //   - policy apply (apply.go): rewrites objects that a bucket's placement policy now puts
-//     in another class.
+//     in another class;
+//   - the lifecycle runner (lifecycle.go): applies buckets' S3 lifecycle rules (package
+//     lifecycle) to the keys and uploads this node is the first live holder of.
 //
 // The loops decide what to repair and when; they reach holders through the replica seam,
 // places through the topology, and ask the object coordinator (package gateway, through
@@ -53,6 +55,14 @@ type Coordinator interface {
 	// StaleUpload returns the end record of an upload pending here that ended
 	// elsewhere, or nil.
 	StaleUpload(ctx context.Context, u object.PendingUpload) *object.UploadEnd
+	// StatObject returns bucket/key's current version as a quorum read sees it
+	// (NotExist if none, or a delete marker).
+	StatObject(ctx context.Context, bucket, key string) (*object.Object, error)
+	// DeleteRecord writes a delete marker, a purge or a tombstone with the delete quorum
+	// (gateway.Gateway.DeleteRecord); holders refuse purges Object Lock forbids.
+	DeleteRecord(ctx context.Context, bucket, key string, d object.Object) (*object.Object, error)
+	// AbortUpload aborts a pending multipart upload (NotExist if it ended).
+	AbortUpload(ctx context.Context, bucket, key, uploadID string) error
 }
 
 // Config configures the Loops of one node.
@@ -80,6 +90,13 @@ type Config struct {
 	// scrub reads) together, at a rate that yields to clients; nil: each loop paces
 	// itself at the recovery rate (scrub at its own).
 	Budget *budget.Budget
+	// Now is the clock lifecycle rules are evaluated with (nil: time.Now). Tests move
+	// it; nothing in production overrides it.
+	Now func() time.Time
+	// LifecycleInterval is how often each bucket's lifecycle rules run on this node
+	// (default DefaultLifecycleInterval, a day); LifecycleTick how often the runner
+	// looks for a bucket that is due (default a minute, at most the interval).
+	LifecycleInterval, LifecycleTick time.Duration
 }
 
 // Loops is the repair work of one node. Its Run methods each run one loop until their
@@ -101,6 +118,12 @@ type Loops struct {
 	sync syncState
 	// apply is the progress of re-placing objects by their bucket's policy.
 	apply applyState
+	// lc is the lifecycle runner's state; now its clock.
+	lc                 lifecycleState
+	now                func() time.Time
+	lcInterval, lcTick time.Duration
+	lcRetry            time.Duration
+	lcPage             int // versions a round reads at once (lifecyclePage; tests make it small)
 }
 
 // New returns the Loops of a node.
@@ -114,7 +137,17 @@ func New(cfg Config) *Loops {
 	if cfg.Clock == nil {
 		cfg.Clock = new(hlc.Clock)
 	}
-	return &Loops{self: cfg.NodeID, store: cfg.Store, maps: cfg.Maps, topo: cfg.Topology, replica: cfg.Replica, stripes: cfg.Stripes,
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.LifecycleInterval <= 0 {
+		cfg.LifecycleInterval = DefaultLifecycleInterval
+	}
+	if cfg.LifecycleTick <= 0 {
+		cfg.LifecycleTick = time.Minute
+	}
+	cfg.LifecycleTick = min(cfg.LifecycleTick, cfg.LifecycleInterval)
+	return &Loops{now: cfg.Now, lcInterval: cfg.LifecycleInterval, lcTick: cfg.LifecycleTick, lcRetry: min(cfg.LifecycleInterval/10, 10*time.Minute), lcPage: lifecyclePage, lc: lifecycleState{runNow: make(chan struct{}, 1)}, self: cfg.NodeID, store: cfg.Store, maps: cfg.Maps, topo: cfg.Topology, replica: cfg.Replica, stripes: cfg.Stripes,
 		coord: cfg.Coordinator, hints: cfg.Hints, clock: cfg.Clock, timeout: cfg.Timeout, log: cfg.Logger.With("component", "repair"),
 		budget: cfg.Budget}
 }

@@ -73,7 +73,7 @@ func (c *cluster) isolate(to string) (heal func()) {
 	}
 }
 
-func newCluster(t *testing.T, n int) *cluster {
+func newCluster(t testing.TB, n int) *cluster {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	m := &clustermap.Map{Epoch: 1, Partitions: 16, Replicas: 3,

@@ -61,7 +61,7 @@ var (
 const (
 	opsObjectWrite = "PutObject CopyObject CreateMultipartUpload" // operations that store object metadata
 	opsObjectRead  = "GetObject HeadObject"
-	opsBodyDigest  = "PutObject UploadPart CompleteMultipartUpload DeleteObjects CreateBucket PutBucketCors PutObjectTagging PutBucketTagging PutBucketAcl PutObjectAcl" // request bodies cairn verifies
+	opsBodyDigest  = "PutObject UploadPart CompleteMultipartUpload DeleteObjects CreateBucket PutBucketCors PutBucketLifecycleConfiguration PutObjectTagging PutBucketTagging PutBucketAcl PutObjectAcl" // request bodies cairn verifies
 	opsTagging     = "PutObjectTagging GetObjectTagging DeleteObjectTagging PutBucketTagging GetBucketTagging DeleteBucketTagging"
 	opsList        = "ListObjects ListObjectsV2 ListObjectVersions ListMultipartUploads"
 	opsUpload      = "UploadPart UploadPartCopy ListParts CompleteMultipartUpload AbortMultipartUpload"
@@ -186,7 +186,7 @@ var features = []feature{
 	{header, "X-Amz-Rename-Source", "", "", errNI, "RenameObject"},
 	{header, "X-Amz-Create-Session-Mode", "", "", errNI, "directory-bucket sessions"},
 	{header, "X-Amz-Skip-Destination-Validation", "", "", errNI, "replication"},
-	{header, "X-Amz-Transition-Default-Minimum-Object-Size", "", "", errNI, "lifecycle"},
+	{header, "X-Amz-Transition-Default-Minimum-Object-Size", "PutBucketLifecycleConfiguration", "", errNI, "accepted and without effect: lifecycle transitions are NotImplemented"},
 
 	// Sub-resources: the query parameters that choose an operation. Outside the operations
 	// listed each is refused, so none can fall through to a plain GET or PUT of the object.
@@ -204,7 +204,7 @@ var features = []feature{
 	{query, "policy", "GetBucketPolicy PutBucketPolicy DeleteBucketPolicy", "", errNI, "bucket policies"},
 	{query, "policyStatus", "GetBucketPolicyStatus", "", errNI, "bucket policy status"},
 	{query, "cors", "PutBucketCors GetBucketCors DeleteBucketCors", "", errNI, "bucket CORS configurations; preflight OPTIONS answered from them"},
-	{query, "lifecycle", "", "", errNI, "lifecycle"},
+	{query, "lifecycle", "PutBucketLifecycleConfiguration GetBucketLifecycleConfiguration DeleteBucketLifecycle", "", errNI, "lifecycle configurations: Expiration (Days, Date, ExpiredObjectDeleteMarker), NoncurrentVersionExpiration, AbortIncompleteMultipartUpload, filters by prefix, tags and size, applied daily by every storage node; x-amz-expiration on PUT, copy, multipart completion, GET and HEAD; Transition is NotImplemented (no archive tier yet)"},
 	{query, "replication", "", "", errNI, "bucket replication"},
 	{query, "website", "", "", errNI, "website hosting"},
 	{query, "encryption", "PutBucketEncryption GetBucketEncryption DeleteBucketEncryption", "", errNI, "bucket default encryption: AES256 (SSE-S3) only"},
@@ -274,6 +274,7 @@ var opNames = []string{
 	"GetObjectLockConfiguration", "PutObjectLockConfiguration", "GetObjectRetention", "PutObjectRetention",
 	"GetObjectLegalHold", "PutObjectLegalHold",
 	"PutBucketEncryption", "GetBucketEncryption", "DeleteBucketEncryption",
+	"PutBucketLifecycleConfiguration", "GetBucketLifecycleConfiguration", "DeleteBucketLifecycle",
 	"Unsupported", "Unknown",
 }
 

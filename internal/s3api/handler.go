@@ -138,9 +138,11 @@ type Handler struct {
 	store    Backend
 	verifier *sigv4.Verifier
 	cors     corsCache
-	policies policyCache
-	reqSeq   atomic.Uint64
-	reqBase  string
+	// lifecycle caches parsed lifecycle configurations (x-amz-expiration).
+	lifecycle lifecycleCache
+	policies  policyCache
+	reqSeq    atomic.Uint64
+	reqBase   string
 }
 
 // New returns a Handler.
@@ -407,8 +409,9 @@ func operation(r *http.Request, bucket, key string) string {
 				return "GetObjectLockConfiguration"
 			case has("encryption"):
 				return "GetBucketEncryption"
-			case has("lifecycle"),
-				has("replication"), has("website"),
+			case has("lifecycle"):
+				return "GetBucketLifecycleConfiguration"
+			case has("replication"), has("website"),
 				has("notification"),
 				has("accelerate"), has("requestPayment"):
 				return "Unsupported"
@@ -422,6 +425,8 @@ func operation(r *http.Request, bucket, key string) string {
 				return "PutBucketTagging"
 			case has("cors"):
 				return "PutBucketCors"
+			case has("lifecycle"):
+				return "PutBucketLifecycleConfiguration"
 			case has("ownershipControls"):
 				return "PutBucketOwnershipControls"
 			case has("acl"):
@@ -448,6 +453,8 @@ func operation(r *http.Request, bucket, key string) string {
 				return "DeleteBucketTagging"
 			case has("cors"):
 				return "DeleteBucketCors"
+			case has("lifecycle"):
+				return "DeleteBucketLifecycle"
 			case has("policy"):
 				return "DeleteBucketPolicy"
 			case has("publicAccessBlock"):
@@ -634,6 +641,12 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, rq *request) err
 		return h.getBucketCors(w, r, rq)
 	case "DeleteBucketCors":
 		return h.deleteBucketCors(w, r, rq)
+	case "PutBucketLifecycleConfiguration":
+		return h.putBucketLifecycle(w, r, rq)
+	case "GetBucketLifecycleConfiguration":
+		return h.getBucketLifecycle(w, r, rq)
+	case "DeleteBucketLifecycle":
+		return h.deleteBucketLifecycle(w, r, rq)
 	case "PostObject":
 		return h.postObject(w, r, rq)
 	case "PutBucketEncryption":

@@ -270,6 +270,7 @@ func (h *Handler) completeUpload(w http.ResponseWriter, r *http.Request, rq *req
 		return err
 	}
 	versionHeader(w.Header(), status, o)
+	h.expirationHeader(r.Context(), w.Header(), rq.bucket, rq.key, o)
 	setChecksumHeaders(w.Header(), o)
 	sseHeaders(w.Header(), o.SSE)
 	scheme := "http"

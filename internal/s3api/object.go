@@ -250,6 +250,7 @@ func (h *Handler) putObject(w http.ResponseWriter, r *http.Request, rq *request)
 		return bodyError(err)
 	}
 	versionHeader(w.Header(), status, o)
+	h.expirationHeader(r.Context(), w.Header(), rq.bucket, rq.key, o)
 	w.Header().Set("ETag", quote(o.ETag))
 	setChecksumHeaders(w.Header(), o)
 	sseHeaders(w.Header(), o.SSE)
@@ -452,6 +453,9 @@ func (h *Handler) getObject(w http.ResponseWriter, r *http.Request, rq *request)
 	}
 	if ref.set || o.Versioned {
 		w.Header().Set("x-amz-version-id", versionIDOf(o))
+	}
+	if !ref.set {
+		h.expirationHeader(r.Context(), w.Header(), rq.bucket, rq.key, o)
 	}
 	var dataKey []byte
 	if !head || o.SSE.Algorithm != sse.S3 { // a HEAD needs no master key; an SSE-C one checks the key
@@ -769,6 +773,7 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 		return err
 	}
 	versionHeader(w.Header(), status, o)
+	h.expirationHeader(r.Context(), w.Header(), rq.bucket, rq.key, o)
 	sseHeaders(w.Header(), o.SSE)
 	if src.Versioned || strings.Contains(r.Header.Get("x-amz-copy-source"), "?versionId=") {
 		w.Header().Set("x-amz-copy-source-version-id", versionIDOf(src))

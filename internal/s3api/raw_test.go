@@ -97,7 +97,7 @@ func TestMalformedRequests(t *testing.T) {
 		{"key too long", "PUT", "/bkt/" + strings.Repeat("a", 1025), "x", nil, 400, "KeyTooLongError"},
 		{"bad metadata directive", "PUT", "/bkt/k2", "", map[string]string{"x-amz-copy-source": "bkt/k", "x-amz-metadata-directive": "MOVE"}, 400, "InvalidArgument"},
 		{"copy source garbage", "PUT", "/bkt/k2", "", map[string]string{"x-amz-copy-source": "nobucketkey"}, 400, "InvalidArgument"},
-		{"unsupported subresource", "GET", "/bkt?lifecycle", "", nil, 501, "NotImplemented"},
+		{"unsupported subresource", "GET", "/bkt?website", "", nil, 501, "NotImplemented"},
 		{"method not allowed", "PATCH", "/bkt/k", "", nil, 405, "MethodNotAllowed"},
 		{"invalid checksum header", "PUT", "/bkt/k", "x", map[string]string{"x-amz-checksum-crc32": "%%%"}, 400, "InvalidRequest"},
 		{"empty content-md5", "PUT", "/bkt/k", "x", map[string]string{"Content-MD5": ""}, 400, "InvalidDigest"},

@@ -273,6 +273,8 @@ func (a *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, out)
 	case path == "replace":
 		writeJSON(w, a.replace(r.Context(), q.Get("bucket")))
+	case path == "lifecycle":
+		writeJSON(w, a.lifecycle(r.Context(), r.Method == http.MethodPost))
 	case path == "internode-tls":
 		st, err := a.internodeTLS(r.Context(), r.Method == http.MethodPost)
 		if err != nil {
@@ -626,6 +628,42 @@ func (a *adminHandler) replace(ctx context.Context, bucket string) *Replace {
 			out.Done = false
 		}
 	}
+	return out
+}
+
+// NodeLifecycle is one storage node's lifecycle state for one bucket, in the answer of
+// /admin/v1/lifecycle.
+type NodeLifecycle struct {
+	repair.LifecycleProgress
+	Error string `json:"error,omitempty"`
+}
+
+// lifecycle gathers every storage node's lifecycle runner state (after asking each to
+// start a round of every bucket now, with run).
+func (a *adminHandler) lifecycle(ctx context.Context, run bool) []NodeLifecycle {
+	nodes := a.mgr.Current().StorageNodes()
+	per := make([][]NodeLifecycle, len(nodes))
+	method := http.MethodGet
+	if run {
+		method = http.MethodPost
+	}
+	a.askStorageNodes(ctx, nodes, func(ctx context.Context, i int, n clustermap.Node) error {
+		var ps []repair.LifecycleProgress
+		if err := a.rpc.DoJSON(ctx, &rpc.Request{Method: method, Addr: n.Addr, Path: wire.PathLifecycle}, &ps); err != nil {
+			return err
+		}
+		for _, p := range ps {
+			per[i] = append(per[i], NodeLifecycle{LifecycleProgress: p})
+		}
+		return nil
+	}, func(i int, err string) {
+		per[i] = []NodeLifecycle{{LifecycleProgress: repair.LifecycleProgress{Node: nodes[i].ID}, Error: err}}
+	})
+	var out []NodeLifecycle
+	for _, ps := range per {
+		out = append(out, ps...)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Bucket < out[j].Bucket })
 	return out
 }
 

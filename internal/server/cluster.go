@@ -47,8 +47,10 @@ type mapInfo struct {
 // layer writes only once the map's Level says every node reads them (OpRaiseLevel), and
 // the bucket configurations that enable them ("acl", "ownershipControls"); level 6
 // internode TLS: the cluster's CA and its requirement in the map (OpSetInternodeTLS),
-// set only once every node's listener takes TLS and enrols.
-const featureLevel = 6
+// set only once every node's listener takes TLS and enrols; level 7 lifecycle: a bucket's
+// lifecycle configuration is set only once every storage node runs the lifecycle runner
+// (an older node would leave the objects it is the first holder of unexpired).
+const featureLevel = 7
 
 // commandLevel is the feature level a map command needs.
 func commandLevel(c clustermap.Command) int {
@@ -62,6 +64,8 @@ func commandLevel(c clustermap.Command) int {
 			// requests write objects with an owner or an ACL (record version 6); an
 			// older gateway would not honour them either.
 			return 5
+		case "lifecycle":
+			return 7
 		}
 		return 2
 	case clustermap.OpRaiseLevel:
@@ -484,6 +488,11 @@ func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, h.scrub.Status())
 	case wire.PathReplace:
 		writeJSON(w, h.rep.ApplyStatus())
+	case wire.PathLifecycle:
+		if r.Method == http.MethodPost {
+			h.rep.RunLifecycleNow()
+		}
+		writeJSON(w, h.rep.LifecycleStatus())
 	case wire.PathRecovery:
 		if r.Method == http.MethodPost {
 			rate, err := strconv.ParseInt(r.URL.Query().Get("rate"), 10, 64)

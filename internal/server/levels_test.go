@@ -41,6 +41,25 @@ func TestLevels(t *testing.T) {
 	}
 }
 
+// TestLifecycleLevel: a bucket's lifecycle configuration waits for every node at level
+// 7 (every storage node runs the lifecycle runner); other configurations do not.
+func TestLifecycleLevel(t *testing.T) {
+	m := &clustermap.Map{Nodes: []clustermap.Node{{ID: "a"}, {ID: "b"}}}
+	var l levels
+	l.set("b", 6)
+	lc := clustermap.Command{Op: clustermap.OpSetBucketConfig, Name: "bkt", Key: "lifecycle"}
+	if err := l.check(m, "a", lc); !errors.IsErr(err, gateway.ErrUpgrading) || !strings.Contains(err.Error(), "needs 7") {
+		t.Fatalf("lifecycle with a node at level 6: %v", err)
+	}
+	if err := l.check(m, "a", clustermap.Command{Op: clustermap.OpSetBucketConfig, Name: "bkt", Key: "cors"}); err != nil {
+		t.Fatalf("cors held back: %v", err)
+	}
+	l.set("b", 7)
+	if err := l.check(m, "a", lc); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestUpgradeError: the leader's refusals that mean "finish the upgrade" are recognized
 // in a forwarded answer, whichever build the leader runs; other errors pass unchanged.
 func TestUpgradeError(t *testing.T) {

@@ -226,9 +226,29 @@ func assemble(cfg Config) (_ *instance, err error) {
 	n.m.GaugeFunc("cairn_background_rate_bytes", "Bytes per second the node's background work (recovery, rebalance, shard moves, policy apply, scrub) may move now, as the budget set it from client latency (0: unlimited).", func() float64 { return float64(bud.Rate()) })
 	n.m.GaugeFunc("cairn_background_target_seconds", "Client p99 latency above which the node's background work backs off.", func() float64 { return bud.Target().Seconds() })
 	n.rep = repair.New(repair.Config{NodeID: n.nodeID, Store: n.st, Maps: n.mgr, Topology: n.gw.Topology(), Replica: n.gw.Replica,
-		Stripes: n.gw.Stripes(), Coordinator: n.gw, Hints: n.hints, Clock: clock, Logger: log, Budget: n.budget})
+		Stripes: n.gw.Stripes(), Coordinator: n.gw, Hints: n.hints, Clock: clock, Logger: log, Budget: n.budget,
+		LifecycleInterval: cfg.LifecycleInterval})
 	n.rep.SetRecoveryRate(max(cfg.RecoveryRate, 0))
 	rep := n.rep
+	lcTotal := func(f func(repair.LifecycleStats) int64) func() float64 {
+		return func() float64 { return float64(f(rep.LifecycleTotals())) }
+	}
+	n.m.LabeledCounterFunc("cairn_lifecycle_actions_total", "Lifecycle actions this node applied, by kind.", "kind", map[string]func() float64{
+		"expire_current":    lcTotal(func(s repair.LifecycleStats) int64 { return s.ExpiredCurrent }),
+		"expire_noncurrent": lcTotal(func(s repair.LifecycleStats) int64 { return s.ExpiredNoncurrent }),
+		"remove_marker":     lcTotal(func(s repair.LifecycleStats) int64 { return s.RemovedMarkers }),
+		"abort_upload":      lcTotal(func(s repair.LifecycleStats) int64 { return s.AbortedUploads }),
+	})
+	n.m.CounterFunc("cairn_lifecycle_evaluated_total", "Versions and uploads lifecycle rounds evaluated on this node (it is their first live holder).", lcTotal(func(s repair.LifecycleStats) int64 { return s.Scanned }))
+	n.m.CounterFunc("cairn_lifecycle_skipped_locked_total", "Versions a lifecycle rule would have removed that Object Lock protects (legal hold, retention).", lcTotal(func(s repair.LifecycleStats) int64 { return s.SkippedLocked }))
+	n.m.CounterFunc("cairn_lifecycle_errors_total", "Lifecycle actions that failed (retried by the next round).", lcTotal(func(s repair.LifecycleStats) int64 { return s.Errors }))
+	n.m.CounterFunc("cairn_lifecycle_rounds_total", "Lifecycle rounds (one bucket each) this node finished.", lcTotal(func(s repair.LifecycleStats) int64 { return s.Rounds }))
+	n.m.GaugeFunc("cairn_lifecycle_last_round_timestamp_seconds", "When this node last finished a lifecycle round (0: none since it started).", func() float64 {
+		if t := rep.LifecycleTotals().LastRound; !t.IsZero() {
+			return float64(t.Unix())
+		}
+		return 0
+	})
 	n.m.GaugeFunc("cairn_recovery_objects_to_move", "Objects this node is copying in during the current sync round (recovery, rebalance).", func() float64 { return float64(rep.Progress().ObjectsToDo) })
 	n.m.GaugeFunc("cairn_recovery_objects_done", "Objects copied in so far in the current sync round.", func() float64 { return float64(rep.Progress().ObjectsDone) })
 	n.m.GaugeFunc("cairn_recovery_bytes_to_move", "Bytes this node is copying in during the current sync round.", func() float64 { return float64(rep.Progress().BytesToDo) })
@@ -438,7 +458,7 @@ func (n *instance) internodeMux() *http.ServeMux {
 		ch.nbdAddr = n.nbdLn.Addr().String()
 	}
 	imux := http.NewServeMux()
-	for _, p := range []string{wire.PathMap, wire.PathJoin, wire.PathApply, wire.PathStats, wire.PathMapInfo, wire.PathScrub, wire.PathRecovery, wire.PathReplace} {
+	for _, p := range []string{wire.PathMap, wire.PathJoin, wire.PathApply, wire.PathStats, wire.PathMapInfo, wire.PathScrub, wire.PathRecovery, wire.PathReplace, wire.PathLifecycle} {
 		imux.Handle(p, ch)
 	}
 	for _, p := range []string{wire.PathEnrol, wire.PathCAKey, wire.PathInternodeTLS} {
@@ -527,6 +547,7 @@ func (n *instance) run(ctx context.Context) (err error) {
 		n.rep.RunSync(ctx, cfg.SyncInterval, func(s repair.SyncStats) { n.lastSync.Store(&s) })
 	})
 	loop(n.rep.RunApply)
+	loop(n.rep.RunLifecycle)
 	if n.scrub != nil {
 		loop(n.scrub.Run)
 	}

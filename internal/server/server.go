@@ -132,6 +132,9 @@ type Config struct {
 	// SyncInterval is how often a node compares its partitions with the other holders
 	// and copies what it lacks (default 10m; also on every placement change and at start).
 	SyncInterval time.Duration
+	// LifecycleInterval is how often each bucket's S3 lifecycle rules run on every
+	// storage node (default 24h; a new or changed configuration runs within a minute).
+	LifecycleInterval time.Duration
 }
 
 // Ready describes a node that serves.

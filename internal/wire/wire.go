@@ -118,6 +118,9 @@ const (
 	PathRecovery = "/internal/v1/recovery"
 	// PathReplace answers a node's progress re-placing objects by their bucket's policy.
 	PathReplace = "/internal/v1/replace"
+	// PathLifecycle answers a node's lifecycle runner state per bucket; POST starts a
+	// round of every bucket now.
+	PathLifecycle = "/internal/v1/lifecycle"
 	// PathEnrol takes a certificate request (EnrolRequest) and answers the node's
 	// certificate and the cluster CA (EnrolAnswer, its body bound to the signed answer by
 	// HdrBodySum). The one path a connection without a client certificate may reach.

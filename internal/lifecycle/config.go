@@ -1,0 +1,328 @@
+// Package lifecycle is S3 bucket lifecycle configurations: the LifecycleConfiguration
+// document parsed and validated as S3 does (Parse, with S3's error codes), and the pure
+// evaluation of its rules: which action is due for a key's versions, or for a pending
+// multipart upload, at a given time (Evaluate, AbortDue, Expiry). It does no I/O and
+// knows nothing of the cluster: the background runner that applies the actions is in
+// package repair, the S3 operations in package s3api (docs/design/lifecycle.md).
+package lifecycle
+
+import (
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/xml"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Limits S3 applies to a configuration.
+const (
+	MaxRules    = 1000
+	MaxID       = 255
+	MaxDoc      = 1 << 20 // the largest document PutBucketLifecycleConfiguration reads
+	maxNewer    = 100     // NewerNoncurrentVersions
+	maxTagKey   = 128
+	maxTagValue = 256
+)
+
+// Error is a configuration S3 refuses: its S3 error code (MalformedXML, InvalidArgument,
+// InvalidRequest, NotImplemented) and message. Status is the HTTP status.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+func malformed() error {
+	return &Error{400, "MalformedXML", "The XML you provided was not well-formed or did not validate against our published schema"}
+}
+
+func invalidArg(format string, args ...any) error {
+	return &Error{400, "InvalidArgument", fmt.Sprintf(format, args...)}
+}
+
+func invalidReq(format string, args ...any) error {
+	return &Error{400, "InvalidRequest", fmt.Sprintf(format, args...)}
+}
+
+// Config is a LifecycleConfiguration document, as sent and as stored (re-encoded, with
+// the IDs generated for rules that had none).
+type Config struct {
+	XMLName xml.Name `xml:"LifecycleConfiguration"`
+	Xmlns   string   `xml:"xmlns,attr,omitempty"`
+	Rules   []Rule   `xml:"Rule"`
+}
+
+// Rule is one lifecycle rule.
+type Rule struct {
+	ID     string  `xml:"ID,omitempty"`
+	Prefix *string `xml:"Prefix"` // the legacy rule-level prefix (instead of Filter)
+	Filter *Filter `xml:"Filter"`
+	Status string  `xml:"Status"`
+
+	Expiration                     *Expiration                     `xml:"Expiration"`
+	NoncurrentVersionExpiration    *NoncurrentVersionExpiration    `xml:"NoncurrentVersionExpiration"`
+	AbortIncompleteMultipartUpload *AbortIncompleteMultipartUpload `xml:"AbortIncompleteMultipartUpload"`
+	// Transitions are decoded only to be refused (no archive tier exists yet).
+	Transitions           []xml.Name `xml:"Transition"`
+	NoncurrentTransitions []xml.Name `xml:"NoncurrentVersionTransition"`
+}
+
+// Filter chooses the objects a rule applies to: at most one of its elements.
+type Filter struct {
+	Prefix      *string `xml:"Prefix"`
+	Tag         *Tag    `xml:"Tag"`
+	SizeGreater *int64  `xml:"ObjectSizeGreaterThan"`
+	SizeLess    *int64  `xml:"ObjectSizeLessThan"`
+	And         *And    `xml:"And"`
+}
+
+// And is the conjunction of a prefix, tags and sizes.
+type And struct {
+	Prefix      *string `xml:"Prefix"`
+	Tags        []Tag   `xml:"Tag"`
+	SizeGreater *int64  `xml:"ObjectSizeGreaterThan"`
+	SizeLess    *int64  `xml:"ObjectSizeLessThan"`
+}
+
+// Tag is a key and value an object's tag set must contain.
+type Tag struct {
+	Key   string `xml:"Key"`
+	Value string `xml:"Value"`
+}
+
+// Expiration expires current versions: Days after creation, or on a Date, or (only)
+// removes delete markers that are a key's last version.
+type Expiration struct {
+	Days                      *int    `xml:"Days"`
+	Date                      *string `xml:"Date"`
+	ExpiredObjectDeleteMarker *bool   `xml:"ExpiredObjectDeleteMarker"`
+
+	date time.Time // Date parsed
+}
+
+// NoncurrentVersionExpiration removes noncurrent versions NoncurrentDays after they
+// became noncurrent, keeping the NewerNoncurrentVersions newest ones.
+type NoncurrentVersionExpiration struct {
+	NoncurrentDays          *int `xml:"NoncurrentDays"`
+	NewerNoncurrentVersions *int `xml:"NewerNoncurrentVersions"`
+}
+
+// AbortIncompleteMultipartUpload aborts uploads DaysAfterInitiation after they started.
+type AbortIncompleteMultipartUpload struct {
+	DaysAfterInitiation *int `xml:"DaysAfterInitiation"`
+}
+
+// Parse decodes and validates a LifecycleConfiguration as S3 does, and gives an ID to
+// every rule without one. Errors are *Error.
+func Parse(data []byte) (*Config, error) {
+	var c Config
+	if err := xml.Unmarshal(data, &c); err != nil {
+		return nil, malformed()
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Marshal encodes c as stored (with S3's namespace).
+func (c *Config) Marshal() ([]byte, error) {
+	out := *c
+	out.Xmlns = "http://s3.amazonaws.com/doc/2006-03-01/"
+	return xml.Marshal(&out)
+}
+
+// validate checks a decoded configuration and fills in generated IDs and parsed dates.
+func (c *Config) validate() error {
+	if len(c.Rules) == 0 || len(c.Rules) > MaxRules {
+		return malformed()
+	}
+	ids := map[string]bool{}
+	for i := range c.Rules {
+		rl := &c.Rules[i]
+		if err := rl.validate(); err != nil {
+			return err
+		}
+		if rl.ID == "" {
+			continue
+		}
+		if ids[rl.ID] {
+			return invalidArg("Rule ID must be unique. Found same ID for more than one rule")
+		}
+		ids[rl.ID] = true
+	}
+	for i := range c.Rules {
+		for c.Rules[i].ID == "" {
+			if id := newID(); !ids[id] {
+				c.Rules[i].ID, ids[id] = id, true
+			}
+		}
+	}
+	return nil
+}
+
+// newID returns a rule ID as S3 makes them: 48 random characters.
+func newID() string {
+	var b [30]byte
+	rand.Read(b[:])
+	return base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:])[:48]
+}
+
+func (rl *Rule) validate() error {
+	if len(rl.ID) > MaxID {
+		return invalidArg("ID length should not exceed allowed limit of %d", MaxID)
+	}
+	switch rl.Status {
+	case "Enabled", "Disabled":
+	default:
+		return malformed()
+	}
+	if (rl.Prefix == nil) == (rl.Filter == nil) {
+		return malformed() // exactly one of the legacy Prefix and Filter
+	}
+	if len(rl.Transitions) > 0 || len(rl.NoncurrentTransitions) > 0 {
+		return &Error{501, "NotImplemented", "Lifecycle transitions are not implemented: cairn has no archive tier yet; use Expiration, NoncurrentVersionExpiration or AbortIncompleteMultipartUpload"}
+	}
+	if rl.Expiration == nil && rl.NoncurrentVersionExpiration == nil && rl.AbortIncompleteMultipartUpload == nil {
+		return invalidReq("At least one action needs to be specified in a rule")
+	}
+	tags := false
+	if f := rl.Filter; f != nil {
+		n := 0
+		for _, set := range []bool{f.Prefix != nil, f.Tag != nil, f.SizeGreater != nil, f.SizeLess != nil, f.And != nil} {
+			if set {
+				n++
+			}
+		}
+		if n > 1 {
+			return malformed()
+		}
+		if f.Tag != nil {
+			if err := f.Tag.validate(); err != nil {
+				return err
+			}
+			tags = true
+		}
+		if err := validSizes(f.SizeGreater, f.SizeLess); err != nil {
+			return err
+		}
+		if a := f.And; a != nil {
+			n := len(a.Tags)
+			if a.Prefix != nil {
+				n++
+			}
+			if a.SizeGreater != nil {
+				n++
+			}
+			if a.SizeLess != nil {
+				n++
+			}
+			if n < 2 {
+				return malformed() // And combines at least two conditions
+			}
+			seen := map[string]bool{}
+			for _, t := range a.Tags {
+				if err := t.validate(); err != nil {
+					return err
+				}
+				if seen[t.Key] {
+					return invalidReq("Duplicate Tag Keys are not allowed.")
+				}
+				seen[t.Key] = true
+			}
+			tags = tags || len(a.Tags) > 0
+			if err := validSizes(a.SizeGreater, a.SizeLess); err != nil {
+				return err
+			}
+		}
+	}
+	if e := rl.Expiration; e != nil {
+		if err := e.validate(); err != nil {
+			return err
+		}
+		if e.ExpiredObjectDeleteMarker != nil && tags {
+			return invalidReq("ExpiredObjectDeleteMarker cannot be specified with tags.")
+		}
+	}
+	if nc := rl.NoncurrentVersionExpiration; nc != nil {
+		if nc.NoncurrentDays == nil {
+			return malformed()
+		}
+		if *nc.NoncurrentDays <= 0 {
+			return invalidArg("'NoncurrentDays' for NoncurrentVersionExpiration action must be a positive integer")
+		}
+		if v := nc.NewerNoncurrentVersions; v != nil && (*v <= 0 || *v > maxNewer) {
+			return invalidArg("'NewerNoncurrentVersions' for NoncurrentVersionExpiration action must be a positive integer up to %d", maxNewer)
+		}
+	}
+	if a := rl.AbortIncompleteMultipartUpload; a != nil {
+		if a.DaysAfterInitiation == nil {
+			return malformed()
+		}
+		if *a.DaysAfterInitiation <= 0 {
+			return invalidArg("'DaysAfterInitiation' for AbortIncompleteMultipartUpload action must be a positive integer")
+		}
+		if tags {
+			return invalidReq("AbortIncompleteMultipartUpload cannot be specified with Tags.")
+		}
+	}
+	return nil
+}
+
+func (t Tag) validate() error {
+	if t.Key == "" || len(t.Key) > maxTagKey {
+		return invalidReq("The TagKey you have provided is invalid")
+	}
+	if len(t.Value) > maxTagValue {
+		return invalidReq("The TagValue you have provided is invalid")
+	}
+	return nil
+}
+
+func validSizes(gt, lt *int64) error {
+	if gt != nil && *gt < 0 {
+		return invalidArg("'ObjectSizeGreaterThan' must be a non-negative integer")
+	}
+	if lt != nil && *lt <= 0 {
+		return invalidArg("'ObjectSizeLessThan' must be a positive integer")
+	}
+	if gt != nil && lt != nil && *gt >= *lt {
+		return invalidArg("'ObjectSizeLessThan' must be greater than 'ObjectSizeGreaterThan'")
+	}
+	return nil
+}
+
+func (e *Expiration) validate() error {
+	n := 0
+	if e.Days != nil {
+		n++
+		if *e.Days <= 0 {
+			return invalidArg("'Days' for Expiration action must be a positive integer")
+		}
+	}
+	if e.Date != nil {
+		n++
+		d, err := time.Parse(time.RFC3339, strings.TrimSpace(*e.Date))
+		if err != nil {
+			if d, err = time.Parse("2006-01-02T15:04:05", strings.TrimSpace(*e.Date)); err != nil {
+				return invalidArg("Invalid date: 'Date' must be in ISO 8601 format")
+			}
+		}
+		d = d.UTC()
+		if !d.Equal(d.Truncate(24 * time.Hour)) {
+			return invalidArg("'Date' must be at midnight GMT")
+		}
+		e.date = d
+	}
+	if e.ExpiredObjectDeleteMarker != nil {
+		n++
+	}
+	if n != 1 {
+		// Days and Date together, ExpiredObjectDeleteMarker with either, or none.
+		return malformed()
+	}
+	return nil
+}
