@@ -204,3 +204,65 @@ func TestLifecycleCluster(t *testing.T) {
 	}
 	c.expiredEverywhere(t, "lcv", all)
 }
+
+// TestLifecycleStaleFirstHolder: the first holder of a key missed the permanent delete of
+// its current version (the other holders took it), so its own store still shows the
+// older version as noncurrent and due. Its round reads the key as the cluster has it
+// before it purges anything: there the older version is the current one, and it stays.
+func TestLifecycleStaleFirstHolder(t *testing.T) {
+	c := newCluster(t, 3, clusterConfig{timeout: 5 * time.Second})
+	ctx := context.Background()
+	c.createBucket("lcs")
+	g := c.nodes[0].gw
+	if err := g.SetBucketConfig(ctx, "lcs", "versioning", []byte("Enabled")); err != nil {
+		t.Fatal(err)
+	}
+	doc := `<LifecycleConfiguration><Rule><ID>nc</ID><Filter/><Status>Enabled</Status>` +
+		`<NoncurrentVersionExpiration><NoncurrentDays>2</NoncurrentDays></NoncurrentVersionExpiration></Rule></LifecycleConfiguration>`
+	if err := g.SetBucketConfig(ctx, "lcs", "lifecycle", []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	var vs []*object.Object
+	for _, body := range []string{"one", "two"} {
+		o, err := g.PutObject(ctx, "lcs", "k", &object.Object{Versioned: true}, bytes.NewReader([]byte(body)), int64(len(body)), object.PutOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		vs = append(vs, o)
+	}
+	c.settle(t, "lcs")
+	tc, err := g.Topology().Layout(c.maps.Current())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := -1
+	for i, nd := range c.nodes {
+		if nd.id == tc.Table.Lookup("lcs", "k")[0] {
+			first = i
+			continue
+		}
+		// The permanent delete of the current version reaches every holder but the first.
+		if _, err := nd.store.DeleteRecord("lcs", "k", object.Object{HLC: vs[1].HLC, Versioned: true, Purged: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock := &lcClock{t: time.Now().Add(5 * 24 * time.Hour)}
+	l := c.lifecycleLoops(first, clock)
+	if err := l.LifecycleRound(ctx, "lcs"); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range l.LifecycleStatus() {
+		if p.Bucket == "lcs" && (p.Last.ExpiredNoncurrent != 0 || p.Last.Raced != 1 || p.Last.Errors != 0) {
+			t.Fatalf("round on the stale first holder: %+v; want the purge found not due (raced 1)", p.Last)
+		}
+	}
+	for i, nd := range c.nodes {
+		l, err := nd.gw.ListVersions(ctx, "lcs", object.VersionListOptions{Max: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Versions) != 1 || l.Versions[0].Object.HLC != vs[0].HLC {
+			t.Fatalf("through n%d: versions %+v, want only the first version (%d)", i+1, l.Versions, vs[0].HLC)
+		}
+	}
+}

@@ -471,6 +471,17 @@ func (r *lcRound) act(ctx context.Context, key string, a lifecycle.Action, o *ob
 		r.counts.SkippedLocked++
 		return
 	}
+	if a.Kind != lifecycle.ExpireCurrent {
+		ok, err := r.confirmed(ctx, key, a)
+		switch {
+		case err != nil:
+			r.fail(key, a, err)
+			return
+		case !ok:
+			r.counts.Raced++
+			return
+		}
+	}
 	r.pace.wait(ctx, 4<<10) // a deletion's records on its holders
 	var d object.Object
 	switch a.Kind {
@@ -515,6 +526,45 @@ func (r *lcRound) act(ctx context.Context, key string, a lifecycle.Action, o *ob
 	default:
 		r.counts.RemovedMarkers++
 	}
+}
+
+// confirmed reports whether action a (a purge: a noncurrent version's or a lone delete
+// marker's) is still due when key's versions are read as the cluster has them, every
+// storage node's records merged, rather than as this node's store has them. This node may
+// have missed a change that others took: the permanent delete of the version that made
+// a.HLC noncurrent, say, after which a.HLC is the key's current version again and must
+// stay. An expiry of the current version needs no such check: its marker is written at
+// the expired version + 1 and only after a quorum read found that version current, so a
+// newer write wins over it. A listing that cannot be had (too many nodes silent) is an
+// error: the action waits for a later round.
+func (r *lcRound) confirmed(ctx context.Context, key string, a lifecycle.Action) (bool, error) {
+	opts := object.VersionListOptions{Prefix: key, Max: 1000}
+	var in []lifecycle.Version
+	for {
+		page, err := r.l.coord.ListVersions(ctx, r.bucket, opts)
+		if err != nil {
+			return false, err
+		}
+		for _, v := range page.Versions {
+			if v.Key != key {
+				break
+			}
+			o := v.Object
+			in = append(in, lifecycle.Version{HLC: o.HLC, ModTime: time.Unix(0, o.ModTime), Size: o.Size, Tags: o.Tags, DeleteMarker: o.DeleteMarker})
+		}
+		// A page ends inside the key's versions only if the key fills it: its versions
+		// come first, then the keys it prefixes.
+		if !page.Truncated || page.NextKey != key {
+			break
+		}
+		opts.KeyMarker, opts.VersionMarker, opts.AfterNull = page.NextKey, page.NextVersion, page.NextNull
+	}
+	for _, b := range r.cfg.Evaluate(key, in, r.now) {
+		if b.Kind == a.Kind && b.HLC == a.HLC {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // fail counts a failed action; the round reports the last one (one log line a round).

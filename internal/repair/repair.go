@@ -63,6 +63,9 @@ type Coordinator interface {
 	DeleteRecord(ctx context.Context, bucket, key string, d object.Object) (*object.Object, error)
 	// AbortUpload aborts a pending multipart upload (NotExist if it ended).
 	AbortUpload(ctx context.Context, bucket, key, uploadID string) error
+	// ListVersions lists a bucket's versions as S3 clients see them: every storage node's
+	// records merged (gateway.Gateway.ListVersions).
+	ListVersions(ctx context.Context, bucket string, opts object.VersionListOptions) (*object.VersionList, error)
 }
 
 // Config configures the Loops of one node.
