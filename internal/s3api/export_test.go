@@ -11,7 +11,7 @@ type FeatureEntry struct {
 	Status int
 	Ops    string // the operations that honour it, as in the table
 	Doc    string
-	mask   uint64
+	mask   opMask
 }
 
 // Features returns the refusal table.
@@ -43,7 +43,7 @@ func Features() []FeatureEntry {
 
 // Honours reports whether the entry is honoured, with value, in operation op.
 func (e FeatureEntry) Honours(op, value string) bool {
-	if e.mask&opBits[op] == 0 {
+	if !e.mask.has(opBits[op]) {
 		return false
 	}
 	return e.Only == nil || oneOf(e.Only, value)

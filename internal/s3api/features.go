@@ -278,16 +278,23 @@ var opNames = []string{
 	"Unsupported", "Unknown",
 }
 
+// opMask is a set of operations: bit i%64 of word i/64 is opNames[i]. Two words hold 128
+// operations (one held 64, which the lifecycle operations filled).
+type opMask [2]uint64
+
+// has reports whether m and b share an operation.
+func (m opMask) has(b opMask) bool { return m[0]&b[0] != 0 || m[1]&b[1] != 0 }
+
 // rule is a feature ready for lookup.
 type rule struct {
 	*feature
-	mask   uint64   // bit i set: opNames[i] honours it
+	mask   opMask   // bit i set: opNames[i] honours it
 	values []string // the only values honoured; nil: any
 	prefix string   // for a header prefix entry, the prefix ("X-Amz-Meta-")
 }
 
 var (
-	opBits       = map[string]uint64{}
+	opBits       = map[string]opMask{}
 	headerRules  = map[string]*rule{}
 	queryRules   = map[string]*rule{}
 	prefixRules  []*rule // header prefixes ("X-Amz-Meta-")
@@ -297,14 +304,19 @@ var (
 )
 
 func init() {
+	if len(opNames) > 128 {
+		panic("s3api: more operations than an opMask holds")
+	}
 	for i, n := range opNames {
-		opBits[n] = 1 << i
+		var b opMask
+		b[i/64] = 1 << (i % 64)
+		opBits[n] = b
 	}
 	for i := range features {
 		f := &features[i]
 		r := &rule{feature: f}
 		if f.ops == opsAll {
-			r.mask = ^uint64(0)
+			r.mask = opMask{^uint64(0), ^uint64(0)}
 		}
 		for _, o := range strings.Fields(f.ops) {
 			if o == opsAll {
@@ -314,7 +326,8 @@ func init() {
 			if !ok {
 				panic("s3api: feature " + f.name + " names unknown operation " + o)
 			}
-			r.mask |= b
+			r.mask[0] |= b[0]
+			r.mask[1] |= b[1]
 		}
 		if f.only != "" {
 			r.values = strings.Fields(f.only)
@@ -350,15 +363,15 @@ func featureError(r *rule, name string, op string) *apiError {
 		what = "Query parameter ?" + name
 	}
 	where := ""
-	if r.mask != 0 && op != "" {
+	if r.mask != (opMask{}) && op != "" {
 		where = " in " + op
 	}
 	return &apiError{Code: r.err.Code, Status: r.err.Status, Message: what + " is not supported" + where + " (cairn: " + r.doc + "). " + r.err.Message}
 }
 
 // check returns the refusal for values of the feature in the operation with bit op, or nil.
-func (r *rule) check(op uint64, values []string) *rule {
-	if r.mask&op == 0 {
+func (r *rule) check(op opMask, values []string) *rule {
+	if !r.mask.has(op) {
 		if r.err == nil {
 			return nil
 		}
@@ -450,7 +463,7 @@ func checkFeatures(r *http.Request, op string) error {
 				value = v
 			}
 		}
-		if rl.mask&bit == 0 || (rl.values != nil && !oneOf(rl.values, value)) {
+		if !rl.mask.has(bit) || (rl.values != nil && !oneOf(rl.values, value)) {
 			return featureError(rl, name, op)
 		}
 	}
