@@ -46,8 +46,9 @@ type mapInfo struct {
 // layer writes only once the map's Level says every node reads them (OpRaiseLevel), and
 // the bucket configurations that enable them ("acl", "ownershipControls"); level 6
 // internode TLS: the cluster's CA and its requirement in the map (OpSetInternodeTLS),
-// set only once every node's listener takes TLS and enrols.
-const featureLevel = 6
+// set only once every node's listener takes TLS and enrols; level 7 volume snapshots,
+// clones, rollbacks and the reclaim of their layers (OpSnapshotVolume...).
+const featureLevel = 7
 
 // commandLevel is the feature level a map command needs.
 func commandLevel(c clustermap.Command) int {
@@ -69,6 +70,8 @@ func commandLevel(c clustermap.Command) int {
 		return 5
 	case clustermap.OpSetInternodeTLS:
 		return 6
+	case clustermap.OpSnapshotVolume, clustermap.OpCloneVolume, clustermap.OpRollbackVolume, clustermap.OpDeleteSnapshot, clustermap.OpReclaimDone:
+		return 7
 	case clustermap.OpAddAccount, clustermap.OpSetAccount, clustermap.OpRemoveAccount, clustermap.OpPutKey, clustermap.OpRevokeKey, clustermap.OpSealUsers, clustermap.OpSetGrant:
 		return 3
 	}
