@@ -103,7 +103,7 @@ func reclaimRun(t *testing.T, seed uint64) {
 	}
 	store := &memObjects{objs: map[string]map[int64]int{}, lists: map[string]int{}}
 	model := map[string]map[int64]int{} // view -> index -> content (absent: zeroes)
-	crashed := map[objKey]bool{}     // (layer, index) a crash kept from being deleted
+	crashed := map[objKey]bool{}        // (layer, index) a crash kept from being deleted
 	ids, token := 0, 0
 	newID := func() string { ids++; return fmt.Sprintf("%016x", ids) }
 	apply := func(c clustermap.Command) error {
