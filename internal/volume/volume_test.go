@@ -274,6 +274,9 @@ func TestFence(t *testing.T) {
 	stale := errors.E(errors.Transient, "stale")
 	fresh := error(nil)
 	fence := Fence(c.maps, func() error { return fresh })
+	c.setMap(func(m *clustermap.Map) {
+		m.Layers = map[string]clustermap.Layer{"00000000000000cc": {ID: "00000000000000cc", Volume: "vm"}}
+	})
 	w := func(epoch uint64) object.RangeWrite {
 		return object.RangeWrite{Bucket: clustermap.VolumeBucket, Key: ObjectKey("00000000000000aa", 3), Next: OrderOf(epoch) + 1}
 	}
@@ -287,7 +290,8 @@ func TestFence(t *testing.T) {
 		{"old lease", w(0), nil, errors.Permission},
 		{"lease the map has not seen", w(2), nil, errors.Transient},
 		{"stale map", w(1), stale, errors.Transient},
-		{"unknown volume", object.RangeWrite{Bucket: clustermap.VolumeBucket, Key: "00000000000000bb/0", Next: OrderOf(1) + 1}, nil, errors.Permission},
+		{"unknown volume", object.RangeWrite{Bucket: clustermap.VolumeBucket, Key: "00000000000000bb/0", Next: OrderOf(1) + 1}, nil, errors.Transient},
+		{"frozen layer", object.RangeWrite{Bucket: clustermap.VolumeBucket, Key: "00000000000000cc/0", Next: OrderOf(1) + 1}, nil, errors.Permission},
 		{"another bucket", object.RangeWrite{Bucket: "b", Key: "k", Next: 1}, stale, errors.Other},
 	} {
 		fresh = tc.fresh

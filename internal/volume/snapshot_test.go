@@ -1,0 +1,212 @@
+package volume
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cairnfs/cairn/internal/clustermap"
+	"github.com/cairnfs/cairn/internal/errors"
+)
+
+// apply applies a map command to the cluster's map.
+func (c *cluster) apply(t *testing.T, cmd clustermap.Command) error {
+	t.Helper()
+	nm, err := clustermap.ApplyCommand(c.maps.Current(), cmd)
+	if err == nil {
+		c.maps.Set(nm)
+	}
+	return err
+}
+
+// TestSnapshotChainModel: random writes (data, zeroes, trims, across objects) with
+// snapshots, clones and rollbacks between them, read back through the volumes' devices
+// and through read-only snapshot devices exactly as a model of bytes says; a snapshot
+// device refuses writes.
+func TestSnapshotChainModel(t *testing.T) {
+	c := newCluster(t)
+	s := c.service("n1")
+	const size = 4 << 20
+	rng := rand.New(rand.NewPCG(7, 18))
+	model := map[string][]byte{"vm": make([]byte, size)} // by export name
+	devs := map[string]*conn{"vm": openDevice(t, s, "vm")}
+	ids := 0x100
+	newID := func() string { ids++; return fmt.Sprintf("%016x", ids) }
+	write := func(name string) {
+		d, m := devs[name], model[name]
+		off := rng.Int64N(size - 1)
+		n := 1 + rng.Int64N(min(size-off, 600<<10))
+		switch rng.IntN(4) {
+		case 0:
+			if err := d.Trim(off, n); err != nil {
+				t.Fatal(err)
+			}
+			clear(m[off : off+n])
+		case 1:
+			if err := d.WriteZeroes(off, n); err != nil {
+				t.Fatal(err)
+			}
+			clear(m[off : off+n])
+		default:
+			p := make([]byte, n)
+			for i := range p {
+				p[i] = byte(rng.IntN(255) + 1)
+			}
+			if _, err := d.WriteAt(p, off); err != nil {
+				t.Fatal(err)
+			}
+			copy(m[off:], p)
+		}
+	}
+	verify := func(step int) {
+		t.Helper()
+		for name, m := range model {
+			d := devs[name]
+			if d == nil {
+				d = openDevice(t, s, name)
+				devs[name] = d
+			}
+			if got := readAt(t, d, 0, size); !bytes.Equal(got, m) {
+				i := 0
+				for got[i] == m[i] {
+					i++
+				}
+				t.Fatalf("step %d: %s differs from the model at byte %d", step, name, i)
+			}
+		}
+	}
+	// The volume starts full, so that writes after a snapshot copy on write.
+	full := make([]byte, size)
+	for i := range full {
+		full[i] = byte(rng.IntN(255) + 1)
+	}
+	if _, err := devs["vm"].WriteAt(full, 0); err != nil {
+		t.Fatal(err)
+	}
+	copy(model["vm"], full)
+	volumes := []string{"vm"}
+	var snaps []string
+	rollbacks := 0
+	for step := range 60 {
+		switch op := rng.IntN(8); {
+		case op < 4:
+			write(volumes[rng.IntN(len(volumes))])
+		case op < 6: // snapshot, with the volume attached (its device moves)
+			v := volumes[rng.IntN(len(volumes))]
+			name := fmt.Sprintf("s%d", step)
+			if err := c.apply(t, clustermap.Command{Op: clustermap.OpSnapshotVolume, Name: v, Snapshot: name, Layer: newID()}); err != nil {
+				t.Fatal(err)
+			}
+			key := clustermap.SnapshotKey(v, name)
+			model[key] = bytes.Clone(model[v])
+			snaps = append(snaps, key)
+		case op == 6 && len(snaps) > 0: // clone
+			src := snaps[rng.IntN(len(snaps))]
+			name := fmt.Sprintf("c%d", step)
+			if err := c.apply(t, clustermap.Command{Op: clustermap.OpCloneVolume, Snapshot: src, Volume: &clustermap.Volume{Name: name, ID: newID()}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.apply(t, clustermap.Command{Op: clustermap.OpAttachVolume, Name: name, NodeID: "n1"}); err != nil {
+				t.Fatal(err)
+			}
+			model[name] = bytes.Clone(model[src])
+			volumes = append(volumes, name)
+		case op == 7 && len(snaps) > 0: // rollback: detached, then attached again
+			key := snaps[rng.IntN(len(snaps))]
+			sn := c.maps.Current().Snapshots[key]
+			devs[sn.Volume].Close()
+			delete(devs, sn.Volume)
+			for _, cmd := range []clustermap.Command{{Op: clustermap.OpDetachVolume, Name: sn.Volume},
+				{Op: clustermap.OpRollbackVolume, Name: sn.Volume, Snapshot: sn.Name, Layer: newID()},
+				{Op: clustermap.OpAttachVolume, Name: sn.Volume, NodeID: "n1"}} {
+				if err := c.apply(t, cmd); err != nil {
+					t.Fatal(err)
+				}
+			}
+			model[sn.Volume] = bytes.Clone(model[key])
+			rollbacks++
+		}
+		verify(step)
+	}
+	if len(snaps) < 5 || len(volumes) < 2 || rollbacks == 0 {
+		t.Fatalf("too few operations: %d snapshots, %d volumes, %d rollbacks", len(snaps), len(volumes), rollbacks)
+	}
+	if _, err := devs[snaps[0]].WriteAt([]byte("x"), 0); !errors.Is(errors.Permission, err) {
+		t.Fatalf("a write to a snapshot: %v", err)
+	}
+}
+
+// TestSnapshotUnderWrites: a snapshot taken while a writer writes keeps every write
+// acknowledged before it, and the volume every write acknowledged at all; writes go on
+// without an error through the device's move to the new head.
+func TestSnapshotUnderWrites(t *testing.T) {
+	c := newCluster(t)
+	s := c.service("n1")
+	d := openDevice(t, s, "vm")
+	var acked atomic.Int64 // the last counter acknowledged, written at offset 0 of each object
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var werr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for n := int64(1); ; n++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			p := []byte(fmt.Sprintf("%016d", n))
+			for obj := range int64(4) {
+				if _, err := d.WriteAt(p, obj*blockSize+n%64*16); err != nil {
+					werr = err
+					return
+				}
+			}
+			acked.Store(n)
+		}
+	}()
+	for acked.Load() < 20 {
+		if werr != nil {
+			t.Fatal(werr)
+		}
+	}
+	before := acked.Load()
+	if err := c.apply(t, clustermap.Command{Op: clustermap.OpSnapshotVolume, Name: "vm", Snapshot: "s", Layer: "00000000000000bb"}); err != nil {
+		t.Fatal(err)
+	}
+	for acked.Load() < before+20 {
+		if werr != nil {
+			t.Fatal(werr)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if werr != nil {
+		t.Fatalf("a write during the snapshot: %v", werr)
+	}
+	last := acked.Load()
+	snap := openDevice(t, s, "vm@s")
+	for obj := range int64(4) {
+		for n := int64(1); n <= last; n++ {
+			p := readAt(t, snap, obj*blockSize+n%64*16, 16)
+			got := readAt(t, d, obj*blockSize+n%64*16, 16)
+			// The newest write to each slot: n's slot holds the largest counter with that residue.
+			if n+64 > before && n <= before {
+				var sn int64
+				fmt.Sscanf(string(p), "%d", &sn)
+				if sn < n {
+					t.Fatalf("object %d: the snapshot lost write %d acknowledged before it (holds %d)", obj, n, sn)
+				}
+			}
+			if n+64 > last {
+				if want := fmt.Sprintf("%016d", n); string(got) != want {
+					t.Fatalf("object %d: the volume reads %q, want %q", obj, got, want)
+				}
+			}
+		}
+	}
+}
