@@ -264,6 +264,15 @@ func (a *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, Users(a.mgr.Current()))
 	case path == "volumes":
 		writeJSON(w, a.volumes(r.Context()))
+	case path == "snapshots":
+		writeJSON(w, a.snapshots(q.Get("volume")))
+	case path == "volume-space":
+		sp, err := a.volumeSpace(r.Context())
+		if err != nil {
+			wire.WriteError(w, err)
+			return
+		}
+		writeJSON(w, sp)
 	case strings.HasPrefix(path, "volume/") && r.Method == http.MethodPost:
 		out, err := a.volumeAction(r.Context(), strings.TrimPrefix(path, "volume/"), q)
 		if err != nil {
