@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -107,6 +111,53 @@ func TestVolumeSnapshots(t *testing.T) {
 		t.Fatalf("snapshots: %v\n%s", err, out)
 	}
 
+	// Backups: a full export of s1, an incremental one from s1 to s2, both imported into
+	// a new volume, compared with qemu-img.
+	dir := t.TempDir()
+	full, incr, back := filepath.Join(dir, "s1.img"), filepath.Join(dir, "s1-s2.cvb"), filepath.Join(dir, "r.img")
+	if out, err := tc.volume(0, "export", "vm@s1", full); err != nil || !strings.Contains(out, "exported vm@s1") {
+		t.Fatalf("export: %v\n%s", err, out)
+	}
+	qemuCompare(t, full, "nbd://"+tc.procs[1].NBDAddr()+"/vm@s1")
+	stdout, err := tc.volumeStdout(0, "export", "vm@s1", "-", "--quiet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(full); !bytes.Equal(b, stdout) {
+		t.Fatalf("export to stdout: %d bytes differ from the file's %d", len(stdout), len(b))
+	}
+	if out, err := tc.volume(0, "export", "vm@s2", incr, "--since", "s1"); err != nil || !strings.Contains(out, "68 KiB changed") {
+		t.Fatalf("incremental export: %v\n%s", err, out)
+	}
+	if fi, err := os.Stat(incr); err != nil || fi.Size() > 80<<10 {
+		t.Fatalf("the incremental backup of 68 KiB of changes: %v %v", fi.Size(), err)
+	}
+	if out, err := tc.volume(0, "export", "vm@s1", filepath.Join(dir, "x"), "--since", "s2"); err == nil || !strings.Contains(out, "not older") {
+		t.Fatalf("an incremental export from a later snapshot: %v\n%s", err, out)
+	}
+	if out, err := tc.volume(0, "export", "vm", filepath.Join(dir, "x")); err == nil || !strings.Contains(out, "attached") {
+		t.Fatalf("an export of an attached volume: %v\n%s", err, out)
+	}
+	if out, err := tc.volume(0, "import", "r", incr); err == nil || !strings.Contains(out, "full image first") {
+		t.Fatalf("an incremental import into a new volume: %v\n%s", err, out)
+	}
+	if out, err := tc.volume(0, "import", "r", full); err != nil || !strings.Contains(out, "imported into r") {
+		t.Fatalf("import: %v\n%s", err, out)
+	}
+	if out, err := tc.volume(0, "export", "r", back); err != nil {
+		t.Fatalf("export of the imported volume: %v\n%s", err, out)
+	}
+	qemuCompare(t, back, full)
+	if out, err := tc.volume(0, "import", "r", incr); err != nil || !strings.Contains(out, "applied an incremental backup") {
+		t.Fatalf("incremental import: %v\n%s", err, out)
+	}
+	r := tc.mustVolume(2, "attach", "r")
+	qemuCompare(t, r.URI, "nbd://"+tc.procs[0].NBDAddr()+"/vm@s2")
+	tc.mustVolume(2, "detach", "r")
+	if out, err := tc.volume(0, "delete", "r"); err != nil {
+		t.Fatalf("delete r: %v\n%s", err, out)
+	}
+
 	// A clone of s1, written on node2.
 	if out, err := tc.volume(0, "clone", "vm@s1", "c1"); err != nil || !strings.Contains(out, "cloned") {
 		t.Fatalf("clone: %v\n%s", err, out)
@@ -175,4 +226,26 @@ func TestVolumeSnapshots(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// qemuCompare fails unless qemu-img compare finds images a and b (files or NBD URIs)
+// identical.
+func qemuCompare(t *testing.T, a, b string) {
+	t.Helper()
+	if out, err := exec.Command(tool(t, "qemu-img"), "compare", "-f", "raw", "-F", "raw", a, b).CombinedOutput(); err != nil {
+		t.Fatalf("qemu-img compare %s %s: %v\n%s", a, b, err, out)
+	}
+}
+
+// volumeStdout runs cairn volume against node i and returns its standard output alone.
+func (tc *testCluster) volumeStdout(i int, args ...string) ([]byte, error) {
+	cmd := exec.Command(proctest.Bin(tc.t), append([]string{"volume", "--admin", tc.procs[i].AdminAddr()}, args...)...)
+	cmd.Env = []string{"CAIRN_CLUSTER_SECRET=" + testClusterSecret}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("cairn volume %v: %v\n%s", args, err, stderr.String())
+	}
+	return out, nil
 }

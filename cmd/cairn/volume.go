@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -45,6 +46,16 @@ Commands:
   clone NAME@SNAP NEW    a new, detached volume NEW that starts as the snapshot
   rollback NAME SNAP     return a detached volume to its snapshot SNAP (what was written
                          since is discarded; later snapshots stay)
+  export NAME[@SNAP] [FILE|-] [--since SNAP0] [--quiet]
+                         a snapshot (or a detached volume) as a raw image (sparse in a
+                         FILE), or with --since only what changed since the older snapshot
+                         SNAP0 of the same volume, in cairn's incremental backup format
+                         (docs/design/volume-snapshots.md); progress on a terminal
+  import NAME [FILE|-] [--size SIZE] [--quiet]
+                         a raw image into volume NAME (created with the image's size, or
+                         SIZE from a stream, if it does not exist), or an incremental backup
+                         into the volume holding its base; the volume is attached to the
+                         --admin node for it, detached after if it was detached
   space                  the data objects stored, and the layers waiting to be reclaimed
   delete NAME@SNAP       delete a snapshot; its data objects no one else reads are freed in
                          the background; refused while clones (or the branch a rollback
@@ -63,6 +74,8 @@ func runVolume(args []string, stdout, stderr io.Writer) error {
 	class := fs.String("class", "", "storage class of the data objects (create)")
 	node := fs.String("node", "", "node to attach to (attach; default: the node --admin names)")
 	force := fs.Bool("force", false, "take the lease from a holder marked down (attach)")
+	since := fs.String("since", "", "export only what changed since this snapshot (export)")
+	quiet := fs.Bool("quiet", false, "no progress and no summary (export, import)")
 	if err := fs.Parse(hoistFlags(fs, args)); err != nil {
 		if err == flag.ErrHelp {
 			return nil
@@ -97,6 +110,25 @@ func runVolume(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("volume: usage: cairn volume %s %s (cairn volume help)", cmd, args)
 		}
 		return runSnapshotCommand(c, cmd, rest[0], rest[1], *asJSON, stdout)
+	case "export", "import":
+		if len(rest) < 1 || len(rest) > 2 {
+			return fmt.Errorf("volume: usage: cairn volume %s NAME[@SNAP] [FILE|-] (cairn volume help)", cmd)
+		}
+		file := "-"
+		if len(rest) == 2 {
+			file = rest[1]
+		}
+		if cmd == "export" {
+			if file == "-" && *since == "" {
+				if f, ok := stdout.(*os.File); ok {
+					if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+						return fmt.Errorf("volume: export: stdout is a terminal: give a FILE, or redirect it")
+					}
+				}
+			}
+			return volumeExport(c, rest[0], file, *since, *quiet, stdout, stderr)
+		}
+		return volumeImport(c, rest[0], file, *size, *quiet, os.Stdin, stdout, stderr)
 	case "snapshots":
 		if len(rest) > 1 {
 			return fmt.Errorf("volume: usage: cairn volume snapshots [NAME] (cairn volume help)")

@@ -3,9 +3,13 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"log/slog"
+	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +18,7 @@ import (
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/gateway"
+	"github.com/cairnfs/cairn/internal/nbd"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/volume"
 )
@@ -201,4 +206,142 @@ func (a *adminHandler) volumeSpace(ctx context.Context) (VolumeSpace, error) {
 		}
 		after = res.Next
 	}
+}
+
+// VolumeLayout is the answer of /admin/v1/volume-layout: the data objects a volume or
+// snapshot may have data in (every index some layer of its chain has), or, with since
+// (a snapshot of the same volume under it), those that may differ from since's.
+type VolumeLayout struct {
+	Name      string  `json:"name"`
+	Size      int64   `json:"size"`
+	BlockSize int64   `json:"block_size"`
+	Indices   []int64 `json:"indices"`
+}
+
+// volumeLayout lists the layers of name's chain above since's layer (all of them
+// without since): only they can hold what differs.
+func (a *adminHandler) volumeLayout(ctx context.Context, name, since string) (VolumeLayout, error) {
+	m := a.mgr.Current()
+	var top, parent, vol string
+	var out VolumeLayout
+	if v, _, ok := strings.Cut(name, "@"); ok {
+		sn, ok := m.Snapshots[name]
+		if !ok {
+			return out, errors.Errorf("", errors.NotExist, "no snapshot %s", name)
+		}
+		top, parent, vol = sn.Layer, m.Layers[sn.Layer].Parent, v
+		out = VolumeLayout{Name: name, Size: sn.Size, BlockSize: sn.BlockSize}
+	} else {
+		v, ok := m.Volumes[name]
+		if !ok {
+			return out, errors.Errorf("", errors.NotExist, "no volume %s", name)
+		}
+		top, parent, vol = v.ID, v.Parent, name
+		out = VolumeLayout{Name: name, Size: v.Size, BlockSize: v.BlockSize}
+	}
+	stop := ""
+	if since != "" {
+		key := since
+		if !strings.Contains(key, "@") {
+			key = clustermap.SnapshotKey(vol, since)
+		}
+		sn, ok := m.Snapshots[key]
+		if !ok {
+			return out, errors.Errorf("", errors.NotExist, "no snapshot %s", key)
+		}
+		stop = sn.Layer
+		if top == stop || !slices.Contains(m.Chain(parent), stop) {
+			return out, errors.Errorf("", errors.Invalid, "snapshot %s is not older than %s in its chain: --since needs a snapshot %s was taken after (cairn volume snapshots %s)", key, name, name, vol)
+		}
+	}
+	seen := map[int64]bool{}
+	objs := layerObjects{a.gw}
+	for _, l := range append([]string{top}, m.Chain(parent)...) {
+		if l == stop {
+			break
+		}
+		if err := objs.List(ctx, l, func(i int64) error { seen[i] = true; return nil }); err != nil {
+			return out, err
+		}
+	}
+	out.Indices = make([]int64, 0, len(seen))
+	for i := range seen {
+		out.Indices = append(out.Indices, i)
+	}
+	slices.Sort(out.Indices)
+	return out, nil
+}
+
+// HdrDataSHA256 is the SHA-256 of a /admin/v1/volume-object answer's body: the answer's
+// headers are signed, so the client checks the bytes against it.
+const HdrDataSHA256 = "X-Cairn-Data-Sha256"
+
+// volumeObject serves /admin/v1/volume-object?name=&index=: data object index of a
+// snapshot or a detached volume, whole (zeroes where it has none), cut at the volume's
+// end.
+func (a *adminHandler) volumeObject(w http.ResponseWriter, r *http.Request, name, index string) error {
+	i, err := strconv.ParseInt(index, 10, 64)
+	if err != nil || i < 0 {
+		return errors.E(errors.Invalid, "index must be a data object's number")
+	}
+	rd, closeFn, err := a.vols.OpenRead(r.Context(), name)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	m := a.mgr.Current()
+	size, bs := int64(0), int64(0)
+	if sn, ok := m.Snapshots[name]; ok {
+		size, bs = sn.Size, sn.BlockSize
+	} else if v, ok := m.Volumes[name]; ok {
+		size, bs = v.Size, v.BlockSize
+	}
+	if bs == 0 || i*bs >= size {
+		return errors.Errorf("", errors.Invalid, "data object %d is past the end of %s", i, name)
+	}
+	buf := make([]byte, min(bs, size-i*bs))
+	if _, err := rd.ReadAt(buf, i*bs); err != nil {
+		return err
+	}
+	sum := sha256.Sum256(buf)
+	w.Header().Set(HdrDataSHA256, hex.EncodeToString(sum[:]))
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.Itoa(len(buf)))
+	w.Write(buf)
+	return nil
+}
+
+// volumeWrite serves POST /admin/v1/volume/write?name=&off=: writes the body (at most a
+// data object's size) into a volume this node holds the lease of (cairn volume import).
+// A body of zeroes becomes WRITE_ZEROES: holes stay thin.
+func (a *adminHandler) volumeWrite(r *http.Request, name, offStr string) (any, error) {
+	off, err := strconv.ParseInt(offStr, 10, 64)
+	if err != nil || off < 0 {
+		return nil, errors.E(errors.Invalid, "off must be a byte offset")
+	}
+	v, ok := a.mgr.Current().Volumes[name]
+	if !ok {
+		return nil, errors.Errorf("", errors.NotExist, "no volume %s", name)
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, v.BlockSize+1))
+	if err != nil {
+		return nil, errors.E(errors.Invalid, err)
+	}
+	if int64(len(body)) > v.BlockSize || off+int64(len(body)) > v.Size {
+		return nil, errors.Errorf("", errors.Invalid, "a write of %d bytes at %d: at most one data object (%d bytes), within the volume (%d bytes)", len(body), off, v.BlockSize, v.Size)
+	}
+	d, _, err := a.vols.Open(r.Context(), name)
+	if err != nil {
+		return nil, err
+	}
+	defer d.(io.Closer).Close()
+	if volume.IsZero(body) {
+		err = d.(nbd.Zeroer).WriteZeroes(off, int64(len(body)))
+	} else {
+		_, err = d.WriteAt(body, off)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return map[string]int{"written": len(body)}, nil
 }

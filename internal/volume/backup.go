@@ -177,7 +177,7 @@ func DiffRuns(base, cur []byte, grain int, fn func(off, n int) error) error {
 		if off < len(base) {
 			b = base[off:min(end, len(base))]
 		}
-		same := bytes.Equal(b, cur[off:off+len(b)]) && isZero(cur[off+len(b):end])
+		same := bytes.Equal(b, cur[off:off+len(b)]) && IsZero(cur[off+len(b):end])
 		switch {
 		case !same && start < 0:
 			start = off
@@ -194,7 +194,8 @@ func DiffRuns(base, cur []byte, grain int, fn func(off, n int) error) error {
 	return nil
 }
 
-func isZero(p []byte) bool {
+// IsZero reports whether p is all zeroes.
+func IsZero(p []byte) bool {
 	for _, c := range p {
 		if c != 0 {
 			return false

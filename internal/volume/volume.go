@@ -17,6 +17,7 @@ package volume
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"sort"
 	"strconv"
@@ -204,6 +205,29 @@ func (s *Service) Open(_ context.Context, name string) (nbd.Device, nbd.ExportIn
 	return &conn{d}, in, nil
 }
 
+// OpenRead returns a read-only device of a snapshot ("volume@name") or of a detached
+// volume, for export (its reads fail once the volume is attached or the snapshot
+// deleted), and the function that closes it.
+func (s *Service) OpenRead(ctx context.Context, name string) (io.ReaderAt, func() error, error) {
+	if strings.Contains(name, "@") {
+		d, _, err := s.Open(ctx, name)
+		if err != nil {
+			return nil, nil, err
+		}
+		return d, d.(*conn).Close, nil
+	}
+	m := s.cfg.Maps.Current()
+	v, ok := m.Volumes[name]
+	switch {
+	case !ok:
+		return nil, nil, errors.Errorf("", errors.NotExist, "no volume %s", name)
+	case v.Holder != "":
+		return nil, nil, errors.Errorf("", errors.Precondition, "volume %s is attached on %s: export a snapshot of it (cairn volume snapshot %s SNAP), or detach it", name, v.Holder, name)
+	}
+	d := &Device{s: s, ro: true, vol: v, chain: m.Chain(v.Parent), objs: map[int64]*objState{}}
+	return d, func() error { return nil }, nil
+}
+
 // conn is one NBD connection's handle on a shared Device.
 type conn struct{ *Device }
 
@@ -317,7 +341,14 @@ func (d *Device) move() {
 // by a map it may trust (Config.Fresh); errMoved if the volume has a new head.
 func (d *Device) check() error {
 	if d.ro {
-		s, ok := d.s.cfg.Maps.Current().Snapshots[d.vol.Name]
+		m := d.s.cfg.Maps.Current()
+		if !strings.Contains(d.vol.Name, "@") { // a detached volume read for export
+			if v, ok := m.Volumes[d.vol.Name]; !ok || v.ID != d.vol.ID || v.Holder != "" {
+				return errors.Errorf("", errors.Precondition, "volume %s was attached, rolled back or deleted during the read", d.vol.Name)
+			}
+			return nil
+		}
+		s, ok := m.Snapshots[d.vol.Name]
 		if !ok || s.Layer != d.vol.ID {
 			return errors.Errorf("", errors.NotExist, "snapshot %s was deleted", d.vol.Name)
 		}
