@@ -96,6 +96,36 @@ func TestVolumeSnapshots(t *testing.T) {
 		t.Fatalf("a second s2: %v\n%s", err, out)
 	}
 	checkModel(t, "vm", vm.URI, model)
+
+	// A snapshot taken while a client writes: no write fails, the volume has every one,
+	// and the snapshot holds, block by block, the content before or after the batch.
+	pre := model.clone()
+	var cmds []string
+	for k := range 48 {
+		cmds = append(cmds, model.write(byte(10+k), (k*337%4096)*modelBlock, 16*modelBlock))
+	}
+	var midErr error
+	out, ok := qemuIOThen(t, vm.URI, func() {
+		_, midErr = tc.volume(0, "snapshot", "vm", "mid")
+	}, cmds...)
+	if !ok || midErr != nil {
+		t.Fatalf("writes during a snapshot: %v\n%s", midErr, out)
+	}
+	checkModel(t, "vm after writes during a snapshot", vm.URI, model)
+	midImg := filepath.Join(t.TempDir(), "mid.img")
+	if out, err := exec.Command(tool(t, "nbdcopy"), "nbd://"+tc.procs[2].NBDAddr()+"/vm@mid", midImg).CombinedOutput(); err != nil {
+		t.Fatalf("nbdcopy: %v\n%s", err, out)
+	}
+	mid, _ := os.ReadFile(midImg)
+	for b := range model {
+		if got := mid[b*modelBlock]; got != pre[b] && got != model[b] || !bytes.Equal(mid[b*modelBlock:(b+1)*modelBlock], bytes.Repeat([]byte{got}, modelBlock)) {
+			t.Fatalf("vm@mid block %d holds %d: neither %d (before) nor %d (after)", b, got, pre[b], model[b])
+		}
+	}
+	if out, err := tc.volume(0, "delete", "vm@mid"); err != nil {
+		t.Fatalf("delete vm@mid: %v\n%s", err, out)
+	}
+
 	// Read-only exports of the snapshots, on nodes that do not hold the lease too.
 	for i, p := range tc.procs {
 		checkModel(t, "vm@s1", "nbd://"+p.NBDAddr()+"/vm@s1", m1)
@@ -151,11 +181,13 @@ func TestVolumeSnapshots(t *testing.T) {
 	if out, err := tc.volume(0, "import", "r", incr); err != nil || !strings.Contains(out, "applied an incremental backup") {
 		t.Fatalf("incremental import: %v\n%s", err, out)
 	}
-	r := tc.mustVolume(2, "attach", "r")
+	// Commands go through node1 (each returns once node1's map has it); attach waits for
+	// every node to have the lease.
+	r := tc.mustVolume(0, "attach", "r", "--node", "node3")
 	qemuCompare(t, r.URI, "nbd://"+tc.procs[0].NBDAddr()+"/vm@s2")
-	tc.mustVolume(2, "detach", "r")
+	tc.mustVolume(0, "detach", "r")
 	if out, err := tc.volume(0, "delete", "r"); err != nil {
-		t.Fatalf("delete r: %v\n%s", err, out)
+		t.Fatalf("delete r: %v\n%q", err, out)
 	}
 
 	// A clone of s1, written on node2.
@@ -165,7 +197,7 @@ func TestVolumeSnapshots(t *testing.T) {
 	if out, err := tc.volume(0, "clone", "vm@nope", "c2"); err == nil || !strings.Contains(out, "no snapshot") {
 		t.Fatalf("clone of an unknown snapshot: %v\n%s", err, out)
 	}
-	c1 := tc.mustVolume(1, "attach", "c1")
+	c1 := tc.mustVolume(0, "attach", "c1", "--node", "node2")
 	mc := m1.clone()
 	if out, ok := qemuIO(t, c1.URI, mc.write(5, 2<<20, 8192), mc.write(6, 15<<20, 1<<20), "flush"); !ok {
 		t.Fatalf("clone writes: %s", out)
@@ -208,7 +240,7 @@ func TestVolumeSnapshots(t *testing.T) {
 	// The whole family goes, and with it every data object.
 	tc.mustVolume(1, "detach", "c1")
 	for _, args := range [][]string{{"delete", "c1"}, {"delete", "vm@s2"}, {"delete", "vm@s1"}, {"delete", "vm"}} {
-		if out, err := tc.volume(0, args...); err != nil {
+		if out, err := tc.volume(1, args...); err != nil { // node2 applied c1's detach
 			t.Fatalf("%v: %v\n%s", args, err, out)
 		}
 	}
