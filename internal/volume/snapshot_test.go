@@ -2,6 +2,7 @@ package volume
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -214,5 +215,66 @@ func TestSnapshotUnderWrites(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestCopyOnWriteCrash: a copy on write that reached only some holders before its
+// writer died (the write was never acknowledged) leaves every data object whole: the
+// next lease's device finds the head's copy on one holder, spreads it, and the object
+// reads as the base with the write, or (when no holder took it) as the base; the
+// snapshot never changes.
+func TestCopyOnWriteCrash(t *testing.T) {
+	for _, reached := range []int{1, 0} {
+		t.Run(fmt.Sprintf("reached %d", reached), func(t *testing.T) {
+			c := newCluster(t)
+			d := openDevice(t, c.service("n1"), "vm")
+			base := bytes.Repeat([]byte("A"), blockSize)
+			if _, err := d.WriteAt(base, 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.apply(t, clustermap.Command{Op: clustermap.OpSnapshotVolume, Name: "vm", Snapshot: "s", Layer: "00000000000000bb"}); err != nil {
+				t.Fatal(err)
+			}
+			// The holders the write does not reach fail it for good (a crash of the
+			// writer before they got it: it is never retried).
+			for _, n := range []string{"n1", "n2", "n3"}[reached:] {
+				c.faults[n].Fail(errors.E(errors.Invalid, "crashed"))
+			}
+			if _, err := d.WriteAt([]byte("B"), 100); err == nil {
+				t.Fatal("a write no holder but some took was acknowledged")
+			}
+			d.Close() // the writer is gone
+			for _, f := range c.faults {
+				f.Heal()
+			}
+			c.setMap(func(m *clustermap.Map) {
+				v := m.Volumes["vm"]
+				v.Epoch = 2
+				m.Volumes["vm"] = v
+			})
+			d2 := openDevice(t, c.service("n1"), "vm")
+			want := bytes.Clone(base)
+			if reached > 0 {
+				want[100] = 'B'
+			}
+			if got := readAt(t, d2, 0, blockSize); !bytes.Equal(got, want) {
+				t.Fatal("the data object is neither the base nor the base with the write")
+			}
+			for id, l := range c.locals { // and every holder has the same version
+				o, err := l.Stat(context.Background(), clustermap.VolumeBucket, ObjectKey("00000000000000bb", 0))
+				if err == nil && o.Deleted {
+					err = errors.E(errors.NotExist, "deleted")
+				}
+				switch {
+				case reached == 0 && !errors.Is(errors.NotExist, err):
+					t.Errorf("node %s has a head object no write made: %v", id, err)
+				case reached > 0 && (err != nil || o.HLC != OrderOf(1)+1):
+					t.Errorf("node %s: %v %+v", id, err, o)
+				}
+			}
+			if got := readAt(t, openDevice(t, c.service("n2"), "vm@s"), 0, blockSize); !bytes.Equal(got, base) {
+				t.Fatal("the snapshot changed")
+			}
+		})
 	}
 }
