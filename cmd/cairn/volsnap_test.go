@@ -136,6 +136,10 @@ func TestVolumeSnapshots(t *testing.T) {
 	if _, ok := qemuIO(t, "nbd://"+tc.procs[1].NBDAddr()+"/vm@s1", "write -P 9 0 4096"); ok {
 		t.Fatal("a write to a snapshot's export was accepted")
 	}
+	if out, err := exec.Command(tool(t, "nbdinfo"), "--json", "nbd://"+tc.procs[1].NBDAddr()+"/vm@s1").CombinedOutput(); err != nil ||
+		!strings.Contains(string(out), `"is_read_only": true`) || !strings.Contains(string(out), fmt.Sprintf(`"export-size": %d`, size)) {
+		t.Fatalf("nbdinfo of a snapshot's export: %v\n%s", err, out)
+	}
 	out, err := tc.volume(0, "snapshots", "vm")
 	if err != nil || !strings.Contains(out, "vm@s1") || !strings.Contains(out, "vm@s2") {
 		t.Fatalf("snapshots: %v\n%s", err, out)
