@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/rpc"
@@ -109,6 +110,67 @@ func (c *adminClient) object(name string, index int64) ([]byte, error) {
 	return b, nil
 }
 
+// exportWorkers is how many data objects an export fetches at once.
+const exportWorkers = 4
+
+// inOrder runs get(k) for every k in [0, n) on up to workers goroutines, at most
+// 2*workers ahead of use, and calls use(k, v) in the order of k; it stops at the first
+// error of either.
+func inOrder[T any](n, workers int, get func(k int) (T, error), use func(k int, v T) error) error {
+	type result struct {
+		v   T
+		err error
+	}
+	results := make([]chan result, n)
+	for k := range results {
+		results[k] = make(chan result, 1)
+	}
+	window := make(chan struct{}, 2*workers)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	defer func() { close(stop); <-done }()
+	go func() {
+		defer close(done)
+		work := make(chan int)
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := range work {
+					v, err := get(k)
+					results[k] <- result{v, err}
+				}
+			}()
+		}
+		defer wg.Wait()
+		defer close(work)
+		for k := range n {
+			select {
+			case window <- struct{}{}:
+			case <-stop:
+				return
+			}
+			select {
+			case work <- k:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	for k := range n {
+		r := <-results[k]
+		<-window
+		if r.err != nil {
+			return r.err
+		}
+		if err := use(k, r.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // volumeExport writes NAME[@SNAP] as a raw image, or, with since, the incremental
 // backup from snapshot since to it, to out (a file, or "-": stdout).
 func volumeExport(c *adminClient, name, out, since string, quiet bool, stdout, stderr io.Writer) error {
@@ -139,15 +201,14 @@ func volumeExport(c *adminClient, name, out, since string, quiet bool, stdout, s
 			has[i] = true
 		}
 		zero := make([]byte, bs)
-		for i := int64(0); i*bs < lay.Size; i++ {
-			n := min(bs, lay.Size-i*bs)
-			var b []byte
-			if has[i] {
-				var err error
-				if b, err = c.object(name, i); err != nil {
-					return err
-				}
+		err := inOrder(int((lay.Size+bs-1)/bs), exportWorkers, func(k int) ([]byte, error) {
+			if !has[int64(k)] {
+				return nil, nil
 			}
+			return c.object(name, int64(k))
+		}, func(k int, b []byte) error {
+			i := int64(k)
+			n := min(bs, lay.Size-i*bs)
 			switch {
 			case b == nil && f != nil: // a hole: the file stays sparse
 				if err := bw.Flush(); err != nil {
@@ -166,6 +227,10 @@ func volumeExport(c *adminClient, name, out, since string, quiet bool, stdout, s
 				}
 			}
 			p.add(n)
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		if err := bw.Flush(); err != nil {
 			return err
@@ -205,24 +270,27 @@ func volumeExport(c *adminClient, name, out, since string, quiet bool, stdout, s
 		return err
 	}
 	var changed int64
-	for _, i := range lay.Indices {
+	err = inOrder(len(lay.Indices), exportWorkers, func(k int) ([2][]byte, error) {
+		i := lay.Indices[k]
 		cur, err := c.object(name, i)
-		if err != nil {
-			return err
+		if err != nil || i*bs >= baseSize {
+			return [2][]byte{cur}, err
 		}
-		var old []byte
-		if i*bs < baseSize {
-			if old, err = c.object(base, i); err != nil {
-				return err
-			}
-		}
-		if err := volume.DiffRuns(old, cur, 4096, func(off, n int) error {
+		old, err := c.object(base, i)
+		return [2][]byte{cur, old}, err
+	}, func(k int, b [2][]byte) error {
+		i, cur := lay.Indices[k], b[0]
+		if err := volume.DiffRuns(b[1], cur, 4096, func(off, n int) error {
 			changed += int64(n)
 			return bk.Record(i, int64(off), cur[off:off+n])
 		}); err != nil {
 			return err
 		}
 		p.add(bs)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if err := bk.Close(); err != nil {
 		return err
