@@ -5,12 +5,15 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 // apply applies a map command to the cluster's map.
@@ -23,15 +26,74 @@ func (c *cluster) apply(t *testing.T, cmd clustermap.Command) error {
 	return err
 }
 
+// storeObjects is Objects over the cluster's stores (each holds every data object: 3
+// nodes, 3 copies).
+type storeObjects struct{ c *cluster }
+
+func (o storeObjects) List(_ context.Context, layer string, fn func(int64) error) error {
+	res, err := o.c.stores["n1"].List(clustermap.VolumeBucket, object.ListOptions{Prefix: layer + "/", Max: 1 << 20})
+	if err != nil {
+		return err
+	}
+	for _, e := range res.Objects {
+		i, err := strconv.ParseInt(strings.TrimPrefix(e.Key, layer+"/"), 16, 64)
+		if err != nil {
+			return err
+		}
+		if err := fn(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o storeObjects) Delete(_ context.Context, layer string, i int64) error {
+	for _, st := range o.c.stores {
+		if err := st.DeleteObject(clustermap.VolumeBucket, ObjectKey(layer, i)); err != nil && !errors.Is(errors.NotExist, err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// reclaim runs Reclaim on every Garbage entry until none is left.
+func (c *cluster) reclaim(t *testing.T) {
+	t.Helper()
+	for m := c.maps.Current(); len(m.Garbage) > 0; m = c.maps.Current() {
+		for l, g := range m.Garbage {
+			if _, err := Reclaim(context.Background(), m, storeObjects{c}, l, g); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.apply(t, clustermap.Command{Op: clustermap.OpReclaimDone, Layer: l, Seq: g.Seq}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 // TestSnapshotChainModel: random writes (data, zeroes, trims, across objects) with
 // snapshots, clones and rollbacks between them, read back through the volumes' devices
-// and through read-only snapshot devices exactly as a model of bytes says; a snapshot
-// device refuses writes.
+// and through read-only snapshot devices exactly as a model of bytes says, while
+// snapshots are deleted and reclaimed (devices delete what they copied on write from a
+// layer no one else reads); a snapshot device refuses writes; deleting everything
+// leaves no data object.
 func TestSnapshotChainModel(t *testing.T) {
+	var deletes int64
+	for seed := range uint64(4) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { deletes += snapshotChainRun(t, seed) })
+	}
+	if deletes == 0 {
+		t.Fatal("no device deleted a data object it copied on write from a layer no one else reads")
+	}
+}
+
+// snapshotChainRun is one run of TestSnapshotChainModel; it returns how many data objects
+// its devices deleted after copying them on write.
+func snapshotChainRun(t *testing.T, seed uint64) int64 {
 	c := newCluster(t)
 	s := c.service("n1")
 	const size = 2 << 20
-	rng := rand.New(rand.NewPCG(7, 18))
+	rng := rand.New(rand.NewPCG(seed, 18))
 	model := map[string][]byte{"vm": make([]byte, size)} // by export name
 	devs := map[string]*conn{"vm": openDevice(t, s, "vm")}
 	ids := 0x100
@@ -93,9 +155,9 @@ func TestSnapshotChainModel(t *testing.T) {
 	copy(model["vm"], full)
 	volumes := []string{"vm"}
 	var snaps []string
-	rollbacks := 0
+	rollbacks, deleted := 0, 0
 	for step := range 45 {
-		switch op := rng.IntN(8); {
+		switch op := rng.IntN(9); {
 		case op < 4:
 			write(volumes[rng.IntN(len(volumes))])
 		case op < 6: // snapshot, with the volume attached (its device moves)
@@ -121,7 +183,9 @@ func TestSnapshotChainModel(t *testing.T) {
 		case op == 7 && len(snaps) > 0: // rollback: detached, then attached again
 			key := snaps[rng.IntN(len(snaps))]
 			sn := c.maps.Current().Snapshots[key]
-			devs[sn.Volume].Close()
+			if d := devs[sn.Volume]; d != nil {
+				d.Close()
+			}
 			delete(devs, sn.Volume)
 			for _, cmd := range []clustermap.Command{{Op: clustermap.OpDetachVolume, Name: sn.Volume},
 				{Op: clustermap.OpRollbackVolume, Name: sn.Volume, Snapshot: sn.Name, Layer: newID()},
@@ -132,18 +196,67 @@ func TestSnapshotChainModel(t *testing.T) {
 			}
 			model[sn.Volume] = bytes.Clone(model[key])
 			rollbacks++
+		case op == 8 && len(snaps) > 0: // delete a snapshot (refused while two depend on it)
+			k := rng.IntN(len(snaps))
+			sn := c.maps.Current().Snapshots[snaps[k]]
+			if c.apply(t, clustermap.Command{Op: clustermap.OpDeleteSnapshot, Name: sn.Volume, Snapshot: sn.Name}) == nil {
+				if d := devs[snaps[k]]; d != nil {
+					d.Close()
+				}
+				delete(devs, snaps[k])
+				delete(model, snaps[k])
+				snaps = append(snaps[:k], snaps[k+1:]...)
+				deleted++
+			}
 		}
+		c.reclaim(t)
 		if step%3 == 2 {
 			verify(step)
 		}
 	}
 	verify(-1)
-	if len(snaps) < 5 || len(volumes) < 2 || rollbacks == 0 {
-		t.Fatalf("too few operations: %d snapshots, %d volumes, %d rollbacks", len(snaps), len(volumes), rollbacks)
+	if len(snaps) < 2 || len(volumes) < 2 || rollbacks+deleted < 2 {
+		t.Fatalf("too few operations: %d snapshots, %d volumes, %d rollbacks, %d deleted", len(snaps), len(volumes), rollbacks, deleted)
 	}
 	if _, err := devs[snaps[0]].WriteAt([]byte("x"), 0); !errors.Is(errors.Permission, err) {
 		t.Fatalf("a write to a snapshot: %v", err)
 	}
+	// The whole family goes (as the admin API deletes: a volume's head objects first),
+	// and with it every data object.
+	for _, d := range devs {
+		d.Close()
+	}
+	for round := 0; ; round++ {
+		m := c.maps.Current()
+		if len(m.Volumes)+len(m.Snapshots) == 0 {
+			break
+		}
+		if round > 100 {
+			t.Fatalf("the family cannot be deleted: %v %v", m.Volumes, m.Snapshots)
+		}
+		for _, sn := range m.Snapshots {
+			c.apply(t, clustermap.Command{Op: clustermap.OpDeleteSnapshot, Name: sn.Volume, Snapshot: sn.Name})
+		}
+		for _, v := range c.maps.Current().Volumes {
+			if c.apply(t, clustermap.Command{Op: clustermap.OpDetachVolume, Name: v.Name}) != nil {
+				t.Fatal("detach")
+			}
+			var idx []int64
+			storeObjects{c}.List(context.Background(), v.ID, func(i int64) error { idx = append(idx, i); return nil })
+			for _, i := range idx {
+				storeObjects{c}.Delete(context.Background(), v.ID, i)
+			}
+			c.apply(t, clustermap.Command{Op: clustermap.OpDeleteVolume, Name: v.Name})
+		}
+		c.reclaim(t)
+	}
+	for id, st := range c.stores {
+		res, err := st.List(clustermap.VolumeBucket, object.ListOptions{Max: 10})
+		if err != nil || len(res.Objects) > 0 {
+			t.Fatalf("node %s holds data objects of a deleted family: %v %v", id, res, err)
+		}
+	}
+	return c.deletes.Load()
 }
 
 // TestSnapshotUnderWrites: a snapshot taken while a writer writes keeps every write

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +27,8 @@ type cluster struct {
 	locals map[string]*replica.Local
 	faults map[string]*replica.Faults // by holder
 	stores map[string]*store.Store
+	// deletes counts the data objects devices deleted after copying them on write.
+	deletes atomic.Int64
 }
 
 const blockSize = 256 << 10
@@ -63,7 +66,16 @@ func newCluster(t *testing.T) *cluster {
 func (c *cluster) service(self string) *Service {
 	topo := topology.NewTopology(c.maps, self, true, slog.New(slog.DiscardHandler))
 	return New(Config{Self: self, Maps: c.maps, Topology: topo, WriteTimeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler),
-		Replica: func(t topology.Target) replica.Replica { return c.faults[t.ID].Wrap(c.locals[t.ID]) }})
+		Replica: func(t topology.Target) replica.Replica { return c.faults[t.ID].Wrap(c.locals[t.ID]) },
+		Delete: func(_ context.Context, bucket, key string) error {
+			c.deletes.Add(1)
+			for _, st := range c.stores {
+				if err := st.DeleteObject(bucket, key); err != nil && !errors.Is(errors.NotExist, err) {
+					return err
+				}
+			}
+			return nil
+		}})
 }
 
 func (c *cluster) setMap(fn func(m *clustermap.Map)) {
