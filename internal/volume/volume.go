@@ -577,7 +577,10 @@ func (d *Device) write(ctx context.Context, i int64, w object.RangeWrite) error 
 		return err
 	}
 	cow := ""
-	if st.order == 0 && st.base != "" {
+	whole := w.Off == 0 && (int64(len(w.Data)) == d.vol.BlockSize || (w.Data == nil && w.Len == d.vol.BlockSize))
+	if st.order == 0 && st.base != "" && whole {
+		cow = st.base // the write replaces the object whole: nothing to copy
+	} else if st.order == 0 && st.base != "" {
 		// Copy on write: the head's first version of the object is the base's, with
 		// the write applied, in one range write: a crash leaves the head without it
 		// (reads go on to the base) or with all of it, never between.
