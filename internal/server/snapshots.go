@@ -296,7 +296,7 @@ func (a *adminHandler) volumeObject(w http.ResponseWriter, r *http.Request, name
 	} else if v, ok := m.Volumes[name]; ok {
 		size, bs = v.Size, v.BlockSize
 	}
-	if bs == 0 || i*bs >= size {
+	if bs == 0 || i >= (size+bs-1)/bs {
 		return errors.Errorf("", errors.Invalid, "data object %d is past the end of %s", i, name)
 	}
 	buf := make([]byte, min(bs, size-i*bs))
@@ -327,7 +327,7 @@ func (a *adminHandler) volumeWrite(r *http.Request, name, offStr string) (any, e
 	if err != nil {
 		return nil, errors.E(errors.Invalid, err)
 	}
-	if int64(len(body)) > v.BlockSize || off+int64(len(body)) > v.Size {
+	if int64(len(body)) > v.BlockSize || off > v.Size || int64(len(body)) > v.Size-off {
 		return nil, errors.Errorf("", errors.Invalid, "a write of %d bytes at %d: at most one data object (%d bytes), within the volume (%d bytes)", len(body), off, v.BlockSize, v.Size)
 	}
 	d, _, err := a.vols.Open(r.Context(), name)

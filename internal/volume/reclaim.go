@@ -49,7 +49,7 @@ func Reclaim(ctx context.Context, m *clustermap.Map, objs Objects, id string, g 
 	// Down to the view at the bottom of the run.
 	bottom, parent := id, ""
 	for {
-		if v, ok := volumeByID(m, bottom); ok {
+		if v, ok := m.VolumeByID(bottom); ok {
 			parent = v.Parent
 			break
 		}
@@ -92,7 +92,6 @@ func Reclaim(ctx context.Context, m *clustermap.Map, objs Objects, id string, g 
 	return freed, nil
 }
 
-func volumeByID(m *clustermap.Map, id string) (clustermap.Volume, bool) { return m.VolumeByID(id) }
 
 // DeadAfterCopy reports whether data object index of layer base, which volume v's head
 // has just copied on write, is read by no one else any more: base is in the head's run
