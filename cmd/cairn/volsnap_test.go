@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -171,6 +172,20 @@ func TestVolumeSnapshots(t *testing.T) {
 	}
 	if out, err := tc.volume(0, "export", "vm", filepath.Join(dir, "x")); err == nil || !strings.Contains(out, "attached") {
 		t.Fatalf("an export of an attached volume: %v\n%s", err, out)
+	}
+	// The admin API's data endpoints stay within the volume, whatever the offset.
+	ac := tc.healAdmin(0)
+	for _, idx := range []int64{4, -1, 1 << 62} {
+		if _, err := ac.object("vm@s1", idx); err == nil || !strings.Contains(err.Error(), "index") && !strings.Contains(err.Error(), "past the end") {
+			t.Fatalf("data object %d of a 16 MiB snapshot: %v", idx, err)
+		}
+	}
+	for _, off := range []string{"16777216", "9223372036854775800", "-4096"} {
+		var out map[string]int
+		err := ac.doBody(http.MethodPost, "volume/write?name=vm&off="+off, []byte("x"), &out)
+		if err == nil || !strings.Contains(err.Error(), "within the volume") && !strings.Contains(err.Error(), "byte offset") {
+			t.Fatalf("a write at %s: %v", off, err)
+		}
 	}
 	if out, err := tc.volume(0, "import", "r", incr); err == nil || !strings.Contains(out, "full image first") {
 		t.Fatalf("an incremental import into a new volume: %v\n%s", err, out)
