@@ -92,7 +92,6 @@ func Reclaim(ctx context.Context, m *clustermap.Map, objs Objects, id string, g 
 	return freed, nil
 }
 
-
 // DeadAfterCopy reports whether data object index of layer base, which volume v's head
 // has just copied on write, is read by no one else any more: base is in the head's run
 // (every layer from v.Parent down to base is named by no snapshot), so only the head
