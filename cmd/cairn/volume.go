@@ -6,7 +6,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -35,7 +37,29 @@ Commands:
                          marked down, and returns once every storage node that is up has
                          learned the new lease (the old holder cannot write any more)
   detach NAME            give the write lease back
-  delete NAME            delete a detached volume and its data (progress shown)
+  delete NAME            delete a detached volume and its data (progress shown); refused
+                         while it has snapshots
+  snapshot NAME SNAP     freeze the volume's current state as snapshot NAME@SNAP (attached
+                         or not: writes go on, copy on write); constant time and size
+  snapshots [NAME]       the snapshots (of one volume); each is a read-only NBD export
+                         NAME@SNAP on every node that serves NBD
+  clone NAME@SNAP NEW    a new, detached volume NEW that starts as the snapshot
+  rollback NAME SNAP     return a detached volume to its snapshot SNAP (what was written
+                         since is discarded; later snapshots stay)
+  export NAME[@SNAP] [FILE|-] [--since SNAP0] [--quiet]
+                         a snapshot (or a detached volume) as a raw image (sparse in a
+                         FILE), or with --since only what changed since the older snapshot
+                         SNAP0 of the same volume, in cairn's incremental backup format
+                         (docs/design/volume-snapshots.md); progress on a terminal
+  import NAME [FILE|-] [--size SIZE] [--quiet]
+                         a raw image into volume NAME (created with the image's size, or
+                         SIZE from a stream, if it does not exist), or an incremental backup
+                         into the volume holding its base; the volume is attached to the
+                         --admin node for it, detached after if it was detached
+  space                  the data objects stored, and the layers waiting to be reclaimed
+  delete NAME@SNAP       delete a snapshot; its data objects no one else reads are freed in
+                         the background; refused while clones (or the branch a rollback
+                         left) depend on it
 
 The admin address, the cluster secret and --ca-file are found as for cairn admin.
 `
@@ -50,6 +74,8 @@ func runVolume(args []string, stdout, stderr io.Writer) error {
 	class := fs.String("class", "", "storage class of the data objects (create)")
 	node := fs.String("node", "", "node to attach to (attach; default: the node --admin names)")
 	force := fs.Bool("force", false, "take the lease from a holder marked down (attach)")
+	since := fs.String("since", "", "export only what changed since this snapshot (export)")
+	quiet := fs.Bool("quiet", false, "no progress and no summary (export, import)")
 	if err := fs.Parse(hoistFlags(fs, args)); err != nil {
 		if err == flag.ErrHelp {
 			return nil
@@ -66,7 +92,64 @@ func runVolume(args []string, stdout, stderr io.Writer) error {
 	}
 	cmd, rest := fs.Arg(0), fs.Args()[1:]
 	name := ""
-	if cmd != "list" {
+	switch cmd {
+	case "list":
+	case "space":
+		var sp server.VolumeSpace
+		if err := c.do(http.MethodGet, "volume-space", &sp); err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(stdout, sp)
+		}
+		fmt.Fprintf(stdout, "%d data objects in %d layers; %d layers waiting to be reclaimed\n", sp.Objects, len(sp.Layers), sp.Garbage)
+		return nil
+	case "snapshot", "clone", "rollback":
+		if len(rest) != 2 {
+			args := map[string]string{"snapshot": "NAME SNAP", "clone": "NAME@SNAP NEW", "rollback": "NAME SNAP"}[cmd]
+			return fmt.Errorf("volume: usage: cairn volume %s %s (cairn volume help)", cmd, args)
+		}
+		return runSnapshotCommand(c, cmd, rest[0], rest[1], *asJSON, stdout)
+	case "export", "import":
+		if len(rest) < 1 || len(rest) > 2 {
+			return fmt.Errorf("volume: usage: cairn volume %s NAME[@SNAP] [FILE|-] (cairn volume help)", cmd)
+		}
+		file := "-"
+		if len(rest) == 2 {
+			file = rest[1]
+		}
+		if cmd == "export" {
+			if file == "-" && *since == "" {
+				if f, ok := stdout.(*os.File); ok {
+					if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+						return fmt.Errorf("volume: export: stdout is a terminal: give a FILE, or redirect it")
+					}
+				}
+			}
+			return volumeExport(c, rest[0], file, *since, *quiet, stdout, stderr)
+		}
+		return volumeImport(c, rest[0], file, *size, *quiet, os.Stdin, stdout, stderr)
+	case "snapshots":
+		if len(rest) > 1 {
+			return fmt.Errorf("volume: usage: cairn volume snapshots [NAME] (cairn volume help)")
+		}
+		if len(rest) == 1 {
+			name = rest[0]
+		}
+		var ss []server.SnapshotInfo
+		if err := c.do(http.MethodGet, "snapshots?"+url.Values{"volume": {name}}.Encode(), &ss); err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(stdout, ss)
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "SNAPSHOT\tSIZE\tCREATED\tLAYER")
+		for _, s := range ss {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Key, humanSize(s.Size), time.Unix(0, s.Created).UTC().Format(time.RFC3339), s.Layer)
+		}
+		return tw.Flush()
+	default:
 		if len(rest) != 1 {
 			return fmt.Errorf("volume: usage: cairn volume %s NAME (cairn volume help)", cmd)
 		}
@@ -136,6 +219,17 @@ func runVolume(args []string, stdout, stderr io.Writer) error {
 		}
 		printVolumes(stdout, vs)
 	case "delete":
+		if strings.Contains(name, "@") {
+			var d server.VolumeDelete
+			if err := c.doBody(http.MethodPost, "volume/delete?"+q.Encode(), nil, &d); err != nil {
+				return err
+			}
+			if *asJSON {
+				return printJSON(stdout, map[string]any{"name": name, "deleted": true})
+			}
+			fmt.Fprintf(stdout, "snapshot %s deleted (its data objects no one else reads are freed in the background)\n", name)
+			return nil
+		}
 		var total int64
 		start := time.Now()
 		for {
@@ -189,4 +283,45 @@ func humanSize(n int64) string {
 		return fmt.Sprintf("%d %s", int64(f), units[i])
 	}
 	return fmt.Sprintf("%.1f %s", f, units[i])
+}
+
+// runSnapshotCommand runs cairn volume snapshot|clone|rollback.
+func runSnapshotCommand(c *adminClient, cmd, a, b string, asJSON bool, stdout io.Writer) error {
+	q := url.Values{}
+	switch cmd {
+	case "snapshot":
+		q.Set("name", a)
+		q.Set("snapshot", b)
+		var s server.SnapshotInfo
+		if err := c.doBody(http.MethodPost, "volume/snapshot?"+q.Encode(), nil, &s); err != nil {
+			return err
+		}
+		if asJSON {
+			return printJSON(stdout, s)
+		}
+		fmt.Fprintf(stdout, "snapshot %s taken in %.1f ms (%d bytes written to the cluster map); read-only NBD export %s\n", s.Key, s.Millis, s.CommandBytes, s.Key)
+		return nil
+	case "clone":
+		if !strings.Contains(a, "@") {
+			return fmt.Errorf("volume: clone takes a snapshot, NAME@SNAP (cairn volume snapshots)")
+		}
+		q.Set("source", a)
+		q.Set("name", b)
+	case "rollback":
+		q.Set("name", a)
+		q.Set("snapshot", b)
+	}
+	var v server.VolumeInfo
+	if err := c.doBody(http.MethodPost, "volume/"+cmd+"?"+q.Encode(), nil, &v); err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(stdout, v)
+	}
+	if cmd == "clone" {
+		fmt.Fprintf(stdout, "volume %s cloned from %s (detached: cairn volume attach %s)\n", v.Name, a, v.Name)
+	} else {
+		fmt.Fprintf(stdout, "volume %s rolled back to %s@%s\n", v.Name, a, b)
+	}
+	return nil
 }

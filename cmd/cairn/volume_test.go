@@ -52,6 +52,9 @@ func qemuIO(t *testing.T, uri string, cmds ...string) (string, bool) {
 func qemuIOThen(t *testing.T, uri string, after func(), cmds ...string) (string, bool) {
 	t.Helper()
 	args := []string{"-f", "raw"}
+	if strings.Contains(uri, "@") { // a snapshot's export is read-only
+		args = append(args, "-r")
+	}
 	for _, c := range cmds {
 		args = append(args, "-c", c)
 	}

@@ -39,6 +39,11 @@ type Command struct {
 	Volume *Volume `json:"volume,omitempty"`
 	Size   int64   `json:"size,omitempty"`
 	Force  bool    `json:"force,omitempty"`
+	// Snapshot and Layer are the snapshot commands' (volumes.go): a snapshot's name
+	// ("volume@name" for OpCloneVolume), and the id of the new head layer.
+	Snapshot string `json:"snapshot,omitempty"`
+	Layer    string `json:"layer,omitempty"`
+	Seq      uint64 `json:"seq,omitempty"` // OpReclaimDone: the Garbage entry's Seq
 	// Internode is OpSetInternodeTLS's state.
 	Internode *InternodeTLS `json:"internode,omitempty"`
 }
@@ -72,7 +77,8 @@ type Command struct {
 //     deletes it. NotExist for an unknown bucket, Invalid without a kind, a
 //     document or with a document over MaxBucketConfig bytes.
 //   - The volume commands (OpCreateVolume, OpResizeVolume, OpAttachVolume,
-//     OpDetachVolume, OpDeleteVolume) are described in volumes.go.
+//     OpDetachVolume, OpDeleteVolume, OpSnapshotVolume, OpCloneVolume, OpRollbackVolume,
+//     OpDeleteSnapshot, OpReclaimDone) are described in volumes.go.
 //   - OpRaiseLevel (Level): raises Map.Level to Level; Invalid if Level is not above
 //     it (the level never goes down).
 //   - OpSetInternodeTLS (Internode): sets the cluster's internode TLS. Invalid without a
@@ -309,7 +315,8 @@ func applyCommand(m *Map, c Command) (*Map, error) {
 			return nil, errors.Errorf(opFSM, errors.Invalid, "raise_level: level %d is not above the cluster's %d", c.Level, m.Level)
 		}
 		nm.Level = c.Level
-	case OpCreateVolume, OpResizeVolume, OpAttachVolume, OpDetachVolume, OpDeleteVolume:
+	case OpCreateVolume, OpResizeVolume, OpAttachVolume, OpDetachVolume, OpDeleteVolume,
+		OpSnapshotVolume, OpCloneVolume, OpRollbackVolume, OpDeleteSnapshot, OpReclaimDone:
 		if err := applyVolumeCommand(nm, c); err != nil {
 			return nil, err
 		}

@@ -12,6 +12,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
 	"slices"
 	"sort"
 )
@@ -219,6 +220,12 @@ type Map struct {
 	Level int `json:"level,omitempty"`
 	// Volumes are the block volumes by name (volumes.go).
 	Volumes map[string]Volume `json:"volumes,omitempty"`
+	// Layers are the frozen layers of data objects under volumes and snapshots, by id;
+	// Snapshots the snapshots by "volume@name"; Garbage the layers whose data objects
+	// wait to be reclaimed (volumes.go, docs/design/volume-snapshots.md).
+	Layers    map[string]Layer    `json:"layers,omitempty"`
+	Snapshots map[string]Snapshot `json:"snapshots,omitempty"`
+	Garbage   map[string]Garbage  `json:"garbage,omitempty"`
 	// Internode is the cluster's internode TLS (nil: internode traffic is plain HTTP and
 	// Raft, authenticated by the cluster secret: a cluster from before internode TLS, or
 	// one bootstrapped without it). See docs/design/internode-tls.md.
@@ -269,6 +276,15 @@ func (m *Map) Clone() *Map {
 	}
 	for k, v := range m.Volumes {
 		c.Volumes[k] = v
+	}
+	if len(m.Layers) > 0 {
+		c.Layers = maps.Clone(m.Layers)
+	}
+	if len(m.Snapshots) > 0 {
+		c.Snapshots = maps.Clone(m.Snapshots)
+	}
+	if len(m.Garbage) > 0 {
+		c.Garbage = maps.Clone(m.Garbage)
 	}
 	if m.Nodes != nil {
 		c.Nodes = make([]Node, len(m.Nodes))

@@ -18,6 +18,7 @@ import (
 	"github.com/cairnfs/cairn/internal/repair"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/volume"
 	"github.com/cairnfs/cairn/internal/wire"
 )
 
@@ -88,6 +89,7 @@ type adminHandler struct {
 	mgr    *clustermap.Manager
 	gw     *gateway.Gateway
 	apply  *applyer
+	vols   *volume.Service // block volumes: export reads and import writes
 	rpc    *rpc.Client
 	self   string
 	log    *slog.Logger
@@ -264,6 +266,33 @@ func (a *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, Users(a.mgr.Current()))
 	case path == "volumes":
 		writeJSON(w, a.volumes(r.Context()))
+	case path == "snapshots":
+		writeJSON(w, a.snapshots(q.Get("volume")))
+	case path == "volume-layout":
+		lay, err := a.volumeLayout(r.Context(), q.Get("name"), q.Get("since"))
+		if err != nil {
+			wire.WriteError(w, err)
+			return
+		}
+		writeJSON(w, lay)
+	case path == "volume-object":
+		if err := a.volumeObject(w, r, q.Get("name"), q.Get("index")); err != nil {
+			wire.WriteError(w, err)
+		}
+	case path == "volume/write" && r.Method == http.MethodPost:
+		out, err := a.volumeWrite(r, q.Get("name"), q.Get("off"))
+		if err != nil {
+			wire.WriteError(w, err)
+			return
+		}
+		writeJSON(w, out)
+	case path == "volume-space":
+		sp, err := a.volumeSpace(r.Context())
+		if err != nil {
+			wire.WriteError(w, err)
+			return
+		}
+		writeJSON(w, sp)
 	case strings.HasPrefix(path, "volume/") && r.Method == http.MethodPost:
 		out, err := a.volumeAction(r.Context(), strings.TrimPrefix(path, "volume/"), q)
 		if err != nil {

@@ -199,7 +199,7 @@ func assemble(cfg Config) (_ *instance, err error) {
 	n.gw = gateway.New(gateway.Config{NodeID: n.nodeID, Store: n.st, Maps: n.mgr, RPC: n.client, Apply: n.app.Apply, Refresh: n.app.Refresh,
 		Hints: n.hints, Clock: clock, Logger: log, StragglerWait: cfg.StragglerWait, ObjectCache: cfg.ObjectCache, Fence: volume.Fence(n.mgr, fresh)})
 	n.vols = volume.New(volume.Config{Self: n.nodeID, Maps: n.mgr, Topology: n.gw.Topology(), Replica: n.gw.Replica, Fresh: fresh, Logger: log,
-		Observe: n.m.ObserveVolume})
+		Observe: n.m.ObserveVolume, Delete: n.gw.DeleteObject})
 	n.onClose(func() error { n.gw.Close(); return nil })
 	mgr := n.mgr
 	if n.blog, err = openBucketLogs(filepath.Join(cfg.DataDir, "bucket-logs"), n.nodeID, n.gw, mgr.Current, log); err != nil {
@@ -534,6 +534,9 @@ func (n *instance) run(ctx context.Context) (err error) {
 	loop(mon.run)
 	loop(n.budget.Run)
 	loop(n.lease.run)
+	loop(func(ctx context.Context) {
+		reclaimLoop(ctx, n.mgr, layerObjects{n.gw}, n.app, log.With("component", "reclaim"))
+	})
 	loop(func(ctx context.Context) { n.blog.run(ctx, cfg.BucketLogInterval) })
 	if n.alog != nil {
 		loop(func(ctx context.Context) { n.alog.run(ctx, cfg.AccessLogReopen) })
@@ -794,7 +797,7 @@ func (n *instance) adminMux(ctx context.Context) (*http.ServeMux, error) {
 		}
 		fmt.Fprintf(w, `{"status":"ok","node":%q,"epoch":%d,"free_bytes":%d,"garbage_bytes":%d}`+"\n", n.nodeID, n.mgr.Current().Epoch, free, garbage)
 	})
-	ah := &adminHandler{secret: n.secret, mgr: n.mgr, gw: n.gw, apply: n.app, rpc: n.client, self: n.nodeID, log: n.log, itls: n.itls}
+	ah := &adminHandler{secret: n.secret, mgr: n.mgr, gw: n.gw, apply: n.app, rpc: n.client, self: n.nodeID, log: n.log, itls: n.itls, vols: n.vols}
 	if n.nbdLn != nil {
 		ah.nbdAddr = n.nbdLn.Addr().String()
 	}

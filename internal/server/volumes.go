@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/clustermap"
@@ -67,7 +68,8 @@ type VolumeDelete struct {
 	Done    bool  `json:"done"`
 }
 
-// volumeAction serves /admin/v1/volume/{create,resize,attach,detach,delete} (POST).
+// volumeAction serves /admin/v1/volume/{create,resize,attach,detach,delete} and
+// {snapshot,clone,rollback} (snapshots.go) (POST).
 func (a *adminHandler) volumeAction(ctx context.Context, action string, q url.Values) (any, error) {
 	name := q.Get("name")
 	switch action {
@@ -104,7 +106,12 @@ func (a *adminHandler) volumeAction(ctx context.Context, action string, q url.Va
 		}
 		return a.volumeInfo(ctx, m, m.Volumes[name]), nil
 	case "delete":
+		if strings.Contains(name, "@") {
+			return a.snapshotAction(ctx, action, q)
+		}
 		return a.deleteVolume(ctx, name)
+	case "snapshot", "clone", "rollback":
+		return a.snapshotAction(ctx, action, q)
 	}
 	return nil, errors.Errorf("", errors.NotExist, "no volume action %q", action)
 }
@@ -166,7 +173,7 @@ func (a *adminHandler) waitEpoch(ctx context.Context, m *clustermap.Map) error {
 		select {
 		case <-ctx.Done():
 			return errors.Errorf("", errors.Transient, "the lease moved (map epoch %d), but these storage nodes have not applied it yet: %v; until they have, retry the attach (it is idempotent)", m.Epoch, behind)
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(10 * time.Millisecond):
 		}
 	}
 }

@@ -6,11 +6,18 @@
 // order, (lease epoch << 40) | sequence, that each holder checks against the order it is
 // at, so a replica that missed writes is found and caught up (a whole-object copy) before
 // it takes the next one, and a writer whose lease moved is refused.
+//
+// A volume's head is the one writable layer over a chain of frozen ones (snapshots,
+// docs/design/volume-snapshots.md): a data object the head lacks reads as the newest
+// layer of the chain that has it, and its first write copies it into the head whole
+// (copy on write). A snapshot's export ("volume@snapshot") is read-only and served by
+// any node, as many as wanted. Reclaim frees the data objects of layers no one reads.
 package volume
 
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"sort"
 	"strconv"
@@ -63,7 +70,11 @@ type Config struct {
 	// Observe, if set, is told of every I/O a device serves (op: read, write, trim, zero,
 	// flush), for per-volume metrics.
 	Observe func(volume, op string, bytes int64, d time.Duration, err error)
-	Logger  *slog.Logger
+	// Delete, if set, deletes an object of every holder: a device deletes the data
+	// object of an unnamed layer it copied on write and that no one else reads
+	// (DeadAfterCopy). Unset, the sweep of the next attach frees it.
+	Delete func(ctx context.Context, bucket, key string) error
+	Logger *slog.Logger
 }
 
 // Service serves the volumes this node holds the write lease of.
@@ -88,10 +99,24 @@ func New(cfg Config) *Service {
 
 var _ nbd.Catalog = (*Service)(nil)
 
-// info describes a volume as an NBD export.
-func info(v clustermap.Volume) nbd.ExportInfo {
-	return nbd.ExportInfo{Name: v.Name, Description: "cairn volume " + v.Name, Size: v.Size, MultiConn: true,
+// info describes a volume (or, ro, a snapshot) as an NBD export.
+func info(v clustermap.Volume, ro bool) nbd.ExportInfo {
+	what := "cairn volume "
+	if ro {
+		what = "cairn snapshot (read-only) "
+	}
+	return nbd.ExportInfo{Name: v.Name, Description: what + v.Name, Size: v.Size, MultiConn: true, ReadOnly: ro,
 		MinBlock: 1, PreferredBlock: 4096, MaxBlock: uint32(min(v.BlockSize, nbd.MaxPayload))}
+}
+
+// snapshotView returns snapshot key ("volume@name") as the volume a read-only device
+// reads: its layer as the top, the snapshot's size.
+func snapshotView(m *clustermap.Map, key string) (clustermap.Volume, error) {
+	s, ok := m.Snapshots[key]
+	if !ok {
+		return clustermap.Volume{}, errors.Errorf("", errors.NotExist, "no snapshot %s", key)
+	}
+	return clustermap.Volume{Name: key, ID: s.Layer, Parent: m.Layers[s.Layer].Parent, Size: s.Size, BlockSize: s.BlockSize, Class: s.Class, Created: s.Created}, nil
 }
 
 // held returns the volume name if this node holds its lease.
@@ -110,13 +135,17 @@ func (s *Service) held(name string) (clustermap.Volume, error) {
 	return v, nil
 }
 
-// List implements nbd.Catalog: the volumes attached to this node.
+// List implements nbd.Catalog: the volumes attached to this node, and every snapshot.
 func (s *Service) List(context.Context) ([]nbd.ExportInfo, error) {
 	var out []nbd.ExportInfo
-	for _, v := range s.cfg.Maps.Current().Volumes {
+	m := s.cfg.Maps.Current()
+	for _, v := range m.Volumes {
 		if v.Holder == s.cfg.Self {
-			out = append(out, info(v))
+			out = append(out, info(v, false))
 		}
+	}
+	for k, s := range m.Snapshots {
+		out = append(out, nbd.ExportInfo{Name: k, Description: "cairn snapshot (read-only) " + k, Size: s.Size, ReadOnly: true})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
@@ -124,20 +153,32 @@ func (s *Service) List(context.Context) ([]nbd.ExportInfo, error) {
 
 // Info implements nbd.Catalog.
 func (s *Service) Info(_ context.Context, name string) (nbd.ExportInfo, error) {
+	if strings.Contains(name, "@") {
+		v, err := snapshotView(s.cfg.Maps.Current(), name)
+		return info(v, true), err
+	}
 	v, err := s.held(name)
 	if err != nil {
 		return nbd.ExportInfo{}, err
 	}
-	return info(v), nil
+	return info(v, false), nil
 }
 
-// Open implements nbd.Catalog: every connection to a volume shares one Device.
+// Open implements nbd.Catalog: every connection to a volume (or to a snapshot,
+// "volume@name", read-only, on any node) shares one Device.
 func (s *Service) Open(_ context.Context, name string) (nbd.Device, nbd.ExportInfo, error) {
-	v, err := s.held(name)
+	ro := strings.Contains(name, "@")
+	var v clustermap.Volume
+	var err error
+	if ro {
+		v, err = snapshotView(s.cfg.Maps.Current(), name)
+	} else {
+		v, err = s.held(name)
+	}
 	if err != nil {
 		return nil, nbd.ExportInfo{}, err
 	}
-	if s.cfg.Fresh != nil {
+	if s.cfg.Fresh != nil && !ro {
 		if err := s.cfg.Fresh(); err != nil {
 			return nil, nbd.ExportInfo{}, err
 		}
@@ -145,13 +186,46 @@ func (s *Service) Open(_ context.Context, name string) (nbd.Device, nbd.ExportIn
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := s.open[name]
-	if d == nil || d.vol.Epoch != v.Epoch || d.vol.ID != v.ID {
-		d = &Device{s: s, vol: v, objs: map[int64]*objState{}}
+	if d != nil {
+		d.gate.Lock()
+		if d.vol.Epoch != v.Epoch || d.vol.Created != v.Created || (ro && d.vol.ID != v.ID) {
+			d.gate.Unlock()
+			d = nil // another lease, or another volume of the same name
+		}
+	}
+	if d == nil {
+		d = &Device{s: s, ro: ro, vol: v, chain: s.cfg.Maps.Current().Chain(v.Parent), objs: map[int64]*objState{}}
+		d.gate.Lock()
 		s.open[name] = d
 	}
 	d.vol.Size = v.Size // grown since it was opened: new connections see the new size
+	in := info(d.vol, ro)
+	d.gate.Unlock()
 	d.refs++
-	return &conn{d}, info(d.vol), nil
+	return &conn{d}, in, nil
+}
+
+// OpenRead returns a read-only device of a snapshot ("volume@name") or of a detached
+// volume, for export (its reads fail once the volume is attached or the snapshot
+// deleted), and the function that closes it.
+func (s *Service) OpenRead(ctx context.Context, name string) (io.ReaderAt, func() error, error) {
+	if strings.Contains(name, "@") {
+		d, _, err := s.Open(ctx, name)
+		if err != nil {
+			return nil, nil, err
+		}
+		return d, d.(*conn).Close, nil
+	}
+	m := s.cfg.Maps.Current()
+	v, ok := m.Volumes[name]
+	switch {
+	case !ok:
+		return nil, nil, errors.Errorf("", errors.NotExist, "no volume %s", name)
+	case v.Holder != "":
+		return nil, nil, errors.Errorf("", errors.Precondition, "volume %s is attached on %s: export a snapshot of it (cairn volume snapshot %s SNAP), or detach it", name, v.Holder, name)
+	}
+	d := &Device{s: s, ro: true, vol: v, chain: m.Chain(v.Parent), objs: map[int64]*objState{}}
+	return d, func() error { return nil }, nil
 }
 
 // conn is one NBD connection's handle on a shared Device.
@@ -169,11 +243,18 @@ func (c *conn) Close() error {
 	return nil
 }
 
-// Device is an attached volume: the nbd.Device its connections share.
+// Device is an attached volume (or a snapshot, read-only): the nbd.Device its
+// connections share.
 type Device struct {
 	s    *Service
-	vol  clustermap.Volume // as attached: the epoch is the lease this device writes under
-	refs int
+	ro   bool // a snapshot's export
+	refs int  // guarded by s.mu
+
+	// gate is held shared by every I/O, alone to move the device to a new head (a
+	// snapshot was taken: move) once the I/O in flight on the old one is done.
+	gate  sync.RWMutex
+	vol   clustermap.Volume // as attached: the epoch is the lease this device writes under; ID its head
+	chain []string          // the frozen layers under the head, newest first
 
 	mu   sync.Mutex
 	objs map[int64]*objState
@@ -182,8 +263,13 @@ type Device struct {
 // objState is what the device knows of one data object.
 type objState struct {
 	mu     sync.Mutex // one write (or catch-up) of the object at a time
-	synced bool       // every holder reached was brought to order
-	order  uint64     // the object's order on its holders (0: never written)
+	synced bool       // every holder reached was brought to order, and base found
+	order  uint64     // the object's order in the head on its holders (0: the head lacks it)
+	// base is the layer of the chain that has the object when the head lacks it ("":
+	// none, it reads as zeroes), at baseOrder.
+	base      string
+	baseOrder uint64
+	unsure    bool // a write of it failed: its holders may differ
 }
 
 func (d *Device) obj(i int64) *objState {
@@ -200,17 +286,85 @@ func (d *Device) obj(i int64) *objState {
 // ErrLeaseLost refuses the I/O of a device whose volume's lease moved.
 var ErrLeaseLost = errors.New("this node no longer holds the volume's write lease")
 
+// errMoved says that the volume's head moved (a snapshot): the device moves with it.
+var errMoved = errors.New("the volume's head moved")
+
+// enter checks that the device may serve I/O (check) and holds the gate shared, moving
+// the device to a new head first if a snapshot gave the volume one. The caller calls
+// d.gate.RUnlock when done, if enter returned no error.
+func (d *Device) enter() error {
+	for {
+		d.gate.RLock()
+		err := d.check()
+		if err != errMoved {
+			if err != nil {
+				d.gate.RUnlock()
+			}
+			return err
+		}
+		d.gate.RUnlock()
+		d.gate.Lock()
+		if d.check() == errMoved {
+			d.move()
+		}
+		d.gate.Unlock()
+	}
+}
+
+// move moves the device to the volume's new head: what it knew of the old head's data
+// objects becomes its knowledge of the base they are read from (the new head is empty:
+// only this device writes it). The caller holds the gate alone.
+func (d *Device) move() {
+	m := d.s.cfg.Maps.Current()
+	v := m.Volumes[d.vol.Name]
+	old := d.vol.ID
+	d.mu.Lock()
+	objs := map[int64]*objState{}
+	if v.Parent == old { // one snapshot since: else find every object again
+		for i, st := range d.objs {
+			switch {
+			case !st.synced || st.unsure:
+			case st.order > 0:
+				objs[i] = &objState{synced: true, base: old, baseOrder: st.order}
+			default:
+				objs[i] = &objState{synced: true, base: st.base, baseOrder: st.baseOrder}
+			}
+		}
+	}
+	d.objs = objs
+	d.mu.Unlock()
+	d.vol, d.chain = v, m.Chain(v.Parent)
+	d.s.log.Info("a volume's device moved to its new head (snapshot)", "volume", v.Name, "head", v.ID, "frozen", old)
+}
+
 // check refuses I/O unless this node still holds the lease the device was opened under,
-// by a map it may trust (Config.Fresh).
+// by a map it may trust (Config.Fresh); errMoved if the volume has a new head.
 func (d *Device) check() error {
+	if d.ro {
+		m := d.s.cfg.Maps.Current()
+		if !strings.Contains(d.vol.Name, "@") { // a detached volume read for export
+			if v, ok := m.Volumes[d.vol.Name]; !ok || v.ID != d.vol.ID || v.Holder != "" {
+				return errors.Errorf("", errors.Precondition, "volume %s was attached, rolled back or deleted during the read", d.vol.Name)
+			}
+			return nil
+		}
+		s, ok := m.Snapshots[d.vol.Name]
+		if !ok || s.Layer != d.vol.ID {
+			return errors.Errorf("", errors.NotExist, "snapshot %s was deleted", d.vol.Name)
+		}
+		return nil
+	}
 	if d.s.cfg.Fresh != nil {
 		if err := d.s.cfg.Fresh(); err != nil {
 			return errors.E(errors.Permission, fmt.Errorf("%w: %v", ErrLeaseLost, err))
 		}
 	}
 	v, ok := d.s.cfg.Maps.Current().Volumes[d.vol.Name]
-	if !ok || v.ID != d.vol.ID || v.Holder != d.s.cfg.Self || v.Epoch != d.vol.Epoch {
+	if !ok || v.Created != d.vol.Created || v.Holder != d.s.cfg.Self || v.Epoch != d.vol.Epoch {
 		return errors.E(errors.Permission, fmt.Errorf("%w (volume %s)", ErrLeaseLost, d.vol.Name))
+	}
+	if v.ID != d.vol.ID {
+		return errMoved
 	}
 	return nil
 }
@@ -248,9 +402,10 @@ func (d *Device) observe(op string, n int64, start time.Time, err error) {
 // ReadAt implements io.ReaderAt.
 func (d *Device) ReadAt(p []byte, off int64) (n int, err error) {
 	defer func(start time.Time) { d.observe("read", int64(n), start, err) }(time.Now())
-	if err := d.check(); err != nil {
+	if err := d.enter(); err != nil {
 		return 0, err
 	}
+	defer d.gate.RUnlock()
 	ctx, cancel := context.WithTimeout(context.Background(), d.s.cfg.WriteTimeout)
 	defer cancel()
 	err = d.pieces(off, int64(len(p)), func(i, objOff, pos, k int64) error {
@@ -258,7 +413,10 @@ func (d *Device) ReadAt(p []byte, off int64) (n int, err error) {
 		for try := 0; ; try++ {
 			st.mu.Lock()
 			err := d.sync(ctx, i, st)
-			order := st.order
+			layer, order := d.vol.ID, st.order
+			if order == 0 {
+				layer, order = st.base, st.baseOrder
+			}
 			st.mu.Unlock()
 			if err != nil {
 				return err
@@ -269,8 +427,13 @@ func (d *Device) ReadAt(p []byte, off int64) (n int, err error) {
 			}
 			// The order read names the version every holder has; a write that lands
 			// meanwhile moves them past it: read again at the new order.
-			if err = d.read(ctx, i, order, objOff, p[pos:pos+k]); err != errNewer || try == 100 {
+			if err = d.read(ctx, ObjectKey(layer, i), order, objOff, p[pos:pos+k]); err != errNewer || try == 100 {
 				return err
+			}
+			if layer != d.vol.ID { // a frozen layer's holders differ: find it again
+				st.mu.Lock()
+				st.synced = false
+				st.mu.Unlock()
 			}
 		}
 	})
@@ -280,10 +443,9 @@ func (d *Device) ReadAt(p []byte, off int64) (n int, err error) {
 	return len(p), nil
 }
 
-// read reads len(p) bytes of data object i at order from off, from the first holder that
-// has it (this node's own copy first).
-func (d *Device) read(ctx context.Context, i int64, order uint64, off int64, p []byte) error {
-	key := ObjectKey(d.vol.ID, i)
+// read reads len(p) bytes of data object key at order from off, from the first holder
+// that has it (this node's own copy first).
+func (d *Device) read(ctx context.Context, key string, order uint64, off int64, p []byte) error {
 	ts, err := d.targets(key)
 	if err != nil {
 		return err
@@ -315,7 +477,7 @@ func (d *Device) read(ctx context.Context, i int64, order uint64, off int64, p [
 	if last == nil {
 		last = errors.E(errors.Transient, "no holder of the data object can be reached")
 	}
-	return errors.E(errors.IO, fmt.Errorf("volume %s, data object %d: %w", d.vol.Name, i, last))
+	return errors.E(errors.IO, fmt.Errorf("volume %s, data object %s: %w", d.vol.Name, key, last))
 }
 
 // errNewer says that the holders of a data object moved past the order a read asked for
@@ -348,7 +510,11 @@ func (d *Device) WriteAt(p []byte, off int64) (n int, err error) {
 // Flush implements nbd.Device: every write was durable on every holder when it returned.
 func (d *Device) Flush() (err error) {
 	defer func(start time.Time) { d.observe("flush", 0, start, err) }(time.Now())
-	return d.check()
+	if err := d.enter(); err != nil {
+		return err
+	}
+	d.gate.RUnlock()
+	return nil
 }
 
 // Trim implements nbd.Device: the range becomes a hole (it reads as zeroes).
@@ -365,9 +531,24 @@ func (d *Device) WriteZeroes(off, n int64) (err error) {
 
 // writeRange writes p (nil: n zeroes) at off.
 func (d *Device) writeRange(off, n int64, p []byte) error {
-	if err := d.check(); err != nil {
+	if d.ro {
+		return errors.Errorf("", errors.Permission, "snapshot %s is read-only", d.vol.Name)
+	}
+	for {
+		err := d.writeRangeOnce(off, n, p)
+		if err != errMoved {
+			return err
+		}
+		// A snapshot froze the head under the write: it goes again into the new head
+		// (its bytes may be in the snapshot too: it was not acknowledged before it).
+	}
+}
+
+func (d *Device) writeRangeOnce(off, n int64, p []byte) error {
+	if err := d.enter(); err != nil {
 		return err
 	}
+	defer d.gate.RUnlock()
 	ctx, cancel := context.WithTimeout(context.Background(), d.s.cfg.WriteTimeout)
 	defer cancel()
 	return d.pieces(off, n, func(i, objOff, pos, k int64) error {
@@ -389,11 +570,32 @@ func (d *Device) write(ctx context.Context, i int64, w object.RangeWrite) error 
 	if err := d.sync(ctx, i, st); err != nil {
 		return err
 	}
-	if w.Data == nil && st.order == 0 {
+	if w.Data == nil && st.order == 0 && st.base == "" {
 		return nil // zeroes into an object never written: it reads as zeroes already
 	}
 	if err := d.check(); err != nil {
 		return err
+	}
+	cow := ""
+	whole := w.Off == 0 && (int64(len(w.Data)) == d.vol.BlockSize || (w.Data == nil && w.Len == d.vol.BlockSize))
+	if st.order == 0 && st.base != "" && whole {
+		cow = st.base // the write replaces the object whole: nothing to copy
+	} else if st.order == 0 && st.base != "" {
+		// Copy on write: the head's first version of the object is the base's, with
+		// the write applied, in one range write: a crash leaves the head without it
+		// (reads go on to the base) or with all of it, never between.
+		buf := make([]byte, d.vol.BlockSize)
+		if err := d.read(ctx, ObjectKey(st.base, i), st.baseOrder, 0, buf); err != nil {
+			st.synced = false
+			return err
+		}
+		if w.Data != nil {
+			copy(buf[w.Off:], w.Data)
+		} else {
+			clear(buf[w.Off : w.Off+w.Len])
+		}
+		cow = st.base
+		w.Off, w.Data, w.Len = 0, buf, 0
 	}
 	w.Prev, w.Next = st.order, Next(st.order, d.vol.Epoch)
 	for {
@@ -403,13 +605,26 @@ func (d *Device) write(ctx context.Context, i int64, w object.RangeWrite) error 
 		}
 		done, retry, err := d.fanOut(ctx, ts, w)
 		if err != nil {
+			st.unsure = true
+			if errors.Is(errors.Permission, err) && d.frozen() {
+				return errMoved
+			}
 			return err
 		}
 		if !retry {
 			if done == 0 {
+				st.unsure = true
 				return errors.Errorf("", errors.IO, "volume %s, data object %d: no holder took the write", d.vol.Name, i)
 			}
-			st.order = w.Next
+			st.order, st.unsure = w.Next, false
+			if cow != "" {
+				st.base, st.baseOrder = "", 0
+				if d.s.cfg.Delete != nil && DeadAfterCopy(d.s.cfg.Maps.Current(), d.vol, cow) {
+					if err := d.s.cfg.Delete(ctx, clustermap.VolumeBucket, ObjectKey(cow, i)); err != nil {
+						d.s.log.Warn("could not delete a data object copied on write that no one reads any more; the next attach reclaims it", "volume", d.vol.Name, "key", ObjectKey(cow, i), "err", err)
+					}
+				}
+			}
 			return nil
 		}
 		// A holder did not answer: wait for it, or for the cluster to mark it down.
@@ -419,6 +634,21 @@ func (d *Device) write(ctx context.Context, i int64, w object.RangeWrite) error 
 		case <-time.After(200 * time.Millisecond):
 		}
 		// The holders that took it are at w.Next; the others get it again from w.Prev.
+	}
+}
+
+// frozen reports whether a holder's refusal of a write comes from a snapshot that froze
+// the head: this node's map shows the volume with another head within 2 s (a holder's
+// map may be ahead of this node's).
+func (d *Device) frozen() bool {
+	for deadline := time.Now().Add(2 * time.Second); ; {
+		if v, ok := d.s.cfg.Maps.Current().Volumes[d.vol.Name]; ok && v.ID != d.vol.ID && v.Epoch == d.vol.Epoch {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -529,10 +759,34 @@ func (d *Device) sync(ctx context.Context, i int64, st *objState) error {
 	if st.synced {
 		return nil
 	}
-	key := ObjectKey(d.vol.ID, i)
-	ts, err := d.targets(key)
+	order, err := d.syncKey(ctx, ObjectKey(d.vol.ID, i), !d.ro)
 	if err != nil {
 		return err
+	}
+	st.order, st.base, st.baseOrder = order, "", 0
+	if order == 0 {
+		// The head lacks it: the newest layer of the chain that has it is read.
+		for _, l := range d.chain {
+			bo, err := d.syncKey(ctx, ObjectKey(l, i), false)
+			if err != nil {
+				return err
+			}
+			if bo > 0 {
+				st.base, st.baseOrder = l, bo
+				break
+			}
+		}
+	}
+	st.synced, st.unsure = true, false
+	return nil
+}
+
+// syncKey brings the holders of data object key to one order and returns it (0: no
+// holder has it); lease, that a later lease epoch than the device's means its lease moved.
+func (d *Device) syncKey(ctx context.Context, key string, lease bool) (uint64, error) {
+	ts, err := d.targets(key)
+	if err != nil {
+		return 0, err
 	}
 	type stat struct {
 		t     topology.Target
@@ -576,21 +830,20 @@ func (d *Device) sync(ctx context.Context, i int64, st *objState) error {
 		}
 	}
 	if reached == 0 {
-		return errors.Errorf("", errors.IO, "volume %s, data object %d: no holder can be reached", d.vol.Name, i)
+		return 0, errors.Errorf("", errors.IO, "volume %s, data object %s: no holder can be reached", d.vol.Name, key)
 	}
-	if EpochOf(best) > d.vol.Epoch {
-		return errors.E(errors.Permission, fmt.Errorf("%w: data object %d was written under lease epoch %d", ErrLeaseLost, i, EpochOf(best)))
+	if lease && EpochOf(best) > d.vol.Epoch {
+		return 0, errors.E(errors.Permission, fmt.Errorf("%w: data object %s was written under lease epoch %d", ErrLeaseLost, key, EpochOf(best)))
 	}
 	for _, s := range stats {
 		if s.err != nil || s.order == best {
 			continue
 		}
 		if _, err := replica.Copy(ctx, d.s.cfg.Replica(src), d.s.cfg.Replica(s.t), clustermap.VolumeBucket, key, best, false); err != nil {
-			return errors.E(errors.IO, fmt.Errorf("volume %s, data object %d: catching up node %s: %w", d.vol.Name, i, s.t.ID, err))
+			return 0, errors.E(errors.IO, fmt.Errorf("volume %s, data object %s: catching up node %s: %w", d.vol.Name, key, s.t.ID, err))
 		}
 	}
-	st.order, st.synced = best, true
-	return nil
+	return best, nil
 }
 
 // Fence returns the check a holder makes before each range write (replica.Local.Fence):
@@ -612,11 +865,18 @@ func Fence(maps topology.MapSource, fresh func() error) func(object.RangeWrite) 
 		if !ok {
 			return errors.Errorf("", errors.Invalid, "%q is not a volume's data object", w.Key)
 		}
-		v, ok := maps.Current().VolumeByID(id)
+		m := maps.Current()
+		v, ok := m.VolumeByID(id)
 		epoch := EpochOf(w.Next)
+		_, frozen := m.Layers[id]
+		_, gone := m.Garbage[id]
 		switch {
+		case frozen || gone:
+			return errors.E(errors.Permission, fmt.Errorf("%w: layer %s is a snapshot's, frozen (or garbage)", ErrLeaseLost, id))
 		case !ok:
-			return errors.E(errors.Permission, fmt.Errorf("%w: no volume has id %s", ErrLeaseLost, id))
+			// A head this node's map does not know yet (a snapshot just gave the volume
+			// a new one), or a volume deleted: nothing is written, the writer retries.
+			return errors.Errorf("", errors.Transient, "no volume has id %s in this node's map (epoch %d)", id, m.Epoch)
 		case epoch < v.Epoch:
 			return errors.E(errors.Permission, fmt.Errorf("%w: a write under lease epoch %d of volume %s, whose lease is at epoch %d", ErrLeaseLost, epoch, v.Name, v.Epoch))
 		case epoch > v.Epoch:

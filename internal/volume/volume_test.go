@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +27,8 @@ type cluster struct {
 	locals map[string]*replica.Local
 	faults map[string]*replica.Faults // by holder
 	stores map[string]*store.Store
+	// deletes counts the data objects devices deleted after copying them on write.
+	deletes atomic.Int64
 }
 
 const blockSize = 256 << 10
@@ -63,7 +66,16 @@ func newCluster(t *testing.T) *cluster {
 func (c *cluster) service(self string) *Service {
 	topo := topology.NewTopology(c.maps, self, true, slog.New(slog.DiscardHandler))
 	return New(Config{Self: self, Maps: c.maps, Topology: topo, WriteTimeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler),
-		Replica: func(t topology.Target) replica.Replica { return c.faults[t.ID].Wrap(c.locals[t.ID]) }})
+		Replica: func(t topology.Target) replica.Replica { return c.faults[t.ID].Wrap(c.locals[t.ID]) },
+		Delete: func(_ context.Context, bucket, key string) error {
+			c.deletes.Add(1)
+			for _, st := range c.stores {
+				if err := st.DeleteObject(bucket, key); err != nil && !errors.Is(errors.NotExist, err) {
+					return err
+				}
+			}
+			return nil
+		}})
 }
 
 func (c *cluster) setMap(fn func(m *clustermap.Map)) {
@@ -274,6 +286,9 @@ func TestFence(t *testing.T) {
 	stale := errors.E(errors.Transient, "stale")
 	fresh := error(nil)
 	fence := Fence(c.maps, func() error { return fresh })
+	c.setMap(func(m *clustermap.Map) {
+		m.Layers = map[string]clustermap.Layer{"00000000000000cc": {ID: "00000000000000cc", Volume: "vm"}}
+	})
 	w := func(epoch uint64) object.RangeWrite {
 		return object.RangeWrite{Bucket: clustermap.VolumeBucket, Key: ObjectKey("00000000000000aa", 3), Next: OrderOf(epoch) + 1}
 	}
@@ -287,7 +302,8 @@ func TestFence(t *testing.T) {
 		{"old lease", w(0), nil, errors.Permission},
 		{"lease the map has not seen", w(2), nil, errors.Transient},
 		{"stale map", w(1), stale, errors.Transient},
-		{"unknown volume", object.RangeWrite{Bucket: clustermap.VolumeBucket, Key: "00000000000000bb/0", Next: OrderOf(1) + 1}, nil, errors.Permission},
+		{"unknown volume", object.RangeWrite{Bucket: clustermap.VolumeBucket, Key: "00000000000000bb/0", Next: OrderOf(1) + 1}, nil, errors.Transient},
+		{"frozen layer", object.RangeWrite{Bucket: clustermap.VolumeBucket, Key: "00000000000000cc/0", Next: OrderOf(1) + 1}, nil, errors.Permission},
 		{"another bucket", object.RangeWrite{Bucket: "b", Key: "k", Next: 1}, stale, errors.Other},
 	} {
 		fresh = tc.fresh

@@ -8,6 +8,13 @@
 // table with the ratios.
 //
 //	go run ./tools/volbench --cairn bin/cairn --dir /var/tmp --nodes 1 --runtime 10s
+//
+// With --snapshots it measures snapshots instead (docs/design/volume-snapshots.md):
+// snapshot and clone time and bytes at 1 GiB and 1 TiB, the first 4 KiB write to each
+// 4 MiB data object after a snapshot (copy on write) against the same writes again
+// (steady state), and an incremental export against a full one.
+//
+//	go run ./tools/volbench --cairn bin/cairn --dir /var/tmp --nodes 1 --snapshots
 package main
 
 import (
@@ -26,20 +33,28 @@ import (
 
 const secret = "volbench-cluster-secret-0123456789abcdef"
 
+// adminAddr is the admin address of the first node.
+var adminAddr string
+
 func main() {
 	bin := flag.String("cairn", "bin/cairn", "the cairn binary")
 	dir := flag.String("dir", os.TempDir(), "directory on the disk to measure (cairn's data and the file)")
 	nodes := flag.Int("nodes", 1, "cairn nodes (1, or 3 with 3 copies of every data object)")
 	runtime := flag.Duration("runtime", 10*time.Second, "time of each fio phase")
 	size := flag.String("size", "1GiB", "volume and file size")
+	snaps := flag.Bool("snapshots", false, "measure snapshots, clones, copy on write and incremental export instead")
 	flag.Parse()
 	work, err := os.MkdirTemp(*dir, "volbench-")
 	if err != nil {
 		fail(err)
 	}
 	defer os.RemoveAll(work)
-	uri, stop := startCairn(*bin, work, *nodes, *size)
+	uri, vol, stop := startCairn(*bin, work, *nodes, *size)
 	defer stop()
+	if *snaps {
+		snapshotBench(*bin, work, uri, vol, *nodes)
+		return
+	}
 	file := filepath.Join(work, "file.img")
 	phases := []struct{ name, rw, bs string }{
 		{"4k randread", "randread", "4k"},
@@ -78,7 +93,7 @@ func main() {
 }
 
 // startCairn starts the nodes, creates and attaches a volume, and returns its NBD URI.
-func startCairn(bin, dir string, nodes int, size string) (string, func()) {
+func startCairn(bin, dir string, nodes int, size string) (string, func(args ...string) []byte, func()) {
 	var procs []*proc.Proc
 	stop := func() {
 		for _, p := range procs {
@@ -98,6 +113,7 @@ func startCairn(bin, dir string, nodes int, size string) (string, func()) {
 		}
 		procs = append(procs, p)
 	}
+	adminAddr = procs[0].AdminAddr()
 	vol := func(args ...string) []byte {
 		cmd := exec.Command(bin, append([]string{"volume", "--admin", procs[0].AdminAddr(), "--json"}, args...)...)
 		cmd.Env = append(os.Environ(), "CAIRN_CLUSTER_SECRET="+secret)
@@ -128,7 +144,7 @@ func startCairn(bin, dir string, nodes int, size string) (string, func()) {
 		stop()
 		fail(err)
 	}
-	return v.URI, stop
+	return v.URI, vol, stop
 }
 
 // run runs one fio phase and returns IOPS (4k) or MiB/s (1m).
@@ -176,4 +192,96 @@ func run(target, uri, file, size, rw, bs string, runtime time.Duration, sync boo
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "volbench:", err)
 	os.Exit(1)
+}
+
+// snapshotBench is --snapshots. The volume "bench" (of --size) is attached at uri.
+func snapshotBench(bin, work, uri string, vol func(args ...string) []byte, nodes int) {
+	type snapInfo struct {
+		CommandBytes int     `json:"command_bytes"`
+		Millis       float64 `json:"millis"`
+	}
+	fmt.Printf("cairn volume snapshots, %d node(s)\n", nodes)
+	fmt.Printf("%-9s %-9s %12s %12s %14s\n", "size", "op", "server ms", "CLI ms", "map bytes")
+	for _, size := range []string{"1GiB", "1TiB"} {
+		name := "snap" + size
+		vol("create", name, "--size", size)
+		var v struct{ URI string }
+		if err := json.Unmarshal(vol("attach", name), &v); err != nil {
+			fail(err)
+		}
+		fio(v.URI, "--rw=write", "--bs=1m", "--size=8m") // some data
+		for i := range 5 {
+			start := time.Now()
+			var si snapInfo
+			if err := json.Unmarshal(vol("snapshot", name, fmt.Sprintf("s%d", i)), &si); err != nil {
+				fail(err)
+			}
+			fmt.Printf("%-9s %-9s %12.1f %12.1f %14d\n", size, "snapshot", si.Millis, float64(time.Since(start).Microseconds())/1000, si.CommandBytes)
+		}
+		for i := range 5 {
+			start := time.Now()
+			vol("clone", fmt.Sprintf("%s@s%d", name, i), fmt.Sprintf("%s-c%d", name, i))
+			fmt.Printf("%-9s %-9s %12s %12.1f %14s\n", size, "clone", "-", float64(time.Since(start).Microseconds())/1000, "1 command")
+		}
+	}
+	// Copy on write: the volume filled, a snapshot, then one 4 KiB write into each of
+	// 64 data objects (each copies its 4 MiB object first), then the same writes again.
+	fio(uri, "--rw=write", "--bs=1m", "--size=256m")
+	vol("snapshot", "bench", "cow")
+	cow := fio(uri, "--rw=write:4092k", "--bs=4k", "--size=256m", "--iodepth=1")
+	steady := fio(uri, "--rw=write:4092k", "--bs=4k", "--size=256m", "--iodepth=1")
+	fmt.Printf("\n4 KiB writes, one per 4 MiB data object, iodepth 1 (64 writes)\n")
+	fmt.Printf("first after a snapshot (copy on write): %8.2f ms mean, %6.0f IOPS\n", cow.lat, cow.iops)
+	fmt.Printf("the same again (steady state):           %8.2f ms mean, %6.0f IOPS\n", steady.lat, steady.iops)
+	// Export: full against incremental (64 MiB of 4 KiB random writes between).
+	fio(uri, "--rw=write", "--bs=1m", "--size=1g")
+	vol("snapshot", "bench", "e1")
+	fio(uri, "--rw=randwrite", "--bs=4k", "--size=64m", "--io_size=16m", "--randrepeat=0") // within 16 data objects
+	vol("snapshot", "bench", "e2")
+	export := func(args ...string) (time.Duration, int64) {
+		out := filepath.Join(work, "export")
+		start := time.Now()
+		cmd := exec.Command(bin, append([]string{"volume", "--admin", adminAddr, "export", "--quiet"}, append(args, out)...)...)
+		cmd.Env = append(os.Environ(), "CAIRN_CLUSTER_SECRET="+secret)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			fail(fmt.Errorf("export %v: %v\n%s", args, err, b))
+		}
+		d := time.Since(start)
+		fi, _ := os.Stat(out)
+		os.Remove(out)
+		return d, fi.Size()
+	}
+	fd, fb := export("bench@e2")
+	id, ib := export("bench@e2", "--since", "e1")
+	fmt.Printf("\nexport of a 1 GiB snapshot (filled; 16 MiB of 4 KiB random writes into its first 64 MiB since the previous one)\n")
+	fmt.Printf("full:        %8.2f s, %8.1f MiB written, %7.1f MiB/s of volume\n", fd.Seconds(), float64(fb)/(1<<20), 1024/fd.Seconds())
+	fmt.Printf("incremental: %8.2f s, %8.1f MiB written, %7.1f MiB/s of volume\n", id.Seconds(), float64(ib)/(1<<20), 1024/id.Seconds())
+}
+
+type fioResult struct{ iops, lat float64 }
+
+// fio runs one fio job against an NBD URI and returns the write IOPS and mean latency (ms).
+func fio(uri string, args ...string) fioResult {
+	args = append([]string{"--name=p", "--ioengine=nbd", "--uri=" + uri, "--output-format=json"}, args...)
+	out, err := exec.Command("fio", args...).Output()
+	if err != nil {
+		fail(fmt.Errorf("fio %v: %v", args, err))
+	}
+	if i := strings.IndexByte(string(out), '{'); i > 0 {
+		out = out[i:]
+	}
+	var res struct {
+		Jobs []struct {
+			Write struct {
+				IOPS float64 `json:"iops"`
+				Lat  struct {
+					Mean float64 `json:"mean"`
+				} `json:"clat_ns"`
+			}
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil || len(res.Jobs) == 0 {
+		fail(fmt.Errorf("fio output: %v\n%s", err, out))
+	}
+	return fioResult{res.Jobs[0].Write.IOPS, res.Jobs[0].Write.Lat.Mean / 1e6}
 }

@@ -1,0 +1,462 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/rpc"
+	"github.com/cairnfs/cairn/internal/server"
+	"github.com/cairnfs/cairn/internal/volume"
+	"github.com/cairnfs/cairn/internal/wire"
+)
+
+// progress shows a transfer's progress on a terminal (one line redrawn), and only a
+// summary line otherwise; nothing with quiet.
+type progress struct {
+	w            io.Writer
+	what         string
+	total, done  int64
+	tty, quiet   bool
+	start, shown time.Time
+}
+
+func newProgress(w io.Writer, what string, total int64, quiet bool) *progress {
+	tty := false
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			tty = true
+		}
+	}
+	return &progress{w: w, what: what, total: total, tty: tty, quiet: quiet, start: time.Now()}
+}
+
+func (p *progress) add(n int64) {
+	p.done += n
+	if p.quiet || !p.tty || time.Since(p.shown) < 100*time.Millisecond {
+		return
+	}
+	p.shown = time.Now()
+	pct := 100.0
+	if p.total > 0 {
+		pct = float64(p.done) * 100 / float64(p.total)
+	}
+	const width = 30
+	bar := strings.Repeat("#", int(pct*width/100)) + strings.Repeat(".", width-int(pct*width/100))
+	fmt.Fprintf(p.w, "\r%s [%s] %5.1f%% %s / %s %s/s ", p.what, bar, pct, humanSize(p.done), humanSize(p.total), humanSize(p.rate()))
+}
+
+func (p *progress) rate() int64 {
+	s := time.Since(p.start).Seconds()
+	if s <= 0 {
+		return 0
+	}
+	return int64(float64(p.done) / s)
+}
+
+func (p *progress) finish(summary string) {
+	if p.quiet {
+		return
+	}
+	if p.tty {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+	fmt.Fprintf(p.w, "%s: %s in %s (%s/s)\n", summary, humanSize(p.done), time.Since(p.start).Round(time.Millisecond), humanSize(p.rate()))
+}
+
+// object fetches data object index of a snapshot or a detached volume, checked against
+// the signed SHA-256 header.
+func (c *adminClient) object(name string, index int64) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	q := url.Values{"name": {name}, "index": {strconv.FormatInt(index, 10)}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.baseURL()+"/admin/v1/volume-object?"+q.Encode(), nil)
+	if err != nil {
+		return nil, err
+	}
+	c.secret.Sign(req, "cairn-admin", 0, time.Now())
+	hc := c.hc
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("admin: cannot reach %s: %w", c.addr, err)
+	}
+	defer resp.Body.Close()
+	if err := c.secret.VerifyResponse(resp, req.Header.Get(rpc.HdrNonce)); err != nil {
+		return nil, fmt.Errorf("admin: %s: %w (a wrong cluster secret?)", c.addr, err)
+	}
+	if resp.StatusCode >= 400 {
+		return nil, fmt.Errorf("admin: %w", wire.DecodeError(resp))
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, volume.MaxBackupBlock+1))
+	if err != nil {
+		return nil, err
+	}
+	if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != resp.Header.Get(server.HdrDataSHA256) {
+		return nil, fmt.Errorf("volume: data object %d of %s arrived damaged (its SHA-256 differs from the signed one)", index, name)
+	}
+	return b, nil
+}
+
+// exportWorkers is how many data objects an export fetches at once.
+const exportWorkers = 4
+
+// inOrder runs get(k) for every k in [0, n) on up to workers goroutines, at most
+// 2*workers ahead of use, and calls use(k, v) in the order of k; it stops at the first
+// error of either.
+func inOrder[T any](n, workers int, get func(k int) (T, error), use func(k int, v T) error) error {
+	type result struct {
+		v   T
+		err error
+	}
+	results := make([]chan result, n)
+	for k := range results {
+		results[k] = make(chan result, 1)
+	}
+	window := make(chan struct{}, 2*workers)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	defer func() { close(stop); <-done }()
+	go func() {
+		defer close(done)
+		work := make(chan int)
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := range work {
+					v, err := get(k)
+					results[k] <- result{v, err}
+				}
+			}()
+		}
+		defer wg.Wait()
+		defer close(work)
+		for k := range n {
+			select {
+			case window <- struct{}{}:
+			case <-stop:
+				return
+			}
+			select {
+			case work <- k:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	for k := range n {
+		r := <-results[k]
+		<-window
+		if r.err != nil {
+			return r.err
+		}
+		if err := use(k, r.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// volumeExport writes NAME[@SNAP] as a raw image, or, with since, the incremental
+// backup from snapshot since to it, to out (a file, or "-": stdout).
+func volumeExport(c *adminClient, name, out, since string, quiet bool, stdout, stderr io.Writer) error {
+	q := url.Values{"name": {name}}
+	if since != "" {
+		q.Set("since", since)
+	}
+	var lay server.VolumeLayout
+	if err := c.do(http.MethodGet, "volume-layout?"+q.Encode(), &lay); err != nil {
+		return err
+	}
+	var w io.Writer = stdout
+	var f *os.File
+	if out != "-" {
+		var err error
+		if f, err = os.Create(out); err != nil {
+			return fmt.Errorf("volume: export: %w", err)
+		}
+		defer f.Close()
+		w = f
+	}
+	bw := bufio.NewWriterSize(w, 4<<20)
+	bs := lay.BlockSize
+	if since == "" {
+		p := newProgress(stderr, "exporting "+name, lay.Size, quiet)
+		has := map[int64]bool{}
+		for _, i := range lay.Indices {
+			has[i] = true
+		}
+		zero := make([]byte, bs)
+		err := inOrder(int((lay.Size+bs-1)/bs), exportWorkers, func(k int) ([]byte, error) {
+			if !has[int64(k)] {
+				return nil, nil
+			}
+			return c.object(name, int64(k))
+		}, func(k int, b []byte) error {
+			i := int64(k)
+			n := min(bs, lay.Size-i*bs)
+			switch {
+			case b == nil && f != nil: // a hole: the file stays sparse
+				if err := bw.Flush(); err != nil {
+					return err
+				}
+				if _, err := f.Seek(n, io.SeekCurrent); err != nil {
+					return err
+				}
+			case b == nil:
+				if _, err := bw.Write(zero[:n]); err != nil {
+					return err
+				}
+			default:
+				if _, err := bw.Write(b); err != nil {
+					return err
+				}
+			}
+			p.add(n)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+		if f != nil {
+			if err := f.Truncate(lay.Size); err != nil {
+				return err
+			}
+			if err := f.Close(); err != nil {
+				return err
+			}
+		}
+		p.finish("exported " + name)
+		return nil
+	}
+	base := since
+	if !strings.Contains(base, "@") {
+		vol, _, _ := strings.Cut(name, "@")
+		base = vol + "@" + since
+	}
+	var ss []server.SnapshotInfo
+	if err := c.do(http.MethodGet, "snapshots", &ss); err != nil {
+		return err
+	}
+	baseSize := int64(-1)
+	for _, s := range ss {
+		if s.Key == base {
+			baseSize = s.Size
+		}
+	}
+	if baseSize < 0 {
+		return fmt.Errorf("volume: export: no snapshot %s (cairn volume snapshots)", base)
+	}
+	p := newProgress(stderr, "exporting "+name+" since "+base, int64(len(lay.Indices))*bs, quiet)
+	bk, err := volume.NewBackupWriter(bw, volume.BackupHeader{Size: lay.Size, BlockSize: bs})
+	if err != nil {
+		return err
+	}
+	var changed int64
+	err = inOrder(len(lay.Indices), exportWorkers, func(k int) ([2][]byte, error) {
+		i := lay.Indices[k]
+		cur, err := c.object(name, i)
+		if err != nil || i*bs >= baseSize {
+			return [2][]byte{cur}, err
+		}
+		old, err := c.object(base, i)
+		return [2][]byte{cur, old}, err
+	}, func(k int, b [2][]byte) error {
+		i, cur := lay.Indices[k], b[0]
+		if err := volume.DiffRuns(b[1], cur, 4096, func(off, n int) error {
+			changed += int64(n)
+			return bk.Record(i, int64(off), cur[off:off+n])
+		}); err != nil {
+			return err
+		}
+		p.add(bs)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := bk.Close(); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	if f != nil {
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	p.finish(fmt.Sprintf("exported %s since %s (%s changed in %d data objects read)", name, base, humanSize(changed), len(lay.Indices)))
+	return nil
+}
+
+// volumeImport writes a raw image or an incremental backup (told apart by its magic)
+// from in (a file, or "-": stdin) into volume name: a raw image into a new volume
+// (created with the image's size, or sizeArg) or an existing one; an incremental backup
+// into the volume holding its base snapshot's content (grown to its size if needed).
+// The volume is attached to the --admin node for the import (and detached after, if it
+// was detached before).
+func volumeImport(c *adminClient, name, in, sizeArg string, quiet bool, stdin io.Reader, stdout, stderr io.Writer) error {
+	var r io.Reader = stdin
+	var fileSize int64 = -1
+	if in != "-" {
+		f, err := os.Open(in)
+		if err != nil {
+			return fmt.Errorf("volume: import: %w", err)
+		}
+		defer f.Close()
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			fileSize = fi.Size()
+		}
+		r = f
+	}
+	br := bufio.NewReaderSize(r, 4<<20)
+	head, _ := br.Peek(len(volume.BackupMagic))
+	incremental := volume.IsBackup(head)
+	var vs []server.VolumeInfo
+	if err := c.do(http.MethodGet, "volumes", &vs); err != nil {
+		return err
+	}
+	var v *server.VolumeInfo
+	for i := range vs {
+		if vs[i].Name == name {
+			v = &vs[i]
+		}
+	}
+	created := false
+	if v == nil {
+		if incremental {
+			return fmt.Errorf("volume: import: %s is an incremental backup: import it into the volume that holds its base (import the full image first)", in)
+		}
+		size := fileSize
+		if sizeArg != "" {
+			n, err := parseSize(sizeArg)
+			if err != nil {
+				return fmt.Errorf("volume: --size: %w", err)
+			}
+			size = n
+		}
+		if size <= 0 {
+			return fmt.Errorf("volume: import from a stream into a new volume needs --size")
+		}
+		size = (size + 511) / 512 * 512
+		var nv server.VolumeInfo
+		if err := c.doBody(http.MethodPost, "volume/create?"+url.Values{"name": {name}, "size": {strconv.FormatInt(size, 10)}}.Encode(), nil, &nv); err != nil {
+			return err
+		}
+		v, created = &nv, true
+	}
+	detach := false
+	if v.Holder == "" {
+		var av server.VolumeInfo
+		if err := c.doBody(http.MethodPost, "volume/attach?"+url.Values{"name": {name}}.Encode(), nil, &av); err != nil {
+			return err
+		}
+		v, detach = &av, true
+	}
+	write := func(off int64, p []byte) error {
+		var out map[string]int
+		return c.doBody(http.MethodPost, "volume/write?"+url.Values{"name": {name}, "off": {strconv.FormatInt(off, 10)}}.Encode(), p, &out)
+	}
+	err := func() error {
+		if incremental {
+			p := newProgress(stderr, "importing into "+name, fileSize, quiet)
+			var h volume.BackupHeader
+			var pend []byte // contiguous records, written together (at most a block)
+			var pendOff int64
+			flush := func() error {
+				if len(pend) == 0 {
+					return nil
+				}
+				err := write(pendOff, pend)
+				p.add(int64(len(pend)))
+				pend = pend[:0]
+				return err
+			}
+			var changed int64
+			err := volume.ReadBackup(br, func(hh volume.BackupHeader) error {
+				h = hh
+				if h.Size > v.Size {
+					var rv server.VolumeInfo
+					if err := c.doBody(http.MethodPost, "volume/resize?"+url.Values{"name": {name}, "size": {strconv.FormatInt(h.Size, 10)}}.Encode(), nil, &rv); err != nil {
+						return err
+					}
+					v.Size = rv.Size
+				}
+				return nil
+			}, func(i, off int64, b []byte) error {
+				abs := i*h.BlockSize + off // in the backup's block size: a write may span the volume's
+				changed += int64(len(b))
+				for len(b) > 0 {
+					if len(pend) > 0 && (pendOff+int64(len(pend)) != abs || int64(len(pend)) == v.BlockSize) {
+						if err := flush(); err != nil {
+							return err
+						}
+					}
+					if len(pend) == 0 {
+						pendOff = abs
+					}
+					k := min(int64(len(b)), v.BlockSize-int64(len(pend)))
+					pend = append(pend, b[:k]...)
+					abs, b = abs+k, b[k:]
+				}
+				return nil
+			})
+			if err == nil {
+				err = flush()
+			}
+			if err == nil {
+				p.finish(fmt.Sprintf("applied an incremental backup to %s (%s changed)", name, humanSize(changed)))
+			}
+			return err
+		}
+		p := newProgress(stderr, "importing into "+name, fileSize, quiet)
+		buf := make([]byte, v.BlockSize)
+		for off := int64(0); ; {
+			n, err := io.ReadFull(br, buf)
+			if n > 0 {
+				if off+int64(n) > v.Size {
+					return fmt.Errorf("volume: import: the image is larger than volume %s (%s)", name, humanSize(v.Size))
+				}
+				if !(created && volume.IsZero(buf[:n])) {
+					if err := write(off, buf[:n]); err != nil {
+						return err
+					}
+				}
+				off += int64(n)
+				p.add(int64(n))
+			}
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				p.finish("imported into " + name)
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}()
+	if detach {
+		var dv server.VolumeInfo
+		if derr := c.doBody(http.MethodPost, "volume/detach?"+url.Values{"name": {name}}.Encode(), nil, &dv); err == nil {
+			err = derr
+		}
+	}
+	return err
+}
