@@ -260,6 +260,19 @@ func parseAmzDate(s string) (time.Time, bool) {
 	return t, err == nil
 }
 
+// parseHTTPDate parses a Date header (or SigV2's X-Amz-Date): the formats of
+// http.ParseTime, and RFC 1123 with a numeric zone ("Tue, 01 Dec 2026 18:15:38 -0000"),
+// which RFC 7231 lets a recipient accept and botocore sends when a caller sets Date.
+func parseHTTPDate(s string) (time.Time, error) {
+	t, err := http.ParseTime(s)
+	if err != nil {
+		if tz, zerr := time.Parse(time.RFC1123Z, s); zerr == nil {
+			return tz, nil
+		}
+	}
+	return t, err
+}
+
 func (v *Verifier) now() time.Time {
 	if v.Now != nil {
 		return v.Now()
@@ -317,7 +330,7 @@ func (v *Verifier) verifyHeader(r *http.Request, authz string, params []queryPar
 		s.amzDate = d[0]
 	} else if d := header(r, "Date"); len(d) > 0 {
 		var perr error
-		t, perr = http.ParseTime(d[0])
+		t, perr = parseHTTPDate(d[0])
 		if perr != nil {
 			return nil, newError(CodeAccessDenied, http.StatusForbidden, "AWS authentication requires a valid Date or x-amz-date header")
 		}
