@@ -47,7 +47,7 @@ func (h *Handler) createUpload(w http.ResponseWriter, r *http.Request, rq *reque
 	if err := h.aclWrite(r.Context(), r.Header, rq, meta); err != nil {
 		return err
 	}
-	if _, err := h.versionWrite(r.Context(), r.Header, rq.bucket, meta); err != nil {
+	if err := h.versionWrite(r.Context(), r.Header, rq.bucket, meta); err != nil {
 		return err
 	}
 	meta.Versioned = false // decided at completion, by the versioning then
@@ -269,7 +269,7 @@ func (h *Handler) completeUpload(w http.ResponseWriter, r *http.Request, rq *req
 	if err != nil {
 		return err
 	}
-	versionHeader(w.Header(), status, o)
+	versionHeader(w.Header(), o)
 	setChecksumHeaders(w.Header(), o)
 	sseHeaders(w.Header(), o.SSE)
 	scheme := "http"

@@ -236,7 +236,7 @@ func (h *Handler) putObject(w http.ResponseWriter, r *http.Request, rq *request)
 	if err := h.aclWrite(r.Context(), r.Header, rq, meta); err != nil {
 		return err
 	}
-	status, err := h.versionWrite(r.Context(), r.Header, rq.bucket, meta)
+	err = h.versionWrite(r.Context(), r.Header, rq.bucket, meta)
 	if err != nil {
 		return err
 	}
@@ -249,7 +249,7 @@ func (h *Handler) putObject(w http.ResponseWriter, r *http.Request, rq *request)
 	if err != nil {
 		return bodyError(err)
 	}
-	versionHeader(w.Header(), status, o)
+	versionHeader(w.Header(), o)
 	w.Header().Set("ETag", quote(o.ETag))
 	setChecksumHeaders(w.Header(), o)
 	sseHeaders(w.Header(), o.SSE)
@@ -755,7 +755,7 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 	if err := h.aclWrite(r.Context(), r.Header, rq, meta); err != nil { // not the source's: the request's
 		return err
 	}
-	status, err := h.versionWrite(r.Context(), r.Header, rq.bucket, meta)
+	err = h.versionWrite(r.Context(), r.Header, rq.bucket, meta)
 	if err != nil {
 		return err
 	}
@@ -768,7 +768,7 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 	if err != nil {
 		return err
 	}
-	versionHeader(w.Header(), status, o)
+	versionHeader(w.Header(), o)
 	sseHeaders(w.Header(), o.SSE)
 	if src.Versioned || strings.Contains(r.Header.Get("x-amz-copy-source"), "?versionId=") {
 		w.Header().Set("x-amz-copy-source-version-id", versionIDOf(src))

@@ -150,7 +150,7 @@ func (h *Handler) postObject(w http.ResponseWriter, r *http.Request, rq *request
 	if err := h.aclWrite(r.Context(), hd, rq, meta); err != nil { // the form's acl field
 		return err
 	}
-	status, err := h.versionWrite(r.Context(), hd, rq.bucket, meta)
+	err = h.versionWrite(r.Context(), hd, rq.bucket, meta)
 	if err != nil {
 		return err
 	}
@@ -164,7 +164,7 @@ func (h *Handler) postObject(w http.ResponseWriter, r *http.Request, rq *request
 	if err != nil {
 		return bodyError(err)
 	}
-	versionHeader(w.Header(), status, o)
+	versionHeader(w.Header(), o)
 	sseHeaders(w.Header(), o.SSE)
 	etag := quote(o.ETag)
 	w.Header().Set("ETag", etag)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -187,9 +188,35 @@ func TestVersioning(t *testing.T) {
 
 	// Suspended: writes replace the null version, other versions stay.
 	setVersioning(types.BucketVersioningStatusSuspended)
+	// A write while suspended makes the null version and answers no x-amz-version-id
+	// (the PutObject reference's "versioning suspended" example), nor does a copy or a
+	// completed multipart upload.
 	out := mustPut(t, c, "vers", "a", []byte("s1"))
-	if aws.ToString(out.VersionId) != "null" {
-		t.Fatalf("PUT while suspended answered version %v", out.VersionId)
+	if out.VersionId != nil {
+		t.Fatalf("PUT while suspended answered version %q", *out.VersionId)
+	}
+	cpS, err := c.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String("vers"), Key: aws.String("copy"), CopySource: aws.String("vers/a")})
+	if err != nil || cpS.VersionId != nil {
+		t.Fatalf("CopyObject while suspended: version %v, %v", cpS, err)
+	}
+	mp, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("vers"), Key: aws.String("mp")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String("vers"), Key: aws.String("mp"), UploadId: mp.UploadId,
+		PartNumber: aws.Int32(1), Body: strings.NewReader("p")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String("vers"), Key: aws.String("mp"), UploadId: mp.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{ETag: part.ETag, PartNumber: aws.Int32(1)}}}})
+	if err != nil || done.VersionId != nil {
+		t.Fatalf("CompleteMultipartUpload while suspended: version %v, %v", done, err)
+	}
+	for _, k := range []string{"copy", "mp"} {
+		if _, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("vers"), Key: aws.String(k), VersionId: aws.String("null")}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if b, err := getVersion(t, c, "vers", "a", "null"); err != nil || string(b) != "s1" {
 		t.Fatalf("null version while suspended: %q %v", b, err)
