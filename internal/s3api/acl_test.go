@@ -578,6 +578,15 @@ func TestACLDocuments(t *testing.T) {
 	expectS3Error(t, st, body, 400, "MalformedACLError")
 	st, body = do(t, signedAs(t, "PUT", srv.URL+"/docs/k", []byte("x"), testutil.AccessKey, testutil.SecretKey, "X-Amz-Acl", "log-delivery-write"))
 	expectS3Error(t, st, body, 501, "NotImplemented")
+	// A value that is no canned ACL of S3's is invalid (400 InvalidArgument), on the
+	// bucket, an object and a new object alike, and changes nothing.
+	for _, u := range []string{"/docs?acl", "/docs/k?acl", "/docs/k2"} {
+		st, body = do(t, signedAs(t, "PUT", srv.URL+u, nil, testutil.AccessKey, testutil.SecretKey, "X-Amz-Acl", "public-ready"))
+		expectS3Error(t, st, body, 400, "InvalidArgument")
+	}
+	if _, err := root.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("docs"), Key: aws.String("k2")}); apiCode(err) != "NotFound" {
+		t.Fatalf("a PUT with an invalid canned ACL stored the object: %v", err)
+	}
 }
 
 // signedAs builds a request signed by a user's key with UNSIGNED-PAYLOAD; hdr are
