@@ -651,6 +651,23 @@ func TestMultipartUpload(t *testing.T) {
 	if got := mustGet(t, c, "bkt", "pc"); !bytes.Equal(got, want) {
 		t.Fatal("part-copy object differs")
 	}
+
+	// A copy range must lie within the source and name both ends: unlike a GET's Range,
+	// it is not clamped (S3: 400 InvalidArgument, "Range specified is not valid for source
+	// object of size").
+	cr4, _ := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("bkt"), Key: aws.String("pc2")})
+	for _, rg := range []string{
+		fmt.Sprintf("bytes=0-%d", len(data)), fmt.Sprintf("bytes=%d-%d", len(data), len(data)+10),
+		"bytes=10-5", "bytes=-5", "bytes=5-", "bytes=a-b", "0-5",
+	} {
+		_, err := c.UploadPartCopy(ctx, &s3.UploadPartCopyInput{Bucket: aws.String("bkt"), Key: aws.String("pc2"), UploadId: cr4.UploadId, PartNumber: aws.Int32(1),
+			CopySource: aws.String("bkt/mp"), CopySourceRange: aws.String(rg)})
+		wantCode(t, err, "InvalidArgument")
+	}
+	lp4, err := c.ListParts(ctx, &s3.ListPartsInput{Bucket: aws.String("bkt"), Key: aws.String("pc2"), UploadId: cr4.UploadId})
+	if err != nil || len(lp4.Parts) != 0 {
+		t.Fatalf("refused part copies stored parts: %v %v", lp4, err)
+	}
 }
 
 func TestAuthFailures(t *testing.T) {
