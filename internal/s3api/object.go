@@ -170,6 +170,11 @@ func bodySize(r *http.Request, rq *request) (int64, error) {
 	if r.ContentLength < 0 && !chunked(r) {
 		return 0, errMissingLength
 	}
+	if r.ContentLength == 0 && r.ProtoMajor == 1 && len(r.TransferEncoding) == 0 && len(r.Header["Content-Length"]) == 0 {
+		// An HTTP/1 request with neither Content-Length nor Transfer-Encoding: net/http
+		// reads no body, which is not an empty object the client declared. S3: 411.
+		return 0, errMissingLength
+	}
 	return r.ContentLength, nil
 }
 
