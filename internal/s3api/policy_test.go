@@ -218,3 +218,68 @@ func TestPolicyListPrefix(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyExistingObjectTag: s3:ExistingObjectTag/KEY conditions are about the tags of
+// the object the request names (the version its versionId names; for a copy, the
+// source's): an Allow opens only the objects tagged so, a Deny closes them even to a user
+// an Allow opens the bucket to, and a key that names no object has no tags. Tag keys are
+// case-sensitive.
+func TestPolicyExistingObjectTag(t *testing.T) {
+	_, root, alice := policyServer(t)
+	ctx := context.Background()
+	mustCreateBucket(t, root, "tagged")
+	tag := func(key, k, v string) {
+		t.Helper()
+		mustPut(t, root, "tagged", key, []byte(key))
+		if _, err := root.PutObjectTagging(ctx, &s3.PutObjectTaggingInput{Bucket: aws.String("tagged"), Key: aws.String(key),
+			Tagging: &types.Tagging{TagSet: []types.Tag{{Key: aws.String(k), Value: aws.String(v)}, {Key: aws.String("other"), Value: aws.String("x")}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tag("public", "security", "public")
+	tag("private", "security", "private")
+	tag("upper", "Security", "public")
+	tag("secret", "class", "secret")
+	const doc = `{"Version":"2012-10-17","Statement":[
+		{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::000000000000:user/alice"},"Action":["s3:GetObject","s3:GetObjectTagging"],"Resource":"arn:aws:s3:::tagged/*",
+		 "Condition":{"StringEquals":{"s3:ExistingObjectTag/security":"public"}}},
+		{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::000000000000:user/alice"},"Action":"s3:PutObject","Resource":"arn:aws:s3:::tagged/*"},
+		{"Effect":"Deny","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::tagged/*","Condition":{"StringEquals":{"s3:ExistingObjectTag/class":"secret"}}}]}`
+	if _, err := root.PutBucketPolicy(ctx, &s3.PutBucketPolicyInput{Bucket: aws.String("tagged"), Policy: aws.String(doc)}); err != nil {
+		t.Fatal(err)
+	}
+	get := func(c *s3.Client, key string) error {
+		out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("tagged"), Key: aws.String(key)})
+		if err == nil {
+			out.Body.Close()
+		}
+		return err
+	}
+	if err := get(alice, "public"); err != nil {
+		t.Fatalf("GET of an object whose tag the Allow names: %v", err)
+	}
+	if _, err := alice.GetObjectTagging(ctx, &s3.GetObjectTaggingInput{Bucket: aws.String("tagged"), Key: aws.String("public")}); err != nil {
+		t.Fatalf("GetObjectTagging of an object whose tag the Allow names: %v", err)
+	}
+	for _, key := range []string{"private", "upper", "secret", "missing"} {
+		wantCode(t, get(alice, key), "AccessDenied")
+	}
+	// The Deny binds every user but the root, whatever opens the bucket to them.
+	if err := get(root, "secret"); err != nil {
+		t.Fatalf("the root user: %v", err)
+	}
+	// A copy's source is checked against the source's tags.
+	if _, err := alice.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String("tagged"), Key: aws.String("copy1"), CopySource: aws.String("tagged/public")}); err != nil {
+		t.Fatalf("copy of a public-tagged source: %v", err)
+	}
+	_, err := alice.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String("tagged"), Key: aws.String("copy2"), CopySource: aws.String("tagged/private")})
+	wantCode(t, err, "AccessDenied")
+	// Retagging changes the decision.
+	if _, err := root.PutObjectTagging(ctx, &s3.PutObjectTaggingInput{Bucket: aws.String("tagged"), Key: aws.String("private"),
+		Tagging: &types.Tagging{TagSet: []types.Tag{{Key: aws.String("security"), Value: aws.String("public")}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := get(alice, "private"); err != nil {
+		t.Fatalf("GET after retagging: %v", err)
+	}
+}
