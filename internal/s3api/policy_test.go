@@ -1,9 +1,14 @@
 package s3api_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
+	"fmt"
+	"hash/crc32"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -12,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/cairnfs/cairn/internal/s3api"
+	"github.com/cairnfs/cairn/internal/sigv4"
 	"github.com/cairnfs/cairn/internal/store"
 	"github.com/cairnfs/cairn/internal/testutil"
 )
@@ -281,5 +287,49 @@ func TestPolicyExistingObjectTag(t *testing.T) {
 	}
 	if err := get(alice, "private"); err != nil {
 		t.Fatalf("GET after retagging: %v", err)
+	}
+}
+
+// TestAnonymousStreamingUpload: an anonymous upload a policy allows, sent as SDKs send an
+// unsigned upload (aws-chunked, STREAMING-UNSIGNED-PAYLOAD-TRAILER, a trailing
+// checksum), stores the decoded body and checks its checksum; a signed streaming payload
+// without a signature is refused. (The framing was stored as the object's bytes, or the
+// trailer reported missing.)
+func TestAnonymousStreamingUpload(t *testing.T) {
+	srv, root, _ := policyServer(t)
+	ctx := context.Background()
+	mustCreateBucket(t, root, "drop")
+	const doc = `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:PutObject","Resource":"arn:aws:s3:::drop/*"}]}`
+	if _, err := root.PutBucketPolicy(ctx, &s3.PutBucketPolicyInput{Bucket: aws.String("drop"), Policy: aws.String(doc)}); err != nil {
+		t.Fatal(err)
+	}
+	data := []byte("hello, anonymous world")
+	sum := crc32.ChecksumIEEE(data)
+	good := base64.StdEncoding.EncodeToString([]byte{byte(sum >> 24), byte(sum >> 16), byte(sum >> 8), byte(sum)})
+	put := func(key, payload, crc string) (int, string) {
+		t.Helper()
+		body := fmt.Sprintf("%x\r\n%s\r\n0\r\nx-amz-checksum-crc32:%s\r\n\r\n", len(data), data, crc)
+		req, _ := http.NewRequest("PUT", srv.URL+"/drop/"+key, strings.NewReader(body))
+		req.Header.Set("Content-Encoding", "aws-chunked")
+		req.Header.Set("X-Amz-Content-Sha256", payload)
+		req.Header.Set("X-Amz-Decoded-Content-Length", strconv.Itoa(len(data)))
+		req.Header.Set("X-Amz-Trailer", "x-amz-checksum-crc32")
+		req.Header.Set("X-Amz-Sdk-Checksum-Algorithm", "CRC32")
+		return do(t, req)
+	}
+	if st, body := put("ok", sigv4.StreamingUnsignedPayloadTrailer, good); st != 200 {
+		t.Fatalf("anonymous streaming upload: %d %s", st, body)
+	}
+	if got := mustGet(t, root, "drop", "ok"); !bytes.Equal(got, data) {
+		t.Fatalf("stored %q, want %q", got, data)
+	}
+	st, body := put("bad", sigv4.StreamingUnsignedPayloadTrailer, "AAAAAA==")
+	expectS3Error(t, st, body, 400, "BadDigest")
+	st, body = put("signed", sigv4.StreamingPayload, good)
+	expectS3Error(t, st, body, 400, "InvalidRequest")
+	for _, k := range []string{"bad", "signed"} {
+		if _, err := srv.Store.StatObject("drop", k); err == nil {
+			t.Fatalf("refused upload %s stored an object", k)
+		}
 	}
 }
