@@ -154,6 +154,10 @@ func TestPostObject(t *testing.T) {
 			loc.Query().Get("key") != "in/c d" || loc.Query().Get("etag") != `"`+md5hex(file)+`"` {
 			t.Fatalf("%d %v %s", resp.StatusCode, resp.Header, body)
 		}
+		// The URL's own query first, then bucket, key and etag in that order, as S3 does.
+		if want := "x=1&bucket=upl&key=in%2Fc+d&etag=%22" + md5hex(file) + "%22"; loc.RawQuery != want {
+			t.Fatalf("redirect query %q, want %q", loc.RawQuery, want)
+		}
 		if got := mustGet(t, c, "upl", "in/c d"); !bytes.Equal(got, file) {
 			t.Fatal("object differs")
 		}

@@ -175,11 +175,12 @@ func (h *Handler) postObject(w http.ResponseWriter, r *http.Request, rq *request
 		redirect = f["redirect"]
 	}
 	if u, err := url.Parse(redirect); redirect != "" && err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" {
-		q := u.Query()
-		q.Set("bucket", rq.bucket)
-		q.Set("key", key)
-		q.Set("etag", etag)
-		u.RawQuery = q.Encode()
+		// S3 appends bucket, key and etag, in that order, to the URL's own query.
+		extra := "bucket=" + url.QueryEscape(rq.bucket) + "&key=" + url.QueryEscape(key) + "&etag=" + url.QueryEscape(etag)
+		if u.RawQuery != "" {
+			extra = u.RawQuery + "&" + extra
+		}
+		u.RawQuery = extra
 		w.Header().Set("Location", u.String())
 		w.WriteHeader(http.StatusSeeOther)
 		return nil
