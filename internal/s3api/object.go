@@ -778,10 +778,19 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 	if src.Versioned || strings.Contains(r.Header.Get("x-amz-copy-source"), "?versionId=") {
 		w.Header().Set("x-amz-copy-source-version-id", versionIDOf(src))
 	}
-	return writeXML(w, struct {
+	res := struct {
 		XMLName      xml.Name `xml:"CopyObjectResult"`
 		Xmlns        string   `xml:"xmlns,attr"`
 		LastModified string
 		ETag         string
-	}{Xmlns: xmlns, LastModified: isoTime(time.Unix(0, o.ModTime)), ETag: quote(o.ETag)})
+		ChecksumType string `xml:",omitempty"`
+		checksumFields
+	}{Xmlns: xmlns, LastModified: isoTime(time.Unix(0, o.ModTime)), ETag: quote(o.ETag)}
+	// The new object's checksum, as S3 states it in the result (and GET and HEAD with
+	// x-amz-checksum-mode would).
+	if o.ChecksumAlgo != "" {
+		res.set(o.ChecksumAlgo, o.Checksum)
+		res.ChecksumType = o.ChecksumType
+	}
+	return writeXML(w, res)
 }

@@ -288,6 +288,19 @@ func TestContentMD5AndChecksums(t *testing.T) {
 		if sent == nil || got == nil || *sent != *got {
 			t.Fatalf("%s: checksum put %v get %v", algo, sent, got)
 		}
+		// A copy that asks for the algorithm states the copy's checksum in its
+		// CopyObjectResult, as S3 does.
+		cp, err := c.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String("bkt"), Key: aws.String(key + "-copy"),
+			CopySource: aws.String("bkt/" + key), ChecksumAlgorithm: algo})
+		if err != nil {
+			t.Fatalf("%s copy: %v", algo, err)
+		}
+		r := cp.CopyObjectResult
+		copied := map[types.ChecksumAlgorithm]*string{types.ChecksumAlgorithmCrc32: r.ChecksumCRC32, types.ChecksumAlgorithmCrc32c: r.ChecksumCRC32C,
+			types.ChecksumAlgorithmCrc64nvme: r.ChecksumCRC64NVME, types.ChecksumAlgorithmSha1: r.ChecksumSHA1, types.ChecksumAlgorithmSha256: r.ChecksumSHA256}[algo]
+		if copied == nil || *copied != *sent || r.ChecksumType != types.ChecksumTypeFullObject {
+			t.Fatalf("%s: CopyObjectResult checksum %v (%s), want %s", algo, copied, r.ChecksumType, *sent)
+		}
 	}
 	// A wrong checksum value is refused and nothing is stored.
 	_, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String("wrongck"), Body: bytes.NewReader(data), ChecksumCRC32C: aws.String("AAAAAA==")})
