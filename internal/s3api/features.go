@@ -249,12 +249,12 @@ var features = []feature{
 	{query, "version-id-marker", "ListObjectVersions", "", errNI, "ListObjectVersions paging"},
 	{query, "max-buckets", "ListBuckets", "", errNI, "ListBuckets paging"},
 	{query, "bucket-region", "ListBuckets", "", errNI, "ListBuckets filtering (all buckets are in the configured region)"},
-	{query, "response-content-type", opsObjectRead, "", errNI, "response header override"},
-	{query, "response-content-language", opsObjectRead, "", errNI, "response header override"},
-	{query, "response-expires", opsObjectRead, "", errNI, "response header override"},
-	{query, "response-cache-control", opsObjectRead, "", errNI, "response header override"},
-	{query, "response-content-disposition", opsObjectRead, "", errNI, "response header override"},
-	{query, "response-content-encoding", opsObjectRead, "", errNI, "response header override"},
+	{query, "response-content-type", opsObjectRead, "", errNI, "response header override (signed requests only; anonymous ones are 400 InvalidRequest, as in S3)"},
+	{query, "response-content-language", opsObjectRead, "", errNI, "response header override (signed requests only; anonymous ones are 400 InvalidRequest, as in S3)"},
+	{query, "response-expires", opsObjectRead, "", errNI, "response header override (signed requests only; anonymous ones are 400 InvalidRequest, as in S3)"},
+	{query, "response-cache-control", opsObjectRead, "", errNI, "response header override (signed requests only; anonymous ones are 400 InvalidRequest, as in S3)"},
+	{query, "response-content-disposition", opsObjectRead, "", errNI, "response header override (signed requests only; anonymous ones are 400 InvalidRequest, as in S3)"},
+	{query, "response-content-encoding", opsObjectRead, "", errNI, "response header override (signed requests only; anonymous ones are 400 InvalidRequest, as in S3)"},
 }
 
 // opNames are the operations operation returns, each given one bit.

@@ -441,6 +441,16 @@ var responseOverrides = []struct{ query, header string }{
 
 func (h *Handler) getObject(w http.ResponseWriter, r *http.Request, rq *request) error {
 	head := r.Method == http.MethodHead
+	if rq.who.Anonymous {
+		// S3 honours response-* overrides only in signed requests (a header or a
+		// presigned URL), so that a public object's headers are its owner's.
+		q := r.URL.Query()
+		for _, ov := range responseOverrides {
+			if q.Has(ov.query) {
+				return errf(400, "InvalidRequest", "Request specific response headers cannot be used for anonymous GET requests.")
+			}
+		}
+	}
 	ref, err := queryVersion(r)
 	if err != nil {
 		return err

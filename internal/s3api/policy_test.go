@@ -102,6 +102,9 @@ func TestBucketPolicy(t *testing.T) {
 		{"DELETE", obj, 403},
 		{"GET", srv.URL + "/", 403}, // ListBuckets
 		{"GET", srv.URL + "/nobucket/k", 403},
+		// Response header overrides need a signed request (S3: 400 InvalidRequest).
+		{"GET", obj + "?response-content-type=text/html", 400},
+		{"HEAD", obj + "?response-content-disposition=attachment", 400},
 	} {
 		if got := anonymous(t, tc.method, tc.url, ""); got != tc.want {
 			t.Errorf("anonymous %s %s: %d, want %d", tc.method, tc.url, got, tc.want)
