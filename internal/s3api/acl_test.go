@@ -534,6 +534,12 @@ func TestACLDocuments(t *testing.T) {
 			"", "AllUsers:READ AllUsers:WRITE root:FULL_CONTROL"},
 		{"another user", s3.PutBucketAclInput{AccessControlPolicy: &types.AccessControlPolicy{Owner: owner, Grants: []types.Grant{me, user(canonicalID("bob"), types.PermissionRead)}}},
 			"NotImplemented", "AllUsers:READ AllUsers:WRITE root:FULL_CONTROL"},
+		// A document that takes from the owner some of its FULL_CONTROL (S3 would keep
+		// that; cairn cannot) is refused and changes nothing.
+		{"document revoking every grant", s3.PutBucketAclInput{AccessControlPolicy: &types.AccessControlPolicy{Owner: owner, Grants: []types.Grant{}}},
+			"NotImplemented", "AllUsers:READ AllUsers:WRITE root:FULL_CONTROL"},
+		{"document the owner WRITE only", s3.PutBucketAclInput{AccessControlPolicy: &types.AccessControlPolicy{Owner: owner, Grants: []types.Grant{user(canonicalID("root"), types.PermissionWrite)}}},
+			"NotImplemented", "AllUsers:READ AllUsers:WRITE root:FULL_CONTROL"},
 		{"log delivery", s3.PutBucketAclInput{GrantWrite: aws.String(`uri="http://acs.amazonaws.com/groups/s3/LogDelivery"`)}, "NotImplemented", ""},
 		{"e-mail", s3.PutBucketAclInput{GrantRead: aws.String(`emailAddress="bob@example.com"`)}, "NotImplemented", ""},
 		{"public READ_ACP", s3.PutBucketAclInput{GrantReadACP: aws.String(`uri="` + allUsers + `"`)}, "NotImplemented", ""},
