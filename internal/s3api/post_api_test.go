@@ -360,4 +360,26 @@ func TestPostObjectACL(t *testing.T) {
 			}
 		}
 	}
+	// A form without policy or signature is an anonymous upload: refused unless the bucket
+	// lets anyone write (here its ACL, public-read-write), as in S3.
+	anonForm := map[string]string{"key": "anon/${filename}"}
+	if resp, body := postUpload(t, srv.URL+"/aclpost", anonForm, "a.txt", []byte("anon")); resp.StatusCode != 403 || !strings.Contains(body, "AccessDenied") {
+		t.Fatalf("anonymous POST to a private bucket: %d %s", resp.StatusCode, body)
+	}
+	if _, err := srv.Store.StatObject("aclpost", "anon/a.txt"); err == nil {
+		t.Fatal("a refused anonymous POST stored an object")
+	}
+	if _, err := c.PutBucketAcl(ctx, &s3.PutBucketAclInput{Bucket: aws.String("aclpost"), ACL: types.BucketCannedACLPublicReadWrite}); err != nil {
+		t.Fatal(err)
+	}
+	if resp, body := postUpload(t, srv.URL+"/aclpost", anonForm, "a.txt", []byte("anon")); resp.StatusCode != 204 {
+		t.Fatalf("anonymous POST to a public-read-write bucket: %d %s", resp.StatusCode, body)
+	}
+	if got := mustGet(t, c, "aclpost", "anon/a.txt"); string(got) != "anon" {
+		t.Fatalf("anonymous POST stored %q", got)
+	}
+	// A form with a policy but no signature is not anonymous: refused.
+	if resp, body := postUpload(t, srv.URL+"/aclpost", map[string]string{"key": "anon/p", "policy": "e30="}, "p", []byte("p")); resp.StatusCode < 400 {
+		t.Fatalf("unsigned POST with a policy: %d %s", resp.StatusCode, body)
+	}
 }
