@@ -465,7 +465,7 @@ func (h *Handler) getObject(w http.ResponseWriter, r *http.Request, rq *request)
 	if err := checkObjectACL(rq, o); err != nil { // before any header of the object
 		return err
 	}
-	if ref.set || o.Versioned {
+	if ref.set || o.Versioned || h.versioningConfigured(rq) {
 		w.Header().Set("x-amz-version-id", versionIDOf(o))
 	}
 	var dataKey []byte

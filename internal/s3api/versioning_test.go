@@ -91,6 +91,9 @@ func TestVersioning(t *testing.T) {
 	if vc, err := c.GetBucketVersioning(ctx, &s3.GetBucketVersioningInput{Bucket: aws.String("vers")}); err != nil || vc.Status != "" {
 		t.Fatalf("versioning of a new bucket: %+v %v", vc, err)
 	}
+	if hd, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("vers"), Key: aws.String("a")}); err != nil || hd.VersionId != nil {
+		t.Fatalf("HEAD in a bucket never versioned names a version: %v %v", hd, err)
+	}
 	setVersioning := func(s types.BucketVersioningStatus) {
 		t.Helper()
 		if _, err := c.PutBucketVersioning(ctx, &s3.PutBucketVersioningInput{Bucket: aws.String("vers"),
@@ -212,6 +215,15 @@ func TestVersioning(t *testing.T) {
 		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{ETag: part.ETag, PartNumber: aws.Int32(1)}}}})
 	if err != nil || done.VersionId != nil {
 		t.Fatalf("CompleteMultipartUpload while suspended: version %v, %v", done, err)
+	}
+	// Reads of the null version name it, once the bucket has a versioning status.
+	if hd, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("vers"), Key: aws.String("a")}); err != nil || aws.ToString(hd.VersionId) != "null" {
+		t.Fatalf("HEAD of the null version while suspended: %v %v", hd, err)
+	}
+	if g, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("vers"), Key: aws.String("a")}); err != nil || aws.ToString(g.VersionId) != "null" {
+		t.Fatalf("GET of the null version while suspended: %v %v", g, err)
+	} else {
+		g.Body.Close()
 	}
 	for _, k := range []string{"copy", "mp"} {
 		if _, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("vers"), Key: aws.String(k), VersionId: aws.String("null")}); err != nil {

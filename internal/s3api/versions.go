@@ -109,6 +109,20 @@ func versionHeader(hd http.Header, o *object.Object) {
 	}
 }
 
+// versioningConfigured reports whether the request's bucket has a versioning status
+// (Enabled or Suspended): S3 then names the version a GET or HEAD answers even when it is
+// the null one ("null"), and leaves the header out only in a bucket never versioned.
+func (h *Handler) versioningConfigured(rq *request) bool {
+	b := rq.bkt
+	if !rq.hasBkt {
+		var err error
+		if b, err = h.store.LocalBucket(rq.bucket); err != nil {
+			return false
+		}
+	}
+	return b.Config[versioningKind] != ""
+}
+
 // openVersion opens the version ref names (the current one if none), or, for head, may
 // only stat it.
 func (h *Handler) openVersion(ctx context.Context, bucket, key string, ref versionRef, head bool) (*object.Object, gateway.ObjectReader, error) {
