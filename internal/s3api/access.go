@@ -271,15 +271,18 @@ func (h *Handler) existingTags(r *http.Request, rq *request, bucket, key, action
 		}
 		done = true
 		var ref versionRef
-		if bucket == rq.bucket && key == rq.key {
+		if (rq.op == "CopyObject" || rq.op == "UploadPartCopy") && action == "s3:GetObject" {
+			// The check of a copy's source (authorize): the version it names.
+			if sb, sk, sr, err := copySourceVersion(r.Header.Get("x-amz-copy-source")); err == nil && sb == bucket && sk == key {
+				ref = sr
+			}
+		} else if bucket == rq.bucket && key == rq.key {
 			vr, err := queryVersion(r)
 			if err != nil {
 				*errp = err
 				return nil
 			}
 			ref = vr
-		} else if sb, sk, sr, err := copySourceVersion(r.Header.Get("x-amz-copy-source")); err == nil && sb == bucket && sk == key {
-			ref = sr
 		}
 		o, rd, err := h.openVersion(r.Context(), bucket, key, ref, true)
 		if rd != nil {

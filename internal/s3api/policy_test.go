@@ -250,7 +250,7 @@ func TestPolicyExistingObjectTag(t *testing.T) {
 	tag("upper", "Security", "public")
 	tag("secret", "class", "secret")
 	const doc = `{"Version":"2012-10-17","Statement":[
-		{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::000000000000:user/alice"},"Action":["s3:GetObject","s3:GetObjectTagging"],"Resource":"arn:aws:s3:::tagged/*",
+		{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::000000000000:user/alice"},"Action":["s3:GetObject","s3:GetObjectVersion","s3:GetObjectTagging"],"Resource":"arn:aws:s3:::tagged/*",
 		 "Condition":{"StringEquals":{"s3:ExistingObjectTag/security":"public"}}},
 		{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::000000000000:user/alice"},"Action":"s3:PutObject","Resource":"arn:aws:s3:::tagged/*"},
 		{"Effect":"Deny","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::tagged/*","Condition":{"StringEquals":{"s3:ExistingObjectTag/class":"secret"}}}]}`
@@ -291,6 +291,28 @@ func TestPolicyExistingObjectTag(t *testing.T) {
 	if err := get(alice, "private"); err != nil {
 		t.Fatalf("GET after retagging: %v", err)
 	}
+	// With versions, the version a request names is the one whose tags count.
+	if _, err := root.PutBucketVersioning(ctx, &s3.PutBucketVersioningInput{Bucket: aws.String("tagged"),
+		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}}); err != nil {
+		t.Fatal(err)
+	}
+	v1, err := root.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("tagged"), Key: aws.String("v"), Body: strings.NewReader("v1"), Tagging: aws.String("security=public")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, root, "tagged", "v", []byte("v2")) // untagged current version
+	wantCode(t, get(alice, "v"), "AccessDenied")
+	out, err := alice.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("tagged"), Key: aws.String("v"), VersionId: v1.VersionId})
+	if err != nil {
+		t.Fatalf("GET of the tagged version: %v", err)
+	}
+	out.Body.Close()
+	if _, err := alice.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String("tagged"), Key: aws.String("vcopy"),
+		CopySource: aws.String("tagged/v?versionId=" + aws.ToString(v1.VersionId))}); err != nil {
+		t.Fatalf("copy of the tagged version: %v", err)
+	}
+	_, err = alice.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String("tagged"), Key: aws.String("vcopy2"), CopySource: aws.String("tagged/v")})
+	wantCode(t, err, "AccessDenied")
 }
 
 // TestAnonymousStreamingUpload: an anonymous upload a policy allows, sent as SDKs send an
