@@ -259,7 +259,7 @@ func parseStatement(rs rawStatement, bucket string) (statement, error) {
 					return st, malformed("Invalid value for condition %s %s", op, key)
 				}
 			}
-			c := condition{op: base, ifExists: ifExists, key: strings.ToLower(key), values: vals}
+			c := condition{op: base, ifExists: ifExists, key: conditionKey(key), values: vals}
 			if err := checkCondition(c); err != nil {
 				return st, err
 			}
@@ -344,6 +344,17 @@ func knownOperator(op string) bool {
 }
 
 // checkCondition checks the values of a condition parse for its operator.
+// conditionKey is a condition key as Request.Context is asked for it: its name in lower
+// case (names are case-insensitive), and what follows a '/' as written: the tag key of
+// s3:ExistingObjectTag/KEY (tag keys are case-sensitive).
+func conditionKey(k string) string {
+	name, rest, found := strings.Cut(k, "/")
+	if !found {
+		return strings.ToLower(k)
+	}
+	return strings.ToLower(name) + "/" + rest
+}
+
 func checkCondition(c condition) error {
 	for _, v := range c.values {
 		var err error
@@ -411,7 +422,8 @@ type Request struct {
 	Action string
 	// Resource is the ARN the action is on: arn:aws:s3:::bucket or arn:aws:s3:::bucket/key.
 	Resource string
-	// Context gives the condition keys' values (lower-case names: "aws:sourceip").
+	// Context gives the condition keys' values (lower-case names: "aws:sourceip"; the
+	// part after a '/' keeps its case: "s3:existingobjecttag/Security").
 	Context func(key string) (string, bool)
 }
 

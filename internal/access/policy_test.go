@@ -90,6 +90,11 @@ func TestEvaluate(t *testing.T) {
 			{Request{User: "bob", Action: "s3:PutObject", Resource: obj("k")}, Deny},
 			{Request{User: "bob", Action: "s3:PutObject", Resource: obj("k"), Context: ctx("s3:x-amz-acl", "private")}, NoMatch},
 		}},
+		{"object tags: the condition's name folds, its tag key does not", `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::doc/*","Condition":{"StringEquals":{"S3:ExistingObjectTag/Security":"public"}}}]}`, true, []check{
+			{Request{Action: "s3:GetObject", Resource: obj("k"), Context: ctx("s3:existingobjecttag/Security", "public")}, Allow},
+			{Request{Action: "s3:GetObject", Resource: obj("k"), Context: ctx("s3:existingobjecttag/security", "public")}, NoMatch},
+			{Request{Action: "s3:GetObject", Resource: obj("k")}, NoMatch},
+		}},
 		{"wildcards are literal in variables", `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::doc/${aws:username}/${*}x"}]}`, true, []check{
 			{Request{User: "a", Action: "s3:GetObject", Resource: obj("a/*x")}, Allow},
 			{Request{User: "a", Action: "s3:GetObject", Resource: obj("a/yx")}, NoMatch},

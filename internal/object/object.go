@@ -190,8 +190,8 @@ func (o *Object) Locked(now int64, bypass bool) bool {
 // version once under COMPLIANCE stays under COMPLIANCE (its mode never changes, even after
 // the date passed: replicas merge COMPLIANCE retentions by their latest date, whatever
 // order they learn them in), and one in force may only be kept or extended; a GOVERNANCE
-// one in force may be extended or made COMPLIANCE, and shortened, removed or otherwise
-// changed only with bypass.
+// one in force may be extended, and shortened, removed, made COMPLIANCE or otherwise
+// changed only with bypass (S3 answers a change of mode without it AccessDenied).
 func RetentionChangeAllowed(cur, r Retention, now int64, bypass bool) bool {
 	extends := r.Until >= cur.Until
 	if cur.Mode == LockCompliance {
@@ -202,7 +202,7 @@ func RetentionChangeAllowed(cur, r Retention, now int64, bypass bool) bool {
 	}
 	switch cur.Mode {
 	case LockGovernance:
-		return bypass || (extends && (r.Mode == LockGovernance || r.Mode == LockCompliance))
+		return bypass || (extends && r.Mode == LockGovernance)
 	}
 	return true
 }

@@ -78,7 +78,9 @@ func TestRetentionChangeAllowed(t *testing.T) {
 		{gov, Retention{LockGovernance, 150}, true, true},
 		{gov, Retention{}, false, false},
 		{gov, Retention{}, true, true},
-		{gov, Retention{LockCompliance, 250}, false, true},
+		{gov, Retention{LockCompliance, 250}, false, false}, // a change of mode needs bypass
+		{gov, Retention{LockCompliance, 200}, false, false},
+		{gov, Retention{LockCompliance, 250}, true, true},
 		{comp, Retention{LockCompliance, 250}, true, true},
 		{comp, Retention{LockCompliance, 150}, true, false},
 		{comp, Retention{LockGovernance, 250}, true, false},

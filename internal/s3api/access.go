@@ -10,6 +10,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/access"
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 // Principal is who signed a request: a user of the cluster map, or nobody (Anonymous).
@@ -218,8 +219,15 @@ func (h *Handler) allowed(r *http.Request, rq *request, bucket, key string, n ne
 			if n == needOwner && key != "" { // Get/PutObjectAcl
 				res = "arn:aws:s3:::" + bucket + "/" + key
 			}
+			var tagErr error
+			tags := h.existingTags(r, rq, bucket, key, action, &tagErr)
 			decision = pol.Evaluate(&access.Request{User: rq.who.User, Action: action, Resource: res,
-				Context: conditionContext(r, rq, h.now())}, restrict)
+				Context: conditionContext(r, rq, h.now(), tags)}, restrict)
+			if tagErr != nil {
+				// The tags a condition needs could not be read: refuse rather than decide
+				// without them (a Deny conditioned on a tag must not be skipped).
+				return false, tagErr
+			}
 		}
 	}
 	switch {
@@ -247,9 +255,68 @@ func arn(bucket, key string, n need, action string) string {
 	return "arn:aws:s3:::" + bucket
 }
 
-// conditionContext gives the values of the condition keys of a bucket policy for r.
-func conditionContext(r *http.Request, rq *request, now time.Time) func(string) (string, bool) {
+// existingTags returns the tag set of the object version a policy's
+// s3:ExistingObjectTag/KEY conditions are about (key of bucket: the request's object, the
+// version its versionId names; or the source of a copy, the version x-amz-copy-source
+// names), read once, when a condition first asks; nil for a listing or a bucket action. A
+// version that does not exist (or is a delete marker) has no tags; any other failure to
+// read it is left in *errp.
+func (h *Handler) existingTags(r *http.Request, rq *request, bucket, key, action string, errp *error) func() [][2]string {
+	if key == "" || strings.HasPrefix(action, "s3:ListBucket") {
+		return nil
+	}
+	var tags [][2]string
+	done := false
+	return func() [][2]string {
+		if done {
+			return tags
+		}
+		done = true
+		var ref versionRef
+		if (rq.op == "CopyObject" || rq.op == "UploadPartCopy") && action == "s3:GetObject" {
+			// The check of a copy's source (authorize): the version it names.
+			if sb, sk, sr, err := copySourceVersion(r.Header.Get("x-amz-copy-source")); err == nil && sb == bucket && sk == key {
+				ref = sr
+			}
+		} else if bucket == rq.bucket && key == rq.key {
+			vr, err := queryVersion(r)
+			if err != nil {
+				*errp = err
+				return nil
+			}
+			ref = vr
+		}
+		o, rd, err := h.openVersion(r.Context(), bucket, key, ref, true)
+		if rd != nil {
+			rd.Close()
+		}
+		var dm *object.DeleteMarkerError
+		switch {
+		case err == nil:
+			tags = o.Tags
+		case errors.Is(errors.NotExist, err), errors.As(err, &dm):
+		default:
+			*errp = err
+		}
+		return tags
+	}
+}
+
+// conditionContext gives the values of the condition keys of a bucket policy for r;
+// tags, if not nil, gives the tags of the object s3:ExistingObjectTag/KEY is about.
+func conditionContext(r *http.Request, rq *request, now time.Time, tags func() [][2]string) func(string) (string, bool) {
 	return func(key string) (string, bool) {
+		if tk, ok := strings.CutPrefix(key, "s3:existingobjecttag/"); ok {
+			if tags == nil {
+				return "", false
+			}
+			for _, t := range tags() {
+				if t[0] == tk {
+					return t[1], true
+				}
+			}
+			return "", false
+		}
 		q := r.URL.Query
 		switch key {
 		case "aws:sourceip":

@@ -64,6 +64,7 @@ var (
 	errACLOwnerChange         = &apiError{"AccessDenied", "Access Denied: the ACL's Owner is not the owner of the resource (owners cannot be changed)", 403}
 	errUpgradingACL           = &apiError{"ServiceUnavailable", "The cluster is being upgraded: ACLs and object owners are kept once every node runs a build at feature level 5.", 503}
 	errACLGrantNotCanned      = &apiError{"NotImplemented", "cairn keeps only the grants of the canned ACLs " + cannedACLsSupported + " (grants to other users: cairn admin user grant or a bucket policy)", 501}
+	errACLOwnerNotFull        = &apiError{"NotImplemented", "cairn keeps only the grants of the canned ACLs " + cannedACLsSupported + ", each of which grants the owner FULL_CONTROL: an AccessControlPolicy must grant it too", 501}
 	errInvalidCannedACL       = &apiError{"InvalidArgument", "Invalid canned ACL: cairn supports " + cannedACLsSupported, 400}
 	errInvalidObjectOwnership = &apiError{"InvalidArgument", "Invalid x-amz-object-ownership header: BucketOwnerEnforced, BucketOwnerPreferred or ObjectWriter", 400}
 )
@@ -355,6 +356,7 @@ func parseACL(data []byte, ids aclIDs) (string, error) {
 		return "", errACLOwnerChange
 	}
 	grants := make([]aclGrant, 0, len(doc.Grants))
+	var owner perm // what the document grants the owner
 	for _, g := range doc.Grants {
 		p, ok := permNames[g.Permission]
 		if !ok || g.Grantee == nil {
@@ -373,7 +375,15 @@ func parseACL(data []byte, ids aclIDs) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		if who == granteeOwner {
+			owner |= p
+		}
 		grants = append(grants, aclGrant{who, p})
+	}
+	if owner != permFull {
+		// Every canned ACL grants the owner FULL_CONTROL, and cairn keeps no other
+		// owner's grant: a document that takes some of it away is not one cairn can keep.
+		return "", errACLOwnerNotFull
 	}
 	return cannedOf(grants)
 }

@@ -534,6 +534,12 @@ func TestACLDocuments(t *testing.T) {
 			"", "AllUsers:READ AllUsers:WRITE root:FULL_CONTROL"},
 		{"another user", s3.PutBucketAclInput{AccessControlPolicy: &types.AccessControlPolicy{Owner: owner, Grants: []types.Grant{me, user(canonicalID("bob"), types.PermissionRead)}}},
 			"NotImplemented", "AllUsers:READ AllUsers:WRITE root:FULL_CONTROL"},
+		// A document that takes from the owner some of its FULL_CONTROL (S3 would keep
+		// that; cairn cannot) is refused and changes nothing.
+		{"document revoking every grant", s3.PutBucketAclInput{AccessControlPolicy: &types.AccessControlPolicy{Owner: owner, Grants: []types.Grant{}}},
+			"NotImplemented", "AllUsers:READ AllUsers:WRITE root:FULL_CONTROL"},
+		{"document the owner WRITE only", s3.PutBucketAclInput{AccessControlPolicy: &types.AccessControlPolicy{Owner: owner, Grants: []types.Grant{user(canonicalID("root"), types.PermissionWrite)}}},
+			"NotImplemented", "AllUsers:READ AllUsers:WRITE root:FULL_CONTROL"},
 		{"log delivery", s3.PutBucketAclInput{GrantWrite: aws.String(`uri="http://acs.amazonaws.com/groups/s3/LogDelivery"`)}, "NotImplemented", ""},
 		{"e-mail", s3.PutBucketAclInput{GrantRead: aws.String(`emailAddress="bob@example.com"`)}, "NotImplemented", ""},
 		{"public READ_ACP", s3.PutBucketAclInput{GrantReadACP: aws.String(`uri="` + allUsers + `"`)}, "NotImplemented", ""},
@@ -578,6 +584,15 @@ func TestACLDocuments(t *testing.T) {
 	expectS3Error(t, st, body, 400, "MalformedACLError")
 	st, body = do(t, signedAs(t, "PUT", srv.URL+"/docs/k", []byte("x"), testutil.AccessKey, testutil.SecretKey, "X-Amz-Acl", "log-delivery-write"))
 	expectS3Error(t, st, body, 501, "NotImplemented")
+	// A value that is no canned ACL of S3's is invalid (400 InvalidArgument), on the
+	// bucket, an object and a new object alike, and changes nothing.
+	for _, u := range []string{"/docs?acl", "/docs/k?acl", "/docs/k2"} {
+		st, body = do(t, signedAs(t, "PUT", srv.URL+u, nil, testutil.AccessKey, testutil.SecretKey, "X-Amz-Acl", "public-ready"))
+		expectS3Error(t, st, body, 400, "InvalidArgument")
+	}
+	if _, err := root.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("docs"), Key: aws.String("k2")}); apiCode(err) != "NotFound" {
+		t.Fatalf("a PUT with an invalid canned ACL stored the object: %v", err)
+	}
 }
 
 // signedAs builds a request signed by a user's key with UNSIGNED-PAYLOAD; hdr are

@@ -146,7 +146,7 @@ var features = []feature{
 	// Access control: canned ACLs (acl.go), and grant lists that are one of them. Where a
 	// bucket's Object Ownership is BucketOwnerEnforced (the default) only the ACLs that
 	// grant the owner alone are taken; others are AccessControlListNotSupported there.
-	{header, "X-Amz-Acl", opsACL, cannedACLsSupported, errNI, "canned ACLs: " + cannedACLsSupported + "; others are NotImplemented"},
+	{header, "X-Amz-Acl", opsACL, cannedACLsSupported, errNI, "canned ACLs: " + cannedACLsSupported + "; S3's others are NotImplemented, a value that is none of S3's is 400 InvalidArgument"},
 	{header, "X-Amz-Grant-Full-Control", opsACL, "", errNI, "ACL grants equal to a canned ACL's; others are NotImplemented"},
 	{header, "X-Amz-Grant-Read", opsACL, "", errNI, "ACL grants equal to a canned ACL's; others are NotImplemented"},
 	{header, "X-Amz-Grant-Read-Acp", opsACL, "", errNI, "ACL grants equal to a canned ACL's; others are NotImplemented"},
@@ -249,12 +249,12 @@ var features = []feature{
 	{query, "version-id-marker", "ListObjectVersions", "", errNI, "ListObjectVersions paging"},
 	{query, "max-buckets", "ListBuckets", "", errNI, "ListBuckets paging"},
 	{query, "bucket-region", "ListBuckets", "", errNI, "ListBuckets filtering (all buckets are in the configured region)"},
-	{query, "response-content-type", opsObjectRead, "", errNI, "response header override"},
-	{query, "response-content-language", opsObjectRead, "", errNI, "response header override"},
-	{query, "response-expires", opsObjectRead, "", errNI, "response header override"},
-	{query, "response-cache-control", opsObjectRead, "", errNI, "response header override"},
-	{query, "response-content-disposition", opsObjectRead, "", errNI, "response header override"},
-	{query, "response-content-encoding", opsObjectRead, "", errNI, "response header override"},
+	{query, "response-content-type", opsObjectRead, "", errNI, "response header override (signed requests only; anonymous ones are 400 InvalidRequest, as in S3)"},
+	{query, "response-content-language", opsObjectRead, "", errNI, "response header override (signed requests only; anonymous ones are 400 InvalidRequest, as in S3)"},
+	{query, "response-expires", opsObjectRead, "", errNI, "response header override (signed requests only; anonymous ones are 400 InvalidRequest, as in S3)"},
+	{query, "response-cache-control", opsObjectRead, "", errNI, "response header override (signed requests only; anonymous ones are 400 InvalidRequest, as in S3)"},
+	{query, "response-content-disposition", opsObjectRead, "", errNI, "response header override (signed requests only; anonymous ones are 400 InvalidRequest, as in S3)"},
+	{query, "response-content-encoding", opsObjectRead, "", errNI, "response header override (signed requests only; anonymous ones are 400 InvalidRequest, as in S3)"},
 }
 
 // opNames are the operations operation returns, each given one bit.
@@ -387,6 +387,19 @@ func (r *rule) check(op opMask, values []string) *rule {
 	return nil
 }
 
+// s3CannedACLs are every canned ACL of S3: a value of x-amz-acl outside them is 400
+// InvalidArgument; the ones cairn does not keep (cannedACLsSupported) are NotImplemented.
+var s3CannedACLs = strings.Fields(cannedACLsSupported + " aws-exec-read bucket-owner-read log-delivery-write")
+
+func allOf(list, vs []string) bool {
+	for _, v := range vs {
+		if !oneOf(list, v) {
+			return false
+		}
+	}
+	return true
+}
+
 func oneOf(list []string, v string) bool {
 	for _, s := range list {
 		if s == v {
@@ -429,6 +442,9 @@ func checkFeatures(r *http.Request, op string) error {
 			continue
 		}
 		if bad := rl.check(bit, vs); bad != nil {
+			if bad.name == "X-Amz-Acl" && bad.mask.has(bit) && !allOf(s3CannedACLs, vs) {
+				return errInvalidCannedACL // not a canned ACL of S3's: invalid, not unimplemented
+			}
 			return featureError(bad, k, op)
 		}
 	}

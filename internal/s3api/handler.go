@@ -329,8 +329,13 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		auth, err := h.verifier.Verify(r)
 		switch {
 		case err == sigv4.ErrAnonymous:
-			// No credentials: a bucket policy may allow it (authorize decides).
-			auth = &sigv4.Result{Body: r.Body}
+			// No credentials: a bucket policy may allow it (authorize decides). Its body is
+			// decoded as its x-amz-content-sha256 says (SDKs send unsigned uploads
+			// aws-chunked, with a trailing checksum).
+			if auth, err = sigv4.UnsignedBody(r); err != nil {
+				h.writeError(w, r, rq, err)
+				return
+			}
 			rq.who = Principal{Anonymous: true}
 		case err != nil:
 			h.writeError(w, r, rq, err)

@@ -47,7 +47,7 @@ func (h *Handler) createUpload(w http.ResponseWriter, r *http.Request, rq *reque
 	if err := h.aclWrite(r.Context(), r.Header, rq, meta); err != nil {
 		return err
 	}
-	if _, err := h.versionWrite(r.Context(), r.Header, rq.bucket, meta); err != nil {
+	if err := h.versionWrite(r.Context(), r.Header, rq.bucket, meta); err != nil {
 		return err
 	}
 	meta.Versioned = false // decided at completion, by the versioning then
@@ -135,11 +135,11 @@ func (h *Handler) uploadPartCopy(w http.ResponseWriter, r *http.Request, rq *req
 	defer rd.Close()
 	off, size := int64(0), plainSize(rd.Info())
 	if rg := r.Header.Get("x-amz-copy-source-range"); rg != "" {
-		a, b, ok, err := parseRange(rg, size)
-		if err != nil || !ok || strings.HasPrefix(strings.TrimPrefix(rg, "bytes="), "-") {
-			return errf(400, "InvalidArgument", "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy")
+		a, n, err := parseCopyRange(rg, size)
+		if err != nil {
+			return err
 		}
-		off, size = a, b
+		off, size = a, n
 	}
 	if size > h.cfg.MaxObjectSize {
 		return errEntityTooLarge
@@ -163,6 +163,24 @@ func (h *Handler) uploadPartCopy(w http.ResponseWriter, r *http.Request, rq *req
 		LastModified string
 		ETag         string
 	}{Xmlns: xmlns, LastModified: isoTime(time.Unix(0, p.ModTime)), ETag: quote(p.ETag)})
+}
+
+// parseCopyRange parses an x-amz-copy-source-range, bytes=first-last, into an offset
+// and a length. Unlike a GET's Range, both ends are required and last is not clamped: a
+// range that does not lie within the source's size bytes is 400 InvalidArgument, as S3
+// answers ("Range specified is not valid for source object of size: N").
+func parseCopyRange(hv string, size int64) (off, n int64, err error) {
+	spec, found := strings.CutPrefix(hv, "bytes=")
+	first, last, dash := strings.Cut(spec, "-")
+	a, aerr := strconv.ParseInt(first, 10, 64)
+	b, berr := strconv.ParseInt(last, 10, 64)
+	if !found || !dash || aerr != nil || berr != nil || strings.HasPrefix(first, "+") || strings.HasPrefix(last, "+") || a < 0 {
+		return 0, 0, errf(400, "InvalidArgument", "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy")
+	}
+	if b < a || b >= size {
+		return 0, 0, errf(400, "InvalidArgument", "Range specified is not valid for source object of size: %d", size)
+	}
+	return a, b - a + 1, nil
 }
 
 type completeRequest struct {
@@ -269,7 +287,7 @@ func (h *Handler) completeUpload(w http.ResponseWriter, r *http.Request, rq *req
 	if err != nil {
 		return err
 	}
-	versionHeader(w.Header(), status, o)
+	versionHeader(w.Header(), o)
 	h.expirationHeader(r.Context(), w.Header(), rq.bucket, rq.key, o)
 	setChecksumHeaders(w.Header(), o)
 	sseHeaders(w.Header(), o.SSE)

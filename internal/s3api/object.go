@@ -170,6 +170,11 @@ func bodySize(r *http.Request, rq *request) (int64, error) {
 	if r.ContentLength < 0 && !chunked(r) {
 		return 0, errMissingLength
 	}
+	if r.ContentLength == 0 && r.ProtoMajor == 1 && len(r.TransferEncoding) == 0 && len(r.Header["Content-Length"]) == 0 {
+		// An HTTP/1 request with neither Content-Length nor Transfer-Encoding: net/http
+		// reads no body, which is not an empty object the client declared. S3: 411.
+		return 0, errMissingLength
+	}
 	return r.ContentLength, nil
 }
 
@@ -236,7 +241,7 @@ func (h *Handler) putObject(w http.ResponseWriter, r *http.Request, rq *request)
 	if err := h.aclWrite(r.Context(), r.Header, rq, meta); err != nil {
 		return err
 	}
-	status, err := h.versionWrite(r.Context(), r.Header, rq.bucket, meta)
+	err = h.versionWrite(r.Context(), r.Header, rq.bucket, meta)
 	if err != nil {
 		return err
 	}
@@ -249,7 +254,7 @@ func (h *Handler) putObject(w http.ResponseWriter, r *http.Request, rq *request)
 	if err != nil {
 		return bodyError(err)
 	}
-	versionHeader(w.Header(), status, o)
+	versionHeader(w.Header(), o)
 	h.expirationHeader(r.Context(), w.Header(), rq.bucket, rq.key, o)
 	w.Header().Set("ETag", quote(o.ETag))
 	setChecksumHeaders(w.Header(), o)
@@ -437,6 +442,16 @@ var responseOverrides = []struct{ query, header string }{
 
 func (h *Handler) getObject(w http.ResponseWriter, r *http.Request, rq *request) error {
 	head := r.Method == http.MethodHead
+	if rq.who.Anonymous {
+		// S3 honours response-* overrides only in signed requests (a header or a
+		// presigned URL), so that a public object's headers are its owner's.
+		q := r.URL.Query()
+		for _, ov := range responseOverrides {
+			if q.Has(ov.query) {
+				return errf(400, "InvalidRequest", "Request specific response headers cannot be used for anonymous GET requests.")
+			}
+		}
+	}
 	ref, err := queryVersion(r)
 	if err != nil {
 		return err
@@ -451,7 +466,7 @@ func (h *Handler) getObject(w http.ResponseWriter, r *http.Request, rq *request)
 	if err := checkObjectACL(rq, o); err != nil { // before any header of the object
 		return err
 	}
-	if ref.set || o.Versioned {
+	if ref.set || o.Versioned || h.versioningConfigured(rq) {
 		w.Header().Set("x-amz-version-id", versionIDOf(o))
 	}
 	if !ref.set {
@@ -759,7 +774,7 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 	if err := h.aclWrite(r.Context(), r.Header, rq, meta); err != nil { // not the source's: the request's
 		return err
 	}
-	status, err := h.versionWrite(r.Context(), r.Header, rq.bucket, meta)
+	err = h.versionWrite(r.Context(), r.Header, rq.bucket, meta)
 	if err != nil {
 		return err
 	}
@@ -772,16 +787,25 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 	if err != nil {
 		return err
 	}
-	versionHeader(w.Header(), status, o)
+	versionHeader(w.Header(), o)
 	h.expirationHeader(r.Context(), w.Header(), rq.bucket, rq.key, o)
 	sseHeaders(w.Header(), o.SSE)
 	if src.Versioned || strings.Contains(r.Header.Get("x-amz-copy-source"), "?versionId=") {
 		w.Header().Set("x-amz-copy-source-version-id", versionIDOf(src))
 	}
-	return writeXML(w, struct {
+	res := struct {
 		XMLName      xml.Name `xml:"CopyObjectResult"`
 		Xmlns        string   `xml:"xmlns,attr"`
 		LastModified string
 		ETag         string
-	}{Xmlns: xmlns, LastModified: isoTime(time.Unix(0, o.ModTime)), ETag: quote(o.ETag)})
+		ChecksumType string `xml:",omitempty"`
+		checksumFields
+	}{Xmlns: xmlns, LastModified: isoTime(time.Unix(0, o.ModTime)), ETag: quote(o.ETag)}
+	// The new object's checksum, as S3 states it in the result (and GET and HEAD with
+	// x-amz-checksum-mode would).
+	if o.ChecksumAlgo != "" {
+		res.set(o.ChecksumAlgo, o.Checksum)
+		res.ChecksumType = o.ChecksumType
+	}
+	return writeXML(w, res)
 }

@@ -84,6 +84,28 @@ func TestObjectLock(t *testing.T) {
 	if err := del("gov", gov, true); err != nil {
 		t.Fatalf("delete with the governance bypass: %v", err)
 	}
+	// A GOVERNANCE retention in force may be extended without the bypass; changing its
+	// mode to COMPLIANCE needs the bypass (S3: 403 AccessDenied without it).
+	gov2 := put("gov2", func(in *s3.PutObjectInput) {
+		in.ObjectLockMode, in.ObjectLockRetainUntilDate = types.ObjectLockModeGovernance, aws.Time(minute)
+	})
+	setGov2 := func(mode types.ObjectLockRetentionMode, until time.Time, bypass bool) error {
+		_, err := c.PutObjectRetention(ctx, &s3.PutObjectRetentionInput{Bucket: aws.String("locked"), Key: aws.String("gov2"), VersionId: aws.String(gov2),
+			Retention: &types.ObjectLockRetention{Mode: mode, RetainUntilDate: aws.Time(until)}, BypassGovernanceRetention: aws.Bool(bypass)})
+		return err
+	}
+	wantCode(t, setGov2(types.ObjectLockRetentionModeCompliance, minute, false), "AccessDenied")
+	wantCode(t, setGov2(types.ObjectLockRetentionModeCompliance, minute.Add(time.Minute), false), "AccessDenied")
+	if err := setGov2(types.ObjectLockRetentionModeGovernance, minute.Add(time.Minute), false); err != nil {
+		t.Fatalf("extend a GOVERNANCE retention: %v", err)
+	}
+	if err := setGov2(types.ObjectLockRetentionModeCompliance, minute.Add(time.Minute), true); err != nil {
+		t.Fatalf("GOVERNANCE to COMPLIANCE with the bypass: %v", err)
+	}
+	if r, err := c.GetObjectRetention(ctx, &s3.GetObjectRetentionInput{Bucket: aws.String("locked"), Key: aws.String("gov2"), VersionId: aws.String(gov2)}); err != nil ||
+		r.Retention.Mode != types.ObjectLockRetentionModeCompliance {
+		t.Fatalf("retention after the change of mode: %+v %v", r, err)
+	}
 	// COMPLIANCE: refused, bypass or not, through S3 and underneath it.
 	wantCode(t, del("comp", comp, false), "AccessDenied")
 	wantCode(t, del("comp", comp, true), "AccessDenied")

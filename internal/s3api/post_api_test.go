@@ -154,6 +154,10 @@ func TestPostObject(t *testing.T) {
 			loc.Query().Get("key") != "in/c d" || loc.Query().Get("etag") != `"`+md5hex(file)+`"` {
 			t.Fatalf("%d %v %s", resp.StatusCode, resp.Header, body)
 		}
+		// The URL's own query first, then bucket, key and etag in that order, as S3 does.
+		if want := "x=1&bucket=upl&key=in%2Fc+d&etag=%22" + md5hex(file) + "%22"; loc.RawQuery != want {
+			t.Fatalf("redirect query %q, want %q", loc.RawQuery, want)
+		}
 		if got := mustGet(t, c, "upl", "in/c d"); !bytes.Equal(got, file) {
 			t.Fatal("object differs")
 		}
@@ -355,5 +359,27 @@ func TestPostObjectACL(t *testing.T) {
 				t.Errorf("anonymous GET of a POST upload with acl %s: %d, want %d", tc.acl, st, tc.anon)
 			}
 		}
+	}
+	// A form without policy or signature is an anonymous upload: refused unless the bucket
+	// lets anyone write (here its ACL, public-read-write), as in S3.
+	anonForm := map[string]string{"key": "anon/${filename}"}
+	if resp, body := postUpload(t, srv.URL+"/aclpost", anonForm, "a.txt", []byte("anon")); resp.StatusCode != 403 || !strings.Contains(body, "AccessDenied") {
+		t.Fatalf("anonymous POST to a private bucket: %d %s", resp.StatusCode, body)
+	}
+	if _, err := srv.Store.StatObject("aclpost", "anon/a.txt"); err == nil {
+		t.Fatal("a refused anonymous POST stored an object")
+	}
+	if _, err := c.PutBucketAcl(ctx, &s3.PutBucketAclInput{Bucket: aws.String("aclpost"), ACL: types.BucketCannedACLPublicReadWrite}); err != nil {
+		t.Fatal(err)
+	}
+	if resp, body := postUpload(t, srv.URL+"/aclpost", anonForm, "a.txt", []byte("anon")); resp.StatusCode != 204 {
+		t.Fatalf("anonymous POST to a public-read-write bucket: %d %s", resp.StatusCode, body)
+	}
+	if got := mustGet(t, c, "aclpost", "anon/a.txt"); string(got) != "anon" {
+		t.Fatalf("anonymous POST stored %q", got)
+	}
+	// A form with a policy but no signature is not anonymous: refused.
+	if resp, body := postUpload(t, srv.URL+"/aclpost", map[string]string{"key": "anon/p", "policy": "e30="}, "p", []byte("p")); resp.StatusCode < 400 {
+		t.Fatalf("unsigned POST with a policy: %d %s", resp.StatusCode, body)
 	}
 }

@@ -114,16 +114,26 @@ func parsePostPolicy(b64 string) (*postPolicy, error) {
 	if err != nil {
 		return nil, errPolicy("Invalid 'policy' field: not base64.")
 	}
-	var raw struct {
-		Expiration *string            `json:"expiration"`
-		Conditions *[]json.RawMessage `json:"conditions"`
-	}
+	// The document's keys are case-sensitive: encoding/json would match "CONDITIONS" or
+	// "Expiration" to the fields of a struct, so the top level is read as a map.
+	var top map[string]json.RawMessage
 	d := json.NewDecoder(bytes.NewReader(doc))
-	if err := d.Decode(&raw); err != nil {
+	if err := d.Decode(&top); err != nil {
 		return nil, errPolicy("Invalid JSON.")
 	}
 	if d.More() {
 		return nil, errPolicy("Invalid JSON.")
+	}
+	var raw struct {
+		Expiration *string
+		Conditions *[]json.RawMessage
+	}
+	for name, dst := range map[string]any{"expiration": &raw.Expiration, "conditions": &raw.Conditions} {
+		if v, ok := top[name]; ok {
+			if err := json.Unmarshal(v, dst); err != nil {
+				return nil, errPolicy("Invalid JSON.")
+			}
+		}
 	}
 	if raw.Expiration == nil {
 		return nil, errPolicy("Policy missing expiration.")

@@ -34,6 +34,11 @@ var policyCases = []struct {
 	{"number value", `{"expiration":"2030-01-01T00:00:00Z","conditions":[{"success_action_status":201}]}`, "InvalidPolicyDocument"},
 	{"bad range", `{"expiration":"2030-01-01T00:00:00Z","conditions":[["content-length-range",10,1]]}`, "InvalidPolicyDocument"},
 	{"negative range", `{"expiration":"2030-01-01T00:00:00Z","conditions":[["content-length-range",-1,1]]}`, "InvalidPolicyDocument"},
+	{"upper-case conditions", `{"expiration":"2030-01-01T00:00:00Z","CONDITIONS":[]}`, "InvalidPolicyDocument"},
+	{"upper-case expiration", `{"EXPIRATION":"2030-01-01T00:00:00Z","conditions":[]}`, "InvalidPolicyDocument"},
+	{"capitalized expiration", `{"Expiration":"2030-01-01T00:00:00Z","conditions":[]}`, "InvalidPolicyDocument"},
+	{"expiration not a string", `{"expiration":1,"conditions":[]}`, "InvalidPolicyDocument"},
+	{"null conditions", `{"expiration":"2030-01-01T00:00:00Z","conditions":null}`, "InvalidPolicyDocument"},
 	{"condition not a list", `{"expiration":"2030-01-01T00:00:00Z","conditions":[123]}`, "InvalidPolicyDocument"},
 }
 

@@ -3,6 +3,7 @@ package s3api
 import (
 	"encoding/xml"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"net/url"
@@ -67,6 +68,17 @@ func (h *Handler) now() time.Time {
 	return time.Now()
 }
 
+// anonymousPost reports whether a form carries none of the fields of a signed upload
+// (policy, signature, credentials).
+func anonymousPost(f map[string]string) bool {
+	for _, name := range []string{"policy", "x-amz-algorithm", "x-amz-credential", "x-amz-date", "x-amz-signature", "awsaccesskeyid", "signature"} {
+		if _, ok := f[name]; ok {
+			return false
+		}
+	}
+	return true
+}
+
 func (h *Handler) postObject(w http.ResponseWriter, r *http.Request, rq *request) error {
 	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "multipart/form-data" {
@@ -84,25 +96,32 @@ func (h *Handler) postObject(w http.ResponseWriter, r *http.Request, rq *request
 	if !ok {
 		return errf(400, "InvalidArgument", "Bucket POST must contain a field named 'key'.  If it is specified, please check the order of the fields.")
 	}
-	ak, err := h.verifier.VerifyPOST(sigv4.PostAuth{
-		Policy:    f["policy"],
-		Algorithm: f["x-amz-algorithm"], Credential: f["x-amz-credential"], Date: f["x-amz-date"], Signature: f["x-amz-signature"],
-		AccessKeyID: f["awsaccesskeyid"], SignatureV2: f["signature"],
-	})
-	if err != nil {
-		return err
-	}
-	rq.auth = &sigv4.Result{AccessKey: ak}
-	rq.who = h.principal(ak)
-	pol, err := parsePostPolicy(f["policy"])
-	if err != nil {
-		return err
-	}
-	// The conditions apply to the key as the form gives it, before ${filename} is
-	// replaced (SDKs presign {"key": "dir/${filename}"}). Browsers send the file's base
-	// name; older ones sent a whole path.
-	if err := pol.check(f, rq.bucket, h.now()); err != nil {
-		return err
+	pol := &postPolicy{maxSize: math.MaxInt64}
+	if anonymousPost(f) {
+		// A form with no policy and no signature is an anonymous upload, as in S3: the
+		// bucket's policy or ACL must let anyone write the key (authorize, below).
+		rq.auth = &sigv4.Result{}
+		rq.who = Principal{Anonymous: true}
+	} else {
+		ak, err := h.verifier.VerifyPOST(sigv4.PostAuth{
+			Policy:    f["policy"],
+			Algorithm: f["x-amz-algorithm"], Credential: f["x-amz-credential"], Date: f["x-amz-date"], Signature: f["x-amz-signature"],
+			AccessKeyID: f["awsaccesskeyid"], SignatureV2: f["signature"],
+		})
+		if err != nil {
+			return err
+		}
+		rq.auth = &sigv4.Result{AccessKey: ak}
+		rq.who = h.principal(ak)
+		if pol, err = parsePostPolicy(f["policy"]); err != nil {
+			return err
+		}
+		// The conditions apply to the key as the form gives it, before ${filename} is
+		// replaced (SDKs presign {"key": "dir/${filename}"}). Browsers send the file's base
+		// name; older ones sent a whole path.
+		if err := pol.check(f, rq.bucket, h.now()); err != nil {
+			return err
+		}
 	}
 	filename := form.filename[strings.LastIndexAny(form.filename, `/\`)+1:]
 	key = strings.ReplaceAll(key, "${filename}", filename)
@@ -150,7 +169,7 @@ func (h *Handler) postObject(w http.ResponseWriter, r *http.Request, rq *request
 	if err := h.aclWrite(r.Context(), hd, rq, meta); err != nil { // the form's acl field
 		return err
 	}
-	status, err := h.versionWrite(r.Context(), hd, rq.bucket, meta)
+	err = h.versionWrite(r.Context(), hd, rq.bucket, meta)
 	if err != nil {
 		return err
 	}
@@ -164,7 +183,7 @@ func (h *Handler) postObject(w http.ResponseWriter, r *http.Request, rq *request
 	if err != nil {
 		return bodyError(err)
 	}
-	versionHeader(w.Header(), status, o)
+	versionHeader(w.Header(), o)
 	sseHeaders(w.Header(), o.SSE)
 	etag := quote(o.ETag)
 	w.Header().Set("ETag", etag)
@@ -175,11 +194,12 @@ func (h *Handler) postObject(w http.ResponseWriter, r *http.Request, rq *request
 		redirect = f["redirect"]
 	}
 	if u, err := url.Parse(redirect); redirect != "" && err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" {
-		q := u.Query()
-		q.Set("bucket", rq.bucket)
-		q.Set("key", key)
-		q.Set("etag", etag)
-		u.RawQuery = q.Encode()
+		// S3 appends bucket, key and etag, in that order, to the URL's own query.
+		extra := "bucket=" + url.QueryEscape(rq.bucket) + "&key=" + url.QueryEscape(key) + "&etag=" + url.QueryEscape(etag)
+		if u.RawQuery != "" {
+			extra = u.RawQuery + "&" + extra
+		}
+		u.RawQuery = extra
 		w.Header().Set("Location", u.String())
 		w.WriteHeader(http.StatusSeeOther)
 		return nil

@@ -249,6 +249,56 @@ func TestShortBodyStoresNothing(t *testing.T) {
 	}
 }
 
+// TestMissingContentLength: an HTTP/1.1 PutObject or UploadPart with neither
+// Content-Length nor Transfer-Encoding declares no body: S3 answers 411
+// MissingContentLength and stores nothing; Content-Length: 0 is an empty object.
+func TestMissingContentLength(t *testing.T) {
+	srv, c := setup(t)
+	mustCreateBucket(t, c, "bkt")
+	up, err := c.CreateMultipartUpload(context.Background(), &s3.CreateMultipartUploadInput{Bucket: aws.String("bkt"), Key: aws.String("mp")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(target, length string) (int, string) {
+		t.Helper()
+		r := signed(t, "PUT", srv.URL+target, nil, nil, time.Now())
+		conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		var head bytes.Buffer
+		fmt.Fprintf(&head, "PUT %s HTTP/1.1\r\nHost: %s\r\n%s", target, r.Host, length)
+		for k, v := range r.Header {
+			fmt.Fprintf(&head, "%s: %s\r\n", k, v[0])
+		}
+		head.WriteString("\r\n")
+		if _, err := conn.Write(head.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	st, body := send("/bkt/none", "")
+	expectS3Error(t, st, body, 411, "MissingContentLength")
+	if _, err := srv.Store.StatObject("bkt", "none"); err == nil {
+		t.Fatal("a PUT without Content-Length stored an object")
+	}
+	st, body = send("/bkt/mp?partNumber=1&uploadId="+url.QueryEscape(aws.ToString(up.UploadId)), "")
+	expectS3Error(t, st, body, 411, "MissingContentLength")
+	if st, body := send("/bkt/empty", "Content-Length: 0\r\n"); st != 200 {
+		t.Fatalf("PUT with Content-Length: 0: %d %s", st, body)
+	}
+	if o, err := srv.Store.StatObject("bkt", "empty"); err != nil || o.Size != 0 {
+		t.Fatalf("empty object: %+v %v", o, err)
+	}
+}
+
 // TestChunkedWithoutLength: a PUT with Transfer-Encoding: chunked and no length (curl -T -,
 // streaming SDKs) is stored whole, and one longer than the object size limit is refused
 // with EntityTooLarge and stores nothing.

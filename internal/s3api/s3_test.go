@@ -288,6 +288,19 @@ func TestContentMD5AndChecksums(t *testing.T) {
 		if sent == nil || got == nil || *sent != *got {
 			t.Fatalf("%s: checksum put %v get %v", algo, sent, got)
 		}
+		// A copy that asks for the algorithm states the copy's checksum in its
+		// CopyObjectResult, as S3 does.
+		cp, err := c.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String("bkt"), Key: aws.String(key + "-copy"),
+			CopySource: aws.String("bkt/" + key), ChecksumAlgorithm: algo})
+		if err != nil {
+			t.Fatalf("%s copy: %v", algo, err)
+		}
+		r := cp.CopyObjectResult
+		copied := map[types.ChecksumAlgorithm]*string{types.ChecksumAlgorithmCrc32: r.ChecksumCRC32, types.ChecksumAlgorithmCrc32c: r.ChecksumCRC32C,
+			types.ChecksumAlgorithmCrc64nvme: r.ChecksumCRC64NVME, types.ChecksumAlgorithmSha1: r.ChecksumSHA1, types.ChecksumAlgorithmSha256: r.ChecksumSHA256}[algo]
+		if copied == nil || *copied != *sent || r.ChecksumType != types.ChecksumTypeFullObject {
+			t.Fatalf("%s: CopyObjectResult checksum %v (%s), want %s", algo, copied, r.ChecksumType, *sent)
+		}
 	}
 	// A wrong checksum value is refused and nothing is stored.
 	_, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String("wrongck"), Body: bytes.NewReader(data), ChecksumCRC32C: aws.String("AAAAAA==")})
@@ -650,6 +663,23 @@ func TestMultipartUpload(t *testing.T) {
 	want := append(append([]byte{}, data[:partSize]...), data[2*partSize:]...)
 	if got := mustGet(t, c, "bkt", "pc"); !bytes.Equal(got, want) {
 		t.Fatal("part-copy object differs")
+	}
+
+	// A copy range must lie within the source and name both ends: unlike a GET's Range,
+	// it is not clamped (S3: 400 InvalidArgument, "Range specified is not valid for source
+	// object of size").
+	cr4, _ := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("bkt"), Key: aws.String("pc2")})
+	for _, rg := range []string{
+		fmt.Sprintf("bytes=0-%d", len(data)), fmt.Sprintf("bytes=%d-%d", len(data), len(data)+10),
+		"bytes=10-5", "bytes=-5", "bytes=5-", "bytes=a-b", "0-5",
+	} {
+		_, err := c.UploadPartCopy(ctx, &s3.UploadPartCopyInput{Bucket: aws.String("bkt"), Key: aws.String("pc2"), UploadId: cr4.UploadId, PartNumber: aws.Int32(1),
+			CopySource: aws.String("bkt/mp"), CopySourceRange: aws.String(rg)})
+		wantCode(t, err, "InvalidArgument")
+	}
+	lp4, err := c.ListParts(ctx, &s3.ListPartsInput{Bucket: aws.String("bkt"), Key: aws.String("pc2"), UploadId: cr4.UploadId})
+	if err != nil || len(lp4.Parts) != 0 {
+		t.Fatalf("refused part copies stored parts: %v %v", lp4, err)
 	}
 }
 

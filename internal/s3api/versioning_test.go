@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -89,6 +90,9 @@ func TestVersioning(t *testing.T) {
 	}
 	if vc, err := c.GetBucketVersioning(ctx, &s3.GetBucketVersioningInput{Bucket: aws.String("vers")}); err != nil || vc.Status != "" {
 		t.Fatalf("versioning of a new bucket: %+v %v", vc, err)
+	}
+	if hd, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("vers"), Key: aws.String("a")}); err != nil || hd.VersionId != nil {
+		t.Fatalf("HEAD in a bucket never versioned names a version: %v %v", hd, err)
 	}
 	setVersioning := func(s types.BucketVersioningStatus) {
 		t.Helper()
@@ -187,9 +191,44 @@ func TestVersioning(t *testing.T) {
 
 	// Suspended: writes replace the null version, other versions stay.
 	setVersioning(types.BucketVersioningStatusSuspended)
+	// A write while suspended makes the null version and answers no x-amz-version-id
+	// (the PutObject reference's "versioning suspended" example), nor does a copy or a
+	// completed multipart upload.
 	out := mustPut(t, c, "vers", "a", []byte("s1"))
-	if aws.ToString(out.VersionId) != "null" {
-		t.Fatalf("PUT while suspended answered version %v", out.VersionId)
+	if out.VersionId != nil {
+		t.Fatalf("PUT while suspended answered version %q", *out.VersionId)
+	}
+	cpS, err := c.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String("vers"), Key: aws.String("copy"), CopySource: aws.String("vers/a")})
+	if err != nil || cpS.VersionId != nil {
+		t.Fatalf("CopyObject while suspended: version %v, %v", cpS, err)
+	}
+	mp, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("vers"), Key: aws.String("mp")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String("vers"), Key: aws.String("mp"), UploadId: mp.UploadId,
+		PartNumber: aws.Int32(1), Body: strings.NewReader("p")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String("vers"), Key: aws.String("mp"), UploadId: mp.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{ETag: part.ETag, PartNumber: aws.Int32(1)}}}})
+	if err != nil || done.VersionId != nil {
+		t.Fatalf("CompleteMultipartUpload while suspended: version %v, %v", done, err)
+	}
+	// Reads of the null version name it, once the bucket has a versioning status.
+	if hd, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("vers"), Key: aws.String("a")}); err != nil || aws.ToString(hd.VersionId) != "null" {
+		t.Fatalf("HEAD of the null version while suspended: %v %v", hd, err)
+	}
+	if g, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("vers"), Key: aws.String("a")}); err != nil || aws.ToString(g.VersionId) != "null" {
+		t.Fatalf("GET of the null version while suspended: %v %v", g, err)
+	} else {
+		g.Body.Close()
+	}
+	for _, k := range []string{"copy", "mp"} {
+		if _, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("vers"), Key: aws.String(k), VersionId: aws.String("null")}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if b, err := getVersion(t, c, "vers", "a", "null"); err != nil || string(b) != "s1" {
 		t.Fatalf("null version while suspended: %q %v", b, err)

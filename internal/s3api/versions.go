@@ -86,25 +86,41 @@ func (h *Handler) versioning(ctx context.Context, bucket string) (string, error)
 }
 
 // versionWrite marks meta as a version of its own if bucket's versioning is enabled,
-// gives it the Object Lock the request or the bucket's default asks for, and returns the
-// versioning status, for versionHeader.
+// gives it the Object Lock the request or the bucket's default asks for.
 // hd holds the request's headers (a browser upload's form fields, for PostObject).
-func (h *Handler) versionWrite(ctx context.Context, hd http.Header, bucket string, meta *object.Object) (string, error) {
+func (h *Handler) versionWrite(ctx context.Context, hd http.Header, bucket string, meta *object.Object) error {
 	b, err := h.store.HeadBucket(ctx, bucket)
 	if err != nil {
-		return "", err
+		return err
 	}
 	status := b.Config[versioningKind]
 	meta.Versioned = status == versioningEnabled
-	return status, h.lockWrite(hd, b, meta)
+	return h.lockWrite(hd, b, meta)
 }
 
-// versionHeader sets x-amz-version-id on the answer to a write of o to a bucket with
-// versioning status: S3 names the version once versioning was ever enabled.
-func versionHeader(hd http.Header, status string, o *object.Object) {
-	if status != "" || o.Versioned {
+// versionHeader sets x-amz-version-id on the answer to a write of o: S3 names the
+// version a write to an Enabled bucket made, and leaves the header out for the null
+// version a write makes while versioning was never enabled or is Suspended (the
+// PutObject reference's "versioning suspended" example has none; GET and HEAD of that
+// version still answer "null").
+func versionHeader(hd http.Header, o *object.Object) {
+	if o.Versioned {
 		hd.Set("x-amz-version-id", versionIDOf(o))
 	}
+}
+
+// versioningConfigured reports whether the request's bucket has a versioning status
+// (Enabled or Suspended): S3 then names the version a GET or HEAD answers even when it is
+// the null one ("null"), and leaves the header out only in a bucket never versioned.
+func (h *Handler) versioningConfigured(rq *request) bool {
+	b := rq.bkt
+	if !rq.hasBkt {
+		var err error
+		if b, err = h.store.LocalBucket(rq.bucket); err != nil {
+			return false
+		}
+	}
+	return b.Config[versioningKind] != ""
 }
 
 // openVersion opens the version ref names (the current one if none), or, for head, may

@@ -260,6 +260,19 @@ func parseAmzDate(s string) (time.Time, bool) {
 	return t, err == nil
 }
 
+// parseHTTPDate parses a Date header (or SigV2's X-Amz-Date): the formats of
+// http.ParseTime, and RFC 1123 with a numeric zone ("Tue, 01 Dec 2026 18:15:38 -0000"),
+// which RFC 7231 lets a recipient accept and botocore sends when a caller sets Date.
+func parseHTTPDate(s string) (time.Time, error) {
+	t, err := http.ParseTime(s)
+	if err != nil {
+		if tz, zerr := time.Parse(time.RFC1123Z, s); zerr == nil {
+			return tz, nil
+		}
+	}
+	return t, err
+}
+
 func (v *Verifier) now() time.Time {
 	if v.Now != nil {
 		return v.Now()
@@ -317,7 +330,7 @@ func (v *Verifier) verifyHeader(r *http.Request, authz string, params []queryPar
 		s.amzDate = d[0]
 	} else if d := header(r, "Date"); len(d) > 0 {
 		var perr error
-		t, perr = http.ParseTime(d[0])
+		t, perr = parseHTTPDate(d[0])
 		if perr != nil {
 			return nil, newError(CodeAccessDenied, http.StatusForbidden, "AWS authentication requires a valid Date or x-amz-date header")
 		}
@@ -490,30 +503,78 @@ func (v *Verifier) finish(r *http.Request, s *signed, params []queryParam) (*Res
 		decodeHex(h.want[:], s.payload) // validated by payloadKind
 		res.Body = h
 	default:
-		n := int64(-1)
-		if d := header(r, "X-Amz-Decoded-Content-Length"); len(d) > 0 {
-			var err error
-			n, err = strconv.ParseInt(d[0], 10, 64)
-			if err != nil || n < 0 || len(d) > 1 {
-				return nil, newError(CodeInvalidArgument, http.StatusBadRequest, "Invalid x-amz-decoded-content-length header")
-			}
+		c, err := chunked(r, res, kind)
+		if err != nil {
+			return nil, err
 		}
-		var want []string
-		for _, line := range header(r, "X-Amz-Trailer") {
-			for name := range strings.SplitSeq(line, ",") {
-				if name = strings.TrimSpace(name); name != "" {
-					want = append(want, strings.ToLower(name))
-				}
-			}
-		}
-		c := newChunkReader(res.Body, kind, n, want)
 		if kind != payloadUnsignedTrailer {
 			c.setSigning(&key, s.amzDate, s.scope, &s.signature)
 		}
-		res.Body = c
-		res.DecodedLength = n
-		res.Trailers = c.trailerHeader
-		res.Streaming = true
+	}
+	return res, nil
+}
+
+// chunked makes res.Body the decoder of r's aws-chunked body of the given kind, with the
+// length and trailers its headers declare.
+func chunked(r *http.Request, res *Result, kind payloadType) (*chunkReader, *Error) {
+	n := int64(-1)
+	if d := header(r, "X-Amz-Decoded-Content-Length"); len(d) > 0 {
+		var err error
+		n, err = strconv.ParseInt(d[0], 10, 64)
+		if err != nil || n < 0 || len(d) > 1 {
+			return nil, newError(CodeInvalidArgument, http.StatusBadRequest, "Invalid x-amz-decoded-content-length header")
+		}
+	}
+	var want []string
+	for _, line := range header(r, "X-Amz-Trailer") {
+		for name := range strings.SplitSeq(line, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				want = append(want, strings.ToLower(name))
+			}
+		}
+	}
+	c := newChunkReader(res.Body, kind, n, want)
+	res.Body = c
+	res.DecodedLength = n
+	res.Trailers = c.trailerHeader
+	res.Streaming = true
+	return c, nil
+}
+
+// UnsignedBody is the Result of a request without credentials (Verify's ErrAnonymous),
+// with no AccessKey: its body decoded as its x-amz-content-sha256 declares it, as Verify
+// does for a signed one. STREAMING-UNSIGNED-PAYLOAD-TRAILER (what SDKs send for an
+// unsigned upload with a checksum) is decoded from aws-chunked with its trailers, a hex
+// hash is verified, UNSIGNED-PAYLOAD or no header leaves the body as is; a signed
+// streaming payload cannot be verified without a signature and is refused.
+func UnsignedBody(r *http.Request) (*Result, error) {
+	res := &Result{Body: r.Body, DecodedLength: r.ContentLength, Trailers: noTrailers}
+	if res.Body == nil {
+		res.Body = http.NoBody
+	}
+	p := header(r, "X-Amz-Content-Sha256")
+	if len(p) == 0 {
+		return res, nil
+	}
+	kind, perr := payloadKind(p[0])
+	if perr != nil {
+		return nil, perr
+	}
+	switch kind {
+	case payloadUnsigned:
+	case payloadHash:
+		if r.ContentLength == 0 && p[0] == EmptySHA256 {
+			break
+		}
+		h := &hashReader{src: res.Body, h: sha256.New()}
+		decodeHex(h.want[:], p[0])
+		res.Body = h
+	case payloadUnsignedTrailer:
+		if _, err := chunked(r, res, kind); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, errInvalidRequest("A signed streaming payload (" + p[0] + ") needs a signed request.")
 	}
 	return res, nil
 }

@@ -68,16 +68,18 @@ func (v *Verifier) verifyV2Header(r *http.Request, authz string) (*Result, error
 	var t time.Time
 	var perr error
 	if d := header(r, "X-Amz-Date"); len(d) > 0 {
-		t, perr = http.ParseTime(d[0])
+		t, perr = parseHTTPDate(d[0])
 	} else if d := header(r, "Date"); len(d) > 0 {
-		t, perr = http.ParseTime(d[0])
+		t, perr = parseHTTPDate(d[0])
 	} else {
 		return nil, newError(CodeAccessDenied, http.StatusForbidden, "AWS authentication requires a valid Date or x-amz-date header")
 	}
 	if perr != nil {
 		return nil, newError(CodeAccessDenied, http.StatusForbidden, "AWS authentication requires a valid Date or x-amz-date header")
 	}
-	if d := v.now().Sub(t); d > v.maxSkew() || -d > v.maxSkew() {
+	// Sub saturates: a date centuries away is the minimum Duration, whose negation
+	// overflows, so the bounds are compared without negating d.
+	if d := v.now().Sub(t); d > v.maxSkew() || d < -v.maxSkew() {
 		return nil, newError(CodeRequestTimeTooSkewed, http.StatusForbidden, "The difference between the request time and the current time is too large.")
 	}
 	date := ""

@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha1"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"io"
@@ -336,6 +339,68 @@ func TestVerifyDateHeader(t *testing.T) {
 		",SignedHeaders="+s.signedHeaders+",Signature="+hex.EncodeToString(sig[:]))
 	if _, err := newVerifier(testTime).Verify(toServer(t, req)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestVerifyDateHeaderNumericZone checks a Date header in RFC 1123 form with a numeric
+// zone ("-0000", as botocore writes a caller's Date): a valid HTTP date, accepted like GMT.
+func TestVerifyDateHeaderNumericZone(t *testing.T) {
+	req, _ := http.NewRequest("GET", "http://localhost/bucket/key", nil)
+	req.Header.Set("Date", testTime.Format(time.RFC1123Z))
+	req.Header.Set("X-Amz-Content-Sha256", EmptySHA256)
+	s := signed{
+		scope:         "20260314/us-east-1/s3/aws4_request",
+		signedHeaders: "date;host;x-amz-content-sha256",
+		amzDate:       testTime.Format(timeFormat),
+		payload:       EmptySHA256,
+	}
+	key := deriveKey(testSecret, "20260314", "us-east-1")
+	sig := signature(nil, &key, req, &s, nil, "/bucket/key", false)
+	req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential="+testAccessKey+"/"+s.scope+
+		",SignedHeaders="+s.signedHeaders+",Signature="+hex.EncodeToString(sig[:]))
+	if _, err := newVerifier(testTime).Verify(toServer(t, req)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestVerifyV2Skew checks that a Signature Version 2 request dated far from the server's
+// clock, in either direction and however far (a year-9999 date once passed: the
+// difference saturated and its negation overflowed), is RequestTimeTooSkewed.
+func TestVerifyV2Skew(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		date time.Time
+		ok   bool
+	}{
+		{"now", testTime, true},
+		{"numeric zone", testTime, true},
+		{"an hour ahead", testTime.Add(time.Hour), false},
+		{"an hour behind", testTime.Add(-time.Hour), false},
+		{"year 9999", time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC), false},
+		{"year 1", time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest("GET", "http://localhost/bucket/key", nil)
+			SignV2Header(req, testAccessKey, testSecret, tt.date)
+			if tt.name == "numeric zone" {
+				// Same instant, other spelling: the string to sign takes the header as sent.
+				req.Header.Set("Date", tt.date.Format(time.RFC1123Z))
+				sts := stringToSignV2(req, req.Header.Get("Date"), "", req.URL.EscapedPath())
+				m := hmac.New(sha1.New, []byte(testSecret))
+				m.Write([]byte(sts))
+				req.Header.Set("Authorization", "AWS "+testAccessKey+":"+base64.StdEncoding.EncodeToString(m.Sum(nil)))
+			}
+			_, err := newVerifier(testTime).Verify(toServer(t, req))
+			if tt.ok {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if e := wantCode(t, err, CodeRequestTimeTooSkewed); e.Status != http.StatusForbidden {
+				t.Errorf("status %d", e.Status)
+			}
+		})
 	}
 }
 
