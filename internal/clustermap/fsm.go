@@ -41,6 +41,8 @@ type Command struct {
 	Force  bool    `json:"force,omitempty"`
 	// Internode is OpSetInternodeTLS's state.
 	Internode *InternodeTLS `json:"internode,omitempty"`
+	// Target is OpPutNotifyTarget's target (notify.go).
+	Target *NotifyTarget `json:"target,omitempty"`
 }
 
 // The command operations.
@@ -73,6 +75,8 @@ type Command struct {
 //     document or with a document over MaxBucketConfig bytes.
 //   - The volume commands (OpCreateVolume, OpResizeVolume, OpAttachVolume,
 //     OpDetachVolume, OpDeleteVolume) are described in volumes.go.
+//   - The notification target commands (OpPutNotifyTarget, OpRemoveNotifyTarget) are
+//     described in notify.go.
 //   - OpRaiseLevel (Level): raises Map.Level to Level; Invalid if Level is not above
 //     it (the level never goes down).
 //   - OpSetInternodeTLS (Internode): sets the cluster's internode TLS. Invalid without a
@@ -309,6 +313,10 @@ func applyCommand(m *Map, c Command) (*Map, error) {
 			return nil, errors.Errorf(opFSM, errors.Invalid, "raise_level: level %d is not above the cluster's %d", c.Level, m.Level)
 		}
 		nm.Level = c.Level
+	case OpPutNotifyTarget, OpRemoveNotifyTarget:
+		if err := applyNotifyCommand(nm, c); err != nil {
+			return nil, err
+		}
 	case OpCreateVolume, OpResizeVolume, OpAttachVolume, OpDetachVolume, OpDeleteVolume:
 		if err := applyVolumeCommand(nm, c); err != nil {
 			return nil, err

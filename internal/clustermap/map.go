@@ -223,6 +223,9 @@ type Map struct {
 	// Raft, authenticated by the cluster secret: a cluster from before internode TLS, or
 	// one bootstrapped without it). See docs/design/internode-tls.md.
 	Internode *InternodeTLS `json:"internode,omitempty"`
+	// Targets are the bucket-notification targets by name (notify.go). Never modified in
+	// place: a command replaces the map.
+	Targets map[string]NotifyTarget `json:"targets,omitempty"`
 }
 
 // InternodeTLS is the cluster's internode mutual TLS: the CA every node certificate
@@ -270,6 +273,7 @@ func (m *Map) Clone() *Map {
 	for k, v := range m.Volumes {
 		c.Volumes[k] = v
 	}
+	c.Targets = m.Targets // replaced, never modified, by commands
 	if m.Nodes != nil {
 		c.Nodes = make([]Node, len(m.Nodes))
 		for i, n := range m.Nodes {

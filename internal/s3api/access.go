@@ -76,6 +76,7 @@ var opAccess = map[string]struct {
 	"DeleteBucket": {needOwner, "s3:DeleteBucket"}, "GetBucketAcl": {needOwner, "s3:GetBucketAcl"},
 	"GetObjectAcl": {needOwner, "s3:GetObjectAcl"}, "PutBucketAcl": {needOwner, "s3:PutBucketAcl"}, "PutObjectAcl": {needOwner, "s3:PutObjectAcl"},
 	"GetBucketCors": {needOwner, "s3:GetBucketCORS"}, "PutBucketCors": {needOwner, "s3:PutBucketCORS"},
+	"GetBucketNotificationConfiguration": {needOwner, "s3:GetBucketNotification"}, "PutBucketNotificationConfiguration": {needOwner, "s3:PutBucketNotification"},
 	"DeleteBucketCors": {needOwner, "s3:PutBucketCORS"}, "GetBucketTagging": {needOwner, "s3:GetBucketTagging"},
 	"PutBucketTagging": {needOwner, "s3:PutBucketTagging"}, "DeleteBucketTagging": {needOwner, "s3:PutBucketTagging"},
 	"GetBucketPolicy": {needOwner, "s3:GetBucketPolicy"}, "PutBucketPolicy": {needOwner, "s3:PutBucketPolicy"},

@@ -47,8 +47,10 @@ type mapInfo struct {
 // layer writes only once the map's Level says every node reads them (OpRaiseLevel), and
 // the bucket configurations that enable them ("acl", "ownershipControls"); level 6
 // internode TLS: the cluster's CA and its requirement in the map (OpSetInternodeTLS),
-// set only once every node's listener takes TLS and enrols.
-const featureLevel = 6
+// set only once every node's listener takes TLS and enrols; level 7 bucket notifications:
+// the targets in the map (OpPutNotifyTarget) and the "notification" bucket configuration,
+// set only once every node's store writes outbox entries and runs a deliverer.
+const featureLevel = 7
 
 // commandLevel is the feature level a map command needs.
 func commandLevel(c clustermap.Command) int {
@@ -57,6 +59,8 @@ func commandLevel(c clustermap.Command) int {
 		switch c.Key {
 		case "versioning":
 			return 4
+		case "notification":
+			return 7
 		case "acl", "ownershipControls":
 			// A bucket ACL or an Object Ownership other than BucketOwnerEnforced lets
 			// requests write objects with an owner or an ACL (record version 6); an
@@ -70,6 +74,8 @@ func commandLevel(c clustermap.Command) int {
 		return 5
 	case clustermap.OpSetInternodeTLS:
 		return 6
+	case clustermap.OpPutNotifyTarget, clustermap.OpRemoveNotifyTarget:
+		return 7
 	case clustermap.OpAddAccount, clustermap.OpSetAccount, clustermap.OpRemoveAccount, clustermap.OpPutKey, clustermap.OpRevokeKey, clustermap.OpSealUsers, clustermap.OpSetGrant:
 		return 3
 	}

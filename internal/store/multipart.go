@@ -323,12 +323,15 @@ func (s *Store) CompleteUploadVersion(bucket, key, uploadID string, list []objec
 		return nil, errors.E(op, err)
 	}
 	freed = append(freed, f...)
+	var events int64
 	if !superseded {
 		b.Set(okey, marshalRecord(&o), nil)
+		events = s.stack(b, bucket, key, &o)
 	}
 	if err := s.commit(b); err != nil {
 		return nil, errors.E(op, err)
 	}
+	s.stacked(events)
 	for _, l := range freed {
 		s.addLive(l, -1)
 	}

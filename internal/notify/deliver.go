@@ -1,0 +1,344 @@
+package notify
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Outbox is a node's durable outbox as the Deliverer sees it (package store implements
+// it). Scan calls fn with the entries in the order they were written, oldest first,
+// until fn returns false; entries committed while Scan runs may be missed (the next scan
+// sees them). Done removes delivered entries (a removal lost in a crash only sends them
+// again); Dead moves entries to the dead letters, which are kept, counted and not sent.
+type Outbox interface {
+	ScanOutbox(fn func(seq uint64, entry []byte) bool) error
+	DoneOutbox(seqs []uint64) error
+	DeadOutbox(seqs []uint64) error
+	OutboxLen() (pending, dead int64)
+}
+
+// Config configures a Deliverer.
+type Config struct {
+	// Outbox is the node's outbox. Required.
+	Outbox Outbox
+	// Target returns the target of that name (nil, false: there is none, the entries for
+	// it are dead letters). The Deliverer does not close what it returns.
+	Target func(name string) (Target, bool)
+	// Mine reports whether this node sends the events of bucket/key now (the first live
+	// holder of its partition). Nil: every entry is this node's (a single node).
+	Mine func(bucket, key string) bool
+	// FirstHolds reports whether the node that sends bucket/key's events (the first live
+	// holder) holds version hlc of it: then it holds the outbox entry of that version too
+	// (or sent it), and this node drops its own copy. Asked for entries that are not Mine
+	// once they are Hold old; an error or false, and this node sends the entry itself.
+	FirstHolds func(ctx context.Context, bucket, key string, hlc uint64) (bool, error)
+	// Hold is how long an entry that is not this node's waits before FirstHolds is asked
+	// (default 30s): the first holder normally sends it well within that.
+	Hold time.Duration
+	// Region is the awsRegion of the records (default "us-east-1").
+	Region string
+	// MaxAttempts is the number of failed sends of one entry after which it becomes a
+	// dead letter (0: never; retried until the target takes it).
+	MaxAttempts int
+	// MinBackoff and MaxBackoff bound the wait before a failed target is tried again
+	// (defaults 100ms and 30s; doubled after each failure).
+	MinBackoff, MaxBackoff time.Duration
+	// Batch is the most events sent to one target in one call (default 256).
+	Batch int
+	// Interval is how often the outbox is scanned when nothing wakes the Deliverer
+	// (default 1s).
+	Interval time.Duration
+	// Logger, nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Status is what a node's Deliverer has done since it started.
+type Status struct {
+	Pending    int64             `json:"pending"`               // entries in the outbox
+	Dead       int64             `json:"dead"`                  // dead letters kept
+	Delivered  int64             `json:"delivered"`             // events sent and acknowledged
+	Dropped    int64             `json:"dropped"`               // entries dropped: their first holder has them
+	Retries    int64             `json:"retries"`               // failed sends (each retried)
+	DeadTotal  int64             `json:"dead_total"`            // entries made dead letters since start
+	OldestAge  float64           `json:"oldest_age"`            // seconds since the oldest pending entry was written
+	LastErrors map[string]string `json:"last_errors,omitempty"` // by target: its last failure, while it fails
+}
+
+// Deliverer sends a node's outbox. Run it once; Kick wakes it after a commit.
+type Deliverer struct {
+	cfg  Config
+	log  *slog.Logger
+	wake chan struct{}
+
+	delivered, dropped, retries, deadTotal atomic.Int64
+	oldest                                 atomic.Int64 // Stacked of the oldest entry seen by the last scan (0: none)
+
+	mu      sync.Mutex
+	targets map[string]*targetState
+}
+
+type targetState struct {
+	failures int       // consecutive
+	until    time.Time // not tried before
+	attempts map[uint64]int
+	lastErr  string
+}
+
+// New returns a Deliverer.
+func New(cfg Config) *Deliverer {
+	if cfg.Hold <= 0 {
+		cfg.Hold = 30 * time.Second
+	}
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	if cfg.MinBackoff <= 0 {
+		cfg.MinBackoff = 100 * time.Millisecond
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 30 * time.Second
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 256
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Deliverer{cfg: cfg, log: cfg.Logger.With("component", "notify"), wake: make(chan struct{}, 1), targets: map[string]*targetState{}}
+}
+
+// Kick wakes the Deliverer: the outbox has new entries. It never blocks.
+func (d *Deliverer) Kick() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Status returns the Deliverer's counters and the outbox's size.
+func (d *Deliverer) Status() Status {
+	p, dead := d.cfg.Outbox.OutboxLen()
+	st := Status{Pending: p, Dead: dead, Delivered: d.delivered.Load(), Dropped: d.dropped.Load(),
+		Retries: d.retries.Load(), DeadTotal: d.deadTotal.Load()}
+	if o := d.oldest.Load(); o > 0 && p > 0 {
+		st.OldestAge = time.Since(time.Unix(0, o)).Seconds()
+	}
+	d.mu.Lock()
+	for name, ts := range d.targets {
+		if ts.lastErr != "" {
+			if st.LastErrors == nil {
+				st.LastErrors = map[string]string{}
+			}
+			st.LastErrors[name] = ts.lastErr
+		}
+	}
+	d.mu.Unlock()
+	return st
+}
+
+// Run sends the outbox until ctx ends; it returns nil then.
+func (d *Deliverer) Run(ctx context.Context) error {
+	t := time.NewTicker(d.cfg.Interval)
+	defer t.Stop()
+	for {
+		more := d.round(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if more {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-d.wake:
+		case <-t.C:
+		}
+	}
+}
+
+type pending struct {
+	seq uint64
+	e   *Entry
+}
+
+// round scans the outbox once and sends what it can. It reports whether it sent or
+// dropped anything (another round may find more at once).
+func (d *Deliverer) round(ctx context.Context) bool {
+	now := time.Now()
+	byTarget := map[string][]pending{}
+	var order []string
+	var corrupt, done []uint64
+	var oldest int64
+	limit := d.cfg.Batch * 16
+	n := 0
+	err := d.cfg.Outbox.ScanOutbox(func(seq uint64, b []byte) bool {
+		e, err := UnmarshalEntry(b)
+		if err != nil {
+			corrupt = append(corrupt, seq)
+			return true
+		}
+		if oldest == 0 || e.Stacked < oldest {
+			oldest = e.Stacked
+		}
+		if d.cfg.Mine != nil && !d.cfg.Mine(e.Bucket, e.Key) {
+			if now.Sub(time.Unix(0, e.Stacked)) < d.cfg.Hold {
+				return true
+			}
+			if d.cfg.FirstHolds != nil {
+				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				ok, err := d.cfg.FirstHolds(cctx, e.Bucket, e.Key, e.HLC)
+				cancel()
+				if err == nil && ok {
+					done = append(done, seq)
+					return true
+				}
+			}
+			// The first holder lacks this version (or cannot say): send it from here.
+		}
+		if _, ok := byTarget[e.Target]; !ok {
+			order = append(order, e.Target)
+		}
+		byTarget[e.Target] = append(byTarget[e.Target], pending{seq, e})
+		n++
+		return n < limit
+	})
+	d.oldest.Store(oldest)
+	if err != nil {
+		d.log.Warn("cannot read the notification outbox", "err", err)
+		return false
+	}
+	if len(corrupt) > 0 {
+		d.log.Error("notification outbox entries that do not decode were made dead letters", "entries", len(corrupt))
+		d.dead(corrupt)
+	}
+	if len(done) > 0 {
+		if err := d.cfg.Outbox.DoneOutbox(done); err != nil {
+			d.log.Warn("cannot remove outbox entries", "err", err)
+		} else {
+			d.dropped.Add(int64(len(done)))
+		}
+	}
+	progress := len(done) > 0
+	for _, name := range order {
+		if ctx.Err() != nil {
+			return false
+		}
+		if d.sendTarget(ctx, name, byTarget[name]) {
+			progress = true
+		}
+	}
+	return progress
+}
+
+func (d *Deliverer) state(name string) *targetState {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ts := d.targets[name]
+	if ts == nil {
+		ts = &targetState{attempts: map[uint64]int{}}
+		d.targets[name] = ts
+	}
+	return ts
+}
+
+// sendTarget sends a target's entries in order, a batch at a time, stopping at the first
+// failure (what follows waits: events of one key stay in order). It reports progress.
+func (d *Deliverer) sendTarget(ctx context.Context, name string, ps []pending) bool {
+	ts := d.state(name)
+	d.mu.Lock()
+	wait := time.Now().Before(ts.until)
+	d.mu.Unlock()
+	if wait {
+		return false
+	}
+	t, ok := d.cfg.Target(name)
+	if !ok {
+		seqs := make([]uint64, len(ps))
+		for i, p := range ps {
+			seqs[i] = p.seq
+		}
+		d.log.Error("notification events for a target that does not exist were made dead letters", "target", name, "events", len(seqs))
+		d.dead(seqs)
+		return true
+	}
+	progress := false
+	for len(ps) > 0 {
+		n := min(len(ps), d.cfg.Batch)
+		batch := ps[:n]
+		msgs := make([][]byte, n)
+		seqs := make([]uint64, n)
+		for i, p := range batch {
+			msgs[i] = p.e.Message(d.cfg.Region)
+			seqs[i] = p.seq
+		}
+		if err := t.Send(ctx, msgs); err != nil {
+			if ctx.Err() != nil {
+				return progress
+			}
+			d.failed(name, ts, batch, err)
+			return progress
+		}
+		if err := d.cfg.Outbox.DoneOutbox(seqs); err != nil {
+			// Sent but not removed: they go again (a duplicate, never a loss).
+			d.log.Warn("cannot remove delivered outbox entries", "err", err)
+			return progress
+		}
+		d.delivered.Add(int64(n))
+		d.mu.Lock()
+		if ts.failures > 0 {
+			d.log.Info("notification target reachable again", "target", name)
+		}
+		ts.failures, ts.lastErr = 0, ""
+		for _, s := range seqs {
+			delete(ts.attempts, s)
+		}
+		d.mu.Unlock()
+		progress = true
+		ps = ps[n:]
+	}
+	return progress
+}
+
+func (d *Deliverer) failed(name string, ts *targetState, batch []pending, err error) {
+	d.retries.Add(1)
+	d.mu.Lock()
+	ts.failures++
+	ts.lastErr = err.Error()
+	back := d.cfg.MinBackoff << min(ts.failures-1, 20)
+	if back > d.cfg.MaxBackoff || back <= 0 {
+		back = d.cfg.MaxBackoff
+	}
+	ts.until = time.Now().Add(back)
+	// The head entry is the one that failed (a batch fails as a whole: count it on the
+	// first, which is tried again first).
+	head := batch[0].seq
+	ts.attempts[head]++
+	dead := d.cfg.MaxAttempts > 0 && ts.attempts[head] >= d.cfg.MaxAttempts
+	if dead {
+		delete(ts.attempts, head)
+	}
+	failures := ts.failures
+	d.mu.Unlock()
+	if failures == 1 || failures%20 == 0 {
+		d.log.Warn("notification target failing; events kept and retried", "target", name, "failures", failures, "err", err)
+	}
+	if dead {
+		d.log.Error("notification event made a dead letter after its attempts", "target", name, "event", batch[0].e.ID(), "attempts", d.cfg.MaxAttempts)
+		d.dead([]uint64{head})
+	}
+}
+
+func (d *Deliverer) dead(seqs []uint64) {
+	if err := d.cfg.Outbox.DeadOutbox(seqs); err != nil {
+		d.log.Warn("cannot move outbox entries to the dead letters", "err", err)
+		return
+	}
+	d.deadTotal.Add(int64(len(seqs)))
+}

@@ -1,0 +1,161 @@
+package store
+
+import (
+	"encoding/binary"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
+)
+
+// The outbox: entries that Config.Outbox makes for a committed change, written in the
+// same synced batch as the change's record, so that an entry exists exactly when its
+// change committed and survives whatever the record survives. Keys are Q/<seq> (pending)
+// and L/<seq> (dead letters), seq a big-endian uint64 that grows with every entry this
+// store writes; the values are the caller's (package notify's entries). Entries of one key
+// are written under the key's lock, so their seqs are in commit order; entries of
+// different keys may commit out of seq order (a scan can find a lower seq later).
+const (
+	pfxOutbox = "Q/"
+	pfxDead   = "L/"
+)
+
+func outboxKey(pfx string, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte(pfx), seq)
+}
+
+// stack adds the outbox entries of o (committed as bucket/key) to b and returns how many.
+func (s *Store) stack(b *pebble.Batch, bucket, key string, o *object.Object) int64 {
+	if s.cfg.Outbox == nil || Internal(bucket) {
+		return 0
+	}
+	es := s.cfg.Outbox(bucket, key, o)
+	for _, e := range es {
+		b.Set(outboxKey(pfxOutbox, s.outSeq.Add(1)), e, nil)
+	}
+	return int64(len(es))
+}
+
+// stacked accounts for n entries just committed.
+func (s *Store) stacked(n int64) {
+	if n == 0 {
+		return
+	}
+	s.outPending.Add(n)
+	if s.cfg.OnOutbox != nil {
+		s.cfg.OnOutbox()
+	}
+}
+
+// openOutbox finds the last seq used and counts the entries (at open).
+func (s *Store) openOutbox() error {
+	var last uint64
+	for _, pfx := range []string{pfxOutbox, pfxDead} {
+		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(pfx), UpperBound: prefixEnd([]byte(pfx))})
+		if err != nil {
+			return errors.E(errors.IO, err)
+		}
+		var n int64
+		for ok := it.First(); ok; ok = it.Next() {
+			n++
+		}
+		if it.Last() && len(it.Key()) == len(pfx)+8 {
+			last = max(last, binary.BigEndian.Uint64(it.Key()[len(pfx):]))
+		}
+		if err := it.Close(); err != nil {
+			return errors.E(errors.IO, err)
+		}
+		if pfx == pfxOutbox {
+			s.outPending.Store(n)
+		} else {
+			s.outDead.Store(n)
+		}
+	}
+	s.outSeq.Store(last)
+	return nil
+}
+
+// ScanOutbox calls fn with the pending outbox entries in seq order until fn returns
+// false. The entry's bytes are valid only during the call.
+func (s *Store) ScanOutbox(fn func(seq uint64, entry []byte) bool) error {
+	const op errors.Op = "store.ScanOutbox"
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(pfxOutbox), UpperBound: prefixEnd([]byte(pfxOutbox))})
+	if err != nil {
+		return errors.E(op, errors.IO, err)
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		if len(k) != len(pfxOutbox)+8 {
+			continue
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			it.Close()
+			return errors.E(op, errors.IO, err)
+		}
+		if !fn(binary.BigEndian.Uint64(k[len(pfxOutbox):]), v) {
+			break
+		}
+	}
+	if err := it.Close(); err != nil {
+		return errors.E(op, errors.IO, err)
+	}
+	return nil
+}
+
+// DoneOutbox removes delivered entries. The removal is not synced: one lost in a crash
+// leaves the entry to be sent again (at least once), never a change without its entry.
+func (s *Store) DoneOutbox(seqs []uint64) error {
+	return s.moveOutbox(errors.Op("store.DoneOutbox"), seqs, false)
+}
+
+// DeadOutbox moves entries to the dead letters (kept, counted, not sent), synced.
+func (s *Store) DeadOutbox(seqs []uint64) error {
+	return s.moveOutbox(errors.Op("store.DeadOutbox"), seqs, true)
+}
+
+func (s *Store) moveOutbox(op errors.Op, seqs []uint64, dead bool) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	if s.closed.Load() {
+		return errors.E(op, errors.Transient, "store is closed")
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	var n int64
+	for _, seq := range seqs {
+		k := outboxKey(pfxOutbox, seq)
+		v, closer, err := s.db.Get(k)
+		if err == pebble.ErrNotFound {
+			continue
+		}
+		if err != nil {
+			return errors.E(op, errors.IO, err)
+		}
+		if dead {
+			b.Set(outboxKey(pfxDead, seq), v, nil)
+		}
+		closer.Close()
+		b.Delete(k, nil)
+		n++
+	}
+	wo := pebble.NoSync
+	if dead {
+		wo = pebble.Sync
+	}
+	if err := b.Commit(wo); err != nil {
+		return errors.E(op, errors.IO, err)
+	}
+	s.outPending.Add(-n)
+	if dead {
+		s.outDead.Add(n)
+	}
+	return nil
+}
+
+// OutboxLen returns the number of pending entries and of dead letters.
+func (s *Store) OutboxLen() (pending, dead int64) {
+	return s.outPending.Load(), s.outDead.Load()
+}
