@@ -29,7 +29,7 @@ type NotifyTarget struct {
 //     https URL) nor a Redis address with a list or a channel, or if its secret is not
 //     sealed.
 //   - OpRemoveNotifyTarget (Name): removes a target; NotExist if absent. Events still
-//     queued for it become dead letters on the nodes that hold them.
+//     queued for it wait on the nodes that hold them, as for a target that is down.
 const (
 	OpPutNotifyTarget    = "put_notify_target"
 	OpRemoveNotifyTarget = "remove_notify_target"

@@ -2,6 +2,7 @@ package notify
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -24,8 +25,8 @@ type Outbox interface {
 type Config struct {
 	// Outbox is the node's outbox. Required.
 	Outbox Outbox
-	// Target returns the target of that name (nil, false: there is none, the entries for
-	// it are dead letters). The Deliverer does not close what it returns.
+	// Target returns the target of that name (nil, false: there is none; its entries
+	// wait, as for a target that is down). The Deliverer does not close what it returns.
 	Target func(name string) (Target, bool)
 	// Mine reports whether this node sends the events of bucket/key now (the first live
 	// holder of its partition). Nil: every entry is this node's (a single node).
@@ -260,13 +261,10 @@ func (d *Deliverer) sendTarget(ctx context.Context, name string, ps []pending) b
 	}
 	t, ok := d.cfg.Target(name)
 	if !ok {
-		seqs := make([]uint64, len(ps))
-		for i, p := range ps {
-			seqs[i] = p.seq
-		}
-		d.log.Error("notification events for a target that does not exist were made dead letters", "target", name, "events", len(seqs))
-		d.dead(seqs)
-		return true
+		// Not defined (removed, or not yet in this node's map): the events wait like
+		// those of a target that is down, and count their attempts.
+		d.failed(name, ts, ps, fmt.Errorf("no notification target %q in the cluster map", name))
+		return false
 	}
 	progress := false
 	for len(ps) > 0 {

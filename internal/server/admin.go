@@ -280,6 +280,8 @@ func (a *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeJSON(w, st)
+	case path == "notify":
+		writeJSON(w, a.notifyStatus(r.Context()))
 	case path == "apply" && r.Method == http.MethodPost:
 		serveApply(w, r, a.apply.Apply)
 	default:
@@ -470,6 +472,34 @@ func (a *adminHandler) scrub(ctx context.Context, method, action, node string) (
 	}
 	wg.Wait()
 	return out, nil
+}
+
+// NotifyView is the admin API's view of bucket notifications: the targets (without
+// their secrets) and every storage node's outbox and deliveries.
+type NotifyView struct {
+	Targets []NotifyTargetInfo `json:"targets"`
+	Nodes   []NotifyStatus     `json:"nodes"`
+}
+
+// notifyStatus asks every storage node for its notification figures.
+func (a *adminHandler) notifyStatus(ctx context.Context) *NotifyView {
+	m := a.mgr.Current()
+	v := &NotifyView{Targets: NotifyTargets(m)}
+	nodes := m.StorageNodes()
+	v.Nodes = make([]NotifyStatus, len(nodes))
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Go(func() {
+			if err := a.rpc.DoJSON(ctx, &rpc.Request{Method: http.MethodGet, Addr: n.Addr, Path: wire.PathNotify}, &v.Nodes[i]); err != nil {
+				v.Nodes[i] = NotifyStatus{Node: n.ID, Error: err.Error()}
+			}
+			v.Nodes[i].Node = n.ID
+		})
+	}
+	wg.Wait()
+	return v
 }
 
 // status gathers the map, the managers and every node's own figures.

@@ -461,6 +461,9 @@ type clusterHandler struct {
 	mgr   *clustermap.Manager
 	apply *applyer
 	scrub *repair.Scrub // nil without the storage role
+	// notify is the node's bucket notifications (nil without the storage role); self its id.
+	notify *notifier
+	self   string
 	rep   *repair.Loops
 	stats func() any
 	// nbdAddr is this node's NBD listener ("": none), told in map info answers.
@@ -471,6 +474,12 @@ func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case wire.PathMap:
 		writeJSON(w, h.mgr.Current())
+	case wire.PathNotify:
+		st := NotifyStatus{Node: h.self}
+		if h.notify != nil {
+			st.Status = h.notify.d.Load().Status()
+		}
+		writeJSON(w, st)
 	case wire.PathScrub:
 		if h.scrub == nil {
 			wire.WriteError(w, errors.E(errors.NotExist, "this node has no storage role: nothing to scrub"))

@@ -25,6 +25,7 @@ import (
 	"github.com/cairnfs/cairn/internal/hlc"
 	"github.com/cairnfs/cairn/internal/metrics"
 	"github.com/cairnfs/cairn/internal/nbd"
+	"github.com/cairnfs/cairn/internal/notify"
 	"github.com/cairnfs/cairn/internal/repair"
 	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/rpc"
@@ -96,6 +97,7 @@ type instance struct {
 	gw                *gateway.Gateway
 	rep               *repair.Loops
 	scrub             *repair.Scrub
+	notify            *notifier // bucket notifications (nil without the storage role)
 	lastSync          atomic.Pointer[repair.SyncStats]
 	isrv              *http.Server             // internode
 	certs             *certReloader            // the S3 and admin listeners' certificate (nil: plain HTTP)
@@ -202,6 +204,13 @@ func assemble(cfg Config) (_ *instance, err error) {
 		Observe: n.m.ObserveVolume})
 	n.onClose(func() error { n.gw.Close(); return nil })
 	mgr := n.mgr
+	if n.notify != nil {
+		n.notify.maps.Store(mgr)
+		n.notify.d.Store(notify.New(notify.Config{Outbox: n.st, Target: n.notify.target, Mine: n.gw.FirstHolder, FirstHolds: n.gw.FirstHolds,
+			Hold: cfg.NotifyHold, Region: cfg.Region, MaxAttempts: cfg.NotifyMaxAttempts, Logger: log}))
+		n.notify.exportMetrics(n.m)
+		n.onClose(n.notify.close)
+	}
 	if n.blog, err = openBucketLogs(filepath.Join(cfg.DataDir, "bucket-logs"), n.nodeID, n.gw, mgr.Current, log); err != nil {
 		return nil, err
 	}
@@ -264,6 +273,8 @@ func (n *instance) openStore(clock *hlc.Clock) error {
 	scfg.OnCommit = n.m.ObserveCommit
 	scfg.OnSegmentSync = n.m.ObserveSegmentSync
 	scfg.Clock = clock
+	n.notify = newNotifier(n.box, n.log)
+	n.notify.storeHooks(&scfg)
 	st, err := store.Open(scfg)
 	if err != nil {
 		return err
@@ -423,7 +434,7 @@ func (n *instance) openManager() error {
 // internodeMux routes the internode paths: cluster administration and, on a storage
 // node, the replica protocol (replica.Handler).
 func (n *instance) internodeMux() *http.ServeMux {
-	ch := &clusterHandler{mgr: n.mgr, apply: n.app, scrub: n.scrub, rep: n.rep, stats: func() any {
+	ch := &clusterHandler{mgr: n.mgr, apply: n.app, scrub: n.scrub, rep: n.rep, notify: n.notify, self: n.nodeID, stats: func() any {
 		ns := nodeStats(n.nodeID, n.st, n.hints, n.mgr, n.client)
 		ns.LastSync = n.lastSync.Load()
 		p := n.rep.Progress()
@@ -438,7 +449,7 @@ func (n *instance) internodeMux() *http.ServeMux {
 		ch.nbdAddr = n.nbdLn.Addr().String()
 	}
 	imux := http.NewServeMux()
-	for _, p := range []string{wire.PathMap, wire.PathJoin, wire.PathApply, wire.PathStats, wire.PathMapInfo, wire.PathScrub, wire.PathRecovery, wire.PathReplace} {
+	for _, p := range []string{wire.PathMap, wire.PathJoin, wire.PathApply, wire.PathStats, wire.PathMapInfo, wire.PathScrub, wire.PathRecovery, wire.PathReplace, wire.PathNotify} {
 		imux.Handle(p, ch)
 	}
 	for _, p := range []string{wire.PathEnrol, wire.PathCAKey, wire.PathInternodeTLS} {
@@ -527,6 +538,10 @@ func (n *instance) run(ctx context.Context) (err error) {
 		n.rep.RunSync(ctx, cfg.SyncInterval, func(s repair.SyncStats) { n.lastSync.Store(&s) })
 	})
 	loop(n.rep.RunApply)
+	if n.notify != nil {
+		d := n.notify.d.Load()
+		loop(func(ctx context.Context) { d.Run(ctx) })
+	}
 	if n.scrub != nil {
 		loop(n.scrub.Run)
 	}
@@ -735,6 +750,7 @@ func (n *instance) s3Handler() http.Handler {
 		AccessLog:    n.accessLogFunc(),
 		FeatureLevel: func() int { return n.mgr.Current().Level },
 		MasterKeys:   n.cfg.MasterKeys,
+		NotifyTarget: func(name string) bool { _, ok := n.mgr.Current().Targets[name]; return ok },
 	})
 }
 
