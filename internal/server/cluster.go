@@ -464,8 +464,8 @@ type clusterHandler struct {
 	// notify is the node's bucket notifications (nil without the storage role); self its id.
 	notify *notifier
 	self   string
-	rep   *repair.Loops
-	stats func() any
+	rep    *repair.Loops
+	stats  func() any
 	// nbdAddr is this node's NBD listener ("": none), told in map info answers.
 	nbdAddr string
 }

@@ -70,8 +70,8 @@ type Config struct {
 	// NotifyHold is how long a holder of a key that is not its first live holder keeps
 	// an event before asking whether the first holder has it (default 30s).
 	NotifyHold time.Duration
-	Domains           []string
-	Logger            *slog.Logger
+	Domains    []string
+	Logger     *slog.Logger
 	// Store tunables (zero = defaults).
 	Store store.Config
 	// MasterKeys seal the data keys of SSE-S3 objects (cmd/cairn loads them from
