@@ -32,13 +32,17 @@ type Config struct {
 	// holder of its partition). Nil: every entry is this node's (a single node).
 	Mine func(bucket, key string) bool
 	// FirstHolds reports whether the node that sends bucket/key's events (the first live
-	// holder) holds version hlc of it: then it holds the outbox entry of that version too
-	// (or sent it), and this node drops its own copy. Asked for entries that are not Mine
-	// once they are Hold old; an error or false, and this node sends the entry itself.
+	// holder) wrote outbox entries for version hlc of it (its OutboxHeld): then it sends
+	// them (or did), and this node drops its own copy. Asked for entries that are not
+	// Mine once they are Hold old; an error or false, and this node sends the entry
+	// itself (a duplicate at worst).
 	FirstHolds func(ctx context.Context, bucket, key string, hlc uint64) (bool, error)
 	// Hold is how long an entry that is not this node's waits before FirstHolds is asked
 	// (default 30s): the first holder normally sends it well within that.
 	Hold time.Duration
+	// HeldFor is how long this node keeps the marks that answer the other holders'
+	// FirstHolds (default 20 * Hold); a holder that asks later sends its copy itself.
+	HeldFor time.Duration
 	// Region is the awsRegion of the records (default "us-east-1").
 	Region string
 	// MaxAttempts is the number of failed sends of one entry after which it becomes a
@@ -93,6 +97,9 @@ func New(cfg Config) *Deliverer {
 	if cfg.Hold <= 0 {
 		cfg.Hold = 30 * time.Second
 	}
+	if cfg.HeldFor <= 0 {
+		cfg.HeldFor = 20 * cfg.Hold
+	}
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
 	}
@@ -143,11 +150,25 @@ func (d *Deliverer) Status() Status {
 	return st
 }
 
+// HeldPurger is implemented by outboxes that keep the marks FirstHolds asks about (package
+// store): the Deliverer removes those older than HeldFor.
+type HeldPurger interface {
+	PurgeHeld(before time.Time) (int, error)
+}
+
 // Run sends the outbox until ctx ends; it returns nil then.
 func (d *Deliverer) Run(ctx context.Context) error {
 	t := time.NewTicker(d.cfg.Interval)
 	defer t.Stop()
+	hp, _ := d.cfg.Outbox.(HeldPurger)
+	lastPurge := time.Now()
 	for {
+		if hp != nil && time.Since(lastPurge) > d.cfg.Hold {
+			lastPurge = time.Now()
+			if _, err := hp.PurgeHeld(lastPurge.Add(-d.cfg.HeldFor)); err != nil {
+				d.log.Warn("cannot purge the outbox's held marks", "err", err)
+			}
+		}
 		more := d.round(ctx)
 		if ctx.Err() != nil {
 			return nil

@@ -474,6 +474,12 @@ func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case wire.PathMap:
 		writeJSON(w, h.mgr.Current())
+	case wire.PathNotifyHeld:
+		if h.notify == nil {
+			writeJSON(w, map[string]bool{"held": false})
+			return
+		}
+		h.notify.serveHeld(w, r)
 	case wire.PathNotify:
 		st := NotifyStatus{Node: h.self}
 		if h.notify != nil {

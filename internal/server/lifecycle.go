@@ -206,7 +206,7 @@ func assemble(cfg Config) (_ *instance, err error) {
 	mgr := n.mgr
 	if n.notify != nil {
 		n.notify.maps.Store(mgr)
-		n.notify.d.Store(notify.New(notify.Config{Outbox: n.st, Target: n.notify.target, Mine: n.gw.FirstHolder, FirstHolds: n.gw.FirstHolds,
+		n.notify.d.Store(notify.New(notify.Config{Outbox: n.st, Target: n.notify.target, Mine: n.gw.FirstHolder, FirstHolds: n.notifyHeld,
 			Hold: cfg.NotifyHold, Region: cfg.Region, MaxAttempts: cfg.NotifyMaxAttempts, Logger: log}))
 		n.notify.exportMetrics(n.m)
 		n.onClose(n.notify.close)
@@ -280,6 +280,7 @@ func (n *instance) openStore(clock *hlc.Clock) error {
 		return err
 	}
 	n.st = st
+	n.notify.st = st
 	n.onClose(st.Close)
 	n.m.WatchDisk(func() metrics.DiskStats {
 		d := st.Stats()
@@ -449,7 +450,7 @@ func (n *instance) internodeMux() *http.ServeMux {
 		ch.nbdAddr = n.nbdLn.Addr().String()
 	}
 	imux := http.NewServeMux()
-	for _, p := range []string{wire.PathMap, wire.PathJoin, wire.PathApply, wire.PathStats, wire.PathMapInfo, wire.PathScrub, wire.PathRecovery, wire.PathReplace, wire.PathNotify} {
+	for _, p := range []string{wire.PathMap, wire.PathJoin, wire.PathApply, wire.PathStats, wire.PathMapInfo, wire.PathScrub, wire.PathRecovery, wire.PathReplace, wire.PathNotify, wire.PathNotifyHeld} {
 		imux.Handle(p, ch)
 	}
 	for _, p := range []string{wire.PathEnrol, wire.PathCAKey, wire.PathInternodeTLS} {

@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -11,8 +13,10 @@ import (
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/metrics"
 	"github.com/cairnfs/cairn/internal/notify"
+	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/secrets"
 	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/wire"
 )
 
 // notifier is a storage node's bucket notifications (docs/design/notifications.md): the
@@ -25,6 +29,7 @@ type notifier struct {
 	d    atomic.Pointer[notify.Deliverer] // set once the gateway is open
 	box  *secrets.Box
 	log  *slog.Logger
+	st   *store.Store // set once open
 
 	mu   sync.Mutex
 	open map[string]openTarget
@@ -160,4 +165,42 @@ func (nt *notifier) exportMetrics(m *metrics.Metrics) {
 	m.CounterFunc("cairn_notify_dropped_total", "Outbox entries this node dropped because the key's first live holder has them.", st(func(s notify.Status) float64 { return float64(s.Dropped) }))
 	m.CounterFunc("cairn_notify_retries_total", "Failed sends to notification targets (each retried with backoff).", st(func(s notify.Status) float64 { return float64(s.Retries) }))
 	m.CounterFunc("cairn_notify_dead_letters_total", "Events this node made dead letters since it started.", st(func(s notify.Status) float64 { return float64(s.DeadTotal) }))
+}
+
+// notifyHeld is the Deliverer's FirstHolds: whether the first live holder of bucket/key
+// wrote outbox entries for version hlc (asked over the internode protocol, signed like
+// every internode request).
+func (n *instance) notifyHeld(ctx context.Context, bucket, key string, hlc uint64) (bool, error) {
+	_, addr, local, err := n.gw.FirstHolderOf(bucket, key)
+	if err != nil {
+		return false, err
+	}
+	if local {
+		return n.st.OutboxHeld(bucket, key, hlc)
+	}
+	var ans struct {
+		Held bool `json:"held"`
+	}
+	req := &rpc.Request{Method: http.MethodGet, Addr: addr, Path: wire.PathNotifyHeld,
+		Query: map[string][]string{"bucket": {bucket}, "key": {key}, "version": {strconv.FormatUint(hlc, 10)}}}
+	if err := n.client.DoJSON(ctx, req, &ans); err != nil {
+		return false, err
+	}
+	return ans.Held, nil
+}
+
+// serveHeld answers wire.PathNotifyHeld.
+func (nt *notifier) serveHeld(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	v, err := strconv.ParseUint(q.Get("version"), 10, 64)
+	if err != nil || q.Get("bucket") == "" {
+		wire.WriteError(w, errors.E(errors.Invalid, "notify held: bucket, key and version"))
+		return
+	}
+	held, err := nt.st.OutboxHeld(q.Get("bucket"), q.Get("key"), v)
+	if err != nil {
+		wire.WriteError(w, err)
+		return
+	}
+	writeJSON(w, map[string]bool{"held": held})
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/binary"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -16,10 +17,26 @@ import (
 // store writes; the values are the caller's (package notify's entries). Entries of one key
 // are written under the key's lock, so their seqs are in commit order; entries of
 // different keys may commit out of seq order (a scan can find a lower seq later).
+//
+// With the entries of a change goes a held mark, H/<bucket>\x00<key>\x00<hlc>, valued with
+// the time it was written: the other holders of the key ask the one that sends its events
+// whether it holds the change's entries (OutboxHeld) before they drop their own copies. The
+// marks are removed once older than what the deliverer keeps them for (PurgeHeld).
 const (
 	pfxOutbox = "Q/"
 	pfxDead   = "L/"
+	pfxHeld   = "H/"
 )
+
+func heldKey(bucket, key string, hlc uint64) []byte {
+	b := make([]byte, 0, len(pfxHeld)+len(bucket)+len(key)+10)
+	b = append(b, pfxHeld...)
+	b = append(b, bucket...)
+	b = append(b, 0)
+	b = append(b, key...)
+	b = append(b, 0)
+	return binary.BigEndian.AppendUint64(b, hlc)
+}
 
 func outboxKey(pfx string, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64([]byte(pfx), seq)
@@ -33,6 +50,9 @@ func (s *Store) stack(b *pebble.Batch, bucket, key string, o *object.Object) int
 	es := s.cfg.Outbox(bucket, key, o)
 	for _, e := range es {
 		b.Set(outboxKey(pfxOutbox, s.outSeq.Add(1)), e, nil)
+	}
+	if len(es) > 0 {
+		b.Set(heldKey(bucket, key, o.HLC), binary.BigEndian.AppendUint64(nil, uint64(time.Now().UnixNano())), nil)
 	}
 	return int64(len(es))
 }
@@ -158,4 +178,54 @@ func (s *Store) moveOutbox(op errors.Op, seqs []uint64, dead bool) error {
 // OutboxLen returns the number of pending entries and of dead letters.
 func (s *Store) OutboxLen() (pending, dead int64) {
 	return s.outPending.Load(), s.outDead.Load()
+}
+
+// OutboxHeld reports whether this store wrote outbox entries for version hlc of
+// bucket/key (and has not purged its mark yet): they are pending, sent or dead letters.
+func (s *Store) OutboxHeld(bucket, key string, hlc uint64) (bool, error) {
+	_, closer, err := s.db.Get(heldKey(bucket, key, hlc))
+	if err == pebble.ErrNotFound {
+		return false, nil
+	}
+	if err != nil {
+		return false, errors.E(errors.Op("store.OutboxHeld"), errors.IO, err)
+	}
+	closer.Close()
+	return true, nil
+}
+
+// PurgeHeld removes the held marks written before t, unsynced, and returns how many.
+func (s *Store) PurgeHeld(t time.Time) (int, error) {
+	const op errors.Op = "store.PurgeHeld"
+	if s.closed.Load() {
+		return 0, errors.E(op, errors.Transient, "store is closed")
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(pfxHeld), UpperBound: prefixEnd([]byte(pfxHeld))})
+	if err != nil {
+		return 0, errors.E(op, errors.IO, err)
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			it.Close()
+			return 0, errors.E(op, errors.IO, err)
+		}
+		if len(v) == 8 && int64(binary.BigEndian.Uint64(v)) < t.UnixNano() {
+			b.Delete(it.Key(), nil)
+			n++
+		}
+	}
+	if err := it.Close(); err != nil {
+		return 0, errors.E(op, errors.IO, err)
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return 0, errors.E(op, errors.IO, err)
+	}
+	return n, nil
 }

@@ -116,6 +116,9 @@ const (
 	PathScrub = "/internal/v1/scrub"
 	// PathNotify answers a node's bucket-notification figures (outbox, deliveries).
 	PathNotify = "/internal/v1/notify"
+	// PathNotifyHeld answers whether a node wrote the outbox entries of a change
+	// (?bucket=&key=&version=): {"held": bool}.
+	PathNotifyHeld = "/internal/v1/notify/held"
 	// PathRecovery answers a node's recovery progress; POST ?rate=N sets its copy rate.
 	PathRecovery = "/internal/v1/recovery"
 	// PathReplace answers a node's progress re-placing objects by their bucket's policy.
