@@ -10,12 +10,15 @@ import (
 )
 
 // Outbox is a node's durable outbox as the Deliverer sees it (package store implements
-// it). Scan calls fn with the entries in the order they were written, oldest first,
-// until fn returns false; entries committed while Scan runs may be missed (the next scan
-// sees them). Done removes delivered entries (a removal lost in a crash only sends them
-// again); Dead moves entries to the dead letters, which are kept, counted and not sent.
+// it). ScanOutbox calls fn with the entries from seq from on in the order they were
+// written, oldest first, until fn returns false; entries committed while it runs may be
+// missed (the next scan sees them). OutboxFloor is a seq below which no new entry can
+// appear. DoneOutbox removes delivered entries (a removal lost in a crash only sends them
+// again); DeadOutbox moves entries to the dead letters, which are kept, counted and not
+// sent.
 type Outbox interface {
-	ScanOutbox(fn func(seq uint64, entry []byte) bool) error
+	ScanOutbox(from uint64, fn func(seq uint64, entry []byte) bool) error
+	OutboxFloor() uint64
 	DoneOutbox(seqs []uint64) error
 	DeadOutbox(seqs []uint64) error
 	OutboxLen() (pending, dead int64)
@@ -80,6 +83,8 @@ type Deliverer struct {
 
 	delivered, dropped, retries, deadTotal atomic.Int64
 	oldest                                 atomic.Int64 // Stacked of the oldest entry seen by the last scan (0: none)
+
+	start uint64 // the next scan starts here: no entry below it is pending (only Run uses it)
 
 	mu      sync.Mutex
 	targets map[string]*targetState
@@ -200,7 +205,14 @@ func (d *Deliverer) round(ctx context.Context) bool {
 	var oldest int64
 	limit := d.cfg.Batch * 16
 	n := 0
-	err := d.cfg.Outbox.ScanOutbox(func(seq uint64, b []byte) bool {
+	// Entries below the floor taken now are all visible to the scan: the next one can
+	// start at the lowest of them still pending afterwards, or at the floor.
+	floor := d.cfg.Outbox.OutboxFloor()
+	low := floor
+	keep := func(seq uint64) { low = min(low, seq) }
+	var last uint64
+	err := d.cfg.Outbox.ScanOutbox(d.start, func(seq uint64, b []byte) bool {
+		last = seq
 		e, err := UnmarshalEntry(b)
 		if err != nil {
 			corrupt = append(corrupt, seq)
@@ -211,6 +223,7 @@ func (d *Deliverer) round(ctx context.Context) bool {
 		}
 		if d.cfg.Mine != nil && !d.cfg.Mine(e.Bucket, e.Key) {
 			if now.Sub(time.Unix(0, e.Stacked)) < d.cfg.Hold {
+				keep(seq)
 				return true
 			}
 			if d.cfg.FirstHolds != nil {
@@ -236,25 +249,40 @@ func (d *Deliverer) round(ctx context.Context) bool {
 		d.log.Warn("cannot read the notification outbox", "err", err)
 		return false
 	}
+	if n >= limit {
+		keep(last + 1) // not seen beyond it
+	}
 	if len(corrupt) > 0 {
 		d.log.Error("notification outbox entries that do not decode were made dead letters", "entries", len(corrupt))
 		d.dead(corrupt)
 	}
+	lowDone := low
 	if len(done) > 0 {
 		if err := d.cfg.Outbox.DoneOutbox(done); err != nil {
 			d.log.Warn("cannot remove outbox entries", "err", err)
+			lowDone = min(lowDone, done[0])
 		} else {
 			d.dropped.Add(int64(len(done)))
 		}
 	}
+	low = lowDone
 	progress := len(done) > 0
 	for _, name := range order {
+		ps := byTarget[name]
 		if ctx.Err() != nil {
-			return false
+			keep(ps[0].seq)
+			continue
 		}
-		if d.sendTarget(ctx, name, byTarget[name]) {
+		sent := d.sendTarget(ctx, name, ps)
+		if sent > 0 {
 			progress = true
 		}
+		if sent < len(ps) {
+			keep(ps[sent].seq)
+		}
+	}
+	if ctx.Err() == nil {
+		d.start = low
 	}
 	return progress
 }
@@ -271,23 +299,24 @@ func (d *Deliverer) state(name string) *targetState {
 }
 
 // sendTarget sends a target's entries in order, a batch at a time, stopping at the first
-// failure (what follows waits: events of one key stay in order). It reports progress.
-func (d *Deliverer) sendTarget(ctx context.Context, name string, ps []pending) bool {
+// failure (what follows waits: events of one key stay in order). It returns how many of
+// ps (a prefix) were sent and removed.
+func (d *Deliverer) sendTarget(ctx context.Context, name string, ps []pending) int {
 	ts := d.state(name)
 	d.mu.Lock()
 	wait := time.Now().Before(ts.until)
 	d.mu.Unlock()
 	if wait {
-		return false
+		return 0
 	}
 	t, ok := d.cfg.Target(name)
 	if !ok {
 		// Not defined (removed, or not yet in this node's map): the events wait like
 		// those of a target that is down, and count their attempts.
 		d.failed(name, ts, ps, fmt.Errorf("no notification target %q in the cluster map", name))
-		return false
+		return 0
 	}
-	progress := false
+	sent := 0
 	for len(ps) > 0 {
 		n := min(len(ps), d.cfg.Batch)
 		batch := ps[:n]
@@ -299,15 +328,15 @@ func (d *Deliverer) sendTarget(ctx context.Context, name string, ps []pending) b
 		}
 		if err := t.Send(ctx, msgs); err != nil {
 			if ctx.Err() != nil {
-				return progress
+				return sent
 			}
 			d.failed(name, ts, batch, err)
-			return progress
+			return sent
 		}
 		if err := d.cfg.Outbox.DoneOutbox(seqs); err != nil {
 			// Sent but not removed: they go again (a duplicate, never a loss).
 			d.log.Warn("cannot remove delivered outbox entries", "err", err)
-			return progress
+			return sent
 		}
 		d.delivered.Add(int64(n))
 		d.mu.Lock()
@@ -319,10 +348,10 @@ func (d *Deliverer) sendTarget(ctx context.Context, name string, ps []pending) b
 			delete(ts.attempts, s)
 		}
 		d.mu.Unlock()
-		progress = true
+		sent += n
 		ps = ps[n:]
 	}
-	return progress
+	return sent
 }
 
 func (d *Deliverer) failed(name string, ts *targetState, batch []pending, err error) {

@@ -287,7 +287,9 @@ func TestDeliverS3(t *testing.T) {
 	}
 	proctest.WaitFor(t, 10*time.Second, func() error {
 		if p, _ := h.st.OutboxLen(); p != 0 {
-			return fmt.Errorf("%d entries still pending", p)
+			var seqs []uint64
+			h.st.ScanOutbox(0, func(seq uint64, e []byte) bool { seqs = append(seqs, seq); return true })
+			return fmt.Errorf("%d entries still pending: %v, floor %d", p, seqs, h.st.OutboxFloor())
 		}
 		return nil
 	})

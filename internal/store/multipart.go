@@ -323,15 +323,16 @@ func (s *Store) CompleteUploadVersion(bucket, key, uploadID string, list []objec
 		return nil, errors.E(op, err)
 	}
 	freed = append(freed, f...)
-	var events int64
+	var events stacking
 	if !superseded {
 		b.Set(okey, marshalRecord(&o), nil)
 		events = s.stack(b, bucket, key, &o)
 	}
-	if err := s.commit(b); err != nil {
+	err = s.commit(b)
+	s.stacked(events, err == nil)
+	if err != nil {
 		return nil, errors.E(op, err)
 	}
-	s.stacked(events)
 	for _, l := range freed {
 		s.addLive(l, -1)
 	}

@@ -42,30 +42,65 @@ func outboxKey(pfx string, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64([]byte(pfx), seq)
 }
 
-// stack adds the outbox entries of o (committed as bucket/key) to b and returns how many.
-func (s *Store) stack(b *pebble.Batch, bucket, key string, o *object.Object) int64 {
-	if s.cfg.Outbox == nil || Internal(bucket) {
-		return 0
-	}
-	es := s.cfg.Outbox(bucket, key, o)
-	for _, e := range es {
-		b.Set(outboxKey(pfxOutbox, s.outSeq.Add(1)), e, nil)
-	}
-	if len(es) > 0 {
-		b.Set(heldKey(bucket, key, o.HLC), binary.BigEndian.AppendUint64(nil, uint64(time.Now().UnixNano())), nil)
-	}
-	return int64(len(es))
+// stacking is the outbox entries of one change between stack and stacked.
+type stacking struct {
+	n     int64
+	first uint64 // the first seq (0: none)
 }
 
-// stacked accounts for n entries just committed.
-func (s *Store) stacked(n int64) {
-	if n == 0 {
+// stack adds the outbox entries of o (committed as bucket/key) to b. The caller commits b
+// and then calls stacked with the result, whatever it is.
+func (s *Store) stack(b *pebble.Batch, bucket, key string, o *object.Object) stacking {
+	if s.cfg.Outbox == nil || Internal(bucket) {
+		return stacking{}
+	}
+	es := s.cfg.Outbox(bucket, key, o)
+	if len(es) == 0 {
+		return stacking{}
+	}
+	s.outMu.Lock()
+	first := s.outSeq.Load() + 1
+	s.outSeq.Add(uint64(len(es)))
+	if s.outInflight == nil {
+		s.outInflight = map[uint64]bool{}
+	}
+	s.outInflight[first] = true
+	s.outMu.Unlock()
+	for i, e := range es {
+		b.Set(outboxKey(pfxOutbox, first+uint64(i)), e, nil)
+	}
+	b.Set(heldKey(bucket, key, o.HLC), binary.BigEndian.AppendUint64(nil, uint64(time.Now().UnixNano())), nil)
+	return stacking{n: int64(len(es)), first: first}
+}
+
+// stacked ends a stack: the entries are committed (ok) or will never be.
+func (s *Store) stacked(st stacking, ok bool) {
+	if st.n == 0 {
 		return
 	}
-	s.outPending.Add(n)
+	s.outMu.Lock()
+	delete(s.outInflight, st.first)
+	s.outMu.Unlock()
+	if !ok {
+		return
+	}
+	s.outPending.Add(st.n)
 	if s.cfg.OnOutbox != nil {
 		s.cfg.OnOutbox()
 	}
+}
+
+// OutboxFloor returns a seq below which no entry can appear any more: every entry with a
+// lower seq is committed (a scan sees it) or never will be. A deliverer that has seen
+// every pending entry below it need not scan that part again.
+func (s *Store) OutboxFloor() uint64 {
+	s.outMu.Lock()
+	defer s.outMu.Unlock()
+	floor := s.outSeq.Load() + 1
+	for f := range s.outInflight {
+		floor = min(floor, f)
+	}
+	return floor
 }
 
 // openOutbox finds the last seq used and counts the entries (at open).
@@ -96,11 +131,11 @@ func (s *Store) openOutbox() error {
 	return nil
 }
 
-// ScanOutbox calls fn with the pending outbox entries in seq order until fn returns
-// false. The entry's bytes are valid only during the call.
-func (s *Store) ScanOutbox(fn func(seq uint64, entry []byte) bool) error {
+// ScanOutbox calls fn with the pending outbox entries from seq from on, in seq order,
+// until fn returns false. The entry's bytes are valid only during the call.
+func (s *Store) ScanOutbox(from uint64, fn func(seq uint64, entry []byte) bool) error {
 	const op errors.Op = "store.ScanOutbox"
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(pfxOutbox), UpperBound: prefixEnd([]byte(pfxOutbox))})
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: outboxKey(pfxOutbox, from), UpperBound: prefixEnd([]byte(pfxOutbox))})
 	if err != nil {
 		return errors.E(op, errors.IO, err)
 	}
@@ -124,7 +159,8 @@ func (s *Store) ScanOutbox(fn func(seq uint64, entry []byte) bool) error {
 	return nil
 }
 
-// DoneOutbox removes delivered entries. The removal is not synced: one lost in a crash
+// DoneOutbox removes delivered entries, which must be pending (it does not look: the
+// pending count goes down by len(seqs)). The removal is not synced: one lost in a crash
 // leaves the entry to be sent again (at least once), never a change without its entry.
 func (s *Store) DoneOutbox(seqs []uint64) error {
 	return s.moveOutbox(errors.Op("store.DoneOutbox"), seqs, false)
@@ -147,17 +183,17 @@ func (s *Store) moveOutbox(op errors.Op, seqs []uint64, dead bool) error {
 	var n int64
 	for _, seq := range seqs {
 		k := outboxKey(pfxOutbox, seq)
-		v, closer, err := s.db.Get(k)
-		if err == pebble.ErrNotFound {
-			continue
-		}
-		if err != nil {
-			return errors.E(op, errors.IO, err)
-		}
 		if dead {
+			v, closer, err := s.db.Get(k)
+			if err == pebble.ErrNotFound {
+				continue
+			}
+			if err != nil {
+				return errors.E(op, errors.IO, err)
+			}
 			b.Set(outboxKey(pfxDead, seq), v, nil)
+			closer.Close()
 		}
-		closer.Close()
 		b.Delete(k, nil)
 		n++
 	}
@@ -168,6 +204,8 @@ func (s *Store) moveOutbox(op errors.Op, seqs []uint64, dead bool) error {
 	if err := b.Commit(wo); err != nil {
 		return errors.E(op, errors.IO, err)
 	}
+	// A deliverer may remove entries before their writer has counted them (they are
+	// visible from the commit on): the count can be below zero for that moment.
 	s.outPending.Add(-n)
 	if dead {
 		s.outDead.Add(n)
@@ -177,7 +215,7 @@ func (s *Store) moveOutbox(op errors.Op, seqs []uint64, dead bool) error {
 
 // OutboxLen returns the number of pending entries and of dead letters.
 func (s *Store) OutboxLen() (pending, dead int64) {
-	return s.outPending.Load(), s.outDead.Load()
+	return max(s.outPending.Load(), 0), s.outDead.Load()
 }
 
 // OutboxHeld reports whether this store wrote outbox entries for version hlc of

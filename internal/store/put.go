@@ -406,10 +406,11 @@ func (s *Store) commitObject(op errors.Op, bucket, key string, o *object.Object,
 	addBody(b, o, bd)
 	b.Set(okey, marshalRecord(o), nil)
 	events := s.stack(b, bucket, key, o)
-	if err := s.commit(b); err != nil {
+	err = s.commit(b)
+	s.stacked(events, err == nil)
+	if err != nil {
 		return nil, errors.E(op, err)
 	}
-	s.stacked(events)
 	s.count(bucket, old, o)
 	for _, l := range bd.locs {
 		s.addLive(l, 1)

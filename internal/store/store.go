@@ -170,6 +170,8 @@ type Store struct {
 
 	outSeq              atomic.Uint64 // the last outbox seq used
 	outPending, outDead atomic.Int64
+	outMu               sync.Mutex      // seq assignment and outInflight
+	outInflight         map[uint64]bool // first seqs of entries stacked and not yet committed
 }
 
 type commitReq struct {

@@ -351,10 +351,11 @@ func (s *Store) commitVersionIn(op errors.Op, b *pebble.Batch, bucket, key strin
 		}
 	}
 	events := s.stack(b, bucket, key, o)
-	if err := s.commit(b); err != nil {
+	err := s.commit(b)
+	s.stacked(events, err == nil)
+	if err != nil {
 		return nil, errors.E(op, err)
 	}
-	s.stacked(events)
 	s.markVersioned(bucket)
 	s.count(bucket, old, cur)
 	s.countNoncurrent(bucket, nc)
