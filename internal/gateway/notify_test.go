@@ -68,12 +68,12 @@ func TestNotifyCluster(t *testing.T) {
 	stops := make([]func(), 3)
 	for i, nd := range c.nodes {
 		d := notify.New(notify.Config{Outbox: nd.store, Target: func(string) (notify.Target, bool) { return hook, true },
-			Mine: nd.gw.FirstHolder, FirstHolds: func(ctx context.Context, b, k string, h uint64) (bool, error) {
+			Mine: nd.gw.FirstHolder, FirstHolds: func(ctx context.Context, b, k string, h uint64) (bool, bool, error) {
 				// The server asks the first holder over the internode protocol
 				// (wire.PathNotifyHeld); in process, its store.
 				id, _, _, err := nd.gw.FirstHolderOf(b, k)
 				if err != nil {
-					return false, err
+					return false, false, err
 				}
 				return c.nodes[c.index(id)].store.OutboxHeld(b, k, h)
 			}, Hold: time.Second,

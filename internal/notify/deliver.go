@@ -34,12 +34,12 @@ type Config struct {
 	// Mine reports whether this node sends the events of bucket/key now (the first live
 	// holder of its partition). Nil: every entry is this node's (a single node).
 	Mine func(bucket, key string) bool
-	// FirstHolds reports whether the node that sends bucket/key's events (the first live
-	// holder) wrote outbox entries for version hlc of it (its OutboxHeld): then it sends
-	// them (or did), and this node drops its own copy. Asked for entries that are not
-	// Mine once they are Hold old; an error or false, and this node sends the entry
-	// itself (a duplicate at worst).
-	FirstHolds func(ctx context.Context, bucket, key string, hlc uint64) (bool, error)
+	// FirstHolds asks the node that sends bucket/key's events (the first live holder)
+	// about version hlc of it (its store's OutboxHeld): sent, and this node drops its own
+	// copy; held (written, not yet sent), and it asks again a Hold later; neither, or an
+	// error, and it sends the entry itself (a duplicate at worst). Asked for entries that
+	// are not Mine once they are Hold old.
+	FirstHolds func(ctx context.Context, bucket, key string, hlc uint64) (held, sent bool, err error)
 	// Hold is how long an entry that is not this node's waits before FirstHolds is asked
 	// (default 30s): the first holder normally sends it well within that.
 	Hold time.Duration
@@ -85,6 +85,9 @@ type Deliverer struct {
 	oldest                                 atomic.Int64 // Stacked of the oldest entry seen by the last scan (0: none)
 
 	start uint64 // the next scan starts here: no entry below it is pending (only Run uses it)
+	// askAt is when to ask the first holder again about an entry it holds unsent (only
+	// Run uses it).
+	askAt map[uint64]time.Time
 
 	mu      sync.Mutex
 	targets map[string]*targetState
@@ -123,7 +126,8 @@ func New(cfg Config) *Deliverer {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Deliverer{cfg: cfg, log: cfg.Logger.With("component", "notify"), wake: make(chan struct{}, 1), targets: map[string]*targetState{}}
+	return &Deliverer{cfg: cfg, log: cfg.Logger.With("component", "notify"), wake: make(chan struct{}, 1), targets: map[string]*targetState{},
+		askAt: map[uint64]time.Time{}}
 }
 
 // Kick wakes the Deliverer: the outbox has new entries. It never blocks.
@@ -226,15 +230,26 @@ func (d *Deliverer) round(ctx context.Context) bool {
 				keep(seq)
 				return true
 			}
+			if t, ok := d.askAt[seq]; ok && now.Before(t) {
+				keep(seq)
+				return true
+			}
 			if d.cfg.FirstHolds != nil {
 				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				ok, err := d.cfg.FirstHolds(cctx, e.Bucket, e.Key, e.HLC)
+				held, sent, err := d.cfg.FirstHolds(cctx, e.Bucket, e.Key, e.HLC)
 				cancel()
-				if err == nil && ok {
+				switch {
+				case err == nil && sent:
+					delete(d.askAt, seq)
 					done = append(done, seq)
+					return true
+				case err == nil && held:
+					d.askAt[seq] = now.Add(d.cfg.Hold) // it will send it: ask again later
+					keep(seq)
 					return true
 				}
 			}
+			delete(d.askAt, seq)
 			// The first holder lacks this version (or cannot say): send it from here.
 		}
 		if _, ok := byTarget[e.Target]; !ok {
@@ -283,6 +298,11 @@ func (d *Deliverer) round(ctx context.Context) bool {
 	}
 	if ctx.Err() == nil {
 		d.start = low
+		for seq := range d.askAt {
+			if seq < low {
+				delete(d.askAt, seq) // gone: sent, dropped or dead
+			}
+		}
 	}
 	return progress
 }

@@ -476,7 +476,7 @@ func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, h.mgr.Current())
 	case wire.PathNotifyHeld:
 		if h.notify == nil {
-			writeJSON(w, map[string]bool{"held": false})
+			writeJSON(w, heldAnswer{})
 			return
 		}
 		h.notify.serveHeld(w, r)

@@ -168,25 +168,29 @@ func (nt *notifier) exportMetrics(m *metrics.Metrics) {
 }
 
 // notifyHeld is the Deliverer's FirstHolds: whether the first live holder of bucket/key
-// wrote outbox entries for version hlc (asked over the internode protocol, signed like
-// every internode request).
-func (n *instance) notifyHeld(ctx context.Context, bucket, key string, hlc uint64) (bool, error) {
+// wrote outbox entries for version hlc, and sent them (asked over the internode
+// protocol, signed like every internode request).
+func (n *instance) notifyHeld(ctx context.Context, bucket, key string, hlc uint64) (held, sent bool, err error) {
 	_, addr, local, err := n.gw.FirstHolderOf(bucket, key)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	if local {
 		return n.st.OutboxHeld(bucket, key, hlc)
 	}
-	var ans struct {
-		Held bool `json:"held"`
-	}
+	var ans heldAnswer
 	req := &rpc.Request{Method: http.MethodGet, Addr: addr, Path: wire.PathNotifyHeld,
 		Query: map[string][]string{"bucket": {bucket}, "key": {key}, "version": {strconv.FormatUint(hlc, 10)}}}
 	if err := n.client.DoJSON(ctx, req, &ans); err != nil {
-		return false, err
+		return false, false, err
 	}
-	return ans.Held, nil
+	return ans.Held, ans.Sent, nil
+}
+
+// heldAnswer is the answer of wire.PathNotifyHeld.
+type heldAnswer struct {
+	Held bool `json:"held"` // the node wrote the change's outbox entries
+	Sent bool `json:"sent"` // and sent them all (or made them dead letters)
 }
 
 // serveHeld answers wire.PathNotifyHeld.
@@ -197,10 +201,10 @@ func (nt *notifier) serveHeld(w http.ResponseWriter, r *http.Request) {
 		wire.WriteError(w, errors.E(errors.Invalid, "notify held: bucket, key and version"))
 		return
 	}
-	held, err := nt.st.OutboxHeld(q.Get("bucket"), q.Get("key"), v)
+	held, sent, err := nt.st.OutboxHeld(q.Get("bucket"), q.Get("key"), v)
 	if err != nil {
 		wire.WriteError(w, err)
 		return
 	}
-	writeJSON(w, map[string]bool{"held": held})
+	writeJSON(w, heldAnswer{Held: held, Sent: sent})
 }

@@ -19,9 +19,10 @@ import (
 // different keys may commit out of seq order (a scan can find a lower seq later).
 //
 // With the entries of a change goes a held mark, H/<bucket>\x00<key>\x00<hlc>, valued with
-// the time it was written: the other holders of the key ask the one that sends its events
-// whether it holds the change's entries (OutboxHeld) before they drop their own copies. The
-// marks are removed once older than what the deliverer keeps them for (PurgeHeld).
+// the time it was written, the first seq and the count of the change's entries: the other
+// holders of the key ask the one that sends its events whether it wrote them and sent them
+// (OutboxHeld) before they drop their own copies. The marks are removed once older than
+// what the deliverer keeps them for (PurgeHeld).
 const (
 	pfxOutbox = "Q/"
 	pfxDead   = "L/"
@@ -69,7 +70,10 @@ func (s *Store) stack(b *pebble.Batch, bucket, key string, o *object.Object) sta
 	for i, e := range es {
 		b.Set(outboxKey(pfxOutbox, first+uint64(i)), e, nil)
 	}
-	b.Set(heldKey(bucket, key, o.HLC), binary.BigEndian.AppendUint64(nil, uint64(time.Now().UnixNano())), nil)
+	mark := binary.BigEndian.AppendUint64(nil, uint64(time.Now().UnixNano()))
+	mark = binary.BigEndian.AppendUint64(mark, first)
+	mark = binary.BigEndian.AppendUint32(mark, uint32(len(es)))
+	b.Set(heldKey(bucket, key, o.HLC), mark, nil)
 	return stacking{n: int64(len(es)), first: first}
 }
 
@@ -219,17 +223,34 @@ func (s *Store) OutboxLen() (pending, dead int64) {
 }
 
 // OutboxHeld reports whether this store wrote outbox entries for version hlc of
-// bucket/key (and has not purged its mark yet): they are pending, sent or dead letters.
-func (s *Store) OutboxHeld(bucket, key string, hlc uint64) (bool, error) {
-	_, closer, err := s.db.Get(heldKey(bucket, key, hlc))
+// bucket/key (and has not purged its mark yet), and whether they are all sent (or dead
+// letters) since.
+func (s *Store) OutboxHeld(bucket, key string, hlc uint64) (held, sent bool, err error) {
+	const op errors.Op = "store.OutboxHeld"
+	v, closer, err := s.db.Get(heldKey(bucket, key, hlc))
 	if err == pebble.ErrNotFound {
-		return false, nil
+		return false, false, nil
 	}
 	if err != nil {
-		return false, errors.E(errors.Op("store.OutboxHeld"), errors.IO, err)
+		return false, false, errors.E(op, errors.IO, err)
 	}
+	if len(v) != 20 {
+		closer.Close()
+		return false, false, errors.E(op, errors.Corrupt, "malformed outbox mark")
+	}
+	first, n := binary.BigEndian.Uint64(v[8:]), binary.BigEndian.Uint32(v[16:])
 	closer.Close()
-	return true, nil
+	for i := uint64(0); i < uint64(n); i++ {
+		_, c, err := s.db.Get(outboxKey(pfxOutbox, first+i))
+		if err == nil {
+			c.Close()
+			return true, false, nil // still pending
+		}
+		if err != pebble.ErrNotFound {
+			return false, false, errors.E(op, errors.IO, err)
+		}
+	}
+	return true, true, nil
 }
 
 // PurgeHeld removes the held marks written before t, unsynced, and returns how many.
@@ -251,7 +272,7 @@ func (s *Store) PurgeHeld(t time.Time) (int, error) {
 			it.Close()
 			return 0, errors.E(op, errors.IO, err)
 		}
-		if len(v) == 8 && int64(binary.BigEndian.Uint64(v)) < t.UnixNano() {
+		if len(v) >= 8 && int64(binary.BigEndian.Uint64(v)) < t.UnixNano() {
 			b.Delete(it.Key(), nil)
 			n++
 		}

@@ -117,7 +117,7 @@ const (
 	// PathNotify answers a node's bucket-notification figures (outbox, deliveries).
 	PathNotify = "/internal/v1/notify"
 	// PathNotifyHeld answers whether a node wrote the outbox entries of a change
-	// (?bucket=&key=&version=): {"held": bool}.
+	// (?bucket=&key=&version=) and sent them: {"held": bool, "sent": bool}.
 	PathNotifyHeld = "/internal/v1/notify/held"
 	// PathRecovery answers a node's recovery progress; POST ?rate=N sets its copy rate.
 	PathRecovery = "/internal/v1/recovery"
