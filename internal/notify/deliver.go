@@ -59,6 +59,9 @@ type Config struct {
 	// Interval is how often the outbox is scanned when nothing wakes the Deliverer
 	// (default 1s).
 	Interval time.Duration
+	// Linger is how long the Deliverer waits after a wake before it scans, so that the
+	// events of a burst of commits go in one batch (default 5ms; negative: none).
+	Linger time.Duration
 	// Logger, nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -123,6 +126,9 @@ func New(cfg Config) *Deliverer {
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Second
 	}
+	if cfg.Linger == 0 {
+		cfg.Linger = 5 * time.Millisecond
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -182,14 +188,21 @@ func (d *Deliverer) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if more {
-			continue
+		if !more {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-d.wake:
+			case <-t.C:
+				continue
+			}
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-d.wake:
-		case <-t.C:
+		if d.cfg.Linger > 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(d.cfg.Linger):
+			}
 		}
 	}
 }
