@@ -10,7 +10,9 @@ import (
 // and change nothing.
 func TestNotifyTargetCommands(t *testing.T) {
 	m := &Map{Epoch: 1, Buckets: map[string]Bucket{}}
-	put := func(tg NotifyTarget) (*Map, error) { return ApplyCommand(m, Command{Op: OpPutNotifyTarget, Target: &tg}) }
+	put := func(tg NotifyTarget) (*Map, error) {
+		return ApplyCommand(m, Command{Op: OpPutNotifyTarget, Target: &tg})
+	}
 	for _, bad := range []NotifyTarget{
 		{Name: "", Webhook: "http://h/"},
 		{Name: "a/b", Webhook: "http://h/"},
