@@ -228,6 +228,7 @@ func (d *Deliverer) round(ctx context.Context) bool {
 	low := floor
 	keep := func(seq uint64) { low = min(low, seq) }
 	var last uint64
+	askFailed := false
 	err := d.cfg.Outbox.ScanOutbox(d.start, func(seq uint64, b []byte) bool {
 		last = seq
 		e, err := UnmarshalEntry(b)
@@ -247,10 +248,13 @@ func (d *Deliverer) round(ctx context.Context) bool {
 				keep(seq)
 				return true
 			}
-			if d.cfg.FirstHolds != nil {
+			if d.cfg.FirstHolds != nil && !askFailed {
 				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 				held, sent, err := d.cfg.FirstHolds(cctx, e.Bucket, e.Key, e.HLC)
 				cancel()
+				// One failed question, and the rest of this round's are not asked (an
+				// unreachable holder would cost a timeout per entry): sent from here.
+				askFailed = err != nil
 				switch {
 				case err == nil && sent:
 					delete(d.askAt, seq)
