@@ -232,3 +232,99 @@ func TestNotifyKill(t *testing.T) {
 	}
 	t.Logf("%d acknowledged changes all delivered; duplicates after the kill: redis %d, webhook %d\n%s", len(want), rdups, wdups, status)
 }
+
+// TestNotifyProcCluster: three server processes; every acknowledged change through any
+// of them reaches the webhook, the holders that are not a key's first live holder drop
+// their copies once it says it sent them (the signed internode question), and every
+// outbox empties.
+func TestNotifyProcCluster(t *testing.T) {
+	tc := startCluster(t, 3, "--notify-hold", "1s")
+	tc.waitVoters(3)
+	hook := newEventSet()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if err := hook.add(b); err != nil {
+			t.Error(err)
+		}
+	}))
+	defer hs.Close()
+	if out, err := tc.admin(0, "notify", "target", "add", "hook", "--webhook", hs.URL); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	ctx := context.Background()
+	tc.createBucket(0, "events")
+	c0 := tc.procs[0].client()
+	if _, err := c0.PutBucketNotificationConfiguration(ctx, &s3.PutBucketNotificationConfigurationInput{Bucket: aws.String("events"),
+		NotificationConfiguration: &types.NotificationConfiguration{TopicConfigurations: []types.TopicConfiguration{{
+			TopicArn: aws.String("arn:cairn:sns:::hook"), Events: []types.Event{"s3:ObjectCreated:*", "s3:ObjectRemoved:*"}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	// The configuration reaches every node's map.
+	proctest.WaitFor(t, 20*time.Second, func() error {
+		for i, p := range tc.procs {
+			out, err := p.client().GetBucketNotificationConfiguration(ctx, &s3.GetBucketNotificationConfigurationInput{Bucket: aws.String("events")})
+			if err != nil {
+				return err
+			}
+			if len(out.TopicConfigurations) == 0 {
+				return fmt.Errorf("node %d has no configuration yet", i)
+			}
+		}
+		return nil
+	})
+	want := map[string]bool{}
+	for i := 0; i < 90; i++ {
+		c := tc.procs[i%3].client()
+		k := fmt.Sprintf("k/%d", i)
+		if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("events"), Key: aws.String(k), Body: bytes.NewReader([]byte(k))}); err != nil {
+			t.Fatal(err)
+		}
+		want["ObjectCreated:Put "+k] = true
+		if i%3 == 0 {
+			if _, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("events"), Key: aws.String(k)}); err != nil {
+				t.Fatal(err)
+			}
+			want["ObjectRemoved:Delete "+k] = true
+		}
+	}
+	proctest.WaitFor(t, 60*time.Second, func() error {
+		if n, _ := hook.missing(want); n > 0 {
+			return fmt.Errorf("%d of %d events missing", n, len(want))
+		}
+		return nil
+	})
+	var v struct {
+		Nodes []struct {
+			Node      string `json:"node"`
+			Pending   int64  `json:"pending"`
+			Delivered int64  `json:"delivered"`
+			Dropped   int64  `json:"dropped"`
+			Error     string `json:"error"`
+		} `json:"nodes"`
+	}
+	proctest.WaitFor(t, 60*time.Second, func() error {
+		out, err := tc.admin(0, "--json", "notify", "status")
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			return err
+		}
+		for _, n := range v.Nodes {
+			if n.Error != "" || n.Pending != 0 {
+				return fmt.Errorf("node %s: pending %d %s", n.Node, n.Pending, n.Error)
+			}
+		}
+		return nil
+	})
+	var dropped, delivered int64
+	for _, n := range v.Nodes {
+		dropped += n.Dropped
+		delivered += n.Delivered
+	}
+	_, dups := hook.missing(want)
+	t.Logf("%d changes, %d events delivered, %d copies dropped by other holders, %d duplicates; %+v", len(want), delivered, dropped, dups, v.Nodes)
+	if dropped == 0 {
+		t.Fatal("no holder dropped a copy: the first holders' answers were not used")
+	}
+}
