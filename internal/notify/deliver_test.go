@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/redis/go-redis/v9"
 
@@ -416,4 +417,110 @@ func TestDeliverPowerCut(t *testing.T) {
 	}
 	rdups, wdups := h2.waitAll(t, want)
 	t.Logf("%d changes; duplicates after the cut: redis %d, webhook %d (allowed)", len(want), rdups, wdups)
+}
+
+// TestEventKinds: through the S3 API, a multipart completion is
+// ObjectCreated:CompleteMultipartUpload, a DELETE in a versioned bucket
+// ObjectRemoved:DeleteMarkerCreated (with the marker's version id), the permanent delete
+// of a version ObjectRemoved:Delete; a PUT's record carries its size, ETag and version id.
+func TestEventKinds(t *testing.T) {
+	var h *harness
+	srvCfg := store.Config{Reserve: 1}
+	srvCfg.Outbox = func(b, k string, o *object.Object) [][]byte { return h.stacker.Entries(b, k, o) }
+	srvCfg.OnOutbox = func() { h.d.Kick() }
+	srv := testutil.StartServer(t, srvCfg, nil)
+	var mu sync.Mutex
+	var recs []notify.Record
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var m notify.Message
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Error(err)
+		}
+		mu.Lock()
+		recs = append(recs, m.Records...)
+		mu.Unlock()
+	}))
+	defer hs.Close()
+	hook, _ := notify.Open(notify.TargetSpec{Name: "hook", Webhook: hs.URL})
+	defer hook.Close()
+	h = &harness{st: srv.Store, targets: map[string]notify.Target{"hook": hook}, stacker: &notify.Stacker{Doc: func(b string) string {
+		bk, err := srv.Store.HeadBucket(b)
+		if err != nil {
+			return ""
+		}
+		return bk.Config["notification"]
+	}}}
+	c := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(testutil.AccessKey, testutil.SecretKey, ""), RetryMaxAttempts: 1})
+	ctx := context.Background()
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutBucketVersioning(ctx, &s3.PutBucketVersioningInput{Bucket: aws.String(bucket),
+		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}}); err != nil {
+		t.Fatal(err)
+	}
+	doc := `<NotificationConfiguration><QueueConfiguration><Id>all</Id><Queue>` + notify.QueueARN("hook") +
+		`</Queue><Event>s3:ObjectCreated:*</Event><Event>s3:ObjectRemoved:*</Event></QueueConfiguration></NotificationConfiguration>`
+	if err := srv.Store.SetBucketConfig(bucket, "notification", []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	h.start(t)
+	defer h.stop()
+
+	put, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("a b.txt"), Body: bytes.NewReader([]byte("hello"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String("big")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String(bucket), Key: aws.String("big"), UploadId: up.UploadId,
+		PartNumber: aws.Int32(1), Body: bytes.NewReader([]byte("part one"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String("big"), UploadId: up.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: part.ETag}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	del, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String("a b.txt")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String("big"), VersionId: done.VersionId}); err != nil {
+		t.Fatal(err)
+	}
+	proctest.WaitFor(t, 20*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(recs) < 4 {
+			return fmt.Errorf("%d records", len(recs))
+		}
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	byName := map[string]notify.Record{}
+	for _, r := range recs {
+		byName[r.EventName+" "+r.S3.Object.Key] = r
+	}
+	p, ok := byName["ObjectCreated:Put a+b.txt"]
+	if !ok || p.S3.Object.Size == nil || *p.S3.Object.Size != 5 || `"`+p.S3.Object.ETag+`"` != aws.ToString(put.ETag) ||
+		p.S3.Object.VersionID != aws.ToString(put.VersionId) || p.S3.Bucket.Name != bucket || p.EventSource != "aws:s3" {
+		t.Errorf("put record %+v (put answered etag %s version %s)", p, aws.ToString(put.ETag), aws.ToString(put.VersionId))
+	}
+	if _, ok := byName["ObjectCreated:CompleteMultipartUpload big"]; !ok {
+		t.Errorf("no CompleteMultipartUpload record: %+v", recs)
+	}
+	m, ok := byName["ObjectRemoved:DeleteMarkerCreated a+b.txt"]
+	if !ok || m.S3.Object.VersionID != aws.ToString(del.VersionId) || m.S3.Object.Size != nil {
+		t.Errorf("delete marker record %+v (delete answered version %s)", m, aws.ToString(del.VersionId))
+	}
+	if d, ok := byName["ObjectRemoved:Delete big"]; !ok || d.S3.Object.VersionID != aws.ToString(done.VersionId) {
+		t.Errorf("permanent delete record %+v (version %s)", d, aws.ToString(done.VersionId))
+	}
 }
