@@ -1,9 +1,11 @@
 package notify
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,9 +90,12 @@ type Deliverer struct {
 	oldest                                 atomic.Int64 // Stacked of the oldest entry seen by the last scan (0: none)
 
 	start uint64 // the next scan starts here: no entry below it is pending (only Run uses it)
-	// askAt is when to ask the first holder again about an entry it holds unsent (only
-	// Run uses it).
-	askAt map[uint64]time.Time
+	// parked are entries that are not this node's, waiting (in memory, the scan moves
+	// past them) until due: Hold after they were written, or a Hold after the first
+	// holder said it holds them unsent. At most maxParked; beyond, they are scanned
+	// again every round. Only Run uses it.
+	parked     map[uint64]*parkedEntry
+	lastParked time.Time // the last look at the parked entries
 
 	mu      sync.Mutex
 	targets map[string]*targetState
@@ -133,7 +138,7 @@ func New(cfg Config) *Deliverer {
 		cfg.Logger = slog.Default()
 	}
 	return &Deliverer{cfg: cfg, log: cfg.Logger.With("component", "notify"), wake: make(chan struct{}, 1), targets: map[string]*targetState{},
-		askAt: map[uint64]time.Time{}}
+		parked: map[uint64]*parkedEntry{}}
 }
 
 // Kick wakes the Deliverer: the outbox has new entries. It never blocks.
@@ -212,6 +217,14 @@ type pending struct {
 	e   *Entry
 }
 
+type parkedEntry struct {
+	e   *Entry
+	due time.Time
+}
+
+// maxParked bounds the entries a Deliverer keeps in memory while they wait.
+const maxParked = 100_000
+
 // round scans the outbox once and sends what it can. It reports whether it sent or
 // dropped anything (another round may find more at once).
 func (d *Deliverer) round(ctx context.Context) bool {
@@ -229,8 +242,43 @@ func (d *Deliverer) round(ctx context.Context) bool {
 	keep := func(seq uint64) { low = min(low, seq) }
 	var last uint64
 	askFailed := false
+	add := func(seq uint64, e *Entry) {
+		if _, ok := byTarget[e.Target]; !ok {
+			order = append(order, e.Target)
+		}
+		byTarget[e.Target] = append(byTarget[e.Target], pending{seq, e})
+		n++
+	}
+	// notMine decides on an entry that is not this node's and is Hold old: it is
+	// dropped (the first holder sent it), parked again (it holds it unsent), or sent.
+	notMine := func(seq uint64, e *Entry) {
+		if d.cfg.FirstHolds != nil && !askFailed {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			held, sent, err := d.cfg.FirstHolds(cctx, e.Bucket, e.Key, e.HLC)
+			cancel()
+			// One failed question, and the rest of this round's are not asked (an
+			// unreachable holder would cost a timeout per entry): sent from here.
+			askFailed = err != nil
+			switch {
+			case err == nil && sent:
+				done = append(done, seq)
+				return
+			case err == nil && held:
+				d.park(seq, e, now.Add(d.cfg.Hold), keep) // it will send it: ask again later
+				return
+			}
+		}
+		add(seq, e) // the first holder lacks this version (or cannot say): sent from here
+	}
+	visited := 0
 	err := d.cfg.Outbox.ScanOutbox(d.start, func(seq uint64, b []byte) bool {
 		last = seq
+		if visited++; visited >= 16*limit {
+			return false // a long outbox of entries that wait: the rest next round
+		}
+		if _, ok := d.parked[seq]; ok {
+			return true // below the start again because of an earlier entry: still parked
+		}
 		e, err := UnmarshalEntry(b)
 		if err != nil {
 			corrupt = append(corrupt, seq)
@@ -240,49 +288,55 @@ func (d *Deliverer) round(ctx context.Context) bool {
 			oldest = e.Stacked
 		}
 		if d.cfg.Mine != nil && !d.cfg.Mine(e.Bucket, e.Key) {
-			if now.Sub(time.Unix(0, e.Stacked)) < d.cfg.Hold {
-				keep(seq)
+			if due := time.Unix(0, e.Stacked).Add(d.cfg.Hold); now.Before(due) {
+				d.park(seq, e, due, keep)
 				return true
 			}
-			if t, ok := d.askAt[seq]; ok && now.Before(t) {
-				keep(seq)
-				return true
-			}
-			if d.cfg.FirstHolds != nil && !askFailed {
-				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				held, sent, err := d.cfg.FirstHolds(cctx, e.Bucket, e.Key, e.HLC)
-				cancel()
-				// One failed question, and the rest of this round's are not asked (an
-				// unreachable holder would cost a timeout per entry): sent from here.
-				askFailed = err != nil
-				switch {
-				case err == nil && sent:
-					delete(d.askAt, seq)
-					done = append(done, seq)
-					return true
-				case err == nil && held:
-					d.askAt[seq] = now.Add(d.cfg.Hold) // it will send it: ask again later
-					keep(seq)
-					return true
-				}
-			}
-			delete(d.askAt, seq)
-			// The first holder lacks this version (or cannot say): send it from here.
+			notMine(seq, e)
+			return n < limit
 		}
-		if _, ok := byTarget[e.Target]; !ok {
-			order = append(order, e.Target)
-		}
-		byTarget[e.Target] = append(byTarget[e.Target], pending{seq, e})
-		n++
+		add(seq, e)
 		return n < limit
 	})
+	// The parked entries that are due, oldest first, a few times a Hold.
+	if len(d.parked) > 0 && err == nil && now.Sub(d.lastParked) >= d.cfg.Hold/8 {
+		d.lastParked = now
+		var due []uint64
+		for seq, p := range d.parked {
+			if oldest == 0 || p.e.Stacked < oldest {
+				oldest = p.e.Stacked
+			}
+			if !now.Before(p.due) {
+				due = append(due, seq)
+			}
+		}
+		slices.Sort(due)
+		for _, seq := range due {
+			p := d.parked[seq]
+			delete(d.parked, seq)
+			if d.cfg.Mine(p.e.Bucket, p.e.Key) {
+				add(seq, p.e)
+			} else {
+				notMine(seq, p.e)
+			}
+		}
+		for _, ps := range byTarget {
+			slices.SortFunc(ps, func(a, b pending) int { return cmp.Compare(a.seq, b.seq) })
+		}
+	} else {
+		for _, p := range d.parked {
+			if oldest == 0 || p.e.Stacked < oldest {
+				oldest = p.e.Stacked
+			}
+		}
+	}
 	d.oldest.Store(oldest)
 	if err != nil {
 		d.log.Warn("cannot read the notification outbox", "err", err)
 		return false
 	}
-	if n >= limit {
-		keep(last + 1) // not seen beyond it
+	if n >= limit || visited >= 16*limit {
+		keep(last) // not seen from it on
 	}
 	if len(corrupt) > 0 {
 		d.log.Error("notification outbox entries that do not decode were made dead letters", "entries", len(corrupt))
@@ -315,13 +369,18 @@ func (d *Deliverer) round(ctx context.Context) bool {
 	}
 	if ctx.Err() == nil {
 		d.start = low
-		for seq := range d.askAt {
-			if seq < low {
-				delete(d.askAt, seq) // gone: sent, dropped or dead
-			}
-		}
 	}
 	return progress
+}
+
+// park keeps an entry that is not this node's in memory until due, or, with too many
+// parked, leaves it in the outbox to be scanned again (keep).
+func (d *Deliverer) park(seq uint64, e *Entry, due time.Time, keep func(uint64)) {
+	if len(d.parked) >= maxParked {
+		keep(seq)
+		return
+	}
+	d.parked[seq] = &parkedEntry{e: e, due: due}
 }
 
 func (d *Deliverer) state(name string) *targetState {
