@@ -327,4 +327,10 @@ func TestNotifyProcCluster(t *testing.T) {
 	if dropped == 0 {
 		t.Fatal("no holder dropped a copy: the first holders' answers were not used")
 	}
+	// cairn admin status carries each node's figures too.
+	for _, n := range tc.status(1).Nodes {
+		if n.Stats == nil || n.Stats.Notify == nil || n.Stats.Notify.Delivered == 0 {
+			t.Fatalf("admin status of node %s has no notification figures: %+v", n.ID, n.Stats)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/gateway"
 	"github.com/cairnfs/cairn/internal/hints"
+	"github.com/cairnfs/cairn/internal/notify"
 	"github.com/cairnfs/cairn/internal/repair"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/store"
@@ -50,6 +52,9 @@ type NodeStats struct {
 	UsageIncomplete bool `json:"usage_incomplete,omitempty"`
 	// Scrub is this node's deep scrub (absent without the storage role).
 	Scrub *repair.ScrubStatus `json:"scrub,omitempty"`
+	// Notify is this node's bucket-notification outbox and deliveries (absent without the
+	// storage role).
+	Notify *notify.Status `json:"notify,omitempty"`
 }
 
 // NodeRecovery is one node's line of `cairn admin recovery`.
@@ -558,6 +563,20 @@ func (a *adminHandler) status(ctx context.Context) *Status {
 	for _, n := range st.Nodes {
 		if n.State == clustermap.StateDown || n.Error != "" {
 			st.Warnings = append(st.Warnings, "node "+n.ID+" is not answering: reads go to the other replicas, and writes that reach their quorum without it are queued for it")
+		}
+		if nf := n.Stats; nf != nil && nf.Notify != nil {
+			if nf.Notify.OldestAge > 60 && len(nf.Notify.LastErrors) > 0 {
+				var ts []string
+				for t, e := range nf.Notify.LastErrors {
+					ts = append(ts, t+" ("+e+")")
+				}
+				sort.Strings(ts)
+				st.Warnings = append(st.Warnings, fmt.Sprintf("node %s: %d bucket notification events waiting, the oldest for %.0fs; failing: %s (cairn admin notify status)",
+					n.ID, nf.Notify.Pending, nf.Notify.OldestAge, strings.Join(ts, ", ")))
+			}
+			if nf.Notify.Dead > 0 {
+				st.Warnings = append(st.Warnings, fmt.Sprintf("node %s keeps %d bucket notification events as dead letters (they failed --notify-max-attempts sends)", n.ID, nf.Notify.Dead))
+			}
 		}
 		if n.Stats != nil && len(n.Stats.Damaged) > 0 {
 			st.Warnings = append(st.Warnings, "node "+n.ID+"'s index is damaged ("+strings.Join(n.Stats.Damaged, ", ")+

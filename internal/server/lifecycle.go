@@ -444,6 +444,10 @@ func (n *instance) internodeMux() *http.ServeMux {
 			sc := n.scrub.Status()
 			ns.Scrub = &sc
 		}
+		if n.notify != nil {
+			nf := n.notify.d.Load().Status()
+			ns.Notify = &nf
+		}
 		return ns
 	}}
 	if n.nbdLn != nil {
