@@ -130,6 +130,28 @@ func TestDueRounding(t *testing.T) {
 	}
 }
 
+// TestEvaluateHugeDays: a valid rule of more days than a time.Duration holds (106752
+// days: 2^63 ns is 106751.99 days) expires nothing now. Days*24h wrapped to the past and
+// every object of the bucket was due at once.
+func TestEvaluateHugeDays(t *testing.T) {
+	for _, days := range []string{"106752", "200000", "9223372036854775807"} {
+		c := mustParse(t,
+			`<Rule><ID>r</ID><Filter/><Status>Enabled</Status><Expiration><Days>`+days+`</Days></Expiration>`+
+				`<NoncurrentVersionExpiration><NoncurrentDays>`+days+`</NoncurrentDays></NoncurrentVersionExpiration>`+
+				`<AbortIncompleteMultipartUpload><DaysAfterInitiation>`+days+`</DaysAfterInitiation></AbortIncompleteMultipartUpload></Rule>`)
+		vs := []Version{{HLC: 2, ModTime: day0, Size: 1}, {HLC: 1, ModTime: day0.Add(-time.Hour), Size: 1}}
+		if got := c.Evaluate("k", vs, day0.Add(48*time.Hour)); len(got) != 0 {
+			t.Errorf("days %s: due at once: %+v", days, got)
+		}
+		if id := c.AbortDue("k", day0, day0.Add(48*time.Hour)); id != "" {
+			t.Errorf("days %s: upload abort due at once", days)
+		}
+		if at, _, ok := c.Expiry("k", vs[0]); !ok || at.Before(day0) {
+			t.Errorf("days %s: x-amz-expiration %v (%v)", days, at, ok)
+		}
+	}
+}
+
 func TestEvaluate(t *testing.T) {
 	c := mustParse(t,
 		`<Rule><ID>logs</ID><Filter><Prefix>logs/</Prefix></Filter><Status>Enabled</Status><Expiration><Days>3</Days></Expiration></Rule>`,
