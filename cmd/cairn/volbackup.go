@@ -184,6 +184,7 @@ func volumeExport(c *adminClient, name, out, since string, quiet bool, stdout, s
 	}
 	var w io.Writer = stdout
 	var f *os.File
+	sparse := false // holes are skipped, not written: only in a regular file (truncated)
 	if out != "-" {
 		var err error
 		if f, err = os.Create(out); err != nil {
@@ -191,6 +192,10 @@ func volumeExport(c *adminClient, name, out, since string, quiet bool, stdout, s
 		}
 		defer f.Close()
 		w = f
+		// A block device keeps its old bytes where a hole is skipped, and a pipe
+		// cannot seek: both get the zeroes written.
+		fi, err := f.Stat()
+		sparse = err == nil && fi.Mode().IsRegular()
 	}
 	bw := bufio.NewWriterSize(w, 4<<20)
 	bs := lay.BlockSize
@@ -210,7 +215,7 @@ func volumeExport(c *adminClient, name, out, since string, quiet bool, stdout, s
 			i := int64(k)
 			n := min(bs, lay.Size-i*bs)
 			switch {
-			case b == nil && f != nil: // a hole: the file stays sparse
+			case b == nil && sparse: // a hole: the file stays sparse
 				if err := bw.Flush(); err != nil {
 					return err
 				}
@@ -235,10 +240,12 @@ func volumeExport(c *adminClient, name, out, since string, quiet bool, stdout, s
 		if err := bw.Flush(); err != nil {
 			return err
 		}
-		if f != nil {
+		if sparse {
 			if err := f.Truncate(lay.Size); err != nil {
 				return err
 			}
+		}
+		if f != nil {
 			if err := f.Close(); err != nil {
 				return err
 			}

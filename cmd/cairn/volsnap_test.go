@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -171,6 +172,24 @@ func TestVolumeSnapshots(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(full); !bytes.Equal(b, stdout) {
 		t.Fatalf("export to stdout: %d bytes differ from the file's %d", len(stdout), len(b))
+	}
+	// An export into a FILE that is not a regular one (a pipe here; a block device the
+	// same) gets its holes written as zeroes: seeking over them failed on a pipe
+	// ("illegal seek") and left a block device's old bytes in them.
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	piped := make(chan []byte, 1)
+	go func() {
+		b, _ := os.ReadFile(fifo)
+		piped <- b
+	}()
+	if out, err := tc.volume(0, "export", "vm@s1", fifo, "--quiet"); err != nil {
+		t.Fatalf("export into a pipe: %v\n%s", err, out)
+	}
+	if b, _ := os.ReadFile(full); !bytes.Equal(b, <-piped) {
+		t.Fatal("export into a pipe: the bytes differ from the file's")
 	}
 	if out, err := tc.volume(0, "export", "vm@s2", incr, "--since", "s1"); err != nil || !strings.Contains(out, "68 KiB changed") {
 		t.Fatalf("incremental export: %v\n%s", err, out)
