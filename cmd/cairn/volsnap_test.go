@@ -311,6 +311,28 @@ func TestVolumeSnapshots(t *testing.T) {
 
 // qemuCompare fails unless qemu-img compare finds images a and b (files or NBD URIs)
 // identical.
+// TestSnapshotNodeDown: a snapshot taken just as a storage node dies returns once that
+// node is marked down, and says it was taken. It waited the whole 30 s for the node the
+// map said up when the snapshot applied, then failed with "the lease moved ... retry the
+// attach" though the snapshot was there (and taking it again said "exists").
+func TestSnapshotNodeDown(t *testing.T) {
+	skipShort(t)
+	tc := startCluster(t, 3, "--nbd-listen", "127.0.0.1:0", "--down-after", "1s")
+	tc.waitVoters(3)
+	tc.mustVolume(0, "create", "d", "--size", "8MiB")
+	tc.mustVolume(0, "attach", "d")
+	proctest.WaitFor(t, 30*time.Second, func() error { // the cluster's feature level (7)
+		if out, err := tc.volume(0, "snapshot", "d", "s1"); err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
+	tc.procs[2].Kill()
+	if out, err := tc.volume(0, "snapshot", "d", "s2"); err != nil || !strings.Contains(out, "d@s2") {
+		t.Fatalf("a snapshot as a node dies: %v\n%s", err, out)
+	}
+}
+
 func qemuCompare(t *testing.T, a, b string) {
 	t.Helper()
 	if out, err := exec.Command(tool(t, "qemu-img"), "compare", "-f", "raw", "-F", "raw", a, b).CombinedOutput(); err != nil {
