@@ -348,6 +348,11 @@ func volumeImport(c *adminClient, name, in, sizeArg string, quiet bool, stdin io
 		}
 	}
 	created := false
+	if v != nil && !incremental && fileSize > v.Size {
+		// Refused before a byte is written: the import stopped at the volume's end, its
+		// first bytes overwritten.
+		return fmt.Errorf("volume: import: the image (%s) is larger than volume %s (%s): nothing written; resize the volume first (cairn volume resize %s --size %d)", humanSize(fileSize), name, humanSize(v.Size), name, (fileSize+511)/512*512)
+	}
 	if v == nil {
 		if incremental {
 			return fmt.Errorf("volume: import: %s is an incremental backup: import it into the volume that holds its base (import the full image first)", in)

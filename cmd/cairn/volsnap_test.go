@@ -220,6 +220,22 @@ func TestVolumeSnapshots(t *testing.T) {
 	if out, err := tc.volume(0, "import", "r", incr); err == nil || !strings.Contains(out, "full image first") {
 		t.Fatalf("an incremental import into a new volume: %v\n%s", err, out)
 	}
+	// An image larger than the volume is refused before anything is written: the import
+	// overwrote the volume's first 8 MiB (its data objects), then failed.
+	tc.mustVolume(0, "create", "tiny", "--size", "8MiB")
+	if out, err := tc.volume(0, "import", "tiny", full); err == nil || !strings.Contains(out, "larger than volume tiny") {
+		t.Fatalf("an image larger than the volume: %v\n%s", err, out)
+	}
+	tiny := filepath.Join(dir, "tiny.img")
+	if out, err := tc.volume(0, "export", "tiny", tiny, "--quiet"); err != nil {
+		t.Fatalf("export tiny: %v\n%s", err, out)
+	}
+	if b, err := os.ReadFile(tiny); err != nil || len(b) != 8<<20 || !bytes.Equal(b, make([]byte, 8<<20)) {
+		t.Fatalf("a refused import wrote into the volume (%d bytes, %v)", len(b), err)
+	}
+	if out, err := tc.volume(0, "delete", "tiny"); err != nil {
+		t.Fatalf("delete tiny: %v\n%s", err, out)
+	}
 	if out, err := tc.volume(0, "import", "r", full); err != nil || !strings.Contains(out, "imported into r") {
 		t.Fatalf("import: %v\n%s", err, out)
 	}
