@@ -392,12 +392,15 @@ func volumeImport(c *adminClient, name, in, sizeArg string, quiet bool, stdin io
 			p := newProgress(stderr, "importing into "+name, fileSize, quiet)
 			var h volume.BackupHeader
 			var pend []byte // contiguous records, written together (at most a block)
-			var pendOff int64
+			var pendOff, applied int64
 			flush := func() error {
 				if len(pend) == 0 {
 					return nil
 				}
 				err := write(pendOff, pend)
+				if err == nil {
+					applied += int64(len(pend))
+				}
 				p.add(int64(len(pend)))
 				pend = pend[:0]
 				return err
@@ -436,6 +439,11 @@ func volumeImport(c *adminClient, name, in, sizeArg string, quiet bool, stdin io
 			}
 			if err == nil {
 				p.finish(fmt.Sprintf("applied an incremental backup to %s (%s changed)", name, humanSize(changed)))
+			}
+			if err != nil && applied > 0 {
+				// Records are applied as they are read: a backup found damaged (or a write
+				// that failed) halfway leaves the volume between the two states.
+				err = fmt.Errorf("%w; %s of the backup were written into %s before: it now holds neither its base's content nor the backup's; import the whole backup again (applying it twice is harmless)", err, humanSize(applied), name)
 			}
 			return err
 		}

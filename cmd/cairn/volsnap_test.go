@@ -246,6 +246,15 @@ func TestVolumeSnapshots(t *testing.T) {
 	if out, err := tc.volume(0, "import", "r", incr); err != nil || !strings.Contains(out, "applied an incremental backup") {
 		t.Fatalf("incremental import: %v\n%s", err, out)
 	}
+	// A backup cut short is found only at its end, after its records were written: the
+	// error says so (it said only "truncated").
+	cut := filepath.Join(dir, "cut.cvb")
+	if b, err := os.ReadFile(incr); err != nil || os.WriteFile(cut, b[:len(b)-16], 0o600) != nil {
+		t.Fatal(err)
+	}
+	if out, err := tc.volume(0, "import", "r", cut); err == nil || !strings.Contains(out, "truncated") || !strings.Contains(out, "written into r before") {
+		t.Fatalf("a truncated incremental import: %v\n%s", err, out)
+	}
 	// Commands go through node1 (each returns once node1's map has it); attach waits for
 	// every node to have the lease.
 	r := tc.mustVolume(0, "attach", "r", "--node", "node3")
