@@ -375,7 +375,8 @@ var errLifecycleChanged = errors.New("the bucket's lifecycle configuration chang
 type lcRound struct {
 	l          *Loops
 	bucket     string
-	doc        string // the configuration the round runs, as stored
+	doc        string          // the configuration the round runs, as stored
+	checked    *clustermap.Map // the last map found to hold doc (changed)
 	cfg        *lifecycle.Config
 	now        time.Time
 	versioning string
@@ -383,6 +384,20 @@ type lcRound struct {
 	counts     LifecycleCounts
 	lastErr    error    // of the last failed action
 	rec        lcRecord // the round's record: After is its progress
+}
+
+// changed reports whether the bucket's lifecycle configuration is no longer the one the
+// round runs (a document is compared once per map, not once per key).
+func (r *lcRound) changed() bool {
+	m := r.l.maps.Current()
+	if m == r.checked {
+		return false
+	}
+	if b, ok := m.Buckets[r.bucket]; !ok || b.Config[lifecycleKind] != r.doc {
+		return true
+	}
+	r.checked = m
+	return false
 }
 
 // first reports whether this node is the first holder of bucket/key in placement order
@@ -409,12 +424,10 @@ func (r *lcRound) run(ctx context.Context) error {
 	current := false
 	var stop error
 	flush := func() {
-		if stop == nil && len(group) > 0 {
+		if stop == nil && len(group) > 0 && r.changed() {
 			// A configuration withdrawn (a wrong rule, say) stops deleting at once, not
 			// at the end of a round that may take hours.
-			if b, ok := r.l.maps.Current().Buckets[r.bucket]; !ok || b.Config[lifecycleKind] != r.doc {
-				stop = errLifecycleChanged
-			}
+			stop = errLifecycleChanged
 		}
 		if stop == nil && len(group) > 0 && current && r.first(m, key) {
 			r.key(ctx, key, group)
@@ -615,7 +628,7 @@ func (r *lcRound) uploads(ctx context.Context, m *clustermap.Map) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if b, ok := r.l.maps.Current().Buckets[r.bucket]; !ok || b.Config[lifecycleKind] != r.doc {
+		if r.changed() {
 			return errLifecycleChanged
 		}
 		r.pace.wait(ctx, 4<<10)
