@@ -369,7 +369,7 @@ func (l *Loops) LifecycleRound(ctx context.Context, bucket string) error {
 
 // errLifecycleChanged ends a round whose bucket's configuration was replaced or deleted
 // under it: no action of the old rules is taken after that.
-var errLifecycleChanged = errors.New("the bucket's lifecycle configuration changed (or was deleted) during the round, which stopped")
+var errLifecycleChanged = errors.New("the bucket's lifecycle configuration or versioning changed (or the configuration was deleted) during the round, which stopped")
 
 // lcRound is one round of one bucket.
 type lcRound struct {
@@ -386,14 +386,16 @@ type lcRound struct {
 	rec        lcRecord // the round's record: After is its progress
 }
 
-// changed reports whether the bucket's lifecycle configuration is no longer the one the
-// round runs (a document is compared once per map, not once per key).
+// changed reports whether the bucket's lifecycle configuration or versioning is no
+// longer the one the round runs with: an expiry decided as a delete in a bucket whose
+// versioning was enabled meanwhile would remove a version that must stay noncurrent (a
+// document is compared once per map, not once per key).
 func (r *lcRound) changed() bool {
 	m := r.l.maps.Current()
 	if m == r.checked {
 		return false
 	}
-	if b, ok := m.Buckets[r.bucket]; !ok || b.Config[lifecycleKind] != r.doc {
+	if b, ok := m.Buckets[r.bucket]; !ok || b.Config[lifecycleKind] != r.doc || b.Config["versioning"] != r.versioning {
 		return true
 	}
 	r.checked = m

@@ -438,6 +438,31 @@ func TestLifecycleStopsOnNewConfig(t *testing.T) {
 	}
 }
 
+// TestLifecycleStopsOnVersioning: versioning enabled during a round stops it: the round
+// went on expiring current versions as deletes (the bucket was unversioned when it
+// started), where they must now stay as noncurrent versions under a delete marker.
+func TestLifecycleStopsOnVersioning(t *testing.T) {
+	c, clock := newLifecycleCluster(t)
+	doc := fmt.Sprintf(lcDoc, "2020-01-01T00:00:00Z")
+	c.setBuckets(t, map[string]map[string]string{"lc": {lifecycleKind: doc}})
+	for i := range 40 {
+		putMeta(t, c, "lc", fmt.Sprintf("logs/%02d", i), []byte("x"), object.Object{})
+	}
+	clock.set(clock.now().Add(5 * 24 * time.Hour))
+	c.settle(t, "lc")
+	n1 := c.nodes[0]
+	n1.loops.lcPage = 3
+	n1.loops.coord = &hookCoordinator{Coordinator: n1.gw, after: 2, hook: func() {
+		c.setBuckets(t, map[string]map[string]string{"lc": {lifecycleKind: doc, "versioning": "Enabled"}})
+	}}
+	if err := n1.loops.LifecycleRound(context.Background(), "lc"); !errors.IsErr(err, errLifecycleChanged) {
+		t.Fatalf("a round whose bucket's versioning was enabled: %v", err)
+	}
+	if n := n1.loops.LifecycleTotals().ExpiredCurrent; n != 2 {
+		t.Fatalf("%d keys expired as deletes, want the 2 expired before versioning was enabled", n)
+	}
+}
+
 // hookCoordinator calls hook after a number of deletions.
 type hookCoordinator struct {
 	Coordinator
