@@ -189,8 +189,9 @@ func (rl *Rule) validate() error {
 	if rl.Expiration == nil && rl.NoncurrentVersionExpiration == nil && rl.AbortIncompleteMultipartUpload == nil {
 		return invalidReq("At least one action needs to be specified in a rule")
 	}
-	tags := false
+	tags, sizes := false, false
 	if f := rl.Filter; f != nil {
+		sizes = f.SizeGreater != nil || f.SizeLess != nil || f.And != nil && (f.And.SizeGreater != nil || f.And.SizeLess != nil)
 		n := 0
 		for _, set := range []bool{f.Prefix != nil, f.Tag != nil, f.SizeGreater != nil, f.SizeLess != nil, f.And != nil} {
 			if set {
@@ -267,6 +268,10 @@ func (rl *Rule) validate() error {
 		}
 		if tags {
 			return invalidReq("AbortIncompleteMultipartUpload cannot be specified with Tags.")
+		}
+		if sizes {
+			// An upload has no size yet: the runner would abort uploads of every size.
+			return invalidReq("AbortIncompleteMultipartUpload cannot be specified with Object Size.")
 		}
 	}
 	return nil

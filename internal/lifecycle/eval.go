@@ -37,8 +37,19 @@ type Action struct {
 	Rule string // the ID of the rule that asks for it
 }
 
+// maxDays is the largest number of days dueAfter adds: about 270 years, below the
+// 106751 days a time.Duration holds. More days than that are due in the year 9999.
+const maxDays = 100000
+
+// never is when an action more than maxDays away is due.
+var never = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+
 // dueAfter is S3's rounding: days after t, rounded up to the next midnight UTC.
 func dueAfter(t time.Time, days int) time.Time {
+	if days > maxDays {
+		// Days*24h would overflow a Duration and wrap to the past: due at once.
+		return never
+	}
 	d := t.UTC().Add(time.Duration(days) * 24 * time.Hour)
 	if m := d.Truncate(24 * time.Hour); !m.Equal(d) {
 		return m.Add(24 * time.Hour)
