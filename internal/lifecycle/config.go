@@ -300,6 +300,18 @@ func validSizes(gt, lt *int64) error {
 	return nil
 }
 
+// parseDate parses an Expiration's Date (ISO 8601, with or without a zone), in UTC.
+func parseDate(s string) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	d, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		if d, err = time.Parse("2006-01-02T15:04:05", s); err != nil {
+			return time.Time{}, err
+		}
+	}
+	return d.UTC(), nil
+}
+
 func (e *Expiration) validate() error {
 	n := 0
 	if e.Days != nil {
@@ -310,13 +322,10 @@ func (e *Expiration) validate() error {
 	}
 	if e.Date != nil {
 		n++
-		d, err := time.Parse(time.RFC3339, strings.TrimSpace(*e.Date))
+		d, err := parseDate(*e.Date)
 		if err != nil {
-			if d, err = time.Parse("2006-01-02T15:04:05", strings.TrimSpace(*e.Date)); err != nil {
-				return invalidArg("Invalid date: 'Date' must be in ISO 8601 format")
-			}
+			return invalidArg("Invalid date: 'Date' must be in ISO 8601 format")
 		}
-		d = d.UTC()
 		if !d.Equal(d.Truncate(24 * time.Hour)) {
 			return invalidArg("'Date' must be at midnight GMT")
 		}

@@ -192,10 +192,13 @@ func (e *Expiration) due(mod time.Time) (time.Time, bool) {
 	case e.Days != nil:
 		return dueAfter(mod, *e.Days), true
 	case e.Date != nil:
-		if e.date.IsZero() {
-			e.validate() // a Config built without Parse
+		d := e.date
+		if d.IsZero() {
+			// A Config built without Parse, or the Date 0001-01-01: parsed here, never
+			// written back (configurations are shared by concurrent requests).
+			d, _ = parseDate(*e.Date)
 		}
-		return e.date, true
+		return d, true
 	}
 	return time.Time{}, false
 }

@@ -299,3 +299,24 @@ func BenchmarkEvaluate(b *testing.B) {
 		}
 	}
 }
+
+// A parsed configuration is shared by concurrent requests: evaluating a Date rule whose
+// date parses to the zero time writes nothing into it (run under -race).
+func TestExpiryConcurrentZeroDate(t *testing.T) {
+	c, err := Parse([]byte(doc(`<Rule><ID>z</ID><Filter/><Status>Enabled</Status><Expiration><Date>0001-01-01T00:00:00Z</Date></Expiration></Rule>`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan time.Time)
+	for range 4 {
+		go func() {
+			due, _, _ := c.Expiry("k", Version{ModTime: time.Now()})
+			done <- due
+		}()
+	}
+	for range 4 {
+		if due := <-done; !due.IsZero() {
+			t.Fatalf("due %v, want the zero date", due)
+		}
+	}
+}
