@@ -178,6 +178,9 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	if cfg.Internode.CAKeyFile != "" {
 		cfg.SecretFiles = append(cfg.SecretFiles, cfg.Internode.CAKeyFile)
 	}
+	if cfg.LifecycleInterval <= 0 {
+		return fmt.Errorf("server: bad --lifecycle-interval %s (want a positive duration, e.g. 24h)", cfg.LifecycleInterval)
+	}
 	var err error
 	if cfg.ScrubRate, err = parseSize(*scrubRate); err != nil {
 		return fmt.Errorf("server: bad --scrub-rate %q (want e.g. 32MiB)", *scrubRate)

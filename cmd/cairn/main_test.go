@@ -23,6 +23,17 @@ func TestParseSize(t *testing.T) {
 	}
 }
 
+// A --lifecycle-interval that is not positive is refused before the server starts (it
+// was taken as the 24 h default).
+func TestServerLifecycleIntervalFlag(t *testing.T) {
+	for _, v := range []string{"0s", "-1h"} {
+		err := runServer([]string{"--lifecycle-interval", v, "--data", t.TempDir()}, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "--lifecycle-interval") {
+			t.Errorf("--lifecycle-interval %q: %v, want an error naming the flag", v, err)
+		}
+	}
+}
+
 // A bad --object-cache is refused before the server starts.
 func TestServerObjectCacheFlag(t *testing.T) {
 	for _, v := range []string{"lots", "-1MiB", "12x"} {
