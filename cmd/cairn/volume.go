@@ -308,6 +308,13 @@ func runSnapshotCommand(c *adminClient, cmd, a, b string, asJSON bool, stdout io
 		q.Set("source", a)
 		q.Set("name", b)
 	case "rollback":
+		// SNAP may be given as the snapshot's full name, NAME@SNAP, as clone takes it.
+		if vol, snap, ok := strings.Cut(b, "@"); ok {
+			if vol != a {
+				return fmt.Errorf("volume: %s is a snapshot of %s, not of %s: a volume rolls back only to its own snapshots", b, vol, a)
+			}
+			b = snap
+		}
 		q.Set("name", a)
 		q.Set("snapshot", b)
 	}
