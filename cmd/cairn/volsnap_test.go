@@ -286,8 +286,12 @@ func TestVolumeSnapshots(t *testing.T) {
 	if out, err := tc.volume(0, "rollback", "vm", "nope"); err == nil || !strings.Contains(out, "no snapshot") {
 		t.Fatalf("rollback to an unknown snapshot: %v\n%s", err, out)
 	}
+	if out, err := tc.volume(0, "rollback", "vm", "other@s1"); err == nil || !strings.Contains(out, "not of vm") {
+		t.Fatalf("rollback to another volume's snapshot: %v\n%s", err, out)
+	}
 	tc.mustVolume(0, "detach", "vm")
-	if out, err := tc.volume(0, "rollback", "vm", "s1"); err != nil || !strings.Contains(out, "rolled back") {
+	// The snapshot by its full name, as clone takes it.
+	if out, err := tc.volume(0, "rollback", "vm", "vm@s1"); err != nil || !strings.Contains(out, "rolled back") {
 		t.Fatalf("rollback: %v\n%s", err, out)
 	}
 	vm = tc.mustVolume(0, "attach", "vm")
