@@ -59,15 +59,12 @@ func dueAfter(t time.Time, days int) time.Time {
 
 // matches reports whether the rule's filter takes an object with key, size and tags.
 func (rl *Rule) matches(key string, size int64, tags [][2]string) bool {
-	if rl.Prefix != nil {
-		return strings.HasPrefix(key, *rl.Prefix)
+	if !rl.prefixOK(key) {
+		return false
 	}
 	f := rl.Filter
-	if f == nil {
-		return true
-	}
-	if f.Prefix != nil && !strings.HasPrefix(key, *f.Prefix) {
-		return false
+	if rl.Prefix != nil || f == nil {
+		return true // a rule-level prefix is the whole filter
 	}
 	if f.Tag != nil && !hasTag(tags, *f.Tag) {
 		return false
@@ -76,9 +73,6 @@ func (rl *Rule) matches(key string, size int64, tags [][2]string) bool {
 		return false
 	}
 	if a := f.And; a != nil {
-		if a.Prefix != nil && !strings.HasPrefix(key, *a.Prefix) {
-			return false
-		}
 		for _, t := range a.Tags {
 			if !hasTag(tags, t) {
 				return false
