@@ -272,8 +272,8 @@ func applyVolumeCommand(nm *Map, c Command) error {
 		}
 		if cls, ok := nm.Class(v.Class); !ok {
 			return errors.Errorf(opFSM, errors.Invalid, "unknown storage class %q", v.Class)
-		} else if cls.EC() {
-			return errors.Errorf(opFSM, errors.Invalid, "class %s is erasure-coded: volumes need a replicated class", cls.Name)
+		} else if cls.EC() && (cls.K&(cls.K-1) != 0 || v.BlockSize%int64(cls.K) != 0) {
+			return errors.Errorf(opFSM, errors.Invalid, "class %s has %d data shards: an erasure-coded volume needs a power of two (1 to 32)", cls.Name, cls.K)
 		}
 		nv := *v
 		nv.Holder, nv.Epoch, nv.Parent = "", 0, parent
@@ -347,6 +347,8 @@ func applyVolumeCommand(nm *Map, c Command) error {
 			return errors.Errorf(opFSM, errors.Invalid, "layer id %q is not 16 hex digits", c.Layer)
 		case nm.layerUsed(c.Layer):
 			return errors.Errorf(opFSM, errors.Exist, "layer id %s is taken", c.Layer)
+		case nm.ecVolume(v):
+			return errors.Errorf(opFSM, errors.Invalid, "volume %s is erasure-coded (class %s): snapshots, clones and rollback are not built for erasure-coded volumes", c.Name, v.Class)
 		case len(nm.Chain(v.Parent)) >= MaxLayers-1:
 			return errors.Errorf(opFSM, errors.Invalid, "volume %s has %d layers: delete snapshots before taking another", c.Name, MaxLayers)
 		}
@@ -413,4 +415,11 @@ func applyVolumeCommand(nm *Map, c Command) error {
 		}
 	}
 	return nil
+}
+
+// ecVolume reports whether v's class is an erasure code (its data objects are shards:
+// internal/volume's ec.go).
+func (m *Map) ecVolume(v Volume) bool {
+	cls, ok := m.Class(v.Class)
+	return ok && cls.EC()
 }

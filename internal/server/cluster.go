@@ -50,8 +50,11 @@ type mapInfo struct {
 // set only once every node's listener takes TLS and enrols; level 7 lifecycle: a bucket's
 // lifecycle configuration is set only once every storage node runs the lifecycle runner
 // (an older node would leave the objects it is the first holder of unexpired), and volume
-// snapshots, clones, rollbacks and the reclaim of their layers (OpSnapshotVolume...).
-const featureLevel = 7
+// snapshots, clones, rollbacks and the reclaim of their layers (OpSnapshotVolume...);
+// level 8 erasure-coded volumes: a volume is created in a class other than STANDARD
+// only once every node's state machine takes erasure-coded volumes (an older one refuses
+// them) and every store fences their shards' writes (internal/volume ec.go).
+const featureLevel = 8
 
 // commandLevel is the feature level a map command needs.
 func commandLevel(c clustermap.Command) int {
@@ -71,7 +74,12 @@ func commandLevel(c clustermap.Command) int {
 		return 2
 	case clustermap.OpRaiseLevel:
 		return c.Level
-	case clustermap.OpCreateVolume, clustermap.OpResizeVolume, clustermap.OpAttachVolume, clustermap.OpDetachVolume, clustermap.OpDeleteVolume:
+	case clustermap.OpCreateVolume:
+		if c.Volume != nil && c.Volume.Class != "" && c.Volume.Class != clustermap.StandardClass {
+			return 8
+		}
+		return 5
+	case clustermap.OpResizeVolume, clustermap.OpAttachVolume, clustermap.OpDetachVolume, clustermap.OpDeleteVolume:
 		return 5
 	case clustermap.OpSetInternodeTLS:
 		return 6
