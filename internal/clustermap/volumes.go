@@ -27,6 +27,10 @@ type Volume struct {
 	// a data object the head lacks reads as the newest layer of the chain Parent,
 	// Parent's parent... that has it (docs/design/volume-snapshots.md).
 	Parent string `json:"parent,omitempty"`
+	// Nodes, for a volume in an erasure-coded class, are the storage nodes its shards are
+	// placed on, fixed when it is created (the class's placement nodes then): a node
+	// added later does not move them (internal/volume ec.go).
+	Nodes []string `json:"nodes,omitempty"`
 }
 
 // Layer is a frozen layer of data objects ("<ID>/<index>" of VolumeBucket): a volume's
@@ -276,7 +280,18 @@ func applyVolumeCommand(nm *Map, c Command) error {
 			return errors.Errorf(opFSM, errors.Invalid, "class %s has %d data shards: an erasure-coded volume needs a power of two (1 to 32)", cls.Name, cls.K)
 		}
 		nv := *v
-		nv.Holder, nv.Epoch, nv.Parent = "", 0, parent
+		nv.Holder, nv.Epoch, nv.Parent, nv.Nodes = "", 0, parent, nil
+		if cls, _ := nm.Class(v.Class); cls.EC() {
+			for _, n := range nm.PlacementNodes() {
+				if cls.DeviceClass == "" || n.DeviceClass == cls.DeviceClass {
+					nv.Nodes = append(nv.Nodes, n.ID)
+				}
+			}
+			sort.Strings(nv.Nodes)
+			if len(nv.Nodes) < cls.K+cls.M {
+				return errors.Errorf(opFSM, errors.Invalid, "class %s needs %d storage nodes for its shards, %d are in placement", cls.Name, cls.K+cls.M, len(nv.Nodes))
+			}
+		}
 		nm.Volumes[v.Name] = nv
 		if _, ok := nm.Buckets[VolumeBucket]; !ok {
 			nm.Buckets[VolumeBucket] = Bucket{Name: VolumeBucket, Created: v.Created}

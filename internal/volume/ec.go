@@ -12,6 +12,7 @@ import (
 	"github.com/cairnfs/cairn/internal/erasure"
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/placement"
 	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/topology"
 )
@@ -67,6 +68,7 @@ type ecLayout struct {
 	need  int   // shard writes a write needs before it is answered: max(W, M+1)
 	strip int64 // bytes of a shard per stripe
 	shard int64 // shard object size
+	table *placement.Table
 }
 
 var codes sync.Map // "k+m" -> *erasure.Code
@@ -129,18 +131,44 @@ func parseIntent(b []byte) (intent, bool) {
 		off: int64(binary.BigEndian.Uint64(b[24:])), n: int64(binary.BigEndian.Uint32(b[32:])), sum: binary.BigEndian.Uint32(b[36:])}, true
 }
 
-// ecTargets returns the K+M holders of data object i of layer id, shard j on the j-th.
+// ecTargets returns the K+M holders of data object i of layer id, shard j on the j-th:
+// a placement of the stripe over the volume's own nodes (Volume.Nodes, fixed when it was
+// created), so that nodes joining or leaving the cluster do not move its shards.
 func (d *Device) ecTargets(id string, i int64) ([]topology.Target, error) {
-	m := d.s.cfg.Maps.Current()
-	t, err := d.s.cfg.Topology.ShardTable(m, d.ec.cls, true)
-	if err != nil {
-		return nil, err
+	ec := d.ec
+	if ec.table == nil {
+		return nil, errors.Errorf("", errors.Invalid, "volume %s has no shard placement", d.vol.Name)
 	}
-	ts := d.s.cfg.Topology.ShardTargets(m, t, StripeName(id, i))
-	if len(ts) != d.ec.k+d.ec.m {
-		return nil, errors.Errorf("", errors.Transient, "class %s: %d shard holders, want %d", d.ec.cls.Name, len(ts), d.ec.k+d.ec.m)
+	m := d.s.cfg.Maps.Current()
+	ids := ec.table.Nodes(placement.Partition(topology.ShardBucket, StripeName(id, i), ec.table.Partitions()))
+	if len(ids) != ec.k+ec.m {
+		return nil, errors.Errorf("", errors.Invalid, "volume %s: %d shard holders, want %d", d.vol.Name, len(ids), ec.k+ec.m)
+	}
+	ts := make([]topology.Target, len(ids))
+	for j, nid := range ids {
+		n, ok := m.Node(nid)
+		ts[j] = topology.Target{ID: nid, Addr: n.Addr, Local: d.s.cfg.Topology.IsLocal(nid),
+			Down: !ok || n.State == clustermap.StateDown || n.State == clustermap.StateOut}
 	}
 	return ts, nil
+}
+
+// shardTable is the placement of volume v's shards in m: K+M of v.Nodes per stripe,
+// spread over zones as the object layer's shard tables are.
+func shardTable(m *clustermap.Map, v clustermap.Volume, width int) (*placement.Table, error) {
+	var ns []placement.Node
+	for _, id := range v.Nodes {
+		n, _ := m.Node(id) // weight 1 and no host: the table changes only with zones
+		ns = append(ns, placement.Node{ID: id, Zone: n.Zone, Weight: 1})
+	}
+	if len(ns) < width {
+		return nil, errors.Errorf("", errors.Invalid, "volume %s: %d shard nodes, the class needs %d", v.Name, len(ns), width)
+	}
+	t, err := placement.New(ns, max(m.Partitions, 1), width)
+	if err != nil {
+		return nil, errors.E(errors.Invalid, err)
+	}
+	return t, nil
 }
 
 // errCrashed is what a write returns when a test's crash hook stopped it between shard
@@ -736,7 +764,14 @@ func layoutOf(m *clustermap.Map, v clustermap.Volume) (*ecLayout, error) {
 	if !cls.EC() {
 		return nil, nil
 	}
-	return newECLayout(cls, v.BlockSize)
+	ec, err := newECLayout(cls, v.BlockSize)
+	if err != nil {
+		return nil, err
+	}
+	if ec.table, err = shardTable(m, v, cls.K+cls.M); err != nil {
+		return nil, err
+	}
+	return ec, nil
 }
 
 func countLive(ts []topology.Target) (n int) {
@@ -746,4 +781,30 @@ func countLive(ts []topology.Target) (n int) {
 		}
 	}
 	return n
+}
+
+// DeleteShards deletes up to a page of the shards and intents of erasure-coded layer
+// id from every storage node that is up, and reports how many it deleted and whether
+// more are left. A node that is down keeps its shards of the layer (they are orphans:
+// see docs/design/ec-volumes.md).
+func (s *Service) DeleteShards(ctx context.Context, id string) (deleted int, more bool, err error) {
+	for _, t := range s.cfg.Topology.ListTargets() {
+		r := s.cfg.Replica(t)
+		res, err := r.List(ctx, ECBucket, object.ListOptions{Prefix: id + "/", Max: 500})
+		if errors.Is(errors.NotExist, err) {
+			continue
+		}
+		if err != nil {
+			return deleted, true, fmt.Errorf("listing node %s's shards of layer %s: %w", t.ID, id, err)
+		}
+		for _, e := range res.Objects {
+			tomb := object.Object{HLC: e.Object.HLC + 1, ModTime: time.Now().UnixNano()}
+			if _, err := r.Delete(ctx, ECBucket, e.Key, tomb); err != nil && !errors.Is(errors.NotExist, err) {
+				return deleted, true, fmt.Errorf("deleting shard %s on node %s: %w", e.Key, t.ID, err)
+			}
+			deleted++
+		}
+		more = more || res.Truncated
+	}
+	return deleted, more, nil
 }

@@ -29,7 +29,8 @@ func newECCluster(t *testing.T) *cluster {
 		Classes: map[string]clustermap.Class{clustermap.StandardClass: {Name: clustermap.StandardClass, N: 3, W: 2, R: 1, D: 2},
 			"EC42": {Name: "EC42", N: 6, W: 5, R: 4, D: 4, K: 4, M: 2}},
 		Buckets: map[string]clustermap.Bucket{clustermap.VolumeBucket: {Name: clustermap.VolumeBucket}},
-		Volumes: map[string]clustermap.Volume{"ev": {Name: "ev", ID: "00000000000000ec", Size: ecSize, BlockSize: blockSize, Class: "EC42", Holder: "n1", Epoch: 1}}}
+		Volumes: map[string]clustermap.Volume{"ev": {Name: "ev", ID: "00000000000000ec", Size: ecSize, BlockSize: blockSize, Class: "EC42", Holder: "n1", Epoch: 1,
+			Nodes: []string{"n1", "n2", "n3", "n4", "n5", "n6"}}}}
 	c := &cluster{maps: &topology.Maps{}, locals: map[string]*replica.Local{}, faults: map[string]*replica.Faults{}, stores: map[string]*store.Store{}}
 	for i := range 6 {
 		id := "n" + strconv.Itoa(i+1)
