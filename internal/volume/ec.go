@@ -86,8 +86,7 @@ func newECLayout(cls clustermap.Class, blockSize int64) (*ecLayout, error) {
 		}
 		c, _ = codes.LoadOrStore(key, code)
 	}
-	need := max(cls.W, cls.K+1, cls.M+1)
-	need = min(need, cls.K+cls.M)
+	need := min(max(cls.W, cls.K, cls.M+1), cls.K+cls.M)
 	return &ecLayout{cls: cls, code: c.(*erasure.Code), k: cls.K, m: cls.M, need: need,
 		strip: ECStripe / int64(cls.K), shard: blockSize / int64(cls.K)}, nil
 }
@@ -492,6 +491,12 @@ func (d *Device) ecReadStripes(ctx context.Context, i int64, st *objState, s0, s
 		for j := ec.k; j < n; j++ {
 			rest = append(rest, j)
 		}
+		var failed []int
+		for j := range ec.k {
+			if shards[j] == nil {
+				failed = append(failed, j)
+			}
+		}
 		more, _ := d.readShards(ctx, ts, i, st.order, a, l, rest)
 		for j := ec.k; j < n; j++ {
 			shards[j] = more[j]
@@ -499,7 +504,13 @@ func (d *Device) ecReadStripes(ctx context.Context, i int64, st *objState, s0, s
 		if err := ec.code.ReconstructRaw(shards); err != nil {
 			return nil, errors.E(errors.IO, fmt.Errorf("volume %s, data object %d: %w", d.vol.Name, i, err))
 		}
-		st.synced = false // a shard holder is behind or unreachable: the next use repairs it
+		for _, j := range failed {
+			if !ts[j].Down {
+				// A holder that is up but behind (or did not answer): the next use
+				// catches it up. One marked down is left to its return.
+				st.synced = false
+			}
+		}
 	}
 	for t := int64(0); t < s1-s0; t++ {
 		for j := range ec.k {
