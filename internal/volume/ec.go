@@ -269,6 +269,16 @@ func (d *Device) ecSync(ctx context.Context, i int64, st *objState) error {
 		}
 		return errors.Errorf("", errors.IO, "volume %s, data object %d: a write was torn between shards; attach the volume to repair it", d.vol.Name, i)
 	}
+	if EpochOf(top) == d.vol.Epoch && count(func(j int) bool { return at(j, top) }) >= ec.need {
+		// A write of this lease was answered (or could have been) and some holders
+		// missed it (they were down, or behind): only their shards are rebuilt, each
+		// whole in one write at top, which this lease may write.
+		if err := d.rebuildBehind(ctx, ts, i, stats, top); err != nil {
+			return err
+		}
+		st.order, st.synced, st.unsure = top, true, false
+		return nil
+	}
 	// The content that wins, whole: K shards of it, decoded into all.
 	shards := make([][]byte, n)
 	win, how := top, "rolled forward"
@@ -318,6 +328,43 @@ func (d *Device) ecSync(ctx context.Context, i int64, st *objState) error {
 	d.s.log.Info("repaired the shards of an erasure-coded volume's data object", "volume", d.vol.Name, "object", i,
 		"newest", orderString(top), "how", how, "content", orderString(win), "as", orderString(next))
 	st.order, st.synced, st.unsure = next, true, false
+	return nil
+}
+
+// rebuildBehind rebuilds whole at order top every reachable shard of data object i
+// that is not at top, from K that are (one that cannot be written is left behind).
+func (d *Device) rebuildBehind(ctx context.Context, ts []topology.Target, i int64, stats []shardStat, top uint64) error {
+	ec := d.ec
+	n := ec.k + ec.m
+	var src []int
+	for j := range n {
+		if stats[j].reached && stats[j].order == top {
+			src = append(src, j)
+		}
+	}
+	got, err := d.readShards(ctx, ts, i, top, 0, ec.shard, src[:ec.k])
+	if err != nil {
+		return err
+	}
+	shards := make([][]byte, n)
+	for _, j := range src[:ec.k] {
+		shards[j] = got[j]
+	}
+	if err := ec.code.ReconstructRaw(shards); err != nil {
+		return err
+	}
+	for j := range n {
+		if !stats[j].reached || stats[j].order == top {
+			continue
+		}
+		w := object.RangeWrite{Bucket: ECBucket, Key: ShardKey(d.vol.ID, i, j), Size: ec.shard, Data: shards[j], Prev: stats[j].order, Next: top}
+		if _, err := d.s.cfg.Replica(ts[j]).(replica.RangeWriter).WriteRange(ctx, w); err != nil {
+			// Left behind: reads decode around it, and find it again.
+			d.s.log.Warn("could not rebuild a shard of an erasure-coded volume's data object", "volume", d.vol.Name, "object", i, "shard", j, "node", ts[j].ID, "err", err)
+			continue
+		}
+		d.s.log.Info("rebuilt a shard of an erasure-coded volume's data object that its holder missed", "volume", d.vol.Name, "object", i, "shard", j, "node", ts[j].ID, "order", orderString(top))
+	}
 	return nil
 }
 
@@ -400,24 +447,6 @@ func (d *Device) readObject(ctx context.Context, r replica.Replica, bucket, key 
 		return errors.Errorf("", errors.IO, "%s: short read (%d of %d bytes)", key, w.n, len(p))
 	}
 	return nil
-}
-
-func contains(s []int, x int) bool {
-	for _, y := range s {
-		if y == x {
-			return true
-		}
-	}
-	return false
-}
-
-func allZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // readShards reads [off, off+n) of the shards which (of data object i, at order) in

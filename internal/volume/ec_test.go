@@ -13,6 +13,7 @@ import (
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/hlc"
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/store"
 	"github.com/cairnfs/cairn/internal/topology"
@@ -199,6 +200,27 @@ func TestECTornWrites(t *testing.T) {
 	c.setDown("n5", false)
 	d = c.lease(t, hook)
 	check(d, "back up")
+
+	// Deleting the volume's shards leaves no live object in any store.
+	s := c.service("n1")
+	for {
+		_, more, err := s.DeleteShards(context.Background(), "00000000000000ec")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !more {
+			break
+		}
+	}
+	for id, st := range c.stores {
+		res, err := st.List(ECBucket, object.ListOptions{Max: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Objects) > 0 {
+			t.Fatalf("node %s keeps %s after the delete", id, res.Objects[0].Key)
+		}
+	}
 }
 
 func firstDiff(a, b []byte) int {
@@ -209,5 +231,3 @@ func firstDiff(a, b []byte) int {
 	}
 	return min(len(a), len(b))
 }
-
-var _ = context.Background
