@@ -479,66 +479,42 @@ func (d *Device) readShards(ctx context.Context, ts []topology.Target, i int64, 
 	return out, nil
 }
 
-// ecReadRange reads [off, off+len(p)) of data object i at st.order: the K data shards'
-// strips of the stripes it covers, or, if one cannot be read, any K shards decoded.
-// The caller holds st.mu.
-func (d *Device) ecReadRange(ctx context.Context, i int64, st *objState, off int64, p []byte) error {
-	if st.order == 0 {
-		clear(p)
-		return nil
-	}
-	s0, s1 := off/ECStripe, (off+int64(len(p))+ECStripe-1)/ECStripe
-	buf, err := d.ecReadStripes(ctx, i, st, s0, s1)
-	if err != nil {
-		return err
-	}
-	copy(p, buf[off-s0*ECStripe:])
-	return nil
-}
-
-// ecReadStripes returns the data of stripes [s0, s1) of data object i at st.order.
-func (d *Device) ecReadStripes(ctx context.Context, i int64, st *objState, s0, s1 int64) ([]byte, error) {
+// ecReadStripes returns the data of stripes [s0, s1) of data object i at order: the
+// K data shards' strips, or, if one cannot be read, any K shards decoded. behind says
+// that a holder that is up could not be read at order (it missed writes, or a write
+// moved it past order meanwhile).
+func (d *Device) ecReadStripes(ctx context.Context, i int64, order uint64, s0, s1 int64) (buf []byte, behind bool, err error) {
 	ec := d.ec
 	n := ec.k + ec.m
-	buf := make([]byte, (s1-s0)*ECStripe)
-	if st.order == 0 {
-		return buf, nil
+	buf = make([]byte, (s1-s0)*ECStripe)
+	if order == 0 {
+		return buf, false, nil
 	}
 	ts, err := d.ecTargets(d.vol.ID, i)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	a, l := s0*ec.strip, (s1-s0)*ec.strip
 	data := make([]int, ec.k)
 	for j := range data {
 		data[j] = j
 	}
-	shards, err := d.readShards(ctx, ts, i, st.order, a, l, data)
+	shards, err := d.readShards(ctx, ts, i, order, a, l, data)
 	if err != nil {
 		// Degraded: read the parity shards too, and decode from any K.
 		var rest []int
 		for j := ec.k; j < n; j++ {
 			rest = append(rest, j)
 		}
-		var failed []int
 		for j := range ec.k {
-			if shards[j] == nil {
-				failed = append(failed, j)
-			}
+			behind = behind || shards[j] == nil && !ts[j].Down
 		}
-		more, _ := d.readShards(ctx, ts, i, st.order, a, l, rest)
+		more, _ := d.readShards(ctx, ts, i, order, a, l, rest)
 		for j := ec.k; j < n; j++ {
 			shards[j] = more[j]
 		}
 		if err := ec.code.ReconstructRaw(shards); err != nil {
-			return nil, errors.E(errors.IO, fmt.Errorf("volume %s, data object %d: %w", d.vol.Name, i, err))
-		}
-		for _, j := range failed {
-			if !ts[j].Down {
-				// A holder that is up but behind (or did not answer): the next use
-				// catches it up. One marked down is left to its return.
-				st.synced = false
-			}
+			return nil, true, errors.E(errors.IO, fmt.Errorf("volume %s, data object %d: %w", d.vol.Name, i, err))
 		}
 	}
 	for t := int64(0); t < s1-s0; t++ {
@@ -546,18 +522,44 @@ func (d *Device) ecReadStripes(ctx context.Context, i int64, st *objState, s0, s
 			copy(buf[t*ECStripe+int64(j)*ec.strip:], shards[j][t*ec.strip:(t+1)*ec.strip])
 		}
 	}
-	return buf, nil
+	return buf, behind, nil
 }
 
-// ecRead serves a read of [objOff, objOff+len(p)) of data object i.
-func (d *Device) ecRead(ctx context.Context, i, objOff int64, p []byte) error {
+// ecRead serves a read of [off, off+len(p)) of data object i. It holds the object's
+// lock only to bring it to one order (ecSync) and to learn that order; the shards are
+// read without it, so reads of one object go in parallel. A write that lands meanwhile
+// moves shards past the order read: the read is done again at the new order.
+func (d *Device) ecRead(ctx context.Context, i, off int64, p []byte) error {
 	st := d.obj(i)
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if err := d.ecSync(ctx, i, st); err != nil {
-		return err
+	s0, s1 := off/ECStripe, (off+int64(len(p))+ECStripe-1)/ECStripe
+	for try := 0; ; try++ {
+		st.mu.Lock()
+		err := d.ecSync(ctx, i, st)
+		order := st.order
+		st.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		buf, behind, err := d.ecReadStripes(ctx, i, order, s0, s1)
+		if behind {
+			st.mu.Lock()
+			if st.order == order {
+				// A holder that is up missed writes: the next use catches it up
+				// (one marked down is left to its return).
+				st.synced = false
+			}
+			moved := st.order != order
+			st.mu.Unlock()
+			if err != nil && moved && try < 100 {
+				continue
+			}
+		}
+		if err != nil {
+			return err
+		}
+		copy(p, buf[off-s0*ECStripe:])
+		return nil
 	}
-	return d.ecReadRange(ctx, i, st, objOff, p)
 }
 
 // ecWrite writes data (nil: n zeroes) at off of data object i: the stripes it covers
@@ -584,14 +586,14 @@ func (d *Device) ecWrite(ctx context.Context, i, off, n int64, data []byte) erro
 	if !zero {
 		buf := make([]byte, (s1-s0)*ECStripe)
 		if off%ECStripe != 0 {
-			head, err := d.ecReadStripes(ctx, i, st, s0, s0+1)
+			head, _, err := d.ecReadStripes(ctx, i, st.order, s0, s0+1)
 			if err != nil {
 				return err
 			}
 			copy(buf, head)
 		}
 		if (off+n)%ECStripe != 0 && (s1-1 > s0 || off%ECStripe == 0) {
-			tail, err := d.ecReadStripes(ctx, i, st, s1-1, s1)
+			tail, _, err := d.ecReadStripes(ctx, i, st.order, s1-1, s1)
 			if err != nil {
 				return err
 			}

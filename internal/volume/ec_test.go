@@ -231,3 +231,51 @@ func firstDiff(a, b []byte) int {
 	}
 	return min(len(a), len(b))
 }
+
+// Reads of an erasure-coded data object run while it is written: each read returns one
+// write's content whole (the writes fill the same range with one byte each), never a mix.
+func TestECReadsDuringWrites(t *testing.T) {
+	c := newECCluster(t)
+	d := c.lease(t, nil)
+	const n = 24 << 10
+	off := int64(blockSize + 1000) // unaligned: reads and writes of partial stripes
+	done := make(chan struct{})
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			p := make([]byte, n)
+			for {
+				select {
+				case <-done:
+					errs <- nil
+					return
+				default:
+				}
+				if _, err := d.ReadAt(p, off); err != nil {
+					errs <- err
+					return
+				}
+				for _, b := range p {
+					if b != p[0] {
+						errs <- fmt.Errorf("a read mixes two writes: %d and %d", p[0], b)
+						return
+					}
+				}
+			}
+		}()
+	}
+	for v := range 60 {
+		if _, err := d.WriteAt(bytes.Repeat([]byte{byte(v + 1)}, n), off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(done)
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := readAt(t, d, off, n); !bytes.Equal(got, bytes.Repeat([]byte{60}, n)) {
+		t.Fatal("the last write does not read back")
+	}
+}
