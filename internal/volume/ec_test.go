@@ -201,6 +201,22 @@ func TestECTornWrites(t *testing.T) {
 	d = c.lease(t, hook)
 	check(d, "back up")
 
+	// Detached, it reads the same for export (read-only, on another node).
+	c.setMap(func(m *clustermap.Map) {
+		v := m.Volumes["ev"]
+		v.Holder = ""
+		m.Volumes["ev"] = v
+	})
+	rd, closeRead, err := c.service("n3").OpenRead(context.Background(), "ev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, ecSize)
+	if _, err := rd.ReadAt(got, 0); err != nil || !bytes.Equal(got, model) {
+		t.Fatalf("the export of the detached volume differs from the model (%v)", err)
+	}
+	closeRead()
+
 	// Deleting the volume's shards leaves no live object in any store.
 	s := c.service("n1")
 	for {

@@ -174,7 +174,11 @@ func run(target, uri, file, size, rw, bs string, runtime time.Duration, sync boo
 	}
 	out, err := exec.Command("fio", args...).Output()
 	if err != nil {
-		fail(fmt.Errorf("fio %v: %v", args, err))
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		fail(fmt.Errorf("fio %v: %v\n%s%s", args, err, out, stderr))
 	}
 	if i := strings.IndexByte(string(out), '{'); i > 0 {
 		out = out[i:] // the nbd engine prints a line first
@@ -276,7 +280,11 @@ func fio(uri string, args ...string) fioResult {
 	args = append([]string{"--name=p", "--ioengine=nbd", "--uri=" + uri, "--output-format=json"}, args...)
 	out, err := exec.Command("fio", args...).Output()
 	if err != nil {
-		fail(fmt.Errorf("fio %v: %v", args, err))
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		fail(fmt.Errorf("fio %v: %v\n%s%s", args, err, out, stderr))
 	}
 	if i := strings.IndexByte(string(out), '{'); i > 0 {
 		out = out[i:]
