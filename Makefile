@@ -8,7 +8,7 @@ VENV    := .venv
 RACE_PKGS := ./internal/errors/... ./internal/lifecycle/... ./internal/store/... ./internal/sigv4/... ./internal/checksum/... ./internal/s3api/... ./internal/server/... ./internal/bench \
              ./internal/hlc/... ./internal/placement/... ./internal/policy/... ./internal/erasure/... ./internal/clustermap/... ./internal/rpc/... ./internal/replica/... ./internal/wire/... ./internal/object/... ./internal/metrics/... ./internal/gateway/... ./internal/topology/... ./internal/stripe/... ./internal/hints/... ./internal/repair/... \
              ./internal/proc/... ./internal/testutil/... ./internal/console/... ./internal/nbd/... ./internal/volume/... \
-             ./internal/access/... ./internal/budget/... ./internal/nodetls/... ./internal/secrets/... ./internal/sse/...
+             ./internal/access/... ./internal/budget/... ./internal/nodetls/... ./internal/secrets/... ./internal/sse/... ./internal/notify/...
 FUZZTIME ?= 10s
 FUZZFLAGS ?=
 SOAK_DURATION ?= 10m
@@ -119,7 +119,7 @@ deps-python:
 	@$(VENV)/bin/pip install -q -r tests/python/requirements.txt
 
 deps-apt:
-	@missing=""; for t in curl:curl rclone:rclone promtool:prometheus chromium:chromium openssl:openssl qemu-img:qemu-utils nbdinfo:libnbd-bin fio:fio; do cmd=$${t%%:*}; pkg=$${t##*:}; command -v $$cmd >/dev/null || missing="$$missing $$pkg"; done; \
+	@missing=""; for t in curl:curl rclone:rclone promtool:prometheus chromium:chromium openssl:openssl qemu-img:qemu-utils nbdinfo:libnbd-bin fio:fio redis-server:redis-server; do cmd=$${t%%:*}; pkg=$${t##*:}; command -v $$cmd >/dev/null || missing="$$missing $$pkg"; done; \
 	if [ -n "$$missing" ]; then echo "installing$$missing"; \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi; fi

@@ -78,6 +78,15 @@ Commands:
                          every storage node; shows progress until done (Ctrl-C stops watching,
                          not the work)
   policy status BUCKET   progress of the last policy apply
+  notify target add NAME --webhook URL | --redis HOST:PORT (--list KEY | --pubsub CH) [--secret-file F]
+                         a bucket-notification target; configurations name it arn:cairn:sqs:::NAME
+                         or arn:cairn:sns:::NAME; the secret is sealed here, never printed;
+                         pub/sub is best effort (docs/design/notifications.md)
+  notify target list     the targets (kind, destination, ARNs; never their secrets)
+  notify target remove NAME
+                         events still queued for it wait (as for a target down) until
+                         it is added again or --notify-max-attempts makes them dead letters
+  notify status          every storage node's outbox: pending, oldest, delivered, retries, dead letters
   internode-tls [status] internode mutual TLS: the cluster CA, whether plain connections are
                          refused, each node's certificate (expiry) and who holds the CA key
   internode-tls enable   turn internode TLS on in a cluster without it (upgraded from a build
@@ -261,6 +270,8 @@ func runAdmin(args []string, stdout, stderr io.Writer) error {
 		return c.keyCmd(stdout, box, rest, *asJSON)
 	case "policy":
 		return c.policyCmd(stdout, rest, *asJSON)
+	case "notify":
+		return c.notifyCmd(stdout, box, rest, *asJSON)
 	case "recovery":
 		return c.recoveryCmd(stdout, rest, *asJSON)
 	case "internode-tls":

@@ -138,6 +138,8 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.LifecycleInterval, "lifecycle-interval", 24*time.Hour, "each bucket's S3 lifecycle rules run once per interval on every storage node")
 	fs.DurationVar(&cfg.ScrubInterval, "scrub-interval", 30*24*time.Hour, "every object is read in full and verified once per interval (deep scrub)")
 	scrubRate := fs.String("scrub-rate", "32MiB", "deep scrub pace in bytes per second (0: unpaced)")
+	fs.IntVar(&cfg.NotifyMaxAttempts, "notify-max-attempts", 0, "failed sends after which a bucket notification event becomes a dead letter (0: never, it waits for its target)")
+	fs.DurationVar(&cfg.NotifyHold, "notify-hold", 30*time.Second, "how long a holder that is not a key's first live holder keeps its notification events before asking whether the first holder has them")
 	fs.DurationVar(&cfg.BucketLogInterval, "bucket-log-interval", time.Minute, "how often the S3 server access log records of buckets with logging enabled (PutBucketLogging) are delivered to their target buckets")
 	fs.DurationVar(&cfg.BackgroundTarget, "background-target", 0, "client p99 latency above which background work (recovery, rebalance, shard moves, policy apply, scrub) backs off; 0: twice the p99 clients see while none runs, learned")
 	recoveryRate := fs.String("recovery-rate", "64MiB", "bytes per second a node copies in to recover or rebalance (0: unlimited); cairn admin recovery set changes it")

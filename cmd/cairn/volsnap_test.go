@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -172,6 +173,24 @@ func TestVolumeSnapshots(t *testing.T) {
 	if b, _ := os.ReadFile(full); !bytes.Equal(b, stdout) {
 		t.Fatalf("export to stdout: %d bytes differ from the file's %d", len(stdout), len(b))
 	}
+	// An export into a FILE that is not a regular one (a pipe here; a block device the
+	// same) gets its holes written as zeroes: seeking over them failed on a pipe
+	// ("illegal seek") and left a block device's old bytes in them.
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	piped := make(chan []byte, 1)
+	go func() {
+		b, _ := os.ReadFile(fifo)
+		piped <- b
+	}()
+	if out, err := tc.volume(0, "export", "vm@s1", fifo, "--quiet"); err != nil {
+		t.Fatalf("export into a pipe: %v\n%s", err, out)
+	}
+	if b, _ := os.ReadFile(full); !bytes.Equal(b, <-piped) {
+		t.Fatal("export into a pipe: the bytes differ from the file's")
+	}
 	if out, err := tc.volume(0, "export", "vm@s2", incr, "--since", "s1"); err != nil || !strings.Contains(out, "68 KiB changed") {
 		t.Fatalf("incremental export: %v\n%s", err, out)
 	}
@@ -201,6 +220,22 @@ func TestVolumeSnapshots(t *testing.T) {
 	if out, err := tc.volume(0, "import", "r", incr); err == nil || !strings.Contains(out, "full image first") {
 		t.Fatalf("an incremental import into a new volume: %v\n%s", err, out)
 	}
+	// An image larger than the volume is refused before anything is written: the import
+	// overwrote the volume's first 8 MiB (its data objects), then failed.
+	tc.mustVolume(0, "create", "tiny", "--size", "8MiB")
+	if out, err := tc.volume(0, "import", "tiny", full); err == nil || !strings.Contains(out, "larger than volume tiny") {
+		t.Fatalf("an image larger than the volume: %v\n%s", err, out)
+	}
+	tiny := filepath.Join(dir, "tiny.img")
+	if out, err := tc.volume(0, "export", "tiny", tiny, "--quiet"); err != nil {
+		t.Fatalf("export tiny: %v\n%s", err, out)
+	}
+	if b, err := os.ReadFile(tiny); err != nil || len(b) != 8<<20 || !bytes.Equal(b, make([]byte, 8<<20)) {
+		t.Fatalf("a refused import wrote into the volume (%d bytes, %v)", len(b), err)
+	}
+	if out, err := tc.volume(0, "delete", "tiny"); err != nil {
+		t.Fatalf("delete tiny: %v\n%s", err, out)
+	}
 	if out, err := tc.volume(0, "import", "r", full); err != nil || !strings.Contains(out, "imported into r") {
 		t.Fatalf("import: %v\n%s", err, out)
 	}
@@ -210,6 +245,15 @@ func TestVolumeSnapshots(t *testing.T) {
 	qemuCompare(t, back, full)
 	if out, err := tc.volume(0, "import", "r", incr); err != nil || !strings.Contains(out, "applied an incremental backup") {
 		t.Fatalf("incremental import: %v\n%s", err, out)
+	}
+	// A backup cut short is found only at its end, after its records were written: the
+	// error says so (it said only "truncated").
+	cut := filepath.Join(dir, "cut.cvb")
+	if b, err := os.ReadFile(incr); err != nil || os.WriteFile(cut, b[:len(b)-16], 0o600) != nil {
+		t.Fatal(err)
+	}
+	if out, err := tc.volume(0, "import", "r", cut); err == nil || !strings.Contains(out, "truncated") || !strings.Contains(out, "written into r before") {
+		t.Fatalf("a truncated incremental import: %v\n%s", err, out)
 	}
 	// Commands go through node1 (each returns once node1's map has it); attach waits for
 	// every node to have the lease.
@@ -292,6 +336,28 @@ func TestVolumeSnapshots(t *testing.T) {
 
 // qemuCompare fails unless qemu-img compare finds images a and b (files or NBD URIs)
 // identical.
+// TestSnapshotNodeDown: a snapshot taken just as a storage node dies returns once that
+// node is marked down, and says it was taken. It waited the whole 30 s for the node the
+// map said up when the snapshot applied, then failed with "the lease moved ... retry the
+// attach" though the snapshot was there (and taking it again said "exists").
+func TestSnapshotNodeDown(t *testing.T) {
+	skipShort(t)
+	tc := startCluster(t, 3, "--nbd-listen", "127.0.0.1:0", "--down-after", "1s")
+	tc.waitVoters(3)
+	tc.mustVolume(0, "create", "d", "--size", "8MiB")
+	tc.mustVolume(0, "attach", "d")
+	proctest.WaitFor(t, 30*time.Second, func() error { // the cluster's feature level (7)
+		if out, err := tc.volume(0, "snapshot", "d", "s1"); err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
+	tc.procs[2].Kill()
+	if out, err := tc.volume(0, "snapshot", "d", "s2"); err != nil || !strings.Contains(out, "d@s2") {
+		t.Fatalf("a snapshot as a node dies: %v\n%s", err, out)
+	}
+}
+
 func qemuCompare(t *testing.T, a, b string) {
 	t.Helper()
 	if out, err := exec.Command(tool(t, "qemu-img"), "compare", "-f", "raw", "-F", "raw", a, b).CombinedOutput(); err != nil {

@@ -46,6 +46,8 @@ type Command struct {
 	Seq      uint64 `json:"seq,omitempty"` // OpReclaimDone: the Garbage entry's Seq
 	// Internode is OpSetInternodeTLS's state.
 	Internode *InternodeTLS `json:"internode,omitempty"`
+	// Target is OpPutNotifyTarget's target (notify.go).
+	Target *NotifyTarget `json:"target,omitempty"`
 }
 
 // The command operations.
@@ -79,6 +81,8 @@ type Command struct {
 //   - The volume commands (OpCreateVolume, OpResizeVolume, OpAttachVolume,
 //     OpDetachVolume, OpDeleteVolume, OpSnapshotVolume, OpCloneVolume, OpRollbackVolume,
 //     OpDeleteSnapshot, OpReclaimDone) are described in volumes.go.
+//   - The notification target commands (OpPutNotifyTarget, OpRemoveNotifyTarget) are
+//     described in notify.go.
 //   - OpRaiseLevel (Level): raises Map.Level to Level; Invalid if Level is not above
 //     it (the level never goes down).
 //   - OpSetInternodeTLS (Internode): sets the cluster's internode TLS. Invalid without a
@@ -315,6 +319,10 @@ func applyCommand(m *Map, c Command) (*Map, error) {
 			return nil, errors.Errorf(opFSM, errors.Invalid, "raise_level: level %d is not above the cluster's %d", c.Level, m.Level)
 		}
 		nm.Level = c.Level
+	case OpPutNotifyTarget, OpRemoveNotifyTarget:
+		if err := applyNotifyCommand(nm, c); err != nil {
+			return nil, err
+		}
 	case OpCreateVolume, OpResizeVolume, OpAttachVolume, OpDetachVolume, OpDeleteVolume,
 		OpSnapshotVolume, OpCloneVolume, OpRollbackVolume, OpDeleteSnapshot, OpReclaimDone:
 		if err := applyVolumeCommand(nm, c); err != nil {

@@ -230,6 +230,9 @@ type Map struct {
 	// Raft, authenticated by the cluster secret: a cluster from before internode TLS, or
 	// one bootstrapped without it). See docs/design/internode-tls.md.
 	Internode *InternodeTLS `json:"internode,omitempty"`
+	// Targets are the bucket-notification targets by name (notify.go). Never modified in
+	// place: a command replaces the map.
+	Targets map[string]NotifyTarget `json:"targets,omitempty"`
 }
 
 // InternodeTLS is the cluster's internode mutual TLS: the CA every node certificate
@@ -286,6 +289,7 @@ func (m *Map) Clone() *Map {
 	if len(m.Garbage) > 0 {
 		c.Garbage = maps.Clone(m.Garbage)
 	}
+	c.Targets = m.Targets // replaced, never modified, by commands
 	if m.Nodes != nil {
 		c.Nodes = make([]Node, len(m.Nodes))
 		for i, n := range m.Nodes {

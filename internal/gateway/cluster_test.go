@@ -140,6 +140,8 @@ type clusterConfig struct {
 	cache     int64            // gateway.Config.ObjectCache; default 0 (off)
 	// wrap, if set, wraps what gateway node from asks of each replica, inside the faults.
 	wrap func(from string, r replica.Replica) replica.Replica
+	// store, if set, adjusts node i's store configuration before it opens.
+	store func(i int, sc *store.Config)
 }
 
 func testLogger() *slog.Logger {
@@ -191,7 +193,11 @@ func newCluster(tb testing.TB, n int, cfg clusterConfig) *testCluster {
 	for i := range n {
 		id := "n" + strconv.Itoa(i+1)
 		clock := new(hlc.Clock)
-		st, err := store.Open(testStoreConfig(dirs[i][0], clock))
+		sc := testStoreConfig(dirs[i][0], clock)
+		if cfg.store != nil {
+			cfg.store(i, &sc)
+		}
+		st, err := store.Open(sc)
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -189,8 +189,9 @@ func (rl *Rule) validate() error {
 	if rl.Expiration == nil && rl.NoncurrentVersionExpiration == nil && rl.AbortIncompleteMultipartUpload == nil {
 		return invalidReq("At least one action needs to be specified in a rule")
 	}
-	tags := false
+	tags, sizes := false, false
 	if f := rl.Filter; f != nil {
+		sizes = f.SizeGreater != nil || f.SizeLess != nil || f.And != nil && (f.And.SizeGreater != nil || f.And.SizeLess != nil)
 		n := 0
 		for _, set := range []bool{f.Prefix != nil, f.Tag != nil, f.SizeGreater != nil, f.SizeLess != nil, f.And != nil} {
 			if set {
@@ -268,6 +269,10 @@ func (rl *Rule) validate() error {
 		if tags {
 			return invalidReq("AbortIncompleteMultipartUpload cannot be specified with Tags.")
 		}
+		if sizes {
+			// An upload has no size yet: the runner would abort uploads of every size.
+			return invalidReq("AbortIncompleteMultipartUpload cannot be specified with Object Size.")
+		}
 	}
 	return nil
 }
@@ -295,6 +300,18 @@ func validSizes(gt, lt *int64) error {
 	return nil
 }
 
+// parseDate parses an Expiration's Date (ISO 8601, with or without a zone), in UTC.
+func parseDate(s string) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	d, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		if d, err = time.Parse("2006-01-02T15:04:05", s); err != nil {
+			return time.Time{}, err
+		}
+	}
+	return d.UTC(), nil
+}
+
 func (e *Expiration) validate() error {
 	n := 0
 	if e.Days != nil {
@@ -305,13 +322,10 @@ func (e *Expiration) validate() error {
 	}
 	if e.Date != nil {
 		n++
-		d, err := time.Parse(time.RFC3339, strings.TrimSpace(*e.Date))
+		d, err := parseDate(*e.Date)
 		if err != nil {
-			if d, err = time.Parse("2006-01-02T15:04:05", strings.TrimSpace(*e.Date)); err != nil {
-				return invalidArg("Invalid date: 'Date' must be in ISO 8601 format")
-			}
+			return invalidArg("Invalid date: 'Date' must be in ISO 8601 format")
 		}
-		d = d.UTC()
 		if !d.Equal(d.Truncate(24 * time.Hour)) {
 			return invalidArg("'Date' must be at midnight GMT")
 		}

@@ -37,8 +37,19 @@ type Action struct {
 	Rule string // the ID of the rule that asks for it
 }
 
+// maxDays is the largest number of days dueAfter adds: about 270 years, below the
+// 106751 days a time.Duration holds. More days than that are due in the year 9999.
+const maxDays = 100000
+
+// never is when an action more than maxDays away is due.
+var never = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+
 // dueAfter is S3's rounding: days after t, rounded up to the next midnight UTC.
 func dueAfter(t time.Time, days int) time.Time {
+	if days > maxDays {
+		// Days*24h would overflow a Duration and wrap to the past: due at once.
+		return never
+	}
 	d := t.UTC().Add(time.Duration(days) * 24 * time.Hour)
 	if m := d.Truncate(24 * time.Hour); !m.Equal(d) {
 		return m.Add(24 * time.Hour)
@@ -181,10 +192,13 @@ func (e *Expiration) due(mod time.Time) (time.Time, bool) {
 	case e.Days != nil:
 		return dueAfter(mod, *e.Days), true
 	case e.Date != nil:
-		if e.date.IsZero() {
-			e.validate() // a Config built without Parse
+		d := e.date
+		if d.IsZero() {
+			// A Config built without Parse, or the Date 0001-01-01: parsed here, never
+			// written back (configurations are shared by concurrent requests).
+			d, _ = parseDate(*e.Date)
 		}
-		return e.date, true
+		return d, true
 	}
 	return time.Time{}, false
 }

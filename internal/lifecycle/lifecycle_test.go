@@ -50,6 +50,8 @@ var parseTests = []struct {
 	{"no action", doc(`<Rule><Filter/><Status>Enabled</Status></Rule>`), "InvalidRequest"},
 	{"marker with tag", doc(`<Rule><Filter><Tag><Key>k</Key><Value>v</Value></Tag></Filter><Status>Enabled</Status><Expiration><ExpiredObjectDeleteMarker>true</ExpiredObjectDeleteMarker></Expiration></Rule>`), "InvalidRequest"},
 	{"abort with tag", doc(`<Rule><Filter><Tag><Key>k</Key><Value>v</Value></Tag></Filter><Status>Enabled</Status><AbortIncompleteMultipartUpload><DaysAfterInitiation>1</DaysAfterInitiation></AbortIncompleteMultipartUpload></Rule>`), "InvalidRequest"},
+	{"abort with size", doc(`<Rule><Filter><ObjectSizeGreaterThan>1048576</ObjectSizeGreaterThan></Filter><Status>Enabled</Status><AbortIncompleteMultipartUpload><DaysAfterInitiation>1</DaysAfterInitiation></AbortIncompleteMultipartUpload></Rule>`), "InvalidRequest"},
+	{"abort with size in and", doc(`<Rule><Filter><And><Prefix>u/</Prefix><ObjectSizeLessThan>10</ObjectSizeLessThan></And></Filter><Status>Enabled</Status><AbortIncompleteMultipartUpload><DaysAfterInitiation>1</DaysAfterInitiation></AbortIncompleteMultipartUpload></Rule>`), "InvalidRequest"},
 	{"abort zero", doc(`<Rule><Filter/><Status>Enabled</Status><AbortIncompleteMultipartUpload><DaysAfterInitiation>0</DaysAfterInitiation></AbortIncompleteMultipartUpload></Rule>`), "InvalidArgument"},
 	{"noncurrent zero", doc(`<Rule><Filter/><Status>Enabled</Status><NoncurrentVersionExpiration><NoncurrentDays>0</NoncurrentDays></NoncurrentVersionExpiration></Rule>`), "InvalidArgument"},
 	{"newer too many", doc(`<Rule><Filter/><Status>Enabled</Status><NoncurrentVersionExpiration><NoncurrentDays>1</NoncurrentDays><NewerNoncurrentVersions>101</NewerNoncurrentVersions></NoncurrentVersionExpiration></Rule>`), "InvalidArgument"},
@@ -127,6 +129,28 @@ func TestDueRounding(t *testing.T) {
 	mid := time.Date(2026, 1, 15, 0, 0, 0, 0, time.UTC)
 	if got := dueAfter(mid, 1); !got.Equal(mid.Add(24 * time.Hour)) {
 		t.Fatalf("midnight + 1 day: %v", got)
+	}
+}
+
+// TestEvaluateHugeDays: a valid rule of more days than a time.Duration holds (106752
+// days: 2^63 ns is 106751.99 days) expires nothing now. Days*24h wrapped to the past and
+// every object of the bucket was due at once.
+func TestEvaluateHugeDays(t *testing.T) {
+	for _, days := range []string{"106752", "200000", "9223372036854775807"} {
+		c := mustParse(t,
+			`<Rule><ID>r</ID><Filter/><Status>Enabled</Status><Expiration><Days>`+days+`</Days></Expiration>`+
+				`<NoncurrentVersionExpiration><NoncurrentDays>`+days+`</NoncurrentDays></NoncurrentVersionExpiration>`+
+				`<AbortIncompleteMultipartUpload><DaysAfterInitiation>`+days+`</DaysAfterInitiation></AbortIncompleteMultipartUpload></Rule>`)
+		vs := []Version{{HLC: 2, ModTime: day0, Size: 1}, {HLC: 1, ModTime: day0.Add(-time.Hour), Size: 1}}
+		if got := c.Evaluate("k", vs, day0.Add(48*time.Hour)); len(got) != 0 {
+			t.Errorf("days %s: due at once: %+v", days, got)
+		}
+		if id := c.AbortDue("k", day0, day0.Add(48*time.Hour)); id != "" {
+			t.Errorf("days %s: upload abort due at once", days)
+		}
+		if at, _, ok := c.Expiry("k", vs[0]); !ok || at.Before(day0) {
+			t.Errorf("days %s: x-amz-expiration %v (%v)", days, at, ok)
+		}
 	}
 }
 
@@ -272,6 +296,27 @@ func BenchmarkEvaluate(b *testing.B) {
 	for b.Loop() {
 		if a := c.Evaluate("data/2026/01/15/object-000123.bin", vs, now); len(a) != 0 {
 			b.Fatal(a)
+		}
+	}
+}
+
+// A parsed configuration is shared by concurrent requests: evaluating a Date rule whose
+// date parses to the zero time writes nothing into it (run under -race).
+func TestExpiryConcurrentZeroDate(t *testing.T) {
+	c, err := Parse([]byte(doc(`<Rule><ID>z</ID><Filter/><Status>Enabled</Status><Expiration><Date>0001-01-01T00:00:00Z</Date></Expiration></Rule>`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan time.Time)
+	for range 4 {
+		go func() {
+			due, _, _ := c.Expiry("k", Version{ModTime: time.Now()})
+			done <- due
+		}()
+	}
+	for range 4 {
+		if due := <-done; !due.IsZero() {
+			t.Fatalf("due %v, want the zero date", due)
 		}
 	}
 }

@@ -189,6 +189,9 @@ func (l *Loops) RunLifecycle(ctx context.Context) {
 				}
 			}
 			if err := l.LifecycleRound(ctx, name); err != nil && ctx.Err() == nil {
+				if errors.IsErr(err, errLifecycleChanged) {
+					continue // the new configuration (if any) runs at the next tick
+				}
 				retry[name] = time.Now().Add(l.lcRetry)
 				l.log.Warn("lifecycle: round not finished; it runs again later", "bucket", name, "retry_in", l.lcRetry, "err", err)
 				continue
@@ -326,7 +329,7 @@ func (l *Loops) LifecycleRound(ctx context.Context, bucket string) error {
 			return errors.E(op, err)
 		}
 	}
-	r := &lcRound{l: l, bucket: bucket, cfg: cfg, now: now, versioning: b.Config["versioning"], pace: l.pacer(), rec: rec}
+	r := &lcRound{l: l, bucket: bucket, doc: doc, cfg: cfg, now: now, versioning: b.Config["versioning"], pace: l.pacer(), rec: rec}
 	l.lcUpdate(bucket, func(p *LifecycleProgress) {
 		p.Running, p.Started, p.Last, p.Err, p.ResumedAfter = true, now, LifecycleCounts{}, "", rec.After
 	})
@@ -364,10 +367,16 @@ func (l *Loops) LifecycleRound(ctx context.Context, bucket string) error {
 	return err
 }
 
+// errLifecycleChanged ends a round whose bucket's configuration was replaced or deleted
+// under it: no action of the old rules is taken after that.
+var errLifecycleChanged = errors.New("the bucket's lifecycle configuration or versioning changed (or the configuration was deleted) during the round, which stopped")
+
 // lcRound is one round of one bucket.
 type lcRound struct {
 	l          *Loops
 	bucket     string
+	doc        string          // the configuration the round runs, as stored
+	checked    *clustermap.Map // the last map found to hold doc (changed)
 	cfg        *lifecycle.Config
 	now        time.Time
 	versioning string
@@ -375,6 +384,22 @@ type lcRound struct {
 	counts     LifecycleCounts
 	lastErr    error    // of the last failed action
 	rec        lcRecord // the round's record: After is its progress
+}
+
+// changed reports whether the bucket's lifecycle configuration or versioning is no
+// longer the one the round runs with: an expiry decided as a delete in a bucket whose
+// versioning was enabled meanwhile would remove a version that must stay noncurrent (a
+// document is compared once per map, not once per key).
+func (r *lcRound) changed() bool {
+	m := r.l.maps.Current()
+	if m == r.checked {
+		return false
+	}
+	if b, ok := m.Buckets[r.bucket]; !ok || b.Config[lifecycleKind] != r.doc || b.Config["versioning"] != r.versioning {
+		return true
+	}
+	r.checked = m
+	return false
 }
 
 // first reports whether this node is the first holder of bucket/key in placement order
@@ -399,11 +424,17 @@ func (r *lcRound) run(ctx context.Context) error {
 	var key, done string
 	var group []*object.Object
 	current := false
+	var stop error
 	flush := func() {
-		if len(group) > 0 && current && r.first(m, key) {
+		if stop == nil && len(group) > 0 && r.changed() {
+			// A configuration withdrawn (a wrong rule, say) stops deleting at once, not
+			// at the end of a round that may take hours.
+			stop = errLifecycleChanged
+		}
+		if stop == nil && len(group) > 0 && current && r.first(m, key) {
 			r.key(ctx, key, group)
 		}
-		if len(group) > 0 {
+		if stop == nil && len(group) > 0 {
 			done = key
 		}
 		group, current = nil, false
@@ -435,6 +466,9 @@ func (r *lcRound) run(ctx context.Context) error {
 			}
 			group = append(group, v.Object)
 		}
+		if stop != nil {
+			return stop
+		}
 		if !page.Truncated {
 			break
 		}
@@ -442,6 +476,9 @@ func (r *lcRound) run(ctx context.Context) error {
 		opts.KeyMarker, opts.VersionMarker, opts.AfterNull = page.NextKey, page.NextVersion, page.NextNull
 	}
 	flush()
+	if stop != nil {
+		return stop
+	}
 	if r.cfg.Uploads() {
 		return r.uploads(ctx, m)
 	}
@@ -592,6 +629,9 @@ func (r *lcRound) uploads(ctx context.Context, m *clustermap.Map) error {
 	for _, u := range due {
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if r.changed() {
+			return errLifecycleChanged
 		}
 		r.pace.wait(ctx, 4<<10)
 		err := r.l.coord.AbortUpload(ctx, u.Bucket, u.Key, u.UploadID)

@@ -411,6 +411,73 @@ func TestLifecycleResumesAfterStop(t *testing.T) {
 	}
 }
 
+// TestLifecycleStopsOnNewConfig: a configuration deleted during a round (its rule was
+// wrong, say) stops the round's deletions at once. The round went on to its end with the
+// rules it started with, expiring every key of the bucket this node holds first.
+func TestLifecycleStopsOnNewConfig(t *testing.T) {
+	c, clock := newLifecycleCluster(t)
+	c.setBuckets(t, map[string]map[string]string{"lc": {lifecycleKind: fmt.Sprintf(lcDoc, "2020-01-01T00:00:00Z")}})
+	for i := range 40 {
+		putMeta(t, c, "lc", fmt.Sprintf("logs/%02d", i), []byte("x"), object.Object{})
+	}
+	clock.set(clock.now().Add(5 * 24 * time.Hour))
+	c.settle(t, "lc")
+	n1 := c.nodes[0]
+	n1.loops.lcPage = 3
+	n1.loops.coord = &hookCoordinator{Coordinator: n1.gw, after: 2, hook: func() {
+		c.setBuckets(t, map[string]map[string]string{"lc": {}}) // DeleteBucketLifecycle
+	}}
+	if err := n1.loops.LifecycleRound(context.Background(), "lc"); !errors.IsErr(err, errLifecycleChanged) {
+		t.Fatalf("a round whose configuration was deleted: %v", err)
+	}
+	if got := n1.loops.LifecycleStatus(); len(got) != 0 {
+		t.Fatalf("status of a bucket without rules: %+v", got)
+	}
+	if n := n1.loops.LifecycleTotals().ExpiredCurrent; n != 2 {
+		t.Fatalf("%d keys expired, want the 2 expired before the configuration was deleted", n)
+	}
+}
+
+// TestLifecycleStopsOnVersioning: versioning enabled during a round stops it: the round
+// went on expiring current versions as deletes (the bucket was unversioned when it
+// started), where they must now stay as noncurrent versions under a delete marker.
+func TestLifecycleStopsOnVersioning(t *testing.T) {
+	c, clock := newLifecycleCluster(t)
+	doc := fmt.Sprintf(lcDoc, "2020-01-01T00:00:00Z")
+	c.setBuckets(t, map[string]map[string]string{"lc": {lifecycleKind: doc}})
+	for i := range 40 {
+		putMeta(t, c, "lc", fmt.Sprintf("logs/%02d", i), []byte("x"), object.Object{})
+	}
+	clock.set(clock.now().Add(5 * 24 * time.Hour))
+	c.settle(t, "lc")
+	n1 := c.nodes[0]
+	n1.loops.lcPage = 3
+	n1.loops.coord = &hookCoordinator{Coordinator: n1.gw, after: 2, hook: func() {
+		c.setBuckets(t, map[string]map[string]string{"lc": {lifecycleKind: doc, "versioning": "Enabled"}})
+	}}
+	if err := n1.loops.LifecycleRound(context.Background(), "lc"); !errors.IsErr(err, errLifecycleChanged) {
+		t.Fatalf("a round whose bucket's versioning was enabled: %v", err)
+	}
+	if n := n1.loops.LifecycleTotals().ExpiredCurrent; n != 2 {
+		t.Fatalf("%d keys expired as deletes, want the 2 expired before versioning was enabled", n)
+	}
+}
+
+// hookCoordinator calls hook after a number of deletions.
+type hookCoordinator struct {
+	Coordinator
+	after int
+	hook  func()
+}
+
+func (c *hookCoordinator) DeleteRecord(ctx context.Context, bucket, key string, d object.Object) (*object.Object, error) {
+	o, err := c.Coordinator.DeleteRecord(ctx, bucket, key, d)
+	if c.after--; c.after == 0 {
+		c.hook()
+	}
+	return o, err
+}
+
 // cutCoordinator ends its round's context after a number of deletions (a node stopped
 // mid-round).
 type cutCoordinator struct {

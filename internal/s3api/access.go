@@ -80,6 +80,7 @@ var opAccess = map[string]struct {
 	"DeleteBucketCors":                {needOwner, "s3:PutBucketCORS"},
 	"GetBucketLifecycleConfiguration": {needOwner, "s3:GetLifecycleConfiguration"}, "PutBucketLifecycleConfiguration": {needOwner, "s3:PutLifecycleConfiguration"},
 	"DeleteBucketLifecycle": {needOwner, "s3:PutLifecycleConfiguration"}, "GetBucketTagging": {needOwner, "s3:GetBucketTagging"},
+	"GetBucketNotificationConfiguration": {needOwner, "s3:GetBucketNotification"}, "PutBucketNotificationConfiguration": {needOwner, "s3:PutBucketNotification"},
 	"PutBucketTagging": {needOwner, "s3:PutBucketTagging"}, "DeleteBucketTagging": {needOwner, "s3:PutBucketTagging"},
 	"GetBucketPolicy": {needOwner, "s3:GetBucketPolicy"}, "PutBucketPolicy": {needOwner, "s3:PutBucketPolicy"},
 	"DeleteBucketPolicy": {needOwner, "s3:DeleteBucketPolicy"}, "GetBucketPolicyStatus": {needOwner, "s3:GetBucketPolicyStatus"},

@@ -61,7 +61,7 @@ var (
 const (
 	opsObjectWrite = "PutObject CopyObject CreateMultipartUpload" // operations that store object metadata
 	opsObjectRead  = "GetObject HeadObject"
-	opsBodyDigest  = "PutObject UploadPart CompleteMultipartUpload DeleteObjects CreateBucket PutBucketCors PutBucketLifecycleConfiguration PutObjectTagging PutBucketTagging PutBucketAcl PutObjectAcl" // request bodies cairn verifies
+	opsBodyDigest  = "PutObject UploadPart CompleteMultipartUpload DeleteObjects CreateBucket PutBucketCors PutBucketLifecycleConfiguration PutObjectTagging PutBucketTagging PutBucketAcl PutObjectAcl PutBucketNotificationConfiguration" // request bodies cairn verifies
 	opsTagging     = "PutObjectTagging GetObjectTagging DeleteObjectTagging PutBucketTagging GetBucketTagging DeleteBucketTagging"
 	opsList        = "ListObjects ListObjectsV2 ListObjectVersions ListMultipartUploads"
 	opsUpload      = "UploadPart UploadPartCopy ListParts CompleteMultipartUpload AbortMultipartUpload"
@@ -215,7 +215,7 @@ var features = []feature{
 	{query, "restore", "", "", errNI, "archive restores"},
 	{query, "select", "", "", errNI, "SelectObjectContent"},
 	{query, "select-type", "", "", errNI, "SelectObjectContent"},
-	{query, "notification", "", "", errNI, "event notifications"},
+	{query, "notification", "PutBucketNotificationConfiguration GetBucketNotificationConfiguration", "", errNI, "bucket notifications: Queue and Topic configurations naming operator targets (webhook, Redis), ObjectCreated:Put/CompleteMultipartUpload and ObjectRemoved:Delete/DeleteMarkerCreated with prefix/suffix filters, delivered at least once (docs/design/notifications.md)"},
 	{query, "logging", "GetBucketLogging PutBucketLogging", "", errNI, "server access logging"},
 	{query, "requestPayment", "", "", errNI, "requester pays"},
 	{query, "accelerate", "", "", errNI, "transfer acceleration"},
@@ -275,6 +275,7 @@ var opNames = []string{
 	"GetObjectLegalHold", "PutObjectLegalHold",
 	"PutBucketEncryption", "GetBucketEncryption", "DeleteBucketEncryption",
 	"PutBucketLifecycleConfiguration", "GetBucketLifecycleConfiguration", "DeleteBucketLifecycle",
+	"PutBucketNotificationConfiguration", "GetBucketNotificationConfiguration",
 	"Unsupported", "Unknown",
 }
 

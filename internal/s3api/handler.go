@@ -129,6 +129,10 @@ type Config struct {
 	// --master-key-file). Nil: SSE-S3 and bucket default encryption are refused (SSE-C
 	// needs no master key).
 	MasterKeys MasterKeys
+	// NotifyTarget reports whether a bucket-notification target of that name exists
+	// (the cluster map's targets). Nil: there are none, and every configuration naming
+	// one is refused.
+	NotifyTarget func(name string) bool
 }
 
 // Handler is the S3 API as an http.Handler.
@@ -416,8 +420,9 @@ func operation(r *http.Request, bucket, key string) string {
 				return "GetBucketEncryption"
 			case has("lifecycle"):
 				return "GetBucketLifecycleConfiguration"
+			case has("notification"):
+				return "GetBucketNotificationConfiguration"
 			case has("replication"), has("website"),
-				has("notification"),
 				has("accelerate"), has("requestPayment"):
 				return "Unsupported"
 			case q.Get("list-type") == "2":
@@ -448,6 +453,8 @@ func operation(r *http.Request, bucket, key string) string {
 				return "PutObjectLockConfiguration"
 			case has("encryption"):
 				return "PutBucketEncryption"
+			case has("notification"):
+				return "PutBucketNotificationConfiguration"
 			}
 			return "CreateBucket" // other sub-resources are refused by the feature table
 		case http.MethodHead:
@@ -662,6 +669,10 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, rq *request) err
 		return h.deleteBucketEncryption(w, r, rq)
 	case "Preflight":
 		return h.preflight(w, r, rq)
+	case "PutBucketNotificationConfiguration":
+		return h.putBucketNotification(w, r, rq)
+	case "GetBucketNotificationConfiguration":
+		return h.getBucketNotification(w, r, rq)
 	case "Unsupported":
 		return errNotImplemented
 	}

@@ -27,6 +27,9 @@ import (
 const (
 	// S3Key is an S3 secret access key, named by its access key id.
 	S3Key = "s3-key"
+	// NotifyTarget is a bucket-notification target's password or signing key, named by
+	// the target.
+	NotifyTarget = "notify-target"
 )
 
 const (

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/gateway"
 	"github.com/cairnfs/cairn/internal/hints"
+	"github.com/cairnfs/cairn/internal/notify"
 	"github.com/cairnfs/cairn/internal/repair"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/store"
@@ -51,6 +53,9 @@ type NodeStats struct {
 	UsageIncomplete bool `json:"usage_incomplete,omitempty"`
 	// Scrub is this node's deep scrub (absent without the storage role).
 	Scrub *repair.ScrubStatus `json:"scrub,omitempty"`
+	// Notify is this node's bucket-notification outbox and deliveries (absent without the
+	// storage role).
+	Notify *notify.Status `json:"notify,omitempty"`
 }
 
 // NodeRecovery is one node's line of `cairn admin recovery`.
@@ -311,6 +316,8 @@ func (a *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeJSON(w, st)
+	case path == "notify":
+		writeJSON(w, a.notifyStatus(r.Context()))
 	case path == "apply" && r.Method == http.MethodPost:
 		serveApply(w, r, a.apply.Apply)
 	default:
@@ -503,6 +510,34 @@ func (a *adminHandler) scrub(ctx context.Context, method, action, node string) (
 	return out, nil
 }
 
+// NotifyView is the admin API's view of bucket notifications: the targets (without
+// their secrets) and every storage node's outbox and deliveries.
+type NotifyView struct {
+	Targets []NotifyTargetInfo `json:"targets"`
+	Nodes   []NotifyStatus     `json:"nodes"`
+}
+
+// notifyStatus asks every storage node for its notification figures.
+func (a *adminHandler) notifyStatus(ctx context.Context) *NotifyView {
+	m := a.mgr.Current()
+	v := &NotifyView{Targets: NotifyTargets(m)}
+	nodes := m.StorageNodes()
+	v.Nodes = make([]NotifyStatus, len(nodes))
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Go(func() {
+			if err := a.rpc.DoJSON(ctx, &rpc.Request{Method: http.MethodGet, Addr: n.Addr, Path: wire.PathNotify}, &v.Nodes[i]); err != nil {
+				v.Nodes[i] = NotifyStatus{Node: n.ID, Error: err.Error()}
+			}
+			v.Nodes[i].Node = n.ID
+		})
+	}
+	wg.Wait()
+	return v
+}
+
 // status gathers the map, the managers and every node's own figures.
 func (a *adminHandler) status(ctx context.Context) *Status {
 	m := a.mgr.Current()
@@ -559,6 +594,20 @@ func (a *adminHandler) status(ctx context.Context) *Status {
 	for _, n := range st.Nodes {
 		if n.State == clustermap.StateDown || n.Error != "" {
 			st.Warnings = append(st.Warnings, "node "+n.ID+" is not answering: reads go to the other replicas, and writes that reach their quorum without it are queued for it")
+		}
+		if nf := n.Stats; nf != nil && nf.Notify != nil {
+			if nf.Notify.OldestAge > 60 && len(nf.Notify.LastErrors) > 0 {
+				var ts []string
+				for t, e := range nf.Notify.LastErrors {
+					ts = append(ts, t+" ("+e+")")
+				}
+				sort.Strings(ts)
+				st.Warnings = append(st.Warnings, fmt.Sprintf("node %s: %d bucket notification events waiting, the oldest for %.0fs; failing: %s (cairn admin notify status)",
+					n.ID, nf.Notify.Pending, nf.Notify.OldestAge, strings.Join(ts, ", ")))
+			}
+			if nf.Notify.Dead > 0 {
+				st.Warnings = append(st.Warnings, fmt.Sprintf("node %s keeps %d bucket notification events as dead letters (they failed --notify-max-attempts sends)", n.ID, nf.Notify.Dead))
+			}
 		}
 		if n.Stats != nil && len(n.Stats.Damaged) > 0 {
 			st.Warnings = append(st.Warnings, "node "+n.ID+"'s index is damaged ("+strings.Join(n.Stats.Damaged, ", ")+

@@ -50,10 +50,12 @@ type mapInfo struct {
 // set only once every node's listener takes TLS and enrols; level 7 lifecycle: a bucket's
 // lifecycle configuration is set only once every storage node runs the lifecycle runner
 // (an older node would leave the objects it is the first holder of unexpired), and volume
-// snapshots, clones, rollbacks and the reclaim of their layers (OpSnapshotVolume...);
-// level 8 erasure-coded volumes: a volume is created in a class other than STANDARD
-// only once every node's state machine takes erasure-coded volumes (an older one refuses
-// them) and every store fences their shards' writes (internal/volume ec.go).
+// snapshots, clones, rollbacks and the reclaim of their layers (OpSnapshotVolume...), and bucket
+// notifications: the targets in the map (OpPutNotifyTarget) and the "notification" bucket
+// configuration, set only once every node's store writes outbox entries and runs a
+// deliverer; level 8 erasure-coded volumes: a volume is created in a class other than
+// STANDARD only once every node's state machine takes erasure-coded volumes (an older
+// one refuses them) and every store fences their shards' writes (internal/volume ec.go).
 const featureLevel = 8
 
 // commandLevel is the feature level a map command needs.
@@ -63,6 +65,8 @@ func commandLevel(c clustermap.Command) int {
 		switch c.Key {
 		case "versioning":
 			return 4
+		case "notification":
+			return 7
 		case "acl", "ownershipControls":
 			// A bucket ACL or an Object Ownership other than BucketOwnerEnforced lets
 			// requests write objects with an owner or an ACL (record version 6); an
@@ -83,7 +87,8 @@ func commandLevel(c clustermap.Command) int {
 		return 5
 	case clustermap.OpSetInternodeTLS:
 		return 6
-	case clustermap.OpSnapshotVolume, clustermap.OpCloneVolume, clustermap.OpRollbackVolume, clustermap.OpDeleteSnapshot, clustermap.OpReclaimDone:
+	case clustermap.OpSnapshotVolume, clustermap.OpCloneVolume, clustermap.OpRollbackVolume, clustermap.OpDeleteSnapshot, clustermap.OpReclaimDone,
+		clustermap.OpPutNotifyTarget, clustermap.OpRemoveNotifyTarget:
 		return 7
 	case clustermap.OpAddAccount, clustermap.OpSetAccount, clustermap.OpRemoveAccount, clustermap.OpPutKey, clustermap.OpRevokeKey, clustermap.OpSealUsers, clustermap.OpSetGrant:
 		return 3
@@ -470,8 +475,11 @@ type clusterHandler struct {
 	mgr   *clustermap.Manager
 	apply *applyer
 	scrub *repair.Scrub // nil without the storage role
-	rep   *repair.Loops
-	stats func() any
+	// notify is the node's bucket notifications (nil without the storage role); self its id.
+	notify *notifier
+	self   string
+	rep    *repair.Loops
+	stats  func() any
 	// nbdAddr is this node's NBD listener ("": none), told in map info answers.
 	nbdAddr string
 }
@@ -480,6 +488,18 @@ func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case wire.PathMap:
 		writeJSON(w, h.mgr.Current())
+	case wire.PathNotifyHeld:
+		if h.notify == nil {
+			writeJSON(w, heldAnswer{})
+			return
+		}
+		h.notify.serveHeld(w, r)
+	case wire.PathNotify:
+		st := NotifyStatus{Node: h.self}
+		if h.notify != nil {
+			st.Status = h.notify.d.Load().Status()
+		}
+		writeJSON(w, st)
 	case wire.PathScrub:
 		if h.scrub == nil {
 			wire.WriteError(w, errors.E(errors.NotExist, "this node has no storage role: nothing to scrub"))

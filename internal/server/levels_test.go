@@ -90,9 +90,14 @@ func TestCommandLevels(t *testing.T) {
 	for _, tc := range []struct {
 		kind string
 		want int
-	}{{"cors", 2}, {"tagging", 2}, {"policy", 2}, {"versioning", 4}, {"acl", 5}, {"ownershipControls", 5}} {
+	}{{"cors", 2}, {"tagging", 2}, {"policy", 2}, {"versioning", 4}, {"acl", 5}, {"ownershipControls", 5}, {"notification", 7}} {
 		if got := commandLevel(clustermap.Command{Op: clustermap.OpSetBucketConfig, Key: tc.kind}); got != tc.want {
 			t.Errorf("set_bucket_config %s: level %d, want %d", tc.kind, got, tc.want)
+		}
+	}
+	for _, op := range []string{clustermap.OpPutNotifyTarget, clustermap.OpRemoveNotifyTarget} {
+		if got := commandLevel(clustermap.Command{Op: op}); got != 7 {
+			t.Errorf("%s: level %d, want 7", op, got)
 		}
 	}
 }

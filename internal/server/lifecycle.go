@@ -25,6 +25,7 @@ import (
 	"github.com/cairnfs/cairn/internal/hlc"
 	"github.com/cairnfs/cairn/internal/metrics"
 	"github.com/cairnfs/cairn/internal/nbd"
+	"github.com/cairnfs/cairn/internal/notify"
 	"github.com/cairnfs/cairn/internal/repair"
 	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/rpc"
@@ -96,6 +97,7 @@ type instance struct {
 	gw                *gateway.Gateway
 	rep               *repair.Loops
 	scrub             *repair.Scrub
+	notify            *notifier // bucket notifications (nil without the storage role)
 	lastSync          atomic.Pointer[repair.SyncStats]
 	isrv              *http.Server             // internode
 	certs             *certReloader            // the S3 and admin listeners' certificate (nil: plain HTTP)
@@ -202,6 +204,13 @@ func assemble(cfg Config) (_ *instance, err error) {
 		Observe: n.m.ObserveVolume, Delete: n.gw.DeleteObject})
 	n.onClose(func() error { n.gw.Close(); return nil })
 	mgr := n.mgr
+	if n.notify != nil {
+		n.notify.maps.Store(mgr)
+		n.notify.d.Store(notify.New(notify.Config{Outbox: n.st, Target: n.notify.target, Mine: n.gw.FirstHolder, FirstHolds: n.notifyHeld,
+			Hold: cfg.NotifyHold, Region: cfg.Region, MaxAttempts: cfg.NotifyMaxAttempts, Logger: log}))
+		n.notify.exportMetrics(n.m)
+		n.onClose(n.notify.close)
+	}
 	if n.blog, err = openBucketLogs(filepath.Join(cfg.DataDir, "bucket-logs"), n.nodeID, n.gw, mgr.Current, log); err != nil {
 		return nil, err
 	}
@@ -284,11 +293,14 @@ func (n *instance) openStore(clock *hlc.Clock) error {
 	scfg.OnCommit = n.m.ObserveCommit
 	scfg.OnSegmentSync = n.m.ObserveSegmentSync
 	scfg.Clock = clock
+	n.notify = newNotifier(n.box, n.log)
+	n.notify.storeHooks(&scfg)
 	st, err := store.Open(scfg)
 	if err != nil {
 		return err
 	}
 	n.st = st
+	n.notify.st = st
 	n.onClose(st.Close)
 	n.m.WatchDisk(func() metrics.DiskStats {
 		d := st.Stats()
@@ -443,7 +455,7 @@ func (n *instance) openManager() error {
 // internodeMux routes the internode paths: cluster administration and, on a storage
 // node, the replica protocol (replica.Handler).
 func (n *instance) internodeMux() *http.ServeMux {
-	ch := &clusterHandler{mgr: n.mgr, apply: n.app, scrub: n.scrub, rep: n.rep, stats: func() any {
+	ch := &clusterHandler{mgr: n.mgr, apply: n.app, scrub: n.scrub, rep: n.rep, notify: n.notify, self: n.nodeID, stats: func() any {
 		ns := nodeStats(n.nodeID, n.st, n.hints, n.mgr, n.client)
 		ns.LastSync = n.lastSync.Load()
 		p := n.rep.Progress()
@@ -452,13 +464,17 @@ func (n *instance) internodeMux() *http.ServeMux {
 			sc := n.scrub.Status()
 			ns.Scrub = &sc
 		}
+		if n.notify != nil {
+			nf := n.notify.d.Load().Status()
+			ns.Notify = &nf
+		}
 		return ns
 	}}
 	if n.nbdLn != nil {
 		ch.nbdAddr = n.nbdLn.Addr().String()
 	}
 	imux := http.NewServeMux()
-	for _, p := range []string{wire.PathMap, wire.PathJoin, wire.PathApply, wire.PathStats, wire.PathMapInfo, wire.PathScrub, wire.PathRecovery, wire.PathReplace, wire.PathLifecycle} {
+	for _, p := range []string{wire.PathMap, wire.PathJoin, wire.PathApply, wire.PathStats, wire.PathMapInfo, wire.PathScrub, wire.PathRecovery, wire.PathReplace, wire.PathLifecycle, wire.PathNotify, wire.PathNotifyHeld} {
 		imux.Handle(p, ch)
 	}
 	for _, p := range []string{wire.PathEnrol, wire.PathCAKey, wire.PathInternodeTLS} {
@@ -551,6 +567,10 @@ func (n *instance) run(ctx context.Context) (err error) {
 	})
 	loop(n.rep.RunApply)
 	loop(n.rep.RunLifecycle)
+	if n.notify != nil {
+		d := n.notify.d.Load()
+		loop(func(ctx context.Context) { d.Run(ctx) })
+	}
 	if n.scrub != nil {
 		loop(n.scrub.Run)
 	}
@@ -759,6 +779,7 @@ func (n *instance) s3Handler() http.Handler {
 		AccessLog:    n.accessLogFunc(),
 		FeatureLevel: func() int { return n.mgr.Current().Level },
 		MasterKeys:   n.cfg.MasterKeys,
+		NotifyTarget: func(name string) bool { _, ok := n.mgr.Current().Targets[name]; return ok },
 	})
 }
 

@@ -64,8 +64,14 @@ type Config struct {
 	// BucketLogInterval is how often a node delivers the server access log records of
 	// buckets with logging enabled to their target buckets (default 1m).
 	BucketLogInterval time.Duration
-	Domains           []string
-	Logger            *slog.Logger
+	// NotifyMaxAttempts is the number of failed sends after which a bucket notification
+	// event becomes a dead letter (0: never; it waits for its target).
+	NotifyMaxAttempts int
+	// NotifyHold is how long a holder of a key that is not its first live holder keeps
+	// an event before asking whether the first holder has it (default 30s).
+	NotifyHold time.Duration
+	Domains    []string
+	Logger     *slog.Logger
 	// Store tunables (zero = defaults).
 	Store store.Config
 	// MasterKeys seal the data keys of SSE-S3 objects (cmd/cairn loads them from

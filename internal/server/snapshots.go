@@ -73,10 +73,10 @@ func (a *adminHandler) snapshotAction(ctx context.Context, action string, q map[
 			return nil, err
 		}
 		// Once every storage node has the map, none takes a write to the frozen layer.
-		if err := a.waitEpoch(ctx, nm); err != nil {
+		k := clustermap.SnapshotKey(name, c.Snapshot)
+		if err := a.waitEpoch(ctx, nm, "snapshot "+k+" was taken", "until they have, a write sent to them may still land in the snapshot; it need not be taken again (cairn volume snapshots)"); err != nil {
 			return nil, err
 		}
-		k := clustermap.SnapshotKey(name, c.Snapshot)
 		return SnapshotInfo{Snapshot: nm.Snapshots[k], Key: k, CommandBytes: len(b), Millis: float64(time.Since(start).Microseconds()) / 1000}, nil
 	case "clone":
 		v := clustermap.Volume{Name: name, ID: newLayerID(), Created: time.Now().UnixNano()}

@@ -139,21 +139,27 @@ func (a *adminHandler) attachVolume(ctx context.Context, name, node string, forc
 	if err != nil {
 		return VolumeInfo{}, err
 	}
-	if err := a.waitEpoch(ctx, nm); err != nil {
+	if err := a.waitEpoch(ctx, nm, "the lease moved", "until they have, retry the attach (it is idempotent)"); err != nil {
 		return VolumeInfo{}, err
 	}
 	return a.volumeInfo(ctx, nm, nm.Volumes[name]), nil
 }
 
-// waitEpoch returns once every storage node that is not down or out has map m's epoch
-// (30 s at most).
-func (a *adminHandler) waitEpoch(ctx context.Context, m *clustermap.Map) error {
+// waitEpoch returns once every storage node that is not down or out (in m, or in the
+// current map: one marked down meanwhile checks that its map is fresh before it takes a
+// volume write) has map m's epoch (30 s at most). done says what m did, and retry what to
+// do about it, for the error.
+func (a *adminHandler) waitEpoch(ctx context.Context, m *clustermap.Map, done, retry string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
 		var behind []string
+		cur := a.mgr.Current()
 		for _, n := range m.StorageNodes() {
 			if n.State == clustermap.StateDown || n.State == clustermap.StateOut {
+				continue
+			}
+			if c, ok := cur.Node(n.ID); ok && (c.State == clustermap.StateDown || c.State == clustermap.StateOut) {
 				continue
 			}
 			var info mapInfo
@@ -172,7 +178,7 @@ func (a *adminHandler) waitEpoch(ctx context.Context, m *clustermap.Map) error {
 		}
 		select {
 		case <-ctx.Done():
-			return errors.Errorf("", errors.Transient, "the lease moved (map epoch %d), but these storage nodes have not applied it yet: %v; until they have, retry the attach (it is idempotent)", m.Epoch, behind)
+			return errors.Errorf("", errors.Transient, "%s (map epoch %d), but these storage nodes have not applied it yet: %v; %s", done, m.Epoch, behind, retry)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}

@@ -323,10 +323,14 @@ func (s *Store) CompleteUploadVersion(bucket, key, uploadID string, list []objec
 		return nil, errors.E(op, err)
 	}
 	freed = append(freed, f...)
+	var events stacking
 	if !superseded {
 		b.Set(okey, marshalRecord(&o), nil)
+		events = s.stack(b, bucket, key, &o)
 	}
-	if err := s.commit(b); err != nil {
+	err = s.commit(b)
+	s.stacked(events, err == nil)
+	if err != nil {
 		return nil, errors.E(op, err)
 	}
 	for _, l := range freed {

@@ -405,7 +405,10 @@ func (s *Store) commitObject(op errors.Op, bucket, key string, o *object.Object,
 	}
 	addBody(b, o, bd)
 	b.Set(okey, marshalRecord(o), nil)
-	if err := s.commit(b); err != nil {
+	events := s.stack(b, bucket, key, o)
+	err = s.commit(b)
+	s.stacked(events, err == nil)
+	if err != nil {
 		return nil, errors.E(op, err)
 	}
 	s.count(bucket, old, o)

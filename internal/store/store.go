@@ -79,6 +79,13 @@ type Config struct {
 	// system (vfs.NewCrashableMem) to cut power at any instant. A file system that does
 	// not report its free space (vfs.MemFS) is taken to have unlimited space.
 	FS vfs.FS
+	// Outbox, if set, returns the outbox entries of a change just made to bucket/key
+	// (o is the record committed: an object, a tombstone, a delete marker or a purge);
+	// they are written in the change's own synced batch (outbox.go). Package notify's
+	// Stacker provides it. It is called under the key's lock: it must be quick.
+	Outbox func(bucket, key string, o *object.Object) [][]byte
+	// OnOutbox, if set, is called after a commit that wrote outbox entries.
+	OnOutbox func()
 }
 
 func (c *Config) setDefaults() {
@@ -160,6 +167,11 @@ type Store struct {
 
 	bufPool sync.Pool
 	clock   *hlc.Clock
+
+	outSeq              atomic.Uint64 // the last outbox seq used
+	outPending, outDead atomic.Int64
+	outMu               sync.Mutex      // seq assignment and outInflight
+	outInflight         map[uint64]bool // first seqs of entries stacked and not yet committed
 }
 
 type commitReq struct {
@@ -233,6 +245,11 @@ func Open(cfg Config) (*Store, error) {
 		// Room for a whole aligned chunk record: header, payload, padding.
 		b := segment.AlignedBuffer(segment.AlignedSize(cfg.ChunkSize))
 		return &b
+	}
+	if err := s.openOutbox(); err != nil {
+		segs.Close()
+		db.Close()
+		return nil, errors.E(op, err)
 	}
 	if err := s.recover(); err != nil {
 		segs.Close()

@@ -350,7 +350,10 @@ func (s *Store) commitVersionIn(op errors.Op, b *pebble.Batch, bucket, key strin
 			}
 		}
 	}
-	if err := s.commit(b); err != nil {
+	events := s.stack(b, bucket, key, o)
+	err := s.commit(b)
+	s.stacked(events, err == nil)
+	if err != nil {
 		return nil, errors.E(op, err)
 	}
 	s.markVersioned(bucket)

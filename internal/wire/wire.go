@@ -114,6 +114,11 @@ const (
 	PathMapInfo = "/internal/v1/mapinfo"
 	// PathScrub answers a node's deep-scrub status; POST ?action=start|pause acts on it.
 	PathScrub = "/internal/v1/scrub"
+	// PathNotify answers a node's bucket-notification figures (outbox, deliveries).
+	PathNotify = "/internal/v1/notify"
+	// PathNotifyHeld answers whether a node wrote the outbox entries of a change
+	// (?bucket=&key=&version=) and sent them: {"held": bool, "sent": bool}.
+	PathNotifyHeld = "/internal/v1/notify/held"
 	// PathRecovery answers a node's recovery progress; POST ?rate=N sets its copy rate.
 	PathRecovery = "/internal/v1/recovery"
 	// PathReplace answers a node's progress re-placing objects by their bucket's policy.
