@@ -800,11 +800,11 @@ func (d *Device) ecFan(ctx context.Context, i int64, phase int, fn func(ctx cont
 // layoutOf returns the erasure-coded layout of volume v's class in m (nil: replicated).
 func layoutOf(m *clustermap.Map, v clustermap.Volume) (*ecLayout, error) {
 	cls, ok := m.Class(v.Class)
-	if !ok {
-		return nil, errors.Errorf("", errors.Invalid, "volume %s: unknown storage class %q", v.Name, v.Class)
-	}
-	if !cls.EC() {
-		return nil, nil
+	switch {
+	case !ok && len(v.Nodes) > 0:
+		return nil, errors.Errorf("", errors.Invalid, "erasure-coded volume %s: its storage class %q is not in the map", v.Name, v.Class)
+	case !ok || !cls.EC():
+		return nil, nil // replicated: the data objects' placement does not depend on the class
 	}
 	ec, err := newECLayout(cls, v.BlockSize)
 	if err != nil {
