@@ -52,7 +52,7 @@ func TestDependencyRules(t *testing.T) {
 		"internal/server":  {"internal/budget", "internal/console", "internal/hints", "internal/repair", "internal/topology", "internal/clustermap", "internal/errors", "internal/gateway", "internal/hlc", "internal/metrics", "internal/nbd", "internal/nodetls", "internal/notify", "internal/object", "internal/replica", "internal/rpc", "internal/s3api", "internal/secrets", "internal/store", "internal/volume", "internal/wire"},
 		"internal/secrets": {"internal/errors"},
 		"internal/nbd":     {"internal/errors"},
-		"internal/volume":  {"internal/clustermap", "internal/errors", "internal/nbd", "internal/object", "internal/replica", "internal/topology"},
+		"internal/volume":  {"internal/clustermap", "internal/erasure", "internal/errors", "internal/nbd", "internal/object", "internal/placement", "internal/replica", "internal/topology"},
 		// The cluster CA, node certificates and enrolment messages: pure crypto/x509 over
 		// the wire's message types; who holds the key and when a node enrols is server's.
 		"internal/nodetls":           {"internal/errors", "internal/wire"},

@@ -27,6 +27,10 @@ type Volume struct {
 	// a data object the head lacks reads as the newest layer of the chain Parent,
 	// Parent's parent... that has it (docs/design/volume-snapshots.md).
 	Parent string `json:"parent,omitempty"`
+	// Nodes, for a volume in an erasure-coded class, are the storage nodes its shards are
+	// placed on, fixed when it is created (the class's placement nodes then): a node
+	// added later does not move them (internal/volume ec.go).
+	Nodes []string `json:"nodes,omitempty"`
 }
 
 // Layer is a frozen layer of data objects ("<ID>/<index>" of VolumeBucket): a volume's
@@ -272,11 +276,22 @@ func applyVolumeCommand(nm *Map, c Command) error {
 		}
 		if cls, ok := nm.Class(v.Class); !ok {
 			return errors.Errorf(opFSM, errors.Invalid, "unknown storage class %q", v.Class)
-		} else if cls.EC() {
-			return errors.Errorf(opFSM, errors.Invalid, "class %s is erasure-coded: volumes need a replicated class", cls.Name)
+		} else if cls.EC() && (cls.K&(cls.K-1) != 0 || v.BlockSize%int64(cls.K) != 0) {
+			return errors.Errorf(opFSM, errors.Invalid, "class %s has %d data shards: an erasure-coded volume needs a power of two (1 to 32)", cls.Name, cls.K)
 		}
 		nv := *v
-		nv.Holder, nv.Epoch, nv.Parent = "", 0, parent
+		nv.Holder, nv.Epoch, nv.Parent, nv.Nodes = "", 0, parent, nil
+		if cls, _ := nm.Class(v.Class); cls.EC() {
+			for _, n := range nm.PlacementNodes() {
+				if cls.DeviceClass == "" || n.DeviceClass == cls.DeviceClass {
+					nv.Nodes = append(nv.Nodes, n.ID)
+				}
+			}
+			sort.Strings(nv.Nodes)
+			if len(nv.Nodes) < cls.K+cls.M {
+				return errors.Errorf(opFSM, errors.Invalid, "class %s needs %d storage nodes for its shards, %d are in placement", cls.Name, cls.K+cls.M, len(nv.Nodes))
+			}
+		}
 		nm.Volumes[v.Name] = nv
 		if _, ok := nm.Buckets[VolumeBucket]; !ok {
 			nm.Buckets[VolumeBucket] = Bucket{Name: VolumeBucket, Created: v.Created}
@@ -347,6 +362,8 @@ func applyVolumeCommand(nm *Map, c Command) error {
 			return errors.Errorf(opFSM, errors.Invalid, "layer id %q is not 16 hex digits", c.Layer)
 		case nm.layerUsed(c.Layer):
 			return errors.Errorf(opFSM, errors.Exist, "layer id %s is taken", c.Layer)
+		case nm.ecVolume(v):
+			return errors.Errorf(opFSM, errors.Invalid, "volume %s is erasure-coded (class %s): snapshots, clones and rollback are not built for erasure-coded volumes", c.Name, v.Class)
 		case len(nm.Chain(v.Parent)) >= MaxLayers-1:
 			return errors.Errorf(opFSM, errors.Invalid, "volume %s has %d layers: delete snapshots before taking another", c.Name, MaxLayers)
 		}
@@ -413,4 +430,11 @@ func applyVolumeCommand(nm *Map, c Command) error {
 		}
 	}
 	return nil
+}
+
+// ecVolume reports whether v's class is an erasure code (its data objects are shards:
+// internal/volume's ec.go).
+func (m *Map) ecVolume(v Volume) bool {
+	cls, ok := m.Class(v.Class)
+	return ok && cls.EC()
 }

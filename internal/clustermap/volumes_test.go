@@ -2,6 +2,7 @@ package clustermap
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/cairnfs/cairn/internal/errors"
@@ -9,8 +10,9 @@ import (
 
 func TestVolumeCommands(t *testing.T) {
 	m, err := ApplyCommand(&Map{}, Command{Op: OpInit, Init: &Map{Partitions: 8, Replicas: 1,
-		Nodes:   []Node{{ID: "n1", Addr: "a:1"}, {ID: "n2", Addr: "a:2"}},
-		Classes: map[string]Class{StandardClass: {Name: StandardClass, N: 1, W: 1, R: 1, D: 1}, "EC": {Name: "EC", N: 3, W: 3, R: 2, D: 3, K: 2, M: 1}}}})
+		Nodes: []Node{{ID: "n1", Addr: "a:1"}, {ID: "n2", Addr: "a:2"}, {ID: "n3", Addr: "a:3", Roles: []string{RoleStorage}},
+			{ID: "n4", Addr: "a:4", Roles: []string{RoleStorage}}, {ID: "n5", Addr: "a:5", Roles: []string{RoleStorage}}},
+		Classes: map[string]Class{StandardClass: {Name: StandardClass, N: 1, W: 1, R: 1, D: 1}, "EC": {Name: "EC", N: 3, W: 3, R: 2, D: 3, K: 2, M: 1}, "EC3": {Name: "EC3", N: 4, W: 4, R: 3, D: 3, K: 3, M: 1}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +31,12 @@ func TestVolumeCommands(t *testing.T) {
 		{"same id", Command{Op: OpCreateVolume, Volume: vol("db2", "0123456789abcdef", 1<<30)}, errors.Exist, nil},
 		{"bad name", Command{Op: OpCreateVolume, Volume: vol("-x", "0123456789abcde1", 1<<30)}, errors.Invalid, nil},
 		{"odd size", Command{Op: OpCreateVolume, Volume: vol("x", "0123456789abcde1", 1000)}, errors.Invalid, nil},
-		{"ec class", Command{Op: OpCreateVolume, Volume: &Volume{Name: "x", ID: "0123456789abcde1", Size: 4096, BlockSize: DefaultBlockSize, Class: "EC"}}, errors.Invalid, nil},
+		{"ec class, k not a power of two", Command{Op: OpCreateVolume, Volume: &Volume{Name: "x", ID: "0123456789abcde1", Size: 4096, BlockSize: DefaultBlockSize, Class: "EC3"}}, errors.Invalid, nil},
+		{"ec class", Command{Op: OpCreateVolume, Volume: &Volume{Name: "e", ID: "0123456789abcde2", Size: 4096, BlockSize: DefaultBlockSize, Class: "EC"}}, errors.Other,
+			func(m *Map) bool {
+				return m.Volumes["e"].Class == "EC" && strings.Join(m.Volumes["e"].Nodes, ",") == "n3,n4,n5"
+			}},
+		{"snapshot of an ec volume", Command{Op: OpSnapshotVolume, Name: "e", Snapshot: "s", Layer: "0123456789abcde3"}, errors.Invalid, nil},
 		{"attach", Command{Op: OpAttachVolume, Name: "db", NodeID: "n1"}, errors.Other,
 			func(m *Map) bool { return m.Volumes["db"].Holder == "n1" && m.Volumes["db"].Epoch == 1 }},
 		{"attach elsewhere", Command{Op: OpAttachVolume, Name: "db", NodeID: "n2"}, errors.Precondition, nil},

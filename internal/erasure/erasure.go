@@ -159,3 +159,54 @@ func (c *Code) ShardSize(n int) int { return shardSize(n, c.k) }
 func (c *Code) StripeSize(n int) int { return c.k * shardSize(n, c.k) }
 
 func shardSize(n, k int) int { return (n + k - 1) / k }
+
+// EncodeRaw computes the m parity shards of shards[k:] from the k data shards of
+// shards[:k], in place, with no header: every shard has the same length, and byte x of
+// each shard is one codeword. Block volumes (internal/volume) keep each shard as a
+// mutable object of its own and range-write it in place, so a range [a, b) of the k data
+// shards is encoded on its own into the same range of the parity shards.
+func (c *Code) EncodeRaw(shards [][]byte) error {
+	const op errors.Op = "erasure.EncodeRaw"
+	if len(shards) != c.k+c.m {
+		return errors.Errorf(op, errors.Invalid, "got %d shards, want %d for %v", len(shards), c.k+c.m, c)
+	}
+	if len(shards[0]) == 0 {
+		return nil
+	}
+	if err := c.enc.Encode(shards); err != nil {
+		return errors.E(op, errors.Invalid, err)
+	}
+	return nil
+}
+
+// ReconstructRaw rebuilds the shards of shards that are nil (of a length set by the
+// others) from any k present ones, as EncodeRaw laid them out. Fewer than k present
+// shards is ErrTooFewShards (kind IO).
+func (c *Code) ReconstructRaw(shards [][]byte) error {
+	const op errors.Op = "erasure.ReconstructRaw"
+	if len(shards) != c.k+c.m {
+		return errors.Errorf(op, errors.Invalid, "got %d shards, want %d for %v", len(shards), c.k+c.m, c)
+	}
+	have, size := 0, -1
+	for _, s := range shards {
+		if s != nil {
+			have++
+			size = len(s)
+		}
+	}
+	if have < c.k {
+		return errors.E(op, errors.IO, fmt.Errorf("%w: %d of %v", ErrTooFewShards, have, c))
+	}
+	if size == 0 {
+		for i := range shards {
+			if shards[i] == nil {
+				shards[i] = []byte{}
+			}
+		}
+		return nil
+	}
+	if err := c.enc.Reconstruct(shards); err != nil {
+		return errors.E(op, errors.IO, err)
+	}
+	return nil
+}

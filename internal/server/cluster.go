@@ -53,8 +53,10 @@ type mapInfo struct {
 // snapshots, clones, rollbacks and the reclaim of their layers (OpSnapshotVolume...), and bucket
 // notifications: the targets in the map (OpPutNotifyTarget) and the "notification" bucket
 // configuration, set only once every node's store writes outbox entries and runs a
-// deliverer.
-const featureLevel = 7
+// deliverer; level 8 erasure-coded volumes: a volume is created in a class other than
+// STANDARD only once every node's state machine takes erasure-coded volumes (an older
+// one refuses them) and every store fences their shards' writes (internal/volume ec.go).
+const featureLevel = 8
 
 // commandLevel is the feature level a map command needs.
 func commandLevel(c clustermap.Command) int {
@@ -76,7 +78,12 @@ func commandLevel(c clustermap.Command) int {
 		return 2
 	case clustermap.OpRaiseLevel:
 		return c.Level
-	case clustermap.OpCreateVolume, clustermap.OpResizeVolume, clustermap.OpAttachVolume, clustermap.OpDetachVolume, clustermap.OpDeleteVolume:
+	case clustermap.OpCreateVolume:
+		if c.Volume != nil && c.Volume.Class != "" && c.Volume.Class != clustermap.StandardClass {
+			return 8
+		}
+		return 5
+	case clustermap.OpResizeVolume, clustermap.OpAttachVolume, clustermap.OpDetachVolume, clustermap.OpDeleteVolume:
 		return 5
 	case clustermap.OpSetInternodeTLS:
 		return 6

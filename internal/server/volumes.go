@@ -196,6 +196,13 @@ func (a *adminHandler) deleteVolume(ctx context.Context, name string) (VolumeDel
 		return VolumeDelete{}, errors.Errorf("", errors.Precondition, "volume %s is attached on node %s: detach it first", name, v.Holder)
 	}
 	var out VolumeDelete
+	if cls, ok := m.Class(v.Class); ok && cls.EC() {
+		n, more, err := a.vols.DeleteShards(ctx, v.ID)
+		out.Deleted += int64(n)
+		if err != nil || more {
+			return out, err
+		}
+	}
 	res, err := a.gw.List(ctx, clustermap.VolumeBucket, object.ListOptions{Prefix: v.ID + "/", Max: 1000})
 	if err != nil && !errors.Is(errors.NotExist, err) {
 		return out, err

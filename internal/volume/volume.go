@@ -75,6 +75,10 @@ type Config struct {
 	// (DeadAfterCopy). Unset, the sweep of the next attach frees it.
 	Delete func(ctx context.Context, bucket, key string) error
 	Logger *slog.Logger
+
+	// crash, if set (tests), is asked before each shard write of an erasure-coded
+	// volume (phase 1: intents, 2: shards) whether the writer dies instead.
+	crash func(phase, shard int) bool
 }
 
 // Service serves the volumes this node holds the write lease of.
@@ -194,7 +198,11 @@ func (s *Service) Open(_ context.Context, name string) (nbd.Device, nbd.ExportIn
 		}
 	}
 	if d == nil {
-		d = &Device{s: s, ro: ro, vol: v, chain: s.cfg.Maps.Current().Chain(v.Parent), objs: map[int64]*objState{}}
+		m := s.cfg.Maps.Current()
+		d = &Device{s: s, ro: ro, vol: v, chain: m.Chain(v.Parent), objs: map[int64]*objState{}}
+		if d.ec, err = layoutOf(m, v); err != nil {
+			return nil, nbd.ExportInfo{}, err
+		}
 		d.gate.Lock()
 		s.open[name] = d
 	}
@@ -225,6 +233,10 @@ func (s *Service) OpenRead(ctx context.Context, name string) (io.ReaderAt, func(
 		return nil, nil, errors.Errorf("", errors.Precondition, "volume %s is attached on %s: export a snapshot of it (cairn volume snapshot %s SNAP), or detach it", name, v.Holder, name)
 	}
 	d := &Device{s: s, ro: true, vol: v, chain: m.Chain(v.Parent), objs: map[int64]*objState{}}
+	var err error
+	if d.ec, err = layoutOf(m, v); err != nil {
+		return nil, nil, err
+	}
 	return d, func() error { return nil }, nil
 }
 
@@ -255,6 +267,7 @@ type Device struct {
 	gate  sync.RWMutex
 	vol   clustermap.Volume // as attached: the epoch is the lease this device writes under; ID its head
 	chain []string          // the frozen layers under the head, newest first
+	ec    *ecLayout         // an erasure-coded volume's (nil: replicated)
 
 	mu   sync.Mutex
 	objs map[int64]*objState
@@ -269,7 +282,8 @@ type objState struct {
 	// none, it reads as zeroes), at baseOrder.
 	base      string
 	baseOrder uint64
-	unsure    bool // a write of it failed: its holders may differ
+	unsure    bool     // a write of it failed: its holders may differ
+	ec        *ecState // an erasure-coded volume's shards
 }
 
 func (d *Device) obj(i int64) *objState {
@@ -409,6 +423,9 @@ func (d *Device) ReadAt(p []byte, off int64) (n int, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), d.s.cfg.WriteTimeout)
 	defer cancel()
 	err = d.pieces(off, int64(len(p)), func(i, objOff, pos, k int64) error {
+		if d.ec != nil {
+			return d.ecRead(ctx, i, objOff, p[pos:pos+k])
+		}
 		st := d.obj(i)
 		for try := 0; ; try++ {
 			st.mu.Lock()
@@ -552,6 +569,13 @@ func (d *Device) writeRangeOnce(off, n int64, p []byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), d.s.cfg.WriteTimeout)
 	defer cancel()
 	return d.pieces(off, n, func(i, objOff, pos, k int64) error {
+		if d.ec != nil {
+			var data []byte
+			if p != nil {
+				data = p[pos : pos+k]
+			}
+			return d.ecWrite(ctx, i, objOff, k, data)
+		}
 		w := object.RangeWrite{Bucket: clustermap.VolumeBucket, Key: ObjectKey(d.vol.ID, i), Size: d.vol.BlockSize, Off: objOff}
 		if p != nil {
 			w.Data = p[pos : pos+k]
@@ -853,7 +877,7 @@ func (d *Device) syncKey(ctx context.Context, key string, lease bool) (uint64, e
 // (Transient: it tries again).
 func Fence(maps topology.MapSource, fresh func() error) func(object.RangeWrite) error {
 	return func(w object.RangeWrite) error {
-		if w.Bucket != clustermap.VolumeBucket {
+		if w.Bucket != clustermap.VolumeBucket && w.Bucket != ECBucket {
 			return nil
 		}
 		if fresh != nil {

@@ -15,6 +15,12 @@
 // (steady state), and an incremental export against a full one.
 //
 //	go run ./tools/volbench --cairn bin/cairn --dir /var/tmp --nodes 1 --snapshots
+//
+// With --ec K+M (and --nodes K+M or more) it compares a volume in an erasure-coded class
+// with a replicated one (3 copies) in the same run (docs/design/ec-volumes.md): 1 MiB
+// sequential writes and reads, 4 KiB random writes and reads.
+//
+//	go run ./tools/volbench --cairn bin/cairn --dir /var/tmp --nodes 6 --ec 4+2 --runtime 10s
 package main
 
 import (
@@ -43,6 +49,7 @@ func main() {
 	runtime := flag.Duration("runtime", 10*time.Second, "time of each fio phase")
 	size := flag.String("size", "1GiB", "volume and file size")
 	snaps := flag.Bool("snapshots", false, "measure snapshots, clones, copy on write and incremental export instead")
+	ec := flag.String("ec", "", "compare a volume in an erasure-coded class of this code (4+2) with a replicated one instead")
 	flag.Parse()
 	work, err := os.MkdirTemp(*dir, "volbench-")
 	if err != nil {
@@ -53,6 +60,10 @@ func main() {
 	defer stop()
 	if *snaps {
 		snapshotBench(*bin, work, uri, vol, *nodes)
+		return
+	}
+	if *ec != "" {
+		ecBench(*bin, uri, vol, *ec, *size, *nodes, *runtime)
 		return
 	}
 	file := filepath.Join(work, "file.img")
@@ -163,7 +174,11 @@ func run(target, uri, file, size, rw, bs string, runtime time.Duration, sync boo
 	}
 	out, err := exec.Command("fio", args...).Output()
 	if err != nil {
-		fail(fmt.Errorf("fio %v: %v", args, err))
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		fail(fmt.Errorf("fio %v: %v\n%s%s", args, err, out, stderr))
 	}
 	if i := strings.IndexByte(string(out), '{'); i > 0 {
 		out = out[i:] // the nbd engine prints a line first
@@ -265,7 +280,11 @@ func fio(uri string, args ...string) fioResult {
 	args = append([]string{"--name=p", "--ioengine=nbd", "--uri=" + uri, "--output-format=json"}, args...)
 	out, err := exec.Command("fio", args...).Output()
 	if err != nil {
-		fail(fmt.Errorf("fio %v: %v", args, err))
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		fail(fmt.Errorf("fio %v: %v\n%s%s", args, err, out, stderr))
 	}
 	if i := strings.IndexByte(string(out), '{'); i > 0 {
 		out = out[i:]
@@ -284,4 +303,38 @@ func fio(uri string, args ...string) fioResult {
 		fail(fmt.Errorf("fio output: %v\n%s", err, out))
 	}
 	return fioResult{res.Jobs[0].Write.IOPS, res.Jobs[0].Write.Lat.Mean / 1e6}
+}
+
+// ecBench compares a volume in an erasure-coded class with the replicated one, uri.
+func ecBench(bin, uri string, vol func(args ...string) []byte, code, size string, nodes int, runtime time.Duration) {
+	cmd := exec.Command(bin, "admin", "--admin", adminAddr, "class", "create", "ECBENCH", "--ec", code)
+	cmd.Env = append(os.Environ(), "CAIRN_CLUSTER_SECRET="+secret)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fail(fmt.Errorf("class create: %v\n%s", err, out))
+	}
+	vol("create", "benchec", "--size", size, "--class", "ECBENCH")
+	var v struct{ URI string }
+	if err := json.Unmarshal(vol("attach", "benchec"), &v); err != nil {
+		fail(err)
+	}
+	phases := []struct{ name, rw, bs string }{
+		{"1m write", "write", "1m"},
+		{"1m read", "read", "1m"},
+		{"4k randwrite", "randwrite", "4k"},
+		{"4k randread", "randread", "4k"},
+	}
+	for _, u := range []string{uri, v.URI} {
+		run("nbd", u, "", size, "write", "1m", 0, false) // filled: reads read data
+	}
+	fmt.Printf("cairn volumes over NBD, %d nodes: erasure-coded %s vs 3 copies; fio iodepth 32, %s per phase\n", nodes, code, runtime)
+	fmt.Printf("%-14s %14s %14s %9s\n", "phase", "EC "+code, "3 copies", "ratio")
+	for _, p := range phases {
+		e := run("nbd", v.URI, "", size, p.rw, p.bs, runtime, false)
+		r := run("nbd", uri, "", size, p.rw, p.bs, runtime, false)
+		unit := "IOPS"
+		if p.bs == "1m" {
+			unit = "MiB/s"
+		}
+		fmt.Printf("%-14s %14s %14s %9.2f\n", p.name, fmt.Sprintf("%.0f %s", e, unit), fmt.Sprintf("%.0f %s", r, unit), e/r)
+	}
 }
