@@ -338,6 +338,9 @@ func (a *adminHandler) nodeAction(ctx context.Context, id, action string) error 
 		if err := canDrain(m, n); err != nil {
 			return err
 		}
+		if err := holdsECShards(m, n); err != nil {
+			return err
+		}
 		c = clustermap.Command{Op: clustermap.OpSetState, NodeID: id, State: clustermap.StateDraining}
 	case "out":
 		c = clustermap.Command{Op: clustermap.OpSetState, NodeID: id, State: clustermap.StateOut}
@@ -346,6 +349,11 @@ func (a *adminHandler) nodeAction(ctx context.Context, id, action string) error 
 	case "remove":
 		if n.State != clustermap.StateOut && n.State != clustermap.StateDraining {
 			return errors.Errorf("", errors.Precondition, "node %q is %s: drain it (cairn admin drain %s) or mark it out before removing it", id, n.State, id)
+		}
+		if n.State != clustermap.StateOut {
+			if err := holdsECShards(m, n); err != nil {
+				return err
+			}
 		}
 		if n.HasRole(clustermap.RoleStorage) {
 			if err := a.drained(ctx, n); err != nil {
@@ -408,6 +416,27 @@ func canDrain(m *clustermap.Map, n clustermap.Node) error {
 	return errors.Errorf("", errors.Precondition,
 		"draining %s would leave %d storage node(s) up to hold %d copies of each object%s: refusing; add nodes first, or wait for the other drain to finish and remove that node",
 		n.ID, left, need, also)
+}
+
+// holdsECShards refuses to drain (or remove a drained) node that holds shards of an
+// erasure-coded volume: those shards are placed on the nodes the volume was created over
+// and never move (docs/design/ec-volumes.md), so a drain would finish without them and
+// the node's removal would take a shard of every data object with it. Marking a dead
+// node out stays allowed: the volume then runs with one shard fewer.
+func holdsECShards(m *clustermap.Map, n clustermap.Node) error {
+	var vols []string
+	for name, v := range m.Volumes {
+		if slices.Contains(v.Nodes, n.ID) {
+			vols = append(vols, name)
+		}
+	}
+	if len(vols) == 0 {
+		return nil
+	}
+	slices.Sort(vols)
+	return errors.Errorf("", errors.Precondition,
+		"node %s holds shards of the erasure-coded volume(s) %s, which do not move off a draining node: export and delete them first (cairn volume export), or mark the node out only if it is lost",
+		n.ID, strings.Join(vols, ", "))
 }
 
 // drained returns nil if storage node n holds nothing that its partitions' current holders

@@ -128,3 +128,18 @@ func TestJoinLevelAllowed(t *testing.T) {
 		}
 	}
 }
+
+// A node that holds shards of an erasure-coded volume is not drained or removed (its
+// shards would not move); other nodes are.
+func TestHoldsECShards(t *testing.T) {
+	m := &clustermap.Map{Volumes: map[string]clustermap.Volume{
+		"ec":   {Name: "ec", Class: "EC42", Nodes: []string{"a", "b", "c", "d", "e", "f"}},
+		"repl": {Name: "repl"},
+	}}
+	if err := holdsECShards(m, clustermap.Node{ID: "c"}); err == nil || !strings.Contains(err.Error(), "ec") || !errors.Is(errors.Precondition, err) {
+		t.Fatalf("a shard holder: %v, want a Precondition error naming the volume", err)
+	}
+	if err := holdsECShards(m, clustermap.Node{ID: "g"}); err != nil {
+		t.Fatalf("a node without shards: %v", err)
+	}
+}
