@@ -746,7 +746,26 @@ func (d *Device) resolve(ctx context.Context, r replica.Replica, ts []topology.T
 		return nil, errors.E(errors.Permission, fmt.Errorf("%w: the holder is at write order %s, past this writer's %s", ErrLeaseLost, orderString(cur), orderString(w.Next)))
 	}
 	// Behind: copy the object from a holder that has w.Next (or, when no holder has
-	// it yet, that has w.Prev, then apply w).
+	// it yet, that has w.Prev, then apply w). w itself is in flight to the other
+	// holders meanwhile, so a source seen at w.Prev may move to w.Next while it is
+	// copied (Precondition: "changed since it was opened"): look again, a few times.
+	for range 3 {
+		o, err := d.copyFrom(ctx, r, ts, w)
+		if errors.Is(errors.Precondition, err) {
+			continue
+		}
+		return o, err
+	}
+	return nil, errors.Errorf("", errors.Transient, "holder %s is behind and every holder to copy from moved on while it was copied", r.ID())
+}
+
+// copyFrom copies w's object to r, which is behind, from a holder at w.Next, or else from
+// one at w.Prev and then applies w on r.
+func (d *Device) copyFrom(ctx context.Context, r replica.Replica, ts []topology.Target, w object.RangeWrite) (*object.Object, error) {
+	cur := uint64(0)
+	if o, err := r.Stat(ctx, w.Bucket, w.Key); err == nil && !o.Deleted {
+		cur = o.HLC
+	}
 	for _, want := range []uint64{w.Next, w.Prev} {
 		for _, t := range ts {
 			if t.Down || t.ID == r.ID() {
