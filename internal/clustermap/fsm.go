@@ -41,6 +41,9 @@ type Command struct {
 	Force  bool    `json:"force,omitempty"`
 	// Internode is OpSetInternodeTLS's state.
 	Internode *InternodeTLS `json:"internode,omitempty"`
+	// Tier and Marks are the tier commands' (tiers.go).
+	Tier  *Tier       `json:"tier,omitempty"`
+	Marks *WaterMarks `json:"marks,omitempty"`
 }
 
 // The command operations.
@@ -75,6 +78,8 @@ type Command struct {
 //     OpDetachVolume, OpDeleteVolume) are described in volumes.go.
 //   - OpRaiseLevel (Level): raises Map.Level to Level; Invalid if Level is not above
 //     it (the level never goes down).
+//   - The tier commands (OpPutTier, OpRemoveTier, OpSetWaterMarks) are described in
+//     tiers.go.
 //   - OpSetInternodeTLS (Internode): sets the cluster's internode TLS. Invalid without a
 //     CA, with one over MaxInternodeCA bytes, with another CA than the one set, or
 //     turning Required off once it is on.
@@ -311,6 +316,10 @@ func applyCommand(m *Map, c Command) (*Map, error) {
 		nm.Level = c.Level
 	case OpCreateVolume, OpResizeVolume, OpAttachVolume, OpDetachVolume, OpDeleteVolume:
 		if err := applyVolumeCommand(nm, c); err != nil {
+			return nil, err
+		}
+	case OpPutTier, OpRemoveTier, OpSetWaterMarks:
+		if err := applyTierCommand(nm, c); err != nil {
 			return nil, err
 		}
 	case OpSetInternodeTLS:

@@ -223,6 +223,10 @@ type Map struct {
 	// Raft, authenticated by the cluster secret: a cluster from before internode TLS, or
 	// one bootstrapped without it). See docs/design/internode-tls.md.
 	Internode *InternodeTLS `json:"internode,omitempty"`
+	// Tiers are the archive tiers by name, WaterMarks the device classes' water marks by
+	// device class (tiers.go); both nil when empty.
+	Tiers      map[string]Tier       `json:"tiers,omitempty"`
+	WaterMarks map[string]WaterMarks `json:"water_marks,omitempty"`
 }
 
 // InternodeTLS is the cluster's internode mutual TLS: the CA every node certificate
@@ -295,6 +299,18 @@ func (m *Map) Clone() *Map {
 	if m.Internode != nil {
 		it := *m.Internode
 		c.Internode = &it
+	}
+	if m.Tiers != nil {
+		c.Tiers = make(map[string]Tier, len(m.Tiers))
+		for k, v := range m.Tiers {
+			c.Tiers[k] = v
+		}
+	}
+	if m.WaterMarks != nil {
+		c.WaterMarks = make(map[string]WaterMarks, len(m.WaterMarks))
+		for k, v := range m.WaterMarks {
+			c.WaterMarks[k] = v
+		}
 	}
 	return c
 }

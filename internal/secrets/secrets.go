@@ -27,6 +27,9 @@ import (
 const (
 	// S3Key is an S3 secret access key, named by its access key id.
 	S3Key = "s3-key"
+	// TierKey is the secret access key of an external archive tier, named by the tier's
+	// name.
+	TierKey = "tier-key"
 )
 
 const (

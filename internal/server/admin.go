@@ -17,6 +17,7 @@ import (
 	"github.com/cairnfs/cairn/internal/hints"
 	"github.com/cairnfs/cairn/internal/repair"
 	"github.com/cairnfs/cairn/internal/rpc"
+	"github.com/cairnfs/cairn/internal/secrets"
 	"github.com/cairnfs/cairn/internal/store"
 	"github.com/cairnfs/cairn/internal/wire"
 )
@@ -94,6 +95,7 @@ type adminHandler struct {
 	// nbdAddr is this node's NBD listener ("": none).
 	nbdAddr string
 	itls    *internodeTLS
+	box     *secrets.Box // opens the tiers' credentials to probe them
 }
 
 // Status is the answer of /admin/v1/status.
@@ -282,6 +284,13 @@ func (a *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeJSON(w, st)
+	case path == "tiers" || strings.HasPrefix(path, "tier/"):
+		out, err := a.tierAction(r, strings.TrimPrefix(strings.TrimPrefix(path, "tiers"), "tier/"))
+		if err != nil {
+			wire.WriteError(w, err)
+			return
+		}
+		writeJSON(w, out)
 	case path == "apply" && r.Method == http.MethodPost:
 		serveApply(w, r, a.apply.Apply)
 	default:

@@ -49,7 +49,9 @@ type mapInfo struct {
 // internode TLS: the cluster's CA and its requirement in the map (OpSetInternodeTLS),
 // set only once every node's listener takes TLS and enrols; level 7 lifecycle: a bucket's
 // lifecycle configuration is set only once every storage node runs the lifecycle runner
-// (an older node would leave the objects it is the first holder of unexpired).
+// (an older node would leave the objects it is the first holder of unexpired); the
+// archive tiers and water marks (OpPutTier, OpRemoveTier, OpSetWaterMarks) came with the
+// same level: no build older than level 7 holds them in its map.
 const featureLevel = 7
 
 // commandLevel is the feature level a map command needs.
@@ -74,6 +76,9 @@ func commandLevel(c clustermap.Command) int {
 		return 5
 	case clustermap.OpSetInternodeTLS:
 		return 6
+	case clustermap.OpPutTier, clustermap.OpRemoveTier, clustermap.OpSetWaterMarks:
+		// The tiers share lifecycle's level: a build before it would refuse the commands.
+		return 7
 	case clustermap.OpAddAccount, clustermap.OpSetAccount, clustermap.OpRemoveAccount, clustermap.OpPutKey, clustermap.OpRevokeKey, clustermap.OpSealUsers, clustermap.OpSetGrant:
 		return 3
 	}

@@ -794,7 +794,7 @@ func (n *instance) adminMux(ctx context.Context) (*http.ServeMux, error) {
 		}
 		fmt.Fprintf(w, `{"status":"ok","node":%q,"epoch":%d,"free_bytes":%d,"garbage_bytes":%d}`+"\n", n.nodeID, n.mgr.Current().Epoch, free, garbage)
 	})
-	ah := &adminHandler{secret: n.secret, mgr: n.mgr, gw: n.gw, apply: n.app, rpc: n.client, self: n.nodeID, log: n.log, itls: n.itls}
+	ah := &adminHandler{secret: n.secret, mgr: n.mgr, gw: n.gw, apply: n.app, rpc: n.client, self: n.nodeID, log: n.log, itls: n.itls, box: n.box}
 	if n.nbdLn != nil {
 		ah.nbdAddr = n.nbdLn.Addr().String()
 	}
