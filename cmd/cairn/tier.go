@@ -163,8 +163,13 @@ func printTierStatus(w io.Writer, ts []server.TierStatus, asJSON bool) error {
 		switch {
 		case s.Paused:
 			state = "paused"
+		case s.Migrating:
+			state = "migrating"
 		case s.OverHigh:
-			state = "over the high mark (migration not built yet)"
+			state = "over the high mark"
+		}
+		if s.Errors > 0 {
+			state += fmt.Sprintf(" (%d errors)", s.Errors)
 		}
 		nodes := strconv.Itoa(s.Nodes)
 		if s.Answered != s.Nodes {

@@ -140,3 +140,149 @@ func TestTierAdmin(t *testing.T) {
 		t.Fatalf("tier remove: %v\n%s", err, out)
 	}
 }
+
+// tierStatus returns node i's `admin tier status` for device class ssd.
+func (tc *testCluster) tierStatus(i int) (server.TierStatus, error) {
+	out, err := tc.tierAdmin(i, "", "--json", "tier", "status")
+	if err != nil {
+		return server.TierStatus{}, fmt.Errorf("tier status: %v\n%s", err, out)
+	}
+	var sts []server.TierStatus
+	if err := json.Unmarshal([]byte(out), &sts); err != nil || len(sts) != 1 {
+		return server.TierStatus{}, fmt.Errorf("tier status --json: %v\n%s", err, out)
+	}
+	return sts[0], nil
+}
+
+// archived returns the keys of bucket whose replicas are all stubs in a tier.
+func (tc *testCluster) archived(bucket string, keys []string) map[string]bool {
+	out := map[string]bool{}
+	for _, k := range keys {
+		v := tc.replicas(0, bucket, k)
+		all := len(v.Replicas) > 0
+		for _, r := range v.Replicas {
+			all = all && strings.HasPrefix(r.Layout, "archived in tier")
+		}
+		if all {
+			out[k] = true
+		}
+	}
+	return out
+}
+
+type tierObject struct {
+	key  string
+	body []byte
+	etag string
+}
+
+// putTierObjects writes n objects of size bytes to bucket, in key order, each with
+// user metadata n=<index>.
+func putTierObjects(t *testing.T, c *s3.Client, bucket string, n, size int) []tierObject {
+	t.Helper()
+	var objs []tierObject
+	for i := range n {
+		body := bytes.Repeat([]byte(fmt.Sprintf("%03d", i)), size/3+1)[:size]
+		k := fmt.Sprintf("k%03d", i)
+		out, err := c.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(k), Body: bytes.NewReader(body),
+			ContentType: aws.String("application/x-tier"), Metadata: map[string]string{"n": fmt.Sprint(i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, tierObject{key: k, body: body, etag: aws.ToString(out.ETag)})
+	}
+	return objs
+}
+
+// checkTierObjects checks that every object lists, HEADs (metadata, no Glacier class)
+// and reads as written.
+func checkTierObjects(t *testing.T, c *s3.Client, bucket string, objs []tierObject) {
+	t.Helper()
+	ctx := context.Background()
+	lo, err := c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
+	if err != nil || len(lo.Contents) != len(objs) {
+		t.Fatalf("list: %v, %d objects, want %d", err, len(lo.Contents), len(objs))
+	}
+	for i, o := range lo.Contents {
+		if aws.ToString(o.Key) != objs[i].key || aws.ToString(o.ETag) != objs[i].etag || aws.ToInt64(o.Size) != int64(len(objs[i].body)) ||
+			(o.StorageClass != "" && o.StorageClass != "STANDARD") {
+			t.Fatalf("listed %s %s %d %s, want %s %s %d", aws.ToString(o.Key), aws.ToString(o.ETag), aws.ToInt64(o.Size), o.StorageClass, objs[i].key, objs[i].etag, len(objs[i].body))
+		}
+	}
+	for i, o := range objs {
+		h, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(o.key)})
+		if err != nil || aws.ToString(h.ETag) != o.etag || h.Metadata["n"] != fmt.Sprint(i) || aws.ToString(h.ContentType) != "application/x-tier" ||
+			(h.StorageClass != "" && h.StorageClass != "STANDARD") {
+			t.Fatalf("head %s: %+v, %v", o.key, h, err)
+		}
+		got, err := getBody(ctx, c, bucket, o.key)
+		if err != nil || !bytes.Equal(got, o.body) {
+			t.Fatalf("get %s: %d bytes, %v; want the %d written", o.key, len(got), err, len(o.body))
+		}
+	}
+}
+
+// TestTierMigration: a node of device class ssd filled past its high mark (--capacity
+// 4MiB) migrates its oldest objects to a second cairn (an external tier) until it is
+// under its low mark; every object still lists and HEADs with its ETag and metadata
+// (without touching the tier) and reads back identical (transparent recall, which brings
+// the object back and deletes the tier's copy).
+func TestTierMigration(t *testing.T) {
+	remote := startProc(t, t.TempDir())
+	ctx := context.Background()
+	rc := remote.client()
+	if _, err := rc.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("archive")}); err != nil {
+		t.Fatal(err)
+	}
+	tc := startCluster(t, 1, "--device-class", "ssd", "--capacity", "4MiB", "--tier-check", "100ms")
+	if out, err := tc.tierAdmin(0, testSecret, "tier", "add", "remote", "--endpoint", remote.URL(), "--bucket", "archive", "--access-key", testAccess, "--recall", "transparent"); err != nil {
+		t.Fatalf("tier add: %v\n%s", err, out)
+	}
+	tc.createBucket(0, "data")
+	c := tc.procs[0].client()
+	objs := putTierObjects(t, c, "data", 12, 256<<10) // 3 MiB: 75 % of 4 MiB
+	keys := make([]string, len(objs))
+	for i, o := range objs {
+		keys[i] = o.key
+	}
+	if out, err := tc.tierAdmin(0, "", "tier", "marks", "ssd", "--high", "50", "--low", "30", "--tier", "remote"); err != nil {
+		t.Fatalf("tier marks: %v\n%s", err, out)
+	}
+	var st server.TierStatus
+	proctest.WaitFor(t, 60*time.Second, func() error {
+		var err error
+		if st, err = tc.tierStatus(0); err != nil {
+			return err
+		}
+		if st.Migrating || st.OverHigh || st.BytesDone == 0 || st.Percent > 30 {
+			return fmt.Errorf("not under the low mark yet: %+v", st)
+		}
+		return nil
+	})
+	t.Logf("tier status: %.1f %% used, %d bytes in %d objects moved", st.Percent, st.BytesDone, st.Objects)
+	// Stop moving before reading: a recall brings objects back, past the high mark again.
+	if out, err := tc.tierAdmin(0, "", "tier", "marks", "ssd", "--high", "50", "--low", "30", "--tier", "remote", "--pause"); err != nil {
+		t.Fatalf("tier marks --pause: %v\n%s", err, out)
+	}
+	arch := tc.archived("data", keys)
+	if len(arch) == 0 || len(arch) == len(objs) || int64(len(arch)) != st.Objects {
+		t.Fatalf("archived %v; status says %d objects", arch, st.Objects)
+	}
+	for i, k := range keys { // the oldest first: the archived keys are the first ones written
+		if arch[k] != (i < len(arch)) {
+			t.Fatalf("archived %v: not the %d oldest", arch, len(arch))
+		}
+	}
+	ro, err := rc.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("archive")})
+	if err != nil || len(ro.Contents) != len(arch) {
+		t.Fatalf("the tier holds %d objects (%v), want %d", len(ro.Contents), err, len(arch))
+	}
+	checkTierObjects(t, c, "data", objs)
+	if n := metricValue(t, tc.procs[0], "cairn_tier_recalls_total"); int(n) != len(arch) {
+		t.Fatalf("%v recalls, want %d", n, len(arch))
+	}
+	ro, err = rc.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("archive")})
+	if err != nil || len(ro.Contents) != 0 {
+		t.Fatalf("the tier holds %d objects after the recalls (%v), want 0", len(ro.Contents), err)
+	}
+}

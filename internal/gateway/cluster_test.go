@@ -140,6 +140,8 @@ type clusterConfig struct {
 	cache     int64            // gateway.Config.ObjectCache; default 0 (off)
 	// wrap, if set, wraps what gateway node from asks of each replica, inside the faults.
 	wrap func(from string, r replica.Replica) replica.Replica
+	// tiers is gateway.Config.Tiers (tier_test.go).
+	tiers func(name string) (TierStore, error)
 }
 
 func testLogger() *slog.Logger {
@@ -211,6 +213,7 @@ func newCluster(tb testing.TB, n int, cfg clusterConfig) *testCluster {
 			StragglerWait: cfg.straggler,
 			Timeout:       cfg.timeout,
 			ObjectCache:   cfg.cache,
+			Tiers:         cfg.tiers,
 			Logger:        testLogger().With("node", id),
 			WrapReplica: func(r replica.Replica) replica.Replica {
 				if cfg.wrap != nil {

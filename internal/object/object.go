@@ -614,3 +614,33 @@ type PartsPage struct {
 	Truncated bool
 	End       *UploadEnd
 }
+
+// TierLayout starts the Stripe.Upload tag of an archived version's record (a stub,
+// docs/design/tiering.md): its bytes are not on this cluster's nodes but in an archive
+// tier, under the key after the tier's name ("tier:<tier>:<key in the tier>"). The record
+// is a striped one of one shard and no parity (no body here, Size the object's), so a
+// build that does not know stubs finds no shards and fails the read, never serving
+// other bytes.
+const TierLayout = "tier:"
+
+// TierStub returns the stripe layout of a stub of a size-byte object kept in tier under
+// key.
+func TierStub(tier, key string, size int64) Stripe {
+	return Stripe{K: 1, Size: max(size, 1), Upload: TierLayout + tier + ":" + key}
+}
+
+// TierRef returns the tier and the key in it of an archived version's record; ok is false
+// for any other record.
+func (o *Object) TierRef() (tier, key string, ok bool) {
+	if !o.Striped || !strings.HasPrefix(o.Stripe.Upload, TierLayout) {
+		return "", "", false
+	}
+	tier, key, ok = strings.Cut(o.Stripe.Upload[len(TierLayout):], ":")
+	return tier, key, ok && tier != "" && key != ""
+}
+
+// Tiered reports whether o is an archived version's record (a stub).
+func (o *Object) Tiered() bool {
+	_, _, ok := o.TierRef()
+	return ok
+}

@@ -51,6 +51,9 @@ type NodeStats struct {
 	UsageIncomplete bool `json:"usage_incomplete,omitempty"`
 	// Scrub is this node's deep scrub (absent without the storage role).
 	Scrub *repair.ScrubStatus `json:"scrub,omitempty"`
+	// Tier is this node's migration to its device class's tier (absent without water
+	// marks for its device class).
+	Tier *repair.TierProgress `json:"tier,omitempty"`
 }
 
 // NodeRecovery is one node's line of `cairn admin recovery`.

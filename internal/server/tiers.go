@@ -11,6 +11,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/repair"
 	"github.com/cairnfs/cairn/internal/secrets"
 	"github.com/cairnfs/cairn/internal/tier"
 )
@@ -37,13 +38,17 @@ type TierStatus struct {
 	// BytesToMove is what would bring the class under its low mark once it is past its
 	// high mark (0 otherwise).
 	BytesToMove int64 `json:"bytes_to_move"`
-	// Migrating says objects are being moved; this build does not move them yet
-	// (docs/design/tiering.md), so it is always false and BytesDone, RateBytes are 0 and
-	// ETASeconds -1.
-	Migrating  bool    `json:"migrating"`
-	BytesDone  int64   `json:"bytes_done"`
-	RateBytes  float64 `json:"rate_bytes_per_sec"`
-	ETASeconds float64 `json:"eta_seconds"`
+	// Migrating says some node of the class is migrating now; BytesDone and Objects sum
+	// what the nodes' current or last runs moved, Errors what failed; RateBytes sums the
+	// rates of the runs in progress; ETASeconds is BytesToMove over that rate (-1:
+	// unknown). Nodes holds each node's own figures.
+	Migrating  bool                  `json:"migrating"`
+	BytesDone  int64                 `json:"bytes_done"`
+	Objects    int64                 `json:"objects"`
+	Errors     int64                 `json:"errors"`
+	RateBytes  float64               `json:"rate_bytes_per_sec"`
+	ETASeconds float64               `json:"eta_seconds"`
+	PerNode    []repair.TierProgress `json:"per_node,omitempty"`
 }
 
 // probeTimeout bounds the check that a tier being added answers.
@@ -159,6 +164,16 @@ func (a *adminHandler) tierStatus(ctx context.Context) []TierStatus {
 			if ns, ok := stats[n.ID]; ok {
 				ts.Answered++
 				ts.UsedBytes += ns.UsedBytes
+				if p := ns.Tier; p != nil {
+					ts.Migrating = ts.Migrating || p.Running
+					ts.BytesDone += p.Done
+					ts.Objects += p.Objects
+					ts.Errors += p.Errors
+					if p.Running {
+						ts.RateBytes += p.RateBytes
+					}
+					ts.PerNode = append(ts.PerNode, *p)
+				}
 			}
 		}
 		if ts.Capacity > 0 {
@@ -167,6 +182,9 @@ func (a *adminHandler) tierStatus(ctx context.Context) []TierStatus {
 			if ts.OverHigh {
 				ts.BytesToMove = ts.UsedBytes - ts.Capacity*int64(w.Low)/100
 			}
+		}
+		if ts.Migrating && ts.RateBytes > 0 {
+			ts.ETASeconds = float64(ts.BytesToMove) / ts.RateBytes
 		}
 		out = append(out, ts)
 	}

@@ -212,6 +212,27 @@ func (c *Client) Get(ctx context.Context, key string) (io.ReadCloser, int64, err
 	return resp.Body, n, nil
 }
 
+// GetRange returns n bytes of key from off (n > 0). The caller closes the body.
+func (c *Client) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	const op errors.Op = "tier.GetRange"
+	if off < 0 || n <= 0 {
+		return nil, errors.E(op, errors.Invalid, "bad range")
+	}
+	hdr := http.Header{"Range": {fmt.Sprintf("bytes=%d-%d", off, off+n-1)}}
+	resp, err := c.request(ctx, http.MethodGet, key, nil, 0, hdr)
+	if err != nil {
+		return nil, errors.E(op, err)
+	}
+	if resp.StatusCode != http.StatusPartialContent && resp.StatusCode != http.StatusOK {
+		return nil, errors.E(op, c.statusError("get "+key, resp))
+	}
+	if resp.StatusCode == http.StatusOK && off != 0 {
+		resp.Body.Close()
+		return nil, errors.Errorf(op, errors.Invalid, "get %s at %s: the endpoint ignored the range", key, c.Endpoint())
+	}
+	return resp.Body, nil
+}
+
 // Delete removes key; a key that is not there is not an error (S3 answers 204 either way).
 func (c *Client) Delete(ctx context.Context, key string) error {
 	const op errors.Op = "tier.Delete"

@@ -64,6 +64,15 @@ func TestClient(t *testing.T) {
 	if err != nil || n != int64(len(body)) || !bytes.Equal(got, body) {
 		t.Fatalf("get: %d bytes (size %d), err %v; want the %d bytes put (etag %s)", len(got), n, err, len(body), etag)
 	}
+	rc, err = c.GetRange(ctx, "b/k 1", 5, 7)
+	if err != nil {
+		t.Fatalf("get range: %v", err)
+	}
+	got, err = io.ReadAll(rc)
+	rc.Close()
+	if err != nil || !bytes.Equal(got, body[5:12]) {
+		t.Fatalf("get range: %q, %v; want %q", got, err, body[5:12])
+	}
 	// A body that does not match its MD5 is refused by the endpoint.
 	bad := md5.Sum([]byte("other"))
 	if _, err := c.Put(ctx, "bad", bytes.NewReader(body), int64(len(body)), bad[:]); err == nil {
