@@ -65,11 +65,12 @@ func TestTierAdmin(t *testing.T) {
 		t.Logf("%s: %s", what, strings.TrimSpace(out))
 		unchanged(what, epoch)
 	}
-	add := []string{"tier", "add", "remote", "--endpoint", remote.URL(), "--bucket", "archive", "--access-key", testAccess}
-	refused("unreachable endpoint", "does not answer", testSecret, "tier", "add", "remote", "--endpoint", dead, "--bucket", "archive", "--access-key", testAccess)
-	refused("missing bucket", "no such bucket", testSecret, "tier", "add", "remote", "--endpoint", remote.URL(), "--bucket", "nosuch", "--access-key", testAccess)
+	add := []string{"tier", "add", "remote", "--endpoint", remote.URL(), "--bucket", "archive", "--access-key", testAccess, "--recall", "transparent"}
+	refused("restore mode", "not built yet", testSecret, "tier", "add", "remote", "--endpoint", remote.URL(), "--bucket", "archive", "--access-key", testAccess)
+	refused("unreachable endpoint", "does not answer", testSecret, "tier", "add", "remote", "--endpoint", dead, "--bucket", "archive", "--access-key", testAccess, "--recall", "transparent")
+	refused("missing bucket", "no such bucket", testSecret, "tier", "add", "remote", "--endpoint", remote.URL(), "--bucket", "nosuch", "--access-key", testAccess, "--recall", "transparent")
 	refused("wrong secret", "key is refused", "wrong-secret-key-0123456789abcdefghijkl", add...)
-	refused("endpoint with a path", "without path", testSecret, "tier", "add", "remote", "--endpoint", remote.URL()+"/archive", "--bucket", "archive", "--access-key", testAccess)
+	refused("endpoint with a path", "without path", testSecret, "tier", "add", "remote", "--endpoint", remote.URL()+"/archive", "--bucket", "archive", "--access-key", testAccess, "--recall", "transparent")
 	refused("class tier of STANDARD", "not restricted to a device class", "", "tier", "add", "cold", "--class", "STANDARD")
 	if out, err := tc.tierAdmin(0, "", "tier", "list"); err != nil || !strings.Contains(out, "no tiers") {
 		t.Fatalf("tier list after the refusals: %v\n%s", err, out)
@@ -87,7 +88,7 @@ func TestTierAdmin(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &tiers); err != nil {
 		t.Fatalf("tier list --json: %v\n%s", err, out)
 	}
-	if len(tiers) != 1 || tiers[0].Name != "remote" || tiers[0].Kind != "s3" || tiers[0].RecallMode != "restore" || !tiers[0].Credentials || tiers[0].Secret != "" || tiers[0].AccessKey != "" {
+	if len(tiers) != 1 || tiers[0].Name != "remote" || tiers[0].Kind != "s3" || tiers[0].RecallMode != "transparent" || !tiers[0].Credentials || tiers[0].Secret != "" || tiers[0].AccessKey != "" {
 		t.Fatalf("tier list: %+v", tiers)
 	}
 	if strings.Contains(out, testSecret) {
@@ -285,4 +286,83 @@ func TestTierMigration(t *testing.T) {
 	if err != nil || len(ro.Contents) != 0 {
 		t.Fatalf("the tier holds %d objects after the recalls (%v), want 0", len(ro.Contents), err)
 	}
+}
+
+// TestTierMigrationFaults: the migrating node is killed mid-migration and the external
+// tier stops mid-migration: no object is lost, every object keeps listing and HEADing
+// while the tier is away, and the migration resumes (after the restart, and once the
+// tier is back) until the node is under its low mark; then every object reads back
+// identical.
+func TestTierMigrationFaults(t *testing.T) {
+	remote := startProc(t, t.TempDir())
+	ctx := context.Background()
+	if _, err := remote.client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("archive")}); err != nil {
+		t.Fatal(err)
+	}
+	// Paced at 1 MiB/s (the background budget's ceiling), so the faults land mid-way.
+	tc := startCluster(t, 1, "--device-class", "ssd", "--capacity", "8MiB", "--tier-check", "100ms", "--recovery-rate", "1MiB")
+	if out, err := tc.tierAdmin(0, testSecret, "tier", "add", "remote", "--endpoint", remote.URL(), "--bucket", "archive", "--access-key", testAccess, "--recall", "transparent"); err != nil {
+		t.Fatalf("tier add: %v\n%s", err, out)
+	}
+	tc.createBucket(0, "data")
+	c := tc.procs[0].client()
+	objs := putTierObjects(t, c, "data", 24, 256<<10) // 6 MiB: 75 % of 8 MiB
+	if out, err := tc.tierAdmin(0, "", "tier", "marks", "ssd", "--high", "50", "--low", "20", "--tier", "remote"); err != nil {
+		t.Fatalf("tier marks: %v\n%s", err, out)
+	}
+	migrating := func(min int64) {
+		t.Helper()
+		proctest.WaitFor(t, 60*time.Second, func() error {
+			st, err := tc.tierStatus(0)
+			if err != nil {
+				return err
+			}
+			if !st.Migrating || st.Objects < min {
+				return fmt.Errorf("not migrating yet: %+v", st)
+			}
+			return nil
+		})
+	}
+	migrating(2)
+	tc.procs[0].Kill()
+	tc.procs[0].Restart()
+	migrating(1) // resumed: still past the high mark
+	remote.Kill()
+	proctest.WaitFor(t, 60*time.Second, func() error {
+		st, err := tc.tierStatus(0)
+		if err != nil {
+			return err
+		}
+		if st.Errors == 0 {
+			return fmt.Errorf("no failed migration yet: %+v", st)
+		}
+		return nil
+	})
+	// The tier is away: listing and HEAD need only the records.
+	lo, err := c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("data")})
+	if err != nil || len(lo.Contents) != len(objs) {
+		t.Fatalf("list with the tier away: %v, %d objects", err, len(lo.Contents))
+	}
+	for i, o := range objs {
+		h, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("data"), Key: aws.String(o.key)})
+		if err != nil || aws.ToString(h.ETag) != o.etag || h.Metadata["n"] != fmt.Sprint(i) {
+			t.Fatalf("head %s with the tier away: %+v, %v", o.key, h, err)
+		}
+	}
+	remote.Restart()
+	var st server.TierStatus
+	proctest.WaitFor(t, 90*time.Second, func() error {
+		if st, err = tc.tierStatus(0); err != nil {
+			return err
+		}
+		if st.Migrating || st.OverHigh || st.Percent > 20 {
+			return fmt.Errorf("not under the low mark yet: %+v", st)
+		}
+		return nil
+	})
+	t.Logf("after the faults: %.1f %% used; this run moved %d bytes in %d objects, %d errors", st.Percent, st.BytesDone, st.Objects, st.Errors)
+	if out, err := tc.tierAdmin(0, "", "tier", "marks", "ssd", "--high", "50", "--low", "20", "--tier", "remote", "--pause"); err != nil {
+		t.Fatalf("tier marks --pause: %v\n%s", err, out)
+	}
+	checkTierObjects(t, c, "data", objs)
 }
