@@ -147,6 +147,18 @@ func (g *Gateway) Migrate(ctx context.Context, bucket, key string, v uint64, tie
 	return cur.Size, nil
 }
 
+// DeleteTierCopy deletes key from the external tier named tier (the copy of an archived
+// version no record names any more). NotExist if the map has no such tier.
+func (g *Gateway) DeleteTierCopy(ctx context.Context, tier, key string) error {
+	st, err := g.tierStore(tier)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return st.Delete(ctx, key)
+}
+
 type nopReader struct{}
 
 func (nopReader) Read([]byte) (int, error) { return 0, io.EOF }

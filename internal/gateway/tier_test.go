@@ -266,3 +266,60 @@ func TestMigrateTierFails(t *testing.T) {
 	}
 	_ = strconv.Itoa
 }
+
+// Overwriting or deleting an archived object (and purging an archived version) collects
+// its tier copy: every holder records the copy its store no longer names, and the tier
+// loop deletes it from the tier; a recall and a migration of the same version (same HLC)
+// record nothing.
+func TestTierGarbage(t *testing.T) {
+	ctx := context.Background()
+	c, mt := tierCluster(t)
+	keys := []string{"over", "del", "kept"}
+	for i, k := range keys {
+		o := mustPut(t, c.nodes[0].gw, "b", k, randBody(uint64(10+i), 50<<10))
+		if _, err := c.nodes[0].gw.Migrate(ctx, "b", k, o.HLC, "remote"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if mt.len() != 3 {
+		t.Fatalf("%d copies in the tier, want 3", mt.len())
+	}
+	body := randBody(20, 1000)
+	mustPut(t, c.nodes[1].gw, "b", "over", body)
+	if err := c.nodes[2].gw.DeleteObject(ctx, "b", "del"); err != nil {
+		t.Fatal(err)
+	}
+	for _, nd := range c.nodes {
+		gc, err := nd.store.TierGarbage(100)
+		if err != nil || len(gc) != 2 {
+			t.Fatalf("%s's tier garbage: %+v, %v; want the copies of over and del", nd.id, gc, err)
+		}
+	}
+	collected := 0
+	for _, nd := range c.nodes {
+		collected += nd.rep.CollectTierGarbage(ctx)
+	}
+	if collected != 6 || mt.len() != 1 {
+		t.Fatalf("collected %d entries (want 6: 2 per holder); %d copies left in the tier, want 1 (kept)", collected, mt.len())
+	}
+	for _, nd := range c.nodes {
+		if gc, _ := nd.store.TierGarbage(100); len(gc) != 0 {
+			t.Fatalf("%s's tier garbage after collection: %+v", nd.id, gc)
+		}
+	}
+	if got, _, err := get(ctx, c.nodes[0].gw, "b", "over", 0, -1); err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("the overwritten object: %v", err)
+	}
+	// The kept one is recalled: the recall deletes its copy itself, and records nothing.
+	if _, _, err := get(ctx, c.nodes[0].gw, "b", "kept", 0, -1); err != nil {
+		t.Fatal(err)
+	}
+	for _, nd := range c.nodes {
+		if gc, _ := nd.store.TierGarbage(100); len(gc) != 0 {
+			t.Fatalf("%s's tier garbage after a recall: %+v", nd.id, gc)
+		}
+	}
+	if mt.len() != 0 {
+		t.Fatalf("%d copies left in the tier after the recall", mt.len())
+	}
+}

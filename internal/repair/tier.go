@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/clustermap"
+	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/store"
 )
@@ -44,9 +45,10 @@ type TierProgress struct {
 	RateBytes float64 `json:"rate_bytes_per_sec"`
 }
 
-// TierTotals are this node's migration counters since it started.
+// TierTotals are this node's migration counters since it started; Collected counts the
+// tier copies of replaced or deleted archived versions it deleted.
 type TierTotals struct {
-	Objects, Bytes, Errors int64
+	Objects, Bytes, Errors, Collected int64
 }
 
 type tierState struct {
@@ -87,11 +89,13 @@ func (l *Loops) usedBytes() int64 {
 	return s.LiveBytes + s.IndexBytes
 }
 
-// RunTiering checks the water marks every TierTick until ctx ends.
+// RunTiering collects tier garbage and checks the water marks every TierTick until ctx
+// ends.
 func (l *Loops) RunTiering(ctx context.Context) {
 	t := time.NewTicker(l.tierTick)
 	defer t.Stop()
 	for {
+		l.CollectTierGarbage(ctx)
 		l.TierPass(ctx)
 		select {
 		case <-ctx.Done():
@@ -213,4 +217,44 @@ func (l *Loops) TierPass(ctx context.Context) int64 {
 		l.log.Info("tier: migrated", "tier", w.Tier, "bytes", done, "used", l.usedBytes(), "low", low)
 	}
 	return done
+}
+
+// CollectTierGarbage deletes from their tiers the copies of archived versions that this
+// node's store no longer names (a newer version, a delete or a purge replaced the stub:
+// store.TierGarbage), then forgets them. A copy whose tier is gone from the map is
+// forgotten (nothing can reach it); one that fails is tried again next time. It returns
+// the copies collected.
+func (l *Loops) CollectTierGarbage(ctx context.Context) int {
+	if l.store == nil {
+		return 0
+	}
+	gc, err := l.store.TierGarbage(1000)
+	if err != nil {
+		l.log.Warn("tier: cannot read the tier garbage", "err", err)
+		return 0
+	}
+	n := 0
+	var lastErr error
+	for _, c := range gc {
+		if ctx.Err() != nil {
+			break
+		}
+		err := l.coord.DeleteTierCopy(ctx, c.Tier, c.Key)
+		if err != nil && !errors.Is(errors.NotExist, err) {
+			lastErr = err
+			continue
+		}
+		if err := l.store.ForgetTierGarbage(c); err != nil {
+			lastErr = err
+			continue
+		}
+		n++
+	}
+	if lastErr != nil {
+		l.log.Warn("tier: copies of replaced archived versions left for later", "err", lastErr)
+	}
+	l.tier.mu.Lock()
+	l.tier.totals.Collected += int64(n)
+	l.tier.mu.Unlock()
+	return n
 }

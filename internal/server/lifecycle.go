@@ -246,6 +246,7 @@ func assemble(cfg Config) (_ *instance, err error) {
 	n.m.CounterFunc("cairn_tier_migrated_objects_total", "Versions this node archived in an external tier (water marks).", tierTotal(func(s repair.TierTotals) int64 { return s.Objects }))
 	n.m.CounterFunc("cairn_tier_migrated_bytes_total", "Bytes this node archived in an external tier (water marks).", tierTotal(func(s repair.TierTotals) int64 { return s.Bytes }))
 	n.m.CounterFunc("cairn_tier_migration_errors_total", "Migrations of a version that failed on this node (retried by the next run).", tierTotal(func(s repair.TierTotals) int64 { return s.Errors }))
+	n.m.CounterFunc("cairn_tier_collected_total", "Tier copies of replaced or deleted archived versions this node deleted from their tier.", tierTotal(func(s repair.TierTotals) int64 { return s.Collected }))
 	n.m.GaugeFunc("cairn_tier_bytes_to_move", "Bytes over the low water mark when this node's current or last migration run started.", func() float64 { return float64(rep.TierStatus().ToMove) })
 	gw := n.gw
 	n.m.CounterFunc("cairn_tier_recalls_total", "Archived versions this gateway recalled from their tier for a GET (concurrent GETs share one).", func() float64 { return float64(gw.TierStats().Recalled) })

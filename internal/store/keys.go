@@ -16,6 +16,9 @@ const (
 	pfxUpload = "U/"
 	pfxPart   = "P/"
 	pfxConfig = "G/" // bucket configurations of the single-store mode: G/<bucket>\x00<kind>
+	// pfxTierGC holds the tier copies of archived versions this store's records no longer
+	// name (a newer version, a delete or a purge replaced the stub): T/<tier>\x00<key>.
+	pfxTierGC = "T/"
 )
 
 func bucketKey(bucket string) []byte { return append([]byte(pfxBucket), bucket...) }
