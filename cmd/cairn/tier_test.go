@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/cairnfs/cairn/internal/server"
 	"github.com/cairnfs/cairn/internal/testutil/proctest"
@@ -66,7 +67,6 @@ func TestTierAdmin(t *testing.T) {
 		unchanged(what, epoch)
 	}
 	add := []string{"tier", "add", "remote", "--endpoint", remote.URL(), "--bucket", "archive", "--access-key", testAccess, "--recall", "transparent"}
-	refused("restore mode", "not built yet", testSecret, "tier", "add", "remote", "--endpoint", remote.URL(), "--bucket", "archive", "--access-key", testAccess)
 	refused("unreachable endpoint", "does not answer", testSecret, "tier", "add", "remote", "--endpoint", dead, "--bucket", "archive", "--access-key", testAccess, "--recall", "transparent")
 	refused("missing bucket", "no such bucket", testSecret, "tier", "add", "remote", "--endpoint", remote.URL(), "--bucket", "nosuch", "--access-key", testAccess, "--recall", "transparent")
 	refused("wrong secret", "key is refused", "wrong-secret-key-0123456789abcdefghijkl", add...)
@@ -365,4 +365,78 @@ func TestTierMigrationFaults(t *testing.T) {
 		t.Fatalf("tier marks --pause: %v\n%s", err, out)
 	}
 	checkTierObjects(t, c, "data", objs)
+}
+
+// TestTierRestore: an external tier in its default recall mode (restore, as S3 Glacier):
+// a GET of an archived object is 403 InvalidObjectState and its HEAD says GLACIER;
+// RestoreObject with Days answers 202 and brings it back; then the GET succeeds with the
+// same bytes, and a second RestoreObject answers 200. A bad RestoreRequest changes nothing.
+func TestTierRestore(t *testing.T) {
+	remote := startProc(t, t.TempDir())
+	ctx := context.Background()
+	if _, err := remote.client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("archive")}); err != nil {
+		t.Fatal(err)
+	}
+	tc := startCluster(t, 1, "--device-class", "ssd", "--capacity", "1MiB", "--tier-check", "100ms")
+	if out, err := tc.tierAdmin(0, testSecret, "tier", "add", "glacier", "--endpoint", remote.URL(), "--bucket", "archive", "--access-key", testAccess); err != nil || !strings.Contains(out, "restore") {
+		t.Fatalf("tier add: %v\n%s", err, out)
+	}
+	tc.createBucket(0, "data")
+	c := tc.procs[0].client()
+	objs := putTierObjects(t, c, "data", 4, 256<<10) // 1 MiB: 100 %
+	if out, err := tc.tierAdmin(0, "", "tier", "marks", "ssd", "--high", "50", "--low", "30", "--tier", "glacier"); err != nil {
+		t.Fatalf("tier marks: %v\n%s", err, out)
+	}
+	proctest.WaitFor(t, 60*time.Second, func() error {
+		st, err := tc.tierStatus(0)
+		if err != nil {
+			return err
+		}
+		if st.Migrating || st.OverHigh || st.BytesDone == 0 {
+			return fmt.Errorf("not under the low mark yet: %+v", st)
+		}
+		return nil
+	})
+	if out, err := tc.tierAdmin(0, "", "tier", "marks", "ssd", "--high", "50", "--low", "30", "--tier", "glacier", "--pause"); err != nil {
+		t.Fatalf("pause: %v\n%s", err, out)
+	}
+	o := objs[0] // the oldest: archived
+	if !tc.archived("data", []string{o.key})[o.key] {
+		t.Fatalf("%s is not archived", o.key)
+	}
+	h, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("data"), Key: aws.String(o.key)})
+	if err != nil || h.StorageClass != "GLACIER" || aws.ToString(h.ETag) != o.etag || h.Restore != nil {
+		t.Fatalf("head of the archived object: %+v, %v; want GLACIER, its ETag, no x-amz-restore", h, err)
+	}
+	_, err = getBody(ctx, c, "data", o.key)
+	if code := s3Code(err); code != "InvalidObjectState" {
+		t.Fatalf("get before the restore: %v (%s), want InvalidObjectState", err, code)
+	}
+	_, err = c.RestoreObject(ctx, &s3.RestoreObjectInput{Bucket: aws.String("data"), Key: aws.String(o.key), RestoreRequest: &types.RestoreRequest{}})
+	if code := s3Code(err); code != "MalformedXML" {
+		t.Fatalf("restore without Days: %v, want MalformedXML", err)
+	}
+	out, err := c.RestoreObject(ctx, &s3.RestoreObjectInput{Bucket: aws.String("data"), Key: aws.String(o.key), RestoreRequest: &types.RestoreRequest{Days: aws.Int32(1)}})
+	if err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	if out == nil {
+		t.Fatal("no answer to the restore")
+	}
+	var got []byte
+	proctest.WaitFor(t, 30*time.Second, func() error {
+		var err error
+		got, err = getBody(ctx, c, "data", o.key)
+		return err
+	})
+	if !bytes.Equal(got, o.body) {
+		t.Fatalf("restored %s: %d bytes differ from the %d written", o.key, len(got), len(o.body))
+	}
+	h, err = c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("data"), Key: aws.String(o.key)})
+	if err != nil || (h.StorageClass != "" && h.StorageClass != "STANDARD") || h.Metadata["n"] != "0" {
+		t.Fatalf("head after the restore: %+v, %v", h, err)
+	}
+	if _, err := c.RestoreObject(ctx, &s3.RestoreObjectInput{Bucket: aws.String("data"), Key: aws.String(o.key), RestoreRequest: &types.RestoreRequest{Days: aws.Int32(1)}}); err != nil {
+		t.Fatalf("restore of a restored object: %v", err)
+	}
 }

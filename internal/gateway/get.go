@@ -203,7 +203,7 @@ func (g *Gateway) StatObject(ctx context.Context, bucket, key string) (*object.O
 	if o == nil || o.Deleted {
 		return nil, goneErr(op, o)
 	}
-	return o, nil
+	return g.restoreView(bucket, key, o), nil
 }
 
 // OpenObject opens bucket/key's newest version among a read quorum of replicas.
@@ -226,10 +226,13 @@ func (g *Gateway) openObject(ctx context.Context, bucket, key string, useCache b
 		if !useCache {
 			return g.openTiered(sf.o)
 		}
+		if g.restoreMode(sf.o) {
+			return nil, errors.E(op, errors.Precondition, object.ErrInvalidObjectState)
+		}
 		if attempt == 2 {
 			return nil, errors.E(op, errors.Transient, "the archived object keeps changing while being recalled")
 		}
-		if err := g.recall(ctx, bucket, key, sf.o); err != nil {
+		if err := g.recall(ctx, bucket, key, sf.o, nil); err != nil {
 			return nil, errors.E(op, err)
 		}
 	}

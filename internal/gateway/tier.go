@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/replica"
@@ -220,12 +221,15 @@ func (g *Gateway) openTiered(o *object.Object) (ObjectReader, error) {
 // recall brings the archived version o of bucket/key back to its holders (a rewrite of
 // the same version in its storage class, read from the tier), then deletes the tier's
 // copy. Concurrent recalls of one version wait for the first.
-func (g *Gateway) recall(ctx context.Context, bucket, key string, o *object.Object) error {
-	id := bucket + "\x00" + key + "\x00" + fmt.Sprint(o.HLC)
+func (g *Gateway) recall(ctx context.Context, bucket, key string, o *object.Object, started chan<- struct{}) error {
+	id := recallID(bucket, key, o.HLC)
 	t := &g.tiers
 	t.mu.Lock()
 	if c, ok := t.inflight[id]; ok {
 		t.mu.Unlock()
+		if started != nil {
+			close(started)
+		}
 		select {
 		case <-c.done:
 			return c.err
@@ -239,6 +243,9 @@ func (g *Gateway) recall(ctx context.Context, bucket, key string, o *object.Obje
 	c := &recallCall{done: make(chan struct{})}
 	t.inflight[id] = c
 	t.mu.Unlock()
+	if started != nil {
+		close(started)
+	}
 	// The recall goes on if the GET that started it goes away: others may wait for it.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
 	c.err = g.recallOnce(rctx, bucket, key, o)
@@ -280,4 +287,69 @@ func (g *Gateway) recallOnce(ctx context.Context, bucket, key string, o *object.
 		g.log.Warn("recall: the tier's copy is left behind", "tier", name, "key", tkey, "err", err)
 	}
 	return nil
+}
+
+// restoreMode reports whether the archived version o is in a tier whose GETs answer
+// InvalidObjectState until a RestoreObject (clustermap.RecallRestore).
+func (g *Gateway) restoreMode(o *object.Object) bool {
+	name, _, ok := o.TierRef()
+	if !ok {
+		return false
+	}
+	t, ok := g.cfg.Maps.Current().Tiers[name]
+	return ok && t.RecallMode() == clustermap.RecallRestore
+}
+
+func recallID(bucket, key string, v uint64) string {
+	return bucket + "\x00" + key + "\x00" + fmt.Sprint(v)
+}
+
+// restoreView is the record a HEAD or a listing shows of o: an archived version of a
+// restore-mode tier reports storage class GLACIER (clients such as aws s3 cp and sync skip
+// it, as they should: a GET would fail), and x-amz-restore while a restore runs.
+func (g *Gateway) restoreView(bucket, key string, o *object.Object) *object.Object {
+	if !g.restoreMode(o) {
+		return o
+	}
+	v := *o
+	v.StorageClass = "GLACIER"
+	g.tiers.mu.Lock()
+	_, running := g.tiers.inflight[recallID(bucket, key, o.HLC)]
+	g.tiers.mu.Unlock()
+	if running {
+		v.Restore = `ongoing-request="true"`
+	}
+	return &v
+}
+
+// RestoreObject starts the recall of bucket/key's current version if it is archived in a
+// tier and returns true; false if it is not archived (restored already, or never archived,
+// whatever its tier's mode). ErrRestoreInProgress while a recall of it runs. The recall
+// runs in the background (S3 answers 202 at once); HEAD shows x-amz-restore meanwhile.
+func (g *Gateway) RestoreObject(ctx context.Context, bucket, key string) (bool, error) {
+	const op errors.Op = "gateway.RestoreObject"
+	o, err := g.StatObject(ctx, bucket, key)
+	if err != nil {
+		return false, errors.E(op, err)
+	}
+	if !o.Tiered() {
+		return false, nil
+	}
+	g.tiers.mu.Lock()
+	_, running := g.tiers.inflight[recallID(bucket, key, o.HLC)]
+	g.tiers.mu.Unlock()
+	if running {
+		return false, errors.E(op, errors.Exist, object.ErrRestoreInProgress)
+	}
+	rec := *o
+	started := make(chan struct{})
+	g.bg.Add(1)
+	go func() {
+		defer g.bg.Done()
+		if err := g.recall(g.closing, bucket, key, &rec, started); err != nil {
+			g.log.Warn("restore failed", "bucket", bucket, "key", key, "err", err)
+		}
+	}()
+	<-started // the recall is registered: a HEAD from now on sees it
+	return true, nil
 }

@@ -124,6 +124,9 @@ type Object struct {
 	// Bypass is a request flag, never stored: a purge or a retention change may override
 	// a GOVERNANCE retention (x-amz-bypass-governance-retention).
 	Bypass bool `json:"-"`
+	// Restore is the x-amz-restore value a HEAD answers, never stored: the gateway sets it
+	// for an archived version of a restore-mode tier being restored (docs/design/tiering.md).
+	Restore string `json:"-"`
 }
 
 // Encryption is how a version's body is encrypted at rest (docs/design/sse.md). The S3
@@ -388,6 +391,11 @@ var (
 	ErrInvalidPart      = errors.New("one or more of the specified parts could not be found or its entity tag did not match")
 	ErrInvalidPartOrder = errors.New("the list of parts was not in ascending order")
 	ErrEntityTooSmall   = errors.New("a part is smaller than the minimum allowed size")
+	// ErrInvalidObjectState: a GET of an archived version of a restore-mode tier
+	// (docs/design/tiering.md), or a RestoreObject of a version that is not archived.
+	ErrInvalidObjectState = errors.New("the operation is not valid for the object's storage class")
+	// ErrRestoreInProgress: a RestoreObject of a version being restored already.
+	ErrRestoreInProgress = errors.New("object restore is already in progress")
 )
 
 // ListOptions selects the entries of a listing.

@@ -212,7 +212,7 @@ var features = []feature{
 	{query, "retention", "GetObjectRetention PutObjectRetention", "", errNI, "object lock: a version's retention"},
 	{query, "legal-hold", "GetObjectLegalHold PutObjectLegalHold", "", errNI, "object lock: a version's legal hold"},
 	{query, "torrent", "", "", errNI, "BitTorrent"},
-	{query, "restore", "", "", errNI, "archive restores"},
+	{query, "restore", "RestoreObject", "", errNI, "RestoreObject of an object archived in a restore-mode tier (Days accepted; the object is local again for good, no expiry; SELECT restores refused)"},
 	{query, "select", "", "", errNI, "SelectObjectContent"},
 	{query, "select-type", "", "", errNI, "SelectObjectContent"},
 	{query, "notification", "", "", errNI, "event notifications"},
@@ -275,6 +275,7 @@ var opNames = []string{
 	"GetObjectLegalHold", "PutObjectLegalHold",
 	"PutBucketEncryption", "GetBucketEncryption", "DeleteBucketEncryption",
 	"PutBucketLifecycleConfiguration", "GetBucketLifecycleConfiguration", "DeleteBucketLifecycle",
+	"RestoreObject",
 	"Unsupported", "Unknown",
 }
 

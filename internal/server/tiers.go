@@ -108,12 +108,6 @@ func (a *adminHandler) addTier(ctx context.Context, t clustermap.Tier) error {
 	if _, err := clustermap.ApplyCommand(m, clustermap.Command{Op: clustermap.OpPutTier, Tier: &t}); err != nil {
 		return err
 	}
-	if t.RecallMode() == clustermap.RecallRestore {
-		// The map keeps the mode (and an s3 tier's default is restore, as issue 20 asks),
-		// but GETs of this build recall every archived object transparently: a tier that
-		// promises InvalidObjectState and RestoreObject is refused until that is built.
-		return errors.Errorf("", errors.Invalid, "tier %s: recall mode restore (RestoreObject, the default of an external tier) is not built yet: add the tier with --recall transparent", t.Name)
-	}
 	if t.Kind == clustermap.TierS3 {
 		if a.box == nil {
 			return errors.E(errors.Precondition, "this node has no secret store")
