@@ -204,7 +204,7 @@ var features = []feature{
 	{query, "policy", "GetBucketPolicy PutBucketPolicy DeleteBucketPolicy", "", errNI, "bucket policies"},
 	{query, "policyStatus", "GetBucketPolicyStatus", "", errNI, "bucket policy status"},
 	{query, "cors", "PutBucketCors GetBucketCors DeleteBucketCors", "", errNI, "bucket CORS configurations; preflight OPTIONS answered from them"},
-	{query, "lifecycle", "PutBucketLifecycleConfiguration GetBucketLifecycleConfiguration DeleteBucketLifecycle", "", errNI, "lifecycle configurations: Expiration (Days, Date, ExpiredObjectDeleteMarker), NoncurrentVersionExpiration, AbortIncompleteMultipartUpload, filters by prefix, tags and size, applied daily by every storage node; x-amz-expiration on PUT, copy, multipart completion, GET and HEAD; Transition is NotImplemented (archive tiers can be defined, nothing migrates to them yet)"},
+	{query, "lifecycle", "PutBucketLifecycleConfiguration GetBucketLifecycleConfiguration DeleteBucketLifecycle", "", errNI, "lifecycle configurations: Expiration (Days, Date, ExpiredObjectDeleteMarker), NoncurrentVersionExpiration, AbortIncompleteMultipartUpload, filters by prefix, tags and size, applied daily by every storage node; x-amz-expiration on PUT, copy, multipart completion, GET and HEAD; Transition is NotImplemented (archive tiers migrate by water marks, not by lifecycle rules yet)"},
 	{query, "replication", "", "", errNI, "bucket replication"},
 	{query, "website", "", "", errNI, "website hosting"},
 	{query, "encryption", "PutBucketEncryption GetBucketEncryption DeleteBucketEncryption", "", errNI, "bucket default encryption: AES256 (SSE-S3) only"},
