@@ -136,6 +136,7 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	secretFile := fs.String("cluster-secret-file", "", "file holding the cluster secret (default: $CAIRN_CLUSTER_SECRET, then DATA/cluster-secret)")
 	fs.DurationVar(&cfg.DownAfter, "down-after", 5*time.Second, "a node silent this long is marked down (reads and writes route around it)")
 	fs.DurationVar(&cfg.OutAfter, "out-after", 10*time.Minute, "a node down this long is marked out and its copies re-created on the others (-1s: never)")
+	fs.DurationVar(&cfg.Store.AccessGranularity, "access-granularity", time.Hour, "how coarse the last-access times that order migration to a tier are (reads are noted in memory and written once per key and period)")
 	fs.DurationVar(&cfg.TierCheck, "tier-check", 30*time.Second, "how often a storage node compares its use with its device class's water marks (and migrates to the tier past the high mark)")
 	fs.DurationVar(&cfg.LifecycleInterval, "lifecycle-interval", 24*time.Hour, "each bucket's S3 lifecycle rules run once per interval on every storage node")
 	fs.DurationVar(&cfg.ScrubInterval, "scrub-interval", 30*24*time.Hour, "every object is read in full and verified once per interval (deep scrub)")

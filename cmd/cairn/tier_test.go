@@ -224,10 +224,11 @@ func checkTierObjects(t *testing.T, c *s3.Client, bucket string, objs []tierObje
 }
 
 // TestTierMigration: a node of device class ssd filled past its high mark (--capacity
-// 4MiB) migrates its oldest objects to a second cairn (an external tier) until it is
-// under its low mark; every object still lists and HEADs with its ETag and metadata
-// (without touching the tier) and reads back identical (transparent recall, which brings
-// the object back and deletes the tier's copy).
+// 4MiB) migrates its least recently used objects to a second cairn (an external tier)
+// until it is under its low mark: the three oldest were read since (access times to the
+// millisecond here), so the next oldest go first; every object still lists and HEADs
+// with its ETag and metadata (without touching the tier) and reads back identical
+// (transparent recall, which brings the object back and deletes the tier's copy).
 func TestTierMigration(t *testing.T) {
 	remote := startProc(t, t.TempDir())
 	ctx := context.Background()
@@ -235,7 +236,7 @@ func TestTierMigration(t *testing.T) {
 	if _, err := rc.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("archive")}); err != nil {
 		t.Fatal(err)
 	}
-	tc := startCluster(t, 1, "--device-class", "ssd", "--capacity", "4MiB", "--tier-check", "100ms")
+	tc := startCluster(t, 1, "--device-class", "ssd", "--capacity", "4MiB", "--tier-check", "100ms", "--access-granularity", "1ms")
 	if out, err := tc.tierAdmin(0, testSecret, "tier", "add", "remote", "--endpoint", remote.URL(), "--bucket", "archive", "--access-key", testAccess, "--recall", "transparent"); err != nil {
 		t.Fatalf("tier add: %v\n%s", err, out)
 	}
@@ -245,6 +246,12 @@ func TestTierMigration(t *testing.T) {
 	keys := make([]string, len(objs))
 	for i, o := range objs {
 		keys[i] = o.key
+	}
+	const read = 3 // the oldest three are read: used more recently than the others
+	for _, o := range objs[:read] {
+		if _, err := getBody(ctx, c, "data", o.key); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if out, err := tc.tierAdmin(0, "", "tier", "marks", "ssd", "--high", "50", "--low", "30", "--tier", "remote"); err != nil {
 		t.Fatalf("tier marks: %v\n%s", err, out)
@@ -269,9 +276,9 @@ func TestTierMigration(t *testing.T) {
 	if len(arch) == 0 || len(arch) == len(objs) || int64(len(arch)) != st.Objects {
 		t.Fatalf("archived %v; status says %d objects", arch, st.Objects)
 	}
-	for i, k := range keys { // the oldest first: the archived keys are the first ones written
-		if arch[k] != (i < len(arch)) {
-			t.Fatalf("archived %v: not the %d oldest", arch, len(arch))
+	for i, k := range keys { // least recently used first: the oldest of those not read
+		if arch[k] != (i >= read && i < read+len(arch)) {
+			t.Fatalf("archived %v: not the %d least recently used (k%03d on)", arch, len(arch), read)
 		}
 	}
 	ro, err := rc.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("archive")})

@@ -142,6 +142,8 @@ type clusterConfig struct {
 	wrap func(from string, r replica.Replica) replica.Replica
 	// tiers is gateway.Config.Tiers (tier_test.go).
 	tiers func(name string) (TierStore, error)
+	// noAccessTimes is gateway.Config.NoAccessTimes.
+	noAccessTimes bool
 }
 
 func testLogger() *slog.Logger {
@@ -214,6 +216,7 @@ func newCluster(tb testing.TB, n int, cfg clusterConfig) *testCluster {
 			Timeout:       cfg.timeout,
 			ObjectCache:   cfg.cache,
 			Tiers:         cfg.tiers,
+			NoAccessTimes: cfg.noAccessTimes,
 			Logger:        testLogger().With("node", id),
 			WrapReplica: func(r replica.Replica) replica.Replica {
 				if cfg.wrap != nil {

@@ -94,8 +94,11 @@ type Config struct {
 	WrapReplica func(replica.Replica) replica.Replica
 	// Tiers returns the external archive tier of that name (tier.go); nil: this node
 	// reaches none (archived versions cannot be read or recalled through it).
-	Tiers  func(name string) (TierStore, error)
-	Logger *slog.Logger
+	Tiers func(name string) (TierStore, error)
+	// NoAccessTimes turns off the noting of client reads' last-access times (store.Touch);
+	// the benchmarks compare with it off.
+	NoAccessTimes bool
+	Logger        *slog.Logger
 }
 
 // Gateway implements the object operations of the S3 API over the cluster.

@@ -245,7 +245,7 @@ func (s *stubFound) Error() string { return "archived in a tier" }
 
 // openCurrent opens bucket/key's current version, as openObject; it answers a stubFound
 // error for an archived version.
-func (g *Gateway) openCurrent(ctx context.Context, bucket, key string, useCache bool) (ObjectReader, error) {
+func (g *Gateway) openCurrent(ctx context.Context, bucket, key string, useCache bool) (_ ObjectReader, err error) {
 	const op errors.Op = "gateway.OpenObject"
 	fill := g.fill
 	if !useCache {
@@ -257,6 +257,17 @@ func (g *Gateway) openCurrent(ctx context.Context, bucket, key string, useCache 
 	cls, ts, err := g.topo.Replicas(bucket, key)
 	if err != nil {
 		return nil, errors.E(op, err)
+	}
+	if useCache && g.cfg.Store != nil && !g.cfg.NoAccessTimes {
+		// A client's read of a key this node holds: its last access, noted in memory and
+		// written in batches (store.Touch), orders migration to a tier (tier.go).
+		holder := false
+		for _, t := range ts {
+			holder = holder || t.ID == g.cfg.NodeID
+		}
+		if holder {
+			defer g.touch(bucket, key, &err)
+		}
 	}
 	r := g.readQuorum(cls, ts)
 	if g.cache != nil && useCache {
@@ -319,4 +330,11 @@ func (g *Gateway) openStriped(o *object.Object, bucket, key string, fill func(Ob
 		return nil, err
 	}
 	return fill(rd, bucket, key), nil
+}
+
+// touch notes a client's read of bucket/key in this node's store, if the read succeeded.
+func (g *Gateway) touch(bucket, key string, err *error) {
+	if *err == nil {
+		g.cfg.Store.Touch(bucket, key, time.Now())
+	}
 }

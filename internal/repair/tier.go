@@ -95,6 +95,11 @@ func (l *Loops) RunTiering(ctx context.Context) {
 	t := time.NewTicker(l.tierTick)
 	defer t.Stop()
 	for {
+		if l.store != nil {
+			if _, err := l.store.FlushAccess(); err != nil {
+				l.log.Warn("tier: cannot write the access times", "err", err)
+			}
+		}
 		l.CollectTierGarbage(ctx)
 		l.TierPass(ctx)
 		select {
@@ -105,11 +110,14 @@ func (l *Loops) RunTiering(ctx context.Context) {
 	}
 }
 
-// tierCandidate is a current version this node is the first live holder of.
+// tierCandidate is a current version this node is the first live holder of; last is
+// its last use (unix ns): its last read as this node noted it, else its write, both
+// truncated to the access granularity.
 type tierCandidate struct {
 	bucket, key string
 	hlc         uint64
 	size        int64
+	last        int64
 }
 
 // TierPass migrates versions to the device class's tier while this node is past its
@@ -161,7 +169,7 @@ func (l *Loops) TierPass(ctx context.Context) int64 {
 			return nil
 		}
 		if l.firstUpHolder(m, tc.Table.Lookup(e.Bucket, e.Key)) {
-			cands = append(cands, tierCandidate{e.Bucket, e.Key, e.HLC, e.Size})
+			cands = append(cands, tierCandidate{bucket: e.Bucket, key: e.Key, hlc: e.HLC, size: e.Size})
 		}
 		return nil
 	})
@@ -169,8 +177,34 @@ func (l *Loops) TierPass(ctx context.Context) int64 {
 		l.tierUpdate(func(p *TierProgress) { p.Err = err.Error() })
 		return 0
 	}
-	// Oldest first: an HLC is the time of its write in its high bits.
-	sort.Slice(cands, func(i, j int) bool { return cands[i].hlc < cands[j].hlc })
+	// Least recently used first: the last read this node noted (store.Touch), else the
+	// write (an HLC is the time of its write, in microseconds, in its high bits), to the
+	// same granularity; the older write first among equals.
+	if _, err := l.store.FlushAccess(); err != nil {
+		l.log.Warn("tier: cannot write the access times", "err", err)
+	}
+	g := int64(l.store.AccessGranularity())
+	times := map[string]map[string]int64{}
+	for i := range cands {
+		c := &cands[i]
+		at, ok := times[c.bucket]
+		if !ok {
+			if at, err = l.store.AccessTimes(c.bucket); err != nil {
+				l.log.Warn("tier: cannot read the access times", "bucket", c.bucket, "err", err)
+			}
+			times[c.bucket] = at
+		}
+		c.last = int64(c.hlc>>12) * 1000 / g * g
+		if t, ok := at[c.key]; ok && t > c.last {
+			c.last = t
+		}
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		if cands[i].last != cands[j].last {
+			return cands[i].last < cands[j].last
+		}
+		return cands[i].hlc < cands[j].hlc
+	})
 	pace := l.pacer()
 	var done int64
 	var lastErr error

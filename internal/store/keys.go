@@ -19,6 +19,8 @@ const (
 	// pfxTierGC holds the tier copies of archived versions this store's records no longer
 	// name (a newer version, a delete or a purge replaced the stub): T/<tier>\x00<key>.
 	pfxTierGC = "T/"
+	// pfxAccess holds the last-access times of objects (Touch): A/<bucket>\x00<key>.
+	pfxAccess = "A/"
 )
 
 func bucketKey(bucket string) []byte { return append([]byte(pfxBucket), bucket...) }
