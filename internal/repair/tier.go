@@ -110,6 +110,10 @@ func (l *Loops) RunTiering(ctx context.Context) {
 	}
 }
 
+// tierMaxFailures is how many migrations in a row may fail before a run gives up until
+// the next tick (each failed attempt may have read the object once).
+const tierMaxFailures = 8
+
 // tierCandidate is a current version this node is the first live holder of; last is
 // its last use (unix ns): its last read as this node noted it, else its write, both
 // truncated to the access granularity.
@@ -208,8 +212,9 @@ func (l *Loops) TierPass(ctx context.Context) int64 {
 	pace := l.pacer()
 	var done int64
 	var lastErr error
+	failed := 0 // in a row: a tier that does not answer ends the run (the next tick retries)
 	for _, c := range cands {
-		if ctx.Err() != nil || l.usedBytes() <= low {
+		if ctx.Err() != nil || l.usedBytes() <= low || failed >= tierMaxFailures {
 			break
 		}
 		if m := l.maps.Current(); m.WaterMarks[self.DeviceClass].Paused {
@@ -242,6 +247,9 @@ func (l *Loops) TierPass(ctx context.Context) int64 {
 		l.tier.mu.Unlock()
 		if err != nil {
 			lastErr = err
+			failed++
+		} else {
+			failed = 0
 		}
 	}
 	if lastErr != nil {
