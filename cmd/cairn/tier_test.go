@@ -415,6 +415,10 @@ func TestTierRestore(t *testing.T) {
 	if err != nil || h.StorageClass != "GLACIER" || aws.ToString(h.ETag) != o.etag || h.Restore != nil {
 		t.Fatalf("head of the archived object: %+v, %v; want GLACIER, its ETag, no x-amz-restore", h, err)
 	}
+	lo, err := c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("data"), Prefix: aws.String(o.key)})
+	if err != nil || len(lo.Contents) != 1 || lo.Contents[0].StorageClass != types.ObjectStorageClassGlacier || aws.ToString(lo.Contents[0].ETag) != o.etag {
+		t.Fatalf("list of the archived object: %+v, %v; want GLACIER and its ETag", lo, err)
+	}
 	_, err = getBody(ctx, c, "data", o.key)
 	if code := s3Code(err); code != "InvalidObjectState" {
 		t.Fatalf("get before the restore: %v (%s), want InvalidObjectState", err, code)
