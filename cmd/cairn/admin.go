@@ -54,7 +54,8 @@ Commands:
                          changed, unless the endpoint answers for the bucket with the key
   tier add NAME --class CLASS [--recall transparent|restore]
                          add a device-class tier: a storage class restricted to a device class
-  tier list | tier remove NAME
+  tier list | tier remove NAME [--force]
+                         (remove refuses a tier whose bucket still holds objects, unless --force)
   tier marks DEVICE-CLASS --high H --low L --tier NAME [--pause] | --clear
                          a device class's water marks (percent of its nodes' --capacity)
   tier status            per device class with marks: capacity, used, bytes over the marks

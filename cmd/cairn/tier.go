@@ -22,7 +22,7 @@ const tierUsage = `admin: usage:
         (the secret key from $CAIRN_TIER_SECRET_KEY or --secret-key-file F)
   cairn admin tier add NAME --class CLASS [--recall transparent|restore]
   cairn admin tier list
-  cairn admin tier remove NAME
+  cairn admin tier remove NAME [--force]
   cairn admin tier marks DEVICE-CLASS --high H --low L --tier NAME [--pause]
   cairn admin tier marks DEVICE-CLASS --clear
   cairn admin tier status`
@@ -47,9 +47,13 @@ func (c *adminClient) tierCmd(stdout io.Writer, box *secrets.Box, args []string,
 			return err
 		}
 		return printTierStatus(stdout, ts, asJSON)
-	case args[0] == "remove" && len(args) == 2:
+	case args[0] == "remove" && (len(args) == 2 || len(args) == 3 && args[2] == "--force"):
+		q := "tier/remove?name=" + urlQuery(args[1])
+		if len(args) == 3 {
+			q += "&force=true"
+		}
 		var ts []server.TierInfo
-		if err := c.do(http.MethodPost, "tier/remove?name="+urlQuery(args[1]), &ts); err != nil {
+		if err := c.do(http.MethodPost, q, &ts); err != nil {
 			return err
 		}
 		if !asJSON {

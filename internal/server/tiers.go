@@ -74,6 +74,11 @@ func (a *adminHandler) tierAction(r *http.Request, action string) (any, error) {
 		}
 		return tierList(a.mgr.Current()), nil
 	case action == "remove" && post:
+		if q.Get("force") != "true" {
+			if err := a.tierEmpty(ctx, q.Get("name")); err != nil {
+				return nil, err
+			}
+		}
 		if _, err := a.apply.Apply(ctx, clustermap.Command{Op: clustermap.OpRemoveTier, Name: q.Get("name")}); err != nil {
 			return nil, err
 		}
@@ -190,4 +195,35 @@ func (a *adminHandler) tierStatus(ctx context.Context) []TierStatus {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].DeviceClass < out[j].DeviceClass })
 	return out
+}
+
+// tierEmpty refuses the removal of an external tier whose bucket still holds objects
+// (archived versions whose stubs would point at a tier the map no longer has) or that
+// cannot be asked.
+func (a *adminHandler) tierEmpty(ctx context.Context, name string) error {
+	t, ok := a.mgr.Current().Tiers[name]
+	if !ok || t.Kind != clustermap.TierS3 {
+		return nil // the state machine answers for an unknown tier; a class tier holds nothing of its own
+	}
+	if a.box == nil {
+		return errors.E(errors.Precondition, "this node has no secret store")
+	}
+	sk, err := a.box.Open(secrets.TierKey, t.Name, t.Secret)
+	if err != nil {
+		return err
+	}
+	c, err := tier.New(tier.Config{Endpoint: t.Endpoint, Bucket: t.Bucket, Region: t.Region, AccessKey: t.AccessKey, SecretKey: string(sk), HeaderTimeout: probeTimeout})
+	if err != nil {
+		return err
+	}
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	empty, err := c.Empty(pctx)
+	switch {
+	case err != nil:
+		return errors.Errorf("", errors.Precondition, "tier %s not removed: cannot tell whether it still holds archived objects (%v); --force removes it anyway", name, err)
+	case !empty:
+		return errors.Errorf("", errors.Precondition, "tier %s not removed: its bucket %s still holds objects (archived versions would be unreadable: read them to recall them first); --force removes it anyway", name, t.Bucket)
+	}
+	return nil
 }

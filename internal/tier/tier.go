@@ -233,6 +233,32 @@ func (c *Client) GetRange(ctx context.Context, key string, off, n int64) (io.Rea
 	return resp.Body, nil
 }
 
+// Empty reports whether the tier's bucket holds no object (a ListObjectsV2 of one key).
+func (c *Client) Empty(ctx context.Context) (bool, error) {
+	const op errors.Op = "tier.Empty"
+	u := *c.base
+	u.Path = "/" + c.cfg.Bucket
+	u.RawQuery = "list-type=2&max-keys=1"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return false, errors.E(op, errors.Invalid, err)
+	}
+	sigv4.SignRequest(req, c.cfg.AccessKey, c.cfg.SecretKey, c.cfg.Region, "", c.cfg.Now())
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return false, errors.E(op, errors.Transient, fmt.Errorf("tier endpoint %s does not answer: %w", c.base.Host, err))
+	}
+	if resp.StatusCode != http.StatusOK {
+		return false, errors.E(op, c.statusError("list", resp))
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return false, errors.E(op, errors.Transient, err)
+	}
+	return !strings.Contains(string(b), "<Contents>"), nil
+}
+
 // Delete removes key; a key that is not there is not an error (S3 answers 204 either way).
 func (c *Client) Delete(ctx context.Context, key string) error {
 	const op errors.Op = "tier.Delete"

@@ -81,8 +81,14 @@ func TestClient(t *testing.T) {
 	if _, _, err := c.Get(ctx, "bad"); !errors.Is(errors.NotExist, err) {
 		t.Fatalf("get of the refused put: %v, want NotExist", err)
 	}
+	if empty, err := c.Empty(ctx); err != nil || empty {
+		t.Fatalf("empty with an object: %v, %v", empty, err)
+	}
 	if err := c.Delete(ctx, "b/k 1"); err != nil {
 		t.Fatalf("delete: %v", err)
+	}
+	if empty, err := c.Empty(ctx); err != nil || !empty {
+		t.Fatalf("empty without objects: %v, %v", empty, err)
 	}
 	if err := c.Delete(ctx, "b/k 1"); err != nil {
 		t.Fatalf("delete again: %v", err)
