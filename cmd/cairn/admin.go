@@ -48,6 +48,17 @@ Commands:
                          versions removed, delete markers removed, uploads aborted, versions
                          Object Lock kept, errors)
   lifecycle run          start a round of every bucket's rules now on every storage node
+  tier add NAME --endpoint URL --bucket B --access-key AK [--region R] [--recall transparent|restore]
+                         add an external S3 archive tier (secret key from $CAIRN_TIER_SECRET_KEY or
+                         --secret-key-file; sealed in the map, never printed); refused, nothing
+                         changed, unless the endpoint answers for the bucket with the key
+  tier add NAME --class CLASS [--recall transparent|restore]
+                         add a device-class tier: a storage class restricted to a device class
+  tier list | tier remove NAME [--force]
+                         (remove refuses a tier whose bucket still holds objects, unless --force)
+  tier marks DEVICE-CLASS --high H --low L --tier NAME [--pause] | --clear
+                         a device class's water marks (percent of its nodes' --capacity)
+  tier status            per device class with marks: capacity, used, bytes over the marks
   class create|set NAME (--replicas N [--w W] [--r R] [--d D] | --ec K+M [--w W])
                    [--device-class C] [--s3-names A,B] [--chunk-size S]
                          define or change a storage class: N copies, or an erasure code of K data
@@ -278,6 +289,8 @@ func runAdmin(args []string, stdout, stderr io.Writer) error {
 		return c.internodeCmd(stdout, rest, *asJSON)
 	case "lifecycle":
 		return c.lifecycleCmd(stdout, rest, *asJSON)
+	case "tier":
+		return c.tierCmd(stdout, box, rest, *asJSON)
 	case "scrub":
 		if len(rest) < 1 || len(rest) > 2 {
 			return fmt.Errorf("admin: usage: cairn admin scrub start|pause|status [NODE]")

@@ -119,6 +119,7 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.NBDListen, "nbd-listen", "", "serve block volumes over NBD on this address (off by default; e.g. 127.0.0.1:10809); an address that is not loopback needs --nbd-allow")
 	nbdAllow := fs.String("nbd-allow", "", "comma-separated networks (CIDR) NBD clients may connect from besides loopback (NBD has no authentication)")
 	domains := fs.String("domain", "localhost", "comma-separated base domains for virtual-host-style requests (bucket.DOMAIN)")
+	capacity := fs.String("capacity", "", "capacity of this node's storage the device class's water marks refer to (e.g. 500GiB; default: the data disk's size)")
 	cacheSize := fs.String("cache-size", "64MiB", "index block cache (bounds the metadata memory; e.g. 16MiB, 1GiB)")
 	objectCache := fs.String("object-cache", "64MiB", "gateway object cache: memory for the bodies of small (up to 1 MiB) hot objects, served after a version check with the read quorum (0: off)")
 	segmentSize := fs.String("segment-size", "256MiB", "size at which a segment file is sealed (compaction granularity)")
@@ -135,6 +136,8 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	secretFile := fs.String("cluster-secret-file", "", "file holding the cluster secret (default: $CAIRN_CLUSTER_SECRET, then DATA/cluster-secret)")
 	fs.DurationVar(&cfg.DownAfter, "down-after", 5*time.Second, "a node silent this long is marked down (reads and writes route around it)")
 	fs.DurationVar(&cfg.OutAfter, "out-after", 10*time.Minute, "a node down this long is marked out and its copies re-created on the others (-1s: never)")
+	fs.DurationVar(&cfg.Store.AccessGranularity, "access-granularity", time.Hour, "how coarse the last-access times that order migration to a tier are (reads are noted in memory and written once per key and period)")
+	fs.DurationVar(&cfg.TierCheck, "tier-check", 30*time.Second, "how often a storage node compares its use with its device class's water marks (and migrates to the tier past the high mark)")
 	fs.DurationVar(&cfg.LifecycleInterval, "lifecycle-interval", 24*time.Hour, "each bucket's S3 lifecycle rules run once per interval on every storage node")
 	fs.DurationVar(&cfg.ScrubInterval, "scrub-interval", 30*24*time.Hour, "every object is read in full and verified once per interval (deep scrub)")
 	scrubRate := fs.String("scrub-rate", "32MiB", "deep scrub pace in bytes per second (0: unpaced)")
@@ -193,6 +196,13 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	}
 	if cfg.RecoveryRate == 0 {
 		cfg.RecoveryRate = -1 // unlimited
+	}
+	if *capacity != "" {
+		v, err := parseSize(*capacity)
+		if err != nil || v <= 0 {
+			return fmt.Errorf("server: bad --capacity %q (want e.g. 500GiB)", *capacity)
+		}
+		cfg.Capacity = v
 	}
 	cache, err := parseSize(*cacheSize)
 	if err != nil || cache < 1<<20 {

@@ -48,6 +48,9 @@ type Command struct {
 	Internode *InternodeTLS `json:"internode,omitempty"`
 	// Target is OpPutNotifyTarget's target (notify.go).
 	Target *NotifyTarget `json:"target,omitempty"`
+	// Tier and Marks are the tier commands' (tiers.go).
+	Tier  *Tier       `json:"tier,omitempty"`
+	Marks *WaterMarks `json:"marks,omitempty"`
 }
 
 // The command operations.
@@ -85,6 +88,8 @@ type Command struct {
 //     described in notify.go.
 //   - OpRaiseLevel (Level): raises Map.Level to Level; Invalid if Level is not above
 //     it (the level never goes down).
+//   - The tier commands (OpPutTier, OpRemoveTier, OpSetWaterMarks) are described in
+//     tiers.go.
 //   - OpSetInternodeTLS (Internode): sets the cluster's internode TLS. Invalid without a
 //     CA, with one over MaxInternodeCA bytes, with another CA than the one set, or
 //     turning Required off once it is on.
@@ -326,6 +331,10 @@ func applyCommand(m *Map, c Command) (*Map, error) {
 	case OpCreateVolume, OpResizeVolume, OpAttachVolume, OpDetachVolume, OpDeleteVolume,
 		OpSnapshotVolume, OpCloneVolume, OpRollbackVolume, OpDeleteSnapshot, OpReclaimDone:
 		if err := applyVolumeCommand(nm, c); err != nil {
+			return nil, err
+		}
+	case OpPutTier, OpRemoveTier, OpSetWaterMarks:
+		if err := applyTierCommand(nm, c); err != nil {
 			return nil, err
 		}
 	case OpSetInternodeTLS:

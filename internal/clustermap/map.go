@@ -233,6 +233,10 @@ type Map struct {
 	// Targets are the bucket-notification targets by name (notify.go). Never modified in
 	// place: a command replaces the map.
 	Targets map[string]NotifyTarget `json:"targets,omitempty"`
+	// Tiers are the archive tiers by name, WaterMarks the device classes' water marks by
+	// device class (tiers.go); both nil when empty.
+	Tiers      map[string]Tier       `json:"tiers,omitempty"`
+	WaterMarks map[string]WaterMarks `json:"water_marks,omitempty"`
 }
 
 // InternodeTLS is the cluster's internode mutual TLS: the CA every node certificate
@@ -315,6 +319,18 @@ func (m *Map) Clone() *Map {
 	if m.Internode != nil {
 		it := *m.Internode
 		c.Internode = &it
+	}
+	if m.Tiers != nil {
+		c.Tiers = make(map[string]Tier, len(m.Tiers))
+		for k, v := range m.Tiers {
+			c.Tiers[k] = v
+		}
+	}
+	if m.WaterMarks != nil {
+		c.WaterMarks = make(map[string]WaterMarks, len(m.WaterMarks))
+		for k, v := range m.WaterMarks {
+			c.WaterMarks[k] = v
+		}
 	}
 	return c
 }

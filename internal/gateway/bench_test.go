@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"os"
 	"runtime"
 	"strconv"
 	"testing"
@@ -30,10 +31,20 @@ func benchGateways(b *testing.B) []struct {
 	}
 	c := newCluster(b, 3, clusterConfig{class: clustermap.Class{N: 3, W: 2, R: 1, D: 2}})
 	c.createBucket("bench")
-	return []struct {
+	gws := []struct {
 		name string
 		g    *Gateway
 	}{{"local", local}, {"cluster3", c.nodes[0].gw}}
+	if os.Getenv("CAIRN_BENCH_NOATIME") != "" {
+		// The same cluster without access times: the cost of noting them (tiering).
+		c2 := newCluster(b, 3, clusterConfig{class: clustermap.Class{N: 3, W: 2, R: 1, D: 2}, noAccessTimes: true})
+		c2.createBucket("bench")
+		gws = append(gws, struct {
+			name string
+			g    *Gateway
+		}{"cluster3-noatime", c2.nodes[0].gw})
+	}
+	return gws
 }
 
 func BenchmarkPut4KiB(b *testing.B) {

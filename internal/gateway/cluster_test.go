@@ -142,6 +142,10 @@ type clusterConfig struct {
 	wrap func(from string, r replica.Replica) replica.Replica
 	// store, if set, adjusts node i's store configuration before it opens.
 	store func(i int, sc *store.Config)
+	// tiers is gateway.Config.Tiers (tier_test.go).
+	tiers func(name string) (TierStore, error)
+	// noAccessTimes is gateway.Config.NoAccessTimes.
+	noAccessTimes bool
 }
 
 func testLogger() *slog.Logger {
@@ -217,6 +221,8 @@ func newCluster(tb testing.TB, n int, cfg clusterConfig) *testCluster {
 			StragglerWait: cfg.straggler,
 			Timeout:       cfg.timeout,
 			ObjectCache:   cfg.cache,
+			Tiers:         cfg.tiers,
+			NoAccessTimes: cfg.noAccessTimes,
 			Logger:        testLogger().With("node", id),
 			WrapReplica: func(r replica.Replica) replica.Replica {
 				if cfg.wrap != nil {

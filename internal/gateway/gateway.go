@@ -92,7 +92,13 @@ type Config struct {
 	// WrapReplica, if set, wraps every replica the gateway talks to (tests inject faults
 	// with replica.Faulty).
 	WrapReplica func(replica.Replica) replica.Replica
-	Logger      *slog.Logger
+	// Tiers returns the external archive tier of that name (tier.go); nil: this node
+	// reaches none (archived versions cannot be read or recalled through it).
+	Tiers func(name string) (TierStore, error)
+	// NoAccessTimes turns off the noting of client reads' last-access times (store.Touch);
+	// the benchmarks compare with it off.
+	NoAccessTimes bool
+	Logger        *slog.Logger
 }
 
 // Gateway implements the object operations of the S3 API over the cluster.
@@ -121,6 +127,8 @@ type Gateway struct {
 	cache *objectCache
 	// leases is this node's table of leases on keys (conditional.go).
 	leases *replica.Leases
+	// tiers counts tier work and joins concurrent recalls (tier.go).
+	tiers tierState
 }
 
 // New returns a Gateway.

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	stderrors "errors"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
@@ -202,7 +203,7 @@ func (g *Gateway) StatObject(ctx context.Context, bucket, key string) (*object.O
 	if o == nil || o.Deleted {
 		return nil, goneErr(op, o)
 	}
-	return o, nil
+	return g.restoreView(bucket, key, o), nil
 }
 
 // OpenObject opens bucket/key's newest version among a read quorum of replicas.
@@ -211,8 +212,40 @@ func (g *Gateway) OpenObject(ctx context.Context, bucket, key string) (ObjectRea
 }
 
 // openObject is OpenObject; useCache false bypasses the object cache (neither served
-// from it nor filling it), for background passes that read many objects once.
+// from it nor filling it), for background passes that read many objects once. An
+// archived version (a stub, tier.go) is streamed from its tier for a background pass and
+// recalled for a client's read, which then reads the recalled copy.
 func (g *Gateway) openObject(ctx context.Context, bucket, key string, useCache bool) (ObjectReader, error) {
+	const op errors.Op = "gateway.OpenObject"
+	for attempt := 0; ; attempt++ {
+		rd, err := g.openCurrent(ctx, bucket, key, useCache)
+		var sf *stubFound
+		if !stderrors.As(err, &sf) {
+			return rd, err
+		}
+		if !useCache {
+			return g.openTiered(sf.o)
+		}
+		if g.restoreMode(sf.o) {
+			return nil, errors.E(op, errors.Precondition, object.ErrInvalidObjectState)
+		}
+		if attempt == 2 {
+			return nil, errors.E(op, errors.Transient, "the archived object keeps changing while being recalled")
+		}
+		if err := g.recall(ctx, bucket, key, sf.o, nil); err != nil {
+			return nil, errors.E(op, err)
+		}
+	}
+}
+
+// stubFound is openStriped's answer for an archived version's record.
+type stubFound struct{ o *object.Object }
+
+func (s *stubFound) Error() string { return "archived in a tier" }
+
+// openCurrent opens bucket/key's current version, as openObject; it answers a stubFound
+// error for an archived version.
+func (g *Gateway) openCurrent(ctx context.Context, bucket, key string, useCache bool) (_ ObjectReader, err error) {
 	const op errors.Op = "gateway.OpenObject"
 	fill := g.fill
 	if !useCache {
@@ -224,6 +257,17 @@ func (g *Gateway) openObject(ctx context.Context, bucket, key string, useCache b
 	cls, ts, err := g.topo.Replicas(bucket, key)
 	if err != nil {
 		return nil, errors.E(op, err)
+	}
+	if useCache && g.cfg.Store != nil && !g.cfg.NoAccessTimes {
+		// A client's read of a key this node holds: its last access, noted in memory and
+		// written in batches (store.Touch), orders migration to a tier (tier.go).
+		holder := false
+		for _, t := range ts {
+			holder = holder || t.ID == g.cfg.NodeID
+		}
+		if holder {
+			defer g.touch(bucket, key, &err)
+		}
 	}
 	r := g.readQuorum(cls, ts)
 	if g.cache != nil && useCache {
@@ -275,11 +319,22 @@ func (g *Gateway) openObject(ctx context.Context, bucket, key string, useCache b
 	return nil, errors.E(op, errors.Transient, "the object keeps changing while being read")
 }
 
-// openStriped opens an erasure-coded object's stripes (through the cache's filler).
+// openStriped opens an erasure-coded object's stripes (through the cache's filler); for
+// an archived version's record it answers a stubFound error.
 func (g *Gateway) openStriped(o *object.Object, bucket, key string, fill func(ObjectReader, string, string) ObjectReader) (ObjectReader, error) {
+	if o.Tiered() {
+		return nil, &stubFound{o: o}
+	}
 	rd, err := g.ec.Open(o, bucket, key)
 	if err != nil {
 		return nil, err
 	}
 	return fill(rd, bucket, key), nil
+}
+
+// touch notes a client's read of bucket/key in this node's store, if the read succeeded.
+func (g *Gateway) touch(bucket, key string, err *error) {
+	if *err == nil {
+		g.cfg.Store.Touch(bucket, key, time.Now())
+	}
 }

@@ -15,6 +15,20 @@ import (
 // out. A page is complete up to the smallest last entry of the nodes whose answers were
 // truncated; pages that come out short because of tombstones are topped up.
 func (g *Gateway) List(ctx context.Context, bucket string, opts object.ListOptions) (*object.ListResult, error) {
+	res, err := g.list(ctx, bucket, opts)
+	if err != nil {
+		return nil, err
+	}
+	// Archived objects of a restore-mode tier list as GLACIER, as HEAD says (tier.go).
+	for i, e := range res.Objects {
+		if e.Object != nil && e.Object.Tiered() {
+			res.Objects[i].Object = g.restoreView(bucket, e.Key, e.Object)
+		}
+	}
+	return res, nil
+}
+
+func (g *Gateway) list(ctx context.Context, bucket string, opts object.ListOptions) (*object.ListResult, error) {
 	const op errors.Op = "gateway.List"
 	if err := g.ensureBucket(ctx, bucket); err != nil {
 		return nil, errors.E(op, err)

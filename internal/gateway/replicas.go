@@ -56,7 +56,9 @@ func (g *Gateway) Replicas(ctx context.Context, bucket, key string) ([]ReplicaSt
 			out[i].HLC, out[i].ETag, out[i].Size, out[i].Deleted, out[i].Class = o.HLC, o.ETag, o.Size, o.Deleted, o.StorageClass
 			out[i].MetaHLC, out[i].Tags = o.MetaHLC, len(o.Tags)
 			out[i].Layout = "copy"
-			if o.Striped {
+			if name, _, ok := o.TierRef(); ok {
+				out[i].Layout = "archived in tier " + name
+			} else if o.Striped {
 				out[i].Layout = fmt.Sprintf("EC %d+%d", o.Stripe.K, o.Stripe.M)
 				if o.Stripe.K == 1 {
 					out[i].Layout = fmt.Sprintf("%d copies of %d KiB chunks", o.Stripe.M+1, o.Stripe.Size>>10)

@@ -89,6 +89,9 @@ func (g *Gateway) OpenVersion(ctx context.Context, bucket, key string, hlc uint6
 		case o.Deleted:
 			rd.Close()
 			return nil, errors.E(op, errors.NotExist, &object.DeleteMarkerError{Marker: o})
+		case o.Tiered():
+			rd.Close()
+			return g.openTiered(o) // an archived version read by its id streams from the tier
 		case o.Striped:
 			rd.Close()
 			return g.openStriped(o, bucket, key, func(rd ObjectReader, _, _ string) ObjectReader { return rd })

@@ -65,7 +65,7 @@ type Rule struct {
 	Expiration                     *Expiration                     `xml:"Expiration"`
 	NoncurrentVersionExpiration    *NoncurrentVersionExpiration    `xml:"NoncurrentVersionExpiration"`
 	AbortIncompleteMultipartUpload *AbortIncompleteMultipartUpload `xml:"AbortIncompleteMultipartUpload"`
-	// Transitions are decoded only to be refused (no archive tier exists yet).
+	// Transitions are decoded only to be refused (nothing migrates to archive tiers yet).
 	Transitions           []xml.Name `xml:"Transition"`
 	NoncurrentTransitions []xml.Name `xml:"NoncurrentVersionTransition"`
 }
@@ -184,7 +184,7 @@ func (rl *Rule) validate() error {
 		return malformed() // exactly one of the legacy Prefix and Filter
 	}
 	if len(rl.Transitions) > 0 || len(rl.NoncurrentTransitions) > 0 {
-		return &Error{501, "NotImplemented", "Lifecycle transitions are not implemented: cairn has no archive tier yet; use Expiration, NoncurrentVersionExpiration or AbortIncompleteMultipartUpload"}
+		return &Error{501, "NotImplemented", "Lifecycle transitions are not implemented: cairn migrates objects to archive tiers by water marks, not by lifecycle rules yet; use Expiration, NoncurrentVersionExpiration or AbortIncompleteMultipartUpload"}
 	}
 	if rl.Expiration == nil && rl.NoncurrentVersionExpiration == nil && rl.AbortIncompleteMultipartUpload == nil {
 		return invalidReq("At least one action needs to be specified in a rule")

@@ -124,6 +124,9 @@ type Object struct {
 	// Bypass is a request flag, never stored: a purge or a retention change may override
 	// a GOVERNANCE retention (x-amz-bypass-governance-retention).
 	Bypass bool `json:"-"`
+	// Restore is the x-amz-restore value a HEAD answers, never stored: the gateway sets it
+	// for an archived version of a restore-mode tier being restored (docs/design/tiering.md).
+	Restore string `json:"-"`
 }
 
 // Encryption is how a version's body is encrypted at rest (docs/design/sse.md). The S3
@@ -388,6 +391,11 @@ var (
 	ErrInvalidPart      = errors.New("one or more of the specified parts could not be found or its entity tag did not match")
 	ErrInvalidPartOrder = errors.New("the list of parts was not in ascending order")
 	ErrEntityTooSmall   = errors.New("a part is smaller than the minimum allowed size")
+	// ErrInvalidObjectState: a GET of an archived version of a restore-mode tier
+	// (docs/design/tiering.md), or a RestoreObject of a version that is not archived.
+	ErrInvalidObjectState = errors.New("the operation is not valid for the object's storage class")
+	// ErrRestoreInProgress: a RestoreObject of a version being restored already.
+	ErrRestoreInProgress = errors.New("object restore is already in progress")
 )
 
 // ListOptions selects the entries of a listing.
@@ -613,4 +621,34 @@ type PartsPage struct {
 	Parts     []Part
 	Truncated bool
 	End       *UploadEnd
+}
+
+// TierLayout starts the Stripe.Upload tag of an archived version's record (a stub,
+// docs/design/tiering.md): its bytes are not on this cluster's nodes but in an archive
+// tier, under the key after the tier's name ("tier:<tier>:<key in the tier>"). The record
+// is a striped one of one shard and no parity (no body here, Size the object's), so a
+// build that does not know stubs finds no shards and fails the read, never serving
+// other bytes.
+const TierLayout = "tier:"
+
+// TierStub returns the stripe layout of a stub of a size-byte object kept in tier under
+// key.
+func TierStub(tier, key string, size int64) Stripe {
+	return Stripe{K: 1, Size: max(size, 1), Upload: TierLayout + tier + ":" + key}
+}
+
+// TierRef returns the tier and the key in it of an archived version's record; ok is false
+// for any other record.
+func (o *Object) TierRef() (tier, key string, ok bool) {
+	if !o.Striped || !strings.HasPrefix(o.Stripe.Upload, TierLayout) {
+		return "", "", false
+	}
+	tier, key, ok = strings.Cut(o.Stripe.Upload[len(TierLayout):], ":")
+	return tier, key, ok && tier != "" && key != ""
+}
+
+// Tiered reports whether o is an archived version's record (a stub).
+func (o *Object) Tiered() bool {
+	_, _, ok := o.TierRef()
+	return ok
 }

@@ -261,6 +261,9 @@ const (
 // replace rewrites bucket/key (this node's record o of it) into the class pol chooses,
 // if that differs from how it is stored.
 func (l *Loops) replace(ctx context.Context, pol *policy.Policy, bucket, key string, o *object.Object, ts []topology.Target, pace waiter) (replaceOutcome, error) {
+	if o.Tiered() {
+		return kept, nil // archived: it is re-placed when it is recalled
+	}
 	name, _ := pol.Evaluate(policy.Object{Key: key, Size: o.Size, ContentType: o.ContentType})
 	if name == "" {
 		return kept, nil // no rule and no default: the object stays where it is

@@ -66,6 +66,12 @@ type Coordinator interface {
 	// ListVersions lists a bucket's versions as S3 clients see them: every storage node's
 	// records merged (gateway.Gateway.ListVersions).
 	ListVersions(ctx context.Context, bucket string, opts object.VersionListOptions) (*object.VersionList, error)
+	// Migrate archives version v of bucket/key in the external tier named tier
+	// (gateway.Gateway.Migrate): the bytes moved, 0 if there was nothing to do.
+	Migrate(ctx context.Context, bucket, key string, v uint64, tier string) (int64, error)
+	// DeleteTierCopy deletes an archived version's copy from its tier (absent is not an
+	// error; NotExist if the tier is not in the map).
+	DeleteTierCopy(ctx context.Context, tier, key string) error
 }
 
 // Config configures the Loops of one node.
@@ -100,6 +106,9 @@ type Config struct {
 	// (default DefaultLifecycleInterval, a day); LifecycleTick how often the runner
 	// looks for a bucket that is due (default a minute, at most the interval).
 	LifecycleInterval, LifecycleTick time.Duration
+	// TierTick is how often the node compares its use with its device class's water
+	// marks (default 30 s; tier.go).
+	TierTick time.Duration
 }
 
 // Loops is the repair work of one node. Its Run methods each run one loop until their
@@ -127,6 +136,9 @@ type Loops struct {
 	lcInterval, lcTick time.Duration
 	lcRetry            time.Duration
 	lcPage             int // versions a round reads at once (lifecyclePage; tests make it small)
+	// tier is the migration's state (tier.go).
+	tier     tierState
+	tierTick time.Duration
 }
 
 // New returns the Loops of a node.
@@ -150,7 +162,10 @@ func New(cfg Config) *Loops {
 		cfg.LifecycleTick = time.Minute
 	}
 	cfg.LifecycleTick = min(cfg.LifecycleTick, cfg.LifecycleInterval)
-	return &Loops{now: cfg.Now, lcInterval: cfg.LifecycleInterval, lcTick: cfg.LifecycleTick, lcRetry: min(cfg.LifecycleInterval/10, 10*time.Minute), lcPage: lifecyclePage, lc: lifecycleState{runNow: make(chan struct{}, 1)}, self: cfg.NodeID, store: cfg.Store, maps: cfg.Maps, topo: cfg.Topology, replica: cfg.Replica, stripes: cfg.Stripes,
+	if cfg.TierTick <= 0 {
+		cfg.TierTick = 30 * time.Second
+	}
+	return &Loops{tierTick: cfg.TierTick, now: cfg.Now, lcInterval: cfg.LifecycleInterval, lcTick: cfg.LifecycleTick, lcRetry: min(cfg.LifecycleInterval/10, 10*time.Minute), lcPage: lifecyclePage, lc: lifecycleState{runNow: make(chan struct{}, 1)}, self: cfg.NodeID, store: cfg.Store, maps: cfg.Maps, topo: cfg.Topology, replica: cfg.Replica, stripes: cfg.Stripes,
 		coord: cfg.Coordinator, hints: cfg.Hints, clock: cfg.Clock, timeout: cfg.Timeout, log: cfg.Logger.With("component", "repair"),
 		budget: cfg.Budget}
 }

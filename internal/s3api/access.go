@@ -63,7 +63,7 @@ var opAccess = map[string]struct {
 	"GetObjectLegalHold": {needRead, "s3:GetObjectLegalHold"}, "PutObjectLegalHold": {needWrite, "s3:PutObjectLegalHold"},
 	"ListObjects": {needRead, "s3:ListBucket"}, "ListObjectsV2": {needRead, "s3:ListBucket"},
 	"ListObjectVersions": {needRead, "s3:ListBucketVersions"}, "ListMultipartUploads": {needRead, "s3:ListBucketMultipartUploads"},
-	"GetObject": {needRead, "s3:GetObject"}, "HeadObject": {needRead, "s3:GetObject"},
+	"GetObject": {needRead, "s3:GetObject"}, "HeadObject": {needRead, "s3:GetObject"}, "RestoreObject": {needWrite, "s3:RestoreObject"},
 	"GetObjectAttributes": {needRead, "s3:GetObjectAttributes"}, "GetObjectTagging": {needRead, "s3:GetObjectTagging"},
 	"PutObject": {needWrite, "s3:PutObject"}, "CopyObject": {needWrite, "s3:PutObject"}, "PostObject": {needWrite, "s3:PutObject"},
 	"DeleteObject":     {needWrite, "s3:DeleteObject"},

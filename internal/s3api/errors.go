@@ -100,6 +100,10 @@ func toAPIError(err error) *apiError {
 		return errNoSuchKey
 	case errors.IsErr(err, object.ErrLocked):
 		return errLocked
+	case errors.IsErr(err, object.ErrInvalidObjectState):
+		return &apiError{"InvalidObjectState", "The operation is not valid for the object's storage class", 403}
+	case errors.IsErr(err, object.ErrRestoreInProgress):
+		return &apiError{"RestoreAlreadyInProgress", "Object restore is already in progress", 409}
 	case errors.IsErr(err, object.ErrNoSuchVersion):
 		return &apiError{"NoSuchVersion", "The specified version does not exist.", 404}
 	case errors.IsErr(err, object.ErrNoSuchUpload):

@@ -204,7 +204,7 @@ var features = []feature{
 	{query, "policy", "GetBucketPolicy PutBucketPolicy DeleteBucketPolicy", "", errNI, "bucket policies"},
 	{query, "policyStatus", "GetBucketPolicyStatus", "", errNI, "bucket policy status"},
 	{query, "cors", "PutBucketCors GetBucketCors DeleteBucketCors", "", errNI, "bucket CORS configurations; preflight OPTIONS answered from them"},
-	{query, "lifecycle", "PutBucketLifecycleConfiguration GetBucketLifecycleConfiguration DeleteBucketLifecycle", "", errNI, "lifecycle configurations: Expiration (Days, Date, ExpiredObjectDeleteMarker), NoncurrentVersionExpiration, AbortIncompleteMultipartUpload, filters by prefix, tags and size, applied daily by every storage node; x-amz-expiration on PUT, copy, multipart completion, GET and HEAD; Transition is NotImplemented (no archive tier yet)"},
+	{query, "lifecycle", "PutBucketLifecycleConfiguration GetBucketLifecycleConfiguration DeleteBucketLifecycle", "", errNI, "lifecycle configurations: Expiration (Days, Date, ExpiredObjectDeleteMarker), NoncurrentVersionExpiration, AbortIncompleteMultipartUpload, filters by prefix, tags and size, applied daily by every storage node; x-amz-expiration on PUT, copy, multipart completion, GET and HEAD; Transition is NotImplemented (archive tiers migrate by water marks, not by lifecycle rules yet)"},
 	{query, "replication", "", "", errNI, "bucket replication"},
 	{query, "website", "", "", errNI, "website hosting"},
 	{query, "encryption", "PutBucketEncryption GetBucketEncryption DeleteBucketEncryption", "", errNI, "bucket default encryption: AES256 (SSE-S3) only"},
@@ -212,7 +212,7 @@ var features = []feature{
 	{query, "retention", "GetObjectRetention PutObjectRetention", "", errNI, "object lock: a version's retention"},
 	{query, "legal-hold", "GetObjectLegalHold PutObjectLegalHold", "", errNI, "object lock: a version's legal hold"},
 	{query, "torrent", "", "", errNI, "BitTorrent"},
-	{query, "restore", "", "", errNI, "archive restores"},
+	{query, "restore", "RestoreObject", "", errNI, "RestoreObject of an object archived in a restore-mode tier (Days accepted; the object is local again for good, no expiry; SELECT restores refused)"},
 	{query, "select", "", "", errNI, "SelectObjectContent"},
 	{query, "select-type", "", "", errNI, "SelectObjectContent"},
 	{query, "notification", "PutBucketNotificationConfiguration GetBucketNotificationConfiguration", "", errNI, "bucket notifications: Queue and Topic configurations naming operator targets (webhook, Redis), ObjectCreated:Put/CompleteMultipartUpload and ObjectRemoved:Delete/DeleteMarkerCreated with prefix/suffix filters, delivered at least once (docs/design/notifications.md)"},
@@ -276,6 +276,7 @@ var opNames = []string{
 	"PutBucketEncryption", "GetBucketEncryption", "DeleteBucketEncryption",
 	"PutBucketLifecycleConfiguration", "GetBucketLifecycleConfiguration", "DeleteBucketLifecycle",
 	"PutBucketNotificationConfiguration", "GetBucketNotificationConfiguration",
+	"RestoreObject",
 	"Unsupported", "Unknown",
 }
 

@@ -541,6 +541,8 @@ func operation(r *http.Request, bucket, key string) string {
 				return "CreateMultipartUpload"
 			case has("uploadId"):
 				return "CompleteMultipartUpload"
+			case has("restore"):
+				return "RestoreObject"
 			}
 		case http.MethodOptions:
 			return "Preflight"
@@ -621,6 +623,8 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, rq *request) err
 		return h.copyObject(w, r, rq)
 	case "GetObject", "HeadObject":
 		return h.getObject(w, r, rq)
+	case "RestoreObject":
+		return h.restoreObject(w, r, rq)
 	case "DeleteObject":
 		return h.deleteObject(w, r, rq)
 	case "CreateMultipartUpload":

@@ -385,7 +385,7 @@ func setObjectHeaders(hd http.Header, o *object.Object) {
 	for _, kv := range []struct{ name, v string }{
 		{"Content-Encoding", o.ContentEncoding}, {"Content-Disposition", o.ContentDisposition},
 		{"Content-Language", o.ContentLanguage}, {"Cache-Control", o.CacheControl},
-		{"Expires", o.Expires}, {"x-amz-storage-class", o.StorageClass},
+		{"Expires", o.Expires}, {"x-amz-storage-class", o.StorageClass}, {"x-amz-restore", o.Restore},
 	} {
 		if kv.v != "" {
 			hd.Set(kv.name, kv.v)

@@ -30,6 +30,9 @@ const (
 	// NotifyTarget is a bucket-notification target's password or signing key, named by
 	// the target.
 	NotifyTarget = "notify-target"
+	// TierKey is the secret access key of an external archive tier, named by the tier's
+	// name.
+	TierKey = "tier-key"
 )
 
 const (

@@ -19,6 +19,7 @@ import (
 	"github.com/cairnfs/cairn/internal/notify"
 	"github.com/cairnfs/cairn/internal/repair"
 	"github.com/cairnfs/cairn/internal/rpc"
+	"github.com/cairnfs/cairn/internal/secrets"
 	"github.com/cairnfs/cairn/internal/store"
 	"github.com/cairnfs/cairn/internal/volume"
 	"github.com/cairnfs/cairn/internal/wire"
@@ -56,6 +57,9 @@ type NodeStats struct {
 	// Notify is this node's bucket-notification outbox and deliveries (absent without the
 	// storage role).
 	Notify *notify.Status `json:"notify,omitempty"`
+	// Tier is this node's migration to its device class's tier (absent without water
+	// marks for its device class).
+	Tier *repair.TierProgress `json:"tier,omitempty"`
 }
 
 // NodeRecovery is one node's line of `cairn admin recovery`.
@@ -101,6 +105,7 @@ type adminHandler struct {
 	// nbdAddr is this node's NBD listener ("": none).
 	nbdAddr string
 	itls    *internodeTLS
+	box     *secrets.Box // opens the tiers' credentials to probe them
 }
 
 // Status is the answer of /admin/v1/status.
@@ -318,6 +323,13 @@ func (a *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, st)
 	case path == "notify":
 		writeJSON(w, a.notifyStatus(r.Context()))
+	case path == "tiers" || strings.HasPrefix(path, "tier/"):
+		out, err := a.tierAction(r, strings.TrimPrefix(strings.TrimPrefix(path, "tiers"), "tier/"))
+		if err != nil {
+			wire.WriteError(w, err)
+			return
+		}
+		writeJSON(w, out)
 	case path == "apply" && r.Method == http.MethodPost:
 		serveApply(w, r, a.apply.Apply)
 	default:

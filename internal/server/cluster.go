@@ -56,6 +56,8 @@ type mapInfo struct {
 // deliverer; level 8 erasure-coded volumes: a volume is created in a class other than
 // STANDARD only once every node's state machine takes erasure-coded volumes (an older
 // one refuses them) and every store fences their shards' writes (internal/volume ec.go).
+// The archive tiers and water marks (OpPutTier, OpRemoveTier, OpSetWaterMarks) are level 8
+// too: they came in the same release.
 const featureLevel = 8
 
 // commandLevel is the feature level a map command needs.
@@ -87,6 +89,8 @@ func commandLevel(c clustermap.Command) int {
 		return 5
 	case clustermap.OpSetInternodeTLS:
 		return 6
+	case clustermap.OpPutTier, clustermap.OpRemoveTier, clustermap.OpSetWaterMarks:
+		return 8
 	case clustermap.OpSnapshotVolume, clustermap.OpCloneVolume, clustermap.OpRollbackVolume, clustermap.OpDeleteSnapshot, clustermap.OpReclaimDone,
 		clustermap.OpPutNotifyTarget, clustermap.OpRemoveNotifyTarget:
 		return 7

@@ -199,7 +199,8 @@ func assemble(cfg Config) (_ *instance, err error) {
 	n.lease = &leaseClock{mgr: n.mgr, client: n.client}
 	fresh := n.lease.fresh
 	n.gw = gateway.New(gateway.Config{NodeID: n.nodeID, Store: n.st, Maps: n.mgr, RPC: n.client, Apply: n.app.Apply, Refresh: n.app.Refresh,
-		Hints: n.hints, Clock: clock, Logger: log, StragglerWait: cfg.StragglerWait, ObjectCache: cfg.ObjectCache, Fence: volume.Fence(n.mgr, fresh)})
+		Hints: n.hints, Clock: clock, Logger: log, StragglerWait: cfg.StragglerWait, ObjectCache: cfg.ObjectCache, Fence: volume.Fence(n.mgr, fresh),
+		Tiers: newTierClients(n.mgr, n.box).get})
 	n.vols = volume.New(volume.Config{Self: n.nodeID, Maps: n.mgr, Topology: n.gw.Topology(), Replica: n.gw.Replica, Fresh: fresh, Logger: log,
 		Observe: n.m.ObserveVolume, Delete: n.gw.DeleteObject})
 	n.onClose(func() error { n.gw.Close(); return nil })
@@ -236,7 +237,7 @@ func assemble(cfg Config) (_ *instance, err error) {
 	n.m.GaugeFunc("cairn_background_target_seconds", "Client p99 latency above which the node's background work backs off.", func() float64 { return bud.Target().Seconds() })
 	n.rep = repair.New(repair.Config{NodeID: n.nodeID, Store: n.st, Maps: n.mgr, Topology: n.gw.Topology(), Replica: n.gw.Replica,
 		Stripes: n.gw.Stripes(), Coordinator: n.gw, Hints: n.hints, Clock: clock, Logger: log, Budget: n.budget,
-		LifecycleInterval: cfg.LifecycleInterval})
+		LifecycleInterval: cfg.LifecycleInterval, TierTick: cfg.TierCheck})
 	n.rep.SetRecoveryRate(max(cfg.RecoveryRate, 0))
 	rep := n.rep
 	lcTotal := func(f func(repair.LifecycleStats) int64) func() float64 {
@@ -248,6 +249,17 @@ func assemble(cfg Config) (_ *instance, err error) {
 		"remove_marker":     lcTotal(func(s repair.LifecycleStats) int64 { return s.RemovedMarkers }),
 		"abort_upload":      lcTotal(func(s repair.LifecycleStats) int64 { return s.AbortedUploads }),
 	})
+	tierTotal := func(f func(repair.TierTotals) int64) func() float64 {
+		return func() float64 { return float64(f(rep.TierTotals())) }
+	}
+	n.m.CounterFunc("cairn_tier_migrated_objects_total", "Versions this node archived in an external tier (water marks).", tierTotal(func(s repair.TierTotals) int64 { return s.Objects }))
+	n.m.CounterFunc("cairn_tier_migrated_bytes_total", "Bytes this node archived in an external tier (water marks).", tierTotal(func(s repair.TierTotals) int64 { return s.Bytes }))
+	n.m.CounterFunc("cairn_tier_migration_errors_total", "Migrations of a version that failed on this node (retried by the next run).", tierTotal(func(s repair.TierTotals) int64 { return s.Errors }))
+	n.m.CounterFunc("cairn_tier_collected_total", "Tier copies of replaced or deleted archived versions this node deleted from their tier.", tierTotal(func(s repair.TierTotals) int64 { return s.Collected }))
+	n.m.GaugeFunc("cairn_tier_bytes_to_move", "Bytes over the low water mark when this node's current or last migration run started.", func() float64 { return float64(rep.TierStatus().ToMove) })
+	gw := n.gw
+	n.m.CounterFunc("cairn_tier_recalls_total", "Archived versions this gateway recalled from their tier for a GET (concurrent GETs share one).", func() float64 { return float64(gw.TierStats().Recalled) })
+	n.m.CounterFunc("cairn_tier_reads_total", "Ranges this gateway read from a tier (recalls and background passes).", func() float64 { return float64(gw.TierStats().TierReads) })
 	n.m.CounterFunc("cairn_lifecycle_evaluated_total", "Versions and uploads lifecycle rounds evaluated on this node (it is their first live holder).", lcTotal(func(s repair.LifecycleStats) int64 { return s.Scanned }))
 	n.m.CounterFunc("cairn_lifecycle_skipped_locked_total", "Versions a lifecycle rule would have removed that Object Lock protects (legal hold, retention).", lcTotal(func(s repair.LifecycleStats) int64 { return s.SkippedLocked }))
 	n.m.CounterFunc("cairn_lifecycle_errors_total", "Lifecycle actions that failed (retried by the next round).", lcTotal(func(s repair.LifecycleStats) int64 { return s.Errors }))
@@ -468,6 +480,9 @@ func (n *instance) internodeMux() *http.ServeMux {
 			nf := n.notify.d.Load().Status()
 			ns.Notify = &nf
 		}
+		if tp := n.rep.TierStatus(); tp.DeviceClass != "" {
+			ns.Tier = &tp
+		}
 		return ns
 	}}
 	if n.nbdLn != nil {
@@ -571,6 +586,7 @@ func (n *instance) run(ctx context.Context) (err error) {
 		d := n.notify.d.Load()
 		loop(func(ctx context.Context) { d.Run(ctx) })
 	}
+	loop(n.rep.RunTiering)
 	if n.scrub != nil {
 		loop(n.scrub.Run)
 	}
@@ -818,7 +834,7 @@ func (n *instance) adminMux(ctx context.Context) (*http.ServeMux, error) {
 		}
 		fmt.Fprintf(w, `{"status":"ok","node":%q,"epoch":%d,"free_bytes":%d,"garbage_bytes":%d}`+"\n", n.nodeID, n.mgr.Current().Epoch, free, garbage)
 	})
-	ah := &adminHandler{secret: n.secret, mgr: n.mgr, gw: n.gw, apply: n.app, rpc: n.client, self: n.nodeID, log: n.log, itls: n.itls, vols: n.vols}
+	ah := &adminHandler{secret: n.secret, mgr: n.mgr, gw: n.gw, apply: n.app, rpc: n.client, self: n.nodeID, log: n.log, itls: n.itls, vols: n.vols, box: n.box}
 	if n.nbdLn != nil {
 		ah.nbdAddr = n.nbdLn.Addr().String()
 	}

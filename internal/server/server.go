@@ -141,6 +141,9 @@ type Config struct {
 	// LifecycleInterval is how often each bucket's S3 lifecycle rules run on every
 	// storage node (default 24h; a new or changed configuration runs within a minute).
 	LifecycleInterval time.Duration
+	// TierCheck is how often a storage node compares its use with its device class's
+	// water marks (0: 30 s).
+	TierCheck time.Duration
 }
 
 // Ready describes a node that serves.

@@ -16,6 +16,11 @@ const (
 	pfxUpload = "U/"
 	pfxPart   = "P/"
 	pfxConfig = "G/" // bucket configurations of the single-store mode: G/<bucket>\x00<kind>
+	// pfxTierGC holds the tier copies of archived versions this store's records no longer
+	// name (a newer version, a delete or a purge replaced the stub): T/<tier>\x00<key>.
+	pfxTierGC = "T/"
+	// pfxAccess holds the last-access times of objects (Touch): A/<bucket>\x00<key>.
+	pfxAccess = "A/"
 )
 
 func bucketKey(bucket string) []byte { return append([]byte(pfxBucket), bucket...) }

@@ -310,6 +310,7 @@ func (s *Store) CompleteUploadVersion(bucket, key, uploadID string, list []objec
 	}
 	superseded := old != nil && old.HLC >= o.HLC
 	if old != nil && !superseded {
+		tierGarbage(b, old)
 		f, err := s.dropBody(b, old)
 		if err != nil {
 			b.Close()

@@ -402,6 +402,9 @@ func (s *Store) commitObject(op errors.Op, bucket, key string, o *object.Object,
 			b.Close()
 			return nil, errors.E(op, err)
 		}
+		if old.HLC != o.HLC || o.Deleted {
+			tierGarbage(b, old) // a newer version or a delete: the old stub's tier copy goes
+		}
 	}
 	addBody(b, o, bd)
 	b.Set(okey, marshalRecord(o), nil)

@@ -59,6 +59,9 @@ type Config struct {
 	CompactRatio float64
 	// CompactInterval is how often compaction looks for work (default 30s).
 	CompactInterval time.Duration
+	// AccessGranularity is how coarse the last-access times of Touch are (default an
+	// hour; access.go).
+	AccessGranularity time.Duration
 	// Logger receives events. Nil means slog.Default().
 	Logger *slog.Logger
 	// OnCommit, if set, is called with the number of batches in each synced index commit.
@@ -142,6 +145,8 @@ type Store struct {
 	wg       sync.WaitGroup
 	closed   atomic.Bool
 	closeMu  sync.RWMutex // commits hold R from their check of closed to their send; Close holds W to set closed
+
+	access accessTracker // last-access times, batched (access.go)
 
 	keyLocks    [512]sync.Mutex // serialise read-modify-write of one object's record
 	bucketMu    sync.RWMutex    // object writes hold R; bucket create/delete hold W

@@ -229,6 +229,7 @@ func (s *Store) commitVersionIn(op errors.Op, b *pebble.Batch, bucket, key strin
 		if err := drop(same); err != nil {
 			return fail(err)
 		}
+		tierGarbage(b, same)
 		if sameCurrent {
 			b.Delete(okey, nil)
 			p, err := s.promote(b, bucket, key, 0)
@@ -300,6 +301,7 @@ func (s *Store) commitVersionIn(op errors.Op, b *pebble.Batch, bucket, key strin
 				if err := drop(n); err != nil {
 					return fail(err)
 				}
+				tierGarbage(b, n)
 				if nCurrent {
 					b.Delete(okey, nil)
 					cur = nil

@@ -86,8 +86,8 @@ type HealStats struct {
 // coding. Shards are probed by their header (a few bytes each); only a stripe with
 // shards missing is read whole.
 func (p *Path) Heal(ctx context.Context, m *clustermap.Map, o *object.Object, bucket, key string) (st HealStats) {
-	if !o.Striped || o.Deleted {
-		return st
+	if !o.Striped || o.Deleted || o.Tiered() {
+		return st // a stub's bytes are in an archive tier: no shards to heal
 	}
 	rd, err := p.Open(o, bucket, key)
 	if err != nil {

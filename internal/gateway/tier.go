@@ -1,0 +1,355 @@
+package gateway
+
+// Archived versions (docs/design/tiering.md): Migrate copies a version to an external
+// archive tier and replaces its record on every holder with a stub; reads of a stub
+// stream from the tier (background passes) or recall the version (a client's GET: it is
+// written back to its holders once, however many GETs wait for it).
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/clustermap"
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/replica"
+	"github.com/cairnfs/cairn/internal/topology"
+)
+
+// TierStore is the bucket of an external archive tier, as package tier's Client serves it.
+type TierStore interface {
+	// Put stores size bytes of body under key with their MD5 as Content-MD5 and checks
+	// that the tier's ETag is that MD5.
+	Put(ctx context.Context, key string, body io.Reader, size int64, md5sum []byte) (string, error)
+	// GetRange returns n bytes of key from off.
+	GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error)
+	// Delete removes key (absent is not an error).
+	Delete(ctx context.Context, key string) error
+}
+
+// TierStats counts this gateway's tier work since it started.
+type TierStats struct {
+	Migrated      int64 // versions archived
+	MigratedBytes int64
+	Recalled      int64 // versions brought back by a GET
+	RecallBytes   int64
+	TierReads     int64 // ranges read from a tier (streamed reads and recalls)
+}
+
+// tierState is the gateway's tier bookkeeping.
+type tierState struct {
+	migrated, migratedBytes, recalled, recallBytes, reads atomic.Int64
+	mu                                                    sync.Mutex
+	inflight                                              map[string]*recallCall
+}
+
+type recallCall struct {
+	done chan struct{}
+	err  error
+}
+
+// TierStats returns the gateway's tier counters.
+func (g *Gateway) TierStats() TierStats {
+	t := &g.tiers
+	return TierStats{Migrated: t.migrated.Load(), MigratedBytes: t.migratedBytes.Load(), Recalled: t.recalled.Load(),
+		RecallBytes: t.recallBytes.Load(), TierReads: t.reads.Load()}
+}
+
+func (g *Gateway) tierStore(name string) (TierStore, error) {
+	if g.cfg.Tiers == nil {
+		return nil, errors.Errorf("", errors.Precondition, "this node reaches no archive tiers")
+	}
+	return g.cfg.Tiers(name)
+}
+
+// Migrate archives version v of bucket/key (its current version) in the external tier
+// named tierName: it copies the bytes to the tier (the tier checks them against their
+// MD5), then replaces the version's record on every holder with a stub that keeps
+// everything but the body, which each holder's store drops. It returns the bytes moved:
+// 0 when there is nothing to do (a newer version or a delete came first, the version is
+// archived already, empty, a block volume's, or under Object Lock, which an external
+// tier cannot enforce). A failure before the stub changes nothing on the cluster; a stub
+// written to some holders only leaves full copies on the others (every copy reads the
+// same bytes) and the next attempt writes it again.
+func (g *Gateway) Migrate(ctx context.Context, bucket, key string, v uint64, tierName string) (int64, error) {
+	const op errors.Op = "gateway.Migrate"
+	ts0, err := g.tierStore(tierName)
+	if err != nil {
+		return 0, errors.E(op, err)
+	}
+	_, ts, err := g.topo.Replicas(bucket, key)
+	if err != nil {
+		return 0, errors.E(op, err)
+	}
+	for _, t := range ts {
+		if t.Down {
+			return 0, errors.Errorf(op, errors.Transient, "holder %s is down: every holder must take the stub", t.ID)
+		}
+	}
+	rd, err := g.openObject(ctx, bucket, key, false)
+	if errors.Is(errors.NotExist, err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, errors.E(op, err)
+	}
+	defer rd.Close()
+	cur := rd.Info()
+	if cur.HLC != v || cur.Deleted || cur.Tiered() || cur.Mutable || cur.Size == 0 || cur.Locked(time.Now().UnixNano(), false) {
+		return 0, nil
+	}
+	sum, err := contentMD5(ctx, rd, cur)
+	if err != nil {
+		return 0, errors.E(op, err)
+	}
+	// A key of its own per attempt: a recall deletes the copy its stub names, never one
+	// another attempt (another node that took itself for the first holder) is about to name.
+	tkey := fmt.Sprintf("%s/%s/%016x-%x", bucket, key, v, g.clock.Next())
+	pr, pw := io.Pipe()
+	copied := make(chan struct{})
+	rctx, cancel := context.WithCancel(ctx)
+	go func() {
+		defer close(copied)
+		_, err := rd.WriteRange(rctx, pw, 0, cur.Size)
+		pw.CloseWithError(err)
+	}()
+	_, err = ts0.Put(ctx, tkey, pr, cur.Size, sum)
+	pr.Close()
+	cancel()
+	<-copied
+	if err != nil {
+		return 0, errors.E(op, err)
+	}
+	rec := *cur
+	rec.Body, rec.Chunks, rec.Inline, rec.Embedded = nil, nil, false, false
+	rec.Striped, rec.Stripe = true, object.TierStub(tierName, tkey, cur.Size)
+	ok, failed := g.fanOut(ctx, ts, len(ts), bucket, key, v, never, func(ctx context.Context, t topology.Target) (*object.Object, error) {
+		return g.replica(t).Put(ctx, replica.Write{Bucket: bucket, Key: key, Meta: &rec, Body: nopReader{}, Version: v, FinalNow: &rec, Repair: true})
+	})
+	if len(ok) < len(ts) {
+		return 0, errors.E(op, quorumFailure("stub", ok, failed, len(ts), len(ts)))
+	}
+	for _, r := range ok {
+		if r.o != nil && r.o.HLC != v {
+			return 0, nil // a newer write came first on a holder: it is not archived there
+		}
+	}
+	g.tiers.migrated.Add(1)
+	g.tiers.migratedBytes.Add(cur.Size)
+	if g.cache != nil {
+		g.cache.drop(bucket, key)
+	}
+	return cur.Size, nil
+}
+
+// DeleteTierCopy deletes key from the external tier named tier (the copy of an archived
+// version no record names any more). NotExist if the map has no such tier.
+func (g *Gateway) DeleteTierCopy(ctx context.Context, tier, key string) error {
+	st, err := g.tierStore(tier)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return st.Delete(ctx, key)
+}
+
+type nopReader struct{}
+
+func (nopReader) Read([]byte) (int, error) { return 0, io.EOF }
+
+// contentMD5 returns the MD5 of the stored bytes of cur: its ETag when that is one (a
+// single-part unencrypted object), else computed by reading them once.
+func contentMD5(ctx context.Context, rd ObjectReader, cur *object.Object) ([]byte, error) {
+	if len(cur.PartSizes) == 0 && cur.SSE.IsZero() && len(cur.ETag) == 32 {
+		if b, err := hex.DecodeString(cur.ETag); err == nil {
+			return b, nil
+		}
+	}
+	h := md5.New()
+	if _, err := rd.WriteRange(ctx, h, 0, cur.Size); err != nil {
+		return nil, err
+	}
+	return h.Sum(nil), nil
+}
+
+// tierReader reads an archived version from its tier, a range at a time.
+type tierReader struct {
+	g     *Gateway
+	o     *object.Object
+	store TierStore
+	key   string
+}
+
+func (r *tierReader) Info() *object.Object { return r.o }
+func (r *tierReader) Close() error         { return nil }
+
+func (r *tierReader) WriteRange(ctx context.Context, w io.Writer, off, n int64) (int64, error) {
+	if n <= 0 {
+		return 0, nil
+	}
+	r.g.tiers.reads.Add(1)
+	body, err := r.store.GetRange(ctx, r.key, off, n)
+	if err != nil {
+		return 0, err
+	}
+	defer body.Close()
+	got, err := io.Copy(w, io.LimitReader(body, n))
+	if err == nil && got < n {
+		err = errors.Errorf("", errors.Transient, "the tier sent %d of %d bytes", got, n)
+	}
+	return got, err
+}
+
+// openTiered opens an archived version o for a background pass: its bytes stream from
+// the tier.
+func (g *Gateway) openTiered(o *object.Object) (ObjectReader, error) {
+	name, key, _ := o.TierRef()
+	st, err := g.tierStore(name)
+	if err != nil {
+		return nil, err
+	}
+	return &tierReader{g: g, o: o, store: st, key: key}, nil
+}
+
+// recall brings the archived version o of bucket/key back to its holders (a rewrite of
+// the same version in its storage class, read from the tier), then deletes the tier's
+// copy. Concurrent recalls of one version wait for the first.
+func (g *Gateway) recall(ctx context.Context, bucket, key string, o *object.Object, started chan<- struct{}) error {
+	id := recallID(bucket, key, o.HLC)
+	t := &g.tiers
+	t.mu.Lock()
+	if c, ok := t.inflight[id]; ok {
+		t.mu.Unlock()
+		if started != nil {
+			close(started)
+		}
+		select {
+		case <-c.done:
+			return c.err
+		case <-ctx.Done():
+			return errors.E(errors.Transient, ctx.Err())
+		}
+	}
+	if t.inflight == nil {
+		t.inflight = map[string]*recallCall{}
+	}
+	c := &recallCall{done: make(chan struct{})}
+	t.inflight[id] = c
+	t.mu.Unlock()
+	if started != nil {
+		close(started)
+	}
+	// The recall goes on if the GET that started it goes away: others may wait for it.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
+	c.err = g.recallOnce(rctx, bucket, key, o)
+	cancel()
+	t.mu.Lock()
+	delete(t.inflight, id)
+	t.mu.Unlock()
+	close(c.done)
+	return c.err
+}
+
+func (g *Gateway) recallOnce(ctx context.Context, bucket, key string, o *object.Object) error {
+	const op errors.Op = "gateway.recall"
+	name, tkey, _ := o.TierRef()
+	st, err := g.tierStore(name)
+	if err != nil {
+		return errors.E(op, err)
+	}
+	cls, ok := g.cfg.Maps.Current().ResolveClass(o.StorageClass)
+	if !ok {
+		return errors.Errorf(op, errors.Invalid, "the archived version's class %q is not in the map", o.StorageClass)
+	}
+	_, ts, err := g.topo.Replicas(bucket, key)
+	if err != nil {
+		return errors.E(op, err)
+	}
+	done, err := g.Rewrite(ctx, bucket, key, o.HLC, cls, ts)
+	if err != nil {
+		return errors.E(op, err)
+	}
+	if !done {
+		return nil // a newer version or a delete came first: the GET looks again
+	}
+	g.tiers.recalled.Add(1)
+	g.tiers.recallBytes.Add(o.Size)
+	// Every holder has the bytes again: the tier's copy goes (a failure leaves it behind,
+	// unreferenced; logged).
+	if err := st.Delete(ctx, tkey); err != nil {
+		g.log.Warn("recall: the tier's copy is left behind", "tier", name, "key", tkey, "err", err)
+	}
+	return nil
+}
+
+// restoreMode reports whether the archived version o is in a tier whose GETs answer
+// InvalidObjectState until a RestoreObject (clustermap.RecallRestore).
+func (g *Gateway) restoreMode(o *object.Object) bool {
+	name, _, ok := o.TierRef()
+	if !ok {
+		return false
+	}
+	t, ok := g.cfg.Maps.Current().Tiers[name]
+	return ok && t.RecallMode() == clustermap.RecallRestore
+}
+
+func recallID(bucket, key string, v uint64) string {
+	return bucket + "\x00" + key + "\x00" + fmt.Sprint(v)
+}
+
+// restoreView is the record a HEAD or a listing shows of o: an archived version of a
+// restore-mode tier reports storage class GLACIER (clients such as aws s3 cp and sync skip
+// it, as they should: a GET would fail), and x-amz-restore while a restore runs.
+func (g *Gateway) restoreView(bucket, key string, o *object.Object) *object.Object {
+	if !g.restoreMode(o) {
+		return o
+	}
+	v := *o
+	v.StorageClass = "GLACIER"
+	g.tiers.mu.Lock()
+	_, running := g.tiers.inflight[recallID(bucket, key, o.HLC)]
+	g.tiers.mu.Unlock()
+	if running {
+		v.Restore = `ongoing-request="true"`
+	}
+	return &v
+}
+
+// RestoreObject starts the recall of bucket/key's current version if it is archived in a
+// tier and returns true; false if it is not archived (restored already, or never archived,
+// whatever its tier's mode). ErrRestoreInProgress while a recall of it runs. The recall
+// runs in the background (S3 answers 202 at once); HEAD shows x-amz-restore meanwhile.
+func (g *Gateway) RestoreObject(ctx context.Context, bucket, key string) (bool, error) {
+	const op errors.Op = "gateway.RestoreObject"
+	o, err := g.StatObject(ctx, bucket, key)
+	if err != nil {
+		return false, errors.E(op, err)
+	}
+	if !o.Tiered() {
+		return false, nil
+	}
+	g.tiers.mu.Lock()
+	_, running := g.tiers.inflight[recallID(bucket, key, o.HLC)]
+	g.tiers.mu.Unlock()
+	if running {
+		return false, errors.E(op, errors.Exist, object.ErrRestoreInProgress)
+	}
+	rec := *o
+	started := make(chan struct{})
+	g.bg.Add(1)
+	go func() {
+		defer g.bg.Done()
+		if err := g.recall(g.closing, bucket, key, &rec, started); err != nil {
+			g.log.Warn("restore failed", "bucket", bucket, "key", key, "err", err)
+		}
+	}()
+	<-started // the recall is registered: a HEAD from now on sees it
+	return true, nil
+}

@@ -1,0 +1,302 @@
+package repair
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/clustermap"
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/store"
+)
+
+// Pressure-driven migration (docs/design/tiering.md): a storage node whose device class
+// has water marks compares its own use (its store's accounting) with its capacity in the
+// map; past the high mark it archives the current versions of the keys it is the first
+// live holder of, oldest first, through the coordinator's Migrate, until it is under the
+// low mark; paced by the node's background budget; paused by the marks' paused flag.
+
+// TierProgress is this node's migration, for `cairn admin tier status`.
+type TierProgress struct {
+	DeviceClass string `json:"device_class"`
+	Tier        string `json:"tier"`
+	Capacity    int64  `json:"capacity"`
+	UsedBytes   int64  `json:"used_bytes"`
+	// Running: a migration is under way; Paused: the marks are paused while this node is
+	// past its high mark.
+	Running bool `json:"running"`
+	Paused  bool `json:"paused,omitempty"`
+	// ToMove is the bytes over the low mark when the current (or last) run started;
+	// Done the bytes and Objects the versions it moved, Skipped the versions it left
+	// (locked, raced, archived already), Errors the versions that failed (retried by the
+	// next run).
+	ToMove   int64     `json:"bytes_to_move"`
+	Done     int64     `json:"bytes_done"`
+	Objects  int64     `json:"objects"`
+	Skipped  int64     `json:"skipped"`
+	Errors   int64     `json:"errors"`
+	Err      string    `json:"err,omitempty"`
+	Started  time.Time `json:"started,omitzero"`
+	Finished time.Time `json:"finished,omitzero"`
+	// RateBytes is Done over the run's time so far.
+	RateBytes float64 `json:"rate_bytes_per_sec"`
+}
+
+// TierTotals are this node's migration counters since it started; Collected counts the
+// tier copies of replaced or deleted archived versions it deleted.
+type TierTotals struct {
+	Objects, Bytes, Errors, Collected int64
+}
+
+type tierState struct {
+	mu     sync.Mutex
+	p      TierProgress
+	totals TierTotals
+}
+
+// TierStatus returns this node's migration progress.
+func (l *Loops) TierStatus() TierProgress {
+	l.tier.mu.Lock()
+	defer l.tier.mu.Unlock()
+	p := l.tier.p
+	if p.Running && !p.Started.IsZero() {
+		if s := time.Since(p.Started).Seconds(); s > 0 {
+			p.RateBytes = float64(p.Done) / s
+		}
+	}
+	return p
+}
+
+// TierTotals returns this node's migration counters.
+func (l *Loops) TierTotals() TierTotals {
+	l.tier.mu.Lock()
+	defer l.tier.mu.Unlock()
+	return l.tier.totals
+}
+
+func (l *Loops) tierUpdate(fn func(*TierProgress)) {
+	l.tier.mu.Lock()
+	defer l.tier.mu.Unlock()
+	fn(&l.tier.p)
+}
+
+// usedBytes is the node's use as the water marks count it (NodeStats.UsedBytes).
+func (l *Loops) usedBytes() int64 {
+	s := l.store.Stats()
+	return s.LiveBytes + s.IndexBytes
+}
+
+// RunTiering collects tier garbage and checks the water marks every TierTick until ctx
+// ends.
+func (l *Loops) RunTiering(ctx context.Context) {
+	t := time.NewTicker(l.tierTick)
+	defer t.Stop()
+	for {
+		if l.store != nil {
+			if _, err := l.store.FlushAccess(); err != nil {
+				l.log.Warn("tier: cannot write the access times", "err", err)
+			}
+		}
+		l.CollectTierGarbage(ctx)
+		l.TierPass(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// tierMaxFailures is how many migrations in a row may fail before a run gives up until
+// the next tick (each failed attempt may have read the object once).
+const tierMaxFailures = 8
+
+// tierCandidate is a current version this node is the first live holder of; last is
+// its last use (unix ns): its last read as this node noted it, else its write, both
+// truncated to the access granularity.
+type tierCandidate struct {
+	bucket, key string
+	hlc         uint64
+	size        int64
+	last        int64
+}
+
+// TierPass migrates versions to the device class's tier while this node is past its
+// high mark, until it is under its low mark, and returns the bytes moved.
+func (l *Loops) TierPass(ctx context.Context) int64 {
+	if l.store == nil {
+		return 0
+	}
+	m := l.maps.Current()
+	self, ok := m.Node(l.self)
+	w, marked := m.WaterMarks[self.DeviceClass]
+	if !ok || !marked || self.Capacity <= 0 {
+		l.tierUpdate(func(p *TierProgress) { *p = TierProgress{} })
+		return 0
+	}
+	used := l.usedBytes()
+	high, low := self.Capacity*int64(w.High)/100, self.Capacity*int64(w.Low)/100
+	l.tierUpdate(func(p *TierProgress) {
+		p.DeviceClass, p.Tier, p.Capacity, p.UsedBytes, p.Paused = w.DeviceClass, w.Tier, self.Capacity, used, false
+	})
+	if used <= high {
+		return 0
+	}
+	if w.Paused {
+		l.tierUpdate(func(p *TierProgress) { p.Paused = true })
+		return 0
+	}
+	t, ok := m.Tiers[w.Tier]
+	if !ok || t.Kind != clustermap.TierS3 {
+		l.tierUpdate(func(p *TierProgress) { p.Err = "only external (s3) tiers take migrations in this build" })
+		return 0
+	}
+	l.tierUpdate(func(p *TierProgress) {
+		*p = TierProgress{DeviceClass: w.DeviceClass, Tier: w.Tier, Capacity: self.Capacity, UsedBytes: used, Running: true, ToMove: used - low, Started: time.Now()}
+	})
+	defer l.tierUpdate(func(p *TierProgress) { p.Running, p.Finished, p.UsedBytes = false, time.Now(), l.usedBytes() })
+	tc, err := l.topo.Layout(m)
+	if err != nil {
+		l.tierUpdate(func(p *TierProgress) { p.Err = err.Error() })
+		return 0
+	}
+	var cands []tierCandidate
+	err = l.store.Scan(func(b, _ string) bool {
+		_, ok := m.Buckets[b]
+		return ok && b != clustermap.VolumeBucket && !strings.HasPrefix(b, store.InternalPrefix)
+	}, func(e object.VersionEntry) error {
+		// Whole copies only: an erasure-coded object's bytes are on its class's nodes.
+		if e.Deleted || e.Noncurrent || e.DeleteMarker || e.Striped || e.Size == 0 {
+			return nil
+		}
+		if l.firstUpHolder(m, tc.Table.Lookup(e.Bucket, e.Key)) {
+			cands = append(cands, tierCandidate{bucket: e.Bucket, key: e.Key, hlc: e.HLC, size: e.Size})
+		}
+		return nil
+	})
+	if err != nil {
+		l.tierUpdate(func(p *TierProgress) { p.Err = err.Error() })
+		return 0
+	}
+	// Least recently used first: the last read this node noted (store.Touch), else the
+	// write (an HLC is the time of its write, in microseconds, in its high bits), to the
+	// same granularity; the older write first among equals.
+	if _, err := l.store.FlushAccess(); err != nil {
+		l.log.Warn("tier: cannot write the access times", "err", err)
+	}
+	g := int64(l.store.AccessGranularity())
+	times := map[string]map[string]int64{}
+	for i := range cands {
+		c := &cands[i]
+		at, ok := times[c.bucket]
+		if !ok {
+			if at, err = l.store.AccessTimes(c.bucket); err != nil {
+				l.log.Warn("tier: cannot read the access times", "bucket", c.bucket, "err", err)
+			}
+			times[c.bucket] = at
+		}
+		c.last = int64(c.hlc>>12) * 1000 / g * g
+		if t, ok := at[c.key]; ok && t > c.last {
+			c.last = t
+		}
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		if cands[i].last != cands[j].last {
+			return cands[i].last < cands[j].last
+		}
+		return cands[i].hlc < cands[j].hlc
+	})
+	pace := l.pacer()
+	var done int64
+	var lastErr error
+	failed := 0 // in a row: a tier that does not answer ends the run (the next tick retries)
+	for _, c := range cands {
+		if ctx.Err() != nil || l.usedBytes() <= low || failed >= tierMaxFailures {
+			break
+		}
+		if m := l.maps.Current(); m.WaterMarks[self.DeviceClass].Paused {
+			l.tierUpdate(func(p *TierProgress) { p.Paused = true })
+			break
+		}
+		pace.wait(ctx, c.size)
+		n, err := l.coord.Migrate(ctx, c.bucket, c.key, c.hlc, w.Tier)
+		done += n
+		l.tierUpdate(func(p *TierProgress) {
+			switch {
+			case err != nil:
+				p.Errors++
+				p.Err = err.Error()
+			case n == 0:
+				p.Skipped++
+			default:
+				p.Objects++
+				p.Done += n
+			}
+			p.UsedBytes = l.usedBytes()
+		})
+		l.tier.mu.Lock()
+		if err != nil {
+			l.tier.totals.Errors++
+		} else if n > 0 {
+			l.tier.totals.Objects++
+			l.tier.totals.Bytes += n
+		}
+		l.tier.mu.Unlock()
+		if err != nil {
+			lastErr = err
+			failed++
+		} else {
+			failed = 0
+		}
+	}
+	if lastErr != nil {
+		l.log.Warn("tier: versions left for the next run", "tier", w.Tier, "err", lastErr)
+	}
+	if done > 0 {
+		l.log.Info("tier: migrated", "tier", w.Tier, "bytes", done, "used", l.usedBytes(), "low", low)
+	}
+	return done
+}
+
+// CollectTierGarbage deletes from their tiers the copies of archived versions that this
+// node's store no longer names (a newer version, a delete or a purge replaced the stub:
+// store.TierGarbage), then forgets them. A copy whose tier is gone from the map is
+// forgotten (nothing can reach it); one that fails is tried again next time. It returns
+// the copies collected.
+func (l *Loops) CollectTierGarbage(ctx context.Context) int {
+	if l.store == nil {
+		return 0
+	}
+	gc, err := l.store.TierGarbage(1000)
+	if err != nil {
+		l.log.Warn("tier: cannot read the tier garbage", "err", err)
+		return 0
+	}
+	n := 0
+	var lastErr error
+	for _, c := range gc {
+		if ctx.Err() != nil {
+			break
+		}
+		err := l.coord.DeleteTierCopy(ctx, c.Tier, c.Key)
+		if err != nil && !errors.Is(errors.NotExist, err) {
+			lastErr = err
+			continue
+		}
+		if err := l.store.ForgetTierGarbage(c); err != nil {
+			lastErr = err
+			continue
+		}
+		n++
+	}
+	if lastErr != nil {
+		l.log.Warn("tier: copies of replaced archived versions left for later", "err", lastErr)
+	}
+	l.tier.mu.Lock()
+	l.tier.totals.Collected += int64(n)
+	l.tier.mu.Unlock()
+	return n
+}
