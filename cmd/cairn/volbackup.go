@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -265,17 +266,33 @@ func volumeExport(c *adminClient, name, out, since string, quiet bool, stdout, s
 	if err := c.do(http.MethodGet, "snapshots", &ss); err != nil {
 		return err
 	}
-	baseSize := int64(-1)
+	// The header names the base and the exported state by their layers: the import
+	// checks the volume it applies the backup to is at the base.
+	h := volume.BackupHeader{Size: lay.Size, BlockSize: bs, BaseSize: -1}
 	for _, s := range ss {
 		if s.Key == base {
-			baseSize = s.Size
+			h.BaseSize, h.Base = s.Size, volume.BackupRef{Volume: s.Volume, Snapshot: s.Name, Layer: s.Layer}
+		}
+		if s.Key == name {
+			h.Of = volume.BackupRef{Volume: s.Volume, Snapshot: s.Name, Layer: s.Layer}
 		}
 	}
-	if baseSize < 0 {
+	if h.BaseSize < 0 {
 		return fmt.Errorf("volume: export: no snapshot %s (cairn volume snapshots)", base)
 	}
+	if h.Of.Layer == "" { // a detached volume: its head
+		v, err := findVolume(c, name)
+		if err != nil {
+			return err
+		}
+		if v == nil {
+			return fmt.Errorf("volume: export: no snapshot or volume %s", name)
+		}
+		h.Of = volume.BackupRef{Volume: v.Name, Layer: v.ID}
+	}
+	baseSize := h.BaseSize
 	p := newProgress(stderr, "exporting "+name+" since "+base, int64(len(lay.Indices))*bs, quiet)
-	bk, err := volume.NewBackupWriter(bw, volume.BackupHeader{Size: lay.Size, BlockSize: bs})
+	bk, err := volume.NewBackupWriter(bw, h)
 	if err != nil {
 		return err
 	}
@@ -323,7 +340,8 @@ func volumeExport(c *adminClient, name, out, since string, quiet bool, stdout, s
 // into the volume holding its base snapshot's content (grown to its size if needed).
 // The volume is attached to the --admin node for the import (and detached after, if it
 // was detached before).
-func volumeImport(c *adminClient, name, in, sizeArg string, quiet bool, stdin io.Reader, stdout, stderr io.Writer) error {
+func volumeImport(c *adminClient, name, in, sizeArg string, opt importOptions, stdin io.Reader, stdout, stderr io.Writer) error {
+	quiet := opt.quiet
 	var r io.Reader = stdin
 	var fileSize int64 = -1
 	if in != "-" {
@@ -340,14 +358,23 @@ func volumeImport(c *adminClient, name, in, sizeArg string, quiet bool, stdin io
 	br := bufio.NewReaderSize(r, 4<<20)
 	head, _ := br.Peek(len(volume.BackupMagic))
 	incremental := volume.IsBackup(head)
-	var vs []server.VolumeInfo
-	if err := c.do(http.MethodGet, "volumes", &vs); err != nil {
+	v, err := findVolume(c, name)
+	if err != nil {
 		return err
 	}
-	var v *server.VolumeInfo
-	for i := range vs {
-		if vs[i].Name == name {
-			v = &vs[i]
+	if !incremental && (opt.onto != "" || opt.forceBase) {
+		return fmt.Errorf("volume: import: --onto and --force-base are for an incremental backup; %s is a raw image", in)
+	}
+	if incremental && v != nil {
+		// Before anything is written (or the volume attached): the volume must hold the
+		// base the backup applies to.
+		peek, _ := br.Peek(volume.MaxBackupHeader)
+		h, err := volume.ReadBackupHeader(bytes.NewReader(peek))
+		if err != nil {
+			return fmt.Errorf("volume: import: %s: %w", in, err)
+		}
+		if err := checkBase(c, v, h, opt, stderr); err != nil {
+			return err
 		}
 	}
 	created := false
@@ -358,7 +385,7 @@ func volumeImport(c *adminClient, name, in, sizeArg string, quiet bool, stdin io
 	}
 	if v == nil {
 		if incremental {
-			return fmt.Errorf("volume: import: %s is an incremental backup: import it into the volume that holds its base (import the full image first)", in)
+			return fmt.Errorf("volume: import: %s is an incremental backup: import it into a volume at its base (a clone of the base snapshot; or import the full image first, snapshot it and name that snapshot with --onto)", in)
 		}
 		size := fileSize
 		if sizeArg != "" {
@@ -390,7 +417,7 @@ func volumeImport(c *adminClient, name, in, sizeArg string, quiet bool, stdin io
 		var out map[string]int
 		return c.doBody(http.MethodPost, "volume/write?"+url.Values{"name": {name}, "off": {strconv.FormatInt(off, 10)}}.Encode(), p, &out)
 	}
-	err := func() error {
+	err = func() error {
 		if incremental {
 			p := newProgress(stderr, "importing into "+name, fileSize, quiet)
 			var h volume.BackupHeader
@@ -446,7 +473,7 @@ func volumeImport(c *adminClient, name, in, sizeArg string, quiet bool, stdin io
 			if err != nil && applied > 0 {
 				// Records are applied as they are read: a backup found damaged (or a write
 				// that failed) halfway leaves the volume between the two states.
-				err = fmt.Errorf("%w; %s of the backup were written into %s before: it now holds neither its base's content nor the backup's; import the whole backup again (applying it twice is harmless)", err, humanSize(applied), name)
+				err = fmt.Errorf("%w; %s of the backup were written into %s before: it now holds neither its base's content nor the backup's; import the whole backup again with --force-base (applying it twice is harmless; the base is not checked again: the volume is no longer at it)", err, humanSize(applied), name)
 			}
 			return err
 		}
@@ -482,4 +509,82 @@ func volumeImport(c *adminClient, name, in, sizeArg string, quiet bool, stdin io
 		}
 	}
 	return err
+}
+
+// importOptions are cairn volume import's flags.
+type importOptions struct {
+	quiet bool
+	// onto names a snapshot the operator vouches holds the backup's base (a restore
+	// into another cluster: the base's layer is not there); forceBase skips every
+	// check of the base.
+	onto      string
+	forceBase bool
+}
+
+// findVolume is volume name (nil if there is none).
+func findVolume(c *adminClient, name string) (*server.VolumeInfo, error) {
+	var vs []server.VolumeInfo
+	if err := c.do(http.MethodGet, "volumes", &vs); err != nil {
+		return nil, err
+	}
+	for i := range vs {
+		if vs[i].Name == name {
+			return &vs[i], nil
+		}
+	}
+	return nil, nil
+}
+
+// checkBase refuses unless volume v holds the base of the incremental backup h: it is
+// at a snapshot (a clone of it, or rolled back to it, with nothing written since) whose
+// layer is the one h names, or, with --onto, the one the operator names, of h's base
+// size. Layer ids are random 64-bit numbers, so a layer found is the base's, in this
+// cluster. Not checked: the content itself (a volume written through a path that skips
+// its layers, or an --onto snapshot that is not a copy of the base).
+func checkBase(c *adminClient, v *server.VolumeInfo, h volume.BackupHeader, opt importOptions, stderr io.Writer) error {
+	name := v.Name
+	if opt.forceBase {
+		if !opt.quiet {
+			fmt.Fprintf(stderr, "volume: import: --force-base: not checking that %s holds the backup's base\n", name)
+		}
+		return nil
+	}
+	if h.Version < 2 {
+		return fmt.Errorf("volume: import: this incremental backup is of format version 1, which does not name its base: cairn cannot check that %s holds it, and applied onto anything else it leaves garbage; nothing written. Export it again with this build (it names its base), or give --force-base if you know %s holds the base's content", name, name)
+	}
+	what := fmt.Sprintf("the backup of %s (layer %s) applies to %s (layer %s)", h.Of, h.Of.Layer, h.Base, h.Base.Layer)
+	var ss []server.SnapshotInfo
+	if err := c.do(http.MethodGet, "snapshots", &ss); err != nil {
+		return err
+	}
+	var at *server.SnapshotInfo
+	key := opt.onto
+	if key != "" && !strings.Contains(key, "@") {
+		key = name + "@" + key
+	}
+	for i := range ss {
+		if (key == "" && ss[i].Layer == h.Base.Layer) || (key != "" && ss[i].Key == key) {
+			at = &ss[i]
+			break
+		}
+	}
+	switch {
+	case at == nil && key != "":
+		return fmt.Errorf("volume: import: --onto: no snapshot %s (cairn volume snapshots); nothing written", key)
+	case at == nil:
+		return fmt.Errorf("volume: import: %s, and no snapshot of this cluster has that layer (the backup is from another cluster, or its base was deleted); nothing written. Restoring elsewhere: import the base's full image, snapshot the volume, and name that snapshot with --onto (cairn checks the volume is at it, not that it holds the base's content)", what)
+	case key != "" && at.Size != h.BaseSize:
+		return fmt.Errorf("volume: import: --onto %s: %s of %d bytes, and %s has %d: it is not a copy of the base; nothing written", key, what, h.BaseSize, key, at.Size)
+	}
+	var lay server.VolumeLayout
+	if err := c.do(http.MethodGet, "volume-layout?"+url.Values{"name": {name}, "since": {at.Key}}.Encode(), &lay); err != nil {
+		if strings.Contains(err.Error(), "not older") {
+			return fmt.Errorf("volume: import: %s, and volume %s is not at %s (neither a clone of it nor rolled back to it); nothing written. Clone %s into a new volume and import there (cairn volume clone %s NEW), or roll back", what, name, at.Key, at.Key, at.Key)
+		}
+		return err
+	}
+	if len(lay.Indices) > 0 {
+		return fmt.Errorf("volume: import: %s, and volume %s has %d data objects written since it was at %s; nothing written. Roll it back (cairn volume rollback %s %s) or clone %s into a new volume", what, name, len(lay.Indices), at.Key, name, at.Key, at.Key)
+	}
+	return nil
 }

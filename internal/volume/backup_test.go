@@ -2,6 +2,7 @@ package volume
 
 import (
 	"bytes"
+	"io"
 	"math/rand/v2"
 	"testing"
 
@@ -10,6 +11,11 @@ import (
 
 // applyBackup applies a backup's records to base (grown to its size).
 func applyBackup(t testing.TB, base []byte, b []byte) ([]byte, error) {
+	out, _, err := applyBackupH(t, base, b)
+	return out, err
+}
+
+func applyBackupH(t testing.TB, base []byte, b []byte) ([]byte, BackupHeader, error) {
 	out := bytes.Clone(base)
 	var h BackupHeader
 	err := ReadBackup(bytes.NewReader(b), func(hh BackupHeader) error {
@@ -22,13 +28,24 @@ func applyBackup(t testing.TB, base []byte, b []byte) ([]byte, error) {
 		copy(out[i*h.BlockSize+off:], p)
 		return nil
 	})
-	return out, err
+	return out, h, err
 }
+
+// testRefs are the base and the exported snapshot the test backups name.
+var testRefs = [2]BackupRef{{"vm", "mon", "0123456789abcdef"}, {"vm", "tue", "fedcba9876543210"}}
 
 // makeBackup diffs cur against base block by block, as cairn volume export --since.
 func makeBackup(t testing.TB, base, cur []byte, bs int) []byte {
+	return makeBackupV(t, BackupVersion, base, cur, bs)
+}
+
+func makeBackupV(t testing.TB, version int, base, cur []byte, bs int) []byte {
 	var buf bytes.Buffer
-	bw, err := NewBackupWriter(&buf, BackupHeader{Size: int64(len(cur)), BlockSize: int64(bs)})
+	h := BackupHeader{Version: version, Size: int64(len(cur)), BlockSize: int64(bs)}
+	if version >= 2 {
+		h.BaseSize, h.Base, h.Of = int64(len(base)), testRefs[0], testRefs[1]
+	}
+	bw, err := NewBackupWriter(&buf, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,10 +85,23 @@ func TestBackupRoundTrip(t *testing.T) {
 				}
 			}
 		}
-		b := makeBackup(t, base, cur, 16<<10)
-		got, err := applyBackup(t, base, b)
-		if err != nil || !bytes.Equal(got, cur) {
-			t.Fatalf("%s: round trip: %v", tc.name, err)
+		// Version 2 names its base and what it produces; version 1 is still read.
+		for _, v := range []int{2, 1} {
+			b := makeBackupV(t, v, base, cur, 16<<10)
+			got, h, err := applyBackupH(t, base, b)
+			if err != nil || !bytes.Equal(got, cur) {
+				t.Fatalf("%s, version %d: round trip: %v", tc.name, v, err)
+			}
+			want := BackupHeader{Version: v, Size: int64(tc.curLen), BlockSize: 16 << 10}
+			if v == 2 {
+				want.BaseSize, want.Base, want.Of = int64(tc.baseLen), testRefs[0], testRefs[1]
+			}
+			if h != want {
+				t.Fatalf("%s, version %d: header %+v, want %+v", tc.name, v, h, want)
+			}
+			if hh, err := ReadBackupHeader(bytes.NewReader(b)); err != nil || hh != want {
+				t.Fatalf("%s, version %d: ReadBackupHeader %+v, %v", tc.name, v, hh, err)
+			}
 		}
 	}
 	// Malformed backups are refused, never applied past their bounds.
@@ -80,7 +110,11 @@ func TestBackupRoundTrip(t *testing.T) {
 		"bad magic":   append([]byte("XAIRNVB\n"), good[8:]...),
 		"truncated":   good[:len(good)-3],
 		"no end":      good[:len(good)-16],
-		"bad version": append(append(bytes.Clone(good[:8]), 0, 0, 0, 2), good[12:]...),
+		"bad version": append(append(bytes.Clone(good[:8]), 0, 0, 0, 3), good[12:]...),
+		"version 0":   append(append(bytes.Clone(good[:8]), 0, 0, 0, 0), good[12:]...),
+		"cut header":  good[:45],
+		// A name's length running into the records.
+		"long name": append(bytes.Clone(good[:40]), append([]byte{200}, good[41:]...)...),
 	} {
 		if _, err := applyBackup(t, nil, b); !errors.Is(errors.Invalid, err) {
 			t.Errorf("%s: %v", name, err)
@@ -91,6 +125,15 @@ func TestBackupRoundTrip(t *testing.T) {
 	if bw.Record(2, 0, []byte("x")) == nil || bw.Record(0, 4000, make([]byte, 100)) == nil {
 		t.Error("a record out of bounds was written")
 	}
+	for _, h := range []BackupHeader{
+		{Version: 1, Size: 8192, BlockSize: 4096, Base: testRefs[0]}, // version 1 names no base
+		{Size: 8192, BlockSize: 4096, Of: BackupRef{Volume: string(make([]byte, 256))}},
+		{Version: 3, Size: 8192, BlockSize: 4096},
+	} {
+		if _, err := NewBackupWriter(io.Discard, h); err == nil {
+			t.Errorf("header %+v written", h)
+		}
+	}
 }
 
 // FuzzReadBackup: the reader never panics, never hands a record outside the volume's
@@ -98,6 +141,7 @@ func TestBackupRoundTrip(t *testing.T) {
 func FuzzReadBackup(f *testing.F) {
 	f.Add(makeBackup(f, make([]byte, 8192), bytes.Repeat([]byte{1}, 8192), 4096))
 	f.Add(makeBackup(f, nil, []byte("hello world, a volume of 32 bytes"[:32]), 16))
+	f.Add(makeBackupV(f, 1, make([]byte, 8192), bytes.Repeat([]byte{1}, 8192), 4096))
 	f.Add([]byte(BackupMagic))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var h BackupHeader
