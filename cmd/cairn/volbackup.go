@@ -365,15 +365,15 @@ func volumeImport(c *adminClient, name, in, sizeArg string, opt importOptions, s
 	if !incremental && (opt.onto != "" || opt.forceBase) {
 		return fmt.Errorf("volume: import: --onto and --force-base are for an incremental backup; %s is a raw image", in)
 	}
+	var h0 volume.BackupHeader
 	if incremental && v != nil {
 		// Before anything is written (or the volume attached): the volume must hold the
 		// base the backup applies to.
 		peek, _ := br.Peek(volume.MaxBackupHeader)
-		h, err := volume.ReadBackupHeader(bytes.NewReader(peek))
-		if err != nil {
+		if h0, err = volume.ReadBackupHeader(bytes.NewReader(peek)); err != nil {
 			return fmt.Errorf("volume: import: %s: %w", in, err)
 		}
-		if err := checkBase(c, v, h, opt, stderr); err != nil {
+		if err := checkBase(c, v, h0, opt, stderr); err != nil {
 			return err
 		}
 	}
@@ -419,6 +419,10 @@ func volumeImport(c *adminClient, name, in, sizeArg string, opt importOptions, s
 	}
 	err = func() error {
 		if incremental {
+			// Again now that this node holds the lease: no other can have written since.
+			if err := checkBase(c, v, h0, importOptions{onto: opt.onto, forceBase: opt.forceBase, quiet: true}, stderr); err != nil {
+				return err
+			}
 			p := newProgress(stderr, "importing into "+name, fileSize, quiet)
 			var h volume.BackupHeader
 			var pend []byte // contiguous records, written together (at most a block)
