@@ -307,7 +307,14 @@ func volumeExport(c *adminClient, name, out, since string, quiet bool, stdout, s
 		return [2][]byte{cur, old}, err
 	}, func(k int, b [2][]byte) error {
 		i, cur := lay.Indices[k], b[0]
+		digested := b[1] == nil // past the base's end: no digest
 		if err := volume.DiffRuns(b[1], cur, 4096, func(off, n int) error {
+			if !digested {
+				digested = true
+				if err := bk.BaseDigest(i, sha256.Sum256(b[1])); err != nil {
+					return err
+				}
+			}
 			changed += int64(n)
 			return bk.Record(i, int64(off), cur[off:off+n])
 		}); err != nil {
@@ -373,8 +380,19 @@ func volumeImport(c *adminClient, name, in, sizeArg string, opt importOptions, s
 		if h0, err = volume.ReadBackupHeader(bytes.NewReader(peek)); err != nil {
 			return fmt.Errorf("volume: import: %s: %w", in, err)
 		}
-		if err := checkBase(c, v, h0, opt, stderr); err != nil {
+		at, err := checkBase(c, v, h0, opt, stderr)
+		if err != nil {
 			return err
+		}
+		if opt.onto != "" && !opt.forceBase {
+			// The operator's word that at is the base is checked where the backup
+			// writes: the base's data objects there, by their digests.
+			if fileSize < 0 {
+				return fmt.Errorf("volume: import: --onto needs the backup in a FILE, not a stream: it is read once to check the base's digests before anything is written")
+			}
+			if err := checkDigests(c, in, h0, at); err != nil {
+				return err
+			}
 		}
 	}
 	created := false
@@ -420,7 +438,7 @@ func volumeImport(c *adminClient, name, in, sizeArg string, opt importOptions, s
 	err = func() error {
 		if incremental {
 			// Again now that this node holds the lease: no other can have written since.
-			if err := checkBase(c, v, h0, importOptions{onto: opt.onto, forceBase: opt.forceBase, quiet: true}, stderr); err != nil {
+			if _, err := checkBase(c, v, h0, importOptions{onto: opt.onto, forceBase: opt.forceBase, quiet: true}, stderr); err != nil {
 				return err
 			}
 			p := newProgress(stderr, "importing into "+name, fileSize, quiet)
@@ -542,24 +560,24 @@ func findVolume(c *adminClient, name string) (*server.VolumeInfo, error) {
 // checkBase refuses unless volume v holds the base of the incremental backup h: it is
 // at a snapshot (a clone of it, or rolled back to it, with nothing written since) whose
 // layer is the one h names, or, with --onto, the one the operator names, of h's base
-// size. Layer ids are random 64-bit numbers, so a layer found is the base's, in this
-// cluster. Not checked: the content itself (a volume written through a path that skips
-// its layers, or an --onto snapshot that is not a copy of the base).
-func checkBase(c *adminClient, v *server.VolumeInfo, h volume.BackupHeader, opt importOptions, stderr io.Writer) error {
+// size (checkDigests then checks its content where the backup writes). Layer ids are
+// random 64-bit numbers, so a layer found is the base's, in this cluster. It returns the
+// snapshot the volume is at (nil with --force-base).
+func checkBase(c *adminClient, v *server.VolumeInfo, h volume.BackupHeader, opt importOptions, stderr io.Writer) (*server.SnapshotInfo, error) {
 	name := v.Name
 	if opt.forceBase {
 		if !opt.quiet {
 			fmt.Fprintf(stderr, "volume: import: --force-base: not checking that %s holds the backup's base\n", name)
 		}
-		return nil
+		return nil, nil
 	}
 	if h.Version < 2 {
-		return fmt.Errorf("volume: import: this incremental backup is of format version 1, which does not name its base: cairn cannot check that %s holds it, and applied onto anything else it leaves garbage; nothing written. Export it again with this build (it names its base), or give --force-base if you know %s holds the base's content", name, name)
+		return nil, fmt.Errorf("volume: import: this incremental backup is of format version 1, which does not name its base: cairn cannot check that %s holds it, and applied onto anything else it leaves garbage; nothing written. Export it again with this build (it names its base), or give --force-base if you know %s holds the base's content", name, name)
 	}
 	what := fmt.Sprintf("the backup of %s (layer %s) applies to %s (layer %s)", h.Of, h.Of.Layer, h.Base, h.Base.Layer)
 	var ss []server.SnapshotInfo
 	if err := c.do(http.MethodGet, "snapshots", &ss); err != nil {
-		return err
+		return nil, err
 	}
 	var at *server.SnapshotInfo
 	key := opt.onto
@@ -574,21 +592,53 @@ func checkBase(c *adminClient, v *server.VolumeInfo, h volume.BackupHeader, opt 
 	}
 	switch {
 	case at == nil && key != "":
-		return fmt.Errorf("volume: import: --onto: no snapshot %s (cairn volume snapshots); nothing written", key)
+		return nil, fmt.Errorf("volume: import: --onto: no snapshot %s (cairn volume snapshots); nothing written", key)
 	case at == nil:
-		return fmt.Errorf("volume: import: %s, and no snapshot of this cluster has that layer (the backup is from another cluster, or its base was deleted); nothing written. Restoring elsewhere: import the base's full image, snapshot the volume, and name that snapshot with --onto (cairn checks the volume is at it, not that it holds the base's content)", what)
+		return nil, fmt.Errorf("volume: import: %s, and no snapshot of this cluster has that layer (the backup is from another cluster, or its base was deleted); nothing written. Restoring elsewhere: import the base's full image, snapshot the volume, and name that snapshot with --onto (cairn checks the volume is at it, and that its data objects the backup writes are the base's, by the base's digests in the backup)", what)
 	case key != "" && at.Size != h.BaseSize:
-		return fmt.Errorf("volume: import: --onto %s: %s of %d bytes, and %s has %d: it is not a copy of the base; nothing written", key, what, h.BaseSize, key, at.Size)
+		return nil, fmt.Errorf("volume: import: --onto %s: %s of %d bytes, and %s has %d: it is not a copy of the base; nothing written", key, what, h.BaseSize, key, at.Size)
 	}
 	var lay server.VolumeLayout
 	if err := c.do(http.MethodGet, "volume-layout?"+url.Values{"name": {name}, "since": {at.Key}}.Encode(), &lay); err != nil {
 		if strings.Contains(err.Error(), "not older") {
-			return fmt.Errorf("volume: import: %s, and volume %s is not at %s (neither a clone of it nor rolled back to it); nothing written. Clone %s into a new volume and import there (cairn volume clone %s NEW), or roll back", what, name, at.Key, at.Key, at.Key)
+			return nil, fmt.Errorf("volume: import: %s, and volume %s is not at %s (neither a clone of it nor rolled back to it); nothing written. Clone %s into a new volume and import there (cairn volume clone %s NEW), or roll back", what, name, at.Key, at.Key, at.Key)
 		}
-		return err
+		return nil, err
 	}
 	if len(lay.Indices) > 0 {
-		return fmt.Errorf("volume: import: %s, and volume %s has %d data objects written since it was at %s; nothing written. Roll it back (cairn volume rollback %s %s) or clone %s into a new volume", what, name, len(lay.Indices), at.Key, name, at.Key, at.Key)
+		return nil, fmt.Errorf("volume: import: %s, and volume %s has %d data objects written since it was at %s; nothing written. Roll it back (cairn volume rollback %s %s) or clone %s into a new volume", what, name, len(lay.Indices), at.Key, name, at.Key, at.Key)
 	}
-	return nil
+	return at, nil
+}
+
+// checkDigests refuses unless the data objects of snapshot at that the backup in file
+// changes are the base's, by the base's digests the backup holds (version 2): the
+// operator's --onto snapshot is then the base wherever the backup writes. The whole
+// backup is read (and so found complete and well formed) before anything is written.
+func checkDigests(c *adminClient, file string, h volume.BackupHeader, at *server.SnapshotInfo) error {
+	if at.BlockSize != h.BlockSize {
+		return fmt.Errorf("volume: import: --onto %s: its data objects are of %d bytes and the backup's of %d: the base's digests cannot be checked; nothing written (--force-base to apply it unchecked)", at.Key, at.BlockSize, h.BlockSize)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return fmt.Errorf("volume: import: %w", err)
+	}
+	defer f.Close()
+	var idx []int64
+	var sums [][32]byte
+	err = volume.ReadBackupDigests(f, func(volume.BackupHeader) error { return nil }, func(i int64, sum [32]byte) error {
+		idx, sums = append(idx, i), append(sums, sum)
+		return nil
+	}, func(int64, int64, []byte) error { return nil })
+	if err != nil {
+		return fmt.Errorf("volume: import: %s: %w; nothing written", file, err)
+	}
+	return inOrder(len(idx), exportWorkers, func(k int) ([]byte, error) {
+		return c.object(at.Key, idx[k])
+	}, func(k int, b []byte) error {
+		if sha256.Sum256(b) != sums[k] {
+			return fmt.Errorf("volume: import: --onto %s: its data object %d differs from the base's (%s) by the SHA-256 the backup holds: it is not a copy of the base; nothing written", at.Key, idx[k], h.Base)
+		}
+		return nil
+	})
 }

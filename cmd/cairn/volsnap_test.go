@@ -255,6 +255,12 @@ func TestVolumeSnapshots(t *testing.T) {
 	if out, err := tc.volume(0, "import", "r", incr, "--onto", "s1"); err != nil || !strings.Contains(out, "applied an incremental backup") {
 		t.Fatalf("incremental import --onto: %v\n%s", err, out)
 	}
+	// A snapshot at which r is, of the base's size, but not a copy of it: the base's
+	// digests in the backup differ where it writes.
+	tc.mustVolume(0, "snapshot", "r", "s2")
+	if out, err := tc.volume(0, "import", "r", incr, "--onto", "s2"); err == nil || !strings.Contains(out, "differs from the base's") || !strings.Contains(out, "nothing written") {
+		t.Fatalf("incremental import --onto a snapshot that is not the base: %v\n%s", err, out)
+	}
 	// A backup cut short is found only at its end, after its records were written: the
 	// error says so (it said only "truncated"). r is past its base now: --force-base.
 	cut := filepath.Join(dir, "cut.cvb")
@@ -272,7 +278,7 @@ func TestVolumeSnapshots(t *testing.T) {
 	r := tc.mustVolume(0, "attach", "r", "--node", "node3")
 	qemuCompare(t, r.URI, "nbd://"+tc.procs[0].NBDAddr()+"/vm@s2")
 	tc.mustVolume(0, "detach", "r")
-	for _, args := range [][]string{{"delete", "r@s1"}, {"delete", "r"}} {
+	for _, args := range [][]string{{"delete", "r@s2"}, {"delete", "r@s1"}, {"delete", "r"}} {
 		if out, err := tc.volume(0, args...); err != nil {
 			t.Fatalf("%v: %v\n%q", args, err, out)
 		}

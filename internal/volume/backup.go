@@ -20,6 +20,10 @@ import (
 //	record  index u64, offset u32, length u32 (1 to block size), then length bytes:
 //	        the bytes at index*block size + offset changed; offset + length <= block
 //	        size and the range ends within the volume size
+//	digest  (version 2) index u64, offset 0xffffffff, length 32, then the SHA-256 of
+//	        the base's data object index (its bytes, cut at the base size): before the
+//	        first record of every data object the base has (index*block size < base
+//	        size), once, in increasing index order
 //	end     index 0xffffffffffffffff, offset 0, length 0
 //
 // Records come in increasing (index, offset) order and do not overlap. Applying them to
@@ -30,6 +34,7 @@ const (
 	BackupMagic   = "CAIRNVB\n"
 	BackupVersion = 2
 	backupEnd     = ^uint64(0)
+	digestOff     = 0xffffffff
 	// MaxBackupBlock bounds the block size a backup may declare (a record is at most
 	// one block, read whole into memory).
 	MaxBackupBlock = 64 << 20
@@ -68,6 +73,7 @@ type BackupWriter struct {
 	h                BackupHeader
 	lastIdx, lastEnd int64 // the end of the last record, to keep the order
 	started          bool
+	lastDigest       int64 // the index of the last digest (-1: none yet)
 }
 
 // NewBackupWriter writes h to w and returns the writer of the records.
@@ -97,7 +103,44 @@ func NewBackupWriter(w io.Writer, h BackupHeader) (*BackupWriter, error) {
 	if _, err := w.Write(b); err != nil {
 		return nil, err
 	}
-	return &BackupWriter{w: w, h: h}, nil
+	return &BackupWriter{w: w, h: h, lastDigest: -1}, nil
+}
+
+// BaseDigest writes the SHA-256 of the base's data object index (version 2): before
+// its first record.
+func (bw *BackupWriter) BaseDigest(index int64, sum [32]byte) error {
+	if err := bw.h.checkDigest(index, bw.lastDigest, bw.started, bw.lastIdx); err != nil {
+		return err
+	}
+	bw.lastDigest = index
+	var b [16 + 32]byte
+	binary.BigEndian.PutUint64(b[:], uint64(index))
+	binary.BigEndian.PutUint32(b[8:], digestOff)
+	binary.BigEndian.PutUint32(b[12:], 32)
+	copy(b[16:], sum[:])
+	_, err := bw.w.Write(b[:])
+	return err
+}
+
+// needDigest refuses a record of data object index that the base has without its digest
+// before it (version 2).
+func (h BackupHeader) needDigest(index, lastDigest int64) error {
+	if h.Version >= 2 && index*h.BlockSize < h.BaseSize && index != lastDigest {
+		return errors.Errorf("", errors.Invalid, "cairn backup: a record of block %d without the base's digest of it before", index)
+	}
+	return nil
+}
+
+func (h BackupHeader) checkDigest(index, lastDigest int64, started bool, lastIdx int64) error {
+	switch {
+	case h.Version < 2:
+		return errors.E(errors.Invalid, "cairn backup: a base digest in a version 1 backup")
+	case index < 0 || index*h.BlockSize >= h.BaseSize || index > (h.Size-1)/h.BlockSize:
+		return errors.Errorf("", errors.Invalid, "cairn backup: a base digest of block %d, past the base's end (%d bytes) or the volume's", index, h.BaseSize)
+	case index <= lastDigest || (started && index <= lastIdx):
+		return errors.Errorf("", errors.Invalid, "cairn backup: the base digest of block %d out of order", index)
+	}
+	return nil
 }
 
 // Record writes the changed bytes p at offset off of data object index.
@@ -107,6 +150,9 @@ func (bw *BackupWriter) Record(index, off int64, p []byte) error {
 	}
 	if bw.started && (index < bw.lastIdx || (index == bw.lastIdx && off < bw.lastEnd)) {
 		return errors.Errorf("", errors.Invalid, "backup record %d+%d out of order", index, off)
+	}
+	if err := bw.h.needDigest(index, bw.lastDigest); err != nil {
+		return err
 	}
 	bw.started, bw.lastIdx, bw.lastEnd = true, index, off+int64(len(p))
 	var b [16]byte
@@ -197,6 +243,12 @@ func IsBackup(first []byte) bool { return bytes.HasPrefix(first, []byte(BackupMa
 // format promises (magic, version, bounds, order, the end marker) and stops at the first
 // violation (Invalid) or error of a callback.
 func ReadBackup(r io.Reader, header func(BackupHeader) error, record func(index, off int64, p []byte) error) error {
+	return ReadBackupDigests(r, header, nil, record)
+}
+
+// ReadBackupDigests is ReadBackup that calls digest (if not nil) with each base digest
+// (version 2).
+func ReadBackupDigests(r io.Reader, header func(BackupHeader) error, digest func(index int64, sum [32]byte) error, record func(index, off int64, p []byte) error) error {
 	br := bufio.NewReaderSize(r, 1<<20)
 	h, err := ReadBackupHeader(br)
 	if err != nil {
@@ -209,6 +261,7 @@ func ReadBackup(r io.Reader, header func(BackupHeader) error, record func(index,
 	var buf []byte
 	started := false
 	var lastIdx, lastEnd int64
+	lastDigest := int64(-1)
 	for {
 		if _, err := io.ReadFull(br, b[:16]); err != nil {
 			return errors.Errorf("", errors.Invalid, "cairn backup truncated (no end marker): %v", err)
@@ -225,11 +278,33 @@ func ReadBackup(r io.Reader, header func(BackupHeader) error, record func(index,
 			return errors.Errorf("", errors.Invalid, "cairn backup record of block %d: past the volume's end", idx)
 		}
 		index := int64(idx)
+		if off == digestOff {
+			if n != 32 {
+				return errors.Errorf("", errors.Invalid, "cairn backup: a base digest of %d bytes", n)
+			}
+			if err := h.checkDigest(index, lastDigest, started, lastIdx); err != nil {
+				return err
+			}
+			lastDigest = index
+			var sum [32]byte
+			if _, err := io.ReadFull(br, sum[:]); err != nil {
+				return errors.Errorf("", errors.Invalid, "cairn backup truncated in a digest: %v", err)
+			}
+			if digest != nil {
+				if err := digest(index, sum); err != nil {
+					return err
+				}
+			}
+			continue
+		}
 		if err := h.check(index, off, n); err != nil {
 			return err
 		}
 		if started && (index < lastIdx || (index == lastIdx && off < lastEnd)) {
 			return errors.Errorf("", errors.Invalid, "cairn backup record %d+%d out of order", index, off)
+		}
+		if err := h.needDigest(index, lastDigest); err != nil {
+			return err
 		}
 		started, lastIdx, lastEnd = true, index, off+n
 		if int64(cap(buf)) < n {

@@ -2,6 +2,7 @@ package volume
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"io"
 	"math/rand/v2"
 	"testing"
@@ -18,10 +19,16 @@ func applyBackup(t testing.TB, base []byte, b []byte) ([]byte, error) {
 func applyBackupH(t testing.TB, base []byte, b []byte) ([]byte, BackupHeader, error) {
 	out := bytes.Clone(base)
 	var h BackupHeader
-	err := ReadBackup(bytes.NewReader(b), func(hh BackupHeader) error {
+	err := ReadBackupDigests(bytes.NewReader(b), func(hh BackupHeader) error {
 		h = hh
 		if int64(len(out)) < h.Size {
 			out = append(out, make([]byte, h.Size-int64(len(out)))...)
+		}
+		return nil
+	}, func(i int64, sum [32]byte) error {
+		// The base's digests are of the base's data objects.
+		if sha256.Sum256(base[i*h.BlockSize:min((i+1)*h.BlockSize, int64(len(base)))]) != sum {
+			return errors.Errorf("", errors.Invalid, "base digest %d differs", i)
 		}
 		return nil
 	}, func(i, off int64, p []byte) error {
@@ -55,7 +62,16 @@ func makeBackupV(t testing.TB, version int, base, cur []byte, bs int) []byte {
 		if i*bs < len(base) {
 			b = base[i*bs : min((i+1)*bs, len(base))]
 		}
-		if err := DiffRuns(b, c, 512, func(off, n int) error { return bw.Record(int64(i), int64(off), c[off:off+n]) }); err != nil {
+		digested := false
+		if err := DiffRuns(b, c, 512, func(off, n int) error {
+			if version >= 2 && b != nil && !digested {
+				digested = true
+				if err := bw.BaseDigest(int64(i), sha256.Sum256(b)); err != nil {
+					return err
+				}
+			}
+			return bw.Record(int64(i), int64(off), c[off:off+n])
+		}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -106,6 +122,14 @@ func TestBackupRoundTrip(t *testing.T) {
 	}
 	// Malformed backups are refused, never applied past their bounds.
 	good := makeBackup(t, make([]byte, 8192), bytes.Repeat([]byte{1}, 8192), 4096)
+	hdrLen := 40 + 6 + len(testRefs[0].Volume+testRefs[0].Snapshot+testRefs[0].Layer+testRefs[1].Volume+testRefs[1].Snapshot+testRefs[1].Layer)
+	if _, err := applyBackup(t, make([]byte, 8192), good); err != nil {
+		t.Fatal(err)
+	}
+	// Applied onto another base, the digests differ (what cairn volume import --onto checks).
+	if _, err := applyBackup(t, bytes.Repeat([]byte{2}, 8192), good); err == nil {
+		t.Error("the digests of another base matched")
+	}
 	for name, b := range map[string][]byte{
 		"bad magic":   append([]byte("XAIRNVB\n"), good[8:]...),
 		"truncated":   good[:len(good)-3],
@@ -115,6 +139,8 @@ func TestBackupRoundTrip(t *testing.T) {
 		"cut header":  good[:45],
 		// A name's length running into the records.
 		"long name": append(bytes.Clone(good[:40]), append([]byte{200}, good[41:]...)...),
+		// The first record's digest dropped: a record of a block the base has, unvouched.
+		"no digest": append(bytes.Clone(good[:hdrLen]), good[hdrLen+48:]...),
 	} {
 		if _, err := applyBackup(t, nil, b); !errors.Is(errors.Invalid, err) {
 			t.Errorf("%s: %v", name, err)
@@ -150,7 +176,10 @@ func FuzzReadBackup(f *testing.F) {
 			p      []byte
 		}
 		var recs []rec
-		err := ReadBackup(bytes.NewReader(b), func(hh BackupHeader) error { h = hh; return nil }, func(i, off int64, p []byte) error {
+		err := ReadBackupDigests(bytes.NewReader(b), func(hh BackupHeader) error { h = hh; return nil }, func(i int64, sum [32]byte) error {
+			recs = append(recs, rec{i, -1, sum[:]})
+			return nil
+		}, func(i, off int64, p []byte) error {
 			if i*h.BlockSize+off+int64(len(p)) > h.Size || off+int64(len(p)) > h.BlockSize {
 				t.Fatalf("record %d+%d (%d bytes) outside %+v", i, off, len(p), h)
 			}
@@ -166,7 +195,12 @@ func FuzzReadBackup(f *testing.F) {
 			t.Fatal(err)
 		}
 		for _, r := range recs {
-			if err := bw.Record(r.i, r.off, r.p); err != nil {
+			if r.off < 0 {
+				err = bw.BaseDigest(r.i, [32]byte(r.p))
+			} else {
+				err = bw.Record(r.i, r.off, r.p)
+			}
+			if err != nil {
 				t.Fatal(err)
 			}
 		}
