@@ -57,8 +57,10 @@ Commands:
                          into a volume at its base: a clone of the base snapshot or a volume
                          rolled back to it, nothing written since (checked by the layer id
                          the backup names); --onto SNAP, the snapshot NAME is at, which the
-                         operator vouches holds the base (a restore into another cluster);
-                         --force-base checks nothing (version 1 backups need it); the volume
+                         operator vouches holds the base (a restore into another cluster;
+                         a FILE: the base's digests in it are checked against SNAP's data
+                         objects it writes); --force-base checks nothing (version 1
+                         backups need it); the volume
                          is attached to the --admin node for it, detached after if it was
                          detached
   space                  the data objects stored, and the layers waiting to be reclaimed
