@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -265,17 +266,33 @@ func volumeExport(c *adminClient, name, out, since string, quiet bool, stdout, s
 	if err := c.do(http.MethodGet, "snapshots", &ss); err != nil {
 		return err
 	}
-	baseSize := int64(-1)
+	// The header names the base and the exported state by their layers: the import
+	// checks the volume it applies the backup to is at the base.
+	h := volume.BackupHeader{Size: lay.Size, BlockSize: bs, BaseSize: -1}
 	for _, s := range ss {
 		if s.Key == base {
-			baseSize = s.Size
+			h.BaseSize, h.Base = s.Size, volume.BackupRef{Volume: s.Volume, Snapshot: s.Name, Layer: s.Layer}
+		}
+		if s.Key == name {
+			h.Of = volume.BackupRef{Volume: s.Volume, Snapshot: s.Name, Layer: s.Layer}
 		}
 	}
-	if baseSize < 0 {
+	if h.BaseSize < 0 {
 		return fmt.Errorf("volume: export: no snapshot %s (cairn volume snapshots)", base)
 	}
+	if h.Of.Layer == "" { // a detached volume: its head
+		v, err := findVolume(c, name)
+		if err != nil {
+			return err
+		}
+		if v == nil {
+			return fmt.Errorf("volume: export: no snapshot or volume %s", name)
+		}
+		h.Of = volume.BackupRef{Volume: v.Name, Layer: v.ID}
+	}
+	baseSize := h.BaseSize
 	p := newProgress(stderr, "exporting "+name+" since "+base, int64(len(lay.Indices))*bs, quiet)
-	bk, err := volume.NewBackupWriter(bw, volume.BackupHeader{Size: lay.Size, BlockSize: bs})
+	bk, err := volume.NewBackupWriter(bw, h)
 	if err != nil {
 		return err
 	}
@@ -290,7 +307,14 @@ func volumeExport(c *adminClient, name, out, since string, quiet bool, stdout, s
 		return [2][]byte{cur, old}, err
 	}, func(k int, b [2][]byte) error {
 		i, cur := lay.Indices[k], b[0]
+		digested := b[1] == nil // past the base's end: no digest
 		if err := volume.DiffRuns(b[1], cur, 4096, func(off, n int) error {
+			if !digested {
+				digested = true
+				if err := bk.BaseDigest(i, sha256.Sum256(b[1])); err != nil {
+					return err
+				}
+			}
 			changed += int64(n)
 			return bk.Record(i, int64(off), cur[off:off+n])
 		}); err != nil {
@@ -323,7 +347,8 @@ func volumeExport(c *adminClient, name, out, since string, quiet bool, stdout, s
 // into the volume holding its base snapshot's content (grown to its size if needed).
 // The volume is attached to the --admin node for the import (and detached after, if it
 // was detached before).
-func volumeImport(c *adminClient, name, in, sizeArg string, quiet bool, stdin io.Reader, stdout, stderr io.Writer) error {
+func volumeImport(c *adminClient, name, in, sizeArg string, opt importOptions, stdin io.Reader, stdout, stderr io.Writer) error {
+	quiet := opt.quiet
 	var r io.Reader = stdin
 	var fileSize int64 = -1
 	if in != "-" {
@@ -340,14 +365,34 @@ func volumeImport(c *adminClient, name, in, sizeArg string, quiet bool, stdin io
 	br := bufio.NewReaderSize(r, 4<<20)
 	head, _ := br.Peek(len(volume.BackupMagic))
 	incremental := volume.IsBackup(head)
-	var vs []server.VolumeInfo
-	if err := c.do(http.MethodGet, "volumes", &vs); err != nil {
+	v, err := findVolume(c, name)
+	if err != nil {
 		return err
 	}
-	var v *server.VolumeInfo
-	for i := range vs {
-		if vs[i].Name == name {
-			v = &vs[i]
+	if !incremental && (opt.onto != "" || opt.forceBase) {
+		return fmt.Errorf("volume: import: --onto and --force-base are for an incremental backup; %s is a raw image", in)
+	}
+	var h0 volume.BackupHeader
+	if incremental && v != nil {
+		// Before anything is written (or the volume attached): the volume must hold the
+		// base the backup applies to.
+		peek, _ := br.Peek(volume.MaxBackupHeader)
+		if h0, err = volume.ReadBackupHeader(bytes.NewReader(peek)); err != nil {
+			return fmt.Errorf("volume: import: %s: %w", in, err)
+		}
+		at, err := checkBase(c, v, h0, opt, stderr)
+		if err != nil {
+			return err
+		}
+		if opt.onto != "" && !opt.forceBase {
+			// The operator's word that at is the base is checked where the backup
+			// writes: the base's data objects there, by their digests.
+			if fileSize < 0 {
+				return fmt.Errorf("volume: import: --onto needs the backup in a FILE, not a stream: it is read once to check the base's digests before anything is written")
+			}
+			if err := checkDigests(c, in, h0, at); err != nil {
+				return err
+			}
 		}
 	}
 	created := false
@@ -358,7 +403,7 @@ func volumeImport(c *adminClient, name, in, sizeArg string, quiet bool, stdin io
 	}
 	if v == nil {
 		if incremental {
-			return fmt.Errorf("volume: import: %s is an incremental backup: import it into the volume that holds its base (import the full image first)", in)
+			return fmt.Errorf("volume: import: %s is an incremental backup: import it into a volume at its base (a clone of the base snapshot; or import the full image first, snapshot it and name that snapshot with --onto)", in)
 		}
 		size := fileSize
 		if sizeArg != "" {
@@ -390,8 +435,12 @@ func volumeImport(c *adminClient, name, in, sizeArg string, quiet bool, stdin io
 		var out map[string]int
 		return c.doBody(http.MethodPost, "volume/write?"+url.Values{"name": {name}, "off": {strconv.FormatInt(off, 10)}}.Encode(), p, &out)
 	}
-	err := func() error {
+	err = func() error {
 		if incremental {
+			// Again now that this node holds the lease: no other can have written since.
+			if _, err := checkBase(c, v, h0, importOptions{onto: opt.onto, forceBase: opt.forceBase, quiet: true}, stderr); err != nil {
+				return err
+			}
 			p := newProgress(stderr, "importing into "+name, fileSize, quiet)
 			var h volume.BackupHeader
 			var pend []byte // contiguous records, written together (at most a block)
@@ -446,7 +495,7 @@ func volumeImport(c *adminClient, name, in, sizeArg string, quiet bool, stdin io
 			if err != nil && applied > 0 {
 				// Records are applied as they are read: a backup found damaged (or a write
 				// that failed) halfway leaves the volume between the two states.
-				err = fmt.Errorf("%w; %s of the backup were written into %s before: it now holds neither its base's content nor the backup's; import the whole backup again (applying it twice is harmless)", err, humanSize(applied), name)
+				err = fmt.Errorf("%w; %s of the backup were written into %s before: it now holds neither its base's content nor the backup's; import the whole backup again with --force-base (applying it twice is harmless; the base is not checked again: the volume is no longer at it)", err, humanSize(applied), name)
 			}
 			return err
 		}
@@ -482,4 +531,114 @@ func volumeImport(c *adminClient, name, in, sizeArg string, quiet bool, stdin io
 		}
 	}
 	return err
+}
+
+// importOptions are cairn volume import's flags.
+type importOptions struct {
+	quiet bool
+	// onto names a snapshot the operator vouches holds the backup's base (a restore
+	// into another cluster: the base's layer is not there); forceBase skips every
+	// check of the base.
+	onto      string
+	forceBase bool
+}
+
+// findVolume is volume name (nil if there is none).
+func findVolume(c *adminClient, name string) (*server.VolumeInfo, error) {
+	var vs []server.VolumeInfo
+	if err := c.do(http.MethodGet, "volumes", &vs); err != nil {
+		return nil, err
+	}
+	for i := range vs {
+		if vs[i].Name == name {
+			return &vs[i], nil
+		}
+	}
+	return nil, nil
+}
+
+// checkBase refuses unless volume v holds the base of the incremental backup h: it is
+// at a snapshot (a clone of it, or rolled back to it, with nothing written since) whose
+// layer is the one h names, or, with --onto, the one the operator names, of h's base
+// size (checkDigests then checks its content where the backup writes). Layer ids are
+// random 64-bit numbers, so a layer found is the base's, in this cluster. It returns the
+// snapshot the volume is at (nil with --force-base).
+func checkBase(c *adminClient, v *server.VolumeInfo, h volume.BackupHeader, opt importOptions, stderr io.Writer) (*server.SnapshotInfo, error) {
+	name := v.Name
+	if opt.forceBase {
+		if !opt.quiet {
+			fmt.Fprintf(stderr, "volume: import: --force-base: not checking that %s holds the backup's base\n", name)
+		}
+		return nil, nil
+	}
+	if h.Version < 2 {
+		return nil, fmt.Errorf("volume: import: this incremental backup is of format version 1, which does not name its base: cairn cannot check that %s holds it, and applied onto anything else it leaves garbage; nothing written. Export it again with this build (it names its base), or give --force-base if you know %s holds the base's content", name, name)
+	}
+	what := fmt.Sprintf("the backup of %s (layer %s) applies to %s (layer %s)", h.Of, h.Of.Layer, h.Base, h.Base.Layer)
+	var ss []server.SnapshotInfo
+	if err := c.do(http.MethodGet, "snapshots", &ss); err != nil {
+		return nil, err
+	}
+	var at *server.SnapshotInfo
+	key := opt.onto
+	if key != "" && !strings.Contains(key, "@") {
+		key = name + "@" + key
+	}
+	for i := range ss {
+		if (key == "" && ss[i].Layer == h.Base.Layer) || (key != "" && ss[i].Key == key) {
+			at = &ss[i]
+			break
+		}
+	}
+	switch {
+	case at == nil && key != "":
+		return nil, fmt.Errorf("volume: import: --onto: no snapshot %s (cairn volume snapshots); nothing written", key)
+	case at == nil:
+		return nil, fmt.Errorf("volume: import: %s, and no snapshot of this cluster has that layer (the backup is from another cluster, or its base was deleted); nothing written. Restoring elsewhere: import the base's full image, snapshot the volume, and name that snapshot with --onto (cairn checks the volume is at it, and that its data objects the backup writes are the base's, by the base's digests in the backup)", what)
+	case key != "" && at.Size != h.BaseSize:
+		return nil, fmt.Errorf("volume: import: --onto %s: %s of %d bytes, and %s has %d: it is not a copy of the base; nothing written", key, what, h.BaseSize, key, at.Size)
+	}
+	var lay server.VolumeLayout
+	if err := c.do(http.MethodGet, "volume-layout?"+url.Values{"name": {name}, "since": {at.Key}}.Encode(), &lay); err != nil {
+		if strings.Contains(err.Error(), "not older") {
+			return nil, fmt.Errorf("volume: import: %s, and volume %s is not at %s (neither a clone of it nor rolled back to it); nothing written. Clone %s into a new volume and import there (cairn volume clone %s NEW), or roll back", what, name, at.Key, at.Key, at.Key)
+		}
+		return nil, err
+	}
+	if len(lay.Indices) > 0 {
+		return nil, fmt.Errorf("volume: import: %s, and volume %s has %d data objects written since it was at %s; nothing written. Roll it back (cairn volume rollback %s %s) or clone %s into a new volume", what, name, len(lay.Indices), at.Key, name, at.Key, at.Key)
+	}
+	return at, nil
+}
+
+// checkDigests refuses unless the data objects of snapshot at that the backup in file
+// changes are the base's, by the base's digests the backup holds (version 2): the
+// operator's --onto snapshot is then the base wherever the backup writes. The whole
+// backup is read (and so found complete and well formed) before anything is written.
+func checkDigests(c *adminClient, file string, h volume.BackupHeader, at *server.SnapshotInfo) error {
+	if at.BlockSize != h.BlockSize {
+		return fmt.Errorf("volume: import: --onto %s: its data objects are of %d bytes and the backup's of %d: the base's digests cannot be checked; nothing written (--force-base to apply it unchecked)", at.Key, at.BlockSize, h.BlockSize)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return fmt.Errorf("volume: import: %w", err)
+	}
+	defer f.Close()
+	var idx []int64
+	var sums [][32]byte
+	err = volume.ReadBackupDigests(f, func(volume.BackupHeader) error { return nil }, func(i int64, sum [32]byte) error {
+		idx, sums = append(idx, i), append(sums, sum)
+		return nil
+	}, func(int64, int64, []byte) error { return nil })
+	if err != nil {
+		return fmt.Errorf("volume: import: %s: %w; nothing written", file, err)
+	}
+	return inOrder(len(idx), exportWorkers, func(k int) ([]byte, error) {
+		return c.object(at.Key, idx[k])
+	}, func(k int, b []byte) error {
+		if sha256.Sum256(b) != sums[k] {
+			return fmt.Errorf("volume: import: --onto %s: its data object %d differs from the base's (%s) by the SHA-256 the backup holds: it is not a copy of the base; nothing written", at.Key, idx[k], h.Base)
+		}
+		return nil
+	})
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/server"
 	"github.com/cairnfs/cairn/internal/testutil/proctest"
+	"github.com/cairnfs/cairn/internal/volume"
 )
 
 // blockModel is a volume's content as 4 KiB blocks, each a qemu-io pattern byte.
@@ -217,7 +218,7 @@ func TestVolumeSnapshots(t *testing.T) {
 			t.Fatalf("a write at %s: %v", off, err)
 		}
 	}
-	if out, err := tc.volume(0, "import", "r", incr); err == nil || !strings.Contains(out, "full image first") {
+	if out, err := tc.volume(0, "import", "r", incr); err == nil || !strings.Contains(out, "clone of the base snapshot") {
 		t.Fatalf("an incremental import into a new volume: %v\n%s", err, out)
 	}
 	// An image larger than the volume is refused before anything is written: the import
@@ -239,20 +240,37 @@ func TestVolumeSnapshots(t *testing.T) {
 	if out, err := tc.volume(0, "import", "r", full); err != nil || !strings.Contains(out, "imported into r") {
 		t.Fatalf("import: %v\n%s", err, out)
 	}
+	// The backup names its base (vm@s1's layer): r, the full image imported, has
+	// another chain, and is refused before anything is written (the backup applied to
+	// anything but its base silently left garbage).
+	if out, err := tc.volume(0, "import", "r", incr); err == nil || !strings.Contains(out, "is not at vm@s1") || !strings.Contains(out, "nothing written") {
+		t.Fatalf("an incremental import onto another volume than its base: %v\n%s", err, out)
+	}
 	if out, err := tc.volume(0, "export", "r", back); err != nil {
 		t.Fatalf("export of the imported volume: %v\n%s", err, out)
 	}
 	qemuCompare(t, back, full)
-	if out, err := tc.volume(0, "import", "r", incr); err != nil || !strings.Contains(out, "applied an incremental backup") {
-		t.Fatalf("incremental import: %v\n%s", err, out)
+	// The operator vouches r's snapshot holds the base (a restore into another cluster).
+	tc.mustVolume(0, "snapshot", "r", "s1")
+	if out, err := tc.volume(0, "import", "r", incr, "--onto", "s1"); err != nil || !strings.Contains(out, "applied an incremental backup") {
+		t.Fatalf("incremental import --onto: %v\n%s", err, out)
+	}
+	// A snapshot at which r is, of the base's size, but not a copy of it: the base's
+	// digests in the backup differ where it writes.
+	tc.mustVolume(0, "snapshot", "r", "s2")
+	if out, err := tc.volume(0, "import", "r", incr, "--onto", "s2"); err == nil || !strings.Contains(out, "differs from the base's") || !strings.Contains(out, "nothing written") {
+		t.Fatalf("incremental import --onto a snapshot that is not the base: %v\n%s", err, out)
 	}
 	// A backup cut short is found only at its end, after its records were written: the
-	// error says so (it said only "truncated").
+	// error says so (it said only "truncated"). r is past its base now: --force-base.
 	cut := filepath.Join(dir, "cut.cvb")
 	if b, err := os.ReadFile(incr); err != nil || os.WriteFile(cut, b[:len(b)-16], 0o600) != nil {
 		t.Fatal(err)
 	}
-	if out, err := tc.volume(0, "import", "r", cut); err == nil || !strings.Contains(out, "truncated") || !strings.Contains(out, "written into r before") {
+	if out, err := tc.volume(0, "import", "r", cut, "--onto", "s1"); err == nil || !strings.Contains(out, "written since it was at r@s1") {
+		t.Fatalf("an incremental import onto a volume written since its base: %v\n%s", err, out)
+	}
+	if out, err := tc.volume(0, "import", "r", cut, "--force-base"); err == nil || !strings.Contains(out, "truncated") || !strings.Contains(out, "written into r before") {
 		t.Fatalf("a truncated incremental import: %v\n%s", err, out)
 	}
 	// Commands go through node1 (each returns once node1's map has it); attach waits for
@@ -260,8 +278,10 @@ func TestVolumeSnapshots(t *testing.T) {
 	r := tc.mustVolume(0, "attach", "r", "--node", "node3")
 	qemuCompare(t, r.URI, "nbd://"+tc.procs[0].NBDAddr()+"/vm@s2")
 	tc.mustVolume(0, "detach", "r")
-	if out, err := tc.volume(0, "delete", "r"); err != nil {
-		t.Fatalf("delete r: %v\n%q", err, out)
+	for _, args := range [][]string{{"delete", "r@s2"}, {"delete", "r@s1"}, {"delete", "r"}} {
+		if out, err := tc.volume(0, args...); err != nil {
+			t.Fatalf("%v: %v\n%q", args, err, out)
+		}
 	}
 
 	// A clone of s1, written on node2.
@@ -271,8 +291,23 @@ func TestVolumeSnapshots(t *testing.T) {
 	if out, err := tc.volume(0, "clone", "vm@nope", "c2"); err == nil || !strings.Contains(out, "no snapshot") {
 		t.Fatalf("clone of an unknown snapshot: %v\n%s", err, out)
 	}
+	// A fresh clone of the base is at it: the backup applies (c1 reads as s2).
+	if out, err := tc.volume(0, "import", "c1", incr); err != nil || !strings.Contains(out, "applied an incremental backup") {
+		t.Fatalf("incremental import into a clone of its base: %v\n%s", err, out)
+	}
+	// A version 1 backup does not name its base: refused without --force-base.
+	var v1 bytes.Buffer
+	if bw, err := volume.NewBackupWriter(&v1, volume.BackupHeader{Version: 1, Size: size, BlockSize: 4 << 20}); err != nil || bw.Record(0, 0, []byte("x")) != nil || bw.Close() != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "v1.cvb"), v1.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := tc.volume(0, "import", "c1", filepath.Join(dir, "v1.cvb")); err == nil || !strings.Contains(out, "version 1, which does not name its base") {
+		t.Fatalf("a version 1 incremental import: %v\n%s", err, out)
+	}
 	c1 := tc.mustVolume(0, "attach", "c1", "--node", "node2")
-	mc := m1.clone()
+	mc := m2.clone()
 	if out, ok := qemuIO(t, c1.URI, mc.write(5, 2<<20, 8192), mc.write(6, 15<<20, 1<<20), "flush"); !ok {
 		t.Fatalf("clone writes: %s", out)
 	}

@@ -51,11 +51,18 @@ Commands:
                          FILE), or with --since only what changed since the older snapshot
                          SNAP0 of the same volume, in cairn's incremental backup format
                          (docs/design/volume-snapshots.md); progress on a terminal
-  import NAME [FILE|-] [--size SIZE] [--quiet]
+  import NAME [FILE|-] [--size SIZE] [--onto SNAP | --force-base] [--quiet]
                          a raw image into volume NAME (created with the image's size, or
                          SIZE from a stream, if it does not exist), or an incremental backup
-                         into the volume holding its base; the volume is attached to the
-                         --admin node for it, detached after if it was detached
+                         into a volume at its base: a clone of the base snapshot or a volume
+                         rolled back to it, nothing written since (checked by the layer id
+                         the backup names); --onto SNAP, the snapshot NAME is at, which the
+                         operator vouches holds the base (a restore into another cluster;
+                         a FILE: the base's digests in it are checked against SNAP's data
+                         objects it writes); --force-base checks nothing (version 1
+                         backups need it); the volume
+                         is attached to the --admin node for it, detached after if it was
+                         detached
   space                  the data objects stored, and the layers waiting to be reclaimed
   delete NAME@SNAP       delete a snapshot; its data objects no one else reads are freed in
                          the background; refused while clones (or the branch a rollback
@@ -76,6 +83,8 @@ func runVolume(args []string, stdout, stderr io.Writer) error {
 	force := fs.Bool("force", false, "take the lease from a holder marked down (attach)")
 	since := fs.String("since", "", "export only what changed since this snapshot (export)")
 	quiet := fs.Bool("quiet", false, "no progress and no summary (export, import)")
+	onto := fs.String("onto", "", "the snapshot the volume is at, vouched to hold the incremental backup's base (import)")
+	forceBase := fs.Bool("force-base", false, "apply an incremental backup without checking the volume holds its base (import)")
 	if err := fs.Parse(hoistFlags(fs, args)); err != nil {
 		if err == flag.ErrHelp {
 			return nil
@@ -119,6 +128,9 @@ func runVolume(args []string, stdout, stderr io.Writer) error {
 			file = rest[1]
 		}
 		if cmd == "export" {
+			if *onto != "" || *forceBase {
+				return fmt.Errorf("volume: --onto and --force-base are for import")
+			}
 			if file == "-" && *since == "" {
 				if f, ok := stdout.(*os.File); ok {
 					if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
@@ -128,7 +140,7 @@ func runVolume(args []string, stdout, stderr io.Writer) error {
 			}
 			return volumeExport(c, rest[0], file, *since, *quiet, stdout, stderr)
 		}
-		return volumeImport(c, rest[0], file, *size, *quiet, os.Stdin, stdout, stderr)
+		return volumeImport(c, rest[0], file, *size, importOptions{quiet: *quiet, onto: *onto, forceBase: *forceBase}, os.Stdin, stdout, stderr)
 	case "snapshots":
 		if len(rest) > 1 {
 			return fmt.Errorf("volume: usage: cairn volume snapshots [NAME] (cairn volume help)")
