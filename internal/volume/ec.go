@@ -283,10 +283,17 @@ func (d *Device) ecSync(ctx context.Context, i int64, st *objState) error {
 	shards := make([][]byte, n)
 	win, how := top, "rolled forward"
 	if count(func(j int) bool { return canReach(j, top) }) < ec.k {
+		// The newest older order that K shards are at or can reach with their intent:
+		// not only the order shards are at, since a repair torn in its own intents
+		// (a whole write at an order past N) may leave N reachable by K shards while
+		// neither N nor the order before it has K shards at it.
 		win, how = 0, "rolled back"
 		for j := range n {
-			if o := stats[j].order; stats[j].reached && o > win && o < top && count(func(x int) bool { return at(x, o) }) >= ec.k {
-				win = o
+			s := stats[j]
+			for _, o := range []uint64{s.order, s.it.next} {
+				if s.reached && o > win && o < top && count(func(x int) bool { return canReach(x, o) }) >= ec.k {
+					win = o
+				}
 			}
 		}
 		if win == 0 && count(func(x int) bool { return at(x, 0) }) < ec.k {
@@ -789,10 +796,14 @@ func (d *Device) ecFan(ctx context.Context, i int64, phase int, fn func(ctx cont
 			}
 			return nil
 		}
+		wait := 200 * time.Millisecond
+		if d.s.cfg.retry > 0 {
+			wait = d.s.cfg.retry
+		}
 		select {
 		case <-ctx.Done():
 			return errors.Errorf("", errors.IO, "volume %s, data object %d: a shard holder did not take the write within %s", d.vol.Name, i, d.s.cfg.WriteTimeout)
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(wait):
 		}
 	}
 }
