@@ -709,13 +709,25 @@ func ecPowerCutRun(t *testing.T, seed uint64, rounds int, where, outcomes map[st
 		}
 		copy(model[off:], got)
 		if w.gone() { // the reader's own node was cut after its read
-			d, _ = newLease()
+			d, w = newLease()
 		}
 		check(d, what+", the next lease")
-		// The nodes that stayed off return: nothing changes, and the next lease repairs
-		// what they missed.
+		// The nodes that stayed off return: nothing changes, and the next use of what
+		// they missed catches them up (a rebuild of their shards by this lease, or a
+		// whole rewrite by the next), which is cut in some rounds.
 		pc.up(t)
 		check(d, what+", the nodes back")
+		if rng.IntN(3) == 0 {
+			cplan := armCut(w, 12)
+			got := make([]byte, ecSize)
+			_, err := d.ReadAt(got, 0)
+			chow := pc.disarm("after the read returned")
+			where["catch-up: "+cutPhase(chow)]++
+			if err == nil && !bytes.Equal(got, model) {
+				t.Fatalf("%s, the catch-up of the nodes back (cut %s; %s): the volume differs from the model at byte %d", what, cplan, chow, firstDiff(got, model))
+			}
+			pc.up(t)
+		}
 		d, w = newLease()
 		check(d, what+", the nodes back, a new lease")
 	}
