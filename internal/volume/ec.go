@@ -191,8 +191,8 @@ type shardStat struct {
 //     shard's order), N's content wins (roll forward);
 //   - otherwise the write at N was torn before its intents reached K holders, and was
 //     not acknowledged (an acknowledged write has max(W, M+1) shards at N, so fewer than
-//     K are at any older order): the content of the newest order O that K shards have
-//     wins (roll back).
+//     K are at any older order): the content of the newest order O that K shards are
+//     at or can reach by their intent wins (roll back).
 //
 // The content that wins is written to every shard as a write of its own, at an order
 // of this lease past N, with the same two phases as any write: a crash during the
