@@ -133,6 +133,9 @@ type pcWriter struct {
 	// sent arrive.
 	limit, sent atomic.Int64
 	stopped     atomic.Bool
+	// only, if set (before the operation), says which shard writes it sends; it dies
+	// before the others.
+	only func(phase, shard int) bool
 }
 
 // pcReplica is how a writer reaches node n: Stat, Open and WriteRange are what the
@@ -357,7 +360,11 @@ func (pc *pcCluster) lease(t *testing.T, self string) (*conn, *pcWriter) {
 		},
 		// The writer dies with its node: it sends nothing more (calls already sent
 		// arrive or not with their holders).
-		crash: func(int, int) bool {
+		crash: func(phase, shard int) bool {
+			if w.only != nil {
+				w.stopped.Store(true) // (once the operation returned)
+				return !w.only(phase, shard)
+			}
 			if l := w.limit.Load(); l > 0 && w.sent.Add(1) > l && !w.stopped.Swap(true) {
 				pc.cutNow(fmt.Sprintf("when the writer had sent %d shard writes", l))
 			}
@@ -513,9 +520,13 @@ func TestECPowerCut(t *testing.T) {
 	if *ecCutSeed != 0 {
 		seeds = []uint64{*ecCutSeed}
 	}
-	// First the case the random runs found: a torn repair of a half-written write.
+	// First the cases the random runs found (and those like them): a torn repair of a
+	// half-written write, its intents sent to the first 1-3 holders, or to some.
 	for intents := 1; intents < 4; intents++ {
-		t.Run(fmt.Sprintf("torn repair after %d intents", intents), func(t *testing.T) { ecTornRepair(t, intents) })
+		t.Run(fmt.Sprintf("torn repair after %d intents", intents), func(t *testing.T) { ecTornRepair(t, intents, nil) })
+	}
+	for _, to := range [][]int{{3}, {4, 5}, {3, 4, 5}, {0, 3}, {0, 1, 3, 4}} {
+		t.Run(fmt.Sprintf("torn repair with intents to %v", to), func(t *testing.T) { ecTornRepair(t, 0, to) })
 	}
 	where := map[string]int{}
 	outcomes := map[string]int{}
@@ -762,11 +773,12 @@ func cutPhase(how string) string {
 // ecTornRepair: the writer's node loses power after a write's six intents and three of
 // its six shards (neither version has K shards at its order; every holder has the
 // intent), and the next lease's node after its repair of the object (a whole write of
-// the new content at a new order) sent intents intents (fewer than K). The lease after
+// the new content at a new order) sent intents intents (fewer than K), or, if to is
+// set, its intents to those shards only. The lease after
 // must read the object, as its old or its new content: the new content is still
-// reachable by K shards (those at the write's order and those whose intent still leads
-// to it), even though no order has K shards at it.
-func ecTornRepair(t *testing.T, intents int) {
+// reachable by K shards (those at the write's order, those whose intent still leads to
+// it, and those whose repair intent holds it), even though no order has K shards at it.
+func ecTornRepair(t *testing.T, intents int, to []int) {
 	pc := newPCCluster(t)
 	d, w := pc.lease(t, "n1")
 	model := bytes.Repeat([]byte{1}, 64<<10)
@@ -781,7 +793,11 @@ func ecTornRepair(t *testing.T, intents int) {
 	}
 	pc.disarm("after the write returned")
 	d, w = pc.lease(t, "n2")
-	w.limit.Store(int64(intents))
+	if to != nil {
+		w.only = func(phase, j int) bool { return phase == 1 && slices.Contains(to, j) }
+	} else {
+		w.limit.Store(int64(intents))
+	}
 	pc.arm(w, 1<<30, "", []string{"n2"}, 0, make([]vfs.CrashCloneCfg, 1), 0)
 	if _, err := d.ReadAt(make([]byte, len(p)), 0); err == nil {
 		t.Fatal("the read that repairs was answered")
