@@ -104,6 +104,11 @@ type intent struct {
 	off, n     int64
 	zero       bool
 	sum        uint32 // CRC32C of the bytes
+	// repair: a repair's whole write (off 0, the whole shard) of the content of order
+	// src, which the intent therefore holds whatever the shard's order (stored in the
+	// header's offset field, always 0 for a whole write).
+	repair bool
+	src    uint64
 }
 
 func (it intent) marshal(data []byte) []byte {
@@ -112,9 +117,14 @@ func (it intent) marshal(data []byte) []byte {
 	if it.zero {
 		b[4] = 1
 	}
+	off := uint64(it.off)
+	if it.repair {
+		b[4] |= 2
+		off = it.src
+	}
 	binary.BigEndian.PutUint64(b[8:], it.prev)
 	binary.BigEndian.PutUint64(b[16:], it.next)
-	binary.BigEndian.PutUint64(b[24:], uint64(it.off))
+	binary.BigEndian.PutUint64(b[24:], off)
 	binary.BigEndian.PutUint32(b[32:], uint32(it.n))
 	binary.BigEndian.PutUint32(b[36:], crc32.Checksum(data, castagnoli))
 	return append(b, data...)
@@ -126,8 +136,12 @@ func parseIntent(b []byte) (intent, bool) {
 	if len(b) < intentHeader || string(b[:4]) != "CVI1" {
 		return intent{}, false
 	}
-	return intent{zero: b[4]&1 == 1, prev: binary.BigEndian.Uint64(b[8:]), next: binary.BigEndian.Uint64(b[16:]),
-		off: int64(binary.BigEndian.Uint64(b[24:])), n: int64(binary.BigEndian.Uint32(b[32:])), sum: binary.BigEndian.Uint32(b[36:])}, true
+	it := intent{zero: b[4]&1 == 1, prev: binary.BigEndian.Uint64(b[8:]), next: binary.BigEndian.Uint64(b[16:]),
+		off: int64(binary.BigEndian.Uint64(b[24:])), n: int64(binary.BigEndian.Uint32(b[32:])), sum: binary.BigEndian.Uint32(b[36:])}
+	if b[4]&2 != 0 {
+		it.repair, it.src, it.off = true, uint64(it.off), 0
+	}
+	return it, true
 }
 
 // ecTargets returns the K+M holders of data object i of layer id, shard j on the j-th:
@@ -191,8 +205,9 @@ type shardStat struct {
 //     shard's order), N's content wins (roll forward);
 //   - otherwise the write at N was torn before its intents reached K holders, and was
 //     not acknowledged (an acknowledged write has max(W, M+1) shards at N, so fewer than
-//     K are at any older order): the content of the newest order O that K shards have
-//     wins (roll back).
+//     K are at any older order): the content of the newest order O that K shards are
+//     at or can reach by their intent (one leading to O, or a repair's intent holding
+//     O's content) wins (roll back).
 //
 // The content that wins is written to every shard as a write of its own, at an order
 // of this lease past N, with the same two phases as any write: a crash during the
@@ -246,9 +261,12 @@ func (d *Device) ecSync(ctx context.Context, i int64, st *objState) error {
 		st.ec.intent[j], st.ec.order[j] = s.iorder, s.order
 	}
 	at := func(j int, o uint64) bool { return stats[j].reached && stats[j].order == o }
+	// A shard can reach order o if it is at o, if its intent leads from its order to o,
+	// or if its intent is a repair's whole write of o's content (a repair torn in its
+	// intents replaced the intents that led to o: o stays reachable through it).
 	canReach := func(j int, o uint64) bool {
 		s := stats[j]
-		return at(j, o) || s.reached && s.hasIt && s.it.next == o && s.it.prev == s.order
+		return at(j, o) || s.reached && s.hasIt && (s.it.next == o && s.it.prev == s.order || s.it.repair && s.it.src == o)
 	}
 	count := func(f func(int) bool) (c int) {
 		for j := range n {
@@ -283,13 +301,20 @@ func (d *Device) ecSync(ctx context.Context, i int64, st *objState) error {
 	shards := make([][]byte, n)
 	win, how := top, "rolled forward"
 	if count(func(j int) bool { return canReach(j, top) }) < ec.k {
+		// The newest older order that K shards are at or can reach with their intent:
+		// not only the order shards are at, since a repair torn in its own intents
+		// (a whole write at an order past N) may leave N reachable by K shards while
+		// neither N nor the order before it has K shards at it.
 		win, how = 0, "rolled back"
 		for j := range n {
-			if o := stats[j].order; stats[j].reached && o > win && o < top && count(func(x int) bool { return at(x, o) }) >= ec.k {
-				win = o
+			s := stats[j]
+			for _, o := range []uint64{s.order, s.it.next, s.it.src} {
+				if s.reached && o > win && o < top && count(func(x int) bool { return canReach(x, o) }) >= ec.k {
+					win = o
+				}
 			}
 		}
-		if win == 0 && count(func(x int) bool { return at(x, 0) }) < ec.k {
+		if win == 0 && count(func(x int) bool { return canReach(x, 0) }) < ec.k {
 			return errors.Errorf("", errors.IO, "volume %s, data object %d: a write was torn between shards, and no version is held by %d reachable shards (the holders that have one may come back)", d.vol.Name, i, ec.k)
 		}
 	}
@@ -322,7 +347,7 @@ func (d *Device) ecSync(ctx context.Context, i int64, st *objState) error {
 		}
 	}
 	next := Next(top, d.vol.Epoch)
-	if err := d.ecPut(ctx, i, st, 0, ec.shard, shards, win == 0, true, next); err != nil {
+	if err := d.ecPut(ctx, i, st, 0, ec.shard, shards, win == 0, true, win, next); err != nil {
 		return err
 	}
 	d.s.log.Info("repaired the shards of an erasure-coded volume's data object", "volume", d.vol.Name, "object", i,
@@ -619,7 +644,7 @@ func (d *Device) ecWrite(ctx context.Context, i, off, n int64, data []byte) erro
 		}
 	}
 	next := Next(st.order, d.vol.Epoch)
-	if err := d.ecPut(ctx, i, st, s0*ec.strip, (s1-s0)*ec.strip, shards, zero, false, next); err != nil {
+	if err := d.ecPut(ctx, i, st, s0*ec.strip, (s1-s0)*ec.strip, shards, zero, false, 0, next); err != nil {
 		return err
 	}
 	st.order = next
@@ -630,9 +655,10 @@ func (d *Device) ecWrite(ctx context.Context, i, off, n int64, data []byte) erro
 // at order next, in two phases: every shard's intent, then every shard. A whole write
 // (a repair, a = 0 and l the shard size) takes a shard at whatever order it is; a range
 // write needs it at st.order, and a shard behind that (its holder missed writes while
-// marked down) is left out of the write and rebuilt by the object's next use. It leaves
-// st.synced false until it succeeds.
-func (d *Device) ecPut(ctx context.Context, i int64, st *objState, a, l int64, shards [][]byte, zero, whole bool, next uint64) error {
+// marked down) is left out of the write and rebuilt by the object's next use. A whole
+// write's intents say that they hold the content of order src. It leaves st.synced false
+// until it succeeds.
+func (d *Device) ecPut(ctx context.Context, i int64, st *objState, a, l int64, shards [][]byte, zero, whole bool, src, next uint64) error {
 	ec := d.ec
 	prev := st.order
 	st.synced = false
@@ -640,7 +666,7 @@ func (d *Device) ecPut(ctx context.Context, i int64, st *objState, a, l int64, s
 	err := d.ecFan(ctx, i, 1, func(ctx context.Context, j int, r replica.Replica) error {
 		it := intent{prev: prev, next: next, off: a, n: l, zero: zero}
 		if whole {
-			it.prev = st.ec.order[j]
+			it.prev, it.repair, it.src = st.ec.order[j], true, src
 		}
 		w := object.RangeWrite{Bucket: ECBucket, Key: intentKey(d.vol.ID, i, j), Size: ec.shard + intentHeader,
 			Data: it.marshal(shards[j]), Prev: st.ec.intent[j], Next: next}
@@ -789,10 +815,14 @@ func (d *Device) ecFan(ctx context.Context, i int64, phase int, fn func(ctx cont
 			}
 			return nil
 		}
+		wait := 200 * time.Millisecond
+		if d.s.cfg.retry > 0 {
+			wait = d.s.cfg.retry
+		}
 		select {
 		case <-ctx.Done():
 			return errors.Errorf("", errors.IO, "volume %s, data object %d: a shard holder did not take the write within %s", d.vol.Name, i, d.s.cfg.WriteTimeout)
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(wait):
 		}
 	}
 }

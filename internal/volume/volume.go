@@ -79,6 +79,9 @@ type Config struct {
 	// crash, if set (tests), is asked before each shard write of an erasure-coded
 	// volume (phase 1: intents, 2: shards) whether the writer dies instead.
 	crash func(phase, shard int) bool
+	// retry, if set (tests), replaces the 200 ms an erasure-coded write waits before it
+	// tries again a shard holder that did not answer.
+	retry time.Duration
 }
 
 // Service serves the volumes this node holds the write lease of.

@@ -1,0 +1,5 @@
+//go:build !race
+
+package volume
+
+const raceBuild = false
