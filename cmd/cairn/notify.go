@@ -29,6 +29,27 @@ keeps nothing for a subscriber that is away; --list is acknowledged and durable.
 
 // notifyCmd is cairn admin notify: the operator's notification targets, and the status
 // of every node's outbox.
+// readSecretFile reads a secret from the file at path, or from standard input for "-"
+// (never from the command line, where other users of the machine see it), without its
+// trailing line end. An empty secret is an error.
+func readSecretFile(path string) (string, error) {
+	var b []byte
+	var err error
+	if path == "-" {
+		b, err = io.ReadAll(io.LimitReader(os.Stdin, 64<<10))
+	} else {
+		b, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return "", err
+	}
+	sec := strings.TrimRight(string(b), "\r\n")
+	if sec == "" {
+		return "", fmt.Errorf("%s is empty", path)
+	}
+	return sec, nil
+}
+
 func (c *adminClient) notifyCmd(stdout io.Writer, box *secrets.Box, args []string, asJSON bool) error {
 	if len(args) == 1 && args[0] == "status" {
 		var v server.NotifyView
@@ -111,19 +132,9 @@ func (c *adminClient) notifyCmd(stdout io.Writer, box *secrets.Box, args []strin
 		}
 		t := clustermap.NotifyTarget{Name: name, Webhook: *webhook, Redis: *rd, List: *list, Channel: *channel}
 		if *secretFile != "" {
-			var b []byte
-			var err error
-			if *secretFile == "-" {
-				b, err = io.ReadAll(io.LimitReader(os.Stdin, 64<<10))
-			} else {
-				b, err = os.ReadFile(*secretFile)
-			}
+			sec, err := readSecretFile(*secretFile)
 			if err != nil {
 				return fmt.Errorf("admin: notify target %s: --secret-file: %w", name, err)
-			}
-			sec := strings.TrimRight(string(b), "\r\n")
-			if sec == "" {
-				return fmt.Errorf("admin: notify target %s: --secret-file is empty", name)
 			}
 			t.Secret = box.Seal(secrets.NotifyTarget, name, []byte(sec))
 		}

@@ -66,7 +66,7 @@ func (c *adminClient) tierCmd(stdout io.Writer, box *secrets.Box, args []string,
 		bucket := fs.String("bucket", "", "the endpoint's bucket that holds the tier's objects")
 		region := fs.String("region", "", "signing region (default us-east-1)")
 		ak := fs.String("access-key", "", "access key id")
-		skFile := fs.String("secret-key-file", "", "file holding the secret key (default: $CAIRN_TIER_SECRET_KEY)")
+		skFile := fs.String("secret-key-file", "", "file holding the secret key, - for standard input (default: $CAIRN_TIER_SECRET_KEY)")
 		class := fs.String("class", "", "a storage class of this cluster restricted to a device class: a device-class tier")
 		recall := fs.String("recall", "", "transparent (a GET streams the object back) or restore (InvalidObjectState until RestoreObject); default: transparent for a class, restore for an endpoint")
 		if err := fs.Parse(args[2:]); err != nil {
@@ -81,11 +81,10 @@ func (c *adminClient) tierCmd(stdout io.Writer, box *secrets.Box, args []string,
 		case *endpoint != "":
 			sk := os.Getenv("CAIRN_TIER_SECRET_KEY")
 			if *skFile != "" {
-				b, err := os.ReadFile(*skFile)
-				if err != nil {
-					return fmt.Errorf("admin: tier add: %w", err)
+				var err error
+				if sk, err = readSecretFile(*skFile); err != nil {
+					return fmt.Errorf("admin: tier add: --secret-key-file: %w", err)
 				}
-				sk = strings.TrimSpace(string(b))
 			}
 			if sk == "" || *ak == "" {
 				return fmt.Errorf("admin: tier add: an external tier needs --access-key and a secret key ($CAIRN_TIER_SECRET_KEY or --secret-key-file)")
