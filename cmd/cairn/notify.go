@@ -27,8 +27,6 @@ signing key (X-Cairn-Signature: sha256=HMAC of the body); it is sealed with the 
 secret before it leaves this command and is never printed. --pubsub is best effort: Redis
 keeps nothing for a subscriber that is away; --list is acknowledged and durable.`
 
-// notifyCmd is cairn admin notify: the operator's notification targets, and the status
-// of every node's outbox.
 // readSecretFile reads a secret from the file at path, or from standard input for "-"
 // (never from the command line, where other users of the machine see it), without its
 // trailing line end. An empty secret is an error.
@@ -50,6 +48,8 @@ func readSecretFile(path string) (string, error) {
 	return sec, nil
 }
 
+// notifyCmd is cairn admin notify: the operator's notification targets, and the status
+// of every node's outbox.
 func (c *adminClient) notifyCmd(stdout io.Writer, box *secrets.Box, args []string, asJSON bool) error {
 	if len(args) == 1 && args[0] == "status" {
 		var v server.NotifyView
