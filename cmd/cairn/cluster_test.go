@@ -40,7 +40,7 @@ const testClusterSecret = "test-cluster-secret-0123456789abcdef"
 
 // testCluster is a cluster of cairn processes on loopback.
 type testCluster struct {
-	t     *testing.T
+	t     testing.TB
 	procs []*testProc
 	addrs []string // node addresses
 	bin   string   // the cairn binary (default: the one under test)
@@ -48,7 +48,7 @@ type testCluster struct {
 
 // startCluster starts n nodes: the first bootstraps, the others join it. It is a long
 // process test: skipped in -short.
-func startCluster(t *testing.T, n int, extra ...string) *testCluster {
+func startCluster(t testing.TB, n int, extra ...string) *testCluster {
 	t.Helper()
 	skipShort(t)
 	tc := &testCluster{t: t}
