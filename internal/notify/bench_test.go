@@ -17,6 +17,7 @@ import (
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/store"
 	"github.com/cairnfs/cairn/internal/testutil"
+	"github.com/cairnfs/cairn/internal/testutil/proctest"
 )
 
 // BenchmarkPutNotify: 4 KiB PUTs through the S3 API (aws-sdk-go-v2, 16 clients) to two
@@ -106,12 +107,12 @@ func BenchmarkPutNotify(b *testing.B) {
 		}
 	}
 	// The events of the measured PUTs all delivered.
-	for d.Load().Status().Delivered-d0 < int64(b.N) {
-		if time.Since(t0) > 2*time.Minute {
-			b.Fatal("events not delivered in 2 minutes")
+	proctest.WaitFor(b, 2*time.Minute, func() error {
+		if n := d.Load().Status().Delivered - d0; n < int64(b.N) {
+			return fmt.Errorf("%d of %d events delivered", n, b.N)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	all := time.Since(t0)
 	b.StopTimer()
 	off, onr := float64(b.N)/tOff.Seconds(), float64(b.N)/tOn.Seconds()
