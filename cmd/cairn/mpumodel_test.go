@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -75,7 +76,11 @@ type mpuModel struct {
 	// ever holds, by key, every MD5 it may ever read as: a read through a replica that
 	// missed writes (R=1) may be stale until hints are delivered, but never anything else.
 	ever map[string][]string
-	log  []string
+	// unsure counts, by key, the creates whose outcome the client could not learn: each
+	// may have left an upload the client never learned the id of, which the listings may
+	// show (as S3's may after an interrupted create) until it is aborted.
+	unsure map[string]int
+	log    []string
 }
 
 func (m *mpuModel) logf(format string, args ...any) {
@@ -84,12 +89,27 @@ func (m *mpuModel) logf(format string, args ...any) {
 
 func (m *mpuModel) fatalf(format string, args ...any) {
 	m.t.Helper()
+	msg := fmt.Sprintf(format, args...)
 	tail := m.log
 	if len(tail) > 40 {
 		tail = tail[len(tail)-40:]
 	}
-	m.t.Fatalf("%s\nsteps (last %d):\n  %s", fmt.Sprintf(format, args...), len(tail), strings.Join(tail, "\n  "))
+	// The earlier steps of the uploads the message names, which the tail may not show.
+	var earlier []string
+	for _, id := range uploadIDPattern.FindAllString(msg, -1) {
+		for _, l := range m.log[:len(m.log)-len(tail)] {
+			if strings.Contains(l, id) {
+				earlier = append(earlier, l)
+			}
+		}
+	}
+	if len(earlier) > 0 {
+		msg += "\nearlier steps of the uploads named:\n  " + strings.Join(earlier, "\n  ")
+	}
+	m.t.Fatalf("%s\nsteps (last %d):\n  %s", msg, len(tail), strings.Join(tail, "\n  "))
 }
+
+var uploadIDPattern = regexp.MustCompile(`[0-9a-f]{32}`)
 
 // waitFor calls cond until it returns nil, and fails the test with the model's last
 // steps if it has not after timeout.
@@ -220,6 +240,9 @@ func (m *mpuModel) create(ctx context.Context) {
 	})
 	if err != nil {
 		m.logf("create %s via node%d: %v", key, g+1, errKind(err))
+		if errKind(err) != "not-applied" {
+			m.unsure[key]++
+		}
 		return // an upload whose id the client never learned is never used
 	}
 	u := &mpuUpload{key: key, id: aws.ToString(out.UploadId), parts: map[int32][]byte{}, etags: map[int32]string{}}
@@ -604,11 +627,9 @@ func (m *mpuModel) final(ctx context.Context) {
 			}
 		}
 	}
-	pending := map[string]bool{}
+	known := map[string]*mpuUpload{}
 	for _, u := range m.uploads {
-		if u.state == mpuPending {
-			pending[u.id] = true
-		}
+		known[u.id] = u
 	}
 	// A holder that missed an upload's end drops the upload at a sync round that reaches
 	// a peer holding the end record (repair.syncUploads); on a loaded machine the first
@@ -621,9 +642,17 @@ func (m *mpuModel) final(ctx context.Context) {
 			if err != nil {
 				return fmt.Errorf("ListMultipartUploads via node%d: %v", g+1, err)
 			}
+			strangers := map[string]int{}
 			for _, u := range out.Uploads {
-				if !pending[aws.ToString(u.UploadId)] {
-					return fmt.Errorf("ListMultipartUploads via node%d lists %s (%s), which the client completed or aborted", g+1, aws.ToString(u.UploadId), aws.ToString(u.Key))
+				id, key := aws.ToString(u.UploadId), aws.ToString(u.Key)
+				mu := known[id]
+				switch {
+				case mu == nil:
+					if strangers[key]++; strangers[key] > m.unsure[key] {
+						return fmt.Errorf("ListMultipartUploads via node%d lists %d uploads of %s the client never created (%s among them), but only %d creates of it had an unknown outcome", g+1, strangers[key], key, id, m.unsure[key])
+					}
+				case mu.state != mpuPending:
+					return fmt.Errorf("ListMultipartUploads via node%d lists %s (%s), which the client completed or aborted", g+1, id, key)
 				}
 			}
 		}
@@ -643,7 +672,7 @@ func runMultipartModel(t *testing.T, seed uint64, steps int) {
 	tc.waitVoters(3)
 	tc.createBucket(0, mpuBucket)
 	m := &mpuModel{t: t, tc: tc, r: rand.New(rand.NewPCG(seed, 0x6d7075)), up: []bool{true, true, true},
-		objects: map[string][]string{}, ever: map[string][]string{}}
+		objects: map[string][]string{}, ever: map[string][]string{}, unsure: map[string]int{}}
 	for k := 0; k < mpuKeys; k++ {
 		m.acked(fmt.Sprintf("k%d", k), "")
 	}
@@ -709,7 +738,7 @@ func TestMultipartStaleReplica(t *testing.T) {
 	tc.waitVoters(3)
 	tc.createBucket(0, mpuBucket)
 	ctx := context.Background()
-	m := &mpuModel{t: t, tc: tc, r: rand.New(rand.NewPCG(7, 7)), up: []bool{true, true, true}, objects: map[string][]string{}, ever: map[string][]string{}}
+	m := &mpuModel{t: t, tc: tc, r: rand.New(rand.NewPCG(7, 7)), up: []bool{true, true, true}, objects: map[string][]string{}, ever: map[string][]string{}, unsure: map[string]int{}}
 	c := m.client(0)
 	key := "stale"
 	cr, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(mpuBucket), Key: aws.String(key)})

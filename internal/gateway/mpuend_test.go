@@ -415,3 +415,54 @@ func TestMultipartCompleteLosesToNewer(t *testing.T) {
 		}
 	}
 }
+
+// TestCreateUploadQuorumFailure: a create that fails its quorum leaves no upload behind.
+// The client never learns the id, so an upload left on the replicas that stored it would
+// be listed until someone aborted it; the gateway sends every replica an aborted end
+// record (the ones it cannot reach get it by hinted retry), and a create still on its way
+// to a replica is refused there.
+func TestCreateUploadQuorumFailure(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		faults func(c *testCluster)
+	}{
+		// node1 and node2 apply the create, but their answers are lost.
+		{"answers lost", func(c *testCluster) {
+			c.faults(c.nodes[0].id, c.nodes[1].id).LoseAnswers()
+			c.faults(c.nodes[0].id, c.nodes[2].id).LoseAnswers()
+		}},
+		// node1 applies it, its answer lost; node2 is not reached at all.
+		{"answer lost, replica unreachable", func(c *testCluster) {
+			c.faults(c.nodes[0].id, c.nodes[1].id).LoseAnswers()
+			c.faults(c.nodes[0].id, c.nodes[2].id).Partition()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			c := newCluster(t, 3, clusterConfig{})
+			c.createBucket("b")
+			tc.faults(c)
+			if id, err := c.nodes[0].gw.CreateUpload(ctx, "b", "k", &object.Object{}); err == nil {
+				t.Fatalf("create with two replicas failing answered %s, want a quorum error", id)
+			}
+			c.healAll()
+			c.runHints(0, 10*time.Millisecond)
+			if !waitFor(5*time.Second, func() bool { return c.hints(0) == 0 }) {
+				t.Fatalf("node0 still has %d hints queued", c.hints(0))
+			}
+			for i, nd := range c.nodes {
+				var pending []object.PendingUpload
+				if err := nd.store.PendingUploads(func(u object.PendingUpload) error { pending = append(pending, u); return nil }); err != nil {
+					t.Fatal(err)
+				}
+				if len(pending) != 0 {
+					t.Errorf("node%d holds %d pending uploads after the failed create: %+v", i, len(pending), pending)
+				}
+				l, err := nd.gw.ListUploads(ctx, "b", object.UploadListOptions{})
+				if err != nil || len(l.Uploads) != 0 {
+					t.Errorf("ListUploads via node%d: %+v, %v; want no uploads", i, l, err)
+				}
+			}
+		})
+	}
+}

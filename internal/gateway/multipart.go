@@ -59,9 +59,33 @@ func (g *Gateway) CreateUpload(ctx context.Context, bucket, key string, meta *ob
 		return nil, g.replica(t).CreateUpload(ctx, bucket, key, id, &m)
 	})
 	if len(ok) < cls.W {
-		return "", errors.E(op, quorumFailure("write", ok, failed, cls.W, len(ts)))
+		err := quorumFailure("write", ok, failed, cls.W, len(ts))
+		g.abandonUpload(ctx, ts, &object.UploadEnd{Bucket: bucket, Key: key, UploadID: id, State: object.UploadAborted, Ended: time.Now().UnixNano()})
+		return "", errors.E(op, err)
 	}
 	return id, nil
+}
+
+// abandonUpload ends an upload whose creation failed its quorum: the client never learns
+// its id, so the replicas that stored it would list it until a lifecycle rule or an
+// operator aborted it. Every replica gets an aborted end record (the ones that fail get
+// it by hinted retry), which drops the upload where it was created and refuses a create
+// still on its way. Best effort: an upload left where the end could not be sent or
+// queued stays listed, as an interrupted create may in S3, and can be aborted.
+func (g *Gateway) abandonUpload(ctx context.Context, ts []topology.Target, end *object.UploadEnd) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.Timeout)
+	defer cancel()
+	_, errs := topology.Gather(ts, func(t topology.Target) (struct{}, error) {
+		if t.Down {
+			return struct{}{}, errNotSent
+		}
+		return struct{}{}, g.replica(t).EndUpload(ctx, end)
+	})
+	for i, err := range errs {
+		if err != nil {
+			g.queueEndHint(ts[i], end)
+		}
+	}
 }
 
 // PutPart stores part n of an upload on the object's replicas.
