@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -16,7 +19,11 @@ const (
 	mTop    = "delimiter, top level"
 	mMiddle = "start-after middle key"
 	mScan   = "full scan, 1000-key pages"
+	mHead   = "HEAD of random keys"
 )
+
+// headWorkers is how many HEADs are in flight at once in the HEAD measurement.
+const headWorkers = 8
 
 // ServerRun is what one server process did.
 type ServerRun struct {
@@ -50,6 +57,8 @@ type benchConfig struct {
 	ready   time.Duration
 	// serverArgs are extra arguments for "cairn server".
 	serverArgs []string
+	// heads is how many HEADs of random keys to time (0: none).
+	heads int
 }
 
 // runServer starts the server on dataDir, measures the listings of an n-object bucket
@@ -259,6 +268,53 @@ func measureHTTP(ctx context.Context, c *client, cfg benchConfig, pid int, keys 
 		progress("full scan %d/%d: %d keys in %.2fs = %.0f keys/s", s+1, cfg.scans, count, wall.Seconds(), float64(count)/wall.Seconds())
 	}
 	res.add(mergeScans(mScan, n, walls, pages, cpus))
+	if n == 0 || cfg.heads == 0 {
+		return nil
+	}
+
+	// HEADs of random keys, headWorkers at a time: the metadata lookup rate with the
+	// index far larger than its cache (each key is read once or not at all).
+	var mu sync.Mutex
+	var hds []time.Duration
+	var failed error
+	next := atomic.Int64{}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range headWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 0x68656164))
+			var mine []time.Duration
+			for next.Add(1) <= int64(cfg.heads) {
+				key := keys[r.IntN(n)]
+				size, d, err := c.head(ctx, bucketName, key)
+				if err == nil && size != int64(bodySize(fileNum(key))) {
+					err = fmt.Errorf("HEAD %s: size %d, want %d", key, size, bodySize(fileNum(key)))
+				}
+				if err != nil {
+					mu.Lock()
+					failed = err
+					mu.Unlock()
+					return
+				}
+				mine = append(mine, d)
+			}
+			mu.Lock()
+			hds = append(hds, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	if failed != nil {
+		return failed
+	}
+	m := latency(mHead, hds)
+	m.OpsPerSec = float64(len(hds)) / wall.Seconds()
+	res.add(m)
+	step(mHead)
+	progress("%d HEADs of random keys, %d at a time: %.0f/s, median %.2f ms", len(hds), headWorkers, m.OpsPerSec, m.MedianMs)
 	return nil
 }
 

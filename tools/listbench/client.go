@@ -31,7 +31,7 @@ func newClient(addr string, timeout time.Duration) *client {
 		Proxy:               nil,
 		DialContext:         (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
 		DisableCompression:  true,
-		MaxIdleConnsPerHost: 4,
+		MaxIdleConnsPerHost: headWorkers,
 		IdleConnTimeout:     60 * time.Second,
 	}
 	return &client{base: "http://" + addr, hc: &http.Client{Transport: tr, Timeout: timeout}, timeout: timeout}
@@ -68,6 +68,31 @@ func (c *client) do(ctx context.Context, method, path string, q url.Values) ([]b
 		return nil, 0, fmt.Errorf("%s %s: %s: %s", method, u, resp.Status, strings.TrimSpace(string(body[:min(len(body), 500)])))
 	}
 	return body, d, nil
+}
+
+// head sends a HEAD of bucket/key and returns the object's size (Content-Length). The
+// duration is from sending the request to having its answer.
+func (c *client) head(ctx context.Context, bucket, key string) (int64, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	u := c.base + "/" + bucket + "/" + key
+	req, err := http.NewRequestWithContext(ctx, http.MethodHead, u, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	sigv4.SignRequest(req, accessKey, secretKey, region, sigv4.UnsignedPayload, time.Now())
+	start := time.Now()
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return 0, 0, fmt.Errorf("HEAD %s: %w", u, err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	d := time.Since(start)
+	if resp.StatusCode != http.StatusOK {
+		return 0, 0, fmt.Errorf("HEAD %s: %s", u, resp.Status)
+	}
+	return resp.ContentLength, d, nil
 }
 
 func (c *client) createBucket(ctx context.Context, name string) error {

@@ -20,23 +20,30 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cairnfs/cairn/internal/bench"
 	"github.com/cairnfs/cairn/internal/store"
 )
 
 // Report is everything a run measured; --json writes it.
 type Report struct {
-	Date         string       `json:"date"`
-	Args         []string     `json:"args"`
-	CairnBin     string       `json:"cairn_bin"`
-	CairnVersion string       `json:"cairn_version"`
-	Machine      Machine      `json:"machine"`
-	Objects      int          `json:"objects"`
-	Load         *LoadResult  `json:"load"`
-	InProcess    Results      `json:"in_process"`
-	Full         *ServerRun   `json:"server_with_objects"`
-	Empty        *ServerRun   `json:"server_empty"`
-	RSSRatio     RSSRatio     `json:"rss_ratio"`
-	Goals        []GoalResult `json:"goals"`
+	Date         string   `json:"date"`
+	Args         []string `json:"args"`
+	CairnBin     string   `json:"cairn_bin"`
+	CairnVersion string   `json:"cairn_version"`
+	Machine      Machine  `json:"machine"`
+	Objects      int      `json:"objects"`
+	// CacheBytes is the server's index block cache (--cache-size): the memory listing may
+	// fill, which the RSS goal allows for.
+	CacheBytes int64        `json:"cache_bytes"`
+	Load       *LoadResult  `json:"load"`
+	InProcess  Results      `json:"in_process"`
+	Full       *ServerRun   `json:"server_with_objects"`
+	Empty      *ServerRun   `json:"server_empty"`
+	RSSRatio   RSSRatio     `json:"rss_ratio"`
+	Goals      []GoalResult `json:"goals"`
+	// MetaBytesPerObject is the data directory's size after the server stopped, less the
+	// bodies (stored inline in the index), per object.
+	MetaBytesPerObject float64 `json:"meta_bytes_per_object"`
 }
 
 // RSSRatio is VmRSS with N objects over VmRSS of the empty server.
@@ -76,6 +83,7 @@ func run() error {
 	serverArgs := fs.String("server-args", "", "extra arguments for cairn server, e.g. \"--cache-size 8MiB\"")
 	settle := fs.Duration("settle", 2*time.Second, "idle time after the server starts, before measuring")
 	progress := fs.Duration("progress", 5*time.Second, "load progress interval")
+	heads := fs.Int("heads", 20000, "HEADs of random keys to time on the server with objects (0: none)")
 	keep := fs.Bool("keep", false, "keep the data directories at the end")
 	reuse := fs.Bool("reuse", false, "reuse a bucket loaded by an earlier run with --keep and the same --dir and --objects")
 	fs.Usage = func() {
@@ -91,8 +99,12 @@ func run() error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if *objects < 1 || *workers < 1 || *reps < 1 || *scans < 1 {
-		return errors.New("--objects, --workers, --reps and --scans must be at least 1")
+	if *objects < 1 || *workers < 1 || *reps < 1 || *scans < 1 || *heads < 0 {
+		return errors.New("--objects, --workers, --reps and --scans must be at least 1, --heads at least 0")
+	}
+	caches, err := configuredCaches(strings.Fields(*serverArgs))
+	if err != nil {
+		return err
 	}
 	if *reuse && *dir == "" {
 		return errors.New("--reuse needs --dir")
@@ -140,6 +152,7 @@ func run() error {
 		CairnVersion: cairnVersion(binPath),
 		Machine:      machine(base),
 		Objects:      *objects,
+		CacheBytes:   caches,
 	}
 	n := *objects
 	fmt.Fprintf(os.Stderr, "listbench: %d objects in %s\n", n, fullDir)
@@ -178,7 +191,7 @@ func run() error {
 	rep.Load.DiskBytes = dirSize(fullDir)
 	rep.Load.IndexBytes = dirSize(filepath.Join(fullDir, "index"))
 
-	cfg := benchConfig{bin: binPath, reps: *reps, scans: *scans, timeout: *timeout, settle: *settle, ready: *readyTimeout, serverArgs: strings.Fields(*serverArgs)}
+	cfg := benchConfig{bin: binPath, reps: *reps, scans: *scans, timeout: *timeout, settle: *settle, ready: *readyTimeout, serverArgs: strings.Fields(*serverArgs), heads: *heads}
 	if rep.Full, err = runServer(ctx, cfg, fullDir, keys, false); err != nil {
 		return fmt.Errorf("server with %d objects: %w", n, err)
 	}
@@ -238,4 +251,39 @@ func (r *Report) evaluate() {
 		r.Goals = append(r.Goals, GoalResult{Name: "full scan, keys/s >=", Value: m.KeysPerSec, Goal: 50000, Unit: "keys/s", Met: m.KeysPerSec >= 50000})
 	}
 	r.Goals = append(r.Goals, GoalResult{Name: "RSS with objects / RSS empty (after listing) <=", Value: r.RSSRatio.After, Goal: 1.5, Unit: "x", Met: r.RSSRatio.After <= 1.5})
+	// Issue 22's form of the memory goal: what listing adds to the settled server is at
+	// most the index block cache plus 32 MiB.
+	grown := float64(f.MemAfter.RSSKiB-f.MemStartup.RSSKiB) / 1024
+	budget := float64(r.CacheBytes)/(1<<20) + 32
+	r.Goals = append(r.Goals, GoalResult{Name: fmt.Sprintf("RSS growth from settled to after listing (block cache %.0f MiB + 32 MiB) <=", float64(r.CacheBytes)/(1<<20)), Value: grown, Goal: budget, Unit: "MiB", Met: grown <= budget})
+	if r.Objects > 0 && f.DataDirBytes > 0 {
+		var bodies int64
+		for i := range r.Objects {
+			bodies += int64(bodySize(i))
+		}
+		per := float64(f.DataDirBytes-bodies) / float64(r.Objects)
+		r.MetaBytesPerObject = per
+		r.Goals = append(r.Goals, GoalResult{Name: "data dir bytes per object, less the inline bodies, <=", Value: per, Goal: 200, Unit: "B", Met: per <= 200})
+	}
+}
+
+// configuredCaches returns the index block cache size the server runs with: the
+// --cache-size among args, or cairn's default (64 MiB).
+func configuredCaches(args []string) (int64, error) {
+	v := "64MiB"
+	for i, a := range args {
+		switch {
+		case a == "--cache-size" || a == "-cache-size":
+			if i+1 < len(args) {
+				v = args[i+1]
+			}
+		case strings.HasPrefix(a, "--cache-size="):
+			v = strings.TrimPrefix(a, "--cache-size=")
+		}
+	}
+	n, err := bench.ParseSize(v)
+	if err != nil {
+		return 0, fmt.Errorf("--server-args: --cache-size: %w", err)
+	}
+	return n, nil
 }

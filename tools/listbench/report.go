@@ -53,6 +53,9 @@ func (r *Report) print(w io.Writer) {
 				continue
 			}
 			p("  %-42s %5d %9.2f %9.2f %9.2f", m.Name, m.Reps, m.MedianMs, m.P90Ms, m.MaxMs)
+			if m.OpsPerSec > 0 {
+				p("    %d at a time: %s/s", headWorkers, thousands(m.OpsPerSec))
+			}
 		}
 		for _, m := range res.List {
 			if m.Scans == 0 {
@@ -119,6 +122,8 @@ func (r *Report) print(w io.Writer) {
 		goal := fmt.Sprintf("%g %s", g.Goal, g.Unit)
 		if g.Unit == "keys/s" {
 			v, goal = thousands(g.Value)+" keys/s", thousands(g.Goal)+" keys/s"
+		} else if g.Unit == "B" || g.Unit == "MiB" {
+			v, goal = fmt.Sprintf("%.1f %s", g.Value, g.Unit), fmt.Sprintf("%g %s", g.Goal, g.Unit)
 		} else if g.Unit == "x" {
 			v, goal = fmt.Sprintf("%.2fx", g.Value), fmt.Sprintf("%gx", g.Goal)
 		}

@@ -25,6 +25,9 @@ type Measurement struct {
 	KeysPerSec       float64 `json:"keys_per_sec,omitempty"`
 	ServerKeysPerSec float64 `json:"server_keys_per_sec,omitempty"`
 	ServerCPUSec     float64 `json:"server_cpu_seconds,omitempty"`
+	// OpsPerSec is the rate of a measurement of concurrent requests (HEADs): requests
+	// over wall time.
+	OpsPerSec float64 `json:"ops_per_sec,omitempty"`
 }
 
 // Results is an ordered list of measurements.
