@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -44,6 +45,9 @@ type testCluster struct {
 	procs []*testProc
 	addrs []string // node addresses
 	bin   string   // the cairn binary (default: the one under test)
+	// wrap runs the admin commands through a command (ip netns exec NS: the namespace
+	// the nodes are reached from), as proc.Config.Wrap runs the servers.
+	wrap []string
 }
 
 // startCluster starts n nodes: the first bootstraps, the others join it. It is a long
@@ -124,7 +128,11 @@ func (tc *testCluster) nodeState(id string) clustermap.NodeState {
 
 // admin runs `cairn admin` against node i.
 func (tc *testCluster) admin(i int, args ...string) (string, error) {
-	cmd := exec.Command(proctest.Bin(tc.t), append([]string{"admin", "--admin", tc.procs[i].AdminAddr()}, args...)...)
+	name, argv := proctest.Bin(tc.t), append([]string{"admin", "--admin", tc.procs[i].AdminAddr()}, args...)
+	if len(tc.wrap) > 0 {
+		name, argv = tc.wrap[0], append(append(slices.Clone(tc.wrap[1:]), name), argv...)
+	}
+	cmd := exec.Command(name, argv...)
 	cmd.Env = []string{"CAIRN_CLUSTER_SECRET=" + testClusterSecret}
 	out, err := cmd.CombinedOutput()
 	return string(out), err

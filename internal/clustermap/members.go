@@ -74,7 +74,10 @@ type planInput struct {
 //     ready nonvoters, preferring zones with the fewest voters, then lower ID;
 //     unhealthy voters (down, draining, out, no manager role) are demoted after
 //     replacements have been promoted (or at once if no replacement is on its
-//     way: they add nothing to the quorum);
+//     way: they add nothing to the quorum) — but only while the voters the
+//     leader reaches stay a majority of the grown group without the candidate;
+//     otherwise (three voters, one down) the unhealthy voter is demoted first,
+//     so that a candidate that failed unnoticed cannot cost the quorum;
 //   - when the voter set is full and a ready candidate is in a zone that has no
 //     voter while two voters share a zone, the candidate is promoted and the
 //     surplus voter from the shared zone is demoted next (this strictly
@@ -167,8 +170,23 @@ func planMembership(in planInput) action {
 		return 2*h > nvoters-1
 	}
 
+	// A promotion commits under the grown configuration, so it needs a majority of the
+	// voters plus the candidate. The candidate may have failed since the leader last heard
+	// from it (a zone failing whole: its nodes are marked down one by one), so promoting
+	// is safe only while the voters the leader still reaches are a majority without it.
+	// Otherwise unhealthy voters are demoted first: with two of three voters down-marked
+	// or not, promoting a third node of the failed zone made four voters, two unreachable,
+	// and the group lost its leader for as long as the zone was away.
+	live := len(hv)
+	for _, mb := range uv {
+		if n, ok := nodes[mb.ID]; ok && n.State != StateDown && in.reachable(mb.ID) {
+			live++
+		}
+	}
+	safePromote := len(uv) == 0 || 2*live > nvoters+1
+
 	// 3. Promote while below target.
-	if len(hv) < target && len(cands) > 0 {
+	if len(hv) < target && len(cands) > 0 && safePromote {
 		c := bestCandidate()
 		return action{kind: actPromote, id: c.ID, addr: c.Addr, reason: fmt.Sprintf("%d healthy voters, want %d", len(hv), target)}
 	}
@@ -195,7 +213,7 @@ func planMembership(in planInput) action {
 	// 5. Demote unhealthy voters, unless a replacement is about to be ready
 	// (then promote first, next round).
 	for _, mb := range uv {
-		if mb.ID == in.self || !canDrop(mb.ID) || (len(hv) < want && pending > 0) {
+		if mb.ID == in.self || !canDrop(mb.ID) || (len(hv) < want && pending > 0 && safePromote) {
 			continue
 		}
 		return action{kind: actDemote, id: mb.ID, reason: "node not healthy: " + describe(nodes, mb.ID)}

@@ -24,7 +24,8 @@ func mem(id string, voter bool) Member { return Member{ID: id, Addr: id + ":1", 
 // settlingByTest lists, per test case, members that are reachable but not
 // ready (still catching up).
 var settlingByTest = map[string][]string{
-	"down voter kept while replacement catches up": {"n2", "n4"},
+	"down voter demoted while replacement catches up":      {"n2", "n4"},
+	"down voter of five kept while replacement catches up": {"n2", "n6"},
 }
 
 func TestPlanMembership(t *testing.T) {
@@ -66,21 +67,40 @@ func TestPlanMembership(t *testing.T) {
 		{"surplus never demotes leader", five,
 			[]Member{mem("n1", true), mem("n2", true), mem("n3", true), mem("n4", true), mem("n5", true)}, 3, nil, nil,
 			action{kind: actDemote, id: "n4"}},
-		{"down voter replaced first", planMap(
+		// One of three voters down: promoting first would make four voters, three of them
+		// needed, with the candidate perhaps failed unnoticed (a zone failing whole).
+		{"down voter of three demoted before its replacement", planMap(
 			[4]string{"n1", "a", up, "ms"}, [4]string{"n2", "a", up, "ms"}, [4]string{"n3", "b", down, "ms"},
 			[4]string{"n4", "b", up, "ms"}, [4]string{"n5", "c", up, "ms"}),
 			[]Member{mem("n1", true), mem("n2", false), mem("n3", true), mem("n4", false), mem("n5", true)}, 3, nil, nil,
-			action{kind: actPromote, id: "n4"}},
+			action{kind: actDemote, id: "n3"}},
+		{"unreachable voter of three, not yet down, demoted before its replacement", planMap(
+			[4]string{"n1", "a", up, "ms"}, [4]string{"n2", "a", up, "ms"}, [4]string{"n3", "b", draining, "ms"},
+			[4]string{"n4", "b", up, "ms"}, [4]string{"n5", "c", up, "ms"}),
+			[]Member{mem("n1", true), mem("n2", false), mem("n3", true), mem("n4", false), mem("n5", true)}, 3, []string{"n3"}, nil,
+			action{kind: actDemote, id: "n3"}},
+		// One of five voters down: four reached stay a majority of six, so the
+		// replacement is promoted first.
+		{"down voter of five replaced first", planMap(
+			[4]string{"n1", "a", up, "ms"}, [4]string{"n2", "a", up, "ms"}, [4]string{"n3", "b", down, "ms"},
+			[4]string{"n4", "b", up, "ms"}, [4]string{"n5", "c", up, "ms"}, [4]string{"n6", "c", up, "ms"}),
+			[]Member{mem("n1", true), mem("n2", true), mem("n3", true), mem("n4", true), mem("n5", true), mem("n6", false)}, 5, nil, nil,
+			action{kind: actPromote, id: "n6"}},
+		{"down voter of five kept while replacement catches up", planMap(
+			[4]string{"n1", "a", up, "ms"}, [4]string{"n2", "a", up, "ms"}, [4]string{"n3", "b", down, "ms"},
+			[4]string{"n4", "b", up, "ms"}, [4]string{"n5", "c", up, "ms"}, [4]string{"n6", "c", up, "ms"}),
+			[]Member{mem("n1", true), mem("n2", true), mem("n3", true), mem("n4", true), mem("n5", true), mem("n6", false)}, 5, nil, nil,
+			action{kind: actNone}},
 		{"down voter demoted after replacement", planMap(
 			[4]string{"n1", "a", up, "ms"}, [4]string{"n2", "a", up, "ms"}, [4]string{"n3", "b", down, "ms"},
 			[4]string{"n4", "b", up, "ms"}, [4]string{"n5", "c", up, "ms"}),
 			[]Member{mem("n1", true), mem("n2", false), mem("n3", true), mem("n4", true), mem("n5", true)}, 3, nil, nil,
 			action{kind: actDemote, id: "n3"}},
-		{"down voter kept while replacement catches up", planMap(
+		{"down voter demoted while replacement catches up", planMap(
 			[4]string{"n1", "a", up, "ms"}, [4]string{"n2", "a", up, "ms"}, [4]string{"n3", "b", down, "ms"},
 			[4]string{"n4", "b", up, "ms"}, [4]string{"n5", "c", up, "ms"}),
 			[]Member{mem("n1", true), mem("n2", false), mem("n3", true), mem("n4", false), mem("n5", true)}, 3, nil, nil,
-			action{kind: actNone}},
+			action{kind: actDemote, id: "n3"}},
 		{"down voter without replacement demoted", planMap(
 			[4]string{"n1", "a", up, "ms"}, [4]string{"n2", "b", up, "ms"}, [4]string{"n3", "c", down, "ms"}),
 			[]Member{mem("n1", true), mem("n2", true), mem("n3", true)}, 3, nil, nil,
