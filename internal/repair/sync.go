@@ -197,14 +197,10 @@ func (l *Loops) Sync(ctx context.Context) (st SyncStats, err error) {
 			}
 		}
 	}
-	local := map[string]ver{}
 	foreign := map[int][]object.VersionEntry{}
 	var striped []object.VersionEntry // erasure-coded objects whose shards this node checks
 	digests, err := replica.Digests(l.store, P, func(p int, e object.VersionEntry) {
 		if mine[p] {
-			if id := identity(e); verOf(e).newer(local[id]) {
-				local[id] = verOf(e)
-			}
 			if e.Striped && !e.Deleted && l.firstUpHolder(m, tc.Table.Nodes(p)) {
 				striped = append(striped, e)
 			}
@@ -217,7 +213,7 @@ func (l *Loops) Sync(ctx context.Context) (st SyncStats, err error) {
 		return st, errors.E(op, err)
 	}
 	if st.Partitions > 0 {
-		for _, e := range l.pullNewer(ctx, m, P, myParts, digests, local, &st) {
+		for _, e := range l.pullNewer(ctx, m, P, myParts, digests, &st) {
 			if e.Striped && !e.Deleted && l.firstUpHolder(m, tc.Table.Nodes(placement.Partition(e.Bucket, e.Key, P))) {
 				striped = append(striped, e) // a record copied here just now
 			}
@@ -304,11 +300,16 @@ func (l *Loops) firstUpHolder(m *clustermap.Map, ids []string) bool {
 
 // pullNewer copies to this node what other storage nodes hold newer in parts, and
 // returns what it copied.
-func (l *Loops) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts []int, digests []uint64, local map[string]ver, st *SyncStats) []object.VersionEntry {
+func (l *Loops) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts []int, digests []uint64, st *SyncStats) []object.VersionEntry {
 	// Every other storage node is asked, not only the partitions' current co-holders: when
 	// several nodes join at once, or a node drains, a partition's data may sit only on
 	// nodes that held it under an older map (they keep it until it is handed off).
-	best := map[string]want{}
+	type peerDiff struct {
+		src    topology.Target
+		differ []int
+	}
+	var diffs []peerDiff
+	inDiff := make([]bool, P)
 	for _, n := range m.StorageNodes() {
 		if n.ID == l.self || n.State == clustermap.StateDown {
 			continue
@@ -322,10 +323,35 @@ func (l *Loops) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts [
 		}
 		st.Peers++
 		st.Differing += len(differ)
-		if len(differ) == 0 {
-			continue
+		if len(differ) > 0 {
+			diffs = append(diffs, peerDiff{src, differ})
+			for _, p := range differ {
+				inDiff[p] = true
+			}
 		}
-		err = l.replica(src).Scan(ctx, P, differ, func(e object.VersionEntry) {
+	}
+	if len(diffs) == 0 || ctx.Err() != nil {
+		return nil
+	}
+	// This node's newest version of each record, for the partitions that differ on some
+	// peer only (a second pass over the index): a node in step with its peers, or alone,
+	// holds no map of its whole store (at 10 M objects that map took gigabytes).
+	local := map[string]ver{}
+	if _, err := replica.Digests(l.store, P, func(p int, e object.VersionEntry) {
+		if inDiff[p] {
+			if id := identity(e); verOf(e).newer(local[id]) {
+				local[id] = verOf(e)
+			}
+		}
+	}); err != nil {
+		st.Errors++
+		l.log.Warn("sync: could not read this node's records of the differing partitions", "err", err)
+		return nil
+	}
+	best := map[string]want{}
+	for _, d := range diffs {
+		src := d.src
+		err := l.replica(src).Scan(ctx, P, d.differ, func(e object.VersionEntry) {
 			st.Compared++
 			k := identity(e)
 			switch b := best[k]; {
@@ -339,7 +365,7 @@ func (l *Loops) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts [
 		})
 		if err != nil {
 			st.Errors++
-			l.log.Warn("sync: could not compare with a peer", "peer", n.ID, "err", err)
+			l.log.Warn("sync: could not compare with a peer", "peer", src.ID, "err", err)
 		}
 	}
 	// Objects with the fewest surviving copies first.
