@@ -119,7 +119,7 @@ deps-python:
 	@$(VENV)/bin/pip install -q -r tests/python/requirements.txt
 
 deps-apt:
-	@missing=""; for t in curl:curl rclone:rclone promtool:prometheus chromium:chromium openssl:openssl qemu-img:qemu-utils nbdinfo:libnbd-bin fio:fio redis-server:redis-server; do cmd=$${t%%:*}; pkg=$${t##*:}; command -v $$cmd >/dev/null || missing="$$missing $$pkg"; done; \
+	@missing=""; for t in curl:curl rclone:rclone promtool:prometheus chromium:chromium openssl:openssl qemu-img:qemu-utils nbdinfo:libnbd-bin fio:fio redis-server:redis-server ip:iproute2; do cmd=$${t%%:*}; pkg=$${t##*:}; command -v $$cmd >/dev/null || missing="$$missing $$pkg"; done; \
 	if [ -n "$$missing" ]; then echo "installing$$missing"; \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi; fi
