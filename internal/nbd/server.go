@@ -180,6 +180,8 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
 	}
 	if err != nil {
 		switch {
+		case hs.refused && !hs.tlsStarted && s.TLSRequired:
+			log.Warn("nbd: refused a client that did not start TLS: this listener requires it", "err", err)
 		case hs.refused:
 			log.Warn("nbd: connection refused", "tls", hs.cs != nil, "err", err)
 		case err != errAborted && !errors.Is(errors.Transient, err):
@@ -212,6 +214,7 @@ type handshake struct {
 	noZeroes   bool
 	structured bool
 	cs         *tls.ConnectionState // nil: no TLS (yet)
+	tlsStarted bool                 // NBD_OPT_STARTTLS was acknowledged
 	refused    bool                 // the error says the client was refused (logged as a warning)
 }
 
@@ -390,6 +393,7 @@ func (h *handshake) startTLS(ctx context.Context) error {
 	if err := h.reply(optStartTLS, repAck, nil); err != nil {
 		return err
 	}
+	h.tlsStarted = true
 	if h.r.Buffered() > 0 {
 		// Bytes sent after NBD_OPT_STARTTLS before the server's answer would be taken as
 		// the first bytes of TLS: a client that does this is not speaking the protocol.
