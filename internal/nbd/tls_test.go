@@ -19,15 +19,14 @@ import (
 	"github.com/cairnfs/cairn/internal/nodetls"
 )
 
-// testLogger sends the server's log to t.Log (warnings and above).
+// testLogger sends the server's log to t.Log (info and above).
 func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(&tlogWriter{t: t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
 type tlogWriter struct {
-	mu   sync.Mutex
-	t    *testing.T
-	logs []string
+	mu sync.Mutex
+	t  *testing.T
 }
 
 func (w *tlogWriter) Write(p []byte) (int, error) {

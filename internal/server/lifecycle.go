@@ -607,6 +607,7 @@ func (n *instance) run(ctx context.Context) (err error) {
 		nsrv := &nbd.Server{Catalog: n.vols, Log: log, Allow: allowNBD(cfg.NBDAllow, cfg.NBDTLS), Authorize: authorizeNBD(cfg.NBDTLS)}
 		if cfg.NBDTLS {
 			nsrv.TLS, nsrv.TLSRequired = n.itls.nbdTLS(), true
+			nbdTLSHint(log, nbdAddr, n.self.Addr)
 		}
 		servers.Go(func() error {
 			if err := nsrv.Serve(loopCtx, n.nbdLn); err != nil {

@@ -8,9 +8,11 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -247,4 +249,18 @@ func (a *adminHandler) nbdClientCert(w http.ResponseWriter, r *http.Request) err
 	a.log.Info("issued an NBD client certificate", "name", name, "volumes", strings.Join(volumes, ","), "serial", ans.Serial, "not_after", leaf.NotAfter, "remote", r.RemoteAddr)
 	rpc.WriteSignedBody(w, "application/json", body)
 	return nil
+}
+
+// nbdTLSHint logs the name NBD clients must connect to: the listener presents the node's
+// internode certificate, which names the host of the node's advertised address, and
+// qemu and libnbd check the host they dial against it. A listener bound to another
+// address is warned about.
+func nbdTLSHint(log *slog.Logger, listen, nodeAddr string) {
+	names := addrHosts(nodeAddr)
+	host, _, _ := net.SplitHostPort(listen)
+	if ip, err := netip.ParseAddr(host); err == nil && !ip.IsUnspecified() && !slices.Contains(names, host) {
+		log.Warn("nbd: TLS clients check the host they dial against the node's certificate, which names only the node address's host: connect to that, or give --node-addr the NBD host", "nbd", listen, "certificate_names", strings.Join(names, ","))
+		return
+	}
+	log.Info("nbd: TLS required; clients connect to the host the node's certificate names", "nbd", listen, "certificate_names", strings.Join(names, ","))
 }
