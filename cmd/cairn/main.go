@@ -339,7 +339,11 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "  console:     %s://%s/console/ (password: the cluster secret)\n", scheme, r.AdminAddr)
 		}
 		if r.NBDAddr != "" {
-			fmt.Fprintf(stdout, "  volumes:     nbd://%s/VOLUME (cairn volume create NAME --size 10GiB; cairn volume attach NAME)\n", r.NBDAddr)
+			if cfg.NBDTLS {
+				fmt.Fprintf(stdout, "  volumes:     nbds://%s/VOLUME, TLS with a client certificate (cairn volume client-cert NAME --out DIR)\n", r.NBDAddr)
+			} else {
+				fmt.Fprintf(stdout, "  volumes:     nbd://%s/VOLUME (cairn volume create NAME --size 10GiB; cairn volume attach NAME)\n", r.NBDAddr)
+			}
 		}
 		fmt.Fprintf(stdout, "  data:        %s\n", cfg.DataDir)
 		fmt.Fprintf(stdout, "  node:        %s at %s\n", r.NodeID, r.NodeAddr)
