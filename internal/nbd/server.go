@@ -411,7 +411,7 @@ func (h *handshake) startTLS(ctx context.Context) error {
 	}
 	h.c, h.cs = tc, &cs
 	h.r, h.w = bufio.NewReaderSize(tc, 64<<10), bufio.NewWriterSize(tc, 64<<10)
-	h.structured = false
+	h.structured, h.refused = false, false
 	return nil
 }
 
