@@ -83,21 +83,24 @@ func FuzzSession(f *testing.F) {
 	s = req(s, cmdFlush, 0, 0, 0, nil)
 	f.Add(req(s, cmdDisc, 0, 0, 0, nil))
 	f.Add(opt(append([]byte(nil), hello...), optExportName, []byte("m")))
-	// The same sessions against a listener that requires TLS (the first byte of the
-	// input selects it when odd: a client without TLS must get nothing), and STARTTLS
-	// followed by bytes that are no TLS handshake.
+	// The same sessions against a listener that requires TLS and one that offers it (a
+	// first byte that is not zero selects: odd requires it, and a client without TLS
+	// must then get nothing; even offers it), and STARTTLS followed by bytes that are no
+	// TLS handshake.
 	tlsCfg := fuzzTLSConfig(f)
 	seeds := [][]byte{opt(append([]byte(nil), hello...), optList, nil), s, opt(append([]byte(nil), hello...), optExportName, []byte("m")),
 		append(opt(append([]byte(nil), hello...), optStartTLS, nil), 0x16, 3, 1, 0, 5, 1, 0, 0, 1, 0)}
 	for _, sd := range seeds {
 		f.Add(append([]byte{1}, sd...))
+		f.Add(append([]byte{2}, sd...))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		dev := &memDevice{b: make([]byte, 4096)}
 		srv := &Server{Catalog: memCatalog{dev}, HandshakeTimeout: 5 * time.Second, PayloadTimeout: 5 * time.Second, Log: slog.New(slog.DiscardHandler)}
-		required := len(in) > 0 && in[0] != 0 && in[0]&1 == 1
-		if required {
-			srv.TLS, srv.TLSRequired = tlsCfg, true
+		required := false
+		if len(in) > 0 && in[0] != 0 {
+			required = in[0]&1 == 1
+			srv.TLS, srv.TLSRequired = tlsCfg, required
 			in = in[1:]
 		}
 		client, server := net.Pipe()
