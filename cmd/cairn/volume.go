@@ -64,6 +64,9 @@ Commands:
                          is attached to the --admin node for it, detached after if it was
                          detached
   space                  the data objects stored, and the layers waiting to be reclaimed
+  delete NAME@SNAP       delete a snapshot; its data objects no one else reads are freed in
+                         the background; refused while clones (or the branch a rollback
+                         left) depend on it
   client-cert NAME --out DIR [--volumes LIST] [--valid DURATION]
                          an NBD client certificate of the cluster CA for NAME (a hypervisor,
                          a tool) that opens the volumes in LIST (comma-separated: names, a
@@ -73,9 +76,6 @@ Commands:
                          qemu's tls-creds-x509 dir= and libnbd's tls-certificates=; valid
                          DURATION (default 8760h); --admin must be a manager (it holds the
                          CA key)
-  delete NAME@SNAP       delete a snapshot; its data objects no one else reads are freed in
-                         the background; refused while clones (or the branch a rollback
-                         left) depend on it
 
 The admin address, the cluster secret and --ca-file are found as for cairn admin.
 `
