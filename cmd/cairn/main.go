@@ -116,8 +116,9 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve Go profiles (/debug/pprof/) on the admin address, without authentication: only on a loopback or management address")
 	fs.StringVar(&cfg.AccessLog, "access-log", "", "append the S3 access log (one JSON line per request: user, key, operation, bucket, object key, status, bytes, client address; refused requests too) to FILE, or \"-\" for stdout; reopened on SIGHUP (log rotation); off by default")
 	fs.DurationVar(&cfg.PresignMaxAge, "presign-max-age", 7*24*time.Hour, "longest validity accepted for a Signature Version 2 presigned URL (Version 4 allows 7 days at most)")
-	fs.StringVar(&cfg.NBDListen, "nbd-listen", "", "serve block volumes over NBD on this address (off by default; e.g. 127.0.0.1:10809); an address that is not loopback needs --nbd-allow")
-	nbdAllow := fs.String("nbd-allow", "", "comma-separated networks (CIDR) NBD clients may connect from besides loopback (NBD has no authentication)")
+	fs.StringVar(&cfg.NBDListen, "nbd-listen", "", "serve block volumes over NBD on this address (off by default; e.g. 127.0.0.1:10809); an address that is not loopback needs --nbd-tls require or --nbd-allow")
+	nbdAllow := fs.String("nbd-allow", "", "comma-separated networks (CIDR) NBD clients may connect from besides loopback (plain NBD has no authentication)")
+	nbdTLS := fs.String("nbd-tls", "off", "NBD over TLS: off, or require (TLS 1.3 via NBD_OPT_STARTTLS before anything else, a client certificate of the cluster CA naming the volume: cairn volume client-cert; the node presents its internode certificate)")
 	domains := fs.String("domain", "localhost", "comma-separated base domains for virtual-host-style requests (bucket.DOMAIN)")
 	capacity := fs.String("capacity", "", "capacity of this node's storage the device class's water marks refer to (e.g. 500GiB; default: the data disk's size)")
 	cacheSize := fs.String("cache-size", "64MiB", "index block cache (bounds the metadata memory; e.g. 16MiB, 1GiB)")
@@ -170,6 +171,13 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("server: unexpected argument %q", fs.Arg(0))
+	}
+	switch *nbdTLS {
+	case "off":
+	case "require":
+		cfg.NBDTLS = true
+	default:
+		return fmt.Errorf("server: bad --nbd-tls %q (want off or require)", *nbdTLS)
 	}
 	switch *internodeTLS {
 	case "on":
@@ -331,7 +339,11 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "  console:     %s://%s/console/ (password: the cluster secret)\n", scheme, r.AdminAddr)
 		}
 		if r.NBDAddr != "" {
-			fmt.Fprintf(stdout, "  volumes:     nbd://%s/VOLUME (cairn volume create NAME --size 10GiB; cairn volume attach NAME)\n", r.NBDAddr)
+			if cfg.NBDTLS {
+				fmt.Fprintf(stdout, "  volumes:     nbds://%s/VOLUME, TLS with a client certificate (cairn volume client-cert NAME --out DIR)\n", r.NBDAddr)
+			} else {
+				fmt.Fprintf(stdout, "  volumes:     nbd://%s/VOLUME (cairn volume create NAME --size 10GiB; cairn volume attach NAME)\n", r.NBDAddr)
+			}
 		}
 		fmt.Fprintf(stdout, "  data:        %s\n", cfg.DataDir)
 		fmt.Fprintf(stdout, "  node:        %s at %s\n", r.NodeID, r.NodeAddr)

@@ -67,6 +67,15 @@ Commands:
   delete NAME@SNAP       delete a snapshot; its data objects no one else reads are freed in
                          the background; refused while clones (or the branch a rollback
                          left) depend on it
+  client-cert NAME --out DIR [--volumes LIST] [--valid DURATION]
+                         an NBD client certificate of the cluster CA for NAME (a hypervisor,
+                         a tool) that opens the volumes in LIST (comma-separated: names, a
+                         prefix ending in *, or *; default NAME) on listeners started with
+                         --nbd-tls require; writes DIR/ca-cert.pem, client-cert.pem and
+                         client-key.pem (the key made here, 0600, never sent), the layout of
+                         qemu's tls-creds-x509 dir= and libnbd's tls-certificates=; valid
+                         DURATION (default 8760h); --admin must be a manager (it holds the
+                         CA key)
 
 The admin address, the cluster secret and --ca-file are found as for cairn admin.
 `
@@ -85,6 +94,9 @@ func runVolume(args []string, stdout, stderr io.Writer) error {
 	quiet := fs.Bool("quiet", false, "no progress and no summary (export, import)")
 	onto := fs.String("onto", "", "the snapshot the volume is at, vouched to hold the incremental backup's base (import)")
 	forceBase := fs.Bool("force-base", false, "apply an incremental backup without checking the volume holds its base (import)")
+	certOut := fs.String("out", "", "directory for the client certificate's files (client-cert)")
+	certVolumes := fs.String("volumes", "", "volumes the client certificate opens: names, PREFIX*, or * (client-cert; default: NAME)")
+	certValid := fs.String("valid", "", "validity of the client certificate, e.g. 720h (client-cert; default 8760h)")
 	if err := fs.Parse(hoistFlags(fs, args)); err != nil {
 		if err == flag.ErrHelp {
 			return nil
@@ -141,6 +153,11 @@ func runVolume(args []string, stdout, stderr io.Writer) error {
 			return volumeExport(c, rest[0], file, *since, *quiet, stdout, stderr)
 		}
 		return volumeImport(c, rest[0], file, *size, importOptions{quiet: *quiet, onto: *onto, forceBase: *forceBase}, os.Stdin, stdout, stderr)
+	case "client-cert":
+		if len(rest) != 1 {
+			return fmt.Errorf("volume: usage: cairn volume client-cert NAME --out DIR [--volumes LIST] [--valid DURATION] (cairn volume help)")
+		}
+		return volumeClientCert(c, rest[0], *certOut, *certVolumes, *certValid, *asJSON, stdout)
 	case "snapshots":
 		if len(rest) > 1 {
 			return fmt.Errorf("volume: usage: cairn volume snapshots [NAME] (cairn volume help)")

@@ -1,9 +1,12 @@
 package nbd
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"io"
+	"log/slog"
 	"net"
 	"sync"
 	"testing"
@@ -80,9 +83,26 @@ func FuzzSession(f *testing.F) {
 	s = req(s, cmdFlush, 0, 0, 0, nil)
 	f.Add(req(s, cmdDisc, 0, 0, 0, nil))
 	f.Add(opt(append([]byte(nil), hello...), optExportName, []byte("m")))
+	// The same sessions against a listener that requires TLS and one that offers it (a
+	// first byte that is not zero selects: odd requires it, and a client without TLS
+	// must then get nothing; even offers it), and STARTTLS followed by bytes that are no
+	// TLS handshake.
+	tlsCfg := fuzzTLSConfig(f)
+	seeds := [][]byte{opt(append([]byte(nil), hello...), optList, nil), s, opt(append([]byte(nil), hello...), optExportName, []byte("m")),
+		append(opt(append([]byte(nil), hello...), optStartTLS, nil), 0x16, 3, 1, 0, 5, 1, 0, 0, 1, 0)}
+	for _, sd := range seeds {
+		f.Add(append([]byte{1}, sd...))
+		f.Add(append([]byte{2}, sd...))
+	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		dev := &memDevice{b: make([]byte, 4096)}
-		srv := &Server{Catalog: memCatalog{dev}, HandshakeTimeout: 5 * time.Second, PayloadTimeout: 5 * time.Second}
+		srv := &Server{Catalog: memCatalog{dev}, HandshakeTimeout: 5 * time.Second, PayloadTimeout: 5 * time.Second, Log: slog.New(slog.DiscardHandler)}
+		required := false
+		if len(in) > 0 && in[0] != 0 {
+			required = in[0]&1 == 1
+			srv.TLS, srv.TLSRequired = tlsCfg, required
+			in = in[1:]
+		}
 		client, server := net.Pipe()
 		done := make(chan struct{})
 		go func() {
@@ -101,5 +121,14 @@ func FuzzSession(f *testing.F) {
 		if len(dev.b) != 4096 {
 			t.Fatalf("device grew to %d bytes", len(dev.b))
 		}
+		if required && !bytes.Equal(dev.b, make([]byte, 4096)) {
+			t.Fatal("a client without TLS wrote to a listener that requires TLS")
+		}
 	})
+}
+
+// fuzzTLSConfig is a TLS configuration of a throwaway CA (no client of the fuzzer can
+// complete a handshake with it).
+func fuzzTLSConfig(f *testing.F) *tls.Config {
+	return newPKI(f).serverConfig()
 }

@@ -90,13 +90,22 @@ func (d closingDevice) Close() error {
 // startServer serves the files of a new directory (created by mk) on a loopback port.
 func startServer(t *testing.T, mk func(dir string)) (addr string, dir string, s *Server) {
 	t.Helper()
+	return startServerWith(t, mk, nil)
+}
+
+// startServerWith is startServer with the Server changed by set (if not nil) first.
+func startServerWith(t *testing.T, mk func(dir string), set func(*Server)) (addr string, dir string, s *Server) {
+	t.Helper()
 	dir = t.TempDir()
 	mk(dir)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s = &Server{Catalog: &fileCatalog{dir: dir}, HandshakeTimeout: 5 * time.Second}
+	s = &Server{Catalog: &fileCatalog{dir: dir}, HandshakeTimeout: 5 * time.Second, Log: testLogger(t)}
+	if set != nil {
+		set(s)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, ln) }()
@@ -109,7 +118,7 @@ func startServer(t *testing.T, mk func(dir string)) (addr string, dir string, s 
 	return ln.Addr().String(), dir, s
 }
 
-func writeFile(t *testing.T, path string, b []byte) {
+func writeFile(t testing.TB, path string, b []byte) {
 	t.Helper()
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)

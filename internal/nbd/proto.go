@@ -3,8 +3,11 @@
 // constraints, structured replies), then the transmission phase (READ, WRITE, FLUSH,
 // TRIM, WRITE_ZEROES, with FUA), several requests in flight per connection. It knows
 // nothing of volumes: a Device is any io.ReaderAt/io.WriterAt with Flush and Trim, found
-// by export name through a Catalog. NBD has no authentication of its own; who may connect
-// is the caller's decision (Server.Allow). The protocol is the one documented in the NBD
+// by export name through a Catalog. NBD has no authentication of its own: a server
+// with Server.TLS offers NBD_OPT_STARTTLS, and with Server.TLSRequired serves nothing
+// before it (the protocol's forced TLS mode); the caller's tls.Config must require and
+// verify client certificates, and Server.Authorize says which exports a certificate
+// opens. Who may connect at all is the caller's decision too (Server.Allow). The protocol is the one documented in the NBD
 // project's doc/proto.md; nothing here is copied from another implementation.
 package nbd
 
@@ -50,6 +53,7 @@ const (
 	repErrUnsup         = 1<<31 + 1
 	repErrPolicy        = 1<<31 + 2
 	repErrInvalid       = 1<<31 + 3
+	repErrTLSReqd       = 1<<31 + 5
 	repErrUnknown       = 1<<31 + 6
 	repErrShutdown      = 1<<31 + 7
 	repErrBlockSizeReqd = 1<<31 + 8

@@ -3,6 +3,7 @@ package nbd
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -68,9 +69,24 @@ type Server struct {
 	// Allow, if set, decides whether a client address may connect at all (a refused
 	// client is disconnected before the handshake).
 	Allow func(net.Addr) bool
+	// TLS, if set, is what NBD_OPT_STARTTLS starts (without it the option is refused
+	// with NBD_REP_ERR_POLICY). Its ClientAuth must be tls.RequireAndVerifyClientCert:
+	// the verified client certificate is the connection's authentication (Serve refuses
+	// any other setting). Options negotiated before TLS are forgotten once it starts.
+	TLS *tls.Config
+	// TLSRequired is the protocol's forced TLS mode: before TLS every option but
+	// NBD_OPT_STARTTLS and NBD_OPT_ABORT is answered NBD_REP_ERR_TLS_REQD, and
+	// NBD_OPT_EXPORT_NAME closes the connection. It needs TLS.
+	TLSRequired bool
+	// Authorize, if set, says whether a connection may see and open an export: cs is the
+	// connection's TLS state (nil for a plain connection). Exports it refuses are left
+	// out of NBD_OPT_LIST and refused with NBD_REP_ERR_POLICY (NBD_OPT_EXPORT_NAME: the
+	// connection is closed).
+	Authorize func(cs *tls.ConnectionState, export string) bool
 	// Log, nil means slog.Default().
 	Log *slog.Logger
-	// HandshakeTimeout bounds the whole handshake (default 10 s); a request's payload
+	// HandshakeTimeout bounds the whole handshake, a TLS handshake included (default
+	// 10 s): a client that connects and never finishes is disconnected. A request's payload
 	// must arrive within PayloadTimeout of its header (default 60 s). The transmission
 	// phase itself has no idle limit: an attached VM may stay idle for days.
 	HandshakeTimeout, PayloadTimeout time.Duration
@@ -90,9 +106,24 @@ func (s *Server) log() *slog.Logger {
 	return s.Log
 }
 
+// Validate checks the TLS settings.
+func (s *Server) Validate() error {
+	if s.TLSRequired && s.TLS == nil {
+		return errors.E(errors.Invalid, "nbd: TLS required without a TLS configuration")
+	}
+	if s.TLS != nil && s.TLS.ClientAuth != tls.RequireAndVerifyClientCert {
+		return errors.E(errors.Invalid, "nbd: the TLS configuration must require and verify client certificates")
+	}
+	return nil
+}
+
 // Serve accepts connections on ln until ctx ends or ln fails; it closes ln and every
 // connection when ctx ends.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if err := s.Validate(); err != nil {
+		ln.Close()
+		return err
+	}
 	go func() {
 		<-ctx.Done()
 		ln.Close()
@@ -144,8 +175,16 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
 	log := s.log().With("component", "nbd", "client", c.RemoteAddr().String())
 	hs := &handshake{s: s, c: c, r: bufio.NewReaderSize(c, 64<<10), w: bufio.NewWriterSize(c, 64<<10)}
 	dev, info, err := hs.run(ctx)
+	if hs.c != c {
+		defer hs.c.Close() // the TLS connection: a close_notify, then c
+	}
 	if err != nil {
-		if err != errAborted && !errors.Is(errors.Transient, err) {
+		switch {
+		case hs.refused && !hs.tlsStarted && s.TLSRequired:
+			log.Warn("nbd: refused a client that did not start TLS: this listener requires it", "err", err)
+		case hs.refused:
+			log.Warn("nbd: connection refused", "tls", hs.cs != nil, "err", err)
+		case err != errAborted && !errors.Is(errors.Transient, err):
 			log.Info("nbd: handshake ended", "err", err)
 		}
 		return
@@ -153,7 +192,10 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
 	if cl, ok := dev.(io.Closer); ok {
 		defer cl.Close()
 	}
-	t := &transmission{s: s, c: c, r: hs.r, w: hs.w, dev: dev, info: info, structured: hs.structured, log: log.With("export", info.Name)}
+	if hs.cs != nil {
+		log = log.With("tls", true, "client_cert", hs.cs.PeerCertificates[0].Subject.CommonName)
+	}
+	t := &transmission{s: s, c: hs.c, r: hs.r, w: hs.w, dev: dev, info: info, structured: hs.structured, log: log.With("export", info.Name)}
 	t.run(ctx)
 }
 
@@ -166,11 +208,20 @@ var (
 // handshake is the option haggling of one connection.
 type handshake struct {
 	s          *Server
-	c          net.Conn
+	c          net.Conn // the TLS connection once NBD_OPT_STARTTLS succeeded
 	r          *bufio.Reader
 	w          *bufio.Writer
 	noZeroes   bool
 	structured bool
+	cs         *tls.ConnectionState // nil: no TLS (yet)
+	tlsStarted bool                 // NBD_OPT_STARTTLS was acknowledged
+	refused    bool                 // the error says the client was refused (logged as a warning)
+}
+
+// refuse marks the handshake's end as a refusal of the client.
+func (h *handshake) refuse(err error) error {
+	h.refused = true
+	return err
 }
 
 func (h *handshake) run(ctx context.Context) (Device, ExportInfo, error) {
@@ -228,10 +279,24 @@ func (h *handshake) reply(opt, typ uint32, data []byte) error {
 
 // option handles one option; done says the transmission phase starts with dev.
 func (h *handshake) option(ctx context.Context, o option) (dev Device, info ExportInfo, done bool, err error) {
+	if h.s.TLSRequired && h.cs == nil {
+		switch o.code {
+		case optStartTLS, optAbort:
+		case optExportName:
+			// It cannot be answered with an error: the connection is closed.
+			return nil, ExportInfo{}, false, h.refuse(errors.New("nbd: NBD_OPT_EXPORT_NAME before TLS on a listener that requires TLS"))
+		default:
+			h.refused = true // if the client gives up here, it was refused for want of TLS
+			return nil, ExportInfo{}, false, h.reply(o.code, repErrTLSReqd, []byte("this NBD listener requires TLS (NBD_OPT_STARTTLS) with a client certificate"))
+		}
+	}
 	switch o.code {
 	case optExportName:
 		// No option reply: success is the export's size and flags, failure a closed
 		// connection (the protocol has no other way to say it).
+		if !h.authorized(string(o.data)) {
+			return nil, ExportInfo{}, false, h.refuse(fmt.Errorf("nbd: export %q: not allowed to this client", o.data))
+		}
 		dev, info, err := h.s.Catalog.Open(ctx, string(o.data))
 		if err != nil {
 			return nil, ExportInfo{}, false, fmt.Errorf("nbd: export %q: %w", o.data, err)
@@ -259,6 +324,9 @@ func (h *handshake) option(ctx context.Context, o option) (dev Device, info Expo
 		}
 		var b []byte
 		for _, e := range list {
+			if !h.authorized(e.Name) {
+				continue
+			}
 			d := binary.BigEndian.AppendUint32(nil, uint32(len(e.Name)))
 			d = append(d, e.Name...)
 			d = append(d, e.Description...)
@@ -269,6 +337,9 @@ func (h *handshake) option(ctx context.Context, o option) (dev Device, info Expo
 		req, ok := parseInfoRequest(o.data)
 		if !ok {
 			return nil, ExportInfo{}, false, h.reply(o.code, repErrInvalid, []byte("malformed NBD_OPT_INFO/NBD_OPT_GO request"))
+		}
+		if !h.authorized(req.name) {
+			return nil, ExportInfo{}, false, h.reply(o.code, repErrPolicy, []byte(fmt.Sprintf("export %q is not allowed to this client", req.name)))
 		}
 		var dev Device
 		var info ExportInfo
@@ -301,10 +372,52 @@ func (h *handshake) option(ctx context.Context, o option) (dev Device, info Expo
 		}
 		return nil, ExportInfo{}, false, h.reply(o.code, repAck, nil)
 	case optStartTLS:
-		return nil, ExportInfo{}, false, h.reply(o.code, repErrPolicy, []byte("TLS is not offered on this NBD listener"))
+		switch {
+		case h.s.TLS == nil:
+			return nil, ExportInfo{}, false, h.reply(o.code, repErrPolicy, []byte("TLS is not offered on this NBD listener"))
+		case h.cs != nil:
+			return nil, ExportInfo{}, false, h.reply(o.code, repErrInvalid, []byte("TLS is already on"))
+		case len(o.data) != 0:
+			return nil, ExportInfo{}, false, h.reply(o.code, repErrInvalid, []byte("NBD_OPT_STARTTLS takes no data"))
+		}
+		return nil, ExportInfo{}, false, h.startTLS(ctx)
 	default:
 		return nil, ExportInfo{}, false, h.reply(o.code, repErrUnsup, []byte(fmt.Sprintf("option %d is not supported", o.code)))
 	}
+}
+
+// startTLS acknowledges NBD_OPT_STARTTLS and runs the TLS handshake (under the
+// handshake's deadline, set on the connection); the haggling goes on inside TLS, with
+// what was negotiated before forgotten.
+func (h *handshake) startTLS(ctx context.Context) error {
+	if err := h.reply(optStartTLS, repAck, nil); err != nil {
+		return err
+	}
+	h.tlsStarted = true
+	if h.r.Buffered() > 0 {
+		// Bytes sent after NBD_OPT_STARTTLS before the server's answer would be taken as
+		// the first bytes of TLS: a client that does this is not speaking the protocol.
+		return h.refuse(errors.New("nbd: the client sent data after NBD_OPT_STARTTLS before the TLS handshake"))
+	}
+	tc := tls.Server(h.c, h.s.TLS)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return h.refuse(fmt.Errorf("nbd: TLS handshake: %w", err))
+	}
+	cs := tc.ConnectionState()
+	if len(cs.VerifiedChains) == 0 || len(cs.PeerCertificates) == 0 {
+		// The configuration requires a verified certificate (Validate); never serve without one.
+		tc.Close()
+		return h.refuse(errors.New("nbd: TLS without a verified client certificate"))
+	}
+	h.c, h.cs = tc, &cs
+	h.r, h.w = bufio.NewReaderSize(tc, 64<<10), bufio.NewWriterSize(tc, 64<<10)
+	h.structured, h.refused = false, false
+	return nil
+}
+
+// authorized says whether this connection may see and open export name.
+func (h *handshake) authorized(name string) bool {
+	return h.s.Authorize == nil || h.s.Authorize(h.cs, name)
 }
 
 // infoReplies encodes the NBD_REP_INFO replies for an export: always its size and

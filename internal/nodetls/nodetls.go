@@ -2,7 +2,9 @@
 // makes the CA (ECDSA P-256, crypto/x509 only), node key pairs and certificate requests,
 // signs a request into a node certificate (the node id in the subject, the node's
 // advertised host in the SANs, client and server use), checks what a node is handed back
-// at enrolment, and builds the TLS 1.3 configurations of the node address. It keeps no
+// at enrolment, and builds the TLS 1.3 configurations of the node address. It also issues
+// NBD client certificates (client use only, naming the volumes they open) and builds the
+// TLS configuration of an NBD listener that requires them (nbd.go). It keeps no
 // state and does no I/O but the reading and writing of its PEM files; who holds the CA key
 // and when a node enrols is package server's business (docs/design/internode-tls.md).
 package nodetls
@@ -327,10 +329,20 @@ func NeedsRenewal(c *x509.Certificate, hosts []string, now time.Time) bool {
 // at each handshake: renewals apply to new connections), a client certificate verified
 // against the CA pool if one is given (a connection without one reaches only enrolment:
 // package server and rpc.Mux see to it), Raft or HTTP/1.1 by ALPN.
+//
+// A client certificate of the CA that is not a node certificate (an NBD client's) is
+// refused at the handshake.
 func ServerConfig(cert func() *tls.Certificate, pool *x509.CertPool) *tls.Config {
 	return &tls.Config{MinVersion: tls.VersionTLS13, ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: pool,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cert(), nil },
-		NextProtos:     []string{wire.ALPNRaft, wire.ALPNHTTP}}
+		NextProtos:     []string{wire.ALPNRaft, wire.ALPNHTTP},
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return nil // enrolment only: package server sees to it
+			}
+			_, err := NodeID(cs.PeerCertificates[0])
+			return err
+		}}
 }
 
 // ClientConfig is the TLS configuration of a node dialling another: TLS 1.3, the server

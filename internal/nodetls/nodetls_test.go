@@ -269,6 +269,8 @@ func TestHandshake(t *testing.T) {
 		{"same CA", cli, false, true},
 		{"another CA", stranger, true, false},
 		{"no certificate", nil, false, false},
+		// An NBD client's certificate of the cluster CA is no node's: refused.
+		{"NBD client certificate", nbdClient(t, ca, "hv1", "*"), true, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

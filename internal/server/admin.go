@@ -102,8 +102,9 @@ type adminHandler struct {
 	rpc    *rpc.Client
 	self   string
 	log    *slog.Logger
-	// nbdAddr is this node's NBD listener ("": none).
+	// nbdAddr is this node's NBD listener ("": none), nbdTLS whether it requires TLS.
 	nbdAddr string
+	nbdTLS  bool
 	itls    *internodeTLS
 	box     *secrets.Box // opens the tiers' credentials to probe them
 }
@@ -303,6 +304,10 @@ func (a *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeJSON(w, sp)
+	case path == "volume-client-cert" && r.Method == http.MethodPost:
+		if err := a.nbdClientCert(w, r); err != nil {
+			wire.WriteError(w, err)
+		}
 	case strings.HasPrefix(path, "volume/") && r.Method == http.MethodPost:
 		out, err := a.volumeAction(r.Context(), strings.TrimPrefix(path, "volume/"), q)
 		if err != nil {

@@ -34,6 +34,9 @@ type mapInfo struct {
 	Level int `json:"level,omitempty"`
 	// NBDAddr is the address the node serves block volumes on ("": none).
 	NBDAddr string `json:"nbd_addr,omitempty"`
+	// NBDTLS says the NBD listener requires TLS (its URIs are nbds://). An older node
+	// does not send it: its listener is plain.
+	NBDTLS bool `json:"nbd_tls,omitempty"`
 }
 
 // featureLevel says which map commands this build's managers apply. A command a level
@@ -484,8 +487,10 @@ type clusterHandler struct {
 	self   string
 	rep    *repair.Loops
 	stats  func() any
-	// nbdAddr is this node's NBD listener ("": none), told in map info answers.
+	// nbdAddr is this node's NBD listener ("": none), told in map info answers, and
+	// nbdTLS whether it requires TLS.
 	nbdAddr string
+	nbdTLS  bool
 }
 
 func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -550,7 +555,7 @@ func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, p)
 	case wire.PathMapInfo:
 		m := h.mgr.Current()
-		writeJSON(w, mapInfo{Epoch: m.Epoch, Digest: m.Digest(), Level: featureLevel, NBDAddr: h.nbdAddr})
+		writeJSON(w, mapInfo{Epoch: m.Epoch, Digest: m.Digest(), Level: featureLevel, NBDAddr: h.nbdAddr, NBDTLS: h.nbdTLS})
 	case wire.PathStats:
 		writeJSON(w, h.stats())
 	case wire.PathJoin:

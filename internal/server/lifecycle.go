@@ -368,7 +368,7 @@ func (n *instance) listen() error {
 			func() float64 { return float64(l.ln.current.Load()) })
 	}
 	if cfg.NBDListen != "" {
-		if n.nbdLn, err = listenNBD(cfg.NBDListen, cfg.NBDAllow); err != nil {
+		if n.nbdLn, err = listenNBD(cfg.NBDListen, cfg.NBDAllow, cfg.NBDTLS); err != nil {
 			return err
 		}
 		n.onClose(func() error { return closeListener(n.nbdLn) }) // the NBD server closes it first when it stops
@@ -486,7 +486,7 @@ func (n *instance) internodeMux() *http.ServeMux {
 		return ns
 	}}
 	if n.nbdLn != nil {
-		ch.nbdAddr = n.nbdLn.Addr().String()
+		ch.nbdAddr, ch.nbdTLS = n.nbdLn.Addr().String(), n.cfg.NBDTLS
 	}
 	imux := http.NewServeMux()
 	for _, p := range []string{wire.PathMap, wire.PathJoin, wire.PathApply, wire.PathStats, wire.PathMapInfo, wire.PathScrub, wire.PathRecovery, wire.PathReplace, wire.PathLifecycle, wire.PathNotify, wire.PathNotifyHeld} {
@@ -604,7 +604,11 @@ func (n *instance) run(ctx context.Context) (err error) {
 	nbdAddr := ""
 	if n.nbdLn != nil {
 		nbdAddr = n.nbdLn.Addr().String()
-		nsrv := &nbd.Server{Catalog: n.vols, Log: log, Allow: allowNBD(cfg.NBDAllow)}
+		nsrv := &nbd.Server{Catalog: n.vols, Log: log, Allow: allowNBD(cfg.NBDAllow, cfg.NBDTLS), Authorize: authorizeNBD(cfg.NBDTLS)}
+		if cfg.NBDTLS {
+			nsrv.TLS, nsrv.TLSRequired = n.itls.nbdTLS(), true
+			nbdTLSHint(log, nbdAddr, n.self.Addr)
+		}
 		servers.Go(func() error {
 			if err := nsrv.Serve(loopCtx, n.nbdLn); err != nil {
 				failed <- fmt.Errorf("nbd listener: %w", err)
@@ -836,7 +840,7 @@ func (n *instance) adminMux(ctx context.Context) (*http.ServeMux, error) {
 	})
 	ah := &adminHandler{secret: n.secret, mgr: n.mgr, gw: n.gw, apply: n.app, rpc: n.client, self: n.nodeID, log: n.log, itls: n.itls, vols: n.vols, box: n.box}
 	if n.nbdLn != nil {
-		ah.nbdAddr = n.nbdLn.Addr().String()
+		ah.nbdAddr, ah.nbdTLS = n.nbdLn.Addr().String(), n.cfg.NBDTLS
 	}
 	amux.Handle("/admin/v1/", ah)
 	// The web console: the admin status and the node and recovery-rate actions, through

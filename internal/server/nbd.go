@@ -2,15 +2,25 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/nodetls"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/wire"
 )
@@ -83,17 +93,17 @@ func (lc *leaseClock) confirm(ctx context.Context) error {
 	return err
 }
 
-// listenNBD opens the NBD listener. NBD has no authentication: an address that is not
-// loopback needs the networks its clients may come from (--nbd-allow).
-func listenNBD(addr string, allow []netip.Prefix) (net.Listener, error) {
+// listenNBD opens the NBD listener. An address that is not loopback needs TLS (client
+// certificates authenticate) or the networks its clients may come from (--nbd-allow).
+func listenNBD(addr string, allow []netip.Prefix, requireTLS bool) (net.Listener, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, errors.E(errors.Invalid, fmt.Errorf("--nbd-listen %s: %w", addr, err))
 	}
 	ip, perr := netip.ParseAddr(host)
 	loopback := (perr == nil && ip.IsLoopback()) || host == "localhost"
-	if !loopback && len(allow) == 0 {
-		return nil, errors.Errorf("", errors.Invalid, "--nbd-listen %s is not a loopback address: NBD has no authentication, so give --nbd-allow with the networks its clients may connect from (e.g. 10.0.0.0/24)", addr)
+	if !loopback && len(allow) == 0 && !requireTLS {
+		return nil, errors.Errorf("", errors.Invalid, "--nbd-listen %s is not a loopback address: plain NBD has no authentication, so give --nbd-tls require (clients present certificates of the cluster CA: cairn volume client-cert) or --nbd-allow with the networks its clients may connect from (e.g. 10.0.0.0/24)", addr)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -103,8 +113,12 @@ func listenNBD(addr string, allow []netip.Prefix) (net.Listener, error) {
 }
 
 // allowNBD is the NBD server's check of a client address: loopback clients always, others
-// only from the allowed networks.
-func allowNBD(allow []netip.Prefix) func(net.Addr) bool {
+// only from the allowed networks; nil (every address) when TLS authenticates the clients
+// and no network is given.
+func allowNBD(allow []netip.Prefix, requireTLS bool) func(net.Addr) bool {
+	if requireTLS && len(allow) == 0 {
+		return nil
+	}
 	return func(a net.Addr) bool {
 		ap, err := netip.ParseAddrPort(a.String())
 		if err != nil {
@@ -121,4 +135,132 @@ func allowNBD(allow []netip.Prefix) func(net.Addr) bool {
 		}
 		return false
 	}
+}
+
+// nbdTLS is the NBD listener's TLS (--nbd-tls require): the node's internode certificate
+// presented, a client certificate of the cluster CA required (an NBD client's, not a
+// node's), each connection configured at its handshake from what the node holds then.
+func (t *internodeTLS) nbdTLS() *tls.Config {
+	cert := func() (*tls.Certificate, error) {
+		if c := t.cert.Load(); c != nil {
+			return c, nil
+		}
+		return nil, errors.E(errors.Transient, "this node has no internode certificate yet: NBD over TLS presents it")
+	}
+	var pool struct {
+		fp string
+		p  *x509.CertPool
+	}
+	var mu sync.Mutex
+	return &tls.Config{MinVersion: tls.VersionTLS13, ClientAuth: tls.RequireAndVerifyClientCert,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			ca := t.ca.Load()
+			if ca == nil {
+				return nil, errors.E(errors.Transient, "this cluster has no CA (internode TLS is off: cairn admin internode-tls enable): NBD clients cannot be verified")
+			}
+			mu.Lock()
+			if pool.fp != ca.Fingerprint() {
+				pool.fp, pool.p = ca.Fingerprint(), ca.Pool()
+			}
+			p := pool.p
+			mu.Unlock()
+			return nodetls.NBDServerConfig(cert, p), nil
+		}}
+}
+
+// authorizeNBD is the NBD listener's export check under TLS: the client certificate
+// names the volume (or a prefix of it). Plain connections (only on a listener that does
+// not require TLS) open every export.
+func authorizeNBD(requireTLS bool) func(*tls.ConnectionState, string) bool {
+	return func(cs *tls.ConnectionState, export string) bool {
+		if cs == nil || len(cs.PeerCertificates) == 0 {
+			return !requireTLS
+		}
+		cl, err := nodetls.NBDClientOf(cs.PeerCertificates[0])
+		return err == nil && cl.Allows(export)
+	}
+}
+
+// NBDClientCert is the answer of POST /admin/v1/volume-client-cert: an NBD client
+// certificate and the CA that verifies the NBD listeners' certificates.
+type NBDClientCert struct {
+	Name     string    `json:"name"`
+	Volumes  []string  `json:"volumes"`
+	Cert     string    `json:"cert"` // PEM
+	CA       string    `json:"ca"`   // PEM
+	Serial   string    `json:"serial"`
+	NotAfter time.Time `json:"not_after"`
+}
+
+// maxClientCSR bounds the body of a client certificate request.
+const maxClientCSR = 16 << 10
+
+// nbdClientCert signs an NBD client's certificate request (the body, DER) for name and
+// volumes (comma-separated patterns), valid for valid (Go duration; empty: a year), if
+// this node holds the cluster CA key (a manager). The answer's body is signed
+// (X-Cairn-Body-Sum): the CA it carries cannot be swapped on the way.
+func (a *adminHandler) nbdClientCert(w http.ResponseWriter, r *http.Request) error {
+	const op errors.Op = "server.nbdClientCert"
+	q := r.URL.Query()
+	name := q.Get("name")
+	var volumes []string
+	for _, v := range strings.Split(q.Get("volumes"), ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			volumes = append(volumes, v)
+		}
+	}
+	var lifetime time.Duration
+	if s := q.Get("valid"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return errors.E(op, errors.Invalid, fmt.Sprintf("valid=%q: a duration such as 8760h", s))
+		}
+		lifetime = d
+	}
+	csr, err := io.ReadAll(io.LimitReader(r.Body, maxClientCSR+1))
+	if err != nil {
+		return errors.E(op, errors.Transient, err)
+	}
+	if len(csr) > maxClientCSR {
+		return errors.E(op, errors.TooLarge, "certificate request too large")
+	}
+	m := a.mgr.Current()
+	if m.Internode == nil {
+		return errors.E(op, errors.NotExist, "this cluster has no CA (internode TLS is off): enable it first (cairn admin internode-tls enable)")
+	}
+	ca := a.itls.ca.Load()
+	if ca == nil || !ca.HasKey() || ca.Fingerprint() != mapCA(m).Fingerprint() {
+		return errors.E(op, errors.NotExist, fmt.Sprintf("node %s does not hold the cluster CA key (only managers do): run the command with --admin on a manager", a.self))
+	}
+	p, err := ca.SignNBDClient(csr, name, volumes, time.Now(), lifetime)
+	if err != nil {
+		return errors.E(op, err)
+	}
+	b, _ := pem.Decode(p)
+	if b == nil {
+		return errors.E(op, errors.Invalid, "the certificate issued is not PEM")
+	}
+	leaf, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		return errors.E(op, errors.Invalid, err)
+	}
+	ans := NBDClientCert{Name: name, Volumes: volumes, Cert: string(p), CA: string(ca.CertPEM), Serial: leaf.SerialNumber.Text(16), NotAfter: leaf.NotAfter}
+	body, _ := json.Marshal(ans)
+	a.log.Info("issued an NBD client certificate", "name", name, "volumes", strings.Join(volumes, ","), "serial", ans.Serial, "not_after", leaf.NotAfter, "remote", r.RemoteAddr)
+	rpc.WriteSignedBody(w, "application/json", body)
+	return nil
+}
+
+// nbdTLSHint logs the name NBD clients must connect to: the listener presents the node's
+// internode certificate, which names the host of the node's advertised address, and
+// qemu and libnbd check the host they dial against it. A listener bound to another
+// address is warned about.
+func nbdTLSHint(log *slog.Logger, listen, nodeAddr string) {
+	names := addrHosts(nodeAddr)
+	host, _, _ := net.SplitHostPort(listen)
+	if ip, err := netip.ParseAddr(host); err == nil && !ip.IsUnspecified() && !slices.Contains(names, host) {
+		log.Warn("nbd: TLS clients check the host they dial against the node's certificate, which names only the node address's host: connect to that, or give --node-addr the NBD host", "nbd", listen, "certificate_names", strings.Join(names, ","))
+		return
+	}
+	log.Info("nbd: TLS required; clients connect to the host the node's certificate names", "nbd", listen, "certificate_names", strings.Join(names, ","))
 }

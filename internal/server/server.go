@@ -42,10 +42,15 @@ type Config struct {
 	// secret, not encrypted).
 	TLS TLSFiles
 	// NBDListen, if set, is the address block volumes are served on over NBD (off by
-	// default). NBD has no authentication: an address that is not loopback is refused
-	// unless NBDAllow lists the networks its clients may come from.
+	// default). An address that is not loopback is refused unless NBDTLS is set or
+	// NBDAllow lists the networks its clients may come from (both may be set).
 	NBDListen string
 	NBDAllow  []netip.Prefix
+	// NBDTLS makes the NBD listener require TLS (NBD_OPT_STARTTLS) with a client
+	// certificate of the cluster CA that names the volume opened (cairn volume
+	// client-cert); the listener presents the node's internode certificate. It needs
+	// internode TLS (docs/design/volumes.md, "NBD over TLS").
+	NBDTLS bool
 	// Internode configures mutual TLS on the node address (on by default for a new
 	// cluster; see docs/design/internode-tls.md).
 	Internode InternodeTLS
@@ -189,6 +194,12 @@ func (c *Config) validate() error {
 	}
 	if err := c.Internode.validate(); err != nil {
 		return err
+	}
+	if c.NBDTLS && c.Internode.Off {
+		return errors.E(errors.Invalid, "--nbd-tls require authenticates clients with the cluster CA of internode TLS: it cannot go with --internode-tls off")
+	}
+	if c.NBDTLS && c.NBDListen == "" {
+		return errors.E(errors.Invalid, "--nbd-tls require needs --nbd-listen")
 	}
 	return nil
 }

@@ -34,7 +34,7 @@ func (a *adminHandler) volumeInfo(ctx context.Context, m *clustermap.Map, v clus
 	if !ok {
 		return vi
 	}
-	addr := a.nbdAddr
+	addr, secure := a.nbdAddr, a.nbdTLS
 	if n.ID != a.self {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
@@ -42,10 +42,14 @@ func (a *adminHandler) volumeInfo(ctx context.Context, m *clustermap.Map, v clus
 		if a.rpc.DoJSON(ctx, &rpc.Request{Method: http.MethodGet, Addr: n.Addr, Path: wire.PathMapInfo}, &info) != nil {
 			return vi
 		}
-		addr = info.NBDAddr
+		addr, secure = info.NBDAddr, info.NBDTLS
 	}
 	if addr != "" {
-		vi.URI = (&url.URL{Scheme: "nbd", Host: addr, Path: "/" + v.Name}).String()
+		scheme := "nbd"
+		if secure {
+			scheme = "nbds" // libnbd's and nbdinfo's name for NBD over TLS
+		}
+		vi.URI = (&url.URL{Scheme: scheme, Host: addr, Path: "/" + v.Name}).String()
 	}
 	return vi
 }

@@ -21,6 +21,13 @@
 // sequential writes and reads, 4 KiB random writes and reads.
 //
 //	go run ./tools/volbench --cairn bin/cairn --dir /var/tmp --nodes 6 --ec 4+2 --runtime 10s
+//
+// With --tls it compares NBD over TLS with plain NBD in the same run: two single-node
+// clusters on the same disk, one started with --nbd-tls require (fio's nbd engine through
+// libnbd, nbds:// with a client certificate from cairn volume client-cert), the phases
+// alternated between them.
+//
+//	go run ./tools/volbench --cairn bin/cairn --dir /var/tmp --tls --runtime 10s
 package main
 
 import (
@@ -50,12 +57,17 @@ func main() {
 	size := flag.String("size", "1GiB", "volume and file size")
 	snaps := flag.Bool("snapshots", false, "measure snapshots, clones, copy on write and incremental export instead")
 	ec := flag.String("ec", "", "compare a volume in an erasure-coded class of this code (4+2) with a replicated one instead")
+	withTLS := flag.Bool("tls", false, "compare NBD over TLS with plain NBD instead (two single-node clusters)")
 	flag.Parse()
 	work, err := os.MkdirTemp(*dir, "volbench-")
 	if err != nil {
 		fail(err)
 	}
 	defer os.RemoveAll(work)
+	if *withTLS {
+		tlsBench(*bin, work, *size, *runtime)
+		return
+	}
 	uri, vol, stop := startCairn(*bin, work, *nodes, *size)
 	defer stop()
 	if *snaps {
@@ -104,7 +116,8 @@ func main() {
 }
 
 // startCairn starts the nodes, creates and attaches a volume, and returns its NBD URI.
-func startCairn(bin, dir string, nodes int, size string) (string, func(args ...string) []byte, func()) {
+// extra are more flags for every node.
+func startCairn(bin, dir string, nodes int, size string, extra ...string) (string, func(args ...string) []byte, func()) {
 	var procs []*proc.Proc
 	stop := func() {
 		for _, p := range procs {
@@ -112,7 +125,7 @@ func startCairn(bin, dir string, nodes int, size string) (string, func(args ...s
 		}
 	}
 	for i := range nodes {
-		args := []string{"--nbd-listen", "127.0.0.1:0", "--replicas", fmt.Sprint(min(nodes, 3)), "--zone", fmt.Sprintf("z%d", i+1)}
+		args := append([]string{"--nbd-listen", "127.0.0.1:0", "--replicas", fmt.Sprint(min(nodes, 3)), "--zone", fmt.Sprintf("z%d", i+1)}, extra...)
 		if i > 0 {
 			args = append(args, "--join", procs[0].NodeAddr())
 		}
@@ -172,7 +185,7 @@ func run(target, uri, file, size, rw, bs string, runtime time.Duration, sync boo
 			args = append(args, "--fdatasync=1")
 		}
 	}
-	out, err := exec.Command("fio", args...).Output()
+	out, err := fioCommand(args...).Output()
 	if err != nil {
 		var stderr []byte
 		if ee, ok := err.(*exec.ExitError); ok {
@@ -202,6 +215,26 @@ func run(target, uri, file, size, rw, bs string, runtime time.Duration, sync boo
 		return st.BW / (1 << 20)
 	}
 	return st.IOPS
+}
+
+// fioHome, if set, is the HOME fio runs with, as an unprivileged user (--tls): libnbd
+// reads an nbds:// URI's client certificate from $HOME/.pki/libnbd (from /etc/pki/libnbd
+// for root), and fio's nbd engine does not allow a URI to name a directory of files
+// (tls-certificates=).
+var fioHome string
+
+func fioCommand(args ...string) *exec.Cmd {
+	if fioHome == "" {
+		return exec.Command("fio", args...)
+	}
+	var cmd *exec.Cmd
+	if os.Geteuid() == 0 {
+		cmd = exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "fio"}, args...)...)
+	} else {
+		cmd = exec.Command("fio", args...)
+	}
+	cmd.Env = append(os.Environ(), "HOME="+fioHome)
+	return cmd
 }
 
 func fail(err error) {
@@ -336,5 +369,57 @@ func ecBench(bin, uri string, vol func(args ...string) []byte, code, size string
 			unit = "MiB/s"
 		}
 		fmt.Printf("%-14s %14s %14s %9.2f\n", p.name, fmt.Sprintf("%.0f %s", e, unit), fmt.Sprintf("%.0f %s", r, unit), e/r)
+	}
+}
+
+// tlsBench is --tls: the same phases against a volume over plain NBD and one over NBD
+// with TLS, each on a single-node cluster of its own, alternated phase by phase.
+func tlsBench(bin, work, size string, runtime time.Duration) {
+	plainDir, tlsDir := filepath.Join(work, "plain"), filepath.Join(work, "tls")
+	for _, d := range []string{plainDir, tlsDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			fail(err)
+		}
+	}
+	plainURI, _, stopPlain := startCairn(bin, plainDir, 1, size)
+	defer stopPlain()
+	tlsURI, vol, stopTLS := startCairn(bin, tlsDir, 1, size, "--nbd-tls", "require")
+	defer stopTLS()
+	fioHome = filepath.Join(work, "home")
+	certs := filepath.Join(fioHome, ".pki", "libnbd")
+	if err := os.MkdirAll(filepath.Dir(certs), 0o755); err != nil {
+		fail(err)
+	}
+	vol("client-cert", "volbench", "--volumes", "bench", "--out", certs)
+	if !strings.HasPrefix(tlsURI, "nbds://") {
+		fail(fmt.Errorf("the TLS volume's URI is %s, want nbds://", tlsURI))
+	}
+	if os.Geteuid() == 0 { // fio runs as nobody (both sides, to compare like with like)
+		if err := os.Chmod(work, 0o755); err != nil { // MkdirTemp made it 0700
+			fail(err)
+		}
+		if out, err := exec.Command("chown", "-R", "65534:65534", fioHome).CombinedOutput(); err != nil {
+			fail(fmt.Errorf("chown: %v\n%s", err, out))
+		}
+	}
+	phases := []struct{ name, rw, bs string }{
+		{"4k randread", "randread", "4k"},
+		{"4k randwrite", "randwrite", "4k"},
+		{"1m read", "read", "1m"},
+		{"1m write", "write", "1m"},
+	}
+	for _, u := range []string{plainURI, tlsURI} {
+		run("nbd", u, "", size, "write", "1m", 0, false) // filled: reads read data
+	}
+	fmt.Printf("cairn volume over NBD with TLS 1.3 (client certificate) vs plain, one node each, same disk; fio iodepth 32, %s per phase\n", runtime)
+	fmt.Printf("%-14s %14s %14s %9s\n", "phase", "TLS", "plain", "ratio")
+	for _, p := range phases {
+		tl := run("nbd", tlsURI, "", size, p.rw, p.bs, runtime, false)
+		pl := run("nbd", plainURI, "", size, p.rw, p.bs, runtime, false)
+		unit := "IOPS"
+		if p.bs == "1m" {
+			unit = "MiB/s"
+		}
+		fmt.Printf("%-14s %14s %14s %9.2f\n", p.name, fmt.Sprintf("%.0f %s", tl, unit), fmt.Sprintf("%.0f %s", pl, unit), tl/pl)
 	}
 }

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/nodetls"
+	"github.com/cairnfs/cairn/internal/rpc"
+	"github.com/cairnfs/cairn/internal/server"
+	"github.com/cairnfs/cairn/internal/wire"
+)
+
+// The files of an NBD client's TLS directory, named as qemu's tls-creds-x509
+// (endpoint=client) and libnbd's tls-certificates read them.
+const (
+	nbdCAFile   = "ca-cert.pem"
+	nbdCertFile = "client-cert.pem"
+	nbdKeyFile  = "client-key.pem"
+)
+
+// volumeClientCert is cairn volume client-cert: a key pair made here (the private key
+// never leaves this machine), its certificate signed by the cluster CA through the
+// admin API, and the three files written into out.
+func volumeClientCert(c *adminClient, name, out, volumes, valid string, asJSON bool, stdout io.Writer) error {
+	if out == "" {
+		return fmt.Errorf("volume: client-cert needs --out DIR (the directory qemu's tls-creds-x509 dir= and libnbd's tls-certificates= name)")
+	}
+	if volumes == "" {
+		volumes = name
+	}
+	keyPath := filepath.Join(out, nbdKeyFile)
+	if _, err := os.Stat(keyPath); err == nil {
+		return fmt.Errorf("volume: %s exists: give another --out, or remove the directory's certificate files first", keyPath)
+	}
+	key, err := nodetls.NewKey()
+	if err != nil {
+		return err
+	}
+	csr, err := nodetls.NewNBDClientCSR(key, name)
+	if err != nil {
+		return fmt.Errorf("volume: client-cert %s: %w", name, err)
+	}
+	q := url.Values{"name": {name}, "volumes": {volumes}}
+	if valid != "" {
+		q.Set("valid", valid)
+	}
+	body, err := c.doSigned(http.MethodPost, "volume-client-cert?"+q.Encode(), csr)
+	if err != nil {
+		return err
+	}
+	var ans server.NBDClientCert
+	if err := json.Unmarshal(body, &ans); err != nil {
+		return fmt.Errorf("volume: client-cert: malformed answer: %w", err)
+	}
+	// The answer is authenticated (signed body); check anyway that it is what was asked.
+	ca, err := nodetls.ParseCA([]byte(ans.CA), nil)
+	if err != nil {
+		return fmt.Errorf("volume: client-cert: the answer's CA: %w", err)
+	}
+	b, _ := pem.Decode([]byte(ans.Cert))
+	if b == nil {
+		return fmt.Errorf("volume: client-cert: the answer holds no certificate")
+	}
+	leaf, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		return fmt.Errorf("volume: client-cert: %w", err)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: ca.Pool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		return fmt.Errorf("volume: client-cert: the certificate does not verify against the cluster CA: %w", err)
+	}
+	if !key.PublicKey.Equal(leaf.PublicKey) {
+		return fmt.Errorf("volume: client-cert: the certificate is not for the key made here")
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(out, 0o700); err != nil {
+		return fmt.Errorf("volume: client-cert: %w", err)
+	}
+	for _, f := range []struct {
+		name string
+		data []byte
+		mode os.FileMode
+	}{
+		{nbdKeyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600},
+		{nbdCertFile, []byte(ans.Cert), 0o644},
+		{nbdCAFile, []byte(ans.CA), 0o644},
+	} {
+		if err := os.WriteFile(filepath.Join(out, f.name), f.data, f.mode); err != nil {
+			return fmt.Errorf("volume: client-cert: %w", err)
+		}
+	}
+	if asJSON {
+		return printJSON(stdout, map[string]any{"name": ans.Name, "volumes": ans.Volumes, "serial": ans.Serial, "not_after": ans.NotAfter, "dir": out})
+	}
+	abs, _ := filepath.Abs(out)
+	fmt.Fprintf(stdout, "NBD client certificate %q for volumes %s, valid until %s (serial %s)\n", ans.Name, strings.Join(ans.Volumes, ","), ans.NotAfter.UTC().Format(time.RFC3339), ans.Serial)
+	fmt.Fprintf(stdout, "wrote %s/{%s,%s,%s} (the key 0600; keep it on this machine)\n", abs, nbdCAFile, nbdCertFile, nbdKeyFile)
+	fmt.Fprintf(stdout, "nbdinfo 'nbds://HOST:PORT/VOLUME?tls-certificates=%s'\n", abs)
+	fmt.Fprintf(stdout, "qemu-img info --object tls-creds-x509,id=tls0,dir=%s,endpoint=client --image-opts driver=nbd,host=HOST,port=PORT,export=VOLUME,tls-creds=tls0\n", abs)
+	return nil
+}
+
+// doSigned is doBody for an answer whose body is signed (wire.HdrBodySum among the signed
+// headers): it returns the body once it matches.
+func (c *adminClient) doSigned(method, path string, body []byte) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, c.baseURL()+"/admin/v1/"+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	c.secret.Sign(req, "cairn-admin", 0, time.Now())
+	hc := c.hc
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("admin: cannot reach %s: %w", c.addr, err)
+	}
+	defer resp.Body.Close()
+	if err := c.secret.VerifyResponse(resp, req.Header.Get(rpc.HdrNonce)); err != nil {
+		return nil, fmt.Errorf("admin: %s: %w (a wrong cluster secret?)", c.addr, err)
+	}
+	if resp.StatusCode >= 400 {
+		return nil, fmt.Errorf("admin: %w", wire.DecodeError(resp))
+	}
+	return rpc.ReadSignedBody(resp, 64<<10)
+}
