@@ -120,8 +120,8 @@ var aclActions = map[string]struct {
 	"s3:ListBucket": {false, permRead}, "s3:ListBucketVersions": {false, permRead}, "s3:ListBucketMultipartUploads": {false, permRead},
 	"s3:PutObject": {false, permWrite}, "s3:DeleteObject": {false, permWrite}, "s3:AbortMultipartUpload": {false, permWrite},
 	"s3:ListMultipartUploadParts": {false, permWrite},
-	"s3:GetBucketAcl": {false, permReadACP}, "s3:PutBucketAcl": {false, permWriteACP},
-	"s3:GetObject":    {true, permRead}, "s3:GetObjectVersion": {true, permRead},
+	"s3:GetBucketAcl":             {false, permReadACP}, "s3:PutBucketAcl": {false, permWriteACP},
+	"s3:GetObject": {true, permRead}, "s3:GetObjectVersion": {true, permRead},
 	"s3:GetObjectAcl": {true, permReadACP}, "s3:GetObjectVersionAcl": {true, permReadACP},
 	"s3:PutObjectAcl": {true, permWriteACP}, "s3:PutObjectVersionAcl": {true, permWriteACP},
 }

@@ -28,7 +28,9 @@ func aclXML(owner string, grants ...string) string {
 	return `<AccessControlPolicy xmlns="http://s3.amazonaws.com/doc/2006-03-01/">` + o + `<AccessControlList>` + strings.Join(grants, "") + `</AccessControlList></AccessControlPolicy>`
 }
 
-func userXML(name, perm string) string { return grantXML("CanonicalUser", "ID", ownerOf(name).ID, perm) }
+func userXML(name, perm string) string {
+	return grantXML("CanonicalUser", "ID", ownerOf(name).ID, perm)
+}
 
 var (
 	aliceID   = ownerOf("alice").ID

@@ -29,6 +29,11 @@ const (
 
 // aclServer serves the root user and two users without buckets, alice and bob.
 func aclServer(t *testing.T) (srv *testutil.Server, root, alice, bob *s3.Client) {
+	return aclServerAt(t, 0)
+}
+
+// aclServerAt is aclServer in a cluster at feature level level (0: this build's).
+func aclServerAt(t *testing.T, level int) (srv *testutil.Server, root, alice, bob *s3.Client) {
 	users := map[string]string{"ALICEKEY": "alice", "BOBKEY": "bob"}
 	srv = testutil.StartServer(t, store.Config{Reserve: 1}, func(c *s3api.Config) {
 		c.Lookup = func(ak string) (string, bool) {
@@ -47,6 +52,9 @@ func aclServer(t *testing.T) (srv *testutil.Server, root, alice, bob *s3.Client)
 			return s3api.Principal{User: "root", Root: true}
 		}
 		c.Users = func() []string { return []string{"root", "alice", "bob"} }
+		if level != 0 {
+			c.FeatureLevel = func() int { return level }
+		}
 	})
 	return srv, newClient(t, srv.URL, testutil.AccessKey, testutil.SecretKey),
 		newClient(t, srv.URL, "ALICEKEY", "alice-secret"), newClient(t, srv.URL, "BOBKEY", "bob-secret")
