@@ -11,12 +11,13 @@ import (
 	"github.com/cairnfs/cairn/internal/object"
 )
 
-// Canned ACLs and S3 Object Ownership (docs/design/acl.md). cairn keeps an ACL as the
-// name of the canned ACL it is ("" for private, the default): on an object in
-// object.Object.ACL, on a bucket as its "acl" configuration. A grant list (x-amz-grant-*
-// headers or an AccessControlPolicy document) is accepted when it is the grant list of
-// one of the canned ACLs and kept as that one; grants no canned ACL has (other users,
-// LogDelivery, e-mail addresses) are refused, never kept in part. A bucket's Object
+// ACLs and S3 Object Ownership (docs/design/acl.md). cairn keeps an ACL as the name of
+// the canned ACL it is ("" for private, the default) or, from feature level 9, as an
+// explicit grant list (explicitPrefix): on an object in object.Object.ACL, on a bucket as
+// its "acl" configuration. A grant list (x-amz-grant-* headers or an AccessControlPolicy
+// document) that is exactly a canned ACL's is kept as that one; grantees cairn cannot
+// keep (unknown users, LogDelivery, e-mail addresses) are refused, never kept in part.
+// aclGrants is the one evaluation of a kept ACL. A bucket's Object
 // Ownership is its "ownershipControls" configuration: none is BucketOwnerEnforced (ACLs
 // disabled, the default), "none" is what DeleteBucketOwnershipControls leaves (the
 // bucket behaves as ObjectWriter, as on AWS).
@@ -679,22 +680,23 @@ func objectOwner(b *object.Bucket, o *object.Object) string {
 }
 
 // getACL answers GetBucketAcl and GetObjectAcl: the owner and the grants of the canned
-// ACL the bucket or version has.
+// ACL the bucket or version has (the owner's FULL_CONTROL and that ACL's), or its
+// explicit grants exactly as given.
 func (h *Handler) getACL(w http.ResponseWriter, r *http.Request, rq *request) error {
 	b, err := h.store.HeadBucket(r.Context(), rq.bucket)
 	if err != nil {
 		return err
 	}
-	owner, canned := b.Owner, b.Config[aclKind]
+	owner, acl := b.Owner, b.Config[aclKind]
 	if rq.key != "" {
 		o, err := h.aclVersion(w, r, rq)
 		if err != nil {
 			return err
 		}
-		owner, canned = objectOwner(&b, o), o.ACL
+		owner, acl = objectOwner(&b, o), o.ACL
 	}
 	if ownership(&b) == ownEnforced {
-		canned = "" // ACLs disabled: the bucket's owner has full control, nobody else anything
+		acl = "" // ACLs disabled: the bucket's owner has full control, nobody else anything
 	}
 	x := newXMLWriter()
 	x.open("AccessControlPolicy", `xmlns="`+xmlns+`"`)
@@ -718,10 +720,10 @@ func (h *Handler) getACL(w http.ResponseWriter, r *http.Request, rq *request) er
 		x.elem("Permission", p)
 		x.close("Grant")
 	}
-	if !strings.HasPrefix(canned, explicitPrefix) {
+	if !strings.HasPrefix(acl, explicitPrefix) {
 		user(owner, "FULL_CONTROL") // an explicit list has the owner's grants it was given
 	}
-	switch canned {
+	switch acl {
 	case aclPublicRead:
 		group(groupAllUsers, "READ")
 	case aclPublicReadWrite:
@@ -734,7 +736,7 @@ func (h *Handler) getACL(w http.ResponseWriter, r *http.Request, rq *request) er
 			user(b.Owner, "FULL_CONTROL")
 		}
 	}
-	for _, e := range decodeGrants(canned) {
+	for _, e := range decodeGrants(acl) {
 		if e.user != "" {
 			user(e.user, permName(e.p))
 		} else {
