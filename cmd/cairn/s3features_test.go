@@ -3,9 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,6 +148,49 @@ func TestClusterS3Features(t *testing.T) {
 			if err != nil || (len(got.Grants) == 2) != (step.acl == types.ObjectCannedACLPublicRead) {
 				t.Fatalf("GetObjectAcl through node 1 after %s: %+v %v", step.acl, got, err)
 			}
+		}
+
+		// Explicit grants to another user (feature level 9): a bucket grant set through
+		// node 0 and an object grant through node 2 hold on every node; a new ACL through
+		// node 1 revokes both everywhere.
+		out, err := tc.admin(1, "--json", "user", "add", "grantee")
+		var k newKeyJSON
+		if err != nil || json.Unmarshal([]byte(out), &k) != nil || k.AccessKey == "" {
+			t.Fatalf("user add: %v %s", err, out)
+		}
+		sum := sha256.Sum256([]byte("cairn-user:grantee"))
+		grant := aws.String(`id="` + hex.EncodeToString(sum[:]) + `"`)
+		proctest.WaitFor(t, 20*time.Second, func() error {
+			_, err := c(0).PutBucketAcl(ctx, &s3.PutBucketAclInput{Bucket: aws.String("aclb"), GrantRead: grant})
+			return err
+		})
+		proctest.WaitFor(t, 20*time.Second, func() error {
+			_, err := c(2).PutObjectAcl(ctx, &s3.PutObjectAclInput{Bucket: aws.String("aclb"), Key: aws.String("k"), GrantRead: grant})
+			return err
+		})
+		can := func(i int, want string) {
+			u := tc.userClient(i, k.AccessKey, k.SecretKey)
+			proctest.WaitFor(t, 10*time.Second, func() error {
+				_, lerr := u.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("aclb")})
+				_, gerr := u.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("aclb"), Key: aws.String("k")})
+				_, perr := u.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("aclb"), Key: aws.String("g"), Body: strings.NewReader("x")})
+				if s3Code(lerr) != want || s3Code(gerr) != want || s3Code(perr) != "AccessDenied" {
+					return fmt.Errorf("node %d: the grantee's list %v, get %v, put %v; want %s", i, lerr, gerr, perr, want)
+				}
+				return nil
+			})
+		}
+		for i := range tc.procs {
+			can(i, "ok")
+		}
+		if _, err := c(1).PutBucketAcl(ctx, &s3.PutBucketAclInput{Bucket: aws.String("aclb"), ACL: types.BucketCannedACLPrivate}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c(1).PutObjectAcl(ctx, &s3.PutObjectAclInput{Bucket: aws.String("aclb"), Key: aws.String("k"), ACL: types.ObjectCannedACLPrivate}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range tc.procs {
+			can(i, "AccessDenied")
 		}
 	})
 }

@@ -11,12 +11,13 @@ import (
 	"github.com/cairnfs/cairn/internal/object"
 )
 
-// Canned ACLs and S3 Object Ownership (docs/design/acl.md). cairn keeps an ACL as the
-// name of the canned ACL it is ("" for private, the default): on an object in
-// object.Object.ACL, on a bucket as its "acl" configuration. A grant list (x-amz-grant-*
-// headers or an AccessControlPolicy document) is accepted when it is the grant list of
-// one of the canned ACLs and kept as that one; grants no canned ACL has (other users,
-// LogDelivery, e-mail addresses) are refused, never kept in part. A bucket's Object
+// ACLs and S3 Object Ownership (docs/design/acl.md). cairn keeps an ACL as the name of
+// the canned ACL it is ("" for private, the default) or, from feature level 9, as an
+// explicit grant list (explicitPrefix): on an object in object.Object.ACL, on a bucket as
+// its "acl" configuration. A grant list (x-amz-grant-* headers or an AccessControlPolicy
+// document) that is exactly a canned ACL's is kept as that one; grantees cairn cannot
+// keep (unknown users, LogDelivery, e-mail addresses) are refused, never kept in part.
+// aclGrants is the one evaluation of a kept ACL. A bucket's Object
 // Ownership is its "ownershipControls" configuration: none is BucketOwnerEnforced (ACLs
 // disabled, the default), "none" is what DeleteBucketOwnershipControls leaves (the
 // bucket behaves as ObjectWriter, as on AWS).
@@ -77,10 +78,15 @@ func stored(canned string) string {
 	return canned
 }
 
-// publicACL reports whether a canned ACL grants anything to AllUsers or
+// publicACL reports whether an ACL (as kept) grants anything to AllUsers or
 // AuthenticatedUsers (both are public for Block Public Access, as on AWS).
-func publicACL(canned string) bool {
-	return canned == aclPublicRead || canned == aclPublicReadWrite || canned == aclAuthenticated
+func publicACL(acl string) bool {
+	for _, e := range decodeGrants(acl) {
+		if e.group != "" {
+			return true
+		}
+	}
+	return acl == aclPublicRead || acl == aclPublicReadWrite || acl == aclAuthenticated
 }
 
 // ownership is a bucket's Object Ownership as it behaves.
@@ -115,26 +121,10 @@ var aclActions = map[string]struct {
 	"s3:ListBucket": {false, permRead}, "s3:ListBucketVersions": {false, permRead}, "s3:ListBucketMultipartUploads": {false, permRead},
 	"s3:PutObject": {false, permWrite}, "s3:DeleteObject": {false, permWrite}, "s3:AbortMultipartUpload": {false, permWrite},
 	"s3:ListMultipartUploadParts": {false, permWrite},
-	"s3:GetObject":                {true, permRead}, "s3:GetObjectVersion": {true, permRead},
+	"s3:GetBucketAcl":             {false, permReadACP}, "s3:PutBucketAcl": {false, permWriteACP},
+	"s3:GetObject": {true, permRead}, "s3:GetObjectVersion": {true, permRead},
 	"s3:GetObjectAcl": {true, permReadACP}, "s3:GetObjectVersionAcl": {true, permReadACP},
 	"s3:PutObjectAcl": {true, permWriteACP}, "s3:PutObjectVersionAcl": {true, permWriteACP},
-}
-
-// cannedAllows reports whether canned grants p to the principal through its group
-// grants (AllUsers, AuthenticatedUsers; none if public ACLs are ignored).
-func cannedAllows(canned string, who Principal, p perm, ignorePublic bool) bool {
-	if ignorePublic {
-		return false
-	}
-	switch canned {
-	case aclPublicRead:
-		return p == permRead
-	case aclPublicReadWrite:
-		return p == permRead || p == permWrite
-	case aclAuthenticated:
-		return p == permRead && !who.Anonymous
-	}
-	return false
 }
 
 // aclAllowed decides, for a request that neither the owner, a grant nor a policy
@@ -158,8 +148,8 @@ func aclAllowed(rq *request, b *object.Bucket, bucket, key, action string) bool 
 		}
 		return false
 	}
-	canned := b.Config[aclKind]
-	return canned != "" && cannedAllows(canned, rq.who, a.p, parsePAB(b.Config[publicAccessBlockKind]).IgnorePublicAcls)
+	acl := b.Config[aclKind]
+	return acl != "" && aclGrants(acl, rq.who, a.p, parsePAB(b.Config[publicAccessBlockKind]).IgnorePublicAcls)
 }
 
 // checkObjectACL is the second half of an object permission aclAllowed deferred: the
@@ -172,7 +162,7 @@ func checkObjectACL(rq *request, o *object.Object) error {
 		return nil
 	}
 	ignore := rq.hasBkt && parsePAB(rq.bkt.Config[publicAccessBlockKind]).IgnorePublicAcls
-	if cannedAllows(o.ACL, rq.who, rq.objectACL, ignore) {
+	if aclGrants(o.ACL, rq.who, rq.objectACL, ignore) {
 		return nil
 	}
 	return errAccessDenied
@@ -189,99 +179,284 @@ func deferredReadError(hd http.Header, rq *request, err error) error {
 	if ae.Status != 404 && ae.Status != 405 {
 		return ae
 	}
-	if rq.hasBkt && cannedAllows(rq.bkt.Config[aclKind], rq.who, permRead, parsePAB(rq.bkt.Config[publicAccessBlockKind]).IgnorePublicAcls) {
+	if rq.hasBkt && aclGrants(rq.bkt.Config[aclKind], rq.who, permRead, parsePAB(rq.bkt.Config[publicAccessBlockKind]).IgnorePublicAcls) {
 		return readError(hd, err)
 	}
 	return errAccessDenied
 }
 
-// aclGrantee is one grantee of a grant list, resolved against the resource's owner.
-type aclGrantee uint8
+// An explicit grant list (feature level 9) is kept, on a bucket as its "acl"
+// configuration and on an object in object.Object.ACL, as explicitPrefix followed by its
+// grants in the order they were given, separated by ';', each "PERMISSION GRANTEE":
+// PERMISSION as S3 spells it, GRANTEE "u:NAME" (a cairn user by name, whose canonical ID
+// is derived from the name) or "g:AllUsers" / "g:AuthenticatedUsers". No canned ACL's
+// name starts with the prefix, and a build from before level 9 finds in it no canned ACL
+// (it grants nothing there). An entry that does not decode grants nothing.
+const explicitPrefix = "grants:"
 
 const (
-	granteeOwner aclGrantee = iota
-	granteeBucketOwner
-	granteeAllUsers
-	granteeAuthenticated
+	maxGrants     = 100 // grants of one list, as S3
+	featureGrants = 9   // the feature level from which explicit grant lists are kept
 )
 
-// aclGrant is a grant of a grant list: a grantee and what it is given.
-type aclGrant struct {
-	who aclGrantee
-	p   perm
+var (
+	errTooManyGrants     = &apiError{"MalformedACLError", "The ACL has more than 100 grants", 400}
+	errUnresolvableEmail = &apiError{"UnresolvableGrantByEmailAddress", "The e-mail address you provided does not match any account on record: cairn users have no e-mail address (grant by canonical ID)", 400}
+	errLogDelivery       = &apiError{"NotImplemented", "cairn writes server access logs itself: grants to the LogDelivery group are not kept", 501}
+	errUnknownGrantee    = &apiError{"InvalidArgument", "Invalid id: no user of this cluster has that canonical ID", 400}
+)
+
+// aclEntry is one grant of a list: a user (by name) or a group is given p.
+type aclEntry struct {
+	user  string // a user's name; "" for a group
+	group string // groupAllUsers or groupAuthenticated, when user is ""
+	p     perm   // one of permNames' values
 }
 
-// cannedGrants are the grants of each canned ACL but the owner's FULL_CONTROL, which
-// every ACL has.
-var cannedGrants = map[string][]aclGrant{
-	aclPrivate:         nil,
-	aclPublicRead:      {{granteeAllUsers, permRead}},
-	aclPublicReadWrite: {{granteeAllUsers, permRead | permWrite}},
-	aclAuthenticated:   {{granteeAuthenticated, permRead}},
-	aclBucketOwnerFull: {{granteeBucketOwner, permFull}},
-}
+// groupNames are the groups a grant list keeps, by the short name they are kept as.
+var groupNames = map[string]string{"AllUsers": groupAllUsers, "AuthenticatedUsers": groupAuthenticated}
 
-// cannedOf returns the canned ACL whose grants are grants (the owner's own are left
-// out: the owner always has full control), or errACLGrantNotCanned.
-func cannedOf(grants []aclGrant) (string, error) {
-	by := map[aclGrantee]perm{}
-	for _, g := range grants {
-		if g.who != granteeOwner {
-			by[g.who] |= g.p
+var permNames = map[string]perm{"READ": permRead, "WRITE": permWrite, "READ_ACP": permReadACP, "WRITE_ACP": permWriteACP, "FULL_CONTROL": permFull}
+
+func permName(p perm) string {
+	for n, v := range permNames {
+		if v == p {
+			return n
 		}
 	}
-	for _, name := range []string{aclPrivate, aclPublicRead, aclPublicReadWrite, aclAuthenticated, aclBucketOwnerFull} {
-		want := cannedGrants[name]
+	return ""
+}
+
+// encodeGrants is the kept form of an explicit grant list.
+func encodeGrants(list []aclEntry) string {
+	var b strings.Builder
+	b.WriteString(explicitPrefix)
+	for i, e := range list {
+		if i > 0 {
+			b.WriteByte(';')
+		}
+		b.WriteString(permName(e.p))
+		if e.user != "" {
+			b.WriteString(" u:" + e.user)
+		} else {
+			b.WriteString(" g:" + e.group[strings.LastIndexByte(e.group, '/')+1:])
+		}
+	}
+	return b.String()
+}
+
+// decodeGrants returns the grants of a kept explicit list (nil for a canned ACL).
+func decodeGrants(acl string) []aclEntry {
+	rest, ok := strings.CutPrefix(acl, explicitPrefix)
+	if !ok || rest == "" {
+		return nil
+	}
+	var list []aclEntry
+	for _, part := range strings.Split(rest, ";") {
+		pn, who, _ := strings.Cut(part, " ")
+		p, ok := permNames[pn]
+		if !ok {
+			continue
+		}
+		if name, ok := strings.CutPrefix(who, "u:"); ok && name != "" {
+			list = append(list, aclEntry{user: name, p: p})
+		} else if uri := groupNames[strings.TrimPrefix(who, "g:")]; uri != "" && strings.HasPrefix(who, "g:") {
+			list = append(list, aclEntry{group: uri, p: p})
+		}
+	}
+	return list
+}
+
+// signed reports whether p is a user of the cluster who signed the request (an
+// AuthenticatedUsers grantee): not anonymous, not a key revoked since it was verified.
+func (p Principal) signed() bool {
+	return !p.Anonymous && p.User != "" && !strings.HasPrefix(p.User, "\x00")
+}
+
+// aclGrants is the one place an ACL is evaluated: it reports whether acl (as kept: a
+// canned ACL's name, "" for private, or an explicit list) grants p to who. The owner of
+// the resource is not asked about (it has every permission, checked before); group
+// grants count for nothing when ignorePublic (Block Public Access IgnorePublicAcls).
+// Anything it does not recognise grants nothing.
+func aclGrants(acl string, who Principal, p perm, ignorePublic bool) bool {
+	if p == 0 || p&permFull != p {
+		return false
+	}
+	if strings.HasPrefix(acl, explicitPrefix) {
+		for _, e := range decodeGrants(acl) {
+			if e.p&p != p {
+				continue
+			}
+			switch {
+			case e.user != "":
+				if who.signed() && who.User == e.user {
+					return true
+				}
+			case ignorePublic:
+			case e.group == groupAllUsers:
+				return true
+			case e.group == groupAuthenticated:
+				if who.signed() {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	if ignorePublic {
+		return false
+	}
+	switch acl {
+	case aclPublicRead:
+		return p == permRead
+	case aclPublicReadWrite:
+		return p == permRead || p == permWrite
+	case aclAuthenticated:
+		return p == permRead && who.signed()
+	}
+	return false
+}
+
+// aclScope is what a grant list is resolved against: the resource's owner and its
+// bucket's owner (user names), the cluster's users, and whether an explicit list may be
+// kept (every node at feature level 9).
+type aclScope struct {
+	owner, bucketOwner string
+	users              func() []string
+	explicit           bool
+}
+
+// aclScope is the scope of a resource owned by owner in a bucket owned by bucketOwner
+// ("" for either: the root user).
+func (h *Handler) aclScope(owner, bucketOwner string) aclScope {
+	return aclScope{owner: ownerOf(owner).DisplayName, bucketOwner: ownerOf(bucketOwner).DisplayName,
+		users: h.cfg.Users, explicit: h.levelAtLeast(featureGrants)}
+}
+
+// userByID returns the user whose canonical ID id is.
+func (s aclScope) userByID(id string) (string, bool) {
+	for _, n := range []string{s.owner, s.bucketOwner, ownerOf("").DisplayName} {
+		if ownerOf(n).ID == id {
+			return n, true
+		}
+	}
+	if s.users != nil {
+		for _, n := range s.users() {
+			if ownerOf(n).ID == id {
+				return n, true
+			}
+		}
+	}
+	return "", false
+}
+
+// grantee resolves one grantee: a user of the cluster by canonical ID, or the group
+// AllUsers or AuthenticatedUsers.
+func (s aclScope) grantee(kind, value string) (aclEntry, error) {
+	switch kind {
+	case "id", "CanonicalUser":
+		name, ok := s.userByID(value)
+		if !ok {
+			return aclEntry{}, errUnknownGrantee
+		}
+		return aclEntry{user: name}, nil
+	case "uri", "Group":
+		switch value {
+		case groupAllUsers, groupAuthenticated:
+			return aclEntry{group: value}, nil
+		case groupLogDelivery:
+			return aclEntry{}, errLogDelivery
+		}
+		return aclEntry{}, errf(400, "InvalidArgument", "Invalid group uri")
+	case "emailAddress", "AmazonCustomerByEmail":
+		return aclEntry{}, errUnresolvableEmail
+	}
+	return aclEntry{}, errf(400, "InvalidArgument", "Invalid grantee type %q", kind)
+}
+
+// cannedOrder are the canned ACLs a grant list may equal.
+var cannedOrder = []string{aclPrivate, aclPublicRead, aclPublicReadWrite, aclAuthenticated, aclBucketOwnerFull}
+
+// cannedGrants are the grants of a canned ACL but the owner's FULL_CONTROL, which every
+// canned ACL has.
+func (s aclScope) cannedGrants(name string) map[aclEntry]perm {
+	switch name {
+	case aclPublicRead:
+		return map[aclEntry]perm{{group: groupAllUsers}: permRead}
+	case aclPublicReadWrite:
+		return map[aclEntry]perm{{group: groupAllUsers}: permRead | permWrite}
+	case aclAuthenticated:
+		return map[aclEntry]perm{{group: groupAuthenticated}: permRead}
+	case aclBucketOwnerFull:
+		return map[aclEntry]perm{{user: s.bucketOwner}: permFull}
+	}
+	return map[aclEntry]perm{}
+}
+
+// canned returns the canned ACL list is: the owner's FULL_CONTROL (whole or in parts)
+// and that ACL's other grants. With lax, the owner's own grants are left out of the
+// comparison (the rule before feature level 9).
+func (s aclScope) canned(list []aclEntry, lax bool) (string, bool) {
+	by := map[aclEntry]perm{}
+	var owner perm
+	for _, e := range list {
+		if e.user == s.owner {
+			owner |= e.p
+			continue
+		}
+		p := e.p
+		e.p = 0
+		by[e] |= p
+	}
+	if !lax && owner != permFull {
+		return "", false
+	}
+	for _, name := range cannedOrder {
+		want := s.cannedGrants(name)
 		if len(want) != len(by) {
 			continue
 		}
 		match := true
-		for _, g := range want {
-			if by[g.who] != g.p {
+		for k, p := range want {
+			if by[k] != p {
 				match = false
 			}
 		}
 		if match {
-			return name, nil
+			return name, true
 		}
+	}
+	return "", false
+}
+
+// keep returns how a grant list is kept: as the canned ACL it is, or else (from feature
+// level 9) as itself. Before level 9 the rules of canned ACLs alone hold: a list no
+// canned ACL has is NotImplemented, and so is a document that grants the owner less than
+// FULL_CONTROL (doc).
+func (s aclScope) keep(list []aclEntry, doc bool) (string, error) {
+	if len(list) > maxGrants {
+		return "", errTooManyGrants
+	}
+	if c, ok := s.canned(list, false); ok {
+		return c, nil
+	}
+	if s.explicit {
+		return encodeGrants(list), nil
+	}
+	var owner perm
+	for _, e := range list {
+		if e.user == s.owner {
+			owner |= e.p
+		}
+	}
+	if doc && owner != permFull {
+		return "", errACLOwnerNotFull
+	}
+	if c, ok := s.canned(list, true); ok {
+		return c, nil
 	}
 	return "", errACLGrantNotCanned
 }
-
-// aclIDs are the canonical IDs a grant list is resolved against.
-type aclIDs struct {
-	owner, bucketOwner string
-}
-
-// grantee resolves one grantee: a canonical user (the owner or the bucket's owner), a
-// group (AllUsers, AuthenticatedUsers), or something cairn cannot keep.
-func (ids aclIDs) grantee(kind, value string) (aclGrantee, error) {
-	switch kind {
-	case "id", "CanonicalUser":
-		switch value {
-		case ids.owner:
-			return granteeOwner, nil
-		case ids.bucketOwner:
-			return granteeBucketOwner, nil
-		}
-		return 0, errACLGrantNotCanned
-	case "uri", "Group":
-		switch value {
-		case groupAllUsers:
-			return granteeAllUsers, nil
-		case groupAuthenticated:
-			return granteeAuthenticated, nil
-		case groupLogDelivery:
-			return 0, errACLGrantNotCanned
-		}
-		return 0, errf(400, "InvalidArgument", "Invalid group uri")
-	case "emailAddress", "AmazonCustomerByEmail":
-		return 0, errACLGrantNotCanned
-	}
-	return 0, errf(400, "InvalidArgument", "Invalid grantee type %q", kind)
-}
-
-var permNames = map[string]perm{"READ": permRead, "WRITE": permWrite, "READ_ACP": permReadACP, "WRITE_ACP": permWriteACP, "FULL_CONTROL": permFull}
 
 // grantHeaders are the x-amz-grant-* headers with the permission each gives.
 var grantHeaders = []struct {
@@ -292,39 +467,49 @@ var grantHeaders = []struct {
 	{"X-Amz-Grant-Write-Acp", permWriteACP}, {"X-Amz-Grant-Full-Control", permFull},
 }
 
-// headerACL returns the canned ACL a request's x-amz-acl or x-amz-grant-* headers give
-// (ok false if it has neither).
-func headerACL(hd http.Header, ids aclIDs) (canned string, ok bool, err error) {
-	acl, hasACL := hd["X-Amz-Acl"]
-	var grants []aclGrant
+// headerACL returns the ACL, as kept (a canned ACL's name, "private" included, or an
+// explicit list), that a request's x-amz-acl or x-amz-grant-* headers give (ok false if
+// it has neither).
+func headerACL(hd http.Header, s aclScope) (acl string, ok bool, err error) {
+	canned, hasACL := hd["X-Amz-Acl"]
+	var list []aclEntry
 	hasGrants := false
 	for _, gh := range grantHeaders {
-		for _, v := range hd[gh.name] {
+		if _, ok := hd[gh.name]; ok {
 			hasGrants = true
+		}
+	}
+	if hasACL && hasGrants {
+		return "", false, errCannedAndGrants
+	}
+	for _, gh := range grantHeaders {
+		for _, v := range hd[gh.name] {
 			for _, part := range strings.Split(v, ",") {
 				kind, value, found := strings.Cut(strings.TrimSpace(part), "=")
 				if !found {
 					return "", false, errf(400, "InvalidArgument", "Invalid grant header %s", gh.name)
 				}
-				g, err := ids.grantee(strings.TrimSpace(kind), strings.Trim(strings.TrimSpace(value), `"`))
+				if len(list) == maxGrants {
+					return "", false, errTooManyGrants
+				}
+				e, err := s.grantee(strings.TrimSpace(kind), strings.Trim(strings.TrimSpace(value), `"`))
 				if err != nil {
 					return "", false, err
 				}
-				grants = append(grants, aclGrant{g, gh.p})
+				e.p = gh.p
+				list = append(list, e)
 			}
 		}
 	}
 	switch {
-	case hasACL && hasGrants:
-		return "", false, errCannedAndGrants
 	case hasACL:
-		if len(acl) != 1 || !slices.Contains(strings.Fields(cannedACLsSupported), acl[0]) {
+		if len(canned) != 1 || !slices.Contains(strings.Fields(cannedACLsSupported), canned[0]) {
 			return "", false, errInvalidCannedACL
 		}
-		return acl[0], true, nil
+		return canned[0], true, nil
 	case hasGrants:
-		c, err := cannedOf(grants)
-		return c, err == nil, err
+		acl, err := s.keep(list, false)
+		return acl, err == nil, err
 	}
 	return "", false, nil
 }
@@ -346,51 +531,61 @@ type accessControlPolicy struct {
 	} `xml:"AccessControlList>Grant"`
 }
 
-// parseACL parses an AccessControlPolicy document into the canned ACL it is.
-func parseACL(data []byte, ids aclIDs) (string, error) {
+// parseACL parses an AccessControlPolicy document into the ACL it is, as kept. A
+// grantee's xsi:type says which of its fields names it (without a type, the one field it
+// has); a grantee without that field, or a permission S3 does not have, is malformed.
+func parseACL(data []byte, s aclScope) (string, error) {
 	var doc accessControlPolicy
 	if err := xml.Unmarshal(data, &doc); err != nil {
 		return "", errMalformedACL
 	}
-	if doc.Owner != nil && doc.Owner.ID != "" && doc.Owner.ID != ids.owner {
+	if doc.Owner != nil && doc.Owner.ID != "" && doc.Owner.ID != ownerOf(s.owner).ID {
 		return "", errACLOwnerChange
 	}
-	grants := make([]aclGrant, 0, len(doc.Grants))
-	var owner perm // what the document grants the owner
+	if len(doc.Grants) > maxGrants {
+		return "", errTooManyGrants
+	}
+	list := make([]aclEntry, 0, len(doc.Grants))
 	for _, g := range doc.Grants {
 		p, ok := permNames[g.Permission]
 		if !ok || g.Grantee == nil {
 			return "", errMalformedACL
 		}
-		kind, value := g.Grantee.Type, g.Grantee.ID
-		switch {
-		case g.Grantee.URI != "":
-			kind, value = "Group", g.Grantee.URI
-		case g.Grantee.EmailAddress != "":
-			kind = "AmazonCustomerByEmail"
-		case g.Grantee.ID != "":
-			kind = "CanonicalUser"
+		kind, value := g.Grantee.Type, ""
+		if kind == "" {
+			switch {
+			case g.Grantee.URI != "":
+				kind = "Group"
+			case g.Grantee.EmailAddress != "":
+				kind = "AmazonCustomerByEmail"
+			default:
+				kind = "CanonicalUser"
+			}
 		}
-		who, err := ids.grantee(kind, value)
+		switch kind {
+		case "CanonicalUser":
+			value = g.Grantee.ID
+		case "Group":
+			value = g.Grantee.URI
+		case "AmazonCustomerByEmail":
+			value = g.Grantee.EmailAddress
+		}
+		if value == "" && (kind == "CanonicalUser" || kind == "Group" || kind == "AmazonCustomerByEmail") {
+			return "", errMalformedACL
+		}
+		e, err := s.grantee(kind, strings.TrimSpace(value))
 		if err != nil {
 			return "", err
 		}
-		if who == granteeOwner {
-			owner |= p
-		}
-		grants = append(grants, aclGrant{who, p})
+		e.p = p
+		list = append(list, e)
 	}
-	if owner != permFull {
-		// Every canned ACL grants the owner FULL_CONTROL, and cairn keeps no other
-		// owner's grant: a document that takes some of it away is not one cairn can keep.
-		return "", errACLOwnerNotFull
-	}
-	return cannedOf(grants)
+	return s.keep(list, true)
 }
 
-// requestACL returns the ACL of Put*Acl: from its headers or its document.
-func requestACL(r *http.Request, rq *request, ids aclIDs) (string, error) {
-	canned, ok, err := headerACL(r.Header, ids)
+// requestACL returns the ACL of Put*Acl, as kept: from its headers or its document.
+func requestACL(r *http.Request, rq *request, s aclScope) (string, error) {
+	canned, ok, err := headerACL(r.Header, s)
 	if err != nil {
 		return "", err
 	}
@@ -406,7 +601,7 @@ func requestACL(r *http.Request, rq *request, ids aclIDs) (string, error) {
 	case len(data) == 0:
 		return "", errMissingACL
 	}
-	return parseACL(data, ids)
+	return parseACL(data, s)
 }
 
 // allowedACL refuses an ACL the bucket does not take: any but the owner's alone where
@@ -451,7 +646,7 @@ func (h *Handler) aclWrite(ctx context.Context, hd http.Header, rq *request, met
 	if !rq.full && !rq.who.Anonymous && own != ownEnforced {
 		writer = rq.who.User // an anonymous writer's objects are the bucket owner's
 	}
-	canned, ok, err := headerACL(hd, aclIDs{owner: ownerOf(writer).ID, bucketOwner: ownerOf(b.Owner).ID})
+	canned, ok, err := headerACL(hd, h.aclScope(writer, b.Owner))
 	if err != nil {
 		return err
 	}
@@ -485,22 +680,23 @@ func objectOwner(b *object.Bucket, o *object.Object) string {
 }
 
 // getACL answers GetBucketAcl and GetObjectAcl: the owner and the grants of the canned
-// ACL the bucket or version has.
+// ACL the bucket or version has (the owner's FULL_CONTROL and that ACL's), or its
+// explicit grants exactly as given.
 func (h *Handler) getACL(w http.ResponseWriter, r *http.Request, rq *request) error {
 	b, err := h.store.HeadBucket(r.Context(), rq.bucket)
 	if err != nil {
 		return err
 	}
-	owner, canned := b.Owner, b.Config[aclKind]
+	owner, acl := b.Owner, b.Config[aclKind]
 	if rq.key != "" {
 		o, err := h.aclVersion(w, r, rq)
 		if err != nil {
 			return err
 		}
-		owner, canned = objectOwner(&b, o), o.ACL
+		owner, acl = objectOwner(&b, o), o.ACL
 	}
 	if ownership(&b) == ownEnforced {
-		canned = "" // ACLs disabled: the bucket's owner has full control, nobody else anything
+		acl = "" // ACLs disabled: the bucket's owner has full control, nobody else anything
 	}
 	x := newXMLWriter()
 	x.open("AccessControlPolicy", `xmlns="`+xmlns+`"`)
@@ -524,8 +720,10 @@ func (h *Handler) getACL(w http.ResponseWriter, r *http.Request, rq *request) er
 		x.elem("Permission", p)
 		x.close("Grant")
 	}
-	user(owner, "FULL_CONTROL")
-	switch canned {
+	if !strings.HasPrefix(acl, explicitPrefix) {
+		user(owner, "FULL_CONTROL") // an explicit list has the owner's grants it was given
+	}
+	switch acl {
 	case aclPublicRead:
 		group(groupAllUsers, "READ")
 	case aclPublicReadWrite:
@@ -536,6 +734,13 @@ func (h *Handler) getACL(w http.ResponseWriter, r *http.Request, rq *request) er
 	case aclBucketOwnerFull:
 		if b.Owner != owner {
 			user(b.Owner, "FULL_CONTROL")
+		}
+	}
+	for _, e := range decodeGrants(acl) {
+		if e.user != "" {
+			user(e.user, permName(e.p))
+		} else {
+			group(e.group, permName(e.p))
 		}
 	}
 	x.close("AccessControlList")
@@ -572,8 +777,7 @@ func (h *Handler) putBucketACL(w http.ResponseWriter, r *http.Request, rq *reque
 	if err != nil {
 		return err
 	}
-	id := ownerOf(b.Owner).ID
-	canned, err := requestACL(r, rq, aclIDs{owner: id, bucketOwner: id})
+	canned, err := requestACL(r, rq, h.aclScope(b.Owner, b.Owner))
 	if err != nil {
 		return err
 	}
@@ -612,7 +816,7 @@ func (h *Handler) putObjectACL(w http.ResponseWriter, r *http.Request, rq *reque
 		return readError(w.Header(), err)
 	}
 	owner := objectOwner(&b, o)
-	canned, err := requestACL(r, rq, aclIDs{owner: ownerOf(owner).ID, bucketOwner: ownerOf(b.Owner).ID})
+	canned, err := requestACL(r, rq, h.aclScope(owner, b.Owner))
 	if err != nil {
 		return err
 	}
@@ -717,8 +921,7 @@ func (h *Handler) createBucketACL(hd http.Header, rq *request) (own, acl []byte,
 	default:
 		return nil, nil, errInvalidObjectOwnership
 	}
-	id := ownerOf(rq.who.owner()).ID
-	canned, ok, err := headerACL(hd, aclIDs{owner: id, bucketOwner: id})
+	canned, ok, err := headerACL(hd, h.aclScope(rq.who.owner(), rq.who.owner()))
 	if err != nil || !ok {
 		return own, nil, err
 	}

@@ -57,6 +57,9 @@ var (
 	errEncoding = &apiError{"InvalidArgument", "Invalid Encoding Method specified in Request", 400}
 )
 
+// grantsDoc is what cairn does with the x-amz-grant-* headers.
+const grantsDoc = "ACL grants: users of the cluster by canonical ID (id=), AllUsers and AuthenticatedUsers (uri=); e-mail grantees are UnresolvableGrantByEmailAddress, LogDelivery NotImplemented"
+
 // Operation sets used by several entries.
 const (
 	opsObjectWrite = "PutObject CopyObject CreateMultipartUpload" // operations that store object metadata
@@ -143,15 +146,15 @@ var features = []feature{
 	{header, "X-Amz-Copy-Source-Range", "UploadPartCopy", "", errNI, "part copies of a byte range"},
 	{header, "X-Amz-Source-Expected-Bucket-Owner", "", "", errNI, "bucket owner checks"},
 
-	// Access control: canned ACLs (acl.go), and grant lists that are one of them. Where a
+	// Access control: canned ACLs and explicit grant lists (acl.go). Where a
 	// bucket's Object Ownership is BucketOwnerEnforced (the default) only the ACLs that
 	// grant the owner alone are taken; others are AccessControlListNotSupported there.
 	{header, "X-Amz-Acl", opsACL, cannedACLsSupported, errNI, "canned ACLs: " + cannedACLsSupported + "; S3's others are NotImplemented, a value that is none of S3's is 400 InvalidArgument"},
-	{header, "X-Amz-Grant-Full-Control", opsACL, "", errNI, "ACL grants equal to a canned ACL's; others are NotImplemented"},
-	{header, "X-Amz-Grant-Read", opsACL, "", errNI, "ACL grants equal to a canned ACL's; others are NotImplemented"},
-	{header, "X-Amz-Grant-Read-Acp", opsACL, "", errNI, "ACL grants equal to a canned ACL's; others are NotImplemented"},
-	{header, "X-Amz-Grant-Write", opsACL, "", errNI, "ACL grants equal to a canned ACL's; others are NotImplemented"},
-	{header, "X-Amz-Grant-Write-Acp", opsACL, "", errNI, "ACL grants equal to a canned ACL's; others are NotImplemented"},
+	{header, "X-Amz-Grant-Full-Control", opsACL, "", errNI, grantsDoc},
+	{header, "X-Amz-Grant-Read", opsACL, "", errNI, grantsDoc},
+	{header, "X-Amz-Grant-Read-Acp", opsACL, "", errNI, grantsDoc},
+	{header, "X-Amz-Grant-Write", opsACL, "", errNI, grantsDoc},
+	{header, "X-Amz-Grant-Write-Acp", opsACL, "", errNI, grantsDoc},
 	{header, "X-Amz-Object-Ownership", "CreateBucket", "BucketOwnerEnforced BucketOwnerPreferred ObjectWriter", errInvalidObjectOwnership, "Object Ownership of the new bucket (default BucketOwnerEnforced: ACLs disabled)"},
 	{header, "X-Amz-Expected-Bucket-Owner", "", "", errNI, "bucket owner checks"},
 	{header, "X-Amz-Request-Payer", opsAll, "requester", errNI, "requester-pays acknowledgement; nothing is charged"},
@@ -190,7 +193,7 @@ var features = []feature{
 
 	// Sub-resources: the query parameters that choose an operation. Outside the operations
 	// listed each is refused, so none can fall through to a plain GET or PUT of the object.
-	{query, "acl", "GetBucketAcl GetObjectAcl PutBucketAcl PutObjectAcl", "", errNI, "bucket and object ACLs: canned ACLs (a header or an AccessControlPolicy document equal to one)"},
+	{query, "acl", "GetBucketAcl GetObjectAcl PutBucketAcl PutObjectAcl", "", errNI, "bucket and object ACLs: canned ACLs, grant headers or an AccessControlPolicy document (users of the cluster by canonical ID, AllUsers, AuthenticatedUsers; at most 100 grants)"},
 	{query, "location", "GetBucketLocation", "", errNI, "GetBucketLocation"},
 	{query, "versioning", "GetBucketVersioning PutBucketVersioning", "", errNI, "versioning: Enabled or Suspended (MFA delete is NotImplemented)"},
 	{query, "versionId", "GetObject HeadObject DeleteObject GetObjectAttributes GetObjectTagging PutObjectTagging DeleteObjectTagging GetObjectRetention PutObjectRetention GetObjectLegalHold PutObjectLegalHold GetObjectAcl PutObjectAcl", "", errNI, "any version (GetObject, HeadObject, DeleteObject, tagging, attributes, retention, legal hold, ACL)"},

@@ -94,6 +94,10 @@ type Config struct {
 	// Principal returns the user an access key belongs to (called after the request's
 	// signature was verified with the key). Nil: every key is the root user's.
 	Principal func(accessKey string) Principal
+	// Users returns the names of the cluster's users, against which the canonical IDs of
+	// ACL grants are resolved (called only for requests that set grants). Nil: the root
+	// user alone.
+	Users func() []string
 	// Region is reported by GetBucketLocation (default "us-east-1"). Requests signed for any
 	// region are accepted.
 	Region string

@@ -60,8 +60,11 @@ type mapInfo struct {
 // STANDARD only once every node's state machine takes erasure-coded volumes (an older
 // one refuses them) and every store fences their shards' writes (internal/volume ec.go).
 // The archive tiers and water marks (OpPutTier, OpRemoveTier, OpSetWaterMarks) are level 8
-// too: they came in the same release.
-const featureLevel = 8
+// too: they came in the same release. Level 9 explicit ACL grants: an object's ACL or a
+// bucket's "acl" configuration that is a grant list rather than a canned ACL's name
+// (internal/s3api acl.go), which a build before 9 reads as granting nothing; the S3
+// layer keeps one only once the map's Level is 9.
+const featureLevel = 9
 
 // commandLevel is the feature level a map command needs.
 func commandLevel(c clustermap.Command) int {

@@ -327,6 +327,16 @@ func (k *keyring) Principal(id string) s3api.Principal {
 	return p
 }
 
+// Users returns the names of the cluster's users, for the S3 layer's ACL grants.
+func (k *keyring) Users() []string {
+	m := k.mgr.Current()
+	names := make([]string, 0, len(m.Accounts))
+	for name := range m.Accounts {
+		names = append(names, name)
+	}
+	return names
+}
+
 // RootKey reports whether accessKey is a key of the root user whose secret is secretKey
 // (compared in constant time): the console's login with a key.
 func (k *keyring) RootKey(accessKey, secretKey string) (string, bool) {

@@ -791,6 +791,7 @@ func (n *instance) s3Handler() http.Handler {
 		Store:        n.gw,
 		Lookup:       n.keys.Lookup,
 		Principal:    n.keys.Principal,
+		Users:        n.keys.Users,
 		Region:       n.cfg.Region,
 		Domains:      n.cfg.Domains,
 		MaxPresignV2: n.cfg.PresignMaxAge,
