@@ -1,7 +1,7 @@
 package gateway
 
-// Archived versions (docs/design/tiering.md): Migrate copies a version to an external
-// archive tier and replaces its record on every holder with a stub; reads of a stub
+// Archived versions (docs/design/tiering.md): Migrate copies a version to an archive
+// tier (an external S3 bucket, or a class of this cluster: classTier) and replaces its record on every holder with a stub; reads of a stub
 // stream from the tier (background passes) or recall the version (a client's GET: it is
 // written back to its holders once, however many GETs wait for it).
 
@@ -62,19 +62,27 @@ func (g *Gateway) TierStats() TierStats {
 }
 
 func (g *Gateway) tierStore(name string) (TierStore, error) {
+	m := g.cfg.Maps.Current()
+	if t, ok := m.Tiers[name]; ok && t.Kind == clustermap.TierClass {
+		if _, ok := m.Buckets[clustermap.TierBucket]; !ok || m.Level < clustermap.TierBucketLevel {
+			return nil, errors.Errorf("", errors.Precondition, "class tier %s was added before the cluster reached feature level %d: remove it and add it again", name, clustermap.TierBucketLevel)
+		}
+		return &classTier{g: g, name: name, class: t.Class}, nil
+	}
 	if g.cfg.Tiers == nil {
 		return nil, errors.Errorf("", errors.Precondition, "this node reaches no archive tiers")
 	}
 	return g.cfg.Tiers(name)
 }
 
-// Migrate archives version v of bucket/key (its current version) in the external tier
-// named tierName: it copies the bytes to the tier (the tier checks them against their
-// MD5), then replaces the version's record on every holder with a stub that keeps
-// everything but the body, which each holder's store drops. It returns the bytes moved:
-// 0 when there is nothing to do (a newer version or a delete came first, the version is
-// archived already, empty, a block volume's, or under Object Lock, which an external
-// tier cannot enforce). A failure before the stub changes nothing on the cluster; a stub
+// Migrate archives version v of bucket/key (its current version) in the tier named
+// tierName: it copies the bytes to the tier (which checks them against their MD5), then
+// replaces the version's record on every holder with a stub that keeps everything but
+// the body, which each holder's store drops. It returns the bytes moved: 0 when there is
+// nothing to do (a newer version or a delete came first, the version is archived
+// already, empty, a block volume's, or under Object Lock and the tier external, which
+// cannot enforce the lock; a class tier's copy is deleted only when its stub is, so it
+// keeps the lock's guarantee). A failure before the stub changes nothing on the cluster; a stub
 // written to some holders only leaves full copies on the others (every copy reads the
 // same bytes) and the next attempt writes it again.
 func (g *Gateway) Migrate(ctx context.Context, bucket, key string, v uint64, tierName string) (int64, error) {
@@ -101,7 +109,10 @@ func (g *Gateway) Migrate(ctx context.Context, bucket, key string, v uint64, tie
 	}
 	defer rd.Close()
 	cur := rd.Info()
-	if cur.HLC != v || cur.Deleted || cur.Tiered() || cur.Mutable || cur.Size == 0 || cur.Locked(time.Now().UnixNano(), false) {
+	if cur.HLC != v || cur.Deleted || cur.Tiered() || cur.Mutable || cur.Size == 0 || bucket == clustermap.TierBucket {
+		return 0, nil
+	}
+	if _, class := ts0.(*classTier); !class && cur.Locked(time.Now().UnixNano(), false) {
 		return 0, nil
 	}
 	sum, err := contentMD5(ctx, rd, cur)
@@ -177,6 +188,63 @@ func contentMD5(ctx context.Context, rd ObjectReader, cur *object.Object) ([]byt
 		return nil, err
 	}
 	return h.Sum(nil), nil
+}
+
+// classTier is a class tier (clustermap.TierClass) as a TierStore: the copy of an
+// archived version is the object "<tier>/<key>" of clustermap.TierBucket, written in the
+// tier's storage class through the gateway's own write path (its shards on the class's
+// nodes, its record on the key's holders), so it is healed, scrubbed and collected like
+// any object.
+type classTier struct {
+	g     *Gateway
+	name  string
+	class string
+}
+
+func (c *classTier) key(key string) string { return c.name + "/" + key }
+
+// Put stores the copy; the MD5 of the bytes as they are read must be md5sum, else nothing
+// is committed (Corrupt).
+func (c *classTier) Put(ctx context.Context, key string, body io.Reader, size int64, md5sum []byte) (string, error) {
+	h := md5.New()
+	meta := &object.Object{StorageClass: c.class, ContentType: "application/octet-stream"}
+	finish := func(o *object.Object) error {
+		got := h.Sum(nil)
+		if string(got) != string(md5sum) {
+			return errors.Errorf("gateway.classTier.Put", errors.Corrupt, "the copy's MD5 %x is not the version's %x: not archived", got, md5sum)
+		}
+		o.ETag = hex.EncodeToString(got)
+		return nil
+	}
+	o, err := c.g.PutObject(ctx, clustermap.TierBucket, c.key(key), meta, io.TeeReader(body, h), size, object.PutOptions{Finish: finish})
+	if err != nil {
+		return "", err
+	}
+	return o.ETag, nil
+}
+
+// GetRange reads n bytes of the copy from off.
+func (c *classTier) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	rd, err := c.g.openObject(ctx, clustermap.TierBucket, c.key(key), false)
+	if err != nil {
+		return nil, err
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := rd.WriteRange(ctx, pw, off, n)
+		rd.Close()
+		pw.CloseWithError(err)
+	}()
+	return pr, nil
+}
+
+// Delete removes the copy (absent is not an error).
+func (c *classTier) Delete(ctx context.Context, key string) error {
+	err := c.g.DeleteObject(ctx, clustermap.TierBucket, c.key(key))
+	if errors.Is(errors.NotExist, err) {
+		return nil
+	}
+	return err
 }
 
 // tierReader reads an archived version from its tier, a range at a time.

@@ -57,8 +57,11 @@ type mapInfo struct {
 // STANDARD only once every node's state machine takes erasure-coded volumes (an older
 // one refuses them) and every store fences their shards' writes (internal/volume ec.go).
 // The archive tiers and water marks (OpPutTier, OpRemoveTier, OpSetWaterMarks) are level 8
-// too: they came in the same release.
-const featureLevel = 8
+// too: they came in the same release. Level 9: class tiers take migrations (their copies
+// are objects of clustermap.TierBucket, which OpPutTier creates only from level 9 on:
+// an older gateway cannot read them), and lifecycle configurations with Transition
+// rules (an older runner refuses to parse them and would expire nothing in the bucket).
+const featureLevel = 9
 
 // commandLevel is the feature level a map command needs.
 func commandLevel(c clustermap.Command) int {
