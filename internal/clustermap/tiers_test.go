@@ -41,7 +41,10 @@ func TestTierCommands(t *testing.T) {
 		{"class tier of STANDARD", Command{Op: OpPutTier, Tier: &Tier{Name: "x", Kind: TierClass, Class: StandardClass}}, errors.Invalid, nil},
 		{"class tier of unknown class", Command{Op: OpPutTier, Tier: &Tier{Name: "x", Kind: TierClass, Class: "NONE"}}, errors.Invalid, nil},
 		{"class tier below level 9: no tier bucket", Command{Op: OpPutTier, Tier: &Tier{Name: "cold", Kind: TierClass, Class: "COLD"}}, errors.Other,
-			func(m *Map) bool { _, ok := m.Buckets[TierBucket]; return m.Tiers["cold"].RecallMode() == RecallTransparent && !ok }},
+			func(m *Map) bool {
+				_, ok := m.Buckets[TierBucket]
+				return m.Tiers["cold"].RecallMode() == RecallTransparent && !ok
+			}},
 		{"raise level", Command{Op: OpRaiseLevel, Level: TierBucketLevel}, errors.Other, nil},
 		{"class tier at level 9: the tier bucket", Command{Op: OpPutTier, Tier: &Tier{Name: "hot", Kind: TierClass, Class: "HOT", Created: 7}}, errors.Other,
 			func(m *Map) bool { return m.Buckets[TierBucket].Created == 7 }},

@@ -186,7 +186,7 @@ var features = []feature{
 	{header, "X-Amz-Rename-Source", "", "", errNI, "RenameObject"},
 	{header, "X-Amz-Create-Session-Mode", "", "", errNI, "directory-bucket sessions"},
 	{header, "X-Amz-Skip-Destination-Validation", "", "", errNI, "replication"},
-	{header, "X-Amz-Transition-Default-Minimum-Object-Size", "PutBucketLifecycleConfiguration", "", errNI, "accepted and without effect: lifecycle transitions are NotImplemented"},
+	{header, "X-Amz-Transition-Default-Minimum-Object-Size", "PutBucketLifecycleConfiguration", "", errNI, "accepted and without effect: Transition rules move objects of any size"},
 
 	// Sub-resources: the query parameters that choose an operation. Outside the operations
 	// listed each is refused, so none can fall through to a plain GET or PUT of the object.
@@ -204,7 +204,7 @@ var features = []feature{
 	{query, "policy", "GetBucketPolicy PutBucketPolicy DeleteBucketPolicy", "", errNI, "bucket policies"},
 	{query, "policyStatus", "GetBucketPolicyStatus", "", errNI, "bucket policy status"},
 	{query, "cors", "PutBucketCors GetBucketCors DeleteBucketCors", "", errNI, "bucket CORS configurations; preflight OPTIONS answered from them"},
-	{query, "lifecycle", "PutBucketLifecycleConfiguration GetBucketLifecycleConfiguration DeleteBucketLifecycle", "", errNI, "lifecycle configurations: Expiration (Days, Date, ExpiredObjectDeleteMarker), NoncurrentVersionExpiration, AbortIncompleteMultipartUpload, filters by prefix, tags and size, applied daily by every storage node; x-amz-expiration on PUT, copy, multipart completion, GET and HEAD; Transition is NotImplemented (archive tiers migrate by water marks, not by lifecycle rules yet)"},
+	{query, "lifecycle", "PutBucketLifecycleConfiguration GetBucketLifecycleConfiguration DeleteBucketLifecycle", "", errNI, "lifecycle configurations: Expiration (Days, Date, ExpiredObjectDeleteMarker), NoncurrentVersionExpiration, AbortIncompleteMultipartUpload, filters by prefix, tags and size, applied daily by every storage node; Transition (Days or Date; one per rule; StorageClass names an archive tier of the cluster: cairn admin tier list) of current versions through the tiers' migration; x-amz-expiration on PUT, copy, multipart completion, GET and HEAD; NoncurrentVersionTransition and more than one Transition per rule are NotImplemented"},
 	{query, "replication", "", "", errNI, "bucket replication"},
 	{query, "website", "", "", errNI, "website hosting"},
 	{query, "encryption", "PutBucketEncryption GetBucketEncryption DeleteBucketEncryption", "", errNI, "bucket default encryption: AES256 (SSE-S3) only"},
