@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
@@ -383,8 +384,9 @@ func TestTierMigrationFaults(t *testing.T) {
 
 // TestTierRestore: an external tier in its default recall mode (restore, as S3 Glacier):
 // a GET of an archived object is 403 InvalidObjectState and its HEAD says GLACIER;
-// RestoreObject with Days answers 202 and brings it back; then the GET succeeds with the
-// same bytes, and a second RestoreObject answers 200. A bad RestoreRequest changes nothing.
+// RestoreObject with Days answers 202 and makes a temporary copy; then the GET succeeds
+// with the same bytes, HEAD says GLACIER and x-amz-restore with the expiry date, and a
+// second RestoreObject answers 200. A bad RestoreRequest changes nothing.
 func TestTierRestore(t *testing.T) {
 	remote := startProc(t, t.TempDir())
 	ctx := context.Background()
@@ -450,9 +452,11 @@ func TestTierRestore(t *testing.T) {
 	if !bytes.Equal(got, o.body) {
 		t.Fatalf("restored %s: %d bytes differ from the %d written", o.key, len(got), len(o.body))
 	}
+	// A temporary copy: the object stays archived (GLACIER) and says until when.
 	h, err = c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("data"), Key: aws.String(o.key)})
-	if err != nil || (h.StorageClass != "" && h.StorageClass != "STANDARD") || h.Metadata["n"] != "0" {
-		t.Fatalf("head after the restore: %+v, %v", h, err)
+	exp := time.Now().UTC().Add(24 * time.Hour).Truncate(24 * time.Hour).Add(24 * time.Hour).Format(http.TimeFormat)
+	if err != nil || h.StorageClass != "GLACIER" || h.Metadata["n"] != "0" || aws.ToString(h.Restore) != `ongoing-request="false", expiry-date="`+exp+`"` {
+		t.Fatalf("head after the restore: %+v (x-amz-restore %q), %v", h, aws.ToString(h.Restore), err)
 	}
 	if _, err := c.RestoreObject(ctx, &s3.RestoreObjectInput{Bucket: aws.String("data"), Key: aws.String(o.key), RestoreRequest: &types.RestoreRequest{Days: aws.Int32(1)}}); err != nil {
 		t.Fatalf("restore of a restored object: %v", err)
@@ -464,7 +468,8 @@ func TestTierRestore(t *testing.T) {
 // (copies checked against their MD5) until it is under its low mark; every object lists
 // and HEADs with its ETag and metadata and reads back identical (a transparent recall,
 // once for 16 concurrent GETs); the migrating node killed mid-migration loses nothing,
-// and the migration resumes after its restart.
+// and the migration resumes after its restart. A lifecycle Transition to the tier is
+// taken, one to a tier the cluster lacks refused.
 func TestTierClassMigration(t *testing.T) {
 	tc := startCluster(t, 0)
 	tc.add("--device-class", "ssd", "--capacity", "4MiB", "--tier-check", "100ms", "--access-granularity", "1ms", "--recovery-rate", "1MiB")
@@ -489,6 +494,25 @@ func TestTierClassMigration(t *testing.T) {
 	tc.createBucket(0, "data")
 	ctx := context.Background()
 	c := tc.procs[0].client()
+	// A lifecycle Transition names a tier: COLD (the tier cold) is taken, a tier the
+	// cluster lacks is InvalidStorageClass and changes nothing.
+	transition := func(class string) error {
+		_, err := c.PutBucketLifecycleConfiguration(ctx, &s3.PutBucketLifecycleConfigurationInput{Bucket: aws.String("data"),
+			LifecycleConfiguration: &types.BucketLifecycleConfiguration{Rules: []types.LifecycleRule{{ID: aws.String("t"),
+				Status: types.ExpirationStatusEnabled, Filter: &types.LifecycleRuleFilter{Prefix: aws.String("never/")},
+				Transitions: []types.Transition{{Days: aws.Int32(30), StorageClass: types.TransitionStorageClass(class)}}}}}})
+		return err
+	}
+	if err := transition("COLD"); err != nil {
+		t.Fatalf("transition to the tier: %v", err)
+	}
+	if err := transition("GLACIER"); s3Code(err) != "InvalidStorageClass" {
+		t.Fatalf("transition to no tier: %v, want InvalidStorageClass", err)
+	}
+	lc, err := c.GetBucketLifecycleConfiguration(ctx, &s3.GetBucketLifecycleConfigurationInput{Bucket: aws.String("data")})
+	if err != nil || len(lc.Rules) != 1 || len(lc.Rules[0].Transitions) != 1 || lc.Rules[0].Transitions[0].StorageClass != "COLD" {
+		t.Fatalf("the stored configuration: %+v, %v", lc, err)
+	}
 	objs := putTierObjects(t, c, "data", 16, 256<<10)
 	keys := make([]string, len(objs))
 	for i, o := range objs {

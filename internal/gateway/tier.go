@@ -11,6 +11,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -290,6 +292,13 @@ func (g *Gateway) openTiered(o *object.Object) (ObjectReader, error) {
 // the same version in its storage class, read from the tier), then deletes the tier's
 // copy. Concurrent recalls of one version wait for the first.
 func (g *Gateway) recall(ctx context.Context, bucket, key string, o *object.Object, started chan<- struct{}) error {
+	return g.recallWith(ctx, bucket, key, o, started, g.recallOnce)
+}
+
+// recallWith runs once(ctx, bucket, key, o) for version o, unless one runs already for
+// it on this gateway, in which case it waits for that one.
+func (g *Gateway) recallWith(ctx context.Context, bucket, key string, o *object.Object, started chan<- struct{},
+	once func(ctx context.Context, bucket, key string, o *object.Object) error) error {
 	id := recallID(bucket, key, o.HLC)
 	t := &g.tiers
 	t.mu.Lock()
@@ -316,7 +325,7 @@ func (g *Gateway) recall(ctx context.Context, bucket, key string, o *object.Obje
 	}
 	// The recall goes on if the GET that started it goes away: others may wait for it.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
-	c.err = g.recallOnce(rctx, bucket, key, o)
+	c.err = once(rctx, bucket, key, o)
 	cancel()
 	t.mu.Lock()
 	delete(t.inflight, id)
@@ -372,10 +381,12 @@ func recallID(bucket, key string, v uint64) string {
 	return bucket + "\x00" + key + "\x00" + fmt.Sprint(v)
 }
 
-// restoreView is the record a HEAD or a listing shows of o: an archived version of a
-// restore-mode tier reports storage class GLACIER (clients such as aws s3 cp and sync skip
-// it, as they should: a GET would fail), and x-amz-restore while a restore runs.
-func (g *Gateway) restoreView(bucket, key string, o *object.Object) *object.Object {
+// restoreView is the record a HEAD (head: ctx is used) or a listing shows of o: an
+// archived version of a restore-mode tier reports storage class GLACIER (clients such as
+// aws s3 cp and sync skip it, as they should: a GET would fail unless it is restored),
+// and x-amz-restore: ongoing while a restore runs, and on a HEAD, once restored, its
+// expiry (a lookup of the restored copy: HEADs of restore-mode stubs only).
+func (g *Gateway) restoreView(ctx context.Context, bucket, key string, o *object.Object, head bool) *object.Object {
 	if !g.restoreMode(o) {
 		return o
 	}
@@ -384,17 +395,121 @@ func (g *Gateway) restoreView(bucket, key string, o *object.Object) *object.Obje
 	g.tiers.mu.Lock()
 	_, running := g.tiers.inflight[recallID(bucket, key, o.HLC)]
 	g.tiers.mu.Unlock()
-	if running {
+	switch {
+	case running:
 		v.Restore = `ongoing-request="true"`
+	case head:
+		if exp, ok := g.restoredExpiry(ctx, bucket, key, o); ok {
+			v.Restore = fmt.Sprintf(`ongoing-request="false", expiry-date="%s"`, exp.Format(http.TimeFormat))
+		}
 	}
 	return &v
 }
 
-// RestoreObject starts the recall of bucket/key's current version if it is archived in a
-// tier and returns true; false if it is not archived (restored already, or never archived,
-// whatever its tier's mode). ErrRestoreInProgress while a recall of it runs. The recall
-// runs in the background (S3 answers 202 at once); HEAD shows x-amz-restore meanwhile.
-func (g *Gateway) RestoreObject(ctx context.Context, bucket, key string) (bool, error) {
+// tempRestores reports whether RestoreObject makes temporary copies (the map has the tier
+// bucket): else it brings versions back for good.
+func (g *Gateway) tempRestores() bool {
+	m := g.cfg.Maps.Current()
+	_, ok := m.Buckets[clustermap.TierBucket]
+	return ok && m.Level >= clustermap.TierBucketLevel
+}
+
+// restoredExpiry returns when the restored copy of the archived version o expires; false
+// if it has none (or it has expired: the tier loop drops it soon).
+func (g *Gateway) restoredExpiry(ctx context.Context, bucket, key string, o *object.Object) (time.Time, bool) {
+	if !g.tempRestores() {
+		return time.Time{}, false
+	}
+	c, err := g.StatObject(ctx, clustermap.TierBucket, object.RestoredKey(bucket, key, o.HLC))
+	if err != nil {
+		return time.Time{}, false
+	}
+	exp, ok := object.RestoreExpiry(c)
+	return exp, ok && time.Now().Before(exp)
+}
+
+// openRestored opens the restored copy of the archived version o, presented as o (its
+// record: ETag, metadata); nil if there is none or it has expired.
+func (g *Gateway) openRestored(ctx context.Context, bucket, key string, o *object.Object) ObjectReader {
+	if !g.tempRestores() {
+		return nil
+	}
+	rd, err := g.openObject(ctx, clustermap.TierBucket, object.RestoredKey(bucket, key, o.HLC), false)
+	if err != nil {
+		return nil
+	}
+	exp, ok := object.RestoreExpiry(rd.Info())
+	if !ok || !time.Now().Before(exp) || rd.Info().Size != o.Size {
+		rd.Close()
+		return nil
+	}
+	v := *o
+	v.StorageClass = "GLACIER"
+	v.Restore = fmt.Sprintf(`ongoing-request="false", expiry-date="%s"`, exp.Format(http.TimeFormat))
+	return &restoredReader{Reader: rd, o: &v}
+}
+
+// restoredReader reads a restored copy as the archived version it is a copy of.
+type restoredReader struct {
+	replica.Reader
+	o *object.Object
+}
+
+func (r *restoredReader) Info() *object.Object { return r.o }
+
+// restoreDays is the expiry of a copy restored now for days: S3's rounding, to the
+// midnight UTC after now + days.
+func restoreDays(now time.Time, days int) time.Time {
+	d := now.UTC().Add(time.Duration(min(days, 100000)) * 24 * time.Hour)
+	return d.Truncate(24 * time.Hour).Add(24 * time.Hour)
+}
+
+// restoreCopy copies the archived version o from its tier into the tier bucket as its
+// restored copy, expiring days from now (the tier's copy and the stub stay). A copy of
+// a single-part unencrypted version is checked against its ETag.
+func (g *Gateway) restoreCopy(ctx context.Context, bucket, key string, o *object.Object, days int) error {
+	const op errors.Op = "gateway.restoreCopy"
+	rd, err := g.openTiered(o)
+	if err != nil {
+		return errors.E(op, err)
+	}
+	exp := restoreDays(time.Now(), days)
+	meta := &object.Object{StorageClass: clustermap.StandardClass, ContentType: "application/octet-stream",
+		UserMeta: [][2]string{{object.RestoreExpiryMeta, strconv.FormatInt(exp.Unix(), 10)}}}
+	h := md5.New()
+	var opts object.PutOptions
+	if want, err := hex.DecodeString(o.ETag); err == nil && len(o.PartSizes) == 0 && o.SSE.IsZero() && len(want) == md5.Size {
+		opts.Finish = func(*object.Object) error {
+			if got := h.Sum(nil); string(got) != string(want) {
+				return errors.Errorf(op, errors.Corrupt, "the tier's copy has MD5 %x, the version's ETag is %x: not restored", got, want)
+			}
+			return nil
+		}
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := rd.WriteRange(ctx, pw, 0, o.Size)
+		pw.CloseWithError(err)
+	}()
+	_, err = g.PutObject(ctx, clustermap.TierBucket, object.RestoredKey(bucket, key, o.HLC), meta, io.TeeReader(pr, h), o.Size, opts)
+	pr.Close()
+	if err != nil {
+		return errors.E(op, err)
+	}
+	g.tiers.recalled.Add(1)
+	g.tiers.recallBytes.Add(o.Size)
+	return nil
+}
+
+// RestoreObject starts the restore of bucket/key's current version if it is archived in
+// a tier and returns true; false if it is not archived (never archived, or brought back
+// for good), or if it is restored already (its copy is made again, expiring days from
+// now, as S3 extends a restore). ErrRestoreInProgress while a restore of it runs. The
+// restore runs in the background (S3 answers 202 at once); HEAD shows x-amz-restore
+// meanwhile. A version of a restore-mode tier gets a temporary copy that expires days
+// from now (rounded to midnight UTC) while it stays archived, when the map has the tier
+// bucket; otherwise (and in a transparent tier) it is brought back for good.
+func (g *Gateway) RestoreObject(ctx context.Context, bucket, key string, days int) (bool, error) {
 	const op errors.Op = "gateway.RestoreObject"
 	o, err := g.StatObject(ctx, bucket, key)
 	if err != nil {
@@ -410,14 +525,21 @@ func (g *Gateway) RestoreObject(ctx context.Context, bucket, key string) (bool, 
 		return false, errors.E(op, errors.Exist, object.ErrRestoreInProgress)
 	}
 	rec := *o
+	once, restored := g.recallOnce, false
+	if g.restoreMode(o) && g.tempRestores() {
+		once = func(ctx context.Context, bucket, key string, o *object.Object) error {
+			return g.restoreCopy(ctx, bucket, key, o, days)
+		}
+		_, restored = g.restoredExpiry(ctx, bucket, key, o)
+	}
 	started := make(chan struct{})
 	g.bg.Add(1)
 	go func() {
 		defer g.bg.Done()
-		if err := g.recall(g.closing, bucket, key, &rec, started); err != nil {
+		if err := g.recallWith(g.closing, bucket, key, &rec, started, once); err != nil {
 			g.log.Warn("restore failed", "bucket", bucket, "key", key, "err", err)
 		}
 	}()
-	<-started // the recall is registered: a HEAD from now on sees it
-	return true, nil
+	<-started // the restore is registered: a HEAD from now on sees it
+	return !restored, nil
 }

@@ -644,12 +644,12 @@ func TestLifecycleSchedule(t *testing.T) {
 	}
 }
 
-// TestLifecycleTransition: Transition rules (Days, and Date) move current versions to a
-// class tier through the tiers' migration, with the clock moved forward: due versions
-// only, once over the four nodes (a second round finds them archived), each archived on
-// every holder with its metadata and read back identical (a recall); a rule naming a
-// tier the map lacks fails its action and archives nothing.
-func TestLifecycleTransition(t *testing.T) {
+// newTierCluster is four nodes, two of device class archive with the class COLD on them,
+// the class tier "cold" of that class with the given recall mode, the map at feature
+// level 9 with the tier bucket, and every node holding every record; the loops use the
+// returned clock.
+func newTierCluster(t *testing.T, recall string) (*cluster, *testClock) {
+	t.Helper()
 	c := newCluster(t, 4)
 	clock := &testClock{t: time.Now()}
 	for _, n := range c.nodes {
@@ -662,8 +662,19 @@ func TestLifecycleTransition(t *testing.T) {
 	m.Classes[clustermap.StandardClass] = clustermap.Class{Name: clustermap.StandardClass, N: 4, W: 2, R: 1, D: 2}
 	m.Nodes[2].DeviceClass, m.Nodes[3].DeviceClass = "archive", "archive"
 	m.Classes["COLD"] = clustermap.Class{Name: "COLD", N: 2, W: 2, R: 1, D: 2, DeviceClass: "archive", Chunk: 64 << 10}
-	m.Tiers = map[string]clustermap.Tier{"cold": {Name: "cold", Kind: clustermap.TierClass, Class: "COLD"}}
+	m.Tiers = map[string]clustermap.Tier{"cold": {Name: "cold", Kind: clustermap.TierClass, Class: "COLD", Recall: recall}}
 	c.maps.Set(m)
+	c.setBuckets(t, map[string]map[string]string{clustermap.TierBucket: nil})
+	return c, clock
+}
+
+// TestLifecycleTransition: Transition rules (Days, and Date) move current versions to a
+// class tier through the tiers' migration, with the clock moved forward: due versions
+// only, once over the four nodes (a second round finds them archived), each archived on
+// every holder with its metadata and read back identical (a recall); a rule naming a
+// tier the map lacks fails its action and archives nothing.
+func TestLifecycleTransition(t *testing.T) {
+	c, clock := newTierCluster(t, clustermap.RecallTransparent)
 	start := clock.now()
 	day := func(n int) time.Time { return start.Add(time.Duration(n) * 24 * time.Hour) }
 	date := day(10).UTC().Truncate(24 * time.Hour).Format(time.RFC3339)
@@ -738,7 +749,7 @@ func TestLifecycleTransition(t *testing.T) {
 	}
 	want("after the reads", "old/b")
 	// A rule naming a tier the map does not have: the action fails, nothing is archived.
-	m = c.maps.Current().Clone()
+	m := c.maps.Current().Clone()
 	m.Epoch++
 	delete(m.Tiers, "cold")
 	m.Tiers["gone"] = clustermap.Tier{Name: "gone", Kind: clustermap.TierClass, Class: "COLD"}

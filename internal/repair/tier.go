@@ -102,6 +102,7 @@ func (l *Loops) RunTiering(ctx context.Context) {
 			}
 		}
 		l.CollectTierGarbage(ctx)
+		l.DropExpiredRestores(ctx)
 		l.TierPass(ctx)
 		select {
 		case <-ctx.Done():
@@ -278,6 +279,61 @@ func (l *Loops) TierPass(ctx context.Context) int64 {
 		l.log.Info("tier: migrated", "tier", w.Tier, "bytes", done, "used", l.usedBytes(), "low", low)
 	}
 	return done
+}
+
+// DropExpiredRestores deletes the restored copies (object.RestoredKey in the tier bucket)
+// that have expired by Config.Now and that this node is the first up holder of (a
+// tombstone at the copy's version + 1, as the lifecycle runner expires objects: a copy
+// made again meanwhile is newer and stays). The archived version stays archived: a GET
+// of it is InvalidObjectState again. It returns the copies dropped.
+func (l *Loops) DropExpiredRestores(ctx context.Context) int {
+	if l.store == nil {
+		return 0
+	}
+	m := l.maps.Current()
+	if _, ok := m.Buckets[clustermap.TierBucket]; !ok {
+		return 0
+	}
+	tc, err := l.topo.Layout(m)
+	if err != nil {
+		return 0
+	}
+	var keys []string
+	err = l.store.Scan(func(b, _ string) bool { return b == clustermap.TierBucket }, func(e object.VersionEntry) error {
+		if !e.Deleted && !e.Noncurrent && !e.DeleteMarker && strings.HasPrefix(e.Key, object.RestoredPrefix) &&
+			l.firstUpHolder(m, tc.Table.Lookup(clustermap.TierBucket, e.Key)) {
+			keys = append(keys, e.Key)
+		}
+		return nil
+	})
+	if err != nil {
+		l.log.Warn("tier: cannot list the restored copies", "err", err)
+		return 0
+	}
+	now := l.now()
+	n := 0
+	var lastErr error
+	for _, k := range keys {
+		if ctx.Err() != nil {
+			break
+		}
+		o, err := l.store.StatVersion(clustermap.TierBucket, k)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		if exp, ok := object.RestoreExpiry(o); !ok || now.Before(exp) {
+			continue
+		}
+		if _, err := l.coord.DeleteRecord(ctx, clustermap.TierBucket, k, object.Object{HLC: o.HLC + 1, ModTime: now.UnixNano()}); err != nil {
+			lastErr = err
+			continue
+		}
+		n++
+	}
+	if lastErr != nil {
+		l.log.Warn("tier: expired restored copies left for later", "err", lastErr)
+	}
+	return n
 }
 
 // CollectTierGarbage deletes from their tiers the copies of archived versions that this
