@@ -30,7 +30,10 @@ func TestTierCommands(t *testing.T) {
 		check func(m *Map) bool
 	}{
 		{"s3 tier", Command{Op: OpPutTier, Tier: s3("remote", "http://127.0.0.1:9000")}, errors.Other,
-			func(m *Map) bool { _, ok := m.Buckets[TierBucket]; return m.Tiers["remote"].RecallMode() == RecallRestore && !ok }},
+			func(m *Map) bool {
+				_, ok := m.Buckets[TierBucket]
+				return m.Tiers["remote"].RecallMode() == RecallRestore && !ok
+			}},
 		{"same name", Command{Op: OpPutTier, Tier: s3("remote", "http://127.0.0.1:9001")}, errors.Exist, nil},
 		{"bad name", Command{Op: OpPutTier, Tier: s3("Remote", "http://127.0.0.1:9000")}, errors.Invalid, nil},
 		{"endpoint with path", Command{Op: OpPutTier, Tier: s3("x", "http://127.0.0.1:9000/b")}, errors.Invalid, nil},

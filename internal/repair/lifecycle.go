@@ -65,8 +65,8 @@ type LifecycleCounts struct {
 	AbortedUploads    int64 `json:"aborted_uploads"`
 	Transitioned      int64 `json:"transitioned"`       // current versions moved to an archive tier
 	TransitionedBytes int64 `json:"transitioned_bytes"` // of those
-	SkippedLocked     int64 `json:"skipped_locked"` // versions Object Lock protects
-	Raced             int64 `json:"raced"`          // a newer write came first
+	SkippedLocked     int64 `json:"skipped_locked"`     // versions Object Lock protects
+	Raced             int64 `json:"raced"`              // a newer write came first
 	Errors            int64 `json:"errors"`
 }
 
