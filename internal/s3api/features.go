@@ -212,7 +212,7 @@ var features = []feature{
 	{query, "retention", "GetObjectRetention PutObjectRetention", "", errNI, "object lock: a version's retention"},
 	{query, "legal-hold", "GetObjectLegalHold PutObjectLegalHold", "", errNI, "object lock: a version's legal hold"},
 	{query, "torrent", "", "", errNI, "BitTorrent"},
-	{query, "restore", "RestoreObject", "", errNI, "RestoreObject of an object archived in a restore-mode tier (Days accepted; the object is local again for good, no expiry; SELECT restores refused)"},
+	{query, "restore", "RestoreObject", "", errNI, "RestoreObject of an object archived in a restore-mode tier (Days: a temporary copy, x-amz-restore with its expiry-date, dropped after it; SELECT restores refused)"},
 	{query, "select", "", "", errNI, "SelectObjectContent"},
 	{query, "select-type", "", "", errNI, "SelectObjectContent"},
 	{query, "notification", "PutBucketNotificationConfiguration GetBucketNotificationConfiguration", "", errNI, "bucket notifications: Queue and Topic configurations naming operator targets (webhook, Redis), ObjectCreated:Put/CompleteMultipartUpload and ObjectRemoved:Delete/DeleteMarkerCreated with prefix/suffix filters, delivered at least once (docs/design/notifications.md)"},
