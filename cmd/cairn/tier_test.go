@@ -294,12 +294,16 @@ func TestTierMigration(t *testing.T) {
 		t.Fatalf("the tier holds %d objects (%v), want %d", len(ro.Contents), err, len(arch))
 	}
 	checkTierObjects(t, c, "data", objs)
+	// The GETs streamed from the tier; the recalls ran behind them.
+	proctest.WaitFor(t, 30*time.Second, func() error {
+		ro, err := rc.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("archive")})
+		if err != nil || len(ro.Contents) != 0 {
+			return fmt.Errorf("the tier holds %d objects after the recalls (%v), want 0", len(ro.Contents), err)
+		}
+		return nil
+	})
 	if n := metricValue(t, tc.procs[0], "cairn_tier_recalls_total"); int(n) != len(arch) {
 		t.Fatalf("%v recalls, want %d", n, len(arch))
-	}
-	ro, err = rc.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("archive")})
-	if err != nil || len(ro.Contents) != 0 {
-		t.Fatalf("the tier holds %d objects after the recalls (%v), want 0", len(ro.Contents), err)
 	}
 }
 
@@ -596,13 +600,22 @@ func TestTierClassMigration(t *testing.T) {
 			t.Fatalf("concurrent get of %s: %v", one.key, err)
 		}
 	}
+	proctest.WaitFor(t, 30*time.Second, func() error { // the recall runs behind the GETs
+		if a := tc.archived("data", []string{one.key}); len(a) != 0 {
+			return fmt.Errorf("%s still archived", one.key)
+		}
+		return nil
+	})
 	if n := metricValue(t, tc.procs[0], "cairn_tier_recalls_total") - before; n != 1 {
 		t.Fatalf("%v recalls for 16 concurrent GETs, want 1", n)
 	}
 	checkTierObjects(t, c, "data", objs) // recalls the rest: past the high mark again
-	if a := tc.archived("data", keys); len(a) != 0 {
-		t.Fatalf("still archived after the reads: %v", a)
-	}
+	proctest.WaitFor(t, 30*time.Second, func() error {
+		if a := tc.archived("data", keys); len(a) != 0 {
+			return fmt.Errorf("still archived after the reads: %v", a)
+		}
+		return nil
+	})
 	// Again, with lower marks, killing the migrating node mid-migration while it is still
 	// past its high mark (a node between the marks does not start again: hysteresis).
 	marks(false, pct/2, pct/5)

@@ -232,6 +232,13 @@ func (g *Gateway) openObject(ctx context.Context, bucket, key string, useCache b
 			}
 			return nil, errors.E(op, errors.Precondition, object.ErrInvalidObjectState)
 		}
+		if attempt == 0 {
+			// Transparent: the GET streams from the tier at once while the version is
+			// recalled in the background (once per version on this gateway).
+			if rd, err := g.openStreaming(bucket, key, sf.o); err == nil {
+				return rd, nil
+			}
+		}
 		if attempt == 2 {
 			return nil, errors.E(op, errors.Transient, "the archived object keeps changing while being recalled")
 		}

@@ -49,6 +49,14 @@ type tierState struct {
 	migrated, migratedBytes, recalled, recallBytes, reads atomic.Int64
 	mu                                                    sync.Mutex
 	inflight                                              map[string]*recallCall
+	// streams counts, per version, the GETs streaming from its tier copy: a recall
+	// deletes the copy only once none is left (streamsIdle).
+	streams map[string]*streamCount
+}
+
+type streamCount struct {
+	n    int
+	idle chan struct{} // closed when n drops to 0
 }
 
 type recallCall struct {
@@ -277,6 +285,118 @@ func (r *tierReader) WriteRange(ctx context.Context, w io.Writer, off, n int64) 
 	return got, err
 }
 
+// openStreaming opens the archived version o for a client's GET in a transparent tier:
+// the bytes stream from the tier (the first byte does not wait for the recall), and the
+// recall of the version starts in the background unless one runs on this gateway. The
+// recall deletes the tier's copy only once every GET streaming from it has closed.
+func (g *Gateway) openStreaming(bucket, key string, o *object.Object) (ObjectReader, error) {
+	rd, err := g.openTiered(o)
+	if err != nil {
+		return nil, err
+	}
+	id := recallID(bucket, key, o.HLC)
+	t := &g.tiers
+	t.mu.Lock()
+	if t.streams == nil {
+		t.streams = map[string]*streamCount{}
+	}
+	sc := t.streams[id]
+	if sc == nil {
+		sc = &streamCount{idle: make(chan struct{})}
+		t.streams[id] = sc
+	}
+	sc.n++
+	_, running := t.inflight[id]
+	t.mu.Unlock()
+	if !running {
+		rec := *o
+		started := make(chan struct{})
+		g.bg.Add(1)
+		go func() {
+			defer g.bg.Done()
+			if err := g.recall(g.closing, bucket, key, &rec, started); err != nil {
+				g.log.Warn("recall failed", "bucket", bucket, "key", key, "err", err)
+			}
+		}()
+		<-started
+	}
+	var once sync.Once
+	release := func() {
+		once.Do(func() {
+			t.mu.Lock()
+			if sc.n--; sc.n == 0 {
+				close(sc.idle)
+				delete(t.streams, id)
+			}
+			t.mu.Unlock()
+		})
+	}
+	return &streamReader{tierReader: rd.(*tierReader), release: release}, nil
+}
+
+// streamsIdle returns a channel closed once no GET streams the tier copy of version id.
+func (g *Gateway) streamsIdle(id string) <-chan struct{} {
+	t := &g.tiers
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if sc := t.streams[id]; sc != nil {
+		return sc.idle
+	}
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+
+// streamReader is a client's read of an archived version straight from its tier. Prepare
+// opens the tier's answer before the response's status is sent (a tier that does not
+// answer is an error status, not a cut-off 200); Close lets the recall delete the copy.
+type streamReader struct {
+	*tierReader
+	release  func()
+	prepared io.ReadCloser
+	off, n   int64
+}
+
+func (r *streamReader) Prepare(ctx context.Context, off, n int64) error {
+	if n <= 0 {
+		return nil
+	}
+	r.g.tiers.reads.Add(1)
+	body, err := r.store.GetRange(ctx, r.key, off, n)
+	if err != nil {
+		return err
+	}
+	r.prepared, r.off, r.n = body, off, n
+	return nil
+}
+
+func (r *streamReader) WriteRange(ctx context.Context, w io.Writer, off, n int64) (int64, error) {
+	body := r.prepared
+	if body == nil || off != r.off || n != r.n {
+		if body != nil {
+			body.Close()
+		}
+		r.prepared = nil
+		return r.tierReader.WriteRange(ctx, w, off, n)
+	}
+	r.prepared = nil
+	defer body.Close()
+	got, err := io.Copy(w, io.LimitReader(body, n))
+	if err == nil && got < n {
+		err = errors.Errorf("", errors.Transient, "the tier sent %d of %d bytes", got, n)
+	}
+	return got, err
+}
+
+func (r *streamReader) Close() error {
+	if r.prepared != nil {
+		r.prepared.Close()
+		r.prepared = nil
+	}
+	r.release()
+	return nil
+}
+
 // openTiered opens an archived version o for a background pass: its bytes stream from
 // the tier.
 func (g *Gateway) openTiered(o *object.Object) (ObjectReader, error) {
@@ -358,8 +478,14 @@ func (g *Gateway) recallOnce(ctx context.Context, bucket, key string, o *object.
 	}
 	g.tiers.recalled.Add(1)
 	g.tiers.recallBytes.Add(o.Size)
-	// Every holder has the bytes again: the tier's copy goes (a failure leaves it behind,
-	// unreferenced; logged).
+	// Every holder has the bytes again: the tier's copy goes once no GET streams from it
+	// (a failure leaves it behind, unreferenced; logged).
+	select {
+	case <-g.streamsIdle(recallID(bucket, key, o.HLC)):
+	case <-ctx.Done():
+		g.log.Warn("recall: the tier's copy is left behind: GETs still stream from it", "tier", name, "key", tkey)
+		return nil
+	}
 	if err := st.Delete(ctx, tkey); err != nil {
 		g.log.Warn("recall: the tier's copy is left behind", "tier", name, "key", tkey, "err", err)
 	}
