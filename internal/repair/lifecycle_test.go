@@ -747,6 +747,12 @@ func TestLifecycleTransition(t *testing.T) {
 			t.Fatalf("read %s: %d bytes, %v; want the %d written", k, buf.Len(), err, len(bodies[k]))
 		}
 	}
+	proctest.WaitFor(t, 20*time.Second, func() error { // the reads streamed; the recalls run behind them
+		if archived("old/a") || archived("dated/c") {
+			return fmt.Errorf("old/a or dated/c still archived")
+		}
+		return nil
+	})
 	want("after the reads", "old/b")
 	// A rule naming a tier the map does not have: the action fails, nothing is archived.
 	m := c.maps.Current().Clone()
