@@ -298,32 +298,39 @@ func (l *Loops) DropExpiredRestores(ctx context.Context) int {
 	if err != nil {
 		return 0
 	}
+	// Only the restored copies' keys (a prefix listing of this node's records), not the
+	// class tiers' copies beside them in the bucket.
+	var due []*object.Object
 	var keys []string
-	err = l.store.Scan(func(b, _ string) bool { return b == clustermap.TierBucket }, func(e object.VersionEntry) error {
-		if !e.Deleted && !e.Noncurrent && !e.DeleteMarker && strings.HasPrefix(e.Key, object.RestoredPrefix) &&
-			l.firstUpHolder(m, tc.Table.Lookup(clustermap.TierBucket, e.Key)) {
-			keys = append(keys, e.Key)
-		}
-		return nil
-	})
-	if err != nil {
-		l.log.Warn("tier: cannot list the restored copies", "err", err)
-		return 0
-	}
 	now := l.now()
+	opts := object.VersionListOptions{Prefix: object.RestoredPrefix, Max: 1000}
+	for {
+		page, err := l.store.ListVersions(clustermap.TierBucket, opts)
+		if err != nil {
+			l.log.Warn("tier: cannot list the restored copies", "err", err)
+			return 0
+		}
+		for _, v := range page.Versions {
+			o := v.Object
+			if !v.Current || o.DeleteMarker || !l.firstUpHolder(m, tc.Table.Lookup(clustermap.TierBucket, v.Key)) {
+				continue
+			}
+			if exp, ok := object.RestoreExpiry(o); ok && !now.Before(exp) {
+				due, keys = append(due, o), append(keys, v.Key)
+			}
+		}
+		if !page.Truncated {
+			break
+		}
+		opts.KeyMarker, opts.VersionMarker, opts.AfterNull = page.NextKey, page.NextVersion, page.NextNull
+	}
 	n := 0
 	var lastErr error
-	for _, k := range keys {
+	for i, k := range keys {
 		if ctx.Err() != nil {
 			break
 		}
-		o, err := l.store.StatVersion(clustermap.TierBucket, k)
-		if err != nil {
-			continue // gone meanwhile
-		}
-		if exp, ok := object.RestoreExpiry(o); !ok || now.Before(exp) {
-			continue
-		}
+		o := due[i]
 		if _, err := l.coord.DeleteRecord(ctx, clustermap.TierBucket, k, object.Object{HLC: o.HLC + 1, ModTime: now.UnixNano()}); err != nil {
 			lastErr = err
 			continue
