@@ -358,7 +358,7 @@ func (c *adminClient) lifecycleCmd(stdout io.Writer, args []string, asJSON bool)
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "BUCKET\tNODE\tSTATE\tLAST FINISHED\tNEXT\tEVALUATED\tEXPIRED\tNONCURRENT\tMARKERS\tUPLOADS\tLOCKED\tERRORS")
+	fmt.Fprintln(tw, "BUCKET\tNODE\tSTATE\tLAST FINISHED\tNEXT\tEVALUATED\tEXPIRED\tNONCURRENT\tMARKERS\tUPLOADS\tTRANSITIONED\tLOCKED\tERRORS")
 	for _, l := range ls {
 		state := "idle"
 		switch {
@@ -370,8 +370,8 @@ func (c *adminClient) lifecycleCmd(stdout io.Writer, args []string, asJSON bool)
 			state = "failed: " + l.Err
 		}
 		n := l.Last
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", l.Bucket, l.Node, state, when(l.Finished), when(l.Next),
-			n.Scanned, n.ExpiredCurrent, n.ExpiredNoncurrent, n.RemovedMarkers, n.AbortedUploads, n.SkippedLocked, n.Errors)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", l.Bucket, l.Node, state, when(l.Finished), when(l.Next),
+			n.Scanned, n.ExpiredCurrent, n.ExpiredNoncurrent, n.RemovedMarkers, n.AbortedUploads, n.Transitioned, n.SkippedLocked, n.Errors)
 	}
 	tw.Flush()
 	return nil

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/server"
 	"github.com/cairnfs/cairn/internal/testutil/proctest"
 )
@@ -292,12 +294,16 @@ func TestTierMigration(t *testing.T) {
 		t.Fatalf("the tier holds %d objects (%v), want %d", len(ro.Contents), err, len(arch))
 	}
 	checkTierObjects(t, c, "data", objs)
+	// The GETs streamed from the tier; the recalls ran behind them.
+	proctest.WaitFor(t, 30*time.Second, func() error {
+		ro, err := rc.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("archive")})
+		if err != nil || len(ro.Contents) != 0 {
+			return fmt.Errorf("the tier holds %d objects after the recalls (%v), want 0", len(ro.Contents), err)
+		}
+		return nil
+	})
 	if n := metricValue(t, tc.procs[0], "cairn_tier_recalls_total"); int(n) != len(arch) {
 		t.Fatalf("%v recalls, want %d", n, len(arch))
-	}
-	ro, err = rc.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("archive")})
-	if err != nil || len(ro.Contents) != 0 {
-		t.Fatalf("the tier holds %d objects after the recalls (%v), want 0", len(ro.Contents), err)
 	}
 }
 
@@ -382,8 +388,9 @@ func TestTierMigrationFaults(t *testing.T) {
 
 // TestTierRestore: an external tier in its default recall mode (restore, as S3 Glacier):
 // a GET of an archived object is 403 InvalidObjectState and its HEAD says GLACIER;
-// RestoreObject with Days answers 202 and brings it back; then the GET succeeds with the
-// same bytes, and a second RestoreObject answers 200. A bad RestoreRequest changes nothing.
+// RestoreObject with Days answers 202 and makes a temporary copy; then the GET succeeds
+// with the same bytes, HEAD says GLACIER and x-amz-restore with the expiry date, and a
+// second RestoreObject answers 200. A bad RestoreRequest changes nothing.
 func TestTierRestore(t *testing.T) {
 	remote := startProc(t, t.TempDir())
 	ctx := context.Background()
@@ -449,11 +456,186 @@ func TestTierRestore(t *testing.T) {
 	if !bytes.Equal(got, o.body) {
 		t.Fatalf("restored %s: %d bytes differ from the %d written", o.key, len(got), len(o.body))
 	}
+	// A temporary copy: the object stays archived (GLACIER) and says until when.
 	h, err = c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("data"), Key: aws.String(o.key)})
-	if err != nil || (h.StorageClass != "" && h.StorageClass != "STANDARD") || h.Metadata["n"] != "0" {
-		t.Fatalf("head after the restore: %+v, %v", h, err)
+	exp := time.Now().UTC().Add(24 * time.Hour).Truncate(24 * time.Hour).Add(24 * time.Hour).Format(http.TimeFormat)
+	if err != nil || h.StorageClass != "GLACIER" || h.Metadata["n"] != "0" || aws.ToString(h.Restore) != `ongoing-request="false", expiry-date="`+exp+`"` {
+		t.Fatalf("head after the restore: %+v (x-amz-restore %q), %v", h, aws.ToString(h.Restore), err)
 	}
 	if _, err := c.RestoreObject(ctx, &s3.RestoreObjectInput{Bucket: aws.String("data"), Key: aws.String(o.key), RestoreRequest: &types.RestoreRequest{Days: aws.Int32(1)}}); err != nil {
 		t.Fatalf("restore of a restored object: %v", err)
 	}
+}
+
+// TestTierClassMigration: a device-class tier. The ssd node, past its high mark, moves
+// its least recently read objects into the erasure-coded class COLD of the archive nodes
+// (copies checked against their MD5) until it is under its low mark; every object lists
+// and HEADs with its ETag and metadata and reads back identical (a transparent recall,
+// once for 16 concurrent GETs); the migrating node killed mid-migration loses nothing,
+// and the migration resumes after its restart. A lifecycle Transition to the tier is
+// taken, one to a tier the cluster lacks refused.
+func TestTierClassMigration(t *testing.T) {
+	tc := startCluster(t, 0)
+	tc.add("--device-class", "ssd", "--capacity", "4MiB", "--tier-check", "100ms", "--access-granularity", "1ms", "--recovery-rate", "1MiB")
+	for range 3 {
+		tc.add("--device-class", "archive")
+	}
+	tc.waitVoters(3)
+	for i := range tc.procs { // placement settled: the ssd node's share of the keys is known
+		tc.waitState(nodeID(i), clustermap.StateUp, 30*time.Second)
+	}
+	if out, err := tc.admin(0, "class", "create", "COLD", "--ec", "2+1", "--device-class", "archive"); err != nil {
+		t.Fatalf("class create: %v\n%s", err, out)
+	}
+	// Class tiers need feature level 9: refused with a clear error until the leader raised it.
+	proctest.WaitFor(t, 30*time.Second, func() error {
+		out, err := tc.tierAdmin(0, "", "tier", "add", "cold", "--class", "COLD")
+		if err != nil {
+			return fmt.Errorf("tier add: %v\n%s", err, out)
+		}
+		return nil
+	})
+	tc.createBucket(0, "data")
+	ctx := context.Background()
+	c := tc.procs[0].client()
+	// A lifecycle Transition names a tier: COLD (the tier cold) is taken, a tier the
+	// cluster lacks is InvalidStorageClass and changes nothing.
+	transition := func(class string) error {
+		_, err := c.PutBucketLifecycleConfiguration(ctx, &s3.PutBucketLifecycleConfigurationInput{Bucket: aws.String("data"),
+			LifecycleConfiguration: &types.BucketLifecycleConfiguration{Rules: []types.LifecycleRule{{ID: aws.String("t"),
+				Status: types.ExpirationStatusEnabled, Filter: &types.LifecycleRuleFilter{Prefix: aws.String("never/")},
+				Transitions: []types.Transition{{Days: aws.Int32(30), StorageClass: types.TransitionStorageClass(class)}}}}}})
+		return err
+	}
+	if err := transition("COLD"); err != nil {
+		t.Fatalf("transition to the tier: %v", err)
+	}
+	if err := transition("GLACIER"); s3Code(err) != "InvalidStorageClass" {
+		t.Fatalf("transition to no tier: %v, want InvalidStorageClass", err)
+	}
+	lc, err := c.GetBucketLifecycleConfiguration(ctx, &s3.GetBucketLifecycleConfigurationInput{Bucket: aws.String("data")})
+	if err != nil || len(lc.Rules) != 1 || len(lc.Rules[0].Transitions) != 1 || lc.Rules[0].Transitions[0].StorageClass != "COLD" {
+		t.Fatalf("the stored configuration: %+v, %v", lc, err)
+	}
+	objs := putTierObjects(t, c, "data", 16, 256<<10)
+	keys := make([]string, len(objs))
+	for i, o := range objs {
+		keys[i] = o.key
+	}
+	var used int64 // the ssd node's share: the keys it holds a copy of
+	var mine []tierObject
+	for _, o := range objs {
+		for _, id := range tc.replicas(0, "data", o.key).Nodes {
+			if id == nodeID(0) {
+				mine = append(mine, o)
+				used += int64(len(o.body))
+			}
+		}
+	}
+	t.Logf("the ssd node holds %d objects, %d bytes", len(mine), used)
+	if len(mine) < 6 {
+		t.Fatalf("the ssd node holds %d of the %d objects: too few for the test", len(mine), len(objs))
+	}
+	// Read the two oldest of its objects: used more recently than the others.
+	for _, o := range mine[:2] {
+		if _, err := getBody(ctx, c, "data", o.key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pct := int(used * 100 / (4 << 20))
+	under := func(low int) server.TierStatus {
+		t.Helper()
+		var st server.TierStatus
+		proctest.WaitFor(t, 60*time.Second, func() error {
+			var err error
+			if st, err = tc.tierStatus(0); err != nil {
+				return err
+			}
+			if st.Migrating || st.OverHigh || st.BytesDone == 0 || st.Percent > float64(low) {
+				return fmt.Errorf("not under the low mark yet: %+v", st)
+			}
+			return nil
+		})
+		return st
+	}
+	marks := func(paused bool, high, low int) {
+		t.Helper()
+		args := []string{"tier", "marks", "ssd", "--high", fmt.Sprint(high), "--low", fmt.Sprint(low), "--tier", "cold"}
+		if paused {
+			args = append(args, "--pause")
+		}
+		if out, err := tc.tierAdmin(0, "", args...); err != nil {
+			t.Fatalf("tier marks %v: %v\n%s", args, err, out)
+		}
+	}
+	marks(false, pct-10, pct/2)
+	st := under(pct / 2)
+	marks(true, pct-10, pct/2)
+	t.Logf("tier status: %.1f %% used, %d bytes in %d objects moved", st.Percent, st.BytesDone, st.Objects)
+	arch := tc.archived("data", keys)
+	if len(arch) == 0 || len(arch) == len(mine) {
+		t.Fatalf("archived %v of the ssd node's %d objects", arch, len(mine))
+	}
+	lru := append(append([]tierObject{}, mine[2:]...), mine[:2]...) // least recently used first
+	for i, o := range lru {
+		if arch[o.key] != (i < len(arch)) {
+			t.Fatalf("archived %v: not the %d least recently used of the ssd node's objects (%s first)", arch, len(arch), lru[0].key)
+		}
+	}
+	// 16 concurrent GETs of one archived object: one recall, identical bytes.
+	one := mine[2]
+	before := metricValue(t, tc.procs[0], "cairn_tier_recalls_total")
+	errs := make(chan error, 16)
+	for range 16 {
+		go func() {
+			got, err := getBody(ctx, c, "data", one.key)
+			if err == nil && !bytes.Equal(got, one.body) {
+				err = fmt.Errorf("got %d bytes that differ from the %d written", len(got), len(one.body))
+			}
+			errs <- err
+		}()
+	}
+	for range 16 {
+		if err := <-errs; err != nil {
+			t.Fatalf("concurrent get of %s: %v", one.key, err)
+		}
+	}
+	proctest.WaitFor(t, 30*time.Second, func() error { // the recall runs behind the GETs
+		if a := tc.archived("data", []string{one.key}); len(a) != 0 {
+			return fmt.Errorf("%s still archived", one.key)
+		}
+		return nil
+	})
+	if n := metricValue(t, tc.procs[0], "cairn_tier_recalls_total") - before; n != 1 {
+		t.Fatalf("%v recalls for 16 concurrent GETs, want 1", n)
+	}
+	checkTierObjects(t, c, "data", objs) // recalls the rest: past the high mark again
+	proctest.WaitFor(t, 30*time.Second, func() error {
+		if a := tc.archived("data", keys); len(a) != 0 {
+			return fmt.Errorf("still archived after the reads: %v", a)
+		}
+		return nil
+	})
+	// Again, with lower marks, killing the migrating node mid-migration while it is still
+	// past its high mark (a node between the marks does not start again: hysteresis).
+	marks(false, pct/2, pct/5)
+	proctest.WaitFor(t, 60*time.Second, func() error {
+		st, err := tc.tierStatus(0)
+		if err != nil {
+			return err
+		}
+		if !st.Migrating || st.Objects < 1 || !st.OverHigh {
+			return fmt.Errorf("not migrating yet: %+v", st)
+		}
+		return nil
+	})
+	tc.procs[0].Kill()
+	tc.procs[0].Restart()
+	st = under(pct / 5)
+	marks(true, pct/2, pct/5)
+	t.Logf("after the restart: %.1f %% used; this run moved %d bytes in %d objects", st.Percent, st.BytesDone, st.Objects)
+	if len(tc.archived("data", keys)) == 0 {
+		t.Fatal("nothing archived after the restart")
+	}
+	checkTierObjects(t, c, "data", objs)
 }

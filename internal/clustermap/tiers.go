@@ -65,6 +65,21 @@ type WaterMarks struct {
 	Paused      bool   `json:"paused,omitempty"`
 }
 
+// TierBucket holds the archived copies of every class tier (TierClass): the copy of an
+// archived version is the object "<tier>/<key in the tier>" of TierBucket, stored in the
+// tier's class, so the class's nodes hold its shards and the cluster heals, scrubs and
+// collects them like any object's; and the temporary copies RestoreObject makes of
+// versions archived in restore-mode tiers (object.RestoredKey, in STANDARD). Its name is
+// not a valid S3 bucket name, so no S3 request can reach it. OpPutTier creates it once
+// the map's Level is TierBucketLevel or more (a decision on the map's state alone: every
+// manager makes it the same); a class tier added below that level has no bucket and
+// takes no migrations (remove it and add it again), and without it a RestoreObject
+// brings the object back for good instead.
+const TierBucket = "_tiers"
+
+// TierBucketLevel is the feature level from which class tiers take migrations.
+const TierBucketLevel = 9
+
 // MaxTiers bounds the tiers of a map.
 const MaxTiers = 64
 
@@ -77,7 +92,8 @@ var tierName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
 //     unknown kind or recall mode, a TierS3 tier without an http(s) endpoint URL without
 //     path, query or credentials, a bucket, an access key or a sealed secret, a TierClass
 //     tier naming a class the map lacks, STANDARD or a class without a device class, or a
-//     map holding MaxTiers tiers already. (That the endpoint answers is checked by the
+//     map holding MaxTiers tiers already. A tier added at map Level TierBucketLevel or
+//     later also creates TierBucket if the map lacks it. (That the endpoint answers is checked by the
 //     admin API before it proposes the command; the state machine cannot do I/O.)
 //   - OpRemoveTier (Name): removes a tier. NotExist if absent; Precondition while a
 //     device class's water marks name it.
@@ -148,6 +164,16 @@ func applyTierCommand(nm *Map, c Command) error {
 			nm.Tiers = map[string]Tier{}
 		}
 		nm.Tiers[c.Tier.Name] = *c.Tier
+		if nm.Level >= TierBucketLevel {
+			// The archived copies of a class tier are objects of TierBucket, in the class;
+			// so are the temporary copies RestoreObject makes (object.RestoredKey).
+			if _, ok := nm.Buckets[TierBucket]; !ok {
+				if nm.Buckets == nil {
+					nm.Buckets = map[string]Bucket{}
+				}
+				nm.Buckets[TierBucket] = Bucket{Name: TierBucket, Created: c.Tier.Created}
+			}
+		}
 	case OpRemoveTier:
 		if _, ok := nm.Tiers[c.Name]; !ok {
 			return errors.Errorf(opFSM, errors.NotExist, "no tier %q (see cairn admin tier list)", c.Name)

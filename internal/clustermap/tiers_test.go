@@ -30,7 +30,10 @@ func TestTierCommands(t *testing.T) {
 		check func(m *Map) bool
 	}{
 		{"s3 tier", Command{Op: OpPutTier, Tier: s3("remote", "http://127.0.0.1:9000")}, errors.Other,
-			func(m *Map) bool { return m.Tiers["remote"].RecallMode() == RecallRestore }},
+			func(m *Map) bool {
+				_, ok := m.Buckets[TierBucket]
+				return m.Tiers["remote"].RecallMode() == RecallRestore && !ok
+			}},
 		{"same name", Command{Op: OpPutTier, Tier: s3("remote", "http://127.0.0.1:9001")}, errors.Exist, nil},
 		{"bad name", Command{Op: OpPutTier, Tier: s3("Remote", "http://127.0.0.1:9000")}, errors.Invalid, nil},
 		{"endpoint with path", Command{Op: OpPutTier, Tier: s3("x", "http://127.0.0.1:9000/b")}, errors.Invalid, nil},
@@ -40,9 +43,14 @@ func TestTierCommands(t *testing.T) {
 		{"unknown kind", Command{Op: OpPutTier, Tier: &Tier{Name: "x", Kind: "tape"}}, errors.Invalid, nil},
 		{"class tier of STANDARD", Command{Op: OpPutTier, Tier: &Tier{Name: "x", Kind: TierClass, Class: StandardClass}}, errors.Invalid, nil},
 		{"class tier of unknown class", Command{Op: OpPutTier, Tier: &Tier{Name: "x", Kind: TierClass, Class: "NONE"}}, errors.Invalid, nil},
-		{"class tier", Command{Op: OpPutTier, Tier: &Tier{Name: "cold", Kind: TierClass, Class: "COLD"}}, errors.Other,
-			func(m *Map) bool { return m.Tiers["cold"].RecallMode() == RecallTransparent }},
-		{"hot tier", Command{Op: OpPutTier, Tier: &Tier{Name: "hot", Kind: TierClass, Class: "HOT"}}, errors.Other, nil},
+		{"class tier below level 9: no tier bucket", Command{Op: OpPutTier, Tier: &Tier{Name: "cold", Kind: TierClass, Class: "COLD"}}, errors.Other,
+			func(m *Map) bool {
+				_, ok := m.Buckets[TierBucket]
+				return m.Tiers["cold"].RecallMode() == RecallTransparent && !ok
+			}},
+		{"raise level", Command{Op: OpRaiseLevel, Level: TierBucketLevel}, errors.Other, nil},
+		{"class tier at level 9: the tier bucket", Command{Op: OpPutTier, Tier: &Tier{Name: "hot", Kind: TierClass, Class: "HOT", Created: 7}}, errors.Other,
+			func(m *Map) bool { return m.Buckets[TierBucket].Created == 7 }},
 		{"marks low > high", Command{Op: OpSetWaterMarks, Marks: marks("ssd", 70, 85, "remote")}, errors.Invalid, nil},
 		{"marks low = high", Command{Op: OpSetWaterMarks, Marks: marks("ssd", 70, 70, "remote")}, errors.Invalid, nil},
 		{"marks over 100", Command{Op: OpSetWaterMarks, Marks: marks("ssd", 101, 70, "remote")}, errors.Invalid, nil},

@@ -313,8 +313,8 @@ func (g *Gateway) ListBuckets(ctx context.Context) ([]object.Bucket, error) {
 	m := g.cfg.Maps.Current()
 	out := make([]object.Bucket, 0, len(m.Buckets))
 	for _, b := range m.Buckets {
-		if b.Name == clustermap.VolumeBucket {
-			continue // block volumes' data objects: not an S3 bucket
+		if b.Name == clustermap.VolumeBucket || b.Name == clustermap.TierBucket {
+			continue // block volumes' data objects, class tiers' copies: not S3 buckets
 		}
 		out = append(out, object.Bucket{Name: b.Name, Created: time.Unix(0, b.Created).UTC(), Owner: b.Owner})
 	}

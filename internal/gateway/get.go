@@ -203,7 +203,7 @@ func (g *Gateway) StatObject(ctx context.Context, bucket, key string) (*object.O
 	if o == nil || o.Deleted {
 		return nil, goneErr(op, o)
 	}
-	return g.restoreView(bucket, key, o), nil
+	return g.restoreView(ctx, bucket, key, o, true), nil
 }
 
 // OpenObject opens bucket/key's newest version among a read quorum of replicas.
@@ -227,7 +227,17 @@ func (g *Gateway) openObject(ctx context.Context, bucket, key string, useCache b
 			return g.openTiered(sf.o)
 		}
 		if g.restoreMode(sf.o) {
+			if rd := g.openRestored(ctx, bucket, key, sf.o); rd != nil {
+				return rd, nil
+			}
 			return nil, errors.E(op, errors.Precondition, object.ErrInvalidObjectState)
+		}
+		if attempt == 0 {
+			// Transparent: the GET streams from the tier at once while the version is
+			// recalled in the background (once per version on this gateway).
+			if rd, err := g.openStreaming(bucket, key, sf.o); err == nil {
+				return rd, nil
+			}
 		}
 		if attempt == 2 {
 			return nil, errors.E(op, errors.Transient, "the archived object keeps changing while being recalled")

@@ -22,7 +22,7 @@ func (g *Gateway) List(ctx context.Context, bucket string, opts object.ListOptio
 	// Archived objects of a restore-mode tier list as GLACIER, as HEAD says (tier.go).
 	for i, e := range res.Objects {
 		if e.Object != nil && e.Object.Tiered() {
-			res.Objects[i].Object = g.restoreView(bucket, e.Key, e.Object)
+			res.Objects[i].Object = g.restoreView(ctx, bucket, e.Key, e.Object, false)
 		}
 	}
 	return res, nil

@@ -1,7 +1,7 @@
 package gateway
 
-// Archived versions (docs/design/tiering.md): Migrate copies a version to an external
-// archive tier and replaces its record on every holder with a stub; reads of a stub
+// Archived versions (docs/design/tiering.md): Migrate copies a version to an archive
+// tier (an external S3 bucket, or a class of this cluster: classTier) and replaces its record on every holder with a stub; reads of a stub
 // stream from the tier (background passes) or recall the version (a client's GET: it is
 // written back to its holders once, however many GETs wait for it).
 
@@ -11,6 +11,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +49,14 @@ type tierState struct {
 	migrated, migratedBytes, recalled, recallBytes, reads atomic.Int64
 	mu                                                    sync.Mutex
 	inflight                                              map[string]*recallCall
+	// streams counts, per version, the GETs streaming from its tier copy: a recall
+	// deletes the copy only once none is left (streamsIdle).
+	streams map[string]*streamCount
+}
+
+type streamCount struct {
+	n    int
+	idle chan struct{} // closed when n drops to 0
 }
 
 type recallCall struct {
@@ -62,19 +72,27 @@ func (g *Gateway) TierStats() TierStats {
 }
 
 func (g *Gateway) tierStore(name string) (TierStore, error) {
+	m := g.cfg.Maps.Current()
+	if t, ok := m.Tiers[name]; ok && t.Kind == clustermap.TierClass {
+		if _, ok := m.Buckets[clustermap.TierBucket]; !ok || m.Level < clustermap.TierBucketLevel {
+			return nil, errors.Errorf("", errors.Precondition, "class tier %s was added before the cluster reached feature level %d: remove it and add it again", name, clustermap.TierBucketLevel)
+		}
+		return &classTier{g: g, name: name, class: t.Class}, nil
+	}
 	if g.cfg.Tiers == nil {
 		return nil, errors.Errorf("", errors.Precondition, "this node reaches no archive tiers")
 	}
 	return g.cfg.Tiers(name)
 }
 
-// Migrate archives version v of bucket/key (its current version) in the external tier
-// named tierName: it copies the bytes to the tier (the tier checks them against their
-// MD5), then replaces the version's record on every holder with a stub that keeps
-// everything but the body, which each holder's store drops. It returns the bytes moved:
-// 0 when there is nothing to do (a newer version or a delete came first, the version is
-// archived already, empty, a block volume's, or under Object Lock, which an external
-// tier cannot enforce). A failure before the stub changes nothing on the cluster; a stub
+// Migrate archives version v of bucket/key (its current version) in the tier named
+// tierName: it copies the bytes to the tier (which checks them against their MD5), then
+// replaces the version's record on every holder with a stub that keeps everything but
+// the body, which each holder's store drops. It returns the bytes moved: 0 when there is
+// nothing to do (a newer version or a delete came first, the version is archived
+// already, empty, a block volume's, or under Object Lock and the tier external, which
+// cannot enforce the lock; a class tier's copy is deleted only when its stub is, so it
+// keeps the lock's guarantee). A failure before the stub changes nothing on the cluster; a stub
 // written to some holders only leaves full copies on the others (every copy reads the
 // same bytes) and the next attempt writes it again.
 func (g *Gateway) Migrate(ctx context.Context, bucket, key string, v uint64, tierName string) (int64, error) {
@@ -101,7 +119,10 @@ func (g *Gateway) Migrate(ctx context.Context, bucket, key string, v uint64, tie
 	}
 	defer rd.Close()
 	cur := rd.Info()
-	if cur.HLC != v || cur.Deleted || cur.Tiered() || cur.Mutable || cur.Size == 0 || cur.Locked(time.Now().UnixNano(), false) {
+	if cur.HLC != v || cur.Deleted || cur.Tiered() || cur.Mutable || cur.Size == 0 || bucket == clustermap.TierBucket {
+		return 0, nil
+	}
+	if _, class := ts0.(*classTier); !class && cur.Locked(time.Now().UnixNano(), false) {
 		return 0, nil
 	}
 	sum, err := contentMD5(ctx, rd, cur)
@@ -179,6 +200,63 @@ func contentMD5(ctx context.Context, rd ObjectReader, cur *object.Object) ([]byt
 	return h.Sum(nil), nil
 }
 
+// classTier is a class tier (clustermap.TierClass) as a TierStore: the copy of an
+// archived version is the object "<tier>/<key>" of clustermap.TierBucket, written in the
+// tier's storage class through the gateway's own write path (its shards on the class's
+// nodes, its record on the key's holders), so it is healed, scrubbed and collected like
+// any object.
+type classTier struct {
+	g     *Gateway
+	name  string
+	class string
+}
+
+func (c *classTier) key(key string) string { return c.name + "/" + key }
+
+// Put stores the copy; the MD5 of the bytes as they are read must be md5sum, else nothing
+// is committed (Corrupt).
+func (c *classTier) Put(ctx context.Context, key string, body io.Reader, size int64, md5sum []byte) (string, error) {
+	h := md5.New()
+	meta := &object.Object{StorageClass: c.class, ContentType: "application/octet-stream"}
+	finish := func(o *object.Object) error {
+		got := h.Sum(nil)
+		if string(got) != string(md5sum) {
+			return errors.Errorf("gateway.classTier.Put", errors.Corrupt, "the copy's MD5 %x is not the version's %x: not archived", got, md5sum)
+		}
+		o.ETag = hex.EncodeToString(got)
+		return nil
+	}
+	o, err := c.g.PutObject(ctx, clustermap.TierBucket, c.key(key), meta, io.TeeReader(body, h), size, object.PutOptions{Finish: finish})
+	if err != nil {
+		return "", err
+	}
+	return o.ETag, nil
+}
+
+// GetRange reads n bytes of the copy from off.
+func (c *classTier) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	rd, err := c.g.openObject(ctx, clustermap.TierBucket, c.key(key), false)
+	if err != nil {
+		return nil, err
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := rd.WriteRange(ctx, pw, off, n)
+		rd.Close()
+		pw.CloseWithError(err)
+	}()
+	return pr, nil
+}
+
+// Delete removes the copy (absent is not an error).
+func (c *classTier) Delete(ctx context.Context, key string) error {
+	err := c.g.DeleteObject(ctx, clustermap.TierBucket, c.key(key))
+	if errors.Is(errors.NotExist, err) {
+		return nil
+	}
+	return err
+}
+
 // tierReader reads an archived version from its tier, a range at a time.
 type tierReader struct {
 	g     *Gateway
@@ -207,6 +285,118 @@ func (r *tierReader) WriteRange(ctx context.Context, w io.Writer, off, n int64) 
 	return got, err
 }
 
+// openStreaming opens the archived version o for a client's GET in a transparent tier:
+// the bytes stream from the tier (the first byte does not wait for the recall), and the
+// recall of the version starts in the background unless one runs on this gateway. The
+// recall deletes the tier's copy only once every GET streaming from it has closed.
+func (g *Gateway) openStreaming(bucket, key string, o *object.Object) (ObjectReader, error) {
+	rd, err := g.openTiered(o)
+	if err != nil {
+		return nil, err
+	}
+	id := recallID(bucket, key, o.HLC)
+	t := &g.tiers
+	t.mu.Lock()
+	if t.streams == nil {
+		t.streams = map[string]*streamCount{}
+	}
+	sc := t.streams[id]
+	if sc == nil {
+		sc = &streamCount{idle: make(chan struct{})}
+		t.streams[id] = sc
+	}
+	sc.n++
+	_, running := t.inflight[id]
+	t.mu.Unlock()
+	if !running {
+		rec := *o
+		started := make(chan struct{})
+		g.bg.Add(1)
+		go func() {
+			defer g.bg.Done()
+			if err := g.recall(g.closing, bucket, key, &rec, started); err != nil {
+				g.log.Warn("recall failed", "bucket", bucket, "key", key, "err", err)
+			}
+		}()
+		<-started
+	}
+	var once sync.Once
+	release := func() {
+		once.Do(func() {
+			t.mu.Lock()
+			if sc.n--; sc.n == 0 {
+				close(sc.idle)
+				delete(t.streams, id)
+			}
+			t.mu.Unlock()
+		})
+	}
+	return &streamReader{tierReader: rd.(*tierReader), release: release}, nil
+}
+
+// streamsIdle returns a channel closed once no GET streams the tier copy of version id.
+func (g *Gateway) streamsIdle(id string) <-chan struct{} {
+	t := &g.tiers
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if sc := t.streams[id]; sc != nil {
+		return sc.idle
+	}
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+
+// streamReader is a client's read of an archived version straight from its tier. Prepare
+// opens the tier's answer before the response's status is sent (a tier that does not
+// answer is an error status, not a cut-off 200); Close lets the recall delete the copy.
+type streamReader struct {
+	*tierReader
+	release  func()
+	prepared io.ReadCloser
+	off, n   int64
+}
+
+func (r *streamReader) Prepare(ctx context.Context, off, n int64) error {
+	if n <= 0 {
+		return nil
+	}
+	r.g.tiers.reads.Add(1)
+	body, err := r.store.GetRange(ctx, r.key, off, n)
+	if err != nil {
+		return err
+	}
+	r.prepared, r.off, r.n = body, off, n
+	return nil
+}
+
+func (r *streamReader) WriteRange(ctx context.Context, w io.Writer, off, n int64) (int64, error) {
+	body := r.prepared
+	if body == nil || off != r.off || n != r.n {
+		if body != nil {
+			body.Close()
+		}
+		r.prepared = nil
+		return r.tierReader.WriteRange(ctx, w, off, n)
+	}
+	r.prepared = nil
+	defer body.Close()
+	got, err := io.Copy(w, io.LimitReader(body, n))
+	if err == nil && got < n {
+		err = errors.Errorf("", errors.Transient, "the tier sent %d of %d bytes", got, n)
+	}
+	return got, err
+}
+
+func (r *streamReader) Close() error {
+	if r.prepared != nil {
+		r.prepared.Close()
+		r.prepared = nil
+	}
+	r.release()
+	return nil
+}
+
 // openTiered opens an archived version o for a background pass: its bytes stream from
 // the tier.
 func (g *Gateway) openTiered(o *object.Object) (ObjectReader, error) {
@@ -222,6 +412,13 @@ func (g *Gateway) openTiered(o *object.Object) (ObjectReader, error) {
 // the same version in its storage class, read from the tier), then deletes the tier's
 // copy. Concurrent recalls of one version wait for the first.
 func (g *Gateway) recall(ctx context.Context, bucket, key string, o *object.Object, started chan<- struct{}) error {
+	return g.recallWith(ctx, bucket, key, o, started, g.recallOnce)
+}
+
+// recallWith runs once(ctx, bucket, key, o) for version o, unless one runs already for
+// it on this gateway, in which case it waits for that one.
+func (g *Gateway) recallWith(ctx context.Context, bucket, key string, o *object.Object, started chan<- struct{},
+	once func(ctx context.Context, bucket, key string, o *object.Object) error) error {
 	id := recallID(bucket, key, o.HLC)
 	t := &g.tiers
 	t.mu.Lock()
@@ -248,7 +445,7 @@ func (g *Gateway) recall(ctx context.Context, bucket, key string, o *object.Obje
 	}
 	// The recall goes on if the GET that started it goes away: others may wait for it.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
-	c.err = g.recallOnce(rctx, bucket, key, o)
+	c.err = once(rctx, bucket, key, o)
 	cancel()
 	t.mu.Lock()
 	delete(t.inflight, id)
@@ -281,8 +478,14 @@ func (g *Gateway) recallOnce(ctx context.Context, bucket, key string, o *object.
 	}
 	g.tiers.recalled.Add(1)
 	g.tiers.recallBytes.Add(o.Size)
-	// Every holder has the bytes again: the tier's copy goes (a failure leaves it behind,
-	// unreferenced; logged).
+	// Every holder has the bytes again: the tier's copy goes once no GET streams from it
+	// (a failure leaves it behind, unreferenced; logged).
+	select {
+	case <-g.streamsIdle(recallID(bucket, key, o.HLC)):
+	case <-ctx.Done():
+		g.log.Warn("recall: the tier's copy is left behind: GETs still stream from it", "tier", name, "key", tkey)
+		return nil
+	}
 	if err := st.Delete(ctx, tkey); err != nil {
 		g.log.Warn("recall: the tier's copy is left behind", "tier", name, "key", tkey, "err", err)
 	}
@@ -304,10 +507,12 @@ func recallID(bucket, key string, v uint64) string {
 	return bucket + "\x00" + key + "\x00" + fmt.Sprint(v)
 }
 
-// restoreView is the record a HEAD or a listing shows of o: an archived version of a
-// restore-mode tier reports storage class GLACIER (clients such as aws s3 cp and sync skip
-// it, as they should: a GET would fail), and x-amz-restore while a restore runs.
-func (g *Gateway) restoreView(bucket, key string, o *object.Object) *object.Object {
+// restoreView is the record a HEAD (head: ctx is used) or a listing shows of o: an
+// archived version of a restore-mode tier reports storage class GLACIER (clients such as
+// aws s3 cp and sync skip it, as they should: a GET would fail unless it is restored),
+// and x-amz-restore: ongoing while a restore runs, and on a HEAD, once restored, its
+// expiry (a lookup of the restored copy: HEADs of restore-mode stubs only).
+func (g *Gateway) restoreView(ctx context.Context, bucket, key string, o *object.Object, head bool) *object.Object {
 	if !g.restoreMode(o) {
 		return o
 	}
@@ -316,17 +521,121 @@ func (g *Gateway) restoreView(bucket, key string, o *object.Object) *object.Obje
 	g.tiers.mu.Lock()
 	_, running := g.tiers.inflight[recallID(bucket, key, o.HLC)]
 	g.tiers.mu.Unlock()
-	if running {
+	switch {
+	case running:
 		v.Restore = `ongoing-request="true"`
+	case head:
+		if exp, ok := g.restoredExpiry(ctx, bucket, key, o); ok {
+			v.Restore = fmt.Sprintf(`ongoing-request="false", expiry-date="%s"`, exp.Format(http.TimeFormat))
+		}
 	}
 	return &v
 }
 
-// RestoreObject starts the recall of bucket/key's current version if it is archived in a
-// tier and returns true; false if it is not archived (restored already, or never archived,
-// whatever its tier's mode). ErrRestoreInProgress while a recall of it runs. The recall
-// runs in the background (S3 answers 202 at once); HEAD shows x-amz-restore meanwhile.
-func (g *Gateway) RestoreObject(ctx context.Context, bucket, key string) (bool, error) {
+// tempRestores reports whether RestoreObject makes temporary copies (the map has the tier
+// bucket): else it brings versions back for good.
+func (g *Gateway) tempRestores() bool {
+	m := g.cfg.Maps.Current()
+	_, ok := m.Buckets[clustermap.TierBucket]
+	return ok && m.Level >= clustermap.TierBucketLevel
+}
+
+// restoredExpiry returns when the restored copy of the archived version o expires; false
+// if it has none (or it has expired: the tier loop drops it soon).
+func (g *Gateway) restoredExpiry(ctx context.Context, bucket, key string, o *object.Object) (time.Time, bool) {
+	if !g.tempRestores() {
+		return time.Time{}, false
+	}
+	c, err := g.StatObject(ctx, clustermap.TierBucket, object.RestoredKey(bucket, key, o.HLC))
+	if err != nil {
+		return time.Time{}, false
+	}
+	exp, ok := object.RestoreExpiry(c)
+	return exp, ok && time.Now().Before(exp)
+}
+
+// openRestored opens the restored copy of the archived version o, presented as o (its
+// record: ETag, metadata); nil if there is none or it has expired.
+func (g *Gateway) openRestored(ctx context.Context, bucket, key string, o *object.Object) ObjectReader {
+	if !g.tempRestores() {
+		return nil
+	}
+	rd, err := g.openObject(ctx, clustermap.TierBucket, object.RestoredKey(bucket, key, o.HLC), false)
+	if err != nil {
+		return nil
+	}
+	exp, ok := object.RestoreExpiry(rd.Info())
+	if !ok || !time.Now().Before(exp) || rd.Info().Size != o.Size {
+		rd.Close()
+		return nil
+	}
+	v := *o
+	v.StorageClass = "GLACIER"
+	v.Restore = fmt.Sprintf(`ongoing-request="false", expiry-date="%s"`, exp.Format(http.TimeFormat))
+	return &restoredReader{Reader: rd, o: &v}
+}
+
+// restoredReader reads a restored copy as the archived version it is a copy of.
+type restoredReader struct {
+	replica.Reader
+	o *object.Object
+}
+
+func (r *restoredReader) Info() *object.Object { return r.o }
+
+// restoreDays is the expiry of a copy restored now for days: S3's rounding, to the
+// midnight UTC after now + days.
+func restoreDays(now time.Time, days int) time.Time {
+	d := now.UTC().Add(time.Duration(min(days, 100000)) * 24 * time.Hour)
+	return d.Truncate(24 * time.Hour).Add(24 * time.Hour)
+}
+
+// restoreCopy copies the archived version o from its tier into the tier bucket as its
+// restored copy, expiring days from now (the tier's copy and the stub stay). A copy of
+// a single-part unencrypted version is checked against its ETag.
+func (g *Gateway) restoreCopy(ctx context.Context, bucket, key string, o *object.Object, days int) error {
+	const op errors.Op = "gateway.restoreCopy"
+	rd, err := g.openTiered(o)
+	if err != nil {
+		return errors.E(op, err)
+	}
+	exp := restoreDays(time.Now(), days)
+	meta := &object.Object{StorageClass: clustermap.StandardClass, ContentType: "application/octet-stream",
+		UserMeta: [][2]string{{object.RestoreExpiryMeta, strconv.FormatInt(exp.Unix(), 10)}}}
+	h := md5.New()
+	var opts object.PutOptions
+	if want, err := hex.DecodeString(o.ETag); err == nil && len(o.PartSizes) == 0 && o.SSE.IsZero() && len(want) == md5.Size {
+		opts.Finish = func(*object.Object) error {
+			if got := h.Sum(nil); string(got) != string(want) {
+				return errors.Errorf(op, errors.Corrupt, "the tier's copy has MD5 %x, the version's ETag is %x: not restored", got, want)
+			}
+			return nil
+		}
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := rd.WriteRange(ctx, pw, 0, o.Size)
+		pw.CloseWithError(err)
+	}()
+	_, err = g.PutObject(ctx, clustermap.TierBucket, object.RestoredKey(bucket, key, o.HLC), meta, io.TeeReader(pr, h), o.Size, opts)
+	pr.Close()
+	if err != nil {
+		return errors.E(op, err)
+	}
+	g.tiers.recalled.Add(1)
+	g.tiers.recallBytes.Add(o.Size)
+	return nil
+}
+
+// RestoreObject starts the restore of bucket/key's current version if it is archived in
+// a tier and returns true; false if it is not archived (never archived, or brought back
+// for good), or if it is restored already (its copy is made again, expiring days from
+// now, as S3 extends a restore). ErrRestoreInProgress while a restore of it runs. The
+// restore runs in the background (S3 answers 202 at once); HEAD shows x-amz-restore
+// meanwhile. A version of a restore-mode tier gets a temporary copy that expires days
+// from now (rounded to midnight UTC) while it stays archived, when the map has the tier
+// bucket; otherwise (and in a transparent tier) it is brought back for good.
+func (g *Gateway) RestoreObject(ctx context.Context, bucket, key string, days int) (bool, error) {
 	const op errors.Op = "gateway.RestoreObject"
 	o, err := g.StatObject(ctx, bucket, key)
 	if err != nil {
@@ -342,14 +651,21 @@ func (g *Gateway) RestoreObject(ctx context.Context, bucket, key string) (bool, 
 		return false, errors.E(op, errors.Exist, object.ErrRestoreInProgress)
 	}
 	rec := *o
+	once, restored := g.recallOnce, false
+	if g.restoreMode(o) && g.tempRestores() {
+		once = func(ctx context.Context, bucket, key string, o *object.Object) error {
+			return g.restoreCopy(ctx, bucket, key, o, days)
+		}
+		_, restored = g.restoredExpiry(ctx, bucket, key, o)
+	}
 	started := make(chan struct{})
 	g.bg.Add(1)
 	go func() {
 		defer g.bg.Done()
-		if err := g.recall(g.closing, bucket, key, &rec, started); err != nil {
+		if err := g.recallWith(g.closing, bucket, key, &rec, started, once); err != nil {
 			g.log.Warn("restore failed", "bucket", bucket, "key", key, "err", err)
 		}
 	}()
-	<-started // the recall is registered: a HEAD from now on sees it
-	return true, nil
+	<-started // the restore is registered: a HEAD from now on sees it
+	return !restored, nil
 }

@@ -5,14 +5,17 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/testutil/proctest"
 )
 
 // memTier is a TierStore in memory, with fault knobs: PutErr fails puts, GetErr reads;
@@ -166,13 +169,21 @@ func TestMigrateAndRecall(t *testing.T) {
 			t.Fatalf("GET %d: %v", i, err)
 		}
 	}
+	// The GETs streamed from the tier; the recalls run in the background. Each gateway
+	// joins its own GETs; three gateways recall at most once each, and the first to
+	// finish makes the others find the version local (a rewrite, same version).
 	var recalls int64
-	for _, nd := range c.nodes {
-		recalls += nd.gw.TierStats().Recalled
-	}
-	// Each gateway joins its own GETs; three gateways recall at most once each, and the
-	// first to finish makes the others find the version local (a rewrite, same version).
-	if recalls < 1 || recalls > 3 {
+	proctest.WaitFor(t, 20*time.Second, func() error {
+		recalls = 0
+		for _, nd := range c.nodes {
+			recalls += nd.gw.TierStats().Recalled
+		}
+		if recalls < 1 || mt.len() != 1 {
+			return fmt.Errorf("%d recalls, %d objects in the tier", recalls, mt.len())
+		}
+		return nil
+	})
+	if recalls > 3 {
 		t.Fatalf("%d recalls for 16 GETs through 3 gateways", recalls)
 	}
 	for _, nd := range c.nodes {
@@ -184,6 +195,18 @@ func TestMigrateAndRecall(t *testing.T) {
 	if mt.len() != 1 {
 		t.Fatalf("%d objects in the tier after the recall, want 1 (the small one)", mt.len())
 	}
+}
+
+// waitRecalled waits until gw has finished n recalls (they run in the background of the
+// GETs that stream from the tier).
+func waitRecalled(t *testing.T, gw *Gateway, n int64) {
+	t.Helper()
+	proctest.WaitFor(t, 20*time.Second, func() error {
+		if got := gw.TierStats().Recalled; got < n {
+			return fmt.Errorf("%d recalls, want %d", got, n)
+		}
+		return nil
+	})
 }
 
 // Through one gateway, 16 concurrent GETs of an archived object recall it once.
@@ -218,8 +241,9 @@ func TestRecallOnce(t *testing.T) {
 			t.Fatalf("GET %d: %v", i, err)
 		}
 	}
-	if st := c.nodes[0].gw.TierStats(); st.Recalled != 1 {
-		t.Fatalf("%+v: want one recall", st)
+	waitRecalled(t, c.nodes[0].gw, 1)
+	if st := c.nodes[0].gw.TierStats(); st.Recalled != 1 || mt.len() != 0 {
+		t.Fatalf("%+v, %d copies in the tier: want one recall, its copy deleted", st, mt.len())
 	}
 }
 
@@ -311,9 +335,17 @@ func TestTierGarbage(t *testing.T) {
 		t.Fatalf("the overwritten object: %v", err)
 	}
 	// The kept one is recalled: the recall deletes its copy itself, and records nothing.
+	recalled := c.nodes[0].gw.TierStats().Recalled
 	if _, _, err := get(ctx, c.nodes[0].gw, "b", "kept", 0, -1); err != nil {
 		t.Fatal(err)
 	}
+	waitRecalled(t, c.nodes[0].gw, recalled+1)
+	proctest.WaitFor(t, 20*time.Second, func() error { // the copy goes once the GET closed
+		if mt.len() != 0 {
+			return fmt.Errorf("%d copies in the tier", mt.len())
+		}
+		return nil
+	})
 	for _, nd := range c.nodes {
 		if gc, _ := nd.store.TierGarbage(100); len(gc) != 0 {
 			t.Fatalf("%s's tier garbage after a recall: %+v", nd.id, gc)

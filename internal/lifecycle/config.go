@@ -65,10 +65,26 @@ type Rule struct {
 	Expiration                     *Expiration                     `xml:"Expiration"`
 	NoncurrentVersionExpiration    *NoncurrentVersionExpiration    `xml:"NoncurrentVersionExpiration"`
 	AbortIncompleteMultipartUpload *AbortIncompleteMultipartUpload `xml:"AbortIncompleteMultipartUpload"`
-	// Transitions are decoded only to be refused (nothing migrates to archive tiers yet).
-	Transitions           []xml.Name `xml:"Transition"`
-	NoncurrentTransitions []xml.Name `xml:"NoncurrentVersionTransition"`
+	// Transitions move current versions to an archive tier (at most one per rule in
+	// cairn); NoncurrentVersionTransitions are decoded only to be refused (noncurrent
+	// versions are not migrated).
+	Transitions           []Transition `xml:"Transition"`
+	NoncurrentTransitions []xml.Name   `xml:"NoncurrentVersionTransition"`
 }
+
+// Transition moves a current version, Days after its creation or from a Date on, to the
+// archive tier its StorageClass names (a tier's name, in any case: "COLD" names the tier
+// "cold"; CheckTiers says whether the cluster has it).
+type Transition struct {
+	Days         *int    `xml:"Days"`
+	Date         *string `xml:"Date"`
+	StorageClass string  `xml:"StorageClass"`
+
+	date time.Time // Date parsed
+}
+
+// Tier is the name of the tier a Transition's StorageClass names.
+func (t *Transition) Tier() string { return strings.ToLower(t.StorageClass) }
 
 // Filter chooses the objects a rule applies to: at most one of its elements.
 type Filter struct {
@@ -183,10 +199,13 @@ func (rl *Rule) validate() error {
 	if (rl.Prefix == nil) == (rl.Filter == nil) {
 		return malformed() // exactly one of the legacy Prefix and Filter
 	}
-	if len(rl.Transitions) > 0 || len(rl.NoncurrentTransitions) > 0 {
-		return &Error{501, "NotImplemented", "Lifecycle transitions are not implemented: cairn migrates objects to archive tiers by water marks, not by lifecycle rules yet; use Expiration, NoncurrentVersionExpiration or AbortIncompleteMultipartUpload"}
+	if len(rl.NoncurrentTransitions) > 0 {
+		return &Error{501, "NotImplemented", "NoncurrentVersionTransition is not implemented: cairn migrates current versions only; use Transition, or NoncurrentVersionExpiration"}
 	}
-	if rl.Expiration == nil && rl.NoncurrentVersionExpiration == nil && rl.AbortIncompleteMultipartUpload == nil {
+	if len(rl.Transitions) > 1 {
+		return &Error{501, "NotImplemented", "More than one Transition in a rule is not implemented: cairn moves an object to one archive tier, where it stays until it is read"}
+	}
+	if rl.Expiration == nil && rl.NoncurrentVersionExpiration == nil && rl.AbortIncompleteMultipartUpload == nil && len(rl.Transitions) == 0 {
 		return invalidReq("At least one action needs to be specified in a rule")
 	}
 	tags, sizes := false, false
@@ -246,6 +265,11 @@ func (rl *Rule) validate() error {
 		}
 		if e.ExpiredObjectDeleteMarker != nil && tags {
 			return invalidReq("ExpiredObjectDeleteMarker cannot be specified with tags.")
+		}
+	}
+	for i := range rl.Transitions { // after the Expiration, which they are compared with
+		if err := rl.Transitions[i].validate(rl.Expiration); err != nil {
+			return err
 		}
 	}
 	if nc := rl.NoncurrentVersionExpiration; nc != nil {
@@ -310,6 +334,66 @@ func parseDate(s string) (time.Time, error) {
 		}
 	}
 	return d.UTC(), nil
+}
+
+func (t *Transition) validate(e *Expiration) error {
+	if (t.Days == nil) == (t.Date == nil) {
+		return malformed() // exactly one of Days and Date
+	}
+	if t.StorageClass == "" {
+		return malformed()
+	}
+	if t.Days != nil && *t.Days < 0 {
+		return invalidArg("'Days' in Transition action must be nonnegative")
+	}
+	if t.Date != nil {
+		d, err := parseDate(*t.Date)
+		if err != nil {
+			return invalidArg("Invalid date: 'Date' must be in ISO 8601 format")
+		}
+		if !d.Equal(d.Truncate(24 * time.Hour)) {
+			return invalidArg("'Date' must be at midnight GMT")
+		}
+		t.date = d
+	}
+	if e == nil || e.ExpiredObjectDeleteMarker != nil {
+		return nil
+	}
+	if (e.Days != nil) != (t.Days != nil) {
+		return invalidReq("Found mixed 'Date' and 'Days' based Expiration and Transition actions in lifecycle rule")
+	}
+	if e.Days != nil && *e.Days <= *t.Days {
+		return invalidArg("'Days' in the Expiration action must be greater than 'Days' in the Transition action")
+	}
+	if e.Date != nil {
+		if ed, err := parseDate(*e.Date); err == nil && !ed.After(t.date) {
+			return invalidArg("'Date' in the Expiration action must be later than 'Date' in the Transition action")
+		}
+	}
+	return nil
+}
+
+// CheckTiers refuses (InvalidStorageClass) a configuration whose Transition names a
+// tier for which known is false: the cluster has no such archive tier.
+func (c *Config) CheckTiers(known func(tier string) bool) error {
+	for i := range c.Rules {
+		for _, t := range c.Rules[i].Transitions {
+			if !known(t.Tier()) {
+				return &Error{400, "InvalidStorageClass", fmt.Sprintf("The storage class you specified is not valid: %q names no archive tier of this cluster (cairn admin tier list)", t.StorageClass)}
+			}
+		}
+	}
+	return nil
+}
+
+// Transitions reports whether any rule has a Transition.
+func (c *Config) Transitions() bool {
+	for i := range c.Rules {
+		if len(c.Rules[i].Transitions) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (e *Expiration) validate() error {

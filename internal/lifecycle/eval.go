@@ -13,6 +13,8 @@ type Version struct {
 	Size         int64
 	Tags         [][2]string
 	DeleteMarker bool
+	// Archived: the version is in an archive tier already (no Transition is due on it).
+	Archived bool
 }
 
 // Kind is the kind of an action. The names are the metric labels and the admin view's.
@@ -28,6 +30,8 @@ const (
 	RemoveMarker Kind = "remove_marker"
 	// AbortUpload aborts an incomplete multipart upload.
 	AbortUpload Kind = "abort_upload"
+	// TransitionCurrent moves the current version to the archive tier Action.Tier.
+	TransitionCurrent Kind = "transition"
 )
 
 // Action is an action due on one version.
@@ -35,6 +39,7 @@ type Action struct {
 	Kind Kind
 	HLC  uint64 // the version acted on
 	Rule string // the ID of the rule that asks for it
+	Tier string // a Transition's tier
 }
 
 // maxDays is the largest number of days dueAfter adds: about 270 years, below the
@@ -120,7 +125,8 @@ func sizeOK(size int64, gt, lt *int64) bool {
 // Evaluate returns the actions due at now on a key's versions, given newest first (the
 // first is the current one). Rules may overlap, as current S3 allows: every enabled
 // rule that matches a version is considered, and a version gets one action, from the
-// first rule (in document order) under which it is due. ExpireCurrent is never due on a
+// first rule (in document order) under which it is due; an expiry of the current
+// version before a Transition of it (which is never due on an archived version). ExpireCurrent is never due on a
 // delete marker; RemoveMarker only on a current delete marker with no other version (by
 // ExpiredObjectDeleteMarker, or by Days once the marker is that old).
 func (c *Config) Evaluate(key string, versions []Version, now time.Time) []Action {
@@ -154,6 +160,21 @@ func (c *Config) Evaluate(key string, versions []Version, now time.Time) []Actio
 		if due, ok := e.due(cur.ModTime); ok && !now.Before(due) && rl.matches(key, cur.Size, cur.Tags) {
 			out = append(out, Action{Kind: ExpireCurrent, HLC: cur.HLC, Rule: rl.ID})
 			break
+		}
+	}
+	// A Transition of the current version, unless it expires now (why move what goes?) or
+	// is archived already: the first rule under which one is due.
+	if len(out) == 0 && !cur.DeleteMarker && !cur.Archived {
+		for i := range c.Rules {
+			rl := &c.Rules[i]
+			if rl.Status != "Enabled" || len(rl.Transitions) == 0 || !rl.prefixOK(key) {
+				continue
+			}
+			t := &rl.Transitions[0]
+			if !now.Before(t.due(cur.ModTime)) && rl.matches(key, cur.Size, cur.Tags) {
+				out = append(out, Action{Kind: TransitionCurrent, HLC: cur.HLC, Rule: rl.ID, Tier: t.Tier()})
+				break
+			}
 		}
 	}
 	// Noncurrent versions: version i became noncurrent when version i-1 was written.
@@ -195,6 +216,18 @@ func (e *Expiration) due(mod time.Time) (time.Time, bool) {
 		return d, true
 	}
 	return time.Time{}, false
+}
+
+// due returns when a current version written at mod is due to move by t.
+func (t *Transition) due(mod time.Time) time.Time {
+	if t.Days != nil {
+		return dueAfter(mod, *t.Days)
+	}
+	d := t.date
+	if d.IsZero() && t.Date != nil {
+		d, _ = parseDate(*t.Date) // a Config built without Parse: parsed here, never written back
+	}
+	return d
 }
 
 // Expiry returns when the current version v of key expires by the first enabled rule

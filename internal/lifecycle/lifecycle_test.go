@@ -55,7 +55,20 @@ var parseTests = []struct {
 	{"abort zero", doc(`<Rule><Filter/><Status>Enabled</Status><AbortIncompleteMultipartUpload><DaysAfterInitiation>0</DaysAfterInitiation></AbortIncompleteMultipartUpload></Rule>`), "InvalidArgument"},
 	{"noncurrent zero", doc(`<Rule><Filter/><Status>Enabled</Status><NoncurrentVersionExpiration><NoncurrentDays>0</NoncurrentDays></NoncurrentVersionExpiration></Rule>`), "InvalidArgument"},
 	{"newer too many", doc(`<Rule><Filter/><Status>Enabled</Status><NoncurrentVersionExpiration><NoncurrentDays>1</NoncurrentDays><NewerNoncurrentVersions>101</NewerNoncurrentVersions></NoncurrentVersionExpiration></Rule>`), "InvalidArgument"},
-	{"transition", doc(`<Rule><Filter/><Status>Enabled</Status><Transition><Days>30</Days><StorageClass>GLACIER</StorageClass></Transition></Rule>`), "NotImplemented"},
+	{"transition", doc(`<Rule><Filter/><Status>Enabled</Status><Transition><Days>30</Days><StorageClass>GLACIER</StorageClass></Transition></Rule>`), ""},
+	{"transition days 0", doc(`<Rule><Filter/><Status>Enabled</Status><Transition><Days>0</Days><StorageClass>cold</StorageClass></Transition></Rule>`), ""},
+	{"transition date", doc(`<Rule><Filter/><Status>Enabled</Status><Transition><Date>2027-01-01T00:00:00Z</Date><StorageClass>cold</StorageClass></Transition><Expiration><Date>2027-02-01T00:00:00Z</Date></Expiration></Rule>`), ""},
+	{"transition then expiration", doc(`<Rule><Filter/><Status>Enabled</Status><Transition><Days>30</Days><StorageClass>cold</StorageClass></Transition><Expiration><Days>31</Days></Expiration></Rule>`), ""},
+	{"transition and marker cleanup", doc(`<Rule><Filter/><Status>Enabled</Status><Transition><Days>30</Days><StorageClass>cold</StorageClass></Transition><Expiration><ExpiredObjectDeleteMarker>true</ExpiredObjectDeleteMarker></Expiration></Rule>`), ""},
+	{"transition negative", doc(`<Rule><Filter/><Status>Enabled</Status><Transition><Days>-1</Days><StorageClass>cold</StorageClass></Transition></Rule>`), "InvalidArgument"},
+	{"transition days and date", doc(`<Rule><Filter/><Status>Enabled</Status><Transition><Days>1</Days><Date>2027-01-01T00:00:00Z</Date><StorageClass>cold</StorageClass></Transition></Rule>`), "MalformedXML"},
+	{"transition neither", doc(`<Rule><Filter/><Status>Enabled</Status><Transition><StorageClass>cold</StorageClass></Transition></Rule>`), "MalformedXML"},
+	{"transition no class", doc(`<Rule><Filter/><Status>Enabled</Status><Transition><Days>1</Days></Transition></Rule>`), "MalformedXML"},
+	{"transition date not midnight", doc(`<Rule><Filter/><Status>Enabled</Status><Transition><Date>2027-01-01T05:00:00Z</Date><StorageClass>cold</StorageClass></Transition></Rule>`), "InvalidArgument"},
+	{"expiration before transition", doc(`<Rule><Filter/><Status>Enabled</Status><Transition><Days>30</Days><StorageClass>cold</StorageClass></Transition><Expiration><Days>30</Days></Expiration></Rule>`), "InvalidArgument"},
+	{"expiration date before transition", doc(`<Rule><Filter/><Status>Enabled</Status><Transition><Date>2027-02-01T00:00:00Z</Date><StorageClass>cold</StorageClass></Transition><Expiration><Date>2027-01-01T00:00:00Z</Date></Expiration></Rule>`), "InvalidArgument"},
+	{"transition days, expiration date", doc(`<Rule><Filter/><Status>Enabled</Status><Transition><Days>3</Days><StorageClass>cold</StorageClass></Transition><Expiration><Date>2027-01-01T00:00:00Z</Date></Expiration></Rule>`), "InvalidRequest"},
+	{"two transitions", doc(`<Rule><Filter/><Status>Enabled</Status><Transition><Days>3</Days><StorageClass>cold</StorageClass></Transition><Transition><Days>30</Days><StorageClass>remote</StorageClass></Transition></Rule>`), "NotImplemented"},
 	{"noncurrent transition", doc(`<Rule><Filter/><Status>Enabled</Status><NoncurrentVersionTransition><NoncurrentDays>30</NoncurrentDays><StorageClass>GLACIER</StorageClass></NoncurrentVersionTransition></Rule>`), "NotImplemented"},
 	{"too many rules", doc(strings.Repeat(`<Rule><Filter/><Status>Enabled</Status><Expiration><Days>1</Days></Expiration></Rule>`, MaxRules+1)), "MalformedXML"},
 }
@@ -201,6 +214,53 @@ func TestEvaluate(t *testing.T) {
 				t.Fatalf("got %q, want %q", g, tt.want)
 			}
 		})
+	}
+}
+
+// TestEvaluateTransition: a Transition is due Days after the write (S3's rounding) or from
+// its Date, on current versions only, never on an archived one or one due to expire.
+func TestEvaluateTransition(t *testing.T) {
+	c := mustParse(t,
+		`<Rule><ID>old</ID><Filter><Prefix>old/</Prefix></Filter><Status>Enabled</Status><Transition><Days>30</Days><StorageClass>COLD</StorageClass></Transition><Expiration><Days>60</Days></Expiration></Rule>`,
+		`<Rule><ID>on</ID><Filter><Prefix>d/</Prefix></Filter><Status>Enabled</Status><Transition><Date>2026-03-01T00:00:00Z</Date><StorageClass>remote</StorageClass></Transition></Rule>`,
+	)
+	at := func(days int) time.Time { return day0.Add(time.Duration(days) * 24 * time.Hour) }
+	v := func(hlc uint64, mod time.Time) Version { return Version{HLC: hlc, ModTime: mod, Size: 1} }
+	archived := v(1, day0)
+	archived.Archived = true
+	tests := []struct {
+		name string
+		key  string
+		vs   []Version
+		now  time.Time
+		want string
+	}{
+		{"not yet", "old/a", []Version{v(1, day0)}, at(30), ""},
+		{"due", "old/a", []Version{v(1, day0)}, at(31), "transition:1:old:cold"},
+		{"archived", "old/a", []Version{archived}, at(31), ""},
+		{"expires instead", "old/a", []Version{v(1, day0)}, at(61), "expire_current:1:old:"},
+		{"noncurrent stays", "old/a", []Version{v(2, at(40)), v(1, day0)}, at(41), ""},
+		{"marker", "old/a", []Version{{HLC: 2, ModTime: day0, DeleteMarker: true}, v(1, day0)}, at(41), ""},
+		{"before the date", "d/a", []Version{v(1, day0)}, time.Date(2026, 2, 28, 23, 0, 0, 0, time.UTC), ""},
+		{"from the date", "d/a", []Version{v(1, day0)}, time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), "transition:1:on:remote"},
+		{"other prefix", "x/a", []Version{v(1, day0)}, at(1000), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, a := range c.Evaluate(tt.key, tt.vs, tt.now) {
+				got = append(got, fmt.Sprintf("%s:%d:%s:%s", a.Kind, a.HLC, a.Rule, a.Tier))
+			}
+			if g := strings.Join(got, " "); g != tt.want {
+				t.Fatalf("got %q, want %q", g, tt.want)
+			}
+		})
+	}
+	if err := c.CheckTiers(func(tier string) bool { return tier == "cold" }); err == nil || !strings.Contains(err.Error(), "InvalidStorageClass") || !strings.Contains(err.Error(), "remote") {
+		t.Fatalf("CheckTiers with remote missing: %v", err)
+	}
+	if err := c.CheckTiers(func(string) bool { return true }); err != nil {
+		t.Fatalf("CheckTiers: %v", err)
 	}
 }
 

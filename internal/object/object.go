@@ -7,6 +7,7 @@ package object
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -645,6 +646,32 @@ func (o *Object) TierRef() (tier, key string, ok bool) {
 	}
 	tier, key, ok = strings.Cut(o.Stripe.Upload[len(TierLayout):], ":")
 	return tier, key, ok && tier != "" && key != ""
+}
+
+// RestoredPrefix starts the keys, in the cluster's tier bucket (clustermap.TierBucket),
+// of the temporary copies RestoreObject makes of versions archived in a restore-mode
+// tier: RestoredKey. No tier's name starts with '_', so no tier's copies share it.
+const RestoredPrefix = "_restored/"
+
+// RestoreExpiryMeta is the user-metadata key of a restored copy that holds when it
+// expires (unix seconds).
+const RestoreExpiryMeta = "cairn-restore-expiry"
+
+// RestoredKey is the tier-bucket key of the restored copy of version v of bucket/key.
+func RestoredKey(bucket, key string, v uint64) string {
+	return fmt.Sprintf("%s%s/%016x/%s", RestoredPrefix, bucket, v, key)
+}
+
+// RestoreExpiry returns when the restored copy o expires; false if o has no expiry.
+func RestoreExpiry(o *Object) (time.Time, bool) {
+	for _, kv := range o.UserMeta {
+		if kv[0] == RestoreExpiryMeta {
+			if sec, err := strconv.ParseInt(kv[1], 10, 64); err == nil {
+				return time.Unix(sec, 0).UTC(), true
+			}
+		}
+	}
+	return time.Time{}, false
 }
 
 // Tiered reports whether o is an archived version's record (a stub).

@@ -32,7 +32,9 @@ import (
 //     writes the same record again;
 //   - a noncurrent version due: its purge (a null one: a null tombstone at HLC+1);
 //   - a delete marker that is its key's only version: its purge;
-//   - a stale upload: an abort.
+//   - a stale upload: an abort;
+//   - a current version due to move to an archive tier (Transition): its migration
+//     (Coordinator.Migrate, as the water marks' migration does it).
 //
 // A version under a legal hold or an unexpired retention is never removed: it is
 // skipped and counted (and every holder would refuse the purge anyway). Decisions use
@@ -61,8 +63,10 @@ type LifecycleCounts struct {
 	ExpiredNoncurrent int64 `json:"expired_noncurrent"`
 	RemovedMarkers    int64 `json:"removed_markers"`
 	AbortedUploads    int64 `json:"aborted_uploads"`
-	SkippedLocked     int64 `json:"skipped_locked"` // versions Object Lock protects
-	Raced             int64 `json:"raced"`          // a newer write came first
+	Transitioned      int64 `json:"transitioned"`       // current versions moved to an archive tier
+	TransitionedBytes int64 `json:"transitioned_bytes"` // of those
+	SkippedLocked     int64 `json:"skipped_locked"`     // versions Object Lock protects
+	Raced             int64 `json:"raced"`              // a newer write came first
 	Errors            int64 `json:"errors"`
 }
 
@@ -72,6 +76,8 @@ func (c *LifecycleCounts) add(o LifecycleCounts) {
 	c.ExpiredNoncurrent += o.ExpiredNoncurrent
 	c.RemovedMarkers += o.RemovedMarkers
 	c.AbortedUploads += o.AbortedUploads
+	c.Transitioned += o.Transitioned
+	c.TransitionedBytes += o.TransitionedBytes
 	c.SkippedLocked += o.SkippedLocked
 	c.Raced += o.Raced
 	c.Errors += o.Errors
@@ -490,7 +496,7 @@ func (r *lcRound) key(ctx context.Context, key string, vs []*object.Object) {
 	in := make([]lifecycle.Version, len(vs))
 	byHLC := make(map[uint64]*object.Object, len(vs))
 	for i, o := range vs {
-		in[i] = lifecycle.Version{HLC: o.HLC, ModTime: time.Unix(0, o.ModTime), Size: o.Size, Tags: o.Tags, DeleteMarker: o.DeleteMarker}
+		in[i] = lifecycle.Version{HLC: o.HLC, ModTime: time.Unix(0, o.ModTime), Size: o.Size, Tags: o.Tags, DeleteMarker: o.DeleteMarker, Archived: o.Tiered()}
 		byHLC[o.HLC] = o
 	}
 	r.counts.Scanned += int64(len(vs))
@@ -503,6 +509,10 @@ func (r *lcRound) key(ctx context.Context, key string, vs []*object.Object) {
 func (r *lcRound) act(ctx context.Context, key string, a lifecycle.Action, o *object.Object) {
 	if ctx.Err() != nil {
 		return // stopping: the round is not recorded, the next one does it
+	}
+	if a.Kind == lifecycle.TransitionCurrent {
+		r.transition(ctx, key, a, o)
+		return
 	}
 	if a.Kind != lifecycle.ExpireCurrent && o.Locked(r.now.UnixNano(), false) {
 		r.counts.SkippedLocked++
@@ -562,6 +572,30 @@ func (r *lcRound) act(ctx context.Context, key string, a lifecycle.Action, o *ob
 		r.counts.ExpiredNoncurrent++
 	default:
 		r.counts.RemovedMarkers++
+	}
+}
+
+// transition moves the current version o of key to the archive tier a.Tier through the
+// tiers' migration (the coordinator's Migrate: copy checked against its MD5, then the
+// stub on every holder, then the local bodies dropped), paced by the object's size. The
+// tier must still be in the map. Migrate does nothing (counted as raced) for a version
+// no longer current, archived already, empty, or under Object Lock when the tier is
+// external; it is idempotent: a repeated action finds the version archived.
+func (r *lcRound) transition(ctx context.Context, key string, a lifecycle.Action, o *object.Object) {
+	if _, ok := r.l.maps.Current().Tiers[a.Tier]; !ok {
+		r.fail(key, a, errors.Errorf("", errors.NotExist, "no archive tier %q in the cluster map", a.Tier))
+		return
+	}
+	r.pace.wait(ctx, o.Size)
+	n, err := r.l.coord.Migrate(ctx, r.bucket, key, o.HLC, a.Tier)
+	switch {
+	case err != nil:
+		r.fail(key, a, err)
+	case n == 0:
+		r.counts.Raced++
+	default:
+		r.counts.Transitioned++
+		r.counts.TransitionedBytes += n
 	}
 }
 

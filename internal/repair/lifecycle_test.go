@@ -643,3 +643,143 @@ func TestLifecycleSchedule(t *testing.T) {
 		h()
 	}
 }
+
+// newTierCluster is four nodes, two of device class archive with the class COLD on them,
+// the class tier "cold" of that class with the given recall mode, the map at feature
+// level 9 with the tier bucket, and every node holding every record; the loops use the
+// returned clock.
+func newTierCluster(t *testing.T, recall string) (*cluster, *testClock) {
+	t.Helper()
+	c := newCluster(t, 4)
+	clock := &testClock{t: time.Now()}
+	for _, n := range c.nodes {
+		n.loops.now = clock.now
+	}
+	m := c.maps.Current().Clone()
+	m.Epoch++
+	m.Level = clustermap.TierBucketLevel
+	m.Replicas = 4 // every node holds every record (settle compares the stores)
+	m.Classes[clustermap.StandardClass] = clustermap.Class{Name: clustermap.StandardClass, N: 4, W: 2, R: 1, D: 2}
+	m.Nodes[2].DeviceClass, m.Nodes[3].DeviceClass = "archive", "archive"
+	m.Classes["COLD"] = clustermap.Class{Name: "COLD", N: 2, W: 2, R: 1, D: 2, DeviceClass: "archive", Chunk: 64 << 10}
+	m.Tiers = map[string]clustermap.Tier{"cold": {Name: "cold", Kind: clustermap.TierClass, Class: "COLD", Recall: recall}}
+	c.maps.Set(m)
+	c.setBuckets(t, map[string]map[string]string{clustermap.TierBucket: nil})
+	return c, clock
+}
+
+// TestLifecycleTransition: Transition rules (Days, and Date) move current versions to a
+// class tier through the tiers' migration, with the clock moved forward: due versions
+// only, once over the four nodes (a second round finds them archived), each archived on
+// every holder with its metadata and read back identical (a recall); a rule naming a
+// tier the map lacks fails its action and archives nothing.
+func TestLifecycleTransition(t *testing.T) {
+	c, clock := newTierCluster(t, clustermap.RecallTransparent)
+	start := clock.now()
+	day := func(n int) time.Time { return start.Add(time.Duration(n) * 24 * time.Hour) }
+	date := day(10).UTC().Truncate(24 * time.Hour).Format(time.RFC3339)
+	doc := `<LifecycleConfiguration>` +
+		`<Rule><ID>old</ID><Filter><Prefix>old/</Prefix></Filter><Status>Enabled</Status><Transition><Days>30</Days><StorageClass>COLD</StorageClass></Transition></Rule>` +
+		`<Rule><ID>dated</ID><Filter><Prefix>dated/</Prefix></Filter><Status>Enabled</Status><Transition><Date>` + date + `</Date><StorageClass>cold</StorageClass></Transition></Rule>` +
+		`</LifecycleConfiguration>`
+	c.setBuckets(t, map[string]map[string]string{"lt": {lifecycleKind: doc}, clustermap.TierBucket: nil})
+	bodies := map[string][]byte{}
+	for i, k := range []string{"old/a", "old/b", "dated/c", "other/d"} {
+		bodies[k] = bytes.Repeat([]byte{byte('a' + i)}, 200<<10+i)
+		putMeta(t, c, "lt", k, bodies[k], object.Object{ContentType: "text/x-lt", UserMeta: [][2]string{{"n", k}}})
+	}
+	archived := func(key string) bool {
+		_, ts, err := c.nodes[0].gw.Topology().Replicas("lt", key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all := true
+		for _, tg := range ts {
+			for _, n := range c.nodes {
+				if n.id == tg.ID {
+					o, err := n.st.StatVersion("lt", key)
+					all = all && err == nil && o.Tiered()
+				}
+			}
+		}
+		return all
+	}
+	want := func(when string, arch ...string) {
+		t.Helper()
+		for k := range bodies {
+			if got, w := archived(k), contains(arch, k); got != w {
+				t.Fatalf("%s: %s archived %v, want %v", when, k, got, w)
+			}
+		}
+	}
+	if got := c.lifecycleRound(t, "lt"); got.Transitioned != 0 || got.Errors != 0 {
+		t.Fatalf("round at the start: %+v", got)
+	}
+	want("at the start")
+	clock.set(day(11))
+	if got := c.lifecycleRound(t, "lt"); got.Transitioned != 1 || got.Errors != 0 {
+		t.Fatalf("round after the date: %+v, want 1 transition", got)
+	}
+	want("after the date", "dated/c")
+	clock.set(day(31))
+	if got := c.lifecycleRound(t, "lt"); got.Transitioned != 2 || got.TransitionedBytes != int64(len(bodies["old/a"])+len(bodies["old/b"])) || got.Errors != 0 {
+		t.Fatalf("round after 30 days: %+v, want 2 transitions", got)
+	}
+	want("after 30 days", "dated/c", "old/a", "old/b")
+	if got := c.lifecycleRound(t, "lt"); got.Transitioned != 0 || got.Errors != 0 {
+		t.Fatalf("round again: %+v, want nothing to do", got)
+	}
+	// The metadata stays in the record; a read recalls the bytes.
+	ctx := context.Background()
+	for _, k := range []string{"old/a", "dated/c"} {
+		o, err := c.nodes[1].gw.StatObject(ctx, "lt", k)
+		if err != nil || o.ContentType != "text/x-lt" || len(o.UserMeta) != 1 || o.UserMeta[0] != [2]string{"n", k} || o.Size != int64(len(bodies[k])) {
+			t.Fatalf("stat %s: %+v, %v", k, o, err)
+		}
+		rd, err := c.nodes[1].gw.OpenObject(ctx, "lt", k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		_, err = rd.WriteRange(ctx, &buf, 0, rd.Info().Size)
+		rd.Close()
+		if err != nil || !bytes.Equal(buf.Bytes(), bodies[k]) {
+			t.Fatalf("read %s: %d bytes, %v; want the %d written", k, buf.Len(), err, len(bodies[k]))
+		}
+	}
+	proctest.WaitFor(t, 20*time.Second, func() error { // the reads streamed; the recalls run behind them
+		if archived("old/a") || archived("dated/c") {
+			return fmt.Errorf("old/a or dated/c still archived")
+		}
+		return nil
+	})
+	want("after the reads", "old/b")
+	// A rule naming a tier the map does not have: the action fails, nothing is archived.
+	m := c.maps.Current().Clone()
+	m.Epoch++
+	delete(m.Tiers, "cold")
+	m.Tiers["gone"] = clustermap.Tier{Name: "gone", Kind: clustermap.TierClass, Class: "COLD"}
+	c.maps.Set(m)
+	c.setBuckets(t, map[string]map[string]string{"lt": {lifecycleKind: strings.ReplaceAll(doc, "<StorageClass>COLD<", "<StorageClass>nowhere<")}})
+	putMeta(t, c, "lt", "old/e", []byte("e"), object.Object{})
+	clock.set(day(62))
+	c.settle(t, "lt")
+	var errs int64
+	for _, n := range c.nodes {
+		n.loops.LifecycleRound(ctx, "lt")
+		for _, p := range n.loops.LifecycleStatus() {
+			if p.Bucket == "lt" {
+				errs += p.Last.Errors
+				if p.Last.Errors > 0 && !strings.Contains(p.Err, `no archive tier "`) {
+					t.Fatalf("%s: the failed round says %q", n.id, p.Err)
+				}
+			}
+		}
+	}
+	if errs != 3 { // old/a (recalled) and old/e to "nowhere", dated/c (recalled) to "cold", gone
+		t.Fatalf("%d failed actions, want 3", errs)
+	}
+	if archived("old/e") || archived("old/a") || archived("dated/c") {
+		t.Fatal("archived in a tier the map lacks")
+	}
+}

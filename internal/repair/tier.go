@@ -16,7 +16,8 @@ import (
 // Pressure-driven migration (docs/design/tiering.md): a storage node whose device class
 // has water marks compares its own use (its store's accounting) with its capacity in the
 // map; past the high mark it archives the current versions of the keys it is the first
-// live holder of, oldest first, through the coordinator's Migrate, until it is under the
+// live holder of, least recently used first, through the coordinator's Migrate (to an
+// external S3 tier or a class of this cluster), until it is under the
 // low mark; paced by the node's background budget; paused by the marks' paused flag.
 
 // TierProgress is this node's migration, for `cairn admin tier status`.
@@ -101,6 +102,7 @@ func (l *Loops) RunTiering(ctx context.Context) {
 			}
 		}
 		l.CollectTierGarbage(ctx)
+		l.DropExpiredRestores(ctx)
 		l.TierPass(ctx)
 		select {
 		case <-ctx.Done():
@@ -108,6 +110,18 @@ func (l *Loops) RunTiering(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// firstUpHolderIn reports whether this node is the first holder in ids that is up and of
+// device class dc: the one node of the marked class that migrates the key (a key's
+// holders may be of several device classes, and only the marked one's nodes migrate).
+func (l *Loops) firstUpHolderIn(m *clustermap.Map, ids []string, dc string) bool {
+	for _, id := range ids {
+		if n, ok := m.Node(id); ok && n.State == clustermap.StateUp && n.DeviceClass == dc {
+			return id == l.self
+		}
+	}
+	return false
 }
 
 // tierMaxFailures is how many migrations in a row may fail before a run gives up until
@@ -150,8 +164,14 @@ func (l *Loops) TierPass(ctx context.Context) int64 {
 		return 0
 	}
 	t, ok := m.Tiers[w.Tier]
-	if !ok || t.Kind != clustermap.TierS3 {
-		l.tierUpdate(func(p *TierProgress) { p.Err = "only external (s3) tiers take migrations in this build" })
+	if !ok {
+		l.tierUpdate(func(p *TierProgress) { p.Err = "no tier " + w.Tier + " in the map" })
+		return 0
+	}
+	if _, bucket := m.Buckets[clustermap.TierBucket]; t.Kind == clustermap.TierClass && (!bucket || m.Level < clustermap.TierBucketLevel) {
+		l.tierUpdate(func(p *TierProgress) {
+			p.Err = "class tier " + w.Tier + " was added before the cluster reached feature level 9: remove it and add it again"
+		})
 		return 0
 	}
 	l.tierUpdate(func(p *TierProgress) {
@@ -166,13 +186,13 @@ func (l *Loops) TierPass(ctx context.Context) int64 {
 	var cands []tierCandidate
 	err = l.store.Scan(func(b, _ string) bool {
 		_, ok := m.Buckets[b]
-		return ok && b != clustermap.VolumeBucket && !strings.HasPrefix(b, store.InternalPrefix)
+		return ok && b != clustermap.VolumeBucket && b != clustermap.TierBucket && !strings.HasPrefix(b, store.InternalPrefix)
 	}, func(e object.VersionEntry) error {
 		// Whole copies only: an erasure-coded object's bytes are on its class's nodes.
 		if e.Deleted || e.Noncurrent || e.DeleteMarker || e.Striped || e.Size == 0 {
 			return nil
 		}
-		if l.firstUpHolder(m, tc.Table.Lookup(e.Bucket, e.Key)) {
+		if l.firstUpHolderIn(m, tc.Table.Lookup(e.Bucket, e.Key), self.DeviceClass) {
 			cands = append(cands, tierCandidate{bucket: e.Bucket, key: e.Key, hlc: e.HLC, size: e.Size})
 		}
 		return nil
@@ -259,6 +279,68 @@ func (l *Loops) TierPass(ctx context.Context) int64 {
 		l.log.Info("tier: migrated", "tier", w.Tier, "bytes", done, "used", l.usedBytes(), "low", low)
 	}
 	return done
+}
+
+// DropExpiredRestores deletes the restored copies (object.RestoredKey in the tier bucket)
+// that have expired by Config.Now and that this node is the first up holder of (a
+// tombstone at the copy's version + 1, as the lifecycle runner expires objects: a copy
+// made again meanwhile is newer and stays). The archived version stays archived: a GET
+// of it is InvalidObjectState again. It returns the copies dropped.
+func (l *Loops) DropExpiredRestores(ctx context.Context) int {
+	if l.store == nil {
+		return 0
+	}
+	m := l.maps.Current()
+	if _, ok := m.Buckets[clustermap.TierBucket]; !ok {
+		return 0
+	}
+	tc, err := l.topo.Layout(m)
+	if err != nil {
+		return 0
+	}
+	// Only the restored copies' keys (a prefix listing of this node's records), not the
+	// class tiers' copies beside them in the bucket.
+	var due []*object.Object
+	var keys []string
+	now := l.now()
+	opts := object.VersionListOptions{Prefix: object.RestoredPrefix, Max: 1000}
+	for {
+		page, err := l.store.ListVersions(clustermap.TierBucket, opts)
+		if err != nil {
+			l.log.Warn("tier: cannot list the restored copies", "err", err)
+			return 0
+		}
+		for _, v := range page.Versions {
+			o := v.Object
+			if !v.Current || o.DeleteMarker || !l.firstUpHolder(m, tc.Table.Lookup(clustermap.TierBucket, v.Key)) {
+				continue
+			}
+			if exp, ok := object.RestoreExpiry(o); ok && !now.Before(exp) {
+				due, keys = append(due, o), append(keys, v.Key)
+			}
+		}
+		if !page.Truncated {
+			break
+		}
+		opts.KeyMarker, opts.VersionMarker, opts.AfterNull = page.NextKey, page.NextVersion, page.NextNull
+	}
+	n := 0
+	var lastErr error
+	for i, k := range keys {
+		if ctx.Err() != nil {
+			break
+		}
+		o := due[i]
+		if _, err := l.coord.DeleteRecord(ctx, clustermap.TierBucket, k, object.Object{HLC: o.HLC + 1, ModTime: now.UnixNano()}); err != nil {
+			lastErr = err
+			continue
+		}
+		n++
+	}
+	if lastErr != nil {
+		l.log.Warn("tier: expired restored copies left for later", "err", lastErr)
+	}
+	return n
 }
 
 // CollectTierGarbage deletes from their tiers the copies of archived versions that this

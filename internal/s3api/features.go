@@ -189,7 +189,7 @@ var features = []feature{
 	{header, "X-Amz-Rename-Source", "", "", errNI, "RenameObject"},
 	{header, "X-Amz-Create-Session-Mode", "", "", errNI, "directory-bucket sessions"},
 	{header, "X-Amz-Skip-Destination-Validation", "", "", errNI, "replication"},
-	{header, "X-Amz-Transition-Default-Minimum-Object-Size", "PutBucketLifecycleConfiguration", "", errNI, "accepted and without effect: lifecycle transitions are NotImplemented"},
+	{header, "X-Amz-Transition-Default-Minimum-Object-Size", "PutBucketLifecycleConfiguration", "", errNI, "accepted and without effect: Transition rules move objects of any size"},
 
 	// Sub-resources: the query parameters that choose an operation. Outside the operations
 	// listed each is refused, so none can fall through to a plain GET or PUT of the object.
@@ -207,7 +207,7 @@ var features = []feature{
 	{query, "policy", "GetBucketPolicy PutBucketPolicy DeleteBucketPolicy", "", errNI, "bucket policies"},
 	{query, "policyStatus", "GetBucketPolicyStatus", "", errNI, "bucket policy status"},
 	{query, "cors", "PutBucketCors GetBucketCors DeleteBucketCors", "", errNI, "bucket CORS configurations; preflight OPTIONS answered from them"},
-	{query, "lifecycle", "PutBucketLifecycleConfiguration GetBucketLifecycleConfiguration DeleteBucketLifecycle", "", errNI, "lifecycle configurations: Expiration (Days, Date, ExpiredObjectDeleteMarker), NoncurrentVersionExpiration, AbortIncompleteMultipartUpload, filters by prefix, tags and size, applied daily by every storage node; x-amz-expiration on PUT, copy, multipart completion, GET and HEAD; Transition is NotImplemented (archive tiers migrate by water marks, not by lifecycle rules yet)"},
+	{query, "lifecycle", "PutBucketLifecycleConfiguration GetBucketLifecycleConfiguration DeleteBucketLifecycle", "", errNI, "lifecycle configurations: Expiration (Days, Date, ExpiredObjectDeleteMarker), NoncurrentVersionExpiration, AbortIncompleteMultipartUpload, filters by prefix, tags and size, applied daily by every storage node; Transition (Days or Date; one per rule; StorageClass names an archive tier of the cluster: cairn admin tier list) of current versions through the tiers' migration; x-amz-expiration on PUT, copy, multipart completion, GET and HEAD; NoncurrentVersionTransition and more than one Transition per rule are NotImplemented"},
 	{query, "replication", "", "", errNI, "bucket replication"},
 	{query, "website", "", "", errNI, "website hosting"},
 	{query, "encryption", "PutBucketEncryption GetBucketEncryption DeleteBucketEncryption", "", errNI, "bucket default encryption: AES256 (SSE-S3) only"},
@@ -215,7 +215,7 @@ var features = []feature{
 	{query, "retention", "GetObjectRetention PutObjectRetention", "", errNI, "object lock: a version's retention"},
 	{query, "legal-hold", "GetObjectLegalHold PutObjectLegalHold", "", errNI, "object lock: a version's legal hold"},
 	{query, "torrent", "", "", errNI, "BitTorrent"},
-	{query, "restore", "RestoreObject", "", errNI, "RestoreObject of an object archived in a restore-mode tier (Days accepted; the object is local again for good, no expiry; SELECT restores refused)"},
+	{query, "restore", "RestoreObject", "", errNI, "RestoreObject of an object archived in a restore-mode tier (Days: a temporary copy, x-amz-restore with its expiry-date, dropped after it; SELECT restores refused)"},
 	{query, "select", "", "", errNI, "SelectObjectContent"},
 	{query, "select-type", "", "", errNI, "SelectObjectContent"},
 	{query, "notification", "PutBucketNotificationConfiguration GetBucketNotificationConfiguration", "", errNI, "bucket notifications: Queue and Topic configurations naming operator targets (webhook, Redis), ObjectCreated:Put/CompleteMultipartUpload and ObjectRemoved:Delete/DeleteMarkerCreated with prefix/suffix filters, delivered at least once (docs/design/notifications.md)"},

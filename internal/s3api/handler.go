@@ -137,6 +137,10 @@ type Config struct {
 	// (the cluster map's targets). Nil: there are none, and every configuration naming
 	// one is refused.
 	NotifyTarget func(name string) bool
+	// ArchiveTier reports whether an archive tier of that name exists (the cluster map's
+	// tiers), for lifecycle Transition rules. Nil: there are none, and every Transition
+	// is refused.
+	ArchiveTier func(name string) bool
 }
 
 // Handler is the S3 API as an http.Handler.

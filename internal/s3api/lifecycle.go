@@ -23,6 +23,8 @@ import (
 // lifecycleKind is the bucket configuration kind (also the runner's).
 const lifecycleKind = "lifecycle"
 
+var errLifecycleUpgrade = &apiError{"ServiceUnavailable", "The cluster is being upgraded: lifecycle Transition rules work once every node runs a build of feature level 9.", 503}
+
 var errNoSuchLifecycle = &apiError{"NoSuchLifecycleConfiguration", "The lifecycle configuration does not exist", 404}
 
 // lifecycleError turns a refusal of package lifecycle into the S3 error.
@@ -60,6 +62,16 @@ func (h *Handler) putBucketLifecycle(w http.ResponseWriter, r *http.Request, rq 
 	cfg, err := lifecycle.Parse(data)
 	if err != nil {
 		return lifecycleError(err)
+	}
+	if cfg.Transitions() {
+		// An older runner refuses to parse Transitions, and would expire nothing here.
+		if !h.levelAtLeast(9) {
+			return errLifecycleUpgrade
+		}
+		known := func(tier string) bool { return h.cfg.ArchiveTier != nil && h.cfg.ArchiveTier(tier) }
+		if err := cfg.CheckTiers(known); err != nil {
+			return lifecycleError(err)
+		}
 	}
 	doc, err := cfg.Marshal()
 	if err != nil {

@@ -104,7 +104,11 @@ func TestBucketLifecycle(t *testing.T) {
 		{"no action", rule(""), 400, "InvalidRequest"},
 		{"noncurrent days zero", rule("<NoncurrentVersionExpiration><NoncurrentDays>0</NoncurrentDays></NoncurrentVersionExpiration>"), 400, "InvalidArgument"},
 		{"abort days zero", rule("<AbortIncompleteMultipartUpload><DaysAfterInitiation>0</DaysAfterInitiation></AbortIncompleteMultipartUpload>"), 400, "InvalidArgument"},
-		{"transition", rule("<Transition><Days>30</Days><StorageClass>GLACIER</StorageClass></Transition>"), 501, "NotImplemented"},
+		{"transition to no tier", rule("<Transition><Days>30</Days><StorageClass>GLACIER</StorageClass></Transition>"), 400, "InvalidStorageClass"},
+		{"expiration before transition", rule("<Transition><Days>30</Days><StorageClass>GLACIER</StorageClass></Transition><Expiration><Days>10</Days></Expiration>"), 400, "InvalidArgument"},
+		{"transition without class", rule("<Transition><Days>30</Days></Transition>"), 400, "MalformedXML"},
+		{"two transitions", rule("<Transition><Days>30</Days><StorageClass>a</StorageClass></Transition><Transition><Days>60</Days><StorageClass>b</StorageClass></Transition>"), 501, "NotImplemented"},
+		{"noncurrent transition", rule("<NoncurrentVersionTransition><NoncurrentDays>30</NoncurrentDays><StorageClass>GLACIER</StorageClass></NoncurrentVersionTransition>"), 501, "NotImplemented"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			status, body := do(t, signed(t, "PUT", srv.URL+"/lcb?lifecycle", []byte(tt.doc), map[string]string{"Content-MD5": contentMD5([]byte(tt.doc))}, time.Now()))

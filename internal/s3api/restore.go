@@ -7,7 +7,7 @@ import (
 )
 
 // restoreRequest is RestoreObject's document; cairn restores archived objects only (no
-// SELECT restores), and keeps them: Days is required and checked, not used.
+// SELECT restores): Days is required, and is the restored copy's lifetime.
 type restoreRequest struct {
 	XMLName              xml.Name `xml:"RestoreRequest"`
 	Days                 *int
@@ -20,9 +20,9 @@ type restoreRequest struct {
 // restorer is the optional capability of a Backend that archives objects in tiers
 // (gateway.Gateway.RestoreObject).
 type restorer interface {
-	// RestoreObject starts bringing bucket/key's archived current version back; false if
-	// it is not archived (restored already).
-	RestoreObject(ctx context.Context, bucket, key string) (bool, error)
+	// RestoreObject starts restoring bucket/key's archived current version for days;
+	// false if it is not archived, or restored already (the restore is renewed).
+	RestoreObject(ctx context.Context, bucket, key string, days int) (bool, error)
 }
 
 // restoreObject serves RestoreObject: 202 Accepted when a restore starts, 200 OK when the
@@ -42,7 +42,7 @@ func (h *Handler) restoreObject(w http.ResponseWriter, r *http.Request, rq *requ
 	if !ok {
 		return &apiError{"InvalidObjectState", "The operation is not valid for the object's storage class", 403}
 	}
-	started, err := rs.RestoreObject(r.Context(), rq.bucket, rq.key)
+	started, err := rs.RestoreObject(r.Context(), rq.bucket, rq.key, *doc.Days)
 	if err != nil {
 		return err
 	}

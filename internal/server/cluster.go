@@ -64,6 +64,10 @@ type mapInfo struct {
 // bucket's "acl" configuration that is a grant list rather than a canned ACL's name
 // (internal/s3api acl.go), which a build before 9 reads as granting nothing; the S3
 // layer keeps one only once the map's Level is 9.
+// Level 9 also: class tiers take migrations (their copies
+// are objects of clustermap.TierBucket, which OpPutTier creates only from level 9 on:
+// an older gateway cannot read them), and lifecycle configurations with Transition
+// rules (an older runner refuses to parse them and would expire nothing in the bucket).
 const featureLevel = 9
 
 // commandLevel is the feature level a map command needs.

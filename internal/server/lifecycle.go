@@ -247,6 +247,7 @@ func assemble(cfg Config) (_ *instance, err error) {
 		"expire_current":    lcTotal(func(s repair.LifecycleStats) int64 { return s.ExpiredCurrent }),
 		"expire_noncurrent": lcTotal(func(s repair.LifecycleStats) int64 { return s.ExpiredNoncurrent }),
 		"remove_marker":     lcTotal(func(s repair.LifecycleStats) int64 { return s.RemovedMarkers }),
+		"transition":        lcTotal(func(s repair.LifecycleStats) int64 { return s.Transitioned }),
 		"abort_upload":      lcTotal(func(s repair.LifecycleStats) int64 { return s.AbortedUploads }),
 	})
 	tierTotal := func(f func(repair.TierTotals) int64) func() float64 {
@@ -801,6 +802,7 @@ func (n *instance) s3Handler() http.Handler {
 		FeatureLevel: func() int { return n.mgr.Current().Level },
 		MasterKeys:   n.cfg.MasterKeys,
 		NotifyTarget: func(name string) bool { _, ok := n.mgr.Current().Targets[name]; return ok },
+		ArchiveTier:  func(name string) bool { _, ok := n.mgr.Current().Tiers[name]; return ok },
 	})
 }
 

@@ -35,7 +35,7 @@ func (tc *tierClients) get(name string) (gateway.TierStore, error) {
 		return nil, errors.Errorf("", errors.NotExist, "no tier %q in the cluster map", name)
 	}
 	if t.Kind != clustermap.TierS3 {
-		return nil, errors.Errorf("", errors.Precondition, "tier %s is a device-class tier: not built yet", name)
+		return nil, errors.Errorf("", errors.Precondition, "tier %s is a class tier: the gateway stores its copies itself", name)
 	}
 	tc.mu.Lock()
 	defer tc.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/repair"
 	"github.com/cairnfs/cairn/internal/secrets"
 	"github.com/cairnfs/cairn/internal/tier"
@@ -108,6 +109,10 @@ func (a *adminHandler) addTier(ctx context.Context, t clustermap.Tier) error {
 	if _, ok := m.Tiers[t.Name]; ok {
 		return errors.Errorf("", errors.Exist, "tier %s exists (remove it first to change it)", t.Name)
 	}
+	if t.Kind == clustermap.TierClass && m.Level < clustermap.TierBucketLevel {
+		return errors.Errorf("", errors.Precondition, "tier %s not added, nothing changed: the cluster's feature level is %d and class tiers need %d (every node running this build; the leader raises the level once all of them answer): try again then",
+			t.Name, m.Level, clustermap.TierBucketLevel)
+	}
 	t.Created = time.Now().UnixNano()
 	// The state machine's checks first, so that a malformed tier is refused before any I/O.
 	if _, err := clustermap.ApplyCommand(m, clustermap.Command{Op: clustermap.OpPutTier, Tier: &t}); err != nil {
@@ -201,9 +206,23 @@ func (a *adminHandler) tierStatus(ctx context.Context) []TierStatus {
 // (archived versions whose stubs would point at a tier the map no longer has) or that
 // cannot be asked.
 func (a *adminHandler) tierEmpty(ctx context.Context, name string) error {
-	t, ok := a.mgr.Current().Tiers[name]
-	if !ok || t.Kind != clustermap.TierS3 {
-		return nil // the state machine answers for an unknown tier; a class tier holds nothing of its own
+	m := a.mgr.Current()
+	t, ok := m.Tiers[name]
+	if !ok {
+		return nil // the state machine answers for an unknown tier
+	}
+	if t.Kind == clustermap.TierClass {
+		if _, ok := m.Buckets[clustermap.TierBucket]; !ok {
+			return nil
+		}
+		res, err := a.gw.List(ctx, clustermap.TierBucket, object.ListOptions{Prefix: name + "/", Max: 1})
+		switch {
+		case err != nil:
+			return errors.Errorf("", errors.Precondition, "tier %s not removed: cannot tell whether it still holds archived objects (%v); --force removes it anyway", name, err)
+		case len(res.Objects) > 0:
+			return errors.Errorf("", errors.Precondition, "tier %s not removed: it still holds archived objects (they would be unreadable: read them to recall them first); --force removes it anyway", name)
+		}
+		return nil
 	}
 	if a.box == nil {
 		return errors.E(errors.Precondition, "this node has no secret store")
