@@ -57,8 +57,11 @@ type mapInfo struct {
 // STANDARD only once every node's state machine takes erasure-coded volumes (an older
 // one refuses them) and every store fences their shards' writes (internal/volume ec.go).
 // The archive tiers and water marks (OpPutTier, OpRemoveTier, OpSetWaterMarks) are level 8
-// too: they came in the same release.
-const featureLevel = 8
+// too: they came in the same release. Level 9: erasure-coded PUTs name their stripes by a
+// tag and take their version once the body is complete (gateway.LevelTaggedStripes),
+// only once every node's shard collection keeps a tag's stripes while the PUT may still
+// be sending them (an older node's would collect them).
+const featureLevel = 9
 
 // commandLevel is the feature level a map command needs.
 func commandLevel(c clustermap.Command) int {
