@@ -171,11 +171,14 @@ func PutTagVersion(tag string) (v uint64, ok bool) {
 	if !ok || len(nonce) != 16 {
 		return 0, false
 	}
-	if _, err := hex.DecodeString(nonce); err != nil {
+	if b, err := hex.DecodeString(nonce); err != nil || hex.EncodeToString(b) != nonce {
 		return 0, false
 	}
 	v, err := strconv.ParseUint(hv, 16, 64)
-	return v, err == nil
+	if err != nil || strconv.FormatUint(v, 16) != hv { // only the form PutTag writes
+		return 0, false
+	}
+	return v, true
 }
 
 // Names lists the names of the stripes of the erasure-coded object o (its record), in
