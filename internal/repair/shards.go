@@ -343,6 +343,22 @@ func (l *Loops) collectShards(ctx context.Context, st *SyncStats) {
 			}
 		}
 	}
+	// The records of a key with PUT tags past their grace are listed once a round, from
+	// the oldest such tag's version on (a versioned key of many erasure-coded versions
+	// would otherwise be listed once per version).
+	putFloor := map[string]uint64{}
+	for ou := range byUpload {
+		if v, ok := stripe.PutTagVersion(ou[1]); ok && l.now().Sub(hlc.Time(v)) >= stripe.PutGrace {
+			if f, seen := putFloor[ou[0]]; !seen || v < f {
+				putFloor[ou[0]] = v
+			}
+		}
+	}
+	type listing struct {
+		recs [][]*object.Object
+		errs []error
+	}
+	listed := map[string]*listing{}
 	for ou, shards := range byUpload {
 		if ctx.Err() != nil {
 			return
@@ -355,7 +371,23 @@ func (l *Loops) collectShards(ctx context.Context, st *SyncStats) {
 		if isPut && l.now().Sub(hlc.Time(floor)) < stripe.PutGrace {
 			continue // the PUT may still be sending its body, or writing the record that reads it
 		}
-		needed, ok := l.uploadStripesNeeded(ctx, bucket, key, ou[1], floor)
+		olders := func(ts []topology.Target) ([][]*object.Object, []error) {
+			return topology.Gather(ts, func(t topology.Target) ([]*object.Object, error) { return l.keyRecords(ctx, t, bucket, key, 0) })
+		}
+		if isPut {
+			olders = func(ts []topology.Target) ([][]*object.Object, []error) {
+				if ls := listed[ou[0]]; ls != nil && len(ls.recs) == len(ts) {
+					return ls.recs, ls.errs
+				}
+				ls := &listing{}
+				ls.recs, ls.errs = topology.Gather(ts, func(t topology.Target) ([]*object.Object, error) {
+					return l.keyRecords(ctx, t, bucket, key, putFloor[ou[0]])
+				})
+				listed[ou[0]] = ls
+				return ls.recs, ls.errs
+			}
+		}
+		needed, ok := l.uploadStripesNeeded(ctx, bucket, key, ou[1], olders)
 		for _, s := range shards {
 			if strings.HasPrefix(ou[1], stripe.RelayoutPrefix) && l.now().Sub(hlc.Time(s.record)) < stripe.RelayoutGrace {
 				continue // a rewrite may still be writing the record that reads it
@@ -381,9 +413,10 @@ func (l *Loops) collectShards(ctx context.Context, st *SyncStats) {
 // The stripes of an erasure-coded PUT (from feature level 9) are named the same way by
 // the PUT's tag (stripe.PutTag: hash/put-P-NONCE.1/i, one part), and only the PUT's record
 // references the tag, written once its body is complete, at a version later than P. No
-// upload bears the tag, so step 1 below finds it absent everywhere; what keeps a PUT in
-// flight safe is its grace instead: its stripes are not considered until stripe.PutGrace
-// after P (the gateway writes no record after half of it).
+// upload bears the tag, so step 1 below is skipped; what keeps a PUT in flight safe is
+// its grace instead: its stripes are not considered until stripe.PutGrace after P (the
+// gateway writes no record after half of it, so by then its record is on the holders or
+// nowhere), and the records a round lists for one key serve all its tags.
 
 // uploadStripesNeeded decides whether the stripes of the parts of upload (of bucket/key),
 // or of the PUT whose tag it is, can still be read. ok false means no proof either way: a
@@ -391,16 +424,17 @@ func (l *Loops) collectShards(ctx context.Context, st *SyncStats) {
 // them all. ok true with a nil set means none can be read again. Otherwise the set names
 // the stripes that a holder's record reads (the parts listed when the upload was
 // completed): the others (parts left out of the completion, stripes beyond a part's end
-// after it was sent again smaller) cannot be read either. floor is a version every record
-// that references upload is newer than (0 if none is known): the listing of a versioned
-// key's older records stops there.
+// after it was sent again smaller) cannot be read either. olders lists every record of
+// the key on each holder (noncurrent ones included), newer than some version every record
+// that references upload is newer than.
 //
 // The holders are the object's current holders and the nodes that may still hold it
 // (draining, or holders under a placement replaced a short while ago): every one must
 // answer. The checks run in this order, and the order is what makes the rule safe against
 // a completion running meanwhile:
 //
-//  1. the upload, on every holder: absent everywhere (NotExist);
+//  1. the upload, on every holder: absent everywhere (NotExist; not asked for a PUT's
+//     tag, which no upload bears);
 //  2. then the records, on every holder: none references the upload (the current records
 //     first; if none does, every record of the key, noncurrent versions included).
 //
@@ -418,7 +452,8 @@ func (l *Loops) collectShards(ctx context.Context, st *SyncStats) {
 // only spreads a record some holder already has, which step 2 sees too. In the other
 // order, step 2 could see no record, a completion commit, and step 1 then see the upload
 // gone: the parts of a live object would be collected.
-func (l *Loops) uploadStripesNeeded(ctx context.Context, bucket, key, upload string, floor uint64) (needed map[string]bool, ok bool) {
+func (l *Loops) uploadStripesNeeded(ctx context.Context, bucket, key, upload string,
+	olders func(ts []topology.Target) ([][]*object.Object, []error)) (needed map[string]bool, ok bool) {
 	_, ts, err := l.topo.Replicas(bucket, key)
 	if err != nil {
 		return nil, false
@@ -429,16 +464,18 @@ func (l *Loops) uploadStripesNeeded(ctx context.Context, bucket, key, upload str
 			return nil, false
 		}
 	}
-	_, errs := topology.Gather(ts, func(t topology.Target) (struct{}, error) {
-		ans, err := l.replica(t).Parts(ctx, bucket, key, upload, 0, 1)
-		if err == nil && ans.End != nil {
-			err = errors.E(errors.NotExist, object.ErrNoSuchUpload) // ended there: its end record is all that is left
-		}
-		return struct{}{}, err
-	})
-	for _, err := range errs {
-		if !errors.Is(errors.NotExist, err) { // nil: in progress there; else: no answer
-			return nil, false
+	if _, isPut := stripe.PutTagVersion(upload); !isPut {
+		_, errs := topology.Gather(ts, func(t topology.Target) (struct{}, error) {
+			ans, err := l.replica(t).Parts(ctx, bucket, key, upload, 0, 1)
+			if err == nil && ans.End != nil {
+				err = errors.E(errors.NotExist, object.ErrNoSuchUpload) // ended there: its end record is all that is left
+			}
+			return struct{}{}, err
+		})
+		for _, err := range errs {
+			if !errors.Is(errors.NotExist, err) { // nil: in progress there; else: no answer
+				return nil, false
+			}
 		}
 	}
 	// add notes a record's stripes if it references the upload; false: a record this
@@ -472,10 +509,8 @@ func (l *Loops) uploadStripesNeeded(ctx context.Context, bucket, key, upload str
 		return needed, true // every record of the upload's object names the same stripes
 	}
 	// No current record references it: a noncurrent version of a versioned key may.
-	olders, errs := topology.Gather(ts, func(t topology.Target) ([]*object.Object, error) {
-		return l.keyRecords(ctx, t, bucket, key, floor)
-	})
-	for i, os := range olders {
+	all, errs := olders(ts)
+	for i, os := range all {
 		if errs[i] != nil {
 			return nil, false
 		}
