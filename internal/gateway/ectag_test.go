@@ -130,7 +130,7 @@ func TestECTaggedCollection(t *testing.T) {
 	c := newECCluster(t)
 	g := c.nodes[0].gw
 	// Before level 9: stripes named by the version.
-	early := randBody(70, 5<<20)
+	early := randBody(70, 1<<20+1)
 	oe, err := putClass(ctx, g, "b", "early", "EC42", early)
 	if err != nil || oe.Stripe.Upload != "" {
 		t.Fatalf("early put: %+v %v", oe, err)
@@ -138,7 +138,7 @@ func TestECTaggedCollection(t *testing.T) {
 	c.setLevel(LevelTaggedStripes)
 	body := map[string][]byte{"early": early}
 	for _, k := range []string{"over", "gone", "keep"} {
-		body[k] = randBody(71, 5<<20)
+		body[k] = randBody(71, 1<<20)
 		if _, err := putClass(ctx, g, "b", k, "EC42", body[k]); err != nil {
 			t.Fatal(err)
 		}
@@ -152,7 +152,7 @@ func TestECTaggedCollection(t *testing.T) {
 	}
 	delete(body, "gone")
 	// A versioned key: a whole PUT and a multipart completion, both made noncurrent.
-	v1 := putVersion(t, g, "b", "ver", "EC42", randBody(73, 5<<20))
+	v1 := putVersion(t, g, "b", "ver", "EC42", randBody(73, 1<<20))
 	id, list, parts := ecUpload(t, c, "ver", 5<<20, 1000)
 	vm, err := g.CompleteUpload(ctx, "b", "ver", id, list, 5<<20, func(o *object.Object, _ []*object.Object) error { o.Versioned = true; return nil })
 	if err != nil {
@@ -168,10 +168,10 @@ func TestECTaggedCollection(t *testing.T) {
 	if n := c.collectAt(now); n != 0 {
 		t.Fatalf("collected %d tagged shards within the grace", n)
 	}
-	// After the grace: the replaced "over" (2 stripes), the deleted "gone" (2), the
-	// orphan (1), each of 6 shards.
-	if n := c.collectAt(now.Add(stripe.PutGrace + time.Minute)); n != 30 {
-		t.Fatalf("collected %d shards after the grace, want 30", n)
+	// After the grace: the replaced "over", the deleted "gone" and the orphan, a stripe
+	// of 6 shards each.
+	if n := c.collectAt(now.Add(stripe.PutGrace + time.Minute)); n != 18 {
+		t.Fatalf("collected %d shards after the grace, want 18", n)
 	}
 	if n := c.collectAt(now.Add(2 * stripe.PutGrace)); n != 0 {
 		t.Fatalf("a second round collected %d more", n)
@@ -181,7 +181,7 @@ func TestECTaggedCollection(t *testing.T) {
 			t.Fatalf("%s after collection: %v", k, err)
 		}
 	}
-	if got, err := readVersion(c.nodes[5].gw, "b", "ver", v1.HLC); err != nil || !bytes.Equal(got, randBody(73, 5<<20)) {
+	if got, err := readVersion(c.nodes[5].gw, "b", "ver", v1.HLC); err != nil || !bytes.Equal(got, randBody(73, 1<<20)) {
 		t.Fatalf("noncurrent tagged version after collection: %v", err)
 	}
 	if got, err := readVersion(c.nodes[5].gw, "b", "ver", vm.HLC); err != nil || !bytes.Equal(got, append(append([]byte{}, parts[0]...), parts[1]...)) {
@@ -201,16 +201,16 @@ func TestECNodeKilledMidUpload(t *testing.T) {
 	acked := map[string][]byte{}
 	objs := map[string]*object.Object{}
 	for _, k := range []string{"a", "b", "c"} {
-		acked[k] = randBody(uint64(80+len(acked)), 5<<20)
+		acked[k] = randBody(uint64(80+len(acked)), 1<<20)
 		o, err := putClass(ctx, c.nodes[0].gw, "b", k, "EC42", acked[k])
 		if err != nil {
 			t.Fatal(err)
 		}
 		objs[k] = o
 	}
-	const size = 9 << 20 // three stripes
+	const size = 6 << 20 // two stripes
 	body := randBody(90, size)
-	slow := newGatedReader(body, 5<<20)
+	slow := newGatedReader(body, 4<<20+1) // the first stripe sent, the second being read
 	type result struct {
 		o   *object.Object
 		err error
