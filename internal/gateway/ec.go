@@ -38,14 +38,14 @@ func (g *Gateway) putStriped(ctx context.Context, cls clustermap.Class, holders 
 	if g.cfg.Maps.Current().Level < LevelTaggedStripes {
 		return g.putStripedEarly(ctx, cls, holders, recW, bucket, key, meta, src, size, finish, cw)
 	}
-	began := time.Now()
+	began := g.clock.Wall()
 	provisional, final := g.lateVersion(cw.finish(ctx, finish))
 	tag := stripe.PutTag(provisional)
 	total, err := g.ec.Put(ctx, cls, bucket+"/"+key, src, size, func(i int64) string { return stripe.PartKey(bucket, key, tag, 1, i) })
 	if err != nil {
 		return nil, err
 	}
-	if d := time.Since(began); d > stripe.PutGrace/2 {
+	if d := g.clock.Wall().Sub(began); d > stripe.PutGrace/2 {
 		// Shard collection may take the stripes of a tag no record names after stripe.PutGrace.
 		return nil, errors.Errorf("", errors.Transient, "the body took %s to arrive: its stripes may be collected before a record names them; nothing was written, send it again (or as a multipart upload)", d.Round(time.Second))
 	}

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/clustermap"
+	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/stripe"
 	"github.com/cairnfs/cairn/internal/topology"
@@ -266,5 +268,54 @@ func TestECNodeKilledMidUpload(t *testing.T) {
 				t.Fatalf("%s: stripe %s has %d shards, fewer than the write quorum", k, name, counts[name])
 			}
 		}
+	}
+}
+
+// TestECSlowBodyRefused: a PUT whose body took more than half of stripe.PutGrace to
+// arrive (the gateway's clock moved, not waited for) writes no record and says so
+// (Transient: 503, nothing written); the key keeps its acknowledged version, and the
+// refused PUT's stripes are collected once the grace has passed.
+func TestECSlowBodyRefused(t *testing.T) {
+	ctx := context.Background()
+	c := newECCluster(t)
+	c.setLevel(LevelTaggedStripes)
+	old := randBody(95, 1<<20)
+	if _, err := putClass(ctx, c.nodes[1].gw, "b", "k", "EC42", old); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var ahead time.Duration
+	c.nodes[0].gw.clock.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return time.Now().Add(ahead) }
+	const size = 5 << 20
+	slow := newGatedReader(randBody(96, size), 4<<20+1)
+	done := make(chan error, 1)
+	go func() {
+		src, fin := md5Finish(slow)
+		_, err := c.nodes[0].gw.PutObject(ctx, "b", "k", &object.Object{StorageClass: "EC42"}, src, size, object.PutOptions{Finish: fin})
+		done <- err
+	}()
+	<-slow.reached
+	mu.Lock()
+	ahead = stripe.PutGrace/2 + time.Minute
+	mu.Unlock()
+	close(slow.release)
+	err := <-done
+	if !errors.Is(errors.Transient, err) || !strings.Contains(err.Error(), "nothing was written") {
+		t.Fatalf("a body that took %s: %v; want a Transient error saying nothing was written", stripe.PutGrace/2+time.Minute, err)
+	}
+	for _, nd := range c.nodes {
+		if got, _, err := get(ctx, nd.gw, "b", "k", 0, -1); err != nil || !bytes.Equal(got, old) {
+			t.Fatalf("%s after the refused PUT: %v", nd.id, err)
+		}
+	}
+	now := time.Now()
+	if n := c.collectAt(now.Add(stripe.PutGrace / 2)); n != 0 {
+		t.Fatalf("collected %d shards within the grace", n)
+	}
+	if n := c.collectAt(now.Add(stripe.PutGrace + time.Minute)); n != 12 { // 2 stripes of 6
+		t.Fatalf("collected %d shards of the refused PUT after the grace, want 12", n)
+	}
+	if got, _, err := get(ctx, c.nodes[2].gw, "b", "k", 0, -1); err != nil || !bytes.Equal(got, old) {
+		t.Fatalf("after collection: %v", err)
 	}
 }
