@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/cairnfs/cairn/internal/sigv4"
 	"github.com/cairnfs/cairn/internal/testutil/proctest"
 )
 
@@ -37,7 +39,9 @@ func (tc *testCluster) liveBytes() int64 {
 
 // An erasure-coded class on a 6-node cluster: objects written with x-amz-storage-class
 // EC42 (or an S3 name mapped to it) come back with their class, cost about 1.5x their size
-// on disk against 3x for STANDARD, and stay readable with two nodes killed.
+// on disk against 3x for STANDARD, and stay readable with two nodes killed; of two
+// overlapping uploads through two gateways the one that finished last wins, and a node
+// killed while an upload is sent loses nothing acknowledged.
 func TestClusterErasureCoded(t *testing.T) {
 	skipShort(t)
 	tc := startCluster(t, 6)
@@ -199,6 +203,52 @@ func TestClusterErasureCoded(t *testing.T) {
 		t.Fatalf("policy apply without a policy: %v\n%s", err, out)
 	}
 
+	// The last-writer rule (feature level 9: stripes named by a tag, the version taken
+	// when the body is complete): of two overlapping 8 MiB uploads through two gateways,
+	// the one that started first and finished last wins; node6, killed while the slow one
+	// is sent, costs nothing acknowledged (W = 5 of 6 shards).
+	slowBody := bytes.Repeat([]byte{9, 8, 7}, 8<<20/3+1)[:8<<20]
+	fastBody := bytes.Repeat([]byte{4, 5}, 4<<20)
+	gated := &gatedBody{b: slowBody, gate: 4 << 20, reached: make(chan struct{}), release: make(chan struct{})}
+	req, err := http.NewRequest("PUT", tc.procs[0].URL()+"/ecb/lastwriter", gated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = int64(len(slowBody))
+	req.Header.Set("X-Amz-Storage-Class", "EC42") // signed with the rest
+	sigv4.SignRequest(req, testAccess, testSecret, "us-east-1", "UNSIGNED-PAYLOAD", time.Now())
+	slowDone := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				err = fmt.Errorf("status %s", resp.Status)
+			}
+		}
+		slowDone <- err
+	}()
+	select {
+	case <-gated.reached:
+	case err := <-slowDone:
+		t.Fatalf("the slow upload ended before its gate: %v", err)
+	}
+	if _, err := tc.procs[3].client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("ecb"), Key: aws.String("lastwriter"),
+		Body: bytes.NewReader(fastBody), StorageClass: "EC42"}); err != nil {
+		t.Fatalf("the later, faster upload: %v", err)
+	}
+	tc.procs[5].Kill()
+	close(gated.release)
+	if err := <-slowDone; err != nil {
+		t.Fatalf("the slow upload, node6 killed while it was sent: %v", err)
+	}
+	want["lastwriter"] = slowBody
+	for _, i := range []int{1, 3} {
+		if got, err := getBody(ctx, tc.procs[i].client(), "ecb", "lastwriter"); err != nil || !bytes.Equal(got, slowBody) {
+			t.Fatalf("through node%d: %v (%d bytes); want the upload that finished last", i+1, err, len(got))
+		}
+	}
+
 	tc.procs[4].Kill()
 	tc.procs[5].Kill()
 	for key, body := range want {
@@ -211,6 +261,36 @@ func TestClusterErasureCoded(t *testing.T) {
 	if err != nil || len(got) != big {
 		t.Fatalf("read the big object with two nodes killed: %v", err)
 	}
+}
+
+// gatedBody reads b, but stops after the first gate bytes until release is closed: a
+// client that sends the first half of its body and then waits.
+type gatedBody struct {
+	b             []byte
+	off, gate     int
+	reached       chan struct{}
+	release       chan struct{}
+	reachedClosed bool
+}
+
+func (g *gatedBody) Read(p []byte) (int, error) {
+	if g.off == g.gate {
+		if !g.reachedClosed {
+			g.reachedClosed = true
+			close(g.reached)
+		}
+		<-g.release
+	}
+	if g.off == len(g.b) {
+		return 0, io.EOF
+	}
+	end := len(g.b)
+	if g.off < g.gate {
+		end = g.gate
+	}
+	n := copy(p, g.b[g.off:end])
+	g.off += n
+	return n, nil
 }
 
 // TestClusterECLargeObjectMemory streams a 5 GiB object (CAIRN_EC_BIG_SIZE overrides the

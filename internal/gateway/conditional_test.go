@@ -124,12 +124,19 @@ func TestConditionalPutRace(t *testing.T) {
 }
 
 // TestConditionalPutRaceEC is TestConditionalPutRace in an erasure-coded class (4+2 on a
-// 6-node cluster), fewer times.
+// 6-node cluster), fewer times: half with the version fixed before the body (below
+// feature level 9), half with stripes named by a tag and the version taken under the
+// lease.
 func TestConditionalPutRaceEC(t *testing.T) {
 	c := newECCluster(t)
-	race(t, c, raceCount()/10, 4, "EC42", func(i int) (string, [2][]byte, object.PutOptions) {
-		return "fresh/" + strconv.Itoa(i), [2][]byte{randBody(uint64(i), 100<<10), randBody(uint64(i)+1<<32, 100<<10)}, object.PutOptions{IfNoneMatch: true}
-	})
+	for _, level := range []int{0, LevelTaggedStripes} {
+		t.Run(fmt.Sprintf("level%d", level), func(t *testing.T) {
+			c.setLevel(level)
+			race(t, c, raceCount()/20, 4, "EC42", func(i int) (string, [2][]byte, object.PutOptions) {
+				return fmt.Sprintf("fresh/%d/%d", level, i), [2][]byte{randBody(uint64(i), 100<<10), randBody(uint64(i)+1<<32, 100<<10)}, object.PutOptions{IfNoneMatch: true}
+			})
+		})
+	}
 }
 
 // TestConditionalIfMatchRace: two gateways both PUT with If-Match of the object's current

@@ -163,17 +163,25 @@ func TestECDegradedReads(t *testing.T) {
 	}
 }
 
-// A damaged or lost shard is read around and rebuilt in place by the read.
+// A damaged or lost shard is read around and rebuilt in place by the read, whether
+// the stripes are named by the version (before feature level 9) or by a tag.
 func TestECRepairsShards(t *testing.T) {
+	for _, level := range []int{0, LevelTaggedStripes} {
+		t.Run(fmt.Sprintf("level%d", level), func(t *testing.T) { testECRepairsShards(t, level) })
+	}
+}
+
+func testECRepairsShards(t *testing.T, level int) {
 	ctx := context.Background()
 	c := newECCluster(t)
+	c.setLevel(level)
 	body := randBody(7, 5<<20)
 	o, err := putClass(ctx, c.nodes[0].gw, "b", "k", "EC42", body)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Damage one shard of stripe 0 and remove another.
-	stripe := stripe.Key("b", "k", o.HLC, 0)
+	stripe := stripe.Names("b", "k", o)[0]
 	m := c.maps.Current()
 	tbl, err := c.nodes[0].gw.topo.ShardTable(m, m.Classes["EC42"], true)
 	if err != nil {
@@ -283,12 +291,16 @@ func newJoiningCluster(t *testing.T, cls clustermap.Class) *testCluster {
 // Shards stay readable where they were written when placement changes: nodes joining
 // shift shard positions and push holders out of a stripe's list, nodes leaving take
 // their shards with them; reads find K shards wherever they are and rebuild the rest on
-// the stripe's current nodes.
+// the stripe's current nodes. Half the objects have stripes named by their version (as
+// before feature level 9), half by a tag.
 func TestECSurvivesPlacementChanges(t *testing.T) {
 	ctx := context.Background()
 	c := newJoiningCluster(t, clustermap.Class{Name: "EC42", N: 6, W: 5, R: 4, D: 4, K: 4, M: 2})
 	bodies := map[string][]byte{}
 	for i := range 8 {
+		if i == 4 { // k0-k3 named by their version, k4-k7 by a tag (feature level 9)
+			c.setLevel(LevelTaggedStripes)
+		}
 		k := fmt.Sprintf("k%d", i)
 		bodies[k] = randBody(uint64(50+i), 2<<20+i*333333)
 		if _, err := putClass(ctx, c.nodes[0].gw, "b", k, "EC42", bodies[k]); err != nil {

@@ -66,7 +66,8 @@ func (c *testCluster) syncUp(t *testing.T) (total repair.SyncStats) {
 // are copied to the stripe's new nodes and removed from the old ones (one shard of
 // traffic each, no rebuild), leaving exactly one copy of each shard, each on a node of
 // its stripe; a draining node hands all its shards off the same way, and only then
-// does it count as emptied.
+// does it count as emptied. Half the objects have stripes named by their version (as
+// before feature level 9), half by a tag.
 func TestECShardsFollowPlacement(t *testing.T) {
 	ctx := context.Background()
 	ec := clustermap.Class{Name: "EC42", N: 6, W: 6, R: 4, D: 4, K: 4, M: 2}
@@ -74,6 +75,9 @@ func TestECShardsFollowPlacement(t *testing.T) {
 	bodies := map[string][]byte{}
 	stripes := 0
 	for i := range 10 {
+		if i == 5 { // k0-k4 named by their version, k5-k9 by a tag (feature level 9)
+			c.setLevel(LevelTaggedStripes)
+		}
 		k := fmt.Sprintf("k%d", i)
 		bodies[k] = randBody(uint64(500+i), 64<<10+i*600000)
 		stripes += (len(bodies[k]) + 4<<20 - 1) / (4 << 20)

@@ -92,9 +92,10 @@ func rewriteShard(t *testing.T, st *store.Store, stripe string, fn func([]byte) 
 // CRC fails, or it is cut short), is found by its node's scrub pass, rebuilt from the
 // other shards of its stripe and put back; the object then reads back byte-identical from
 // that shard and the other data shards alone. With fewer than K sound shards left, the
-// damaged shard is counted as unrepairable and nothing is written.
+// damaged shard is counted as unrepairable and nothing is written. Every other case
+// names its stripes by a tag (feature level 9), the others by the version.
 func TestECScrubRebuildsDamagedShards(t *testing.T) {
-	for _, tc := range []struct {
+	for i, tc := range []struct {
 		name   string
 		damage func(t *testing.T, st *store.Store, stripe string)
 		remove int // shards of other nodes removed besides
@@ -113,12 +114,15 @@ func TestECScrubRebuildsDamagedShards(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			c := newECCluster(t)
+			if i%2 == 1 { // stripes named by a tag; the others by the version, as before level 9
+				c.setLevel(LevelTaggedStripes)
+			}
 			body := randBody(11, 3<<20+12345) // one stripe: four data shards of 772 KiB
 			o, err := putClass(ctx, c.nodes[0].gw, "b", "k", "EC42", body)
 			if err != nil {
 				t.Fatal(err)
 			}
-			stripe := stripe.Key("b", "k", o.HLC, 0)
+			stripe := stripe.Names("b", "k", o)[0]
 			m := c.maps.Current()
 			tbl, err := c.nodes[0].gw.topo.ShardTable(m, m.Classes["EC42"], true)
 			if err != nil {

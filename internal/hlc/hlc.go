@@ -32,6 +32,15 @@ type Clock struct {
 	Now func() time.Time
 }
 
+// Wall returns the clock's wall time (Now's, or time.Now), without the logical part or
+// the timestamps observed: for measuring how long something took on this node.
+func (c *Clock) Wall() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
 func (c *Clock) wall() Timestamp {
 	if c.Now != nil {
 		return FromTime(c.Now())

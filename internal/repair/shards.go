@@ -343,6 +343,22 @@ func (l *Loops) collectShards(ctx context.Context, st *SyncStats) {
 			}
 		}
 	}
+	// The records of a key with PUT tags past their grace are listed once a round, from
+	// the oldest such tag's version on (a versioned key of many erasure-coded versions
+	// would otherwise be listed once per version).
+	putFloor := map[string]uint64{}
+	for ou := range byUpload {
+		if v, ok := stripe.PutTagVersion(ou[1]); ok && l.now().Sub(hlc.Time(v)) >= stripe.PutGrace {
+			if f, seen := putFloor[ou[0]]; !seen || v < f {
+				putFloor[ou[0]] = v
+			}
+		}
+	}
+	type listing struct {
+		recs [][]*object.Object
+		errs []error
+	}
+	listed := map[string]*listing{}
 	for ou, shards := range byUpload {
 		if ctx.Err() != nil {
 			return
@@ -351,9 +367,29 @@ func (l *Loops) collectShards(ctx context.Context, st *SyncStats) {
 		if !ok {
 			continue
 		}
-		needed, ok := l.uploadStripesNeeded(ctx, bucket, key, ou[1])
+		floor, isPut := stripe.PutTagVersion(ou[1])
+		if isPut && l.now().Sub(hlc.Time(floor)) < stripe.PutGrace {
+			continue // the PUT may still be sending its body, or writing the record that reads it
+		}
+		olders := func(ts []topology.Target) ([][]*object.Object, []error) {
+			return topology.Gather(ts, func(t topology.Target) ([]*object.Object, error) { return l.keyRecords(ctx, t, bucket, key, 0) })
+		}
+		if isPut {
+			olders = func(ts []topology.Target) ([][]*object.Object, []error) {
+				if ls := listed[ou[0]]; ls != nil && len(ls.recs) == len(ts) {
+					return ls.recs, ls.errs
+				}
+				ls := &listing{}
+				ls.recs, ls.errs = topology.Gather(ts, func(t topology.Target) ([]*object.Object, error) {
+					return l.keyRecords(ctx, t, bucket, key, putFloor[ou[0]])
+				})
+				listed[ou[0]] = ls
+				return ls.recs, ls.errs
+			}
+		}
+		needed, ok := l.uploadStripesNeeded(ctx, bucket, key, ou[1], olders)
 		for _, s := range shards {
-			if strings.HasPrefix(ou[1], stripe.RelayoutPrefix) && time.Since(hlc.Time(s.record)) < stripe.RelayoutGrace {
+			if strings.HasPrefix(ou[1], stripe.RelayoutPrefix) && l.now().Sub(hlc.Time(s.record)) < stripe.RelayoutGrace {
 				continue // a rewrite may still be writing the record that reads it
 			}
 			if ok && !needed[s.key] {
@@ -365,29 +401,42 @@ func (l *Loops) collectShards(ctx context.Context, st *SyncStats) {
 	}
 }
 
-// Collection of the shards of multipart parts. A part of an erasure-coded upload is
-// striped on its own (partStripeKey: hash/UPLOAD.N/i); its shards are read only through a
-// record that references the upload (Stripe.Upload), which only the upload's completion
-// writes. So once the upload is gone (completed or aborted) from every holder of the
-// object and no holder's current record references it, nothing can read them again: the
-// upload was aborted, or the object it made was replaced or deleted. collectShards
-// (above) removes them then, and keeps them whenever a holder cannot be asked.
+// Collection of the shards of multipart parts and of tagged PUTs. A part of an
+// erasure-coded upload is striped on its own (hash/UPLOAD.N/i); its shards are read only
+// through a record that references the upload (Stripe.Upload), which only the upload's
+// completion writes. So once the upload is gone (completed or aborted) from every holder
+// of the object and no holder's record (current or noncurrent) references it, nothing
+// can read them again: the upload was aborted, or the object it made was replaced or
+// deleted (or, in a versioned key, purged). collectShards (above) removes them then, and
+// keeps them whenever a holder cannot be asked.
+//
+// The stripes of an erasure-coded PUT (from feature level 9) are named the same way by
+// the PUT's tag (stripe.PutTag: hash/put-P-NONCE.1/i, one part), and only the PUT's record
+// references the tag, written once its body is complete, at a version later than P. No
+// upload bears the tag, so step 1 below is skipped; what keeps a PUT in flight safe is
+// its grace instead: its stripes are not considered until stripe.PutGrace after P (the
+// gateway writes no record after half of it, so by then its record is on the holders or
+// nowhere), and the records a round lists for one key serve all its tags.
 
-// uploadStripesNeeded decides whether the stripes of the parts of upload (of bucket/key)
-// can still be read. ok false means no proof either way: a holder is down or did not
-// answer, or the upload is still in progress somewhere; keep them all. ok true with a nil
-// set means none can be read again. Otherwise the set names the stripes that a holder's
-// current record reads (the parts listed when the upload was completed): the others (parts
-// left out of the completion, stripes beyond a part's end after it was sent again
-// smaller) cannot be read either.
+// uploadStripesNeeded decides whether the stripes of the parts of upload (of bucket/key),
+// or of the PUT whose tag it is, can still be read. ok false means no proof either way: a
+// holder is down or did not answer, or the upload is still in progress somewhere; keep
+// them all. ok true with a nil set means none can be read again. Otherwise the set names
+// the stripes that a holder's record reads (the parts listed when the upload was
+// completed): the others (parts left out of the completion, stripes beyond a part's end
+// after it was sent again smaller) cannot be read either. olders lists every record of
+// the key on each holder (noncurrent ones included), newer than some version every record
+// that references upload is newer than.
 //
 // The holders are the object's current holders and the nodes that may still hold it
 // (draining, or holders under a placement replaced a short while ago): every one must
 // answer. The checks run in this order, and the order is what makes the rule safe against
 // a completion running meanwhile:
 //
-//  1. the upload, on every holder: absent everywhere (NotExist);
-//  2. then the current record, on every holder: none references the upload.
+//  1. the upload, on every holder: absent everywhere (NotExist; not asked for a PUT's
+//     tag, which no upload bears);
+//  2. then the records, on every holder: none references the upload (the current records
+//     first; if none does, every record of the key, noncurrent versions included).
 //
 // A holder completes an upload in one index batch that removes the upload and writes the
 // object's record (store.CompleteUploadVersion; the gateway's CompleteUpload only fans
@@ -397,12 +446,14 @@ func (l *Loops) collectShards(ctx context.Context, st *SyncStats) {
 // end record exists only once some holder completed, and those holders keep the record.) So once step 1
 // saw the upload absent on a holder, that holder's completion is already committed, or
 // will never happen there; a record referencing the upload is then either already on that
-// holder, where step 2 (later) sees it or a newer record that replaced it, or nowhere at
-// all (an abort, or a completion superseded by a newer write). A copy by sync or hinted
-// retry only spreads a record some holder already has, which step 2 sees too. In the
-// other order, step 2 could see no record, a completion commit, and step 1 then see the
-// upload gone: the parts of a live object would be collected.
-func (l *Loops) uploadStripesNeeded(ctx context.Context, bucket, key, upload string) (needed map[string]bool, ok bool) {
+// holder, where step 2 (later) sees it or a newer record that replaced it (a version
+// replaced in a versioned key stays, as a noncurrent record), or nowhere at all (an
+// abort, or a completion superseded by a newer write). A copy by sync or hinted retry
+// only spreads a record some holder already has, which step 2 sees too. In the other
+// order, step 2 could see no record, a completion commit, and step 1 then see the upload
+// gone: the parts of a live object would be collected.
+func (l *Loops) uploadStripesNeeded(ctx context.Context, bucket, key, upload string,
+	olders func(ts []topology.Target) ([][]*object.Object, []error)) (needed map[string]bool, ok bool) {
 	_, ts, err := l.topo.Replicas(bucket, key)
 	if err != nil {
 		return nil, false
@@ -413,17 +464,36 @@ func (l *Loops) uploadStripesNeeded(ctx context.Context, bucket, key, upload str
 			return nil, false
 		}
 	}
-	_, errs := topology.Gather(ts, func(t topology.Target) (struct{}, error) {
-		ans, err := l.replica(t).Parts(ctx, bucket, key, upload, 0, 1)
-		if err == nil && ans.End != nil {
-			err = errors.E(errors.NotExist, object.ErrNoSuchUpload) // ended there: its end record is all that is left
+	if _, isPut := stripe.PutTagVersion(upload); !isPut {
+		_, errs := topology.Gather(ts, func(t topology.Target) (struct{}, error) {
+			ans, err := l.replica(t).Parts(ctx, bucket, key, upload, 0, 1)
+			if err == nil && ans.End != nil {
+				err = errors.E(errors.NotExist, object.ErrNoSuchUpload) // ended there: its end record is all that is left
+			}
+			return struct{}{}, err
+		})
+		for _, err := range errs {
+			if !errors.Is(errors.NotExist, err) { // nil: in progress there; else: no answer
+				return nil, false
+			}
 		}
-		return struct{}{}, err
-	})
-	for _, err := range errs {
-		if !errors.Is(errors.NotExist, err) { // nil: in progress there; else: no answer
-			return nil, false
+	}
+	// add notes a record's stripes if it references the upload; false: a record this
+	// gateway cannot read, keep what it may need.
+	add := func(o *object.Object) bool {
+		if !o.Striped || o.Deleted || o.Stripe.Upload != upload {
+			return true
 		}
+		if len(o.Stripe.Parts) != max(len(o.PartSizes), 1) { // one part: a PUT's or a rewrite's
+			return false
+		}
+		if needed == nil {
+			needed = map[string]bool{}
+		}
+		for _, name := range stripe.Names(bucket, key, o) {
+			needed[name] = true
+		}
+		return true
 	}
 	recs, errs := topology.Gather(ts, func(t topology.Target) (*object.Object, error) { return l.replica(t).Stat(ctx, bucket, key) })
 	for i, o := range recs {
@@ -431,19 +501,52 @@ func (l *Loops) uploadStripesNeeded(ctx context.Context, bucket, key, upload str
 		case errors.Is(errors.NotExist, err):
 		case err != nil:
 			return nil, false
-		case o.Striped && !o.Deleted && o.Stripe.Upload == upload:
-			if len(o.Stripe.Parts) != max(len(o.PartSizes), 1) { // one part: a rewrite (relayout-V)
-				return nil, false // a record this gateway cannot read: keep what it may need
-			}
-			if needed == nil {
-				needed = map[string]bool{}
-			}
-			for _, name := range stripe.Names(bucket, key, o) {
-				needed[name] = true
+		case !add(o):
+			return nil, false
+		}
+	}
+	if needed != nil {
+		return needed, true // every record of the upload's object names the same stripes
+	}
+	// No current record references it: a noncurrent version of a versioned key may.
+	all, errs := olders(ts)
+	for i, os := range all {
+		if errs[i] != nil {
+			return nil, false
+		}
+		for _, o := range os {
+			if !add(o) {
+				return nil, false
 			}
 		}
 	}
 	return needed, true
+}
+
+// keyRecords returns t's records of bucket/key newer than floor, current and noncurrent
+// (tombstones and purge records too, if t lists them).
+func (l *Loops) keyRecords(ctx context.Context, t topology.Target, bucket, key string, floor uint64) ([]*object.Object, error) {
+	var out []*object.Object
+	opts := object.VersionListOptions{Prefix: key, Max: 100}
+	for {
+		page, err := l.replica(t).ListVersions(ctx, bucket, opts)
+		if errors.Is(errors.NotExist, err) {
+			return out, nil // no such bucket there: no records
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range page.Versions {
+			if e.Key != key || e.Object.HLC <= floor {
+				return out, nil // versions come newest first, the key's before longer keys
+			}
+			out = append(out, e.Object)
+		}
+		if !page.Truncated || page.NextKey != key {
+			return out, nil
+		}
+		opts.KeyMarker, opts.VersionMarker, opts.AfterNull = page.NextKey, page.NextVersion, page.NextNull
+	}
 }
 
 // versionRewritten reports whether version v of bucket/key was rewritten into another

@@ -68,6 +68,10 @@ type mapInfo struct {
 // are objects of clustermap.TierBucket, which OpPutTier creates only from level 9 on:
 // an older gateway cannot read them), and lifecycle configurations with Transition
 // rules (an older runner refuses to parse them and would expire nothing in the bucket).
+// Level 9 also: erasure-coded PUTs name their stripes by a
+// tag and take their version once the body is complete (gateway.LevelTaggedStripes),
+// only once every node's shard collection keeps a tag's stripes while the PUT may still
+// be sending them (an older node's would collect them).
 const featureLevel = 9
 
 // commandLevel is the feature level a map command needs.

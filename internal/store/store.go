@@ -21,6 +21,7 @@ import (
 	"hash/fnv"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -32,6 +33,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/cairnfs/cairn/internal/errors"
@@ -161,6 +163,8 @@ type Store struct {
 	vmu      sync.Mutex
 	vbuckets map[string]bool // buckets with noncurrent records (versions.go)
 
+	buckets bucketCache // bucket records and configurations (bucketcache.go)
+
 	usageMu sync.Mutex
 	usage   map[string]Usage // current objects per bucket: the changes since open, plus the count once it is done
 	// counted says the count of the index as it was at open is in usage; until then
@@ -206,6 +210,13 @@ func Open(cfg Config) (*Store, error) {
 		Logger:       pebbleLogger{ilog},
 		// Nil (the OS) lets pebble add its disk-health checks (slow-disk events).
 		FS: cfg.FS,
+	}
+	// Bloom filters (10 bits a key, about 1 % false positives) let a point read skip the
+	// tables that cannot hold its key: most of an object write's reads are of keys that
+	// are absent (a new version's noncurrent record, a key's first write). Tables written
+	// before have none and are read as before.
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	el := pebble.MakeLoggingEventListener(pebbleLogger{ilog})
 	// A damaged index block fails the reads that need it (an error of kind Corrupt: the
@@ -539,10 +550,25 @@ func (s *Store) CreateBucket(name string) error {
 	}
 	b := s.db.NewBatch()
 	b.Set(bucketKey(name), []byte(time.Now().UTC().Format(time.RFC3339Nano)), nil)
+	defer s.buckets.drop(name)
 	return s.commit(b)
 }
 
+// bucket returns the bucket's record (from the bucket cache if it holds it).
 func (s *Store) bucket(name string) (object.Bucket, error) {
+	e, ok, gen := s.buckets.get(name)
+	if ok {
+		return e.b, nil
+	}
+	b, err := s.readBucket(name)
+	if err == nil {
+		s.buckets.putBucket(name, b, gen)
+	}
+	return b, err
+}
+
+// readBucket reads the bucket's record from the index.
+func (s *Store) readBucket(name string) (object.Bucket, error) {
 	v, c, err := s.db.Get(bucketKey(name))
 	if err == pebble.ErrNotFound {
 		return object.Bucket{}, errors.E(errors.NotExist, fmt.Errorf("bucket %q: %w", name, object.ErrNoSuchBucket))
@@ -555,8 +581,22 @@ func (s *Store) bucket(name string) (object.Bucket, error) {
 	return object.Bucket{Name: name, Created: t}, nil
 }
 
-// bucketConfig reads a bucket's configurations (nil if it has none).
+// bucketConfig returns a bucket's configurations (nil if it has none), from the bucket
+// cache if it holds them. The map is the caller's.
 func (s *Store) bucketConfig(name string) (map[string]string, error) {
+	e, ok, gen := s.buckets.get(name)
+	if ok && e.cfgLoaded {
+		return maps.Clone(e.cfg), nil
+	}
+	cfg, err := s.readBucketConfig(name)
+	if err == nil {
+		s.buckets.putConfig(name, cfg, gen)
+	}
+	return cfg, err
+}
+
+// readBucketConfig reads a bucket's configurations from the index (nil if it has none).
+func (s *Store) readBucketConfig(name string) (map[string]string, error) {
 	p := configPrefix(name)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
 	if err != nil {
@@ -597,6 +637,7 @@ func (s *Store) SetBucketConfig(name, kind string, doc []byte) error {
 	} else {
 		b.Set(k, doc, nil)
 	}
+	defer s.buckets.drop(name)
 	return s.commit(b)
 }
 
@@ -661,7 +702,9 @@ func (s *Store) DeleteBucket(name string) error {
 	cfg := configPrefix(name)
 	b.DeleteRange(cfg, prefixEnd(cfg), nil)
 	b.Delete(bucketKey(name), nil)
-	if err := s.commit(b); err != nil {
+	err := s.commit(b)
+	s.buckets.drop(name)
+	if err != nil {
 		return err
 	}
 	s.vmu.Lock()

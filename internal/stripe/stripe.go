@@ -6,7 +6,8 @@
 // key's holders like any other, marked striped and without a body: the coordinator
 // (package gateway) writes it once Put has stored the stripes. Stripes of one object land
 // in different partitions, so a large object spreads over the whole cluster. A node
-// holds at most one shard of a stripe, under the stripe's name: the shard's header says
+// holds at most one shard of a stripe, under the stripe's name (a tag the PUT chose, not
+// its version, which is taken once the body is complete: PutPrefix): the shard's header says
 // which one it is, so a shard stays readable where it is when placement changes shift
 // positions.
 //
@@ -24,6 +25,7 @@
 package stripe
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -107,7 +109,9 @@ func (p *Path) othersThan(m *clustermap.Map, ts []topology.Target) []topology.Ta
 // Close waits for the shard repairs that reads started.
 func (p *Path) Close() { p.bg.Wait() }
 
-// Key names stripe i of version v of bucket/key: fixed length whatever the key.
+// Key names stripe i of version v of bucket/key: fixed length whatever the key. PUTs
+// named their stripes so before feature level 9 (see PutPrefix); objects written so stay
+// readable under these names.
 func Key(bucket, key string, v uint64, i int64) string {
 	h := sha256.New()
 	io.WriteString(h, bucket)
@@ -136,6 +140,46 @@ const (
 	RelayoutPrefix = "relayout-"
 	RelayoutGrace  = time.Hour
 )
+
+// PutPrefix starts the tag an erasure-coded PUT names its stripes with (from feature
+// level 9; before, a PUT named them by its version, Key): "put-" + its provisional
+// version + a random nonce, in hex. The PUT's record, written once the body is complete
+// and its version taken, lists the tag as its layout (Stripe.Upload, one part), so the
+// stripes are PartKey(bucket, key, tag, 1, i). PutGrace is how long such stripes are safe
+// from collection, from the provisional version, while no record names them: a PUT whose
+// body took more than half of it gives up before writing the record.
+const (
+	PutPrefix = "put-"
+	PutGrace  = 6 * time.Hour
+)
+
+// PutTag returns a new tag for the stripes of a PUT whose provisional version is v.
+func PutTag(v uint64) string {
+	var nonce [8]byte
+	rand.Read(nonce[:])
+	return PutPrefix + strconv.FormatUint(v, 16) + "-" + hex.EncodeToString(nonce[:])
+}
+
+// PutTagVersion returns the provisional version a PUT's tag names; ok is false if tag is
+// not one (an upload id, a rewrite's tag).
+func PutTagVersion(tag string) (v uint64, ok bool) {
+	rest, ok := strings.CutPrefix(tag, PutPrefix)
+	if !ok {
+		return 0, false
+	}
+	hv, nonce, ok := strings.Cut(rest, "-")
+	if !ok || len(nonce) != 16 {
+		return 0, false
+	}
+	if b, err := hex.DecodeString(nonce); err != nil || hex.EncodeToString(b) != nonce {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(hv, 16, 64)
+	if err != nil || strconv.FormatUint(v, 16) != hv { // only the form PutTag writes
+		return 0, false
+	}
+	return v, true
+}
 
 // Names lists the names of the stripes of the erasure-coded object o (its record), in
 // order.
@@ -247,8 +291,10 @@ func (p *Path) Code(k, m int) (*erasure.Code, error) {
 }
 
 // PartUpload parses the name of a stripe of a multipart part, hash/UPLOAD.N/i, and
-// returns the upload; ok is false for any other name (a whole object's stripes are
-// hash/VERSION/i, the version in hex).
+// returns the upload; ok is false for any other name (a whole object's stripes written
+// before feature level 9 are hash/VERSION/i, the version in hex). The stripes of a PUT
+// (hash/put-TAG.1/i) and of a rewrite (hash/relayout-V.N/i) parse as parts of an upload
+// named by their tag.
 func PartUpload(name string) (upload string, ok bool) {
 	_, rest, ok := strings.Cut(name, "/")
 	if !ok {

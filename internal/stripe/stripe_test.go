@@ -272,3 +272,45 @@ func FuzzPartStripe(f *testing.F) {
 		}
 	})
 }
+
+// A PUT's tag names its provisional version and parses back from its stripes' names;
+// upload ids, rewrites' tags and malformed tags are not PUT tags.
+func TestPutTag(t *testing.T) {
+	v := uint64(0x18f3a2b4c5d6e7f8)
+	tag := PutTag(v)
+	if tag2 := PutTag(v); tag2 == tag {
+		t.Fatalf("two PUTs at one version got the same tag %q", tag)
+	}
+	up, ok := PartUpload(PartKey("b", "k", tag, 1, 3))
+	if !ok || up != tag {
+		t.Fatalf("PartUpload of a PUT's stripe: %q %v", up, ok)
+	}
+	if got, ok := PutTagVersion(up); !ok || got != v {
+		t.Fatalf("PutTagVersion(%q) = %x, %v", up, got, ok)
+	}
+	for _, bad := range []string{"", "put-", "put-12", "put-12-", "put-xyz-0011223344556677", "put-12-00112233445566", "put-12-001122334455667g",
+		"relayout-18f3a2b4c5d6e7f8", store.NewUploadID(), "Put-12-0011223344556677", "put-00-0000000000000000", "put-AB-0011223344556677", "put-ab-00112233445566FF"} {
+		if _, ok := PutTagVersion(bad); ok {
+			t.Errorf("PutTagVersion(%q) took it for a PUT's tag", bad)
+		}
+	}
+}
+
+// The tag parser never panics, and every tag PutTag makes parses back to its version.
+func FuzzPutTag(f *testing.F) {
+	f.Add(uint64(1), "put-12-0011223344556677")
+	f.Add(uint64(0x18f3a2b4c5d6e7f8), "relayout-18f3a2b4c5d6e7f8")
+	f.Add(uint64(0), "put--")
+	f.Fuzz(func(t *testing.T, v uint64, raw string) {
+		if got, ok := PutTagVersion(raw); ok && !strings.HasPrefix(raw, PutPrefix+strconv.FormatUint(got, 16)+"-") {
+			t.Fatalf("PutTagVersion(%q) = %x", raw, got)
+		}
+		tag := PutTag(v)
+		if strings.ContainsAny(tag, "./") {
+			t.Fatalf("tag %q cannot name a part's stripe", tag)
+		}
+		if got, ok := PutTagVersion(tag); !ok || got != v {
+			t.Fatalf("PutTagVersion(PutTag(%x)) = %x, %v", v, got, ok)
+		}
+	})
+}
