@@ -57,8 +57,14 @@ type mapInfo struct {
 // STANDARD only once every node's state machine takes erasure-coded volumes (an older
 // one refuses them) and every store fences their shards' writes (internal/volume ec.go).
 // The archive tiers and water marks (OpPutTier, OpRemoveTier, OpSetWaterMarks) are level 8
-// too: they came in the same release.
-const featureLevel = 8
+// too: they came in the same release. Level 9 the volume journal: a volume's writer sends
+// writes unsynced (wire.QUnsynced) and syncs the holders' journals at FLUSH
+// (wire.PathJournalSync) only once the map's Level says every node serves journal syncs
+// (journalLevel); no map command is new.
+const featureLevel = 9
+
+// journalLevel is the map Level from which volume writes go through the holders' journals.
+const journalLevel = 9
 
 // commandLevel is the feature level a map command needs.
 func commandLevel(c clustermap.Command) int {

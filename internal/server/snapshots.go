@@ -66,6 +66,10 @@ func (a *adminHandler) snapshotAction(ctx context.Context, action string, q map[
 	switch action {
 	case "snapshot":
 		start := time.Now()
+		// A snapshot implies a FLUSH: every write answered before it is durable in it.
+		if err := a.syncJournals(ctx); err != nil {
+			return nil, err
+		}
 		c := clustermap.Command{Op: clustermap.OpSnapshotVolume, Name: name, Snapshot: get("snapshot"), Layer: newLayerID(), Size: time.Now().UnixNano()}
 		b, _ := json.Marshal(c)
 		nm, err := a.apply.Apply(ctx, c)
