@@ -47,13 +47,14 @@ const (
 	jnlMagic      = "CAIRNJNL"
 	jnlVersion    = 1
 	jnlHeaderSize = 12
-	jnlRecFixed   = 8 + 8*6 + 1 + 2 + 2 // after length and checksum, without names and data
+	jnlRecFixed   = 8*6 + 1 + 2 + 2 // after length and checksum, without names and data
 	jnlMaxRecord  = 64 << 20
 	jnlAppliedKey = "J/applied"
-	// jnlFileSize is the size at which the journal starts a new file (the old one is
-	// deleted once all its writes are applied).
-	jnlFileSize = 64 << 20
 )
+
+// jnlFileSize is the size at which the journal starts a new file (the old one is deleted
+// once all its writes are applied). Tests lower it.
+var jnlFileSize int64 = 64 << 20
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
@@ -169,7 +170,8 @@ type journal struct {
 	buf     []byte
 	n       atomic.Int64 // len(queue), read without mu
 	wake    chan struct{}
-	err     error // a failed append or sync: the journal refuses writes
+	err     error       // a failed append or sync: the journal refuses writes
+	hold    atomic.Bool // tests: the applier applies nothing
 
 	syncMu  sync.Mutex // one sync (or file switch) at a time
 	synced  uint64     // every write up to it is synced (guarded by syncMu)
@@ -617,7 +619,7 @@ func (j *journal) run(stop <-chan struct{}) {
 		case <-j.wake:
 		case <-time.After(time.Second):
 		}
-		for {
+		for !j.hold.Load() {
 			j.applyMu.Lock()
 			j.mu.Lock()
 			es := j.queue[:min(len(j.queue), 4096)]

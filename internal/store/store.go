@@ -185,10 +185,10 @@ type Store struct {
 	outMu               sync.Mutex      // seq assignment and outInflight
 	outInflight         map[uint64]bool // first seqs of entries stacked and not yet committed
 
-	jnl     *journal // the volume journal (nil: none)
-	jstop   chan struct{}
-	jdone   chan struct{}
-	jonce   sync.Once
+	jnl   *journal // the volume journal (nil: none)
+	jstop chan struct{}
+	jdone chan struct{}
+	jonce sync.Once
 }
 
 type commitReq struct {
@@ -411,7 +411,6 @@ func (s *Store) Close() error {
 	}
 	return nil
 }
-
 
 // closeJournal stops the journal's applier and applies what it holds: a clean restart
 // replays nothing.
