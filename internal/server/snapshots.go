@@ -344,6 +344,9 @@ func (a *adminHandler) volumeWrite(r *http.Request, name, offStr string) (any, e
 	} else {
 		_, err = d.WriteAt(body, off)
 	}
+	if err == nil {
+		err = d.Flush() // an import's answered write is durable (the volume journal)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -142,9 +143,10 @@ func decodeJournalRecord(b []byte) (*jrec, int, error) {
 // jentry is a journaled write not applied to the index yet.
 type jentry struct {
 	jrec
-	key  string // bucket "\x00" key
-	o    *object.Object
-	size int64 // what it counts against the journal's limit
+	key     string // bucket "\x00" key
+	o       *object.Object
+	size    int64 // what it counts against the journal's limit
+	applied bool  // guarded by journal.mu
 }
 
 type jfile struct {
@@ -159,13 +161,13 @@ type journal struct {
 	max int64
 
 	mu      sync.Mutex
-	space   *sync.Cond // signalled when applied writes free room
-	f       vfs.File   // the file appended to
-	files   []jfile    // every file not deleted, the current one last
-	seq     uint64     // the last seq given
-	dirty   bool       // the current file has writes not synced
-	used    int64      // bytes of writes not applied
-	queue   []*jentry  // the writes not applied, in seq order
+	room    chan struct{} // closed (and replaced) when applied writes free room
+	f       vfs.File      // the file appended to
+	files   []jfile       // every file not deleted, the current one last
+	seq     uint64        // the last seq given
+	dirty   bool          // the current file has writes not synced
+	used    int64         // bytes of writes not applied
+	queue   []*jentry     // the writes from the first not applied on, in seq order (some applied by drains)
 	pending map[string][]*jentry
 	buf     []byte
 	n       atomic.Int64 // len(queue), read without mu
@@ -187,7 +189,7 @@ func jfileName(seq uint64) string { return fmt.Sprintf("%016x.jnl", seq) }
 // starts a new one.
 func (s *Store) openJournal() error {
 	j := &journal{s: s, dir: s.fs.PathJoin(s.cfg.Dir, "journal"), max: s.cfg.JournalSize, pending: map[string][]*jentry{}, wake: make(chan struct{}, 1)}
-	j.space = sync.NewCond(&j.mu)
+	j.room = make(chan struct{})
 	if err := mkdirAllSync(s.fs, j.dir); err != nil {
 		return errors.E(errors.IO, err)
 	}
@@ -334,21 +336,30 @@ func (j *journal) newFile() error {
 }
 
 // write journals w (validated by WriteRange) and returns the object's record after it.
-func (j *journal) write(op errors.Op, w object.RangeWrite) (*object.Object, error) {
+func (j *journal) write(ctx context.Context, op errors.Op, w object.RangeWrite) (*object.Object, error) {
 	s := j.s
 	w.Unsynced = false
 	if w.Data != nil {
 		w.Data = slices.Clone(w.Data) // the caller's buffer is reused once it is answered
 	}
 	size := int64(len(w.Data)) + 256
-	j.mu.Lock()
-	for j.used > 0 && j.used+size > j.max && j.err == nil {
-		j.space.Wait() // full: the write waits for the applier
-	}
-	err := j.err
-	j.mu.Unlock()
-	if err != nil {
-		return nil, errors.E(op, err)
+	// Full: the write waits for the applier (or for its caller to give up: nothing is
+	// journaled then, and the writer tries again).
+	for {
+		j.mu.Lock()
+		full, room, err := j.used > 0 && j.used+size > j.max, j.room, j.err
+		j.mu.Unlock()
+		if err != nil {
+			return nil, errors.E(op, err)
+		}
+		if !full {
+			break
+		}
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return nil, errors.E(op, errors.Transient, "the volume journal is full and the write's caller gave up: nothing was written")
+		}
 	}
 	s.bucketMu.RLock()
 	defer s.bucketMu.RUnlock()
@@ -399,7 +410,7 @@ func (j *journal) write(op errors.Op, w object.RangeWrite) (*object.Object, erro
 	j.buf = encodeJournalRecord(j.buf[:0], &e.jrec)
 	if _, err := j.f.Write(j.buf); err != nil {
 		j.err = errors.E(errors.IO, fmt.Errorf("appending to the volume journal: %w", err))
-		j.space.Broadcast()
+		j.freed()
 		return nil, errors.E(op, j.err)
 	}
 	if cap(j.buf) > 1<<20 {
@@ -409,7 +420,7 @@ func (j *journal) write(op errors.Op, w object.RangeWrite) (*object.Object, erro
 	j.dirty = true
 	j.files[len(j.files)-1].last = j.seq
 	j.queue = append(j.queue, e)
-	j.n.Store(int64(len(j.queue)))
+	j.n.Add(1)
 	j.pending[k] = append(j.pending[k], e)
 	j.used += size
 	select {
@@ -452,7 +463,7 @@ func (j *journal) syncLocked(target uint64) error {
 	if err := f.SyncData(); err != nil {
 		j.mu.Lock()
 		j.err = errors.E(errors.IO, fmt.Errorf("syncing the volume journal: %w", err))
-		j.space.Broadcast()
+		j.freed()
 		j.mu.Unlock()
 		return errors.E(errors.Op("store.SyncJournal"), j.err)
 	}
@@ -490,10 +501,29 @@ func (s *Store) drainAll() error {
 	}
 	j.applyMu.Lock()
 	defer j.applyMu.Unlock()
+	return j.apply(j.unapplied(0))
+}
+
+// unapplied returns up to max (0: all) of the writes not applied, in seq order.
+func (j *journal) unapplied(max int) []*jentry {
 	j.mu.Lock()
-	es := slices.Clone(j.queue)
-	j.mu.Unlock()
-	return j.apply(es)
+	defer j.mu.Unlock()
+	var es []*jentry
+	for _, e := range j.queue {
+		if max > 0 && len(es) == max {
+			break
+		}
+		if !e.applied {
+			es = append(es, e)
+		}
+	}
+	return es
+}
+
+// freed wakes the writes waiting for room. The caller holds mu.
+func (j *journal) freed() {
+	close(j.room)
+	j.room = make(chan struct{})
 }
 
 // apply applies es (in seq order, taken from the queue; the caller holds applyMu): the
@@ -514,14 +544,28 @@ func (j *journal) apply(es []*jentry) error {
 			}
 		}
 	}
+	// The chunks are written by a few goroutines (each append is a write to the disk,
+	// direct I/O for large ones), then synced together.
+	var wg sync.WaitGroup
+	errs := make([]error, len(es))
+	sem := make(chan struct{}, 8)
 	for i, e := range es {
 		if e.w.Data != nil && len(e.w.Data) > s.cfg.InlineMax {
-			bd, err := s.writeMutableChunks(e.w.Data, false)
-			if err != nil {
-				release()
-				return err
-			}
-			bds[i] = bd
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				bds[i], errs[i] = s.writeMutableChunks(e.w.Data, false)
+			}()
+		}
+	}
+	wg.Wait()
+	for i, bd := range bds {
+		if errs[i] != nil {
+			release()
+			return errs[i]
+		}
+		if bd != nil {
 			locs = append(locs, bd.locs...)
 		}
 	}
@@ -569,10 +613,21 @@ func (j *journal) applyOne(e *jentry, replay bool) error {
 func (j *journal) done(e *jentry) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if i := slices.Index(j.queue, e); i >= 0 {
-		j.queue = slices.Delete(j.queue, i, i+1)
+	if e.applied {
+		return
 	}
-	j.n.Store(int64(len(j.queue)))
+	e.applied = true
+	j.n.Add(-1)
+	head := 0
+	for head < len(j.queue) && j.queue[head].applied {
+		head++
+	}
+	if head > 0 {
+		j.queue = j.queue[head:]
+		if cap(j.queue) > 4*len(j.queue)+1024 {
+			j.queue = slices.Clone(j.queue)
+		}
+	}
 	p := j.pending[e.key]
 	if i := slices.Index(p, e); i >= 0 {
 		p = slices.Delete(p, i, i+1)
@@ -583,7 +638,7 @@ func (j *journal) done(e *jentry) {
 		j.pending[e.key] = p
 	}
 	j.used -= e.size
-	j.space.Broadcast()
+	j.freed()
 }
 
 // writeApplied writes, synced, that every write up to seq is applied: the index is synced
@@ -621,10 +676,7 @@ func (j *journal) run(stop <-chan struct{}) {
 		}
 		for !j.hold.Load() {
 			j.applyMu.Lock()
-			j.mu.Lock()
-			es := j.queue[:min(len(j.queue), 4096)]
-			es = slices.Clone(es)
-			j.mu.Unlock()
+			es := j.unapplied(4096)
 			err := j.apply(es)
 			if err == nil {
 				if a := j.appliedThrough(); a > j.applied {
@@ -714,6 +766,6 @@ func (j *journal) close() error {
 	err := j.f.Close()
 	j.f = nil
 	j.err = errors.E(errors.Transient, "store is closed")
-	j.space.Broadcast()
+	j.freed()
 	return err
 }

@@ -136,7 +136,7 @@ func (s *Store) WriteRange(ctx context.Context, w object.RangeWrite) (*object.Ob
 		}
 	}
 	if w.Unsynced && s.jnl != nil {
-		return s.jnl.write(op, w)
+		return s.jnl.write(ctx, op, w)
 	}
 	// A synced write comes after the writes of the object the journal holds.
 	if err := s.drain(w.Bucket, w.Key); err != nil {
