@@ -17,6 +17,7 @@ import (
 // every state each object went through, in order.
 type jmodel struct {
 	size   int64
+	max    int // the largest write (0: any size, some go to segments, synced)
 	states map[string][][]byte // by key: states[0] is "never written" (nil)
 	orders map[string][]uint64
 }
@@ -41,6 +42,9 @@ func (m *jmodel) write(t *testing.T, s *Store, rng *rand.Rand, key string) objec
 	n := int64(1 + rng.IntN(40<<10))
 	if rng.IntN(4) == 0 {
 		n = int64(1 + rng.IntN(int(m.size)))
+	}
+	if m.max > 0 {
+		n = min(n, int64(m.max))
 	}
 	off := rng.Int64N(m.size - n + 1)
 	prev := m.orders[key][len(m.orders[key])-1]
@@ -88,7 +92,8 @@ func journalConfig(fs vfs.FS, logs *testLogs) Config {
 	return cfg
 }
 
-// TestJournalPowerCut writes random unsynced range writes through the volume journal
+// TestJournalPowerCut writes random unsynced range writes (those up to InlineMax through
+// the volume journal, larger ones synced)
 // while its applier runs, syncs the journal now and then (FLUSH), and cuts power at
 // random instants (crash clones of the file system that keep only what was synced, or
 // that and a random share of the rest). After each cut the store opens, replays its
@@ -189,6 +194,7 @@ func TestJournalTornTail(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	keys := []string{"a", "b"}
 	m := newJModel(128<<10, keys...)
+	m.max = s.cfg.InlineMax // every write journaled
 	var order []string // the key of each journal record
 	for range 30 {
 		k := keys[rng.IntN(len(keys))]

@@ -135,7 +135,10 @@ func (s *Store) WriteRange(ctx context.Context, w object.RangeWrite) (*object.Ob
 			return nil, errors.E(op, err)
 		}
 	}
-	if w.Unsynced && s.jnl != nil {
+	// Writes up to InlineMax (and holes) go to the journal; a larger one is written
+	// once, to segments, and synced as before: journaling its bytes too wrote them twice
+	// and halved sequential writes (docs/benchmarks.md, issue 17).
+	if w.Unsynced && s.jnl != nil && len(w.Data) <= s.cfg.InlineMax {
 		return s.jnl.write(ctx, op, w)
 	}
 	// A synced write comes after the writes of the object the journal holds.
