@@ -320,7 +320,7 @@ func (j *journal) newFile() error {
 		return errors.E(errors.IO, err)
 	}
 	hdr := binary.BigEndian.AppendUint32([]byte(jnlMagic), jnlVersion)
-	if _, err := f.Write(hdr); err == nil {
+	if _, err = f.Write(hdr); err == nil {
 		err = f.Sync()
 	}
 	if err == nil {

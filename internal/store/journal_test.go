@@ -17,7 +17,7 @@ import (
 // every state each object went through, in order.
 type jmodel struct {
 	size   int64
-	max    int // the largest write (0: any size, some go to segments, synced)
+	max    int                 // the largest write (0: any size, some go to segments, synced)
 	states map[string][][]byte // by key: states[0] is "never written" (nil)
 	orders map[string][]uint64
 }
@@ -195,7 +195,7 @@ func TestJournalTornTail(t *testing.T) {
 	keys := []string{"a", "b"}
 	m := newJModel(128<<10, keys...)
 	m.max = s.cfg.InlineMax // every write journaled
-	var order []string // the key of each journal record
+	var order []string      // the key of each journal record
 	for range 30 {
 		k := keys[rng.IntN(len(keys))]
 		m.write(t, s, rng, k)
