@@ -195,8 +195,12 @@ func (s *Store) openJournal() error {
 	}
 	applied, err := s.journalApplied()
 	if err != nil {
-		return err
+		// A damaged index still opens (reads that need the bad block fail over): replay
+		// from the start; a write already applied is at a later order and skipped.
+		s.log.Warn("the volume journal's applied sequence cannot be read; replaying every record", "err", err)
+		applied = 0
 	}
+	unknown := err != nil // then the first record found starts the sequence
 	names, err := s.fs.List(j.dir)
 	if err != nil {
 		return errors.E(errors.IO, err)
@@ -227,6 +231,9 @@ func (s *Store) openJournal() error {
 		p := b[jnlHeaderSize:]
 		for len(p) > 0 {
 			r, n, err := decodeJournalRecord(p)
+			if err == nil && unknown {
+				unknown, last = false, r.seq-1
+			}
 			if err != nil || (r.seq > applied && r.seq != last+1) {
 				s.log.Info("journal replay: dropped a torn tail (writes not flushed)", "file", name, "bytes", len(p))
 				stopped = true
