@@ -122,6 +122,7 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	domains := fs.String("domain", "localhost", "comma-separated base domains for virtual-host-style requests (bucket.DOMAIN)")
 	capacity := fs.String("capacity", "", "capacity of this node's storage the device class's water marks refer to (e.g. 500GiB; default: the data disk's size)")
 	cacheSize := fs.String("cache-size", "64MiB", "index block cache (bounds the metadata memory; e.g. 16MiB, 1GiB)")
+	volumeJournal := fs.String("volume-journal", "256MiB", "volume journal: the most bytes of replicated volumes' unsynced writes (NBD writes without FUA) held before they are applied; a write waits for room, it never fails (0: off, every volume write is synced before it is answered)")
 	objectCache := fs.String("object-cache", "64MiB", "gateway object cache: memory for the bodies of small (up to 1 MiB) hot objects, served after a version check with the read quorum (0: off)")
 	segmentSize := fs.String("segment-size", "256MiB", "size at which a segment file is sealed (compaction granularity)")
 	fs.DurationVar(&cfg.Store.CompactInterval, "compact-interval", 30*time.Second, "how often compaction looks for segments to reclaim")
@@ -219,6 +220,12 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	cfg.Store.CacheSize = cache
 	if cfg.ObjectCache, err = parseSize(*objectCache); err != nil {
 		return fmt.Errorf("server: bad --object-cache %q (want e.g. 256MiB, or 0 to disable)", *objectCache)
+	}
+	if cfg.Store.JournalSize, err = parseSize(*volumeJournal); err != nil || cfg.Store.JournalSize < 0 || (cfg.Store.JournalSize > 0 && cfg.Store.JournalSize < 64<<20) {
+		return fmt.Errorf("server: bad --volume-journal %q (want e.g. 256MiB, at least 64MiB, or 0 to sync every volume write)", *volumeJournal)
+	}
+	if cfg.Store.JournalSize == 0 {
+		cfg.Store.JournalSize = -1
 	}
 	if cfg.Store.SegmentSize, err = parseSize(*segmentSize); err != nil || cfg.Store.SegmentSize < 1<<20 {
 		return fmt.Errorf("server: bad --segment-size %q (want e.g. 256MiB, at least 1MiB)", *segmentSize)

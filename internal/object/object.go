@@ -345,6 +345,10 @@ type RangeWrite struct {
 	// Prev is the write order the object must be at (0: it must not exist, or be
 	// deleted before Next); Next the order it is left at.
 	Prev, Next uint64
+	// Unsynced asks the holder to answer once the write is in its volume journal, before
+	// it is synced (a replicated volume's write without FUA; the writer's FLUSH syncs the
+	// journal: store.SyncJournal). A holder without a journal syncs it as any write.
+	Unsynced bool
 }
 
 // Length is the number of bytes w writes.

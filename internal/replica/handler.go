@@ -57,6 +57,7 @@ func NewHandler(cfg HandlerConfig) *Handler {
 	h.mux.HandleFunc(wire.PathMeta, h.meta)
 	h.mux.HandleFunc(wire.PathVersions, h.versions)
 	h.mux.HandleFunc(wire.PathRange, h.rangeWrite)
+	h.mux.HandleFunc(wire.PathJournalSync, h.journalSync)
 	if cfg.Leases != nil {
 		h.mux.HandleFunc(wire.PathLease, h.lease)
 	}

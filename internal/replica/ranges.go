@@ -22,6 +22,59 @@ type RangeWriter interface {
 	WriteRange(ctx context.Context, w object.RangeWrite) (*object.Object, error)
 }
 
+// JournalSyncer is a holder with a volume journal (store.SyncJournal): Local, Remote, and
+// a Faults wrapper of either.
+type JournalSyncer interface {
+	// SyncJournal returns once every range write the holder took unsynced
+	// (RangeWrite.Unsynced) before the call is durable.
+	SyncJournal(ctx context.Context) error
+}
+
+var (
+	_ JournalSyncer = (*Local)(nil)
+	_ JournalSyncer = (*Remote)(nil)
+)
+
+// SyncJournal implements JournalSyncer.
+func (l *Local) SyncJournal(ctx context.Context) error { return l.Store.SyncJournal() }
+
+// SyncJournal implements JournalSyncer.
+func (r *Remote) SyncJournal(ctx context.Context) error {
+	_, err := r.call(ctx, &rpc.Request{Method: http.MethodPost, Path: wire.PathJournalSync,
+		Cap: &rpc.Cap{Op: rpc.CapWrite}})
+	return err
+}
+
+// SyncJournal implements JournalSyncer: the faults apply as to every call.
+func (x *faulty) SyncJournal(ctx context.Context) error {
+	s, err := x.before(ctx)
+	if err != nil {
+		return err
+	}
+	js, ok := x.r.(JournalSyncer)
+	if !ok {
+		return errors.E(errors.Invalid, "the holder has no volume journal")
+	}
+	_, err = after[*object.Object](s, x.r.ID(), nil, js.SyncJournal(ctx))
+	return err
+}
+
+// journalSync serves PathJournalSync.
+func (h *Handler) journalSync(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		wire.WriteError(w, errors.E(errors.Invalid, "journal syncs are POSTs"))
+		return
+	}
+	if _, _, err := h.capFor(r, rpc.CapWrite); err != nil {
+		wire.WriteError(w, err)
+		return
+	}
+	if err := h.local.SyncJournal(r.Context()); err != nil {
+		wire.WriteError(w, err)
+		return
+	}
+}
+
 // MaxRangeWrite is the largest in-place write a holder takes in one request.
 const MaxRangeWrite = 32 << 20
 
@@ -48,6 +101,9 @@ func (r *Remote) WriteRange(ctx context.Context, w object.RangeWrite) (*object.O
 	q := query(w.Bucket, w.Key, wire.QSize, i64(w.Size), wire.QOffset, i64(w.Off), wire.QPrev, u64(w.Prev), wire.QNext, u64(w.Next))
 	req := &rpc.Request{Method: http.MethodPost, Path: wire.PathRange, Query: q, Cap: &rpc.Cap{Op: rpc.CapWrite, Bucket: w.Bucket, Key: w.Key}}
 	q.Set(wire.QLength, i64(w.Length()))
+	if w.Unsynced {
+		q.Set(wire.QUnsynced, "1")
+	}
 	if w.Data == nil {
 		q.Set(wire.QZero, "1")
 	} else {
@@ -94,7 +150,7 @@ func (h *Handler) rangeWrite(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	rw := object.RangeWrite{Bucket: bucket, Key: key, Size: intParam(r, wire.QSize), Off: intParam(r, wire.QOffset),
-		Prev: uintParam(r, wire.QPrev), Next: uintParam(r, wire.QNext)}
+		Prev: uintParam(r, wire.QPrev), Next: uintParam(r, wire.QNext), Unsynced: q.Get(wire.QUnsynced) == "1"}
 	n := intParam(r, wire.QLength)
 	if q.Get(wire.QZero) == "1" {
 		rw.Len = n

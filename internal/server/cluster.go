@@ -72,7 +72,14 @@ type mapInfo struct {
 // tag and take their version once the body is complete (gateway.LevelTaggedStripes),
 // only once every node's shard collection keeps a tag's stripes while the PUT may still
 // be sending them (an older node's would collect them).
+// Level 9 also, the volume journal: a volume's writer sends
+// writes unsynced (wire.QUnsynced) and syncs the holders' journals at FLUSH
+// (wire.PathJournalSync) only once the map's Level says every node serves journal syncs
+// (journalLevel); no map command is new.
 const featureLevel = 9
+
+// journalLevel is the map Level from which volume writes go through the holders' journals.
+const journalLevel = 9
 
 // commandLevel is the feature level a map command needs.
 func commandLevel(c clustermap.Command) int {

@@ -66,6 +66,10 @@ func (a *adminHandler) snapshotAction(ctx context.Context, action string, q map[
 	switch action {
 	case "snapshot":
 		start := time.Now()
+		// A snapshot implies a FLUSH: every write answered before it is durable in it.
+		if err := a.syncJournals(ctx); err != nil {
+			return nil, err
+		}
 		c := clustermap.Command{Op: clustermap.OpSnapshotVolume, Name: name, Snapshot: get("snapshot"), Layer: newLayerID(), Size: time.Now().UnixNano()}
 		b, _ := json.Marshal(c)
 		nm, err := a.apply.Apply(ctx, c)
@@ -339,6 +343,9 @@ func (a *adminHandler) volumeWrite(r *http.Request, name, offStr string) (any, e
 		err = d.(nbd.Zeroer).WriteZeroes(off, int64(len(body)))
 	} else {
 		_, err = d.WriteAt(body, off)
+	}
+	if err == nil {
+		err = d.Flush() // an import's answered write is durable (the volume journal)
 	}
 	if err != nil {
 		return nil, err

@@ -15,7 +15,9 @@ import (
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/rpc"
+	"github.com/cairnfs/cairn/internal/topology"
 	"github.com/cairnfs/cairn/internal/wire"
 )
 
@@ -104,6 +106,10 @@ func (a *adminHandler) volumeAction(ctx context.Context, action string, q url.Va
 	case "attach":
 		return a.attachVolume(ctx, name, q.Get("node"), q.Get("force") == "1")
 	case "detach":
+		// The next holder must find every write the old one answered durable.
+		if err := a.syncJournals(ctx); err != nil {
+			return nil, err
+		}
 		m, err := a.apply.Apply(ctx, clustermap.Command{Op: clustermap.OpDetachVolume, Name: name, NodeID: q.Get("node")})
 		if err != nil {
 			return nil, err
@@ -139,6 +145,14 @@ func (a *adminHandler) attachVolume(ctx context.Context, name, node string, forc
 			return VolumeInfo{}, errors.Errorf("", errors.Precondition, "volume %s is attached on node %s, which is %s: detach it there, or wait until it is marked down (cairn admin mark %s down) before --force", name, v.Holder, h.State, v.Holder)
 		}
 	}
+	if v.Holder != "" && v.Holder != node {
+		// A lease that moves: every write the old holder answered is made durable on
+		// the holders that are up (a dead holder's unflushed writes may be lost, as NBD
+		// allows: docs/design/volumes.md).
+		if err := a.syncJournals(ctx); err != nil {
+			return VolumeInfo{}, err
+		}
+	}
 	nm, err := a.apply.Apply(ctx, clustermap.Command{Op: clustermap.OpAttachVolume, Name: name, NodeID: node, Force: force})
 	if err != nil {
 		return VolumeInfo{}, err
@@ -147,6 +161,57 @@ func (a *adminHandler) attachVolume(ctx context.Context, name, node string, forc
 		return VolumeInfo{}, err
 	}
 	return a.volumeInfo(ctx, nm, nm.Volumes[name]), nil
+}
+
+// syncJournals syncs the volume journal of every storage node that is not down or out
+// (feature level 9): a snapshot, a detach and a lease that moves imply a FLUSH of every
+// write answered before them.
+func (a *adminHandler) syncJournals(ctx context.Context) error {
+	m := a.mgr.Current()
+	if m.Level < journalLevel {
+		return nil
+	}
+	nodes := m.StorageNodes()
+	errs := make(chan error, len(nodes))
+	n := 0
+	for _, nd := range nodes {
+		if nd.State == clustermap.StateDown || nd.State == clustermap.StateOut {
+			continue
+		}
+		n++
+		go func() {
+			r := a.gw.Replica(topology.Target{ID: nd.ID, Addr: nd.Addr, Local: a.gw.Topology().IsLocal(nd.ID)})
+			js, ok := r.(replica.JournalSyncer)
+			if !ok {
+				errs <- nil
+				return
+			}
+			if err := js.SyncJournal(ctx); err != nil {
+				errs <- errors.E(errors.Transient, fmt.Errorf("node %s did not sync its volume journal (retry): %w", nd.ID, err))
+				return
+			}
+			errs <- nil
+		}()
+	}
+	// A node that does not answer (dying, cut off) is skipped: the writes it took are on
+	// the other holders, whose journals are synced here (as a FLUSH skips a holder once it
+	// is marked down); a snapshot must not wait for the cluster to mark it down.
+	var first error
+	ok := 0
+	for range n {
+		if err := <-errs; err != nil {
+			a.log.Warn("a node did not sync its volume journal before a snapshot, detach or lease move; its copies catch up from the others", "err", err)
+			if first == nil {
+				first = err
+			}
+		} else {
+			ok++
+		}
+	}
+	if ok == 0 && first != nil {
+		return first
+	}
+	return nil
 }
 
 // waitEpoch returns once every storage node that is not down or out (in m, or in the

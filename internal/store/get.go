@@ -30,6 +30,9 @@ type Reader struct {
 
 // OpenObject returns a Reader of bucket/key's current version.
 func (s *Store) OpenObject(bucket, key string) (*Reader, error) {
+	if err := s.drain(bucket, key); err != nil {
+		return nil, err
+	}
 	// A small object's record holds its body: one lookup, no snapshot needed.
 	if o, err := getLive(s.db, objectKey(bucket, key)); err == nil && o.Embedded {
 		return &Reader{Object: o, s: s}, nil

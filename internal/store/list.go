@@ -15,6 +15,9 @@ import (
 // prefix with one seek, so a page costs O(page), not O(keys under the prefixes).
 func (s *Store) List(bucket string, opts object.ListOptions) (*object.ListResult, error) {
 	const op errors.Op = "store.List"
+	if err := s.drainAll(); err != nil {
+		return nil, errors.E(op, err)
+	}
 	if _, err := s.bucket(bucket); err != nil {
 		return nil, errors.E(op, err)
 	}
@@ -87,6 +90,9 @@ func (s *Store) List(bucket string, opts object.ListOptions) (*object.ListResult
 // bucket and key keep returns true, in key order, reading a consistent snapshot. It reads
 // the whole index of objects: replicas use it to compare what they hold.
 func (s *Store) Scan(keep func(bucket, key string) bool, fn func(object.VersionEntry) error) error {
+	if err := s.drainAll(); err != nil {
+		return err
+	}
 	return s.scan("store.Scan", pfxObject, false, keep, fn)
 }
 

@@ -315,6 +315,9 @@ func indexErr(err error) error {
 // metadata in meta, replacing any previous version. It returns the stored record.
 func (s *Store) PutObject(ctx context.Context, bucket, key string, meta *object.Object, src io.Reader, size int64, opts object.PutOptions) (*object.Object, error) {
 	const op errors.Op = "store.PutObject"
+	if err := s.drain(bucket, key); err != nil {
+		return nil, errors.E(op, err)
+	}
 	if _, err := s.bucket(bucket); err != nil {
 		return nil, errors.E(op, err)
 	}
@@ -435,12 +438,18 @@ func (s *Store) version(v uint64) uint64 {
 
 // StatObject returns an object's record without its body.
 func (s *Store) StatObject(bucket, key string) (*object.Object, error) {
+	if err := s.drain(bucket, key); err != nil {
+		return nil, err
+	}
 	return s.stat(errors.Op("store.StatObject"), getLive, bucket, key)
 }
 
 // StatVersion is StatObject that also returns tombstones (records with Deleted set), for
 // replicas comparing versions.
 func (s *Store) StatVersion(bucket, key string) (*object.Object, error) {
+	if err := s.drain(bucket, key); err != nil {
+		return nil, err
+	}
 	return s.stat(errors.Op("store.StatVersion"), getObject, bucket, key)
 }
 
@@ -461,6 +470,9 @@ func (s *Store) stat(op errors.Op, get func(getter, []byte) (*object.Object, err
 // a missing bucket is.
 func (s *Store) DeleteObject(bucket, key string) error {
 	const op errors.Op = "store.DeleteObject"
+	if err := s.drain(bucket, key); err != nil {
+		return errors.E(op, err)
+	}
 	if _, err := s.bucket(bucket); err != nil {
 		return errors.E(op, err)
 	}
@@ -473,6 +485,9 @@ func (s *Store) DeleteObject(bucket, key string) error {
 // record that is current afterwards (the tombstone, or the newer record).
 func (s *Store) DeleteVersion(bucket, key string, version uint64, modTime int64) (*object.Object, error) {
 	const op errors.Op = "store.DeleteVersion"
+	if err := s.drain(bucket, key); err != nil {
+		return nil, errors.E(op, err)
+	}
 	if _, err := s.bucket(bucket); err != nil {
 		return nil, errors.E(op, err)
 	}
@@ -485,6 +500,9 @@ func (s *Store) DeleteVersion(bucket, key string, version uint64, modTime int64)
 // holds for that version afterwards: d, or what was there (a newer null version, a purge).
 func (s *Store) DeleteRecord(bucket, key string, d object.Object) (*object.Object, error) {
 	const op errors.Op = "store.DeleteRecord"
+	if err := s.drain(bucket, key); err != nil {
+		return nil, errors.E(op, err)
+	}
 	if _, err := s.bucket(bucket); err != nil {
 		return nil, errors.E(op, err)
 	}
@@ -500,12 +518,18 @@ func (s *Store) DeleteRecord(bucket, key string, d object.Object) (*object.Objec
 // whether it removed anything. Nodes use it to hand off data they no longer hold once the
 // new holders confirmed their copies: a newer write that arrived meanwhile is kept.
 func (s *Store) Forget(bucket, key string, version uint64) (bool, error) {
+	if err := s.drain(bucket, key); err != nil {
+		return false, err
+	}
 	return s.drop(errors.Op("store.Forget"), bucket, key, func(o *object.Object) bool { return o.HLC == version })
 }
 
 // ForgetMeta is Forget that also keeps the record if its metadata changed after metaHLC
 // (a tagging update that arrived after the new holders confirmed their copies).
 func (s *Store) ForgetMeta(bucket, key string, version, metaHLC uint64) (bool, error) {
+	if err := s.drain(bucket, key); err != nil {
+		return false, err
+	}
 	return s.drop(errors.Op("store.ForgetMeta"), bucket, key, func(o *object.Object) bool { return o.HLC == version && o.MetaHLC <= metaHLC })
 }
 
@@ -519,6 +543,9 @@ func (s *Store) ForgetMeta(bucket, key string, version, metaHLC uint64) (bool, e
 // tombstone). A key without any record is a NotExist error.
 func (s *Store) UpdateMeta(u object.MetaUpdate) (*object.Object, error) {
 	const op errors.Op = "store.UpdateMeta"
+	if err := s.drain(u.Bucket, u.Key); err != nil {
+		return nil, errors.E(op, err)
+	}
 	if u.Version == 0 || u.MetaHLC == 0 {
 		return nil, errors.E(op, errors.Invalid, "a metadata update needs a version and its own HLC")
 	}

@@ -91,6 +91,10 @@ type Config struct {
 	Outbox func(bucket, key string, o *object.Object) [][]byte
 	// OnOutbox, if set, is called after a commit that wrote outbox entries.
 	OnOutbox func()
+	// JournalSize bounds the volume journal (journal.go): the bytes of unsynced range
+	// writes taken and not applied to the index yet. A write that would pass it waits
+	// for the applier (default 256 MiB; negative: no journal, every write is synced).
+	JournalSize int64
 }
 
 func (c *Config) setDefaults() {
@@ -117,6 +121,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.JournalSize == 0 {
+		c.JournalSize = 256 << 20
 	}
 }
 
@@ -181,6 +188,11 @@ type Store struct {
 	outPending, outDead atomic.Int64
 	outMu               sync.Mutex      // seq assignment and outInflight
 	outInflight         map[uint64]bool // first seqs of entries stacked and not yet committed
+
+	jnl   *journal // the volume journal (nil: none)
+	jstop chan struct{}
+	jdone chan struct{}
+	jonce sync.Once
 }
 
 type commitReq struct {
@@ -305,6 +317,17 @@ func Open(cfg Config) (*Store, error) {
 		defer s.wg.Done()
 		s.countUsage(ctx, usageIt, versIt)
 	}()
+	if cfg.JournalSize > 0 {
+		if err := s.openJournal(); err != nil {
+			s.Close()
+			return nil, errors.E(op, err)
+		}
+		s.jstop, s.jdone = make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(s.jdone)
+			s.jnl.run(s.jstop)
+		}()
+	}
 	return s, nil
 }
 
@@ -371,6 +394,9 @@ func beUint32(b []byte) uint32 {
 
 // Close waits for background work to stop, then closes the index and the segment files.
 func (s *Store) Close() error {
+	if s.jstop != nil && !s.closed.Load() {
+		s.jonce.Do(s.closeJournal)
+	}
 	s.closeMu.Lock()
 	already := s.closed.Swap(true)
 	s.closeMu.Unlock()
@@ -393,6 +419,40 @@ func (s *Store) Close() error {
 	}
 	if err2 != nil {
 		return errors.E(errors.Op("store.Close"), errors.IO, err2)
+	}
+	return nil
+}
+
+// closeJournal stops the journal's applier and applies what it holds: a clean restart
+// replays nothing.
+func (s *Store) closeJournal() {
+	// The journal's writes go to the index before it closes: a clean restart
+	// replays nothing.
+	close(s.jstop)
+	<-s.jdone
+	err := s.drainAll()
+	if err == nil {
+		s.jnl.applyMu.Lock()
+		err = s.jnl.writeApplied(s.jnl.appliedThrough())
+		s.jnl.applyMu.Unlock()
+	}
+	if err != nil {
+		s.log.Warn("applying the volume journal on close; the next start replays it", "err", err)
+	}
+	s.jnl.close()
+}
+
+// commitNoSync commits b without syncing the index's log and closes it (the volume
+// journal's applier: its writes are durable in the journal).
+func (s *Store) commitNoSync(b *pebble.Batch) error {
+	defer b.Close()
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed.Load() {
+		return errors.E(errors.Transient, "store is closed")
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return errors.E(errors.Op("store.commit"), errors.IO, err)
 	}
 	return nil
 }
@@ -680,6 +740,9 @@ func (s *Store) ListBuckets() ([]object.Bucket, error) {
 // DeleteBucket deletes an empty bucket (NotEmpty if it holds objects or uploads).
 func (s *Store) DeleteBucket(name string) error {
 	const op errors.Op = "store.DeleteBucket"
+	if err := s.drainAll(); err != nil {
+		return errors.E(op, err)
+	}
 	s.bucketMu.Lock()
 	defer s.bucketMu.Unlock()
 	if _, err := s.bucket(name); err != nil {

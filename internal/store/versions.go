@@ -417,6 +417,9 @@ func (s *Store) countNoncurrent(bucket string, d noncurrent) {
 // delete marker, a tombstone or a purge record included).
 func (s *Store) StatAt(bucket, key string, hlc uint64) (*object.Object, error) {
 	const op errors.Op = "store.StatAt"
+	if err := s.drain(bucket, key); err != nil {
+		return nil, errors.E(op, err)
+	}
 	o, err := s.recordAt(s.db, bucket, key, hlc)
 	if errors.Is(errors.NotExist, err) {
 		if _, berr := s.bucket(bucket); berr != nil {
@@ -444,6 +447,9 @@ func (s *Store) recordAt(g getter, bucket, key string, hlc uint64) (*object.Obje
 // marker opens as its record (Deleted and DeleteMarker set, no body); a version this store
 // does not hold, a tombstone or a purge record is NotExist.
 func (s *Store) OpenVersion(bucket, key string, hlc uint64) (*Reader, error) {
+	if err := s.drain(bucket, key); err != nil {
+		return nil, err
+	}
 	return s.open("store.OpenVersion", bucket, func(g getter) (*object.Object, error) {
 		o, err := s.recordAt(g, bucket, key, hlc)
 		if err == nil && !o.Visible() {
@@ -459,6 +465,9 @@ func (s *Store) OpenVersion(bucket, key string, hlc uint64) (*Reader, error) {
 // common prefixes, as List does.
 func (s *Store) ListVersions(bucket string, opts object.VersionListOptions) (*object.VersionList, error) {
 	const op errors.Op = "store.ListVersions"
+	if err := s.drainAll(); err != nil {
+		return nil, errors.E(op, err)
+	}
 	if _, err := s.bucket(bucket); err != nil {
 		return nil, errors.E(op, err)
 	}
@@ -592,6 +601,9 @@ func isHidden(v []byte) bool { return isTombstone(v) && v[1]&flagMarker == 0 }
 // ScanVersions calls fn for every noncurrent record (Noncurrent set) of every bucket
 // whose bucket and key keep returns true, in key order, reading a consistent snapshot.
 func (s *Store) ScanVersions(keep func(bucket, key string) bool, fn func(object.VersionEntry) error) error {
+	if err := s.drainAll(); err != nil {
+		return err
+	}
 	return s.scan("store.ScanVersions", pfxVersion, true, keep, fn)
 }
 
@@ -604,5 +616,8 @@ func versionEntry(bucket, key string, o *object.Object, noncurrent bool) object.
 // metaHLC or older) and its body, leaving nothing behind: the hand-off of a drained or
 // moved partition. It reports whether it removed anything.
 func (s *Store) ForgetVersion(bucket, key string, hlc, metaHLC uint64) (bool, error) {
+	if err := s.drain(bucket, key); err != nil {
+		return false, err
+	}
 	return s.dropAt(errors.Op("store.ForgetVersion"), bucket, key, versionKey(bucket, key, hlc), func(o *object.Object) bool { return o.MetaHLC <= metaHLC })
 }

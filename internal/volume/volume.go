@@ -74,7 +74,13 @@ type Config struct {
 	// object of an unnamed layer it copied on write and that no one else reads
 	// (DeadAfterCopy). Unset, the sweep of the next attach frees it.
 	Delete func(ctx context.Context, bucket, key string) error
-	Logger *slog.Logger
+	// Journal, if set and true, lets a replicated volume's writes be answered once they
+	// are in the volume journal of every holder, unsynced (RangeWrite.Unsynced); a FLUSH
+	// (and a FUA write) then syncs the journal of every holder written since the last
+	// one. It must say false until every node takes journal syncs (feature level 9).
+	// Unset or false, every write is synced before it is answered.
+	Journal func() bool
+	Logger  *slog.Logger
 
 	// crash, if set (tests), is asked before each shard write of an erasure-coded
 	// volume (phase 1: intents, 2: shards) whether the writer dies instead.
@@ -274,6 +280,8 @@ type Device struct {
 
 	mu   sync.Mutex
 	objs map[int64]*objState
+	// dirty: the holders sent unsynced writes since the last FLUSH took the set (by id).
+	dirty map[string]topology.Target
 }
 
 // objState is what the device knows of one data object.
@@ -527,14 +535,76 @@ func (d *Device) WriteAt(p []byte, off int64) (n int, err error) {
 	return len(p), nil
 }
 
-// Flush implements nbd.Device: every write was durable on every holder when it returned.
+// Flush implements nbd.Device: it syncs the volume journal of every holder that took an
+// unsynced write since the last FLUSH (a write synced when it was answered needs nothing).
 func (d *Device) Flush() (err error) {
 	defer func(start time.Time) { d.observe("flush", 0, start, err) }(time.Now())
 	if err := d.enter(); err != nil {
 		return err
 	}
-	d.gate.RUnlock()
-	return nil
+	defer d.gate.RUnlock()
+	ctx, cancel := context.WithTimeout(context.Background(), d.s.cfg.WriteTimeout)
+	defer cancel()
+	return d.flushJournals(ctx)
+}
+
+// flushJournals syncs the journals of the holders in d.dirty. A holder that does not
+// answer is tried again every 200 ms until it answers or the cluster marks it down (its
+// copies missed nothing the others lack: the writes it took unsynced are on every other
+// holder, which it catches up from); then the FLUSH fails.
+func (d *Device) flushJournals(ctx context.Context) error {
+	d.mu.Lock()
+	dirty := d.dirty
+	d.dirty = nil
+	d.mu.Unlock()
+	if len(dirty) == 0 {
+		return nil
+	}
+	errs := make(chan error, len(dirty))
+	for _, t := range dirty {
+		go func() {
+			for {
+				r, ok := d.s.cfg.Replica(t).(replica.JournalSyncer)
+				if !ok {
+					errs <- nil // a holder without a journal synced every write
+					return
+				}
+				err := r.SyncJournal(ctx)
+				if err == nil {
+					errs <- nil
+					return
+				}
+				if n, ok := d.s.cfg.Maps.Current().Node(t.ID); !ok || n.State == clustermap.StateDown || n.State == clustermap.StateOut {
+					errs <- nil
+					return
+				}
+				d.s.log.Warn("a holder of a volume's data objects did not sync its journal; retrying until it is marked down", "volume", d.vol.Name, "node", t.ID, "err", err)
+				select {
+				case <-ctx.Done():
+					errs <- errors.Errorf("", errors.IO, "volume %s: node %s did not sync its journal within %s: %v", d.vol.Name, t.ID, d.s.cfg.WriteTimeout, err)
+					return
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+		}()
+	}
+	var first error
+	for range dirty {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		d.mu.Lock()
+		if d.dirty == nil {
+			d.dirty = map[string]topology.Target{}
+		}
+		for id, t := range dirty {
+			d.dirty[id] = t
+		}
+		d.mu.Unlock()
+	}
+	return first
 }
 
 // Trim implements nbd.Device: the range becomes a hole (it reads as zeroes).
@@ -625,10 +695,23 @@ func (d *Device) write(ctx context.Context, i int64, w object.RangeWrite) error 
 		w.Off, w.Data, w.Len = 0, buf, 0
 	}
 	w.Prev, w.Next = st.order, Next(st.order, d.vol.Epoch)
+	w.Unsynced = d.s.cfg.Journal != nil && d.s.cfg.Journal()
 	for {
 		ts, err := d.targets(w.Key)
 		if err != nil {
 			return err
+		}
+		if w.Unsynced {
+			d.mu.Lock()
+			if d.dirty == nil {
+				d.dirty = map[string]topology.Target{}
+			}
+			for _, t := range ts {
+				if !t.Down {
+					d.dirty[t.ID] = t
+				}
+			}
+			d.mu.Unlock()
 		}
 		done, retry, err := d.fanOut(ctx, ts, w)
 		if err != nil {

@@ -65,7 +65,9 @@ func newCluster(t *testing.T) *cluster {
 // service returns node self's Service.
 func (c *cluster) service(self string) *Service {
 	topo := topology.NewTopology(c.maps, self, true, slog.New(slog.DiscardHandler))
+	// Writes go through the holders' volume journals (answered unsynced; FLUSH syncs).
 	return New(Config{Self: self, Maps: c.maps, Topology: topo, WriteTimeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler),
+		Journal: func() bool { return true },
 		Replica: func(t topology.Target) replica.Replica { return c.faults[t.ID].Wrap(c.locals[t.ID]) },
 		Delete: func(_ context.Context, bucket, key string) error {
 			c.deletes.Add(1)

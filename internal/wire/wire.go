@@ -101,6 +101,9 @@ const (
 	// QSize, QOffset, QLength, QPrev, QNext and QZero in the query, the bytes as the body
 	// (none for zeroes); the answer carries the record afterwards (HdrMeta).
 	PathRange = "/internal/v1/range"
+	// PathJournalSync: POST: the holder syncs its volume journal (every range write it
+	// took with QUnsynced before is durable when it answers; feature level 9).
+	PathJournalSync = "/internal/v1/journal/sync"
 )
 
 // Paths of the cluster protocol, served on the node address by every node (package
@@ -192,26 +195,27 @@ type InternodeNode struct {
 
 // Query keys.
 const (
-	QBucket    = "b"      // bucket
-	QKey       = "k"      // object key
-	QVersion   = "v"      // HLC of the version written, deleted or expected
-	QModTime   = "mod"    // modification time, Unix nanoseconds
-	QRepair    = "repair" // "1": replace a record of the same version (PutOptions.Repair)
-	QIfAbsent  = "ifnone" // "1": store only if the key holds nothing
-	QOffset    = "off"    // first byte of a ranged GET
-	QLength    = "n"      // length of a ranged GET (absent: to the end)
-	QUploadID  = "id"     // multipart upload id
-	QPart      = "n"      // part number (PathPart)
-	QAfter     = "after"  // list after this key, or parts after this number
-	QMax       = "max"    // page size
-	QPrefix    = "prefix" // key prefix of a listing
-	QDelimiter = "delim"  // delimiter of a listing
-	QKeyMarker = "km"     // uploads listing: key marker
-	QUploadMkr = "um"     // uploads listing: upload id marker
-	QNullMkr   = "nm"     // versions listing: "1": resume after the key marker's null version
-	QFlags     = "flags"  // DELETE: the record's flags: "v" versioned, "m" delete marker, "p" purge
-	QSize      = "size"   // range write: the mutable object's size
-	QPrev      = "prev"   // range write: the order the object must be at
-	QNext      = "next"   // range write: the order it is left at
-	QZero      = "zero"   // range write: "1": zeroes (a hole), no body
+	QBucket    = "b"        // bucket
+	QKey       = "k"        // object key
+	QVersion   = "v"        // HLC of the version written, deleted or expected
+	QModTime   = "mod"      // modification time, Unix nanoseconds
+	QRepair    = "repair"   // "1": replace a record of the same version (PutOptions.Repair)
+	QIfAbsent  = "ifnone"   // "1": store only if the key holds nothing
+	QOffset    = "off"      // first byte of a ranged GET
+	QLength    = "n"        // length of a ranged GET (absent: to the end)
+	QUploadID  = "id"       // multipart upload id
+	QPart      = "n"        // part number (PathPart)
+	QAfter     = "after"    // list after this key, or parts after this number
+	QMax       = "max"      // page size
+	QPrefix    = "prefix"   // key prefix of a listing
+	QDelimiter = "delim"    // delimiter of a listing
+	QKeyMarker = "km"       // uploads listing: key marker
+	QUploadMkr = "um"       // uploads listing: upload id marker
+	QNullMkr   = "nm"       // versions listing: "1": resume after the key marker's null version
+	QFlags     = "flags"    // DELETE: the record's flags: "v" versioned, "m" delete marker, "p" purge
+	QSize      = "size"     // range write: the mutable object's size
+	QPrev      = "prev"     // range write: the order the object must be at
+	QNext      = "next"     // range write: the order it is left at
+	QZero      = "zero"     // range write: "1": zeroes (a hole), no body
+	QUnsynced  = "unsynced" // range write: "1": answer once it is in the volume journal, unsynced (level 9)
 )
