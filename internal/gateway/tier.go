@@ -331,7 +331,7 @@ func (g *Gateway) openStreaming(bucket, key string, o *object.Object) (ObjectRea
 			t.mu.Unlock()
 		})
 	}
-	return &streamReader{tierReader: rd.(*tierReader), release: release}, nil
+	return &streamReader{tierReader: rd.(*tierReader), release: release, bucket: bucket, name: key}, nil
 }
 
 // streamsIdle returns a channel closed once no GET streams the tier copy of version id.
@@ -352,32 +352,61 @@ func (g *Gateway) streamsIdle(id string) <-chan struct{} {
 // answer is an error status, not a cut-off 200); Close lets the recall delete the copy.
 type streamReader struct {
 	*tierReader
-	release  func()
-	prepared io.ReadCloser
-	off, n   int64
+	release      func()
+	prepared     io.ReadCloser
+	off, n       int64
+	bucket, name string       // the object (r.key is its key in the tier)
+	local        ObjectReader // the version read from its holders, once recalled
+}
+
+// fromHolders is what a read does when the tier no longer has the copy: another gateway
+// recalled the version meanwhile (its recall counts only its own streams before deleting
+// the copy), so the same version is read from its holders. Any other outcome is the
+// tier's error.
+func (r *streamReader) fromHolders(ctx context.Context, tierErr error) error {
+	if !errors.Is(errors.NotExist, tierErr) {
+		return tierErr
+	}
+	rd, err := r.g.OpenVersion(ctx, r.bucket, r.name, r.o.HLC)
+	if err != nil {
+		return tierErr
+	}
+	if o := rd.Info(); o.HLC != r.o.HLC || o.Tiered() || o.ETag != r.o.ETag {
+		rd.Close()
+		return tierErr
+	}
+	r.local = rd
+	return nil
 }
 
 func (r *streamReader) Prepare(ctx context.Context, off, n int64) error {
-	if n <= 0 {
+	if n <= 0 || r.local != nil {
 		return nil
 	}
 	r.g.tiers.reads.Add(1)
 	body, err := r.store.GetRange(ctx, r.key, off, n)
 	if err != nil {
-		return err
+		return r.fromHolders(ctx, err)
 	}
 	r.prepared, r.off, r.n = body, off, n
 	return nil
 }
 
 func (r *streamReader) WriteRange(ctx context.Context, w io.Writer, off, n int64) (int64, error) {
+	if r.local != nil {
+		return r.local.WriteRange(ctx, w, off, n)
+	}
 	body := r.prepared
 	if body == nil || off != r.off || n != r.n {
 		if body != nil {
 			body.Close()
 		}
 		r.prepared = nil
-		return r.tierReader.WriteRange(ctx, w, off, n)
+		got, err := r.tierReader.WriteRange(ctx, w, off, n)
+		if got == 0 && err != nil && r.fromHolders(ctx, err) == nil {
+			return r.local.WriteRange(ctx, w, off, n)
+		}
+		return got, err
 	}
 	r.prepared = nil
 	defer body.Close()
@@ -392,6 +421,10 @@ func (r *streamReader) Close() error {
 	if r.prepared != nil {
 		r.prepared.Close()
 		r.prepared = nil
+	}
+	if r.local != nil {
+		r.local.Close()
+		r.local = nil
 	}
 	r.release()
 	return nil
