@@ -416,13 +416,25 @@ func (d *Deliverer) sendTarget(ctx context.Context, name string, ps []pending) i
 	for len(ps) > 0 {
 		n := min(len(ps), d.cfg.Batch)
 		batch := ps[:n]
-		msgs := make([][]byte, n)
 		seqs := make([]uint64, n)
 		for i, p := range batch {
-			msgs[i] = p.e.Message(d.cfg.Region)
 			seqs[i] = p.seq
 		}
-		if err := t.Send(ctx, msgs); err != nil {
+		var err error
+		if et, ok := t.(EntryTarget); ok {
+			es := make([]*Entry, n)
+			for i, p := range batch {
+				es[i] = p.e
+			}
+			err = et.SendEntries(ctx, es)
+		} else {
+			msgs := make([][]byte, n)
+			for i, p := range batch {
+				msgs[i] = p.e.Message(d.cfg.Region)
+			}
+			err = t.Send(ctx, msgs)
+		}
+		if err != nil {
 			if ctx.Err() != nil {
 				return sent
 			}

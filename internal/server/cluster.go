@@ -57,8 +57,10 @@ type mapInfo struct {
 // STANDARD only once every node's state machine takes erasure-coded volumes (an older
 // one refuses them) and every store fences their shards' writes (internal/volume ec.go).
 // The archive tiers and water marks (OpPutTier, OpRemoveTier, OpSetWaterMarks) are level 8
-// too: they came in the same release.
-const featureLevel = 8
+// too: they came in the same release. Level 9 multi-data-center replication links
+// (OpPutLink, OpRemoveLink): a link is made only once every storage node stacks changes
+// for links and serves the link endpoint (docs/design/mdc.md).
+const featureLevel = 9
 
 // commandLevel is the feature level a map command needs.
 func commandLevel(c clustermap.Command) int {
@@ -91,6 +93,8 @@ func commandLevel(c clustermap.Command) int {
 		return 6
 	case clustermap.OpPutTier, clustermap.OpRemoveTier, clustermap.OpSetWaterMarks:
 		return 8
+	case clustermap.OpPutLink, clustermap.OpRemoveLink:
+		return 9
 	case clustermap.OpSnapshotVolume, clustermap.OpCloneVolume, clustermap.OpRollbackVolume, clustermap.OpDeleteSnapshot, clustermap.OpReclaimDone,
 		clustermap.OpPutNotifyTarget, clustermap.OpRemoveNotifyTarget:
 		return 7
