@@ -142,6 +142,7 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.ScrubInterval, "scrub-interval", 30*24*time.Hour, "every object is read in full and verified once per interval (deep scrub)")
 	scrubRate := fs.String("scrub-rate", "32MiB", "deep scrub pace in bytes per second (0: unpaced)")
 	fs.IntVar(&cfg.NotifyMaxAttempts, "notify-max-attempts", 0, "failed sends after which a bucket notification event becomes a dead letter (0: never, it waits for its target)")
+	fs.DurationVar(&cfg.MDCInvestigate, "mdc-investigate", time.Hour, "how often each replication link's two clusters are compared and repaired (0: only on cairn mdc investigate)")
 	fs.DurationVar(&cfg.NotifyHold, "notify-hold", 30*time.Second, "how long a holder that is not a key's first live holder keeps its notification events before asking whether the first holder has them")
 	fs.DurationVar(&cfg.BucketLogInterval, "bucket-log-interval", time.Minute, "how often the S3 server access log records of buckets with logging enabled (PutBucketLogging) are delivered to their target buckets")
 	fs.DurationVar(&cfg.BackgroundTarget, "background-target", 0, "client p99 latency above which background work (recovery, rebalance, shard moves, policy apply, scrub) backs off; 0: twice the p99 clients see while none runs, learned")

@@ -25,7 +25,7 @@ func (g *Gateway) ApplyRemote(ctx context.Context, bucket, key string, rec *obje
 		return nil, errors.E(op, errors.Invalid, "a replicated change without a version")
 	}
 	if rec.SSE.Algorithm != "" {
-		return nil, errors.E(op, errors.NotImplemented, "objects with server-side encryption are not replicated between clusters")
+		return nil, errors.E(op, errors.Invalid, "objects with server-side encryption are not replicated between clusters")
 	}
 	g.clock.Observe(rec.HLC)
 	g.clock.Observe(rec.MetaHLC)
@@ -64,3 +64,6 @@ func (g *Gateway) ApplyRemote(ctx context.Context, bucket, key string, rec *obje
 type eofReader struct{}
 
 func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
+
+// NodeID is this node's id.
+func (g *Gateway) NodeID() string { return g.cfg.NodeID }

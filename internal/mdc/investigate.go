@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/placement"
 )
 
 // An investigation (LeoFS's "investigating") compares two clusters: each sums a hash of
@@ -120,4 +121,18 @@ func Diff(local, remote []object.VersionEntry) (push, pull []object.VersionEntry
 		}
 	}
 	return push, pull
+}
+
+// Digests sums the Hash of es per partition of a partition count of `partitions`.
+func Digests(es []object.VersionEntry, partitions int) []uint64 {
+	d := make([]uint64, partitions)
+	for _, e := range es {
+		d[placement.Partition(e.Bucket, e.Key, partitions)] += Hash(e)
+	}
+	return d
+}
+
+// Partition is the partition of bucket/key in a partition count of `partitions`.
+func Partition(bucket, key string, partitions int) int {
+	return placement.Partition(bucket, key, partitions)
 }

@@ -78,7 +78,22 @@ type Status struct {
 	DeadTotal  int64             `json:"dead_total"`            // entries made dead letters since start
 	OldestAge  float64           `json:"oldest_age"`            // seconds since the oldest pending entry was written
 	LastErrors map[string]string `json:"last_errors,omitempty"` // by target: its last failure, while it fails
+	// Targets is the outbox's entries by target (at most a second old).
+	Targets map[string]Backlog `json:"targets,omitempty"`
 }
+
+// Backlog is what waits in a node's outbox for one target.
+type Backlog struct {
+	Entries   int64   `json:"entries"`
+	Bytes     int64   `json:"bytes"`      // the sizes of the changes (their bodies)
+	OldestAge float64 `json:"oldest_age"` // seconds since the oldest was written
+	// Partial: the outbox was longer than one look reads (maxBacklogScan entries): the
+	// figures are lower bounds.
+	Partial bool `json:"partial,omitempty"`
+}
+
+// maxBacklogScan bounds the entries one look at the backlog decodes.
+const maxBacklogScan = 2_000_000
 
 // Deliverer sends a node's outbox. Run it once; Kick wakes it after a commit.
 type Deliverer struct {
@@ -99,6 +114,10 @@ type Deliverer struct {
 
 	mu      sync.Mutex
 	targets map[string]*targetState
+
+	blMu     sync.Mutex
+	blAt     time.Time
+	backlogs map[string]Backlog
 }
 
 type targetState struct {
@@ -167,7 +186,50 @@ func (d *Deliverer) Status() Status {
 		}
 	}
 	d.mu.Unlock()
+	st.Targets = d.backlog()
 	return st
+}
+
+// backlog returns the outbox's entries by target, looked at again when a second old.
+func (d *Deliverer) backlog() map[string]Backlog {
+	d.blMu.Lock()
+	defer d.blMu.Unlock()
+	if time.Since(d.blAt) < time.Second && d.backlogs != nil {
+		return d.backlogs
+	}
+	now := time.Now()
+	by := map[string]Backlog{}
+	oldest := map[string]int64{}
+	n := 0
+	partial := false
+	err := d.cfg.Outbox.ScanOutbox(0, func(_ uint64, b []byte) bool {
+		if n++; n > maxBacklogScan {
+			partial = true
+			return false
+		}
+		e, err := UnmarshalEntry(b)
+		if err != nil {
+			return true
+		}
+		bl := by[e.Target]
+		bl.Entries++
+		bl.Bytes += e.Size
+		by[e.Target] = bl
+		if o, ok := oldest[e.Target]; !ok || e.Stacked < o {
+			oldest[e.Target] = e.Stacked
+		}
+		return true
+	})
+	if err != nil {
+		d.log.Warn("cannot read the outbox's backlog", "err", err)
+	}
+	for t, bl := range by {
+		bl.OldestAge = now.Sub(time.Unix(0, oldest[t])).Seconds()
+		bl.Partial = partial
+		by[t] = bl
+	}
+	d.backlogs, d.blAt = by, now
+	return by
 }
 
 // HeldPurger is implemented by outboxes that keep the marks FirstHolds asks about (package

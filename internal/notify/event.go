@@ -31,6 +31,10 @@ type Entry struct {
 	// Change is the kind of change of a replication link's entry (target LinkTarget(link)):
 	// ChangePut, ChangeDelete or ChangeMeta; empty for a notification.
 	Change string `json:"x,omitempty"`
+	// Marker and Purged are a link entry's deletion flags (a delete marker, the purge of
+	// version HLC).
+	Marker bool `json:"dm,omitempty"`
+	Purged bool `json:"p,omitempty"`
 }
 
 // The kinds of change a replication link's entry carries (Entry.Change).
@@ -180,9 +184,9 @@ func (e *Entry) Message(region string) []byte {
 type Stacker struct {
 	// Doc returns a bucket's stored notification configuration ("" for none).
 	Doc func(bucket string) string
-	// Links returns the replication links that send bucket's changes (nil: none); each
-	// committed change gets one entry per link, targeted at LinkTarget(link).
-	Links func(bucket string) []string
+	// Links returns the replication links that send the changes of bucket/key (nil:
+	// none); each committed change gets one entry per link, targeted at LinkTarget(link).
+	Links func(bucket, key string) []string
 	// Now is the clock of Entry.Stacked (nil: time.Now).
 	Now func() time.Time
 
@@ -241,7 +245,7 @@ func (s *Stacker) linkEntries(out [][]byte, bucket, key string, o *object.Object
 	if s.Links == nil || o.Mutable {
 		return out
 	}
-	links := s.Links(bucket)
+	links := s.Links(bucket, key)
 	if len(links) == 0 {
 		return out
 	}
@@ -259,6 +263,7 @@ func (s *Stacker) linkEntries(out [][]byte, bucket, key string, o *object.Object
 		if !o.Deleted && !meta {
 			e.Size = o.Size
 		}
+		e.Marker, e.Purged = o.DeleteMarker, o.Purged
 		out = append(out, e.Marshal())
 	}
 	return out

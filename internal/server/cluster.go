@@ -506,6 +506,9 @@ func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		st := NotifyStatus{Node: h.self}
 		if h.notify != nil {
 			st.Status = h.notify.d.Load().Status()
+			if r := h.notify.mdc.Load(); r != nil {
+				st.MDC = r.received()
+			}
 		}
 		writeJSON(w, st)
 	case wire.PathScrub:

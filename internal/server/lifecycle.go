@@ -98,6 +98,7 @@ type instance struct {
 	rep               *repair.Loops
 	scrub             *repair.Scrub
 	notify            *notifier // bucket notifications (nil without the storage role)
+	mdc               *replicator // multi-data-center replication (nil without the storage role)
 	lastSync          atomic.Pointer[repair.SyncStats]
 	isrv              *http.Server             // internode
 	certs             *certReloader            // the S3 and admin listeners' certificate (nil: plain HTTP)
@@ -207,9 +208,12 @@ func assemble(cfg Config) (_ *instance, err error) {
 	mgr := n.mgr
 	if n.notify != nil {
 		n.notify.maps.Store(mgr)
+		n.mdc = newReplicator(mgr, n.gw, n.box, cfg.DataDir, log)
+		n.notify.mdc.Store(n.mdc)
 		n.notify.d.Store(notify.New(notify.Config{Outbox: n.st, Target: n.notify.target, Mine: n.gw.FirstHolder, FirstHolds: n.notifyHeld,
 			Hold: cfg.NotifyHold, Region: cfg.Region, MaxAttempts: cfg.NotifyMaxAttempts, Logger: log}))
 		n.notify.exportMetrics(n.m)
+		n.mdc.exportMetrics(n.m, n.notify.d.Load())
 		n.onClose(n.notify.close)
 	}
 	if n.blog, err = openBucketLogs(filepath.Join(cfg.DataDir, "bucket-logs"), n.nodeID, n.gw, mgr.Current, log); err != nil {
@@ -288,7 +292,19 @@ func assemble(cfg Config) (_ *instance, err error) {
 			return 0
 		})
 	}
-	n.isrv = serveLimited(internodeAuth(n.secret, n.itls, n.mgr, log, clientTimed(n.budget, n.internodeMux())), cfg.NodeLimits, func(s *http.Server) {
+	var ih http.Handler = internodeAuth(n.secret, n.itls, n.mgr, log, clientTimed(n.budget, n.internodeMux()))
+	if n.mdc != nil {
+		// The link endpoint: signed with a link's secret, not the cluster's.
+		cluster := ih
+		ih = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasPrefix(r.URL.Path, wire.PathMDC) {
+				n.mdc.ServeHTTP(w, r)
+				return
+			}
+			cluster.ServeHTTP(w, r)
+		})
+	}
+	n.isrv = serveLimited(ih, cfg.NodeLimits, func(s *http.Server) {
 		s.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
 	})
 	return n, nil
@@ -586,6 +602,9 @@ func (n *instance) run(ctx context.Context) (err error) {
 		d := n.notify.d.Load()
 		loop(func(ctx context.Context) { d.Run(ctx) })
 	}
+	if n.mdc != nil {
+		loop(func(ctx context.Context) { n.mdc.runInvestigations(ctx, n.nodeID, cfg.MDCInvestigate) })
+	}
 	loop(n.rep.RunTiering)
 	if n.scrub != nil {
 		loop(n.scrub.Run)
@@ -834,7 +853,7 @@ func (n *instance) adminMux(ctx context.Context) (*http.ServeMux, error) {
 		}
 		fmt.Fprintf(w, `{"status":"ok","node":%q,"epoch":%d,"free_bytes":%d,"garbage_bytes":%d}`+"\n", n.nodeID, n.mgr.Current().Epoch, free, garbage)
 	})
-	ah := &adminHandler{secret: n.secret, mgr: n.mgr, gw: n.gw, apply: n.app, rpc: n.client, self: n.nodeID, log: n.log, itls: n.itls, vols: n.vols, box: n.box}
+	ah := &adminHandler{secret: n.secret, mgr: n.mgr, gw: n.gw, apply: n.app, rpc: n.client, self: n.nodeID, log: n.log, itls: n.itls, vols: n.vols, box: n.box, mdc: n.mdc}
 	if n.nbdLn != nil {
 		ah.nbdAddr = n.nbdLn.Addr().String()
 	}
