@@ -44,6 +44,7 @@ Usage:
   cairn server [flags]   run a node (all roles; a complete single-node system by default)
   cairn admin COMMAND    cluster administration: status, nodes, placement, drain, remove ("cairn admin help")
   cairn volume COMMAND   block volumes: create, list, attach (NBD), resize, delete ("cairn volume help")
+  cairn mdc COMMAND      multi-data-center replication: link, list, status, investigate ("cairn mdc help")
   cairn dev cluster      start a local multi-node cluster on loopback for trying things and tests
   cairn bench WORKLOAD   benchmark an S3 endpoint (cairn or another); "cairn bench -h" lists workloads
   cairn version          print the version
@@ -67,6 +68,8 @@ func main() {
 		err = runAdmin(os.Args[2:], os.Stdout, os.Stderr)
 	case "volume":
 		err = runVolume(os.Args[2:], os.Stdout, os.Stderr)
+	case "mdc":
+		err = runMDC(os.Args[2:], os.Stdout, os.Stderr)
 	case "dev":
 		err = runDev(os.Args[2:], os.Stdout, os.Stderr)
 	case "version", "--version", "-version":

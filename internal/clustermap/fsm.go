@@ -91,7 +91,8 @@ type Command struct {
 //     described in notify.go.
 //   - OpRaiseLevel (Level): raises Map.Level to Level; Invalid if Level is not above
 //     it (the level never goes down).
-//   - The link commands (OpPutLink, OpRemoveLink) are described in mdc.go.
+//   - The link commands (OpPutLink, OpRemoveLink, OpPauseLink, OpResumeLink) are
+//     described in mdc.go.
 //   - The tier commands (OpPutTier, OpRemoveTier, OpSetWaterMarks) are described in
 //     tiers.go.
 //   - OpSetInternodeTLS (Internode): sets the cluster's internode TLS. Invalid without a
@@ -332,7 +333,7 @@ func applyCommand(m *Map, c Command) (*Map, error) {
 		if err := applyNotifyCommand(nm, c); err != nil {
 			return nil, err
 		}
-	case OpPutLink, OpRemoveLink:
+	case OpPutLink, OpRemoveLink, OpPauseLink, OpResumeLink:
 		if err := applyLinkCommand(nm, c); err != nil {
 			return nil, err
 		}

@@ -52,9 +52,13 @@ func (l *Link) Replicates(bucket string) bool {
 //     http or https URL, or if the secret is not sealed.
 //   - OpRemoveLink (Name): removes a link; NotExist if absent. Changes stacked for it
 //     are dropped by the nodes that hold them.
+//   - OpPauseLink, OpResumeLink (Name): pause a link (its changes are stacked, not sent)
+//     or resume it; NotExist if absent.
 const (
 	OpPutLink    = "put_link"
 	OpRemoveLink = "remove_link"
+	OpPauseLink  = "pause_link"
+	OpResumeLink = "resume_link"
 )
 
 func validateLink(l *Link) error {
@@ -90,6 +94,18 @@ func applyLinkCommand(nm *Map, c Command) error {
 			ls[k] = v
 		}
 		ls[c.Link.Name] = *c.Link
+		nm.Links = ls
+	case OpPauseLink, OpResumeLink:
+		l, ok := nm.Links[c.Name]
+		if !ok {
+			return errors.Errorf(opFSM, errors.NotExist, "no link %q", c.Name)
+		}
+		l.Paused = c.Op == OpPauseLink
+		ls := make(map[string]Link, len(nm.Links))
+		for k, v := range nm.Links {
+			ls[k] = v
+		}
+		ls[c.Name] = l
 		nm.Links = ls
 	case OpRemoveLink:
 		if _, ok := nm.Links[c.Name]; !ok {

@@ -93,7 +93,7 @@ func commandLevel(c clustermap.Command) int {
 		return 6
 	case clustermap.OpPutTier, clustermap.OpRemoveTier, clustermap.OpSetWaterMarks:
 		return 8
-	case clustermap.OpPutLink, clustermap.OpRemoveLink:
+	case clustermap.OpPutLink, clustermap.OpRemoveLink, clustermap.OpPauseLink, clustermap.OpResumeLink:
 		return 9
 	case clustermap.OpSnapshotVolume, clustermap.OpCloneVolume, clustermap.OpRollbackVolume, clustermap.OpDeleteSnapshot, clustermap.OpReclaimDone,
 		clustermap.OpPutNotifyTarget, clustermap.OpRemoveNotifyTarget:

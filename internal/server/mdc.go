@@ -547,3 +547,27 @@ func (r *replicator) exportMetrics(m *metrics.Metrics, d *notify.Deliverer) {
 	m.CounterFunc("cairn_mdc_applied_total", "Changes received over replication links and applied by this node.", func() float64 { return float64(r.applied.Load()) })
 	m.CounterFunc("cairn_mdc_refused_total", "Changes received over replication links that this node refused (Object Lock, encryption, unknown bucket).", func() float64 { return float64(r.refused.Load()) })
 }
+
+// LinkHello asks the remote endpoint of link name, signing with the link's secret as
+// cluster clusterID, for its cluster id: `cairn mdc link` proves the secret with it
+// before it stores anything. NotExist: the remote has no link of that name yet;
+// Permission: it refused the secret.
+func LinkHello(ctx context.Context, endpoint, name, secret, clusterID string) (*Hello, error) {
+	sec, err := rpc.NewSecret(secret)
+	if err != nil {
+		return nil, errors.E(errors.Invalid, fmt.Errorf("the link secret: %w", err))
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(endpoint, "/")+wire.PathMDCHello, nil)
+	if err != nil {
+		return nil, errors.E(errors.Invalid, err)
+	}
+	req.Header.Set(hdrLink, name)
+	sec.Sign(req, clusterID, 0, time.Now())
+	var h Hello
+	if _, err := doLink(&http.Client{Transport: rpc.NewTransport()}, sec, req, &h); err != nil {
+		return nil, err
+	}
+	return &h, nil
+}
