@@ -44,7 +44,7 @@ func TestDependencyRules(t *testing.T) {
 		"internal/s3api":               {"internal/access", "internal/errors", "internal/gateway", "internal/notify", "internal/object", "internal/sigv4", "internal/checksum", "internal/sse", "internal/lifecycle"},
 		// Bucket notifications: configurations, outbox entries, events, targets, the
 		// deliverer; placement and the store come in through functions the server gives.
-		"internal/notify":  {"internal/errors", "internal/object"},
+		"internal/notify": {"internal/errors", "internal/object"},
 		// Replication between clusters: the batch frames and the investigation's digests;
 		// sending, signing and applying are server's.
 		"internal/mdc":     {"internal/errors", "internal/object", "internal/placement"},

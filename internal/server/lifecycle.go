@@ -97,7 +97,7 @@ type instance struct {
 	gw                *gateway.Gateway
 	rep               *repair.Loops
 	scrub             *repair.Scrub
-	notify            *notifier // bucket notifications (nil without the storage role)
+	notify            *notifier   // bucket notifications (nil without the storage role)
 	mdc               *replicator // multi-data-center replication (nil without the storage role)
 	lastSync          atomic.Pointer[repair.SyncStats]
 	isrv              *http.Server             // internode

@@ -125,9 +125,9 @@ func (r *replicator) target(link string) notify.Target {
 // discard is the target of a link that is gone: every entry is taken and dropped.
 type discard struct{}
 
-func (discard) Send(context.Context, [][]byte) error             { return nil }
+func (discard) Send(context.Context, [][]byte) error               { return nil }
 func (discard) SendEntries(context.Context, []*notify.Entry) error { return nil }
-func (discard) Close() error                                     { return nil }
+func (discard) Close() error                                       { return nil }
 
 // linkTarget sends entries to the remote cluster of one link.
 type linkTarget struct {

@@ -140,8 +140,8 @@ type NotifyStatus struct {
 	Node string `json:"node"`
 	notify.Status
 	// MDC is what the node received over replication links since it started.
-	MDC *MDCReceived `json:"mdc,omitempty"`
-	Error string `json:"error,omitempty"` // the node could not be asked
+	MDC   *MDCReceived `json:"mdc,omitempty"`
+	Error string       `json:"error,omitempty"` // the node could not be asked
 }
 
 // MDCReceived is what a node received over replication links since it started.

@@ -73,8 +73,8 @@ type Config struct {
 	// MDCInvestigate is how often the links are investigated (their two clusters
 	// compared and repaired: docs/design/mdc.md); 0: only on cairn mdc investigate.
 	MDCInvestigate time.Duration
-	Domains    []string
-	Logger     *slog.Logger
+	Domains        []string
+	Logger         *slog.Logger
 	// Store tunables (zero = defaults).
 	Store store.Config
 	// MasterKeys seal the data keys of SSE-S3 objects (cmd/cairn loads them from
