@@ -25,8 +25,8 @@ const mdcUsage = `Usage: cairn mdc COMMAND [FLAGS]
 Multi-data-center replication: links to other cairn clusters (docs/design/mdc.md).
 
   link NAME --endpoint URL --secret-file F [--bucket B[,B...]] [--receive-only]
-        link this cluster to another: URL is the node address of one of its nodes
-        (http://HOST:PORT, its --node-addr). Both clusters make a link of the same NAME
+        link this cluster to another: URL is its S3 endpoint (http://HOST:PORT or
+        https://HOST:PORT, a node's --listen or a load balancer in front). Both clusters make a link of the same NAME
         and secret (a file, or - for standard input; at least 16 characters); the
         secret is checked with the remote before anything is stored (a wrong one is
         refused). --bucket: only these buckets (default: every bucket).
@@ -50,7 +50,7 @@ func runMDC(args []string, stdout, stderr io.Writer) error {
 	fs.Usage = func() { fmt.Fprint(stderr, mdcUsage) }
 	conn := adminFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	endpoint := fs.String("endpoint", "", "the remote cluster's node address (link)")
+	endpoint := fs.String("endpoint", "", "the remote cluster's S3 endpoint URL (link)")
 	secretFile := fs.String("secret-file", "", "file holding the link secret, - for standard input (link)")
 	buckets := fs.String("bucket", "", "comma-separated buckets the link replicates (link; default every bucket)")
 	receiveOnly := fs.Bool("receive-only", false, "this side of the link sends nothing (link)")
@@ -110,7 +110,7 @@ func (c *adminClient) mdcLink(stdout io.Writer, box *secrets.Box, name, endpoint
 	case !clustermap.ValidTargetName(name):
 		return fmt.Errorf("mdc: link name %q: 1-64 letters, digits, '-', '_' or '.'", name)
 	case endpoint == "":
-		return fmt.Errorf("mdc: link %s: --endpoint URL (the remote cluster's node address) is required", name)
+		return fmt.Errorf("mdc: link %s: --endpoint URL (the remote cluster's S3 endpoint) is required", name)
 	case secretFile == "":
 		return fmt.Errorf("mdc: link %s: --secret-file FILE (or - for standard input) is required: the secret is never taken from the command line", name)
 	}

@@ -12,8 +12,8 @@ import (
 // side's Send says whether it stacks and sends its own changes to the other.
 type Link struct {
 	Name string `json:"name"`
-	// Endpoint is the base URL of a node of the remote cluster's internode listener
-	// (http://HOST:PORT).
+	// Endpoint is the base URL of the remote cluster's S3 listener (http or https), where
+	// its link endpoint is.
 	Endpoint string `json:"endpoint"`
 	// Secret is the link secret, sealed by the secret store (package secrets, purpose
 	// "mdc-link", named by the link). The map never holds it in the clear.

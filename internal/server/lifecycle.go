@@ -292,19 +292,7 @@ func assemble(cfg Config) (_ *instance, err error) {
 			return 0
 		})
 	}
-	var ih http.Handler = internodeAuth(n.secret, n.itls, n.mgr, log, clientTimed(n.budget, n.internodeMux()))
-	if n.mdc != nil {
-		// The link endpoint: signed with a link's secret, not the cluster's.
-		cluster := ih
-		ih = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if strings.HasPrefix(r.URL.Path, wire.PathMDC) {
-				n.mdc.ServeHTTP(w, r)
-				return
-			}
-			cluster.ServeHTTP(w, r)
-		})
-	}
-	n.isrv = serveLimited(ih, cfg.NodeLimits, func(s *http.Server) {
+	n.isrv = serveLimited(internodeAuth(n.secret, n.itls, n.mgr, log, clientTimed(n.budget, n.internodeMux())), cfg.NodeLimits, func(s *http.Server) {
 		s.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
 	})
 	return n, nil
@@ -802,6 +790,23 @@ func (n *instance) settle(ctx context.Context) {
 
 // s3Handler is the S3 API over the gateway.
 func (n *instance) s3Handler() http.Handler {
+	h := n.s3API()
+	if n.mdc == nil {
+		return h
+	}
+	// The replication link endpoint shares the S3 listener (the address a remote
+	// cluster knows, with its TLS and limits), on paths no bucket can have, signed with
+	// a link's secret (docs/design/mdc.md).
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, wire.PathMDC) && r.Header.Get(hdrLink) != "" {
+			n.mdc.ServeHTTP(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (n *instance) s3API() http.Handler {
 	return s3api.New(s3api.Config{
 		Store:        n.gw,
 		Lookup:       n.keys.Lookup,
