@@ -478,3 +478,87 @@ func TestMDCCut(t *testing.T) {
 }
 
 func jsonOf(s string, v any) error { return json.Unmarshal([]byte(s), v) }
+
+// mdc runs cairn mdc against node i of a test cluster.
+func (tc *testCluster) mdc(i int, args ...string) string {
+	tc.t.Helper()
+	cmd := exec.Command(proctest.Bin(tc.t), append([]string{"mdc", "--admin", tc.procs[i].AdminAddr()}, args...)...)
+	cmd.Env = []string{"CAIRN_CLUSTER_SECRET=" + testClusterSecret}
+	cmd.Stdin = strings.NewReader(linkSecret + "\n")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		tc.t.Fatalf("cairn mdc %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// TestMDCClusters: two 3-node clusters linked both ways. Writes, overwrites and deletes
+// through every node of both, many to the same keys from both sides at once, converge to
+// identical contents key by key, with the same versions and delete markers. Then a node
+// of one is killed with changes queued on it (the link paused) and marked out: its queue
+// goes with it, and the other holders of those changes, which stacked them too, send
+// them once the link resumes (docs/design/mdc.md: a node marked out).
+func TestMDCClusters(t *testing.T) {
+	skipShort(t)
+	flags := []string{"--notify-hold", "1s", "--mdc-investigate", "0"}
+	A, B := startCluster(t, 3, flags...), startCluster(t, 3, flags...)
+	for _, tc := range []*testCluster{A, B} {
+		tc.createBucket(0, "rep")
+		if _, err := tc.procs[0].client().PutBucketVersioning(context.Background(), &s3.PutBucketVersioningInput{Bucket: aws.String("rep"),
+			VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	B.mdc(0, "link", "ab", "--endpoint", A.procs[1].URL(), "--secret-file", "-")
+	A.mdc(0, "link", "ab", "--endpoint", B.procs[2].URL(), "--secret-file", "-")
+
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for side, tc := range []*testCluster{A, B} {
+		for n := 0; n < 3; n++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c := tc.procs[n].client()
+				for i := 0; i < 40; i++ {
+					k := fmt.Sprintf("k/%d", (i*7+n)%25)
+					var err error
+					if i%5 == 4 {
+						_, err = c.DeleteObject(context.Background(), &s3.DeleteObjectInput{Bucket: aws.String("rep"), Key: aws.String(k)})
+					} else {
+						_, err = c.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String("rep"), Key: aws.String(k),
+							Body: strings.NewReader(fmt.Sprintf("side %d node %d op %d", side, n, i))})
+					}
+					if err != nil {
+						failed.Add(1)
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if f := failed.Load(); f > 0 {
+		t.Fatalf("%d writes failed", f)
+	}
+	ca, cb := A.procs[0].client(), B.procs[1].client()
+	converge(t, 60*time.Second, ca, cb, "rep")
+
+	// A node marked out with a queue.
+	A.mdc(0, "pause", "ab")
+	for i := 0; i < 60; i++ {
+		put(t, ca, "rep", fmt.Sprintf("out/%d", i), "queued")
+	}
+	A.procs[2].Kill()
+	if out, err := A.admin(0, "mark", "node3", "out"); err != nil {
+		t.Fatalf("mark out: %v\n%s", err, out)
+	}
+	A.mdc(0, "resume", "ab")
+	proctest.WaitFor(t, 60*time.Second, func() error {
+		n, err := count(cb, "rep", "out/")
+		if err != nil || n != 60 {
+			return fmt.Errorf("%d of 60 on b (%v)", n, err)
+		}
+		return nil
+	})
+	converge(t, 30*time.Second, ca, cb, "rep")
+}

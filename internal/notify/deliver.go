@@ -3,6 +3,7 @@ package notify
 import (
 	"cmp"
 	"context"
+	stderrors "errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -25,6 +26,11 @@ type Outbox interface {
 	DeadOutbox(seqs []uint64) error
 	OutboxLen() (pending, dead int64)
 }
+
+// ErrWait, wrapped by a Target's error, says that it does not take events now and
+// that this is not a failure (a paused replication link): its entries wait, tried again
+// a second later, without counting retries, attempts or backoff.
+var ErrWait = stderrors.New("the target waits")
 
 // Config configures a Deliverer.
 type Config struct {
@@ -498,6 +504,13 @@ func (d *Deliverer) sendTarget(ctx context.Context, name string, ps []pending) i
 		}
 		if err != nil {
 			if ctx.Err() != nil {
+				return sent
+			}
+			if stderrors.Is(err, ErrWait) {
+				// Not a failure (a paused link): looked at again in a second.
+				d.mu.Lock()
+				ts.until, ts.lastErr = time.Now().Add(time.Second), err.Error()
+				d.mu.Unlock()
 				return sent
 			}
 			d.failed(name, ts, batch, err)

@@ -117,7 +117,7 @@ func (r *replicator) target(link string) notify.Target {
 	case !ok || !l.Send:
 		return discard{} // unlinked (or made receive-only): its changes are dropped
 	case l.Paused:
-		return failing{errors.Errorf("", errors.Transient, "link %s is paused (cairn mdc resume %s)", link, link)}
+		return failing{fmt.Errorf("link %s is paused (cairn mdc resume %s): %w", link, link, notify.ErrWait)}
 	}
 	return &linkTarget{r: r, link: l}
 }
