@@ -312,7 +312,8 @@ func TestMDCQueue(t *testing.T) {
 	proctest.WaitFor(t, 60*time.Second, func() error {
 		for i := 0; i < 200; i += 7 {
 			if _, err := cb.HeadObject(context.Background(), &s3.HeadObjectInput{Bucket: aws.String("rep"), Key: aws.String(fmt.Sprintf("k/%d", i))}); err != nil {
-				return fmt.Errorf("k/%d on b: %v", i, err)
+				st, _ := a.mdc("", "status")
+				return fmt.Errorf("k/%d on b: %v\n%s", i, err, st)
 			}
 		}
 		n, err := count(cb, "rep", "k/")
