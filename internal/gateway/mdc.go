@@ -7,6 +7,7 @@ import (
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/replica"
+	"github.com/cairnfs/cairn/internal/topology"
 )
 
 // ApplyRemote stores a change received from a linked cluster (docs/design/mdc.md): rec
@@ -42,6 +43,9 @@ func (g *Gateway) ApplyRemote(ctx context.Context, bucket, key string, rec *obje
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
+	if g.holds(ctx, ts, bucket, key, rec) {
+		return rec, nil // an echo of this cluster's own change, or a copy already here
+	}
 	m := *rec
 	m.Body, m.Chunks, m.Inline, m.Embedded = nil, nil, false, false
 	m.Striped, m.Stripe, m.Mutable, m.Bypass, m.Restore = false, object.Stripe{}, false, false, ""
@@ -59,6 +63,27 @@ func (g *Gateway) ApplyRemote(ctx context.Context, bucket, key string, rec *obje
 		return nil, errors.E(op, err)
 	}
 	return o, nil
+}
+
+// holds reports whether the first holder of bucket/key that answers already has rec's
+// version with its metadata (or, for a key's null version, a newer one): then the write
+// would be dropped on every holder that has it, and its body need not be sent. A holder
+// that lacks it, or no answer, and the write goes ahead (the newest wins there anyway).
+func (g *Gateway) holds(ctx context.Context, ts []topology.Target, bucket, key string, rec *object.Object) bool {
+	for _, t := range ts {
+		if t.Down {
+			continue
+		}
+		cur, err := g.replica(t).Stat(ctx, bucket, key)
+		if err != nil {
+			return false
+		}
+		if cur.HLC == rec.HLC {
+			return cur.MetaHLC >= rec.MetaHLC && !cur.Deleted
+		}
+		return cur.HLC > rec.HLC && !rec.Versioned && !cur.Versioned
+	}
+	return false
 }
 
 type eofReader struct{}

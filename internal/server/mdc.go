@@ -405,18 +405,29 @@ func (r *replicator) serveApply(req *http.Request) (*ApplyAnswer, error) {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return nil, errors.E(errors.IO, err)
 	}
-	br := mdc.NewReader(f)
+	return r.applyBatch(req.Context(), mdc.NewReader(f))
+}
+
+// applyWorkers is how many changes of a batch are applied at once (the changes of one
+// key in their order, by one worker): the holders' group commit makes one disk sync of
+// many.
+const applyWorkers = 16
+
+// applyInline is the body size above which a change is applied by the reading goroutine,
+// once the workers are idle, its body streamed from the spool.
+const applyInline = 1 << 20
+
+// applyBatch applies the changes read from br; a transient failure of any stops it (the
+// sender sends the whole batch again: applying twice is harmless).
+func (r *replicator) applyBatch(ctx context.Context, br *mdc.Reader) (*ApplyAnswer, error) {
 	ans := &ApplyAnswer{}
-	for {
-		c, body, err := br.Next()
-		if err == io.EOF {
-			return ans, nil
-		}
-		if err != nil {
-			return ans, err
-		}
+	var mu sync.Mutex
+	var failed error
+	apply := func(c *mdc.Change, body io.Reader) {
 		rec := c.Rec
-		_, err = r.gw.ApplyRemote(req.Context(), c.Bucket, c.Key, &rec, body)
+		_, err := r.gw.ApplyRemote(ctx, c.Bucket, c.Key, &rec, body)
+		mu.Lock()
+		defer mu.Unlock()
 		switch {
 		case err == nil:
 			ans.Applied++
@@ -430,9 +441,90 @@ func (r *replicator) serveApply(req *http.Request) (*ApplyAnswer, error) {
 			r.refused.Add(1)
 			r.lastRefusal.Store(&msg)
 		default:
-			return nil, err // the sender sends the batch again (applying twice is harmless)
+			if failed == nil {
+				failed = err
+			}
 		}
 	}
+	type job struct {
+		c    *mdc.Change
+		body []byte
+	}
+	var wg sync.WaitGroup
+	queues := make([]chan job, applyWorkers)
+	start := func() {
+		for i := range queues {
+			q := make(chan job, 64)
+			queues[i] = q
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for j := range q {
+					var body io.Reader
+					if j.body != nil {
+						body = bytes.NewReader(j.body)
+					}
+					apply(j.c, body)
+				}
+			}()
+		}
+	}
+	start()
+	closeAll := func() {
+		for _, q := range queues {
+			close(q)
+		}
+		wg.Wait()
+	}
+	for {
+		c, body, err := br.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			closeAll()
+			return ans, err
+		}
+		mu.Lock()
+		stop := failed != nil
+		mu.Unlock()
+		if stop {
+			break
+		}
+		if body != nil && c.Rec.Size > applyInline {
+			// A large body streams from the spool: the workers finish first (they may
+			// hold earlier changes of this key).
+			closeAll()
+			apply(c, body)
+			start()
+			continue
+		}
+		var data []byte
+		if body != nil {
+			data = make([]byte, c.Rec.Size)
+			if _, err := io.ReadFull(body, data); err != nil {
+				closeAll()
+				return ans, errors.E(errors.Invalid, fmt.Errorf("a batch cut inside a body: %w", err))
+			}
+		}
+		queues[keyWorker(c.Bucket, c.Key)] <- job{c, data}
+	}
+	closeAll()
+	if failed != nil {
+		return nil, failed
+	}
+	return ans, nil
+}
+
+// keyWorker spreads keys over the apply workers (FNV-1a).
+func keyWorker(bucket, key string) int {
+	h := uint32(2166136261)
+	for _, s := range []string{bucket, "\x00", key} {
+		for i := 0; i < len(s); i++ {
+			h = (h ^ uint32(s[i])) * 16777619
+		}
+	}
+	return int(h % applyWorkers)
 }
 
 // clusterEntries returns the newest records of the linked buckets of l that this
