@@ -57,7 +57,9 @@ func BenchmarkMDC(b *testing.B) {
 		return float64(n.Load()) / window.Seconds()
 	}
 	without := rate("plain", "r0")
-	bb.link("ab", a.p.URL())
+	// One way, A to B (B --receive-only): both ways, B would send every change back
+	// for A to drop (docs/design/mdc.md: echoes).
+	bb.link("ab", a.p.URL(), "--receive-only")
 	a.link("ab", bb.p.URL(), "--bucket", "bench")
 	with := rate("bench", "r1")
 	b.ReportMetric(without, "puts/s-without")
