@@ -340,6 +340,40 @@ func TestMDCQueue(t *testing.T) {
 	if out := a.mustMDC("", "investigate", "ab"); !strings.Contains(out, "0/0 differing") && !strings.Contains(out, "0 records pushed") {
 		t.Fatalf("second investigation:\n%s", out)
 	}
+
+	// A version under Object Lock on the receiver is never removed by replication: the
+	// sender's permanent delete of it is refused there, counted, and the link goes on.
+	ctx := context.Background()
+	a.bucket("lock", true)
+	if _, err := cb.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("lock"), ObjectLockEnabledForBucket: aws.Bool(true)}); err != nil {
+		t.Fatal(err)
+	}
+	po, err := ca.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("lock"), Key: aws.String("kept"), Body: strings.NewReader("locked on b")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vid := po.VersionId
+	proctest.WaitFor(t, 30*time.Second, func() error {
+		_, err := cb.PutObjectRetention(ctx, &s3.PutObjectRetentionInput{Bucket: aws.String("lock"), Key: aws.String("kept"), VersionId: vid,
+			Retention: &types.ObjectLockRetention{Mode: types.ObjectLockRetentionModeCompliance, RetainUntilDate: aws.Time(time.Now().Add(time.Hour))}})
+		return err
+	})
+	if _, err := ca.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("lock"), Key: aws.String("kept"), VersionId: vid}); err != nil {
+		t.Fatal(err)
+	}
+	put(t, ca, "rep", "after-lock", "x")
+	proctest.WaitFor(t, 30*time.Second, func() error {
+		if _, err := cb.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("rep"), Key: aws.String("after-lock")}); err != nil {
+			return err
+		}
+		if st := b.mustMDC("", "status"); !strings.Contains(st, "refused 1") || !strings.Contains(st, "Object Lock") {
+			return fmt.Errorf("status on b:\n%s", st)
+		}
+		return nil
+	})
+	if _, err := cb.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("lock"), Key: aws.String("kept"), VersionId: vid}); err != nil {
+		t.Fatalf("the locked version is gone from b: %v", err)
+	}
 }
 
 func count(c *s3.Client, bucket, prefix string) (int, error) {
