@@ -84,7 +84,8 @@ type Status struct {
 	DeadTotal  int64             `json:"dead_total"`            // entries made dead letters since start
 	OldestAge  float64           `json:"oldest_age"`            // seconds since the oldest pending entry was written
 	LastErrors map[string]string `json:"last_errors,omitempty"` // by target: its last failure, while it fails
-	// Targets is the outbox's entries by target (at most a second old).
+	// Targets is the outbox's entries by target (looked at again after a second, or 20
+	// times as long as the last look took).
 	Targets map[string]Backlog `json:"targets,omitempty"`
 }
 
@@ -123,6 +124,7 @@ type Deliverer struct {
 
 	blMu     sync.Mutex
 	blAt     time.Time
+	blTook   time.Duration // the last look's duration
 	backlogs map[string]Backlog
 }
 
@@ -200,10 +202,11 @@ func (d *Deliverer) Status() Status {
 func (d *Deliverer) backlog() map[string]Backlog {
 	d.blMu.Lock()
 	defer d.blMu.Unlock()
-	if time.Since(d.blAt) < time.Second && d.backlogs != nil {
-		return d.backlogs
+	if time.Since(d.blAt) < max(time.Second, 20*d.blTook) && d.backlogs != nil {
+		return d.backlogs // a long outbox is looked at less often: at most 5 % of a core
 	}
 	now := time.Now()
+	defer func() { d.blTook = time.Since(now) }()
 	by := map[string]Backlog{}
 	oldest := map[string]int64{}
 	n := 0
