@@ -8,7 +8,7 @@ VENV    := .venv
 RACE_PKGS := ./internal/errors/... ./internal/lifecycle/... ./internal/store/... ./internal/sigv4/... ./internal/checksum/... ./internal/s3api/... ./internal/server/... ./internal/bench \
              ./internal/hlc/... ./internal/placement/... ./internal/policy/... ./internal/erasure/... ./internal/clustermap/... ./internal/rpc/... ./internal/replica/... ./internal/wire/... ./internal/object/... ./internal/metrics/... ./internal/gateway/... ./internal/topology/... ./internal/stripe/... ./internal/hints/... ./internal/repair/... \
              ./internal/proc/... ./internal/testutil/... ./internal/console/... ./internal/nbd/... ./internal/volume/... \
-             ./internal/access/... ./internal/budget/... ./internal/nodetls/... ./internal/secrets/... ./internal/sse/... ./internal/notify/... ./internal/tier/...
+             ./internal/access/... ./internal/budget/... ./internal/nodetls/... ./internal/secrets/... ./internal/sse/... ./internal/notify/... ./internal/mdc/... ./internal/tier/...
 FUZZTIME ?= 10s
 FUZZFLAGS ?=
 SOAK_DURATION ?= 10m

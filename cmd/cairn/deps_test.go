@@ -44,12 +44,15 @@ func TestDependencyRules(t *testing.T) {
 		"internal/s3api":               {"internal/access", "internal/errors", "internal/gateway", "internal/notify", "internal/object", "internal/sigv4", "internal/checksum", "internal/sse", "internal/lifecycle"},
 		// Bucket notifications: configurations, outbox entries, events, targets, the
 		// deliverer; placement and the store come in through functions the server gives.
-		"internal/notify":  {"internal/errors", "internal/object"},
+		"internal/notify": {"internal/errors", "internal/object"},
+		// Replication between clusters: the batch frames and the investigation's digests;
+		// sending, signing and applying are server's.
+		"internal/mdc":     {"internal/errors", "internal/object", "internal/placement"},
 		"internal/sse":     {"internal/errors"},
 		"internal/access":  {"internal/errors"},
 		"internal/metrics": {},
 		"internal/console": {"internal/errors"},
-		"internal/server":  {"internal/budget", "internal/console", "internal/hints", "internal/repair", "internal/topology", "internal/clustermap", "internal/errors", "internal/gateway", "internal/hlc", "internal/metrics", "internal/nbd", "internal/nodetls", "internal/notify", "internal/object", "internal/replica", "internal/rpc", "internal/s3api", "internal/secrets", "internal/store", "internal/tier", "internal/volume", "internal/wire"},
+		"internal/server":  {"internal/budget", "internal/console", "internal/hints", "internal/repair", "internal/topology", "internal/clustermap", "internal/errors", "internal/gateway", "internal/hlc", "internal/mdc", "internal/metrics", "internal/nbd", "internal/nodetls", "internal/notify", "internal/object", "internal/replica", "internal/rpc", "internal/s3api", "internal/secrets", "internal/store", "internal/tier", "internal/volume", "internal/wire"},
 		"internal/tier":    {"internal/errors", "internal/sigv4"},
 		"internal/secrets": {"internal/errors"},
 		"internal/nbd":     {"internal/errors"},

@@ -44,6 +44,7 @@ Usage:
   cairn server [flags]   run a node (all roles; a complete single-node system by default)
   cairn admin COMMAND    cluster administration: status, nodes, placement, drain, remove ("cairn admin help")
   cairn volume COMMAND   block volumes: create, list, attach (NBD), resize, delete ("cairn volume help")
+  cairn mdc COMMAND      multi-data-center replication: link, list, status, investigate ("cairn mdc help")
   cairn dev cluster      start a local multi-node cluster on loopback for trying things and tests
   cairn bench WORKLOAD   benchmark an S3 endpoint (cairn or another); "cairn bench -h" lists workloads
   cairn version          print the version
@@ -67,6 +68,8 @@ func main() {
 		err = runAdmin(os.Args[2:], os.Stdout, os.Stderr)
 	case "volume":
 		err = runVolume(os.Args[2:], os.Stdout, os.Stderr)
+	case "mdc":
+		err = runMDC(os.Args[2:], os.Stdout, os.Stderr)
 	case "dev":
 		err = runDev(os.Args[2:], os.Stdout, os.Stderr)
 	case "version", "--version", "-version":
@@ -144,6 +147,7 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.ScrubInterval, "scrub-interval", 30*24*time.Hour, "every object is read in full and verified once per interval (deep scrub)")
 	scrubRate := fs.String("scrub-rate", "32MiB", "deep scrub pace in bytes per second (0: unpaced)")
 	fs.IntVar(&cfg.NotifyMaxAttempts, "notify-max-attempts", 0, "failed sends after which a bucket notification event becomes a dead letter (0: never, it waits for its target)")
+	fs.DurationVar(&cfg.MDCInvestigate, "mdc-investigate", time.Hour, "how often each replication link's two clusters are compared and repaired (0: only on cairn mdc investigate)")
 	fs.DurationVar(&cfg.NotifyHold, "notify-hold", 30*time.Second, "how long a holder that is not a key's first live holder keeps its notification events before asking whether the first holder has them")
 	fs.DurationVar(&cfg.BucketLogInterval, "bucket-log-interval", time.Minute, "how often the S3 server access log records of buckets with logging enabled (PutBucketLogging) are delivered to their target buckets")
 	fs.DurationVar(&cfg.BackgroundTarget, "background-target", 0, "client p99 latency above which background work (recovery, rebalance, shard moves, policy apply, scrub) backs off; 0: twice the p99 clients see while none runs, learned")

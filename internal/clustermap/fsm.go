@@ -51,6 +51,9 @@ type Command struct {
 	// Tier and Marks are the tier commands' (tiers.go).
 	Tier  *Tier       `json:"tier,omitempty"`
 	Marks *WaterMarks `json:"marks,omitempty"`
+	// Link and ClusterID are OpPutLink's (mdc.go).
+	Link      *Link  `json:"link,omitempty"`
+	ClusterID string `json:"cluster_id,omitempty"`
 }
 
 // The command operations.
@@ -88,6 +91,8 @@ type Command struct {
 //     described in notify.go.
 //   - OpRaiseLevel (Level): raises Map.Level to Level; Invalid if Level is not above
 //     it (the level never goes down).
+//   - The link commands (OpPutLink, OpRemoveLink, OpPauseLink, OpResumeLink) are
+//     described in mdc.go.
 //   - The tier commands (OpPutTier, OpRemoveTier, OpSetWaterMarks) are described in
 //     tiers.go.
 //   - OpSetInternodeTLS (Internode): sets the cluster's internode TLS. Invalid without a
@@ -326,6 +331,10 @@ func applyCommand(m *Map, c Command) (*Map, error) {
 		nm.Level = c.Level
 	case OpPutNotifyTarget, OpRemoveNotifyTarget:
 		if err := applyNotifyCommand(nm, c); err != nil {
+			return nil, err
+		}
+	case OpPutLink, OpRemoveLink, OpPauseLink, OpResumeLink:
+		if err := applyLinkCommand(nm, c); err != nil {
 			return nil, err
 		}
 	case OpCreateVolume, OpResizeVolume, OpAttachVolume, OpDetachVolume, OpDeleteVolume,

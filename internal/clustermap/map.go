@@ -237,6 +237,11 @@ type Map struct {
 	// device class (tiers.go); both nil when empty.
 	Tiers      map[string]Tier       `json:"tiers,omitempty"`
 	WaterMarks map[string]WaterMarks `json:"water_marks,omitempty"`
+	// ClusterID names this cluster to the clusters it is linked with (the origin of its
+	// changes); set by the first link command. Links are the multi-data-center
+	// replication links by name (mdc.go). Never modified in place.
+	ClusterID string          `json:"cluster_id,omitempty"`
+	Links     map[string]Link `json:"links,omitempty"`
 }
 
 // InternodeTLS is the cluster's internode mutual TLS: the CA every node certificate
@@ -294,6 +299,7 @@ func (m *Map) Clone() *Map {
 		c.Garbage = maps.Clone(m.Garbage)
 	}
 	c.Targets = m.Targets // replaced, never modified, by commands
+	c.ClusterID, c.Links = m.ClusterID, m.Links
 	if m.Nodes != nil {
 		c.Nodes = make([]Node, len(m.Nodes))
 		for i, n := range m.Nodes {

@@ -3,6 +3,7 @@ package notify
 import (
 	"cmp"
 	"context"
+	stderrors "errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -25,6 +26,11 @@ type Outbox interface {
 	DeadOutbox(seqs []uint64) error
 	OutboxLen() (pending, dead int64)
 }
+
+// ErrWait, wrapped by a Target's error, says that it does not take events now and
+// that this is not a failure (a paused replication link): its entries wait, tried again
+// a second later, without counting retries, attempts or backoff.
+var ErrWait = stderrors.New("the target waits")
 
 // Config configures a Deliverer.
 type Config struct {
@@ -78,7 +84,23 @@ type Status struct {
 	DeadTotal  int64             `json:"dead_total"`            // entries made dead letters since start
 	OldestAge  float64           `json:"oldest_age"`            // seconds since the oldest pending entry was written
 	LastErrors map[string]string `json:"last_errors,omitempty"` // by target: its last failure, while it fails
+	// Targets is the outbox's entries by target (looked at again after a second, or 20
+	// times as long as the last look took).
+	Targets map[string]Backlog `json:"targets,omitempty"`
 }
+
+// Backlog is what waits in a node's outbox for one target.
+type Backlog struct {
+	Entries   int64   `json:"entries"`
+	Bytes     int64   `json:"bytes"`      // the sizes of the changes (their bodies)
+	OldestAge float64 `json:"oldest_age"` // seconds since the oldest was written
+	// Partial: the outbox was longer than one look reads (maxBacklogScan entries): the
+	// figures are lower bounds.
+	Partial bool `json:"partial,omitempty"`
+}
+
+// maxBacklogScan bounds the entries one look at the backlog decodes.
+const maxBacklogScan = 2_000_000
 
 // Deliverer sends a node's outbox. Run it once; Kick wakes it after a commit.
 type Deliverer struct {
@@ -99,6 +121,11 @@ type Deliverer struct {
 
 	mu      sync.Mutex
 	targets map[string]*targetState
+
+	blMu     sync.Mutex
+	blAt     time.Time
+	blTook   time.Duration // the last look's duration
+	backlogs map[string]Backlog
 }
 
 type targetState struct {
@@ -167,7 +194,51 @@ func (d *Deliverer) Status() Status {
 		}
 	}
 	d.mu.Unlock()
+	st.Targets = d.backlog()
 	return st
+}
+
+// backlog returns the outbox's entries by target, looked at again when a second old.
+func (d *Deliverer) backlog() map[string]Backlog {
+	d.blMu.Lock()
+	defer d.blMu.Unlock()
+	if time.Since(d.blAt) < max(time.Second, 20*d.blTook) && d.backlogs != nil {
+		return d.backlogs // a long outbox is looked at less often: at most 5 % of a core
+	}
+	now := time.Now()
+	defer func() { d.blTook = time.Since(now) }()
+	by := map[string]Backlog{}
+	oldest := map[string]int64{}
+	n := 0
+	partial := false
+	err := d.cfg.Outbox.ScanOutbox(0, func(_ uint64, b []byte) bool {
+		if n++; n > maxBacklogScan {
+			partial = true
+			return false
+		}
+		e, err := UnmarshalEntry(b)
+		if err != nil {
+			return true
+		}
+		bl := by[e.Target]
+		bl.Entries++
+		bl.Bytes += e.Size
+		by[e.Target] = bl
+		if o, ok := oldest[e.Target]; !ok || e.Stacked < o {
+			oldest[e.Target] = e.Stacked
+		}
+		return true
+	})
+	if err != nil {
+		d.log.Warn("cannot read the outbox's backlog", "err", err)
+	}
+	for t, bl := range by {
+		bl.OldestAge = now.Sub(time.Unix(0, oldest[t])).Seconds()
+		bl.Partial = partial
+		by[t] = bl
+	}
+	d.backlogs, d.blAt = by, now
+	return by
 }
 
 // HeldPurger is implemented by outboxes that keep the marks FirstHolds asks about (package
@@ -416,14 +487,33 @@ func (d *Deliverer) sendTarget(ctx context.Context, name string, ps []pending) i
 	for len(ps) > 0 {
 		n := min(len(ps), d.cfg.Batch)
 		batch := ps[:n]
-		msgs := make([][]byte, n)
 		seqs := make([]uint64, n)
 		for i, p := range batch {
-			msgs[i] = p.e.Message(d.cfg.Region)
 			seqs[i] = p.seq
 		}
-		if err := t.Send(ctx, msgs); err != nil {
+		var err error
+		if et, ok := t.(EntryTarget); ok {
+			es := make([]*Entry, n)
+			for i, p := range batch {
+				es[i] = p.e
+			}
+			err = et.SendEntries(ctx, es)
+		} else {
+			msgs := make([][]byte, n)
+			for i, p := range batch {
+				msgs[i] = p.e.Message(d.cfg.Region)
+			}
+			err = t.Send(ctx, msgs)
+		}
+		if err != nil {
 			if ctx.Err() != nil {
+				return sent
+			}
+			if stderrors.Is(err, ErrWait) {
+				// Not a failure (a paused link): looked at again in a second.
+				d.mu.Lock()
+				ts.until, ts.lastErr = time.Now().Add(time.Second), err.Error()
+				d.mu.Unlock()
 				return sent
 			}
 			d.failed(name, ts, batch, err)

@@ -28,7 +28,28 @@ type Entry struct {
 	ETag      string `json:"et,omitempty"`
 	ModTime   int64  `json:"m"` // the change's time, Unix nanoseconds
 	Stacked   int64  `json:"q"` // when the entry was written, Unix nanoseconds
+	// Change is the kind of change of a replication link's entry (target LinkTarget(link)):
+	// ChangePut, ChangeDelete or ChangeMeta; empty for a notification.
+	Change string `json:"x,omitempty"`
+	// Marker and Purged are a link entry's deletion flags (a delete marker, the purge of
+	// version HLC).
+	Marker bool `json:"dm,omitempty"`
+	Purged bool `json:"p,omitempty"`
 }
+
+// The kinds of change a replication link's entry carries (Entry.Change).
+const (
+	ChangePut    = "put"  // a version was written (a put, a copy, a completed upload)
+	ChangeDelete = "del"  // a record without a body: a tombstone, a delete marker, a purge
+	ChangeMeta   = "meta" // the in-place metadata of a version changed (tags, retention, hold, ACL)
+)
+
+// LinkPrefix starts the target name of a multi-data-center replication link's entries:
+// LinkPrefix + the link's name. No notification target has it (their names have no ':').
+const LinkPrefix = "mdc:"
+
+// LinkTarget is the outbox target name of link's entries.
+func LinkTarget(link string) string { return LinkPrefix + link }
 
 // Marshal encodes e for the outbox.
 func (e *Entry) Marshal() []byte {
@@ -163,6 +184,9 @@ func (e *Entry) Message(region string) []byte {
 type Stacker struct {
 	// Doc returns a bucket's stored notification configuration ("" for none).
 	Doc func(bucket string) string
+	// Links returns the replication links that send the changes of bucket/key (nil:
+	// none); each committed change gets one entry per link, targeted at LinkTarget(link).
+	Links func(bucket, key string) []string
 	// Now is the clock of Entry.Stacked (nil: time.Now).
 	Now func() time.Time
 
@@ -173,33 +197,73 @@ type Stacker struct {
 // Entries returns the encoded outbox entries of the committed record o of bucket/key:
 // one per matching rule, none if the bucket has no configuration or nothing matches.
 func (s *Stacker) Entries(bucket, key string, o *object.Object) [][]byte {
+	out := s.linkEntries(nil, bucket, key, o, false)
 	doc := s.Doc(bucket)
 	if doc == "" {
-		return nil
+		return out
 	}
 	ev := EventOf(o)
 	if ev == "" {
-		return nil
+		return out
 	}
 	c := s.parsed(doc)
 	if c == nil {
-		return nil
+		return out
 	}
 	rules := c.Match(ev, key)
 	if len(rules) == 0 {
-		return nil
+		return out
 	}
-	now := time.Now
-	if s.Now != nil {
-		now = s.Now
-	}
-	out := make([][]byte, 0, len(rules))
+	now := s.now()
 	for _, r := range rules {
 		e := Entry{Target: r.target, ConfigID: r.ID, Event: ev, Bucket: bucket, Key: key, HLC: o.HLC,
 			Versioned: o.Versioned, ETag: o.ETag, ModTime: o.ModTime, Stacked: now().UnixNano()}
 		if !o.Deleted {
 			e.Size = o.Size
 		}
+		out = append(out, e.Marshal())
+	}
+	return out
+}
+
+// MetaEntries returns the encoded outbox entries of an in-place metadata change of the
+// committed record o (tags, retention, legal hold, ACL): one per replication link that
+// sends bucket's changes (notifications have no event for them).
+func (s *Stacker) MetaEntries(bucket, key string, o *object.Object) [][]byte {
+	return s.linkEntries(nil, bucket, key, o, true)
+}
+
+func (s *Stacker) now() func() time.Time {
+	if s.Now != nil {
+		return s.Now
+	}
+	return time.Now
+}
+
+// linkEntries appends to out the entries of o's change for the links of bucket.
+func (s *Stacker) linkEntries(out [][]byte, bucket, key string, o *object.Object, meta bool) [][]byte {
+	if s.Links == nil || o.Mutable {
+		return out
+	}
+	links := s.Links(bucket, key)
+	if len(links) == 0 {
+		return out
+	}
+	kind := ChangePut
+	switch {
+	case meta:
+		kind = ChangeMeta
+	case o.Deleted:
+		kind = ChangeDelete
+	}
+	now := s.now()().UnixNano()
+	for _, l := range links {
+		e := Entry{Target: LinkTarget(l), Change: kind, Bucket: bucket, Key: key, HLC: o.HLC, Versioned: o.Versioned,
+			ModTime: o.ModTime, Stacked: now}
+		if !o.Deleted && !meta {
+			e.Size = o.Size
+		}
+		e.Marker, e.Purged = o.DeleteMarker, o.Purged
 		out = append(out, e.Marshal())
 	}
 	return out

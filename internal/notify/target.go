@@ -25,6 +25,15 @@ type Target interface {
 	Close() error
 }
 
+// EntryTarget is a Target that takes the outbox entries themselves rather than their S3
+// event messages (a replication link: it reads each change's record and body and ships
+// them to the remote cluster). The Deliverer calls SendEntries instead of Send; the same
+// rules hold (nil only once every entry is acknowledged; order kept).
+type EntryTarget interface {
+	Target
+	SendEntries(ctx context.Context, es []*Entry) error
+}
+
 // TargetSpec is an operator's target as the cluster map holds it (secrets already opened).
 type TargetSpec struct {
 	Name string

@@ -33,6 +33,8 @@ const (
 	// TierKey is the secret access key of an external archive tier, named by the tier's
 	// name.
 	TierKey = "tier-key"
+	// MDCLink is the secret of a multi-data-center replication link, named by the link.
+	MDCLink = "mdc-link"
 )
 
 const (

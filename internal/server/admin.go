@@ -107,6 +107,28 @@ type adminHandler struct {
 	nbdTLS  bool
 	itls    *internodeTLS
 	box     *secrets.Box // opens the tiers' credentials to probe them
+	mdc     *replicator  // nil without the storage role
+}
+
+// mdcStatus is the admin API's view of replication: every link with the backlog each
+// storage node holds for it, what the nodes received, and this node's investigations.
+func (a *adminHandler) mdcStatus(ctx context.Context) *MDCView {
+	m := a.mgr.Current()
+	nv := a.notifyStatus(ctx)
+	v := &MDCView{ClusterID: m.ClusterID, Links: linkStatus(m, nv.Nodes)}
+	for _, n := range nv.Nodes {
+		if n.MDC != nil {
+			v.Applied += n.MDC.Applied
+			v.Refused += n.MDC.Refused
+			if n.MDC.LastRefusal != "" {
+				v.LastRefusal = n.MDC.LastRefusal
+			}
+		}
+	}
+	if a.mdc != nil {
+		v.Investigations = a.mdc.inv.list()
+	}
+	return v
 }
 
 // Status is the answer of /admin/v1/status.
@@ -328,6 +350,18 @@ func (a *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, st)
 	case path == "notify":
 		writeJSON(w, a.notifyStatus(r.Context()))
+	case path == "mdc":
+		writeJSON(w, a.mdcStatus(r.Context()))
+	case path == "mdc/investigate" && r.Method == http.MethodPost:
+		if a.mdc == nil {
+			wire.WriteError(w, errors.E(errors.Invalid, "this node has no storage role: ask a storage node's admin address"))
+			return
+		}
+		if err := a.mdc.Investigate(r.Context(), q.Get("link")); err != nil {
+			wire.WriteError(w, err)
+			return
+		}
+		writeJSON(w, a.mdcStatus(r.Context()))
 	case path == "tiers" || strings.HasPrefix(path, "tier/"):
 		out, err := a.tierAction(r, strings.TrimPrefix(strings.TrimPrefix(path, "tiers"), "tier/"))
 		if err != nil {
@@ -642,14 +676,26 @@ func (a *adminHandler) status(ctx context.Context) *Status {
 			st.Warnings = append(st.Warnings, "node "+n.ID+" is not answering: reads go to the other replicas, and writes that reach their quorum without it are queued for it")
 		}
 		if nf := n.Stats; nf != nil && nf.Notify != nil {
-			if nf.Notify.OldestAge > 60 && len(nf.Notify.LastErrors) > 0 {
-				var ts []string
-				for t, e := range nf.Notify.LastErrors {
+			var ts []string
+			for t, e := range nf.Notify.LastErrors {
+				if !strings.HasPrefix(t, notify.LinkPrefix) {
 					ts = append(ts, t+" ("+e+")")
 				}
+			}
+			if nf.Notify.OldestAge > 60 && len(ts) > 0 {
 				sort.Strings(ts)
 				st.Warnings = append(st.Warnings, fmt.Sprintf("node %s: %d bucket notification events waiting, the oldest for %.0fs; failing: %s (cairn admin notify status)",
 					n.ID, nf.Notify.Pending, nf.Notify.OldestAge, strings.Join(ts, ", ")))
+			}
+			for t, b := range nf.Notify.Targets {
+				if link, ok := strings.CutPrefix(t, notify.LinkPrefix); ok && b.OldestAge > 60 {
+					why := nf.Notify.LastErrors[t]
+					if why == "" {
+						why = "sending"
+					}
+					st.Warnings = append(st.Warnings, fmt.Sprintf("node %s: replication link %s lags %.0fs with %d changes (%d bytes) waiting: %s (cairn mdc status)",
+						n.ID, link, b.OldestAge, b.Entries, b.Bytes, why))
+				}
 			}
 			if nf.Notify.Dead > 0 {
 				st.Warnings = append(st.Warnings, fmt.Sprintf("node %s keeps %d bucket notification events as dead letters (they failed --notify-max-attempts sends)", n.ID, nf.Notify.Dead))

@@ -76,6 +76,9 @@ type mapInfo struct {
 // writes unsynced (wire.QUnsynced) and syncs the holders' journals at FLUSH
 // (wire.PathJournalSync) only once the map's Level says every node serves journal syncs
 // (journalLevel); no map command is new.
+// Level 9 also: multi-data-center replication links (OpPutLink, OpRemoveLink): a link is
+// made only once every storage node stacks changes for links and serves the link
+// endpoint (docs/design/mdc.md).
 const featureLevel = 9
 
 // journalLevel is the map Level from which volume writes go through the holders' journals.
@@ -112,6 +115,8 @@ func commandLevel(c clustermap.Command) int {
 		return 6
 	case clustermap.OpPutTier, clustermap.OpRemoveTier, clustermap.OpSetWaterMarks:
 		return 8
+	case clustermap.OpPutLink, clustermap.OpRemoveLink, clustermap.OpPauseLink, clustermap.OpResumeLink:
+		return 9
 	case clustermap.OpSnapshotVolume, clustermap.OpCloneVolume, clustermap.OpRollbackVolume, clustermap.OpDeleteSnapshot, clustermap.OpReclaimDone,
 		clustermap.OpPutNotifyTarget, clustermap.OpRemoveNotifyTarget:
 		return 7
@@ -525,6 +530,9 @@ func (h *clusterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		st := NotifyStatus{Node: h.self}
 		if h.notify != nil {
 			st.Status = h.notify.d.Load().Status()
+			if r := h.notify.mdc.Load(); r != nil {
+				st.MDC = r.received()
+			}
 		}
 		writeJSON(w, st)
 	case wire.PathScrub:

@@ -97,7 +97,8 @@ type instance struct {
 	gw                *gateway.Gateway
 	rep               *repair.Loops
 	scrub             *repair.Scrub
-	notify            *notifier // bucket notifications (nil without the storage role)
+	notify            *notifier   // bucket notifications (nil without the storage role)
+	mdc               *replicator // multi-data-center replication (nil without the storage role)
 	lastSync          atomic.Pointer[repair.SyncStats]
 	isrv              *http.Server             // internode
 	certs             *certReloader            // the S3 and admin listeners' certificate (nil: plain HTTP)
@@ -207,9 +208,12 @@ func assemble(cfg Config) (_ *instance, err error) {
 	mgr := n.mgr
 	if n.notify != nil {
 		n.notify.maps.Store(mgr)
+		n.mdc = newReplicator(mgr, n.gw, n.box, cfg.DataDir, log)
+		n.notify.mdc.Store(n.mdc)
 		n.notify.d.Store(notify.New(notify.Config{Outbox: n.st, Target: n.notify.target, Mine: n.gw.FirstHolder, FirstHolds: n.notifyHeld,
 			Hold: cfg.NotifyHold, Region: cfg.Region, MaxAttempts: cfg.NotifyMaxAttempts, Logger: log}))
 		n.notify.exportMetrics(n.m)
+		n.mdc.exportMetrics(n.m, n.notify.d.Load())
 		n.onClose(n.notify.close)
 	}
 	if n.blog, err = openBucketLogs(filepath.Join(cfg.DataDir, "bucket-logs"), n.nodeID, n.gw, mgr.Current, log); err != nil {
@@ -587,6 +591,9 @@ func (n *instance) run(ctx context.Context) (err error) {
 		d := n.notify.d.Load()
 		loop(func(ctx context.Context) { d.Run(ctx) })
 	}
+	if n.mdc != nil {
+		loop(func(ctx context.Context) { n.mdc.runInvestigations(ctx, n.nodeID, cfg.MDCInvestigate) })
+	}
 	loop(n.rep.RunTiering)
 	if n.scrub != nil {
 		loop(n.scrub.Run)
@@ -788,6 +795,23 @@ func (n *instance) settle(ctx context.Context) {
 
 // s3Handler is the S3 API over the gateway.
 func (n *instance) s3Handler() http.Handler {
+	h := n.s3API()
+	if n.mdc == nil {
+		return h
+	}
+	// The replication link endpoint shares the S3 listener (the address a remote
+	// cluster knows, with its TLS and limits), on paths no bucket can have, signed with
+	// a link's secret (docs/design/mdc.md).
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, wire.PathMDC) && r.Header.Get(hdrLink) != "" {
+			n.mdc.ServeHTTP(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (n *instance) s3API() http.Handler {
 	return s3api.New(s3api.Config{
 		Store:        n.gw,
 		Lookup:       n.keys.Lookup,
@@ -841,7 +865,7 @@ func (n *instance) adminMux(ctx context.Context) (*http.ServeMux, error) {
 		}
 		fmt.Fprintf(w, `{"status":"ok","node":%q,"epoch":%d,"free_bytes":%d,"garbage_bytes":%d}`+"\n", n.nodeID, n.mgr.Current().Epoch, free, garbage)
 	})
-	ah := &adminHandler{secret: n.secret, mgr: n.mgr, gw: n.gw, apply: n.app, rpc: n.client, self: n.nodeID, log: n.log, itls: n.itls, vols: n.vols, box: n.box}
+	ah := &adminHandler{secret: n.secret, mgr: n.mgr, gw: n.gw, apply: n.app, rpc: n.client, self: n.nodeID, log: n.log, itls: n.itls, vols: n.vols, box: n.box, mdc: n.mdc}
 	if n.nbdLn != nil {
 		ah.nbdAddr, ah.nbdTLS = n.nbdLn.Addr().String(), n.cfg.NBDTLS
 	}

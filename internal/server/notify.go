@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -27,6 +28,7 @@ type notifier struct {
 	maps atomic.Pointer[clustermap.Manager] // set once the manager is open
 	stk  notify.Stacker
 	d    atomic.Pointer[notify.Deliverer] // set once the gateway is open
+	mdc  atomic.Pointer[replicator]       // set once the gateway is open
 	box  *secrets.Box
 	log  *slog.Logger
 	st   *store.Store // set once open
@@ -43,12 +45,19 @@ type openTarget struct {
 func newNotifier(box *secrets.Box, log *slog.Logger) *notifier {
 	nt := &notifier{box: box, log: log.With("component", "notify"), open: map[string]openTarget{}}
 	nt.stk.Doc = nt.doc
+	nt.stk.Links = func(bucket, key string) []string {
+		if r := nt.mdc.Load(); r != nil {
+			return r.links(bucket, key)
+		}
+		return nil
+	}
 	return nt
 }
 
 // storeHooks sets the store configuration's outbox hooks.
 func (nt *notifier) storeHooks(c *store.Config) {
 	c.Outbox = nt.stk.Entries
+	c.OutboxMeta = nt.stk.MetaEntries
 	c.OnOutbox = func() {
 		if d := nt.d.Load(); d != nil {
 			d.Kick()
@@ -67,6 +76,13 @@ func (nt *notifier) doc(bucket string) string {
 // target returns the open target of that name, (re)opening it when the map's definition
 // changed. A target whose secret cannot be opened fails every send (its events wait).
 func (nt *notifier) target(name string) (notify.Target, bool) {
+	if link, ok := strings.CutPrefix(name, notify.LinkPrefix); ok {
+		r := nt.mdc.Load()
+		if r == nil {
+			return failing{errors.E(errors.Transient, "replication is not started yet")}, true
+		}
+		return r.target(link), true
+	}
 	mgr := nt.maps.Load()
 	if mgr == nil {
 		return failing{errors.E(errors.Transient, "the cluster map is not loaded yet")}, true
@@ -123,7 +139,25 @@ func (f failing) Close() error                         { return nil }
 type NotifyStatus struct {
 	Node string `json:"node"`
 	notify.Status
-	Error string `json:"error,omitempty"` // the node could not be asked
+	// MDC is what the node received over replication links since it started.
+	MDC   *MDCReceived `json:"mdc,omitempty"`
+	Error string       `json:"error,omitempty"` // the node could not be asked
+}
+
+// MDCReceived is what a node received over replication links since it started.
+type MDCReceived struct {
+	Applied     int64  `json:"applied"`
+	Refused     int64  `json:"refused"`
+	Superseded  int64  `json:"superseded"` // stacked changes not sent: their version was gone
+	LastRefusal string `json:"last_refusal,omitempty"`
+}
+
+func (r *replicator) received() *MDCReceived {
+	m := &MDCReceived{Applied: r.applied.Load(), Refused: r.refused.Load(), Superseded: r.superseded.Load()}
+	if s := r.lastRefusal.Load(); s != nil {
+		m.LastRefusal = *s
+	}
+	return m
 }
 
 // NotifyTargetInfo is a target as the admin API shows it: never its secret.

@@ -75,8 +75,11 @@ type Config struct {
 	// NotifyHold is how long a holder of a key that is not its first live holder keeps
 	// an event before asking whether the first holder has it (default 30s).
 	NotifyHold time.Duration
-	Domains    []string
-	Logger     *slog.Logger
+	// MDCInvestigate is how often the links are investigated (their two clusters
+	// compared and repaired: docs/design/mdc.md); 0: only on cairn mdc investigate.
+	MDCInvestigate time.Duration
+	Domains        []string
+	Logger         *slog.Logger
 	// Store tunables (zero = defaults).
 	Store store.Config
 	// MasterKeys seal the data keys of SSE-S3 objects (cmd/cairn loads them from

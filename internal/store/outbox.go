@@ -52,10 +52,19 @@ type stacking struct {
 // stack adds the outbox entries of o (committed as bucket/key) to b. The caller commits b
 // and then calls stacked with the result, whatever it is.
 func (s *Store) stack(b *pebble.Batch, bucket, key string, o *object.Object) stacking {
-	if s.cfg.Outbox == nil || Internal(bucket) {
+	return s.stackWith(s.cfg.Outbox, b, bucket, key, o)
+}
+
+// stackMeta is stack for an in-place metadata change (Config.OutboxMeta).
+func (s *Store) stackMeta(b *pebble.Batch, bucket, key string, o *object.Object) stacking {
+	return s.stackWith(s.cfg.OutboxMeta, b, bucket, key, o)
+}
+
+func (s *Store) stackWith(entries func(bucket, key string, o *object.Object) [][]byte, b *pebble.Batch, bucket, key string, o *object.Object) stacking {
+	if entries == nil || Internal(bucket) {
 		return stacking{}
 	}
-	es := s.cfg.Outbox(bucket, key, o)
+	es := entries(bucket, key, o)
 	if len(es) == 0 {
 		return stacking{}
 	}

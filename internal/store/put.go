@@ -383,7 +383,7 @@ func (s *Store) commitObject(op errors.Op, bucket, key string, o *object.Object,
 		if old.HLC == o.HLC && !old.Deleted && !o.Deleted {
 			// A copy of the version held here (hinted retry, sync): take the metadata
 			// changes it has that this one lacks, keep the body.
-			return s.mergeMeta(op, okey, old, o)
+			return s.mergeMeta(op, bucket, key, okey, old, o)
 		}
 		return old, nil // a newer version (or delete) is already here
 	}
@@ -580,21 +580,24 @@ func (s *Store) UpdateMeta(u object.MetaUpdate) (*object.Object, error) {
 	if old.Deleted {
 		return old, nil
 	}
-	return s.mergeMeta(op, loc, old, u.Record())
+	return s.mergeMeta(op, u.Bucket, u.Key, loc, old, u.Record())
 }
 
 // mergeMeta stores old again under key with the groups of in-place metadata src changed
 // later (object.Object.MergeMeta), if any. The caller holds the key's lock. The record
 // keeps its version id, so its body (embedded, inline under its own key, or chunks) is
 // untouched.
-func (s *Store) mergeMeta(op errors.Op, key []byte, old, src *object.Object) (*object.Object, error) {
+func (s *Store) mergeMeta(op errors.Op, bucket, key string, rkey []byte, old, src *object.Object) (*object.Object, error) {
 	o := *old
 	if !o.MergeMeta(src) {
 		return old, nil
 	}
 	b := s.db.NewBatch()
-	b.Set(key, marshalRecord(&o), nil)
-	if err := s.commit(b); err != nil {
+	b.Set(rkey, marshalRecord(&o), nil)
+	events := s.stackMeta(b, bucket, key, &o)
+	err := s.commit(b)
+	s.stacked(events, err == nil)
+	if err != nil {
 		return nil, errors.E(op, err)
 	}
 	return &o, nil

@@ -89,6 +89,10 @@ type Config struct {
 	// they are written in the change's own synced batch (outbox.go). Package notify's
 	// Stacker provides it. It is called under the key's lock: it must be quick.
 	Outbox func(bucket, key string, o *object.Object) [][]byte
+	// OutboxMeta, if set, returns the outbox entries of an in-place metadata change of
+	// bucket/key (o is the record as committed with it: tags, retention, hold, ACL),
+	// written in its batch as Outbox's are.
+	OutboxMeta func(bucket, key string, o *object.Object) [][]byte
 	// OnOutbox, if set, is called after a commit that wrote outbox entries.
 	OnOutbox func()
 	// JournalSize bounds the volume journal (journal.go): the bytes of unsynced range

@@ -257,7 +257,7 @@ func (s *Store) commitVersionIn(op errors.Op, b *pebble.Batch, bucket, key strin
 				b.Close()
 			}
 			if !same.Deleted && !o.Deleted {
-				return s.mergeMeta(op, loc, same, o)
+				return s.mergeMeta(op, bucket, key, loc, same, o)
 			}
 			return same, nil
 		}

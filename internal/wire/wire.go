@@ -122,6 +122,18 @@ const (
 	// PathNotifyHeld answers whether a node wrote the outbox entries of a change
 	// (?bucket=&key=&version=) and sent them: {"held": bool, "sent": bool}.
 	PathNotifyHeld = "/internal/v1/notify/held"
+	// PathMDC starts the paths of the multi-data-center replication link endpoint: on
+	// the S3 listener (no bucket name has a '_'), signed with a link's secret (rpc.Secret
+	// of it, the sender its cluster id) rather than the cluster's, the link named by the
+	// X-Cairn-Link header. Hello (GET) answers the cluster's id; Apply (POST) takes a
+	// batch of changes (package mdc's frames); Digests (POST a query) answers the
+	// digests or records of the linked buckets; Push (POST records) makes the receiver
+	// send them back in a batch of its own (an investigation's pull).
+	PathMDC        = "/_cairn/mdc/"
+	PathMDCHello   = "/_cairn/mdc/hello"
+	PathMDCApply   = "/_cairn/mdc/apply"
+	PathMDCDigests = "/_cairn/mdc/digests"
+	PathMDCPush    = "/_cairn/mdc/push"
 	// PathRecovery answers a node's recovery progress; POST ?rate=N sets its copy rate.
 	PathRecovery = "/internal/v1/recovery"
 	// PathReplace answers a node's progress re-placing objects by their bucket's policy.
