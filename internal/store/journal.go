@@ -390,20 +390,12 @@ func (j *journal) write(ctx context.Context, op errors.Op, w object.RangeWrite) 
 			return nil, errors.E(op, err)
 		}
 	}
-	var o object.Object
-	switch {
-	case old != nil && !old.Deleted && old.HLC == w.Prev:
-		if !old.Mutable {
-			return nil, errors.Errorf(op, errors.Invalid, "%s/%s is not a mutable object", w.Bucket, w.Key)
+	o, err := mutableNext(op, &w, old)
+	if err != nil {
+		if errors.Is(errors.Precondition, err) {
+			return old, err // the caller learns the order the object is at
 		}
-		if old.Size != w.Size {
-			return nil, errors.Errorf(op, errors.Invalid, "mutable object of %d bytes written as one of %d", old.Size, w.Size)
-		}
-		o = *old
-	case w.Prev == 0 && (old == nil || (old.Deleted && old.HLC < w.Next)):
-		o = object.Object{Mutable: true, VersionID: newID(), Size: w.Size}
-	default:
-		return old, errors.Errorf(op, errors.Precondition, "mutable object %s/%s is at order %d, the write expects %d", w.Bucket, w.Key, orderOf(old), w.Prev)
+		return nil, err
 	}
 	o.HLC, o.ModTime = w.Next, time.Now().UnixNano()
 	s.clock.Observe(w.Next)

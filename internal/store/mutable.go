@@ -212,20 +212,12 @@ func (s *Store) commitRange(op errors.Op, w object.RangeWrite, bd *body, sync bo
 	if err != nil && !errors.Is(errors.NotExist, err) {
 		return nil, errors.E(op, err)
 	}
-	var o object.Object
-	switch {
-	case old != nil && !old.Deleted && old.HLC == w.Prev:
-		if !old.Mutable {
-			return nil, errors.Errorf(op, errors.Invalid, "%s/%s is not a mutable object", w.Bucket, w.Key)
+	o, err := mutableNext(op, &w, old)
+	if err != nil {
+		if errors.Is(errors.Precondition, err) {
+			return old, err // the caller learns the order the object is at
 		}
-		if old.Size != w.Size {
-			return nil, errors.Errorf(op, errors.Invalid, "mutable object of %d bytes written as one of %d", old.Size, w.Size)
-		}
-		o = *old
-	case w.Prev == 0 && (old == nil || (old.Deleted && old.HLC < w.Next)):
-		o = object.Object{Mutable: true, VersionID: newID(), Size: w.Size}
-	default:
-		return old, errors.Errorf(op, errors.Precondition, "mutable object %s/%s is at order %d, the write expects %d", w.Bucket, w.Key, orderOf(old), w.Prev)
+		return nil, err
 	}
 	o.HLC, o.ModTime = w.Next, time.Now().UnixNano()
 	s.clock.Observe(w.Next)
@@ -505,3 +497,24 @@ func (r *Reader) writeMutable(ctx context.Context, w io.Writer, off, n int64) (i
 
 // zeroes is what holes of mutable objects read as, a piece at a time.
 var zeroes = make([]byte, 64<<10)
+
+// mutableNext returns the record a range write w starts from, given the key's record old
+// (nil if none): old itself if it is the mutable object at w's previous order, a new
+// mutable object if w creates one (nothing there, or a tombstone older than w); otherwise
+// a Precondition error naming the order the object is at (or Invalid: not a mutable
+// object, or another size).
+func mutableNext(op errors.Op, w *object.RangeWrite, old *object.Object) (object.Object, error) {
+	switch {
+	case old != nil && !old.Deleted && old.HLC == w.Prev:
+		if !old.Mutable {
+			return object.Object{}, errors.Errorf(op, errors.Invalid, "%s/%s is not a mutable object", w.Bucket, w.Key)
+		}
+		if old.Size != w.Size {
+			return object.Object{}, errors.Errorf(op, errors.Invalid, "mutable object of %d bytes written as one of %d", old.Size, w.Size)
+		}
+		return *old, nil
+	case w.Prev == 0 && (old == nil || (old.Deleted && old.HLC < w.Next)):
+		return object.Object{Mutable: true, VersionID: newID(), Size: w.Size}, nil
+	}
+	return object.Object{}, errors.Errorf(op, errors.Precondition, "mutable object %s/%s is at order %d, the write expects %d", w.Bucket, w.Key, orderOf(old), w.Prev)
+}
