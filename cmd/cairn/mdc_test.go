@@ -394,9 +394,45 @@ func count(c *s3.Client, bucket, prefix string) (int, error) {
 type cutProxy struct {
 	ln     net.Listener
 	target string
-	cut    atomic.Bool
+	done   chan struct{} // closed when the test ends
 	mu     sync.Mutex
 	conns  []net.Conn
+	cut    bool
+	healed chan struct{} // closed when a cut heals
+}
+
+// setCut cuts the proxy (on) or heals it.
+func (p *cutProxy) setCut(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case on && !p.cut:
+		p.cut, p.healed = true, make(chan struct{})
+	case !on && p.cut:
+		p.cut = false
+		close(p.healed)
+	}
+}
+
+func (p *cutProxy) isCut() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cut
+}
+
+// waitHealed returns once the proxy is not cut, or the test has ended.
+func (p *cutProxy) waitHealed() {
+	p.mu.Lock()
+	if !p.cut {
+		p.mu.Unlock()
+		return
+	}
+	healed := p.healed
+	p.mu.Unlock()
+	select {
+	case <-healed:
+	case <-p.done:
+	}
 }
 
 func newCutProxy(t testing.TB, target string) *cutProxy {
@@ -404,15 +440,15 @@ func newCutProxy(t testing.TB, target string) *cutProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &cutProxy{ln: ln, target: target}
-	t.Cleanup(func() { ln.Close(); p.drop() })
+	p := &cutProxy{ln: ln, target: target, done: make(chan struct{})}
+	t.Cleanup(func() { close(p.done); ln.Close(); p.drop() })
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			if p.cut.Load() {
+			if p.isCut() {
 				c.Close()
 				continue
 			}
@@ -435,9 +471,7 @@ func (p *cutProxy) serve(c net.Conn) {
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := src.Read(buf)
-			for p.cut.Load() { // stalled: hold what was read until healed or closed
-				time.Sleep(20 * time.Millisecond)
-			}
+			p.waitHealed() // stalled: hold what was read until healed or the test ends
 			if n > 0 {
 				if _, werr := dst.Write(buf[:n]); werr != nil {
 					break
@@ -479,8 +513,8 @@ func TestMDCCut(t *testing.T) {
 	put(t, ca, "rep", "before", "x")
 	converge(t, 30*time.Second, ca, cb, "rep")
 
-	toB.cut.Store(true)
-	toA.cut.Store(true)
+	toB.setCut(true)
+	toA.setCut(true)
 	for i := 0; i < 50; i++ {
 		put(t, ca, "rep", fmt.Sprintf("cut/a%d", i), "a")
 		put(t, cb, "rep", fmt.Sprintf("cut/b%d", i), "b")
@@ -505,8 +539,8 @@ func TestMDCCut(t *testing.T) {
 		}
 		return nil
 	})
-	toB.cut.Store(false)
-	toA.cut.Store(false)
+	toB.setCut(false)
+	toA.setCut(false)
 	toB.drop()
 	toA.drop()
 	converge(t, 90*time.Second, ca, cb, "rep")

@@ -58,7 +58,7 @@ func newNetLab(t *testing.T, n int) *netLab {
 		t.Skip("network namespaces need root (CAP_SYS_ADMIN and CAP_NET_ADMIN); this test runs as uid", os.Geteuid())
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("the ip command (iproute2) is not installed:", err)
+		t.Fatal("the ip command (iproute2, installed by make deps-apt) is missing:", err)
 	}
 	l := &netLab{t: t, prefix: fmt.Sprintf("cairn%d", os.Getpid()%100000)}
 	l.sw, l.client = l.prefix+"-sw", l.prefix+"-cl"
