@@ -4,19 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
-	"github.com/cairnfs/cairn/internal/hlc"
 	"github.com/cairnfs/cairn/internal/object"
-	"github.com/cairnfs/cairn/internal/replica"
-	"github.com/cairnfs/cairn/internal/store"
-	"github.com/cairnfs/cairn/internal/topology"
 )
 
 const ecSize = 1 << 20 // four data objects of blockSize
@@ -25,33 +19,13 @@ const ecSize = 1 << 20 // four data objects of blockSize
 // attached on n1 at epoch 1.
 func newECCluster(t *testing.T) *cluster {
 	t.Helper()
-	log := slog.New(slog.DiscardHandler)
 	m := &clustermap.Map{Epoch: 1, Partitions: 16, Replicas: 3,
 		Classes: map[string]clustermap.Class{clustermap.StandardClass: {Name: clustermap.StandardClass, N: 3, W: 2, R: 1, D: 2},
 			"EC42": {Name: "EC42", N: 6, W: 5, R: 4, D: 4, K: 4, M: 2}},
 		Buckets: map[string]clustermap.Bucket{clustermap.VolumeBucket: {Name: clustermap.VolumeBucket}},
 		Volumes: map[string]clustermap.Volume{"ev": {Name: "ev", ID: "00000000000000ec", Size: ecSize, BlockSize: blockSize, Class: "EC42", Holder: "n1", Epoch: 1,
 			Nodes: []string{"n1", "n2", "n3", "n4", "n5", "n6"}}}}
-	c := &cluster{maps: &topology.Maps{}, locals: map[string]*replica.Local{}, faults: map[string]*replica.Faults{}, stores: map[string]*store.Store{}}
-	for i := range 6 {
-		id := "n" + strconv.Itoa(i+1)
-		m.Nodes = append(m.Nodes, clustermap.Node{ID: id, Addr: "127.0.0.1:" + strconv.Itoa(7201+i), Zone: "z" + strconv.Itoa(i),
-			Weight: 1, State: clustermap.StateUp, Roles: []string{clustermap.RoleStorage, clustermap.RoleGateway}})
-		st, err := store.Open(store.Config{Dir: t.TempDir(), InlineMax: 16 << 10, ChunkSize: 256 << 10, SegmentSize: 16 << 20, Reserve: 1,
-			CompactInterval: time.Hour, Logger: log, Clock: new(hlc.Clock)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		if err := st.CreateBucket(ECBucket); err != nil {
-			t.Fatal(err)
-		}
-		c.stores[id] = st
-		c.locals[id] = &replica.Local{Node: id, Store: st, Fence: Fence(c.maps, nil)}
-		c.faults[id] = replica.NewFaults()
-	}
-	c.maps.Set(m)
-	return c
+	return startNodes(t, m, 6, ECBucket, true)
 }
 
 // lease moves volume ev's lease to a new epoch (the next writer) and returns its device.

@@ -35,13 +35,21 @@ const blockSize = 256 << 10
 
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
-	log := slog.New(slog.DiscardHandler)
 	m := &clustermap.Map{Epoch: 1, Partitions: 16, Replicas: 3,
 		Classes: map[string]clustermap.Class{clustermap.StandardClass: {Name: clustermap.StandardClass, N: 3, W: 2, R: 1, D: 2}},
 		Buckets: map[string]clustermap.Bucket{clustermap.VolumeBucket: {Name: clustermap.VolumeBucket}},
 		Volumes: map[string]clustermap.Volume{"vm": {Name: "vm", ID: "00000000000000aa", Size: 4 << 20, BlockSize: blockSize, Holder: "n1", Epoch: 1}}}
+	return startNodes(t, m, 3, clustermap.VolumeBucket, false)
+}
+
+// startNodes adds n storage nodes n1..nN to m, each with a store in its own directory
+// holding bucket (and its volume shards' writes fenced, with fence), and returns the
+// in-process cluster serving m.
+func startNodes(t *testing.T, m *clustermap.Map, n int, bucket string, fence bool) *cluster {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
 	c := &cluster{maps: &topology.Maps{}, locals: map[string]*replica.Local{}, faults: map[string]*replica.Faults{}, stores: map[string]*store.Store{}}
-	for i := range 3 {
+	for i := range n {
 		id := "n" + strconv.Itoa(i+1)
 		m.Nodes = append(m.Nodes, clustermap.Node{ID: id, Addr: "127.0.0.1:" + strconv.Itoa(7201+i), Zone: "z" + strconv.Itoa(i),
 			Weight: 1, State: clustermap.StateUp, Roles: []string{clustermap.RoleStorage, clustermap.RoleGateway}})
@@ -51,11 +59,14 @@ func newCluster(t *testing.T) *cluster {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { st.Close() })
-		if err := st.CreateBucket(clustermap.VolumeBucket); err != nil {
+		if err := st.CreateBucket(bucket); err != nil {
 			t.Fatal(err)
 		}
 		c.stores[id] = st
 		c.locals[id] = &replica.Local{Node: id, Store: st}
+		if fence {
+			c.locals[id].Fence = Fence(c.maps, nil)
+		}
 		c.faults[id] = replica.NewFaults()
 	}
 	c.maps.Set(m)
