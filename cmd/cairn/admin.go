@@ -448,9 +448,20 @@ func (c *adminClient) do(method, path string, out any) error { return c.doBody(m
 func (c *adminClient) doBody(method, path string, body []byte, out any) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, c.baseURL()+"/admin/v1/"+path, bytes.NewReader(body))
+	resp, err := c.send(ctx, method, "/admin/v1/"+path, body)
 	if err != nil {
 		return err
+	}
+	defer resp.Body.Close()
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// send signs and sends an admin request (path from the root, query included) and checks
+// the answer's signature and status; the caller reads and closes the body.
+func (c *adminClient) send(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.baseURL()+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
 	}
 	c.secret.Sign(req, "cairn-admin", 0, time.Now())
 	hc := c.hc
@@ -459,22 +470,22 @@ func (c *adminClient) doBody(method, path string, body []byte, out any) error {
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("admin: cannot reach %s: %w", c.addr, err)
+		return nil, fmt.Errorf("admin: cannot reach %s: %w", c.addr, err)
 	}
-	defer resp.Body.Close()
+	fail := func(err error) (*http.Response, error) { resp.Body.Close(); return nil, err }
 	if resp.StatusCode == http.StatusBadRequest && req.URL.Scheme == "http" && resp.Header.Get(rpc.HdrRespSig) == "" {
 		// net/http's answer to plain HTTP on a TLS port.
 		if b, _ := io.ReadAll(io.LimitReader(resp.Body, 512)); strings.Contains(string(b), "HTTPS server") {
-			return fmt.Errorf("admin: %s serves HTTPS: give --ca-file (or $CAIRN_CA_FILE) with the CA that signed its certificate, or https://%s", c.addr, c.addr)
+			return fail(fmt.Errorf("admin: %s serves HTTPS: give --ca-file (or $CAIRN_CA_FILE) with the CA that signed its certificate, or https://%s", c.addr, c.addr))
 		}
 	}
 	if err := c.secret.VerifyResponse(resp, req.Header.Get(rpc.HdrNonce)); err != nil {
-		return fmt.Errorf("admin: %s: %w (a wrong cluster secret?)", c.addr, err)
+		return fail(fmt.Errorf("admin: %s: %w (a wrong cluster secret?)", c.addr, err))
 	}
 	if resp.StatusCode >= 400 {
-		return fmt.Errorf("admin: %w", wire.DecodeError(resp))
+		return fail(fmt.Errorf("admin: %w", wire.DecodeError(resp)))
 	}
-	return json.NewDecoder(resp.Body).Decode(out)
+	return resp, nil
 }
 
 func printJSON(w io.Writer, v any) error {

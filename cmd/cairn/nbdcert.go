@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/json"
@@ -18,7 +17,6 @@ import (
 	"github.com/cairnfs/cairn/internal/nodetls"
 	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/server"
-	"github.com/cairnfs/cairn/internal/wire"
 )
 
 // The files of an NBD client's TLS directory, named as qemu's tls-creds-x509
@@ -118,25 +116,10 @@ func volumeClientCert(c *adminClient, name, out, volumes, valid string, asJSON b
 func (c *adminClient) doSigned(method, path string, body []byte) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, c.baseURL()+"/admin/v1/"+path, bytes.NewReader(body))
+	resp, err := c.send(ctx, method, "/admin/v1/"+path, body)
 	if err != nil {
 		return nil, err
 	}
-	c.secret.Sign(req, "cairn-admin", 0, time.Now())
-	hc := c.hc
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("admin: cannot reach %s: %w", c.addr, err)
-	}
 	defer resp.Body.Close()
-	if err := c.secret.VerifyResponse(resp, req.Header.Get(rpc.HdrNonce)); err != nil {
-		return nil, fmt.Errorf("admin: %s: %w (a wrong cluster secret?)", c.addr, err)
-	}
-	if resp.StatusCode >= 400 {
-		return nil, fmt.Errorf("admin: %w", wire.DecodeError(resp))
-	}
 	return rpc.ReadSignedBody(resp, 64<<10)
 }

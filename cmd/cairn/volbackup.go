@@ -16,10 +16,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cairnfs/cairn/internal/rpc"
 	"github.com/cairnfs/cairn/internal/server"
 	"github.com/cairnfs/cairn/internal/volume"
-	"github.com/cairnfs/cairn/internal/wire"
 )
 
 // progress shows a transfer's progress on a terminal (one line redrawn), and only a
@@ -81,26 +79,11 @@ func (c *adminClient) object(name string, index int64) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	q := url.Values{"name": {name}, "index": {strconv.FormatInt(index, 10)}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.baseURL()+"/admin/v1/volume-object?"+q.Encode(), nil)
+	resp, err := c.send(ctx, http.MethodGet, "/admin/v1/volume-object?"+q.Encode(), nil)
 	if err != nil {
 		return nil, err
 	}
-	c.secret.Sign(req, "cairn-admin", 0, time.Now())
-	hc := c.hc
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("admin: cannot reach %s: %w", c.addr, err)
-	}
 	defer resp.Body.Close()
-	if err := c.secret.VerifyResponse(resp, req.Header.Get(rpc.HdrNonce)); err != nil {
-		return nil, fmt.Errorf("admin: %s: %w (a wrong cluster secret?)", c.addr, err)
-	}
-	if resp.StatusCode >= 400 {
-		return nil, fmt.Errorf("admin: %w", wire.DecodeError(resp))
-	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, volume.MaxBackupBlock+1))
 	if err != nil {
 		return nil, err
