@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -33,7 +34,8 @@ func Bin(tb testing.TB) string {
 		return p
 	}
 	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "cairn-bin")
+		sweepStaleBins(os.TempDir(), time.Now().Add(-staleBinAge))
+		dir, err := os.MkdirTemp("", binDirPrefix)
 		if err != nil {
 			binErr = err
 			return
@@ -48,6 +50,33 @@ func Bin(tb testing.TB) string {
 		tb.Fatal(binErr)
 	}
 	return binPath
+}
+
+// binDirPrefix names the temporary directories Bin builds into. No hook runs when a test
+// binary exits, so each one is left behind (55 MB); the next Bin removes those older than
+// staleBinAge, far longer than any test run (the suites' timeout is 20 minutes).
+const (
+	binDirPrefix = "cairn-bin"
+	staleBinAge  = 6 * time.Hour
+)
+
+// sweepStaleBins removes Bin's directories under dir last changed before cutoff.
+// Failures are ignored: the sweep only saves disk space.
+func sweepStaleBins(dir string, cutoff time.Time) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), binDirPrefix) {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil || info.ModTime().After(cutoff) {
+			continue
+		}
+		os.RemoveAll(filepath.Join(dir, e.Name()))
+	}
 }
 
 // SkipIfShort skips a process-level test under -short: `go test -short ./...` is the

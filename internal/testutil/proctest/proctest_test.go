@@ -3,6 +3,8 @@ package proctest
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -81,5 +83,32 @@ func TestHolds(t *testing.T) {
 		})
 	}); !strings.Contains(msg, "it happened") || calls != 3 {
 		t.Fatalf("failed with %q after %d calls", msg, calls)
+	}
+}
+
+func TestSweepStaleBins(t *testing.T) {
+	dir := t.TempDir()
+	old := time.Now().Add(-2 * staleBinAge)
+	mk := func(name string, mtime time.Time) {
+		p := filepath.Join(dir, name)
+		if err := os.Mkdir(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(p, "cairn"), []byte("x"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk(binDirPrefix+"111", old)        // stale: removed
+	mk(binDirPrefix+"222", time.Now()) // another run's, in use: kept
+	mk("other-old", old)               // not ours: kept
+	sweepStaleBins(dir, time.Now().Add(-staleBinAge))
+	for name, want := range map[string]bool{binDirPrefix + "111": false, binDirPrefix + "222": true, "other-old": true} {
+		_, err := os.Stat(filepath.Join(dir, name))
+		if got := err == nil; got != want {
+			t.Errorf("%s exists = %v, want %v", name, got, want)
+		}
 	}
 }
