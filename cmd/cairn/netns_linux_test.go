@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -20,27 +19,25 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"golang.org/x/sys/unix"
 
 	"github.com/cairnfs/cairn/internal/proc"
 	"github.com/cairnfs/cairn/internal/testutil/proctest"
 )
 
 // The multi-host test runs six cairn nodes as if on six hosts: each in a network
-// namespace of its own with its own address, the namespaces joined by a bridge in a
-// seventh (the switch), and the test's clients in an eighth. Nothing is on loopback but
-// each namespace's own lo; nothing is added to the test's own namespace. Each zone's
-// two nodes can be cut off the switch (their links down), as a zone's uplink failing
-// would.
-//
-// Latency between zones (tc netem) is not emulated: this machine's kernel has no
-// sch_netem ("Specified qdisc kind is unknown"), so the figures are those of the bridge.
+// namespace of its own with its own address, the namespaces joined by a switch in a
+// seventh, and the test's clients in an eighth. Nothing is on loopback but each
+// namespace's own lo; nothing is added to the test's own namespace. Each zone's two
+// nodes can be cut off the switch (their links down), as a zone's uplink failing would,
+// and the switch holds frames between zones for a delay the test sets (netSwitch: this
+// machine's kernel has no tc netem).
 
 // netLab is the namespaces of one test and the commands run in them.
 type netLab struct {
 	t      *testing.T
 	prefix string // namespace names start with it
-	sw     string // the switch's namespace, holding the bridge
+	sw     string // the switch's namespace, holding every node's link
+	swtch  *netSwitch
 	client string // the clients' namespace
 	nodes  []string
 	addrs  []string // each node's address, in node order
@@ -50,7 +47,7 @@ type netLab struct {
 const netLabSubnet = "10.231.0."
 
 // newNetLab creates the switch, the client namespace (10.231.0.2) and n node namespaces
-// (10.231.0.11, .12, ...), or skips the test naming what the machine lacks. They are
+// (10.231.0.11, .12, ...), node i in zone i/2 (two nodes a zone), or skips the test naming what the machine lacks. They are
 // removed when the test ends.
 func newNetLab(t *testing.T, n int) *netLab {
 	t.Helper()
@@ -66,25 +63,30 @@ func newNetLab(t *testing.T, n int) *netLab {
 		t.Skipf("cannot create a network namespace (ip netns add): %v: %s", err, bytes.TrimSpace(out))
 	}
 	t.Cleanup(l.remove)
-	l.ip("-n", l.sw, "link", "add", "br0", "type", "bridge")
-	l.ip("-n", l.sw, "link", "set", "br0", "up")
 	l.attach(l.client, "vcl", netLabSubnet+"2")
+	links, zones := []string{"vcl"}, []int{-1}
 	for i := 0; i < n; i++ {
 		ns := fmt.Sprintf("%s-n%d", l.prefix, i+1)
 		link := fmt.Sprintf("vn%d", i+1)
 		addr := fmt.Sprintf("%s%d", netLabSubnet, 11+i)
 		l.attach(ns, link, addr)
 		l.nodes, l.addrs, l.links = append(l.nodes, ns), append(l.addrs, addr), append(l.links, link)
+		links, zones = append(links, link), append(zones, i/2)
 	}
+	sw, err := newNetSwitch(l.sw, links, zones)
+	if err != nil {
+		t.Fatal("the user-space switch:", err)
+	}
+	l.swtch = sw
+	t.Cleanup(sw.close) // before the namespaces go (cleanups run last first)
 	return l
 }
 
-// attach creates namespace ns with address addr on eth0, linked to the bridge by link.
+// attach creates namespace ns with address addr on eth0, linked to the switch by link.
 func (l *netLab) attach(ns, link, addr string) {
 	l.ip("netns", "add", ns)
 	l.ip("-n", l.sw, "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", ns)
-	l.ip("-n", l.sw, "link", "set", link, "master", "br0")
-	l.ip("-n", l.sw, "link", "set", link, "up")
+	l.ip("-n", l.sw, "link", "set", link, "promisc", "on", "up")
 	l.ip("-n", ns, "addr", "add", addr+"/24", "dev", "eth0")
 	l.ip("-n", ns, "link", "set", "eth0", "up")
 	l.ip("-n", ns, "link", "set", "lo", "up")
@@ -123,32 +125,41 @@ func (l *netLab) cut(i int, down bool) {
 // that namespace and back. (A thread is never left to die in the namespace: the servers
 // are started with Pdeathsig, which kills a child when the thread that forked it ends.)
 func (l *netLab) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	runtime.LockOSThread()
-	home, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
-	if err != nil {
-		runtime.UnlockOSThread()
-		return nil, err
+	var c net.Conn
+	err := inNetns(l.client, func() error {
+		var err error
+		c, err = (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, network, addr)
+		return err
+	})
+	if err != nil && c != nil {
+		l.t.Errorf("dial from %s: %v", l.client, err) // the thread could not come back
 	}
-	defer home.Close()
-	f, err := os.Open("/var/run/netns/" + l.client)
-	if err != nil {
-		runtime.UnlockOSThread()
-		return nil, err
-	}
-	defer f.Close()
-	if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-		runtime.UnlockOSThread()
-		return nil, fmt.Errorf("setns %s: %w", l.client, err)
-	}
-	c, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, network, addr)
-	if serr := unix.Setns(int(home.Fd()), unix.CLONE_NEWNET); serr != nil {
-		// The thread stays locked, so nothing else runs in the wrong namespace; the
-		// runtime ends it with the goroutine.
-		l.t.Errorf("setns back to the test's namespace: %v", serr)
-		return c, err
-	}
-	runtime.UnlockOSThread()
 	return c, err
+}
+
+// connectTime is how long a TCP connection from node i's namespace to node j's internode
+// port takes to open (one round trip between them), the best of three.
+func (l *netLab) connectTime(i, j int) time.Duration {
+	best := time.Duration(-1)
+	for range 3 {
+		var d time.Duration
+		err := inNetns(l.nodes[i], func() error {
+			start := time.Now()
+			c, err := net.DialTimeout("tcp", l.addrs[j]+":7000", 5*time.Second)
+			d = time.Since(start)
+			if err == nil {
+				c.Close()
+			}
+			return err
+		})
+		if err != nil {
+			l.t.Fatalf("connect from node%d to node%d: %v", i+1, j+1, err)
+		}
+		if best < 0 || d < best {
+			best = d
+		}
+	}
+	return best.Round(10 * time.Microsecond)
 }
 
 // client is an S3 client for node i, connecting from the client namespace.
@@ -279,8 +290,34 @@ func TestMultiHostZoneCut(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatalf("PUTs with every zone up: %d failed; first: %v", len(errs), errs[0])
 	}
-	t.Logf("every zone up: PUT %s", latencies(ds))
-	t.Logf("every zone up: GET via node1 %s", latencies(get(0)))
+	t.Logf("every zone up, no delay: PUT %s", latencies(ds))
+	t.Logf("every zone up, no delay: GET via node1 %s", latencies(get(0)))
+
+	// Latency between zones: the switch holds each frame within a zone for a tenth of
+	// the delay between zones (one way, so a round trip between zones takes twice it).
+	// The last delay stays for the rest of the test. $CAIRN_NETLAB_DELAYS lists the
+	// delays to measure (the benchmark in docs/benchmarks.md sweeps several).
+	delays := []time.Duration{5 * time.Millisecond}
+	if v := os.Getenv("CAIRN_NETLAB_DELAYS"); v != "" {
+		delays = nil
+		for _, f := range strings.Split(v, ",") {
+			d, err := time.ParseDuration(f)
+			if err != nil {
+				t.Fatalf("CAIRN_NETLAB_DELAYS: %v", err)
+			}
+			delays = append(delays, d)
+		}
+	}
+	for _, d := range delays {
+		l.swtch.setDelays(d/10, d)
+		t.Logf("%v between zones: a TCP connect takes %v within a zone (node1 to node2), %v between zones (node1 to node5)", d, l.connectTime(0, 1), l.connectTime(0, 4))
+		ds, errs := put(fmt.Sprintf("delay-%v", d), 120, all)
+		if len(errs) > 0 {
+			t.Fatalf("PUTs with %v between zones: %d failed; first: %v", d, len(errs), errs[0])
+		}
+		t.Logf("every zone up, %v between zones (%v within): PUT %s", d, d/10, latencies(ds))
+		t.Logf("every zone up, %v between zones (%v within): GET via node1 %s", d, d/10, latencies(get(0)))
+	}
 
 	// Zone z3 (node5, node6) is cut off. Requests from the first moments may fail (the
 	// gateways have not yet marked the nodes down); each failure is an error to the

@@ -11,6 +11,7 @@ package topology
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -191,8 +192,10 @@ func standard(m *clustermap.Map) clustermap.Class {
 	return clustermap.Class{Name: clustermap.StandardClass, N: n, W: n/2 + 1, R: 1, D: n/2 + 1}
 }
 
-// Replicas returns the class in force and the targets of bucket/key, local one first
-// where it holds a copy (reads prefer it; writes go to all in parallel anyway).
+// Replicas returns the class in force and the targets of bucket/key, nearest first: the
+// local one where it holds a copy, then those in this node's zone, then the others in
+// placement order (reads with R=1 go to the first that answers, so a gateway reads
+// within its zone when its zone has a copy; writes go to all in parallel anyway).
 func (tp *Topology) Replicas(bucket, key string) (clustermap.Class, []Target, error) {
 	m := tp.maps.Current()
 	tc, err := tp.Layout(m)
@@ -201,16 +204,26 @@ func (tp *Topology) Replicas(bucket, key string) (clustermap.Class, []Target, er
 	}
 	cls := tc.Class
 	ids := tc.Table.Lookup(bucket, key)
+	zone := ""
+	if me, ok := m.Node(tp.self); ok {
+		zone = me.Zone
+	}
 	ts := make([]Target, 0, len(ids))
+	near := 0 // ts[:near] are the local target and those in this zone
 	for _, id := range ids {
 		n, ok := m.Node(id)
 		if !ok {
 			continue
 		}
 		tg := Target{ID: id, Addr: n.Addr, Local: tp.IsLocal(id), Down: n.State == clustermap.StateDown}
-		if tg.Local {
-			ts = append([]Target{tg}, ts...)
-		} else {
+		switch {
+		case tg.Local:
+			ts = slices.Insert(ts, 0, tg)
+			near++
+		case zone != "" && n.Zone == zone:
+			ts = slices.Insert(ts, near, tg)
+			near++
+		default:
 			ts = append(ts, tg)
 		}
 	}

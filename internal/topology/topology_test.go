@@ -2,6 +2,7 @@ package topology
 
 import (
 	"log/slog"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -120,5 +121,45 @@ func TestTopology(t *testing.T) {
 	}
 	if _, err := tp.ShardTable(m, clustermap.Class{Name: "EC55", K: 5, M: 5}, true); err == nil {
 		t.Fatal("a class needing more nodes than there are is placed for writes")
+	}
+}
+
+// TestReplicasZoneFirst: a gateway reads first from a holder in its own zone, ahead of
+// the placement's order, when it holds no copy itself.
+func TestReplicasZoneFirst(t *testing.T) {
+	up := func(string) clustermap.NodeState { return clustermap.StateUp }
+	maps := &Maps{}
+	maps.Set(topoMap(1, 6, up)) // zones: n1, n4 in z0; n2, n5 in z1; n3, n6 in z2
+	tp := NewTopology(maps, "n1", true, slog.New(slog.DiscardHandler))
+	found := 0
+	for i := range 2000 {
+		k := "k" + strconv.Itoa(i)
+		ids, _, _ := tp.Placement("b", k)
+		if len(ids) != 3 || slices.Contains(ids, "n1") || !slices.Contains(ids, "n4") || ids[0] == "n4" {
+			continue
+		}
+		found++
+		_, ts, err := tp.Replicas("b", k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ts[0].ID != "n4" || ts[0].Local {
+			t.Fatalf("%s placed on %v: targets %v, want n4 (n1's zone) first", k, ids, ts)
+		}
+		var rest, want []string
+		for _, x := range ts[1:] {
+			rest = append(rest, x.ID)
+		}
+		for _, id := range ids {
+			if id != "n4" {
+				want = append(want, id)
+			}
+		}
+		if !slices.Equal(rest, want) {
+			t.Fatalf("%s placed on %v: the other zones' targets %v, want placement order %v", k, ids, rest, want)
+		}
+	}
+	if found == 0 {
+		t.Fatal("no key placed on n4 behind a holder of another zone, and not on n1")
 	}
 }
