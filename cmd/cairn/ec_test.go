@@ -293,13 +293,15 @@ func (g *gatedBody) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// TestClusterECLargeObjectMemory streams a 5 GiB object (CAIRN_EC_BIG_SIZE overrides the
+// TestClusterECLargeObjectMemory streams a 1.5 GiB object (CAIRN_EC_BIG_SIZE overrides the
 // size) into the erasure-coded class EC42 of a 6-node cluster and back, through one
-// gateway, and checks that gateway's peak RSS stays under 300 MiB and the bytes and ETag
-// are right.
+// gateway, and checks that gateway's peak RSS stays under 250 MiB (about 170 MiB at
+// 5 GiB and at 1.5 GiB alike: the gateway streams; a cost growing with the size by more
+// than about 5 % would show) and the bytes and ETag are right. TestLargeObjectMemory
+// streams the full 5 GiB through a single node; 5 GiB here took 100-150 s of the suite.
 func TestClusterECLargeObjectMemory(t *testing.T) {
 	skipShort(t)
-	size := int64(5 << 30)
+	size := int64(1536 << 20)
 	if v := os.Getenv("CAIRN_EC_BIG_SIZE"); v != "" {
 		size, _ = strconv.ParseInt(v, 10, 64)
 	}
@@ -316,7 +318,7 @@ func TestClusterECLargeObjectMemory(t *testing.T) {
 	mib := float64(size) / (1 << 20)
 	t.Logf("EC42 %d MiB through a cluster gateway: PUT %.1fs (%.0f MiB/s), GET %.1fs (%.0f MiB/s), gateway peak RSS %d MiB",
 		size>>20, putTook.Seconds(), mib/putTook.Seconds(), getTook.Seconds(), mib/getTook.Seconds(), rss>>20)
-	if rss > 300<<20 {
-		t.Fatalf("gateway peak RSS %d MiB over 300 MiB", rss>>20)
+	if rss > 250<<20 {
+		t.Fatalf("gateway peak RSS %d MiB over 250 MiB", rss>>20)
 	}
 }
