@@ -609,7 +609,7 @@ func TestClusterBadJoin(t *testing.T) {
 		{"wrong secret", "CAIRN_CLUSTER_SECRET=not-the-right-secret-at-all", []string{"--join", tc.addrs[0]}, "refused"},
 		{"duplicate id", "CAIRN_CLUSTER_SECRET=" + testClusterSecret, []string{"--join", tc.addrs[0], "--node-id", "node1"}, "duplicate node id"},
 		// Port 1 on loopback: nothing listens there (tcpmux is long gone).
-		{"no answer", "CAIRN_CLUSTER_SECRET=" + testClusterSecret, []string{"--join", "127.0.0.1:1"}, "cannot join"},
+		{"no answer", "CAIRN_CLUSTER_SECRET=" + testClusterSecret, []string{"--join", "127.0.0.1:1", "--join-timeout", "2s"}, "cannot join"},
 		{"no secret", "CAIRN_CLUSTER_SECRET=", []string{"--join", tc.addrs[0]}, "needs its secret"},
 	}
 	for _, c := range cases {

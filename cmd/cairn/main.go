@@ -131,6 +131,7 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.Store.CompactInterval, "compact-interval", 30*time.Second, "how often compaction looks for segments to reclaim")
 	fs.StringVar(&cfg.NodeAddr, "node-addr", "127.0.0.1:0", "internode address (RPC and Raft) other nodes reach this node at")
 	fs.StringVar(&cfg.Join, "join", "", "node address of any member of an existing cluster to join (empty: bootstrap a new cluster, or restart a member)")
+	fs.DurationVar(&cfg.JoinTimeout, "join-timeout", 30*time.Second, "how long a joining node keeps trying to reach the cluster at --join (which may still be starting) before it gives up")
 	fs.StringVar(&cfg.Zone, "zone", "", "failure domain of this node (data center or rack); replicas go to distinct zones")
 	fs.StringVar(&cfg.DeviceClass, "device-class", "", "device class of this node's storage (e.g. ssd, hdd): storage classes with --device-class use only such nodes")
 	fs.StringVar(&cfg.NodeID, "node-id", "", "node id (default: generated on first start and kept in DATA/node-id)")

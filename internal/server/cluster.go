@@ -452,13 +452,12 @@ func (a *applyer) Refresh(ctx context.Context) error {
 	return err
 }
 
-// join asks the cluster at addr to add self; the answer is the cluster map.
+// join asks the cluster at addr to add self, trying again until ctx ends while it is
+// unreachable; the answer is the cluster map.
 func join(ctx context.Context, c *rpc.Client, addr string, self clustermap.Node) (*clustermap.Map, error) {
 	const op errors.Op = "server.join"
 	body, _ := json.Marshal(self)
 	var m clustermap.Map
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
 	for {
 		err := c.DoJSON(ctx, &rpc.Request{Method: http.MethodPost, Addr: addr, Path: wire.PathJoin, Query: url.Values{"level": {strconv.Itoa(featureLevel)}}, Body: bytes.NewReader(body), Size: int64(len(body))}, &m)
 		if err == nil {

@@ -672,13 +672,19 @@ func (n *instance) run(ctx context.Context) (err error) {
 func (n *instance) joinCluster(ctx context.Context, loop func(func(context.Context))) error {
 	cfg, log := n.cfg, n.log
 	if !n.member && cfg.Join != "" {
-		if err := n.enrolToJoin(ctx); err != nil {
+		timeout := cfg.JoinTimeout
+		if timeout <= 0 {
+			timeout = 30 * time.Second
+		}
+		jctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		if err := n.enrolToJoin(jctx); err != nil {
 			n.mgr.Close()
 			os.RemoveAll(n.raftDir)
 			os.RemoveAll(n.itls.files.Dir)
 			return err
 		}
-		if _, err := join(ctx, n.client, cfg.Join, n.self); err != nil {
+		if _, err := join(jctx, n.client, cfg.Join, n.self); err != nil {
 			n.mgr.Close()
 			os.RemoveAll(n.raftDir)
 			os.RemoveAll(n.itls.files.Dir)
@@ -736,9 +742,9 @@ func (n *instance) enrolToJoin(ctx context.Context) error {
 	}
 	var required bool
 	var err error
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	for { // until ctx ends: the join's deadline (Config.JoinTimeout)
 		required, err = n.itls.enrol(ctx, nil, n.cfg.Join, n.itls.ca.Load())
-		if !errors.Is(errors.Transient, err) || time.Now().After(deadline) || ctx.Err() != nil {
+		if !errors.Is(errors.Transient, err) || ctx.Err() != nil {
 			break
 		}
 		select { // the node at the join address may be starting, or electing a leader

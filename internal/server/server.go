@@ -100,6 +100,10 @@ type Config struct {
 	// Join is the node address of any member of the cluster to join; empty bootstraps a
 	// new cluster (or restarts a member).
 	Join string
+	// JoinTimeout is how long a joining node keeps trying to reach the cluster (the
+	// node at Join may be starting, or electing a leader) before it gives up (default
+	// 30 s).
+	JoinTimeout time.Duration
 	// Zone is the failure domain (data center, rack) of this node.
 	Zone string
 	// DeviceClass tags this node's storage (ssd, hdd, ...): classes with a device class
