@@ -39,7 +39,15 @@ func (g *Gateway) openCached(ctx context.Context, ts []topology.Target, r int, b
 	if !c.has(bucket, key) {
 		return nil, false, nil
 	}
-	o, err := g.freshVersion(ctx, ts, r, bucket, key)
+	var o *object.Object
+	if r <= 1 && localFirst(ts) {
+		// The check is a lookup in this node's own index: cheaper than sharing it,
+		// whose lock every concurrent GET of the object would take twice.
+		c.checks.Add(1)
+		o, _, err = g.versions(ctx, ts, r, bucket, key)
+	} else {
+		o, err = g.freshVersion(ctx, ts, r, bucket, key)
+	}
 	if err != nil {
 		c.checkFailures.Add(1)
 		return nil, false, nil
@@ -55,6 +63,17 @@ func (g *Gateway) openCached(ctx context.Context, ts []topology.Target, r int, b
 	}
 	c.hits.Add(1)
 	return &memReader{o: o, body: body}, true, nil
+}
+
+// localFirst reports whether this node is the first of ts that is not marked down: the
+// one a read with R = 1 asks first.
+func localFirst(ts []topology.Target) bool {
+	for _, t := range ts {
+		if !t.Down {
+			return t.Local
+		}
+	}
+	return false
 }
 
 // flight is the state of the freshness checks of one object: whether one is running, and
