@@ -96,13 +96,8 @@ func mac(key []byte, parts ...string) []byte {
 	return m.Sum(nil)
 }
 
-// cairnHeaders is the canonical form of h's X-Cairn-* headers but skip: sorted names
-// with their values, so that none can be added, removed or changed unseen.
-func cairnHeaders(h http.Header, skip string) string {
-	return string(appendCairnHeaders(nil, h, skip))
-}
-
-// appendCairnHeaders appends cairnHeaders(h, skip) to dst.
+// appendCairnHeaders appends the canonical form of h's X-Cairn-* headers but skip to dst:
+// sorted names with their values, so that none can be added, removed or changed unseen.
 func appendCairnHeaders(dst []byte, h http.Header, skip string) []byte {
 	var arr [16]string // a request has about ten
 	names := arr[:0]
@@ -159,7 +154,7 @@ func (k *macKey) sum(parts ...string) [sha256.Size]byte {
 	return k.finish(st, b)
 }
 
-// sumHeaders is mac(key, parts..., cairnHeaders(h, skip)).
+// sumHeaders is mac(key, parts..., the canonical X-Cairn-* headers of h but skip).
 func (k *macKey) sumHeaders(h http.Header, skip string, parts ...string) [sha256.Size]byte {
 	st := k.pool.Get().(*macState)
 	b := st.buf[:0]
