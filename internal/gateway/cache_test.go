@@ -15,6 +15,7 @@ import (
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/replica"
+	"github.com/cairnfs/cairn/internal/topology"
 )
 
 // checkCache verifies the LRU's invariants: the bytes charged are the sum of the entries'
@@ -607,5 +608,61 @@ func TestObjectCacheErasureCoded(t *testing.T) {
 	}
 	if b, _, err := get(ctx, g, "b", "ec", 0, -1); err != nil || !bytes.Equal(b, v2) {
 		t.Fatalf("read after an overwrite elsewhere: %v", err)
+	}
+}
+
+// TestObjectCacheCheckOtherQuorum: a GET does not join a waiting check that reads with
+// another quorum or other holders (made by a request that saw another map): it checks on
+// its own, with its own R, and gets the newest version.
+func TestObjectCacheCheckOtherQuorum(t *testing.T) {
+	c, key, rd, holders := cacheCluster(t, clustermap.Class{Name: clustermap.StandardClass, N: 3, W: 2, R: 1, D: 2})
+	ctx := context.Background()
+	g := c.nodes[rd].gw
+	mustPut(t, c.nodes[holders[0]].gw, "b", key, randBody(1, 4<<10))
+	_, ts, err := g.topo.Replicas("b", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := append([]topology.Target(nil), ts...)
+	other[0], other[1] = other[1], other[0]
+	k := cacheKey{"b", key}
+	for _, tt := range []struct {
+		name string
+		ts   []topology.Target
+		r    int
+		join bool
+	}{
+		{"same quorum and holders", ts, 2, true},
+		{"another quorum", ts, 1, false},
+		{"other holders", other, 2, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			// A check is running and another waits to start, made by a request with R=2.
+			waiting := &check{done: make(chan struct{}), ts: ts, r: 2}
+			g.cache.fmu.Lock()
+			g.cache.flights[k] = &flight{running: true, next: waiting}
+			g.cache.fmu.Unlock()
+			defer func() {
+				g.cache.fmu.Lock()
+				delete(g.cache.flights, k)
+				g.cache.fmu.Unlock()
+			}()
+			// The waiting check never starts: a request that wrongly joins it waits until
+			// this context ends, and then fails.
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			if tt.join {
+				cancel() // it waits for the check it joined: only its context ends the wait
+			}
+			before := g.cache.checks.Load()
+			o, err := g.freshVersion(cctx, tt.ts, tt.r, "b", key)
+			sent := g.cache.checks.Load() - before
+			switch {
+			case tt.join && (sent != 0 || err != context.Canceled):
+				t.Fatalf("did not wait for the check it should have joined: %d checks sent, %v", sent, err)
+			case !tt.join && (sent != 1 || err != nil || o == nil):
+				t.Fatalf("own check: %d sent, %v, %+v", sent, err, o)
+			}
+		})
 	}
 }

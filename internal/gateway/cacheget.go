@@ -39,7 +39,15 @@ func (g *Gateway) openCached(ctx context.Context, ts []topology.Target, r int, b
 	if !c.has(bucket, key) {
 		return nil, false, nil
 	}
-	o, err := g.freshVersion(ctx, ts, r, bucket, key)
+	var o *object.Object
+	if r <= 1 && localFirst(ts) {
+		// The check is a lookup in this node's own index: cheaper than sharing it,
+		// whose lock every concurrent GET of the object would take twice.
+		c.checks.Add(1)
+		o, _, err = g.versions(ctx, ts, r, bucket, key)
+	} else {
+		o, err = g.freshVersion(ctx, ts, r, bucket, key)
+	}
 	if err != nil {
 		c.checkFailures.Add(1)
 		return nil, false, nil
@@ -55,6 +63,17 @@ func (g *Gateway) openCached(ctx context.Context, ts []topology.Target, r int, b
 	}
 	c.hits.Add(1)
 	return &memReader{o: o, body: body}, true, nil
+}
+
+// localFirst reports whether this node is the first of ts that is not marked down: the
+// one a read with R = 1 asks first.
+func localFirst(ts []topology.Target) bool {
+	for _, t := range ts {
+		if !t.Down {
+			return t.Local
+		}
+	}
+	return false
 }
 
 // flight is the state of the freshness checks of one object: whether one is running, and
@@ -74,13 +93,28 @@ type check struct {
 	err error
 }
 
+// serves reports whether the check reads what a request with targets ts and quorum r
+// would read itself: the same quorum of the same holders.
+func (p *check) serves(ts []topology.Target, r int) bool {
+	if p.r != r || len(p.ts) != len(ts) {
+		return false
+	}
+	for i := range ts {
+		if p.ts[i].ID != ts[i].ID {
+			return false
+		}
+	}
+	return true
+}
+
 // freshVersion returns bucket/key's newest record among r replicas, read by a check that
 // started after this call began. Concurrent GETs of a hot object share checks: a request
 // that finds a check running waits for the next one, which starts only once the running
 // one ended and serves every request that arrived while it waited. A check started before
 // a request arrived is never shared with it (it might have missed a write acknowledged
-// just before the request), so each answer is as fresh as the request's own read: one
-// made, in its entirety, after the request began.
+// just before the request), nor is one that reads with another quorum or other holders
+// (a map change between two requests), so each answer is as fresh as the request's own
+// read: one made, in its entirety, after the request began, with its R.
 func (g *Gateway) freshVersion(ctx context.Context, ts []topology.Target, r int, bucket, key string) (*object.Object, error) {
 	c := g.cache
 	k := cacheKey{bucket, key}
@@ -99,10 +133,19 @@ func (g *Gateway) freshVersion(ctx context.Context, ts []topology.Target, r int,
 		g.nextCheck(k, f)
 		return o, err
 	}
-	if f.next == nil {
-		f.next = &check{done: make(chan struct{}), ts: ts, r: r}
-	}
 	p := f.next
+	if p != nil && !p.serves(ts, r) {
+		// The waiting check reads with another quorum or other holders (the map changed
+		// between the requests): it would not be this request's read. Check alone.
+		c.fmu.Unlock()
+		c.checks.Add(1)
+		o, _, err := g.versions(ctx, ts, r, bucket, key)
+		return o, err
+	}
+	if p == nil {
+		p = &check{done: make(chan struct{}), ts: ts, r: r}
+		f.next = p
+	}
 	c.fmu.Unlock()
 	select {
 	case <-p.done:

@@ -58,9 +58,11 @@ const maxHashedBody = 64 << 10
 // from others.
 type Secret struct {
 	req, resp, capa, raft []byte
-	boot                  string        // this process's random id, in its nonces
-	counter               atomic.Uint64 // its requests
-	seen                  replayGuard
+	// reqMAC, respMAC and capMAC compute the MACs under req, resp and capa.
+	reqMAC, respMAC, capMAC *macKey
+	boot                    string        // this process's random id, in its nonces
+	counter                 atomic.Uint64 // its requests
+	seen                    replayGuard
 }
 
 // NewSecret derives the keys from the cluster secret. An empty secret is refused.
@@ -75,8 +77,10 @@ func NewSecret(s string) (*Secret, error) {
 	}
 	var b [8]byte
 	rand.Read(b[:])
-	return &Secret{req: derive("request"), resp: derive("response"), capa: derive("capability"), raft: derive("raft"),
-		boot: hex.EncodeToString(b[:])}, nil
+	sec := &Secret{req: derive("request"), resp: derive("response"), capa: derive("capability"), raft: derive("raft"),
+		boot: hex.EncodeToString(b[:])}
+	sec.reqMAC, sec.respMAC, sec.capMAC = newMacKey(sec.req), newMacKey(sec.resp), newMacKey(sec.capa)
+	return sec, nil
 }
 
 // mac is the HMAC of parts, each prefixed with its length so that no two lists of parts
@@ -92,29 +96,92 @@ func mac(key []byte, parts ...string) []byte {
 	return m.Sum(nil)
 }
 
-// cairnHeaders is the canonical form of h's X-Cairn-* headers but skip: sorted names
-// with their values, so that none can be added, removed or changed unseen.
-func cairnHeaders(h http.Header, skip ...string) string {
-	var names []string
+// appendCairnHeaders appends the canonical form of h's X-Cairn-* headers but skip to dst:
+// sorted names with their values, so that none can be added, removed or changed unseen.
+func appendCairnHeaders(dst []byte, h http.Header, skip string) []byte {
+	var arr [16]string // a request has about ten
+	names := arr[:0]
 	for k := range h {
-		if len(k) > 8 && strings.EqualFold(k[:8], "X-Cairn-") && !slices.Contains(skip, http.CanonicalHeaderKey(k)) {
-			names = append(names, http.CanonicalHeaderKey(k))
+		if len(k) > 8 && strings.EqualFold(k[:8], "X-Cairn-") {
+			if k = http.CanonicalHeaderKey(k); k != skip {
+				names = append(names, k)
+			}
 		}
 	}
 	slices.Sort(names)
-	var b strings.Builder
 	for _, k := range names {
-		b.WriteString(k)
-		b.WriteByte(':')
+		dst = append(dst, k...)
+		dst = append(dst, ':')
 		for i, v := range h.Values(k) {
 			if i > 0 {
-				b.WriteByte(',')
+				dst = append(dst, ',')
 			}
-			b.WriteString(strings.TrimSpace(v)) // as the receiver's parser sees it
+			dst = append(dst, strings.TrimSpace(v)...) // as the receiver's parser sees it
 		}
-		b.WriteByte('\n')
+		dst = append(dst, '\n')
 	}
-	return b.String()
+	return dst
+}
+
+// macKey computes MACs in mac's format under one key, reusing keyed HMAC states: a new
+// one costs several allocations and two SHA-256 blocks, and every internode request
+// takes four to six MACs (its signature, its capability, its answer's signature, each
+// made and checked). Safe for concurrent use.
+type macKey struct {
+	pool sync.Pool // *macState
+}
+
+// macState is a keyed HMAC and the buffer its input is gathered in.
+type macState struct {
+	h   hash.Hash
+	buf []byte
+}
+
+func newMacKey(key []byte) *macKey {
+	k := &macKey{}
+	k.pool.New = func() any { return &macState{h: hmac.New(sha256.New, key), buf: make([]byte, 0, 1024)} }
+	return k
+}
+
+// sum is mac(key, parts...).
+func (k *macKey) sum(parts ...string) [sha256.Size]byte {
+	st := k.pool.Get().(*macState)
+	b := st.buf[:0]
+	for _, p := range parts {
+		b = binary.BigEndian.AppendUint64(b, uint64(len(p)))
+		b = append(b, p...)
+	}
+	return k.finish(st, b)
+}
+
+// sumHeaders is mac(key, parts..., the canonical X-Cairn-* headers of h but skip).
+func (k *macKey) sumHeaders(h http.Header, skip string, parts ...string) [sha256.Size]byte {
+	st := k.pool.Get().(*macState)
+	b := st.buf[:0]
+	for _, p := range parts {
+		b = binary.BigEndian.AppendUint64(b, uint64(len(p)))
+		b = append(b, p...)
+	}
+	at := len(b)
+	b = binary.BigEndian.AppendUint64(b, 0)
+	b = appendCairnHeaders(b, h, skip)
+	binary.BigEndian.PutUint64(b[at:], uint64(len(b)-at-8))
+	return k.finish(st, b)
+}
+
+// maxMacBuf is the largest input buffer a macState keeps for the next use.
+const maxMacBuf = 64 << 10
+
+func (k *macKey) finish(st *macState, b []byte) [sha256.Size]byte {
+	st.h.Reset()
+	st.h.Write(b)
+	var out [sha256.Size]byte
+	copy(out[:], st.h.Sum(b[:0]))
+	if cap(b) <= maxMacBuf {
+		st.buf = b[:0]
+		k.pool.Put(st)
+	}
+	return out
 }
 
 // Sign adds the authentication headers to r: a MAC over the method, path, query, every
@@ -155,7 +222,8 @@ func (s *Secret) SignAs(r *http.Request, node string, epoch uint64, now time.Tim
 		r.Header.Set(HdrBody, "stream")
 		stream = true
 	}
-	sig := hex.EncodeToString(mac(s.req, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, cairnHeaders(r.Header, HdrSig)))
+	sum := s.reqMAC.sumHeaders(r.Header, HdrSig, r.Method, r.URL.EscapedPath(), r.URL.RawQuery)
+	sig := hex.EncodeToString(sum[:])
 	r.Header.Set(HdrSig, sig)
 	if stream {
 		if r.Trailer == nil {
@@ -165,7 +233,8 @@ func (s *Secret) SignAs(r *http.Request, node string, epoch uint64, now time.Tim
 		r.ContentLength = -1 // chunked: trailers follow the body
 		tr := r.Trailer
 		r.Body = &macReader{r: r.Body, sum: sha256.New(), atEOF: func(sum []byte) error {
-			tr.Set(HdrBodyMAC, hex.EncodeToString(mac(s.req, sig, string(sum), cairnHeaders(tr, HdrBodyMAC))))
+			m := s.reqMAC.sumHeaders(tr, HdrBodyMAC, sig, string(sum))
+			tr.Set(HdrBodyMAC, hex.EncodeToString(m[:]))
 			return nil
 		}, closer: r.Body}
 	}
@@ -218,7 +287,7 @@ func (s *Secret) Verify(r *http.Request, now time.Time) (node string, epoch uint
 	if err != nil || len(sig) == 0 {
 		return "", 0, errors.E(op, errors.Permission, "missing or malformed internode signature")
 	}
-	if !hmac.Equal(sig, mac(s.req, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, cairnHeaders(r.Header, HdrSig))) {
+	if want := s.reqMAC.sumHeaders(r.Header, HdrSig, r.Method, r.URL.EscapedPath(), r.URL.RawQuery); !hmac.Equal(sig, want[:]) {
 		return "", 0, errors.E(op, errors.Permission, "bad internode signature (wrong cluster secret, or the request was changed)")
 	}
 	if err := wire.CheckVersion(r.Header.Get(wire.HdrProto)); err != nil {
@@ -246,9 +315,9 @@ func (s *Secret) Verify(r *http.Request, now time.Time) (node string, epoch uint
 	case "stream":
 		body := r.Body
 		r.Body = &macReader{r: body, closer: body, sum: sha256.New(), atEOF: func(sum []byte) error {
-			want := mac(s.req, sigHex, string(sum), cairnHeaders(r.Trailer, HdrBodyMAC))
+			want := s.reqMAC.sumHeaders(r.Trailer, HdrBodyMAC, sigHex, string(sum))
 			got, _ := hex.DecodeString(r.Trailer.Get(HdrBodyMAC))
-			if !hmac.Equal(got, want) {
+			if !hmac.Equal(got, want[:]) {
 				return errors.E(op, errors.Permission, "the body does not match its signature (changed in transit, or cut)")
 			}
 			return nil
@@ -281,14 +350,16 @@ func (s *Secret) SignResponse(h http.Header, status int, reqNonce, reqProto stri
 		reqProto = wire.ProtoValue
 	}
 	h.Set(wire.HdrProto, reqProto)
-	h.Set(HdrRespSig, hex.EncodeToString(mac(s.resp, strconv.Itoa(status), reqNonce, cairnHeaders(h, HdrRespSig))))
+	sum := s.respMAC.sumHeaders(h, HdrRespSig, strconv.Itoa(status), reqNonce)
+	h.Set(HdrRespSig, hex.EncodeToString(sum[:]))
 }
 
 // VerifyResponse checks the MAC SignResponse added, for the request whose nonce was
 // reqNonce.
 func (s *Secret) VerifyResponse(resp *http.Response, reqNonce string) error {
 	got, err := hex.DecodeString(resp.Header.Get(HdrRespSig))
-	if err != nil || !hmac.Equal(got, mac(s.resp, strconv.Itoa(resp.StatusCode), reqNonce, cairnHeaders(resp.Header, HdrRespSig))) {
+	want := s.respMAC.sumHeaders(resp.Header, HdrRespSig, strconv.Itoa(resp.StatusCode), reqNonce)
+	if err != nil || !hmac.Equal(got, want[:]) {
 		return errors.E(errors.Op("rpc.VerifyResponse"), errors.Permission, "the answer is not signed by the cluster (changed in transit, or not from a node)")
 	}
 	return wire.CheckVersion(resp.Header.Get(wire.HdrProto))
@@ -441,10 +512,11 @@ const (
 // one per request after it has authenticated the user.
 func (s *Secret) MintCap(op, bucket, key string, now time.Time, ttl time.Duration) string {
 	exp := now.Add(ttl).Unix()
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], uint64(exp))
-	sum := mac(s.capa, op, bucket, key, strconv.FormatInt(exp, 10))
-	return base64.RawURLEncoding.EncodeToString(append(b[:], sum...))
+	sum := s.capMAC.sum(op, bucket, key, strconv.FormatInt(exp, 10))
+	var raw [8 + sha256.Size]byte
+	copy(raw[8:], sum[:])
+	binary.BigEndian.PutUint64(raw[:8], uint64(exp))
+	return base64.RawURLEncoding.EncodeToString(raw[:])
 }
 
 // CheckCap verifies that token grants op on bucket/key at time now.
@@ -455,7 +527,7 @@ func (s *Secret) CheckCap(token, op, bucket, key string, now time.Time) error {
 		return errors.E(eop, errors.Permission, "missing or malformed capability")
 	}
 	exp := int64(binary.BigEndian.Uint64(raw[:8]))
-	if !hmac.Equal(raw[8:], mac(s.capa, op, bucket, key, strconv.FormatInt(exp, 10))) {
+	if want := s.capMAC.sum(op, bucket, key, strconv.FormatInt(exp, 10)); !hmac.Equal(raw[8:], want[:]) {
 		return errors.E(eop, errors.Permission, fmt.Sprintf("capability not valid for %s of %s/%s", op, bucket, key))
 	}
 	if now.Unix() > exp {

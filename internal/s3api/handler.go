@@ -8,11 +8,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/xml"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -285,10 +285,30 @@ func (b *idleBody) Read(p []byte) (int, error) {
 	return b.ReadCloser.Read(p)
 }
 
+// requestID is a new request id: the handler's random base and a counter, as
+// fmt.Sprintf("%s%012X", base, n) gives, in one allocation.
+func (h *Handler) requestID() string {
+	var b [64]byte
+	id := append(b[:0], h.reqBase...)
+	n := h.reqSeq.Add(1)
+	var digits [16]byte
+	d := strconv.AppendUint(digits[:0], n, 16)
+	for i := len(d); i < 12; i++ {
+		id = append(id, '0')
+	}
+	for _, c := range d {
+		if c >= 'a' {
+			c -= 'a' - 'A'
+		}
+		id = append(id, c)
+	}
+	return string(id)
+}
+
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	rq := &request{id: fmt.Sprintf("%s%012X", h.reqBase, h.reqSeq.Add(1))}
+	rq := &request{id: h.requestID()}
 	rc := http.NewResponseController(rw)
 	w := &countingWriter{ResponseWriter: rw, rc: rc, idle: h.cfg.IdleTimeout}
 	rc.SetWriteDeadline(time.Now().Add(h.cfg.IdleTimeout)) // clear what an earlier request on this connection left
@@ -296,9 +316,8 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		r.Body = &idleBody{ReadCloser: r.Body, rc: rc, idle: h.cfg.IdleTimeout}
 	}
 	hd := w.Header()
-	hd.Set("x-amz-request-id", rq.id)
-	hd.Set("x-amz-id-2", rq.id)
-	hd.Set("Server", "cairn")
+	v := []string{rq.id, "cairn"} // one array for the headers every answer has
+	hd["X-Amz-Request-Id"], hd["X-Amz-Id-2"], hd["Server"] = v[0:1:1], v[0:1:1], v[1:2:2]
 	defer func() {
 		if v := recover(); v != nil {
 			h.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", v)
@@ -385,9 +404,18 @@ func (h *Handler) bucketAndKey(r *http.Request) (bucket, key string) {
 	return bucket, key
 }
 
+// queryOf is r's parsed query, nil (which reads as empty) if it has none: most GETs have
+// none, and parsing allocates. The result must not be modified.
+func queryOf(r *http.Request) url.Values {
+	if r.URL.RawQuery == "" {
+		return nil
+	}
+	return r.URL.Query()
+}
+
 // operation names the S3 operation, for routing, metrics and logs.
 func operation(r *http.Request, bucket, key string) string {
-	q := r.URL.Query()
+	q := queryOf(r)
 	has := func(k string) bool { _, ok := q[k]; return ok }
 	switch {
 	case bucket == "":
@@ -770,8 +798,8 @@ func validBucketName(b string) bool {
 	if strings.Contains(b, "..") || strings.Contains(b, ".-") || strings.Contains(b, "-.") {
 		return false
 	}
-	if net.ParseIP(b) != nil {
-		return false
+	if strings.Trim(b, "0123456789.") == "" && net.ParseIP(b) != nil {
+		return false // only digits and dots can be an IPv4 address; no ':' gets here
 	}
 	if strings.HasPrefix(b, "xn--") || strings.HasSuffix(b, "-s3alias") {
 		return false

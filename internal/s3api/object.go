@@ -378,10 +378,9 @@ func setObjectHeaders(hd http.Header, o *object.Object) {
 	if ct == "" {
 		ct = "binary/octet-stream"
 	}
-	hd.Set("Content-Type", ct)
-	hd.Set("ETag", quote(o.ETag))
-	hd.Set("Last-Modified", time.Unix(0, o.ModTime).UTC().Format(http.TimeFormat))
-	hd.Set("Accept-Ranges", "bytes")
+	// Canonical names set directly, the values in one array: every GET sets these.
+	v := []string{ct, quote(o.ETag), time.Unix(0, o.ModTime).UTC().Format(http.TimeFormat), "bytes"}
+	hd["Content-Type"], hd["Etag"], hd["Last-Modified"], hd["Accept-Ranges"] = v[0:1:1], v[1:2:2], v[2:3:3], v[3:4:4]
 	for _, kv := range []struct{ name, v string }{
 		{"Content-Encoding", o.ContentEncoding}, {"Content-Disposition", o.ContentDisposition},
 		{"Content-Language", o.ContentLanguage}, {"Cache-Control", o.CacheControl},
@@ -445,7 +444,7 @@ func (h *Handler) getObject(w http.ResponseWriter, r *http.Request, rq *request)
 	if rq.who.Anonymous {
 		// S3 honours response-* overrides only in signed requests (a header or a
 		// presigned URL), so that a public object's headers are its owner's.
-		q := r.URL.Query()
+		q := queryOf(r)
 		for _, ov := range responseOverrides {
 			if q.Has(ov.query) {
 				return errf(400, "InvalidRequest", "Request specific response headers cannot be used for anonymous GET requests.")
@@ -488,7 +487,7 @@ func (h *Handler) getObject(w http.ResponseWriter, r *http.Request, rq *request)
 	hd := w.Header()
 	setObjectHeaders(hd, o)
 	lockHeaders(hd, o)
-	q := r.URL.Query()
+	q := queryOf(r)
 	for _, ov := range responseOverrides {
 		if v := q.Get(ov.query); v != "" {
 			hd.Set(ov.header, v)
@@ -533,7 +532,7 @@ func (h *Handler) getObject(w http.ResponseWriter, r *http.Request, rq *request)
 	if partial {
 		hd.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", off, off+n-1, size))
 	}
-	if strings.EqualFold(r.Header.Get("x-amz-checksum-mode"), "ENABLED") {
+	if strings.EqualFold(r.Header.Get("X-Amz-Checksum-Mode"), "ENABLED") {
 		switch {
 		case !partial:
 			setChecksumHeaders(hd, o)
@@ -545,7 +544,7 @@ func (h *Handler) getObject(w http.ResponseWriter, r *http.Request, rq *request)
 			}
 		}
 	}
-	hd.Set("Content-Length", strconv.FormatInt(n, 10))
+	hd["Content-Length"] = []string{strconv.FormatInt(n, 10)}
 	if p, ok := rd.(gateway.Preparer); ok && !head && n > 0 {
 		// An erasure-coded object: fetch its first stripe now, so that one that cannot
 		// be read is an error status, not a 200 with a cut-off body.

@@ -56,10 +56,28 @@ type customerKey struct {
 	md5 string // base64, as sent and stored
 }
 
+// customerHeaders are the names of the three SSE-C headers (algorithm, key, key MD5)
+// under hdCustomer and hdCopyCustomer, made once: every GET looks for them.
+var customerHeaders = [2][3]string{
+	{hdCustomer + "Algorithm", hdCustomer + "Key", hdCustomer + "Key-Md5"},
+	{hdCopyCustomer + "Algorithm", hdCopyCustomer + "Key", hdCopyCustomer + "Key-Md5"},
+}
+
+func customerHeaderNames(prefix string) [3]string {
+	switch prefix {
+	case hdCustomer:
+		return customerHeaders[0]
+	case hdCopyCustomer:
+		return customerHeaders[1]
+	}
+	return [3]string{prefix + "Algorithm", prefix + "Key", prefix + "Key-Md5"}
+}
+
 // parseCustomerKey reads the three SSE-C headers under prefix (hdCustomer or
 // hdCopyCustomer): nil if none is present.
 func parseCustomerKey(hd http.Header, prefix string, tls bool) (*customerKey, error) {
-	algo, key, sum := hd.Get(prefix+"Algorithm"), hd.Get(prefix+"Key"), hd.Get(prefix+"Key-Md5")
+	n := customerHeaderNames(prefix)
+	algo, key, sum := hd.Get(n[0]), hd.Get(n[1]), hd.Get(n[2])
 	if algo == "" && key == "" && sum == "" {
 		return nil, nil
 	}

@@ -66,7 +66,7 @@ func parseVersionID(s string) (versionRef, error) {
 
 // queryVersion is the versionId of a request's query (present but empty is invalid).
 func queryVersion(r *http.Request) (versionRef, error) {
-	q := r.URL.Query()
+	q := queryOf(r)
 	if _, ok := q["versionId"]; !ok {
 		return versionRef{}, nil
 	}
