@@ -227,6 +227,42 @@ func TestMDCLink(t *testing.T) {
 		return nil
 	})
 
+	// Changes carry their origin: what B applies from A is not stacked for the link back
+	// to A (B linked first, so it learned A's id from A's signed batches). With B's side
+	// paused, A's writes reach B and B's backlog holds only B's own write made after them.
+	b.mustMDC("", "pause", "ab")
+	for i := 0; i < 20; i++ {
+		put(t, ca, "rep", fmt.Sprintf("origin/%d", i), "from a")
+	}
+	converge(t, 30*time.Second, ca, cb, "rep")
+	put(t, cb, "rep", "origin/b", "from b")
+	backlog := func(s *mdcSide) (int64, error) {
+		var v struct {
+			Links []struct {
+				Entries int64 `json:"backlog_entries"`
+			} `json:"links"`
+		}
+		if err := jsonOf(s.mustMDC("", "status", "--json"), &v); err != nil {
+			return 0, err
+		}
+		if len(v.Links) != 1 {
+			return 0, fmt.Errorf("links: %+v", v.Links)
+		}
+		return v.Links[0].Entries, nil
+	}
+	proctest.WaitFor(t, 30*time.Second, func() error {
+		n, err := backlog(b)
+		if err == nil && n == 0 {
+			err = fmt.Errorf("b's own write is not in its backlog yet")
+		}
+		return err
+	})
+	if n, err := backlog(b); err != nil || n != 1 {
+		t.Fatalf("b's backlog with its link paused after a's 20 writes and its own 1: %d entries (%v); want 1: a's changes are not sent back", n, err)
+	}
+	b.mustMDC("", "resume", "ab")
+	converge(t, 30*time.Second, ca, cb, "rep")
+
 	// Paused: changes wait, lag and backlog show; resumed, they drain.
 	a.mustMDC("", "pause", "ab")
 	for i := 0; i < 30; i++ {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -49,9 +50,16 @@ type replicator struct {
 
 	mu      sync.Mutex
 	secrets map[string]linkSecret // by link name
+	// learned are the remote cluster ids of links whose map entry has none (the first
+	// side of a pair), from the remote's signed requests and answers, by linkKey.
+	learned map[string]string
 
 	applied, refused, superseded atomic.Int64
-	lastRefusal                  atomic.Pointer[string]
+	// echoes: stacked changes not sent because they came from the link's remote cluster;
+	// held: received changes this cluster already held (a retry, or an echo from a
+	// sender that did not know their origin).
+	echoes, held atomic.Int64
+	lastRefusal  atomic.Pointer[string]
 
 	inv investigations
 }
@@ -69,11 +77,12 @@ const maxLinkRequest = 6 << 40
 
 func newReplicator(mgr *clustermap.Manager, gw *gateway.Gateway, box *secrets.Box, dataDir string, log *slog.Logger) *replicator {
 	return &replicator{mgr: mgr, gw: gw, box: box, dataDir: dataDir, log: log.With("component", "mdc"),
-		hc: &http.Client{Transport: rpc.NewTransport()}, secrets: map[string]linkSecret{}, dropTest: os.Getenv("CAIRN_TEST_MDC_DROP")}
+		hc: &http.Client{Transport: rpc.NewTransport()}, secrets: map[string]linkSecret{}, learned: map[string]string{}, dropTest: os.Getenv("CAIRN_TEST_MDC_DROP")}
 }
 
-// links returns the links that send bucket's changes, for the Stacker.
-func (r *replicator) links(bucket, key string) []string {
+// links returns the links that send bucket's changes, for the Stacker: not the link to
+// origin, the cluster the change came from, if this node knows which that is.
+func (r *replicator) links(bucket, key, origin string) []string {
 	m := r.mgr.Current()
 	if len(m.Links) == 0 {
 		return nil
@@ -83,12 +92,38 @@ func (r *replicator) links(bucket, key string) []string {
 	}
 	var out []string
 	for name, l := range m.Links {
-		if l.Send && l.Replicates(bucket) {
+		if l.Send && l.Replicates(bucket) && (origin == "" || r.remote(l) != origin) {
 			out = append(out, name)
 		}
 	}
 	slices.Sort(out)
 	return out
+}
+
+// linkKey names a link's definition: a link made again to another endpoint or with
+// another secret may lead to another cluster.
+func linkKey(l clustermap.Link) string { return l.Name + "\x00" + l.Endpoint + "\x00" + l.Secret }
+
+// remote returns the id of link l's remote cluster: the map's, or one learned from the
+// remote ("": not known yet).
+func (r *replicator) remote(l clustermap.Link) string {
+	if l.Remote != "" {
+		return l.Remote
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.learned[linkKey(l)]
+}
+
+// learn records id as link l's remote cluster, from a request or an answer signed with
+// its secret.
+func (r *replicator) learn(l clustermap.Link, id string) {
+	if l.Remote != "" || id == "" {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.learned[linkKey(l)] = id
 }
 
 // secret returns the opened secret of link l (kept, so that its replay guard lasts).
@@ -144,7 +179,25 @@ func (t *linkTarget) Close() error { return nil }
 // holds it now and its body. A version that is gone (overwritten, deleted, purged) is
 // left out: the change that replaced it has its own entry.
 func (t *linkTarget) SendEntries(ctx context.Context, es []*notify.Entry) error {
-	_, err := t.r.post(ctx, t.link, wire.PathMDCApply, nil, func(w io.Writer) error { return t.r.writeBatch(ctx, es, w) })
+	// Changes that came from the remote itself (stacked before this node knew the
+	// remote's id) are not sent back.
+	if remote := t.r.remote(t.link); remote != "" {
+		kept := es[:0:0]
+		for _, e := range es {
+			if e.Origin == remote {
+				t.r.echoes.Add(1)
+				continue
+			}
+			kept = append(kept, e)
+		}
+		if es = kept; len(es) == 0 {
+			return nil
+		}
+	}
+	ans, err := t.r.post(ctx, t.link, wire.PathMDCApply, nil, func(w io.Writer) error { return t.r.writeBatch(ctx, es, w) })
+	if err == nil {
+		t.r.learn(t.link, ans.Cluster)
+	}
 	return err
 }
 
@@ -153,13 +206,17 @@ type ApplyAnswer struct {
 	Applied    int    `json:"applied"`
 	Refused    int    `json:"refused"` // a version under Object Lock, an encrypted object...
 	LastRefuse string `json:"last_refusal,omitempty"`
+	// Held: changes the receiver already held (skipped: a retry, an echo).
+	Held int `json:"held,omitempty"`
+	// Cluster is the receiver's cluster id (absent from binaries before it).
+	Cluster string `json:"cluster,omitempty"`
 }
 
 // writeBatch writes the changes of es to w.
 func (r *replicator) writeBatch(ctx context.Context, es []*notify.Entry, w io.Writer) error {
 	bw := mdc.NewWriter(w)
 	for _, e := range es {
-		c := &mdc.Change{Bucket: e.Bucket, Key: e.Key}
+		c := &mdc.Change{Bucket: e.Bucket, Key: e.Key, Origin: e.Origin}
 		if e.Change == notify.ChangeDelete {
 			c.Rec = object.Object{HLC: e.HLC, ModTime: e.ModTime, Deleted: true, Versioned: e.Versioned, DeleteMarker: e.Marker, Purged: e.Purged}
 			if err := bw.Write(c, nil); err != nil {
@@ -299,6 +356,8 @@ func (r *replicator) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		wire.WriteError(sw, errors.E(errors.Invalid, "a link request from this cluster itself (a link to its own endpoint?)"))
 		return
 	}
+	r.learn(l, origin) // signed with the link's secret: the remote of l
+
 	answer := func(v any) {
 		b, _ := json.Marshal(v)
 		rpc.WriteSignedBody(sw, "application/json", b)
@@ -307,11 +366,12 @@ func (r *replicator) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	case wire.PathMDCHello:
 		answer(Hello{ClusterID: m.ClusterID, Node: r.gw.NodeID()})
 	case wire.PathMDCApply:
-		ans, err := r.serveApply(req)
+		ans, err := r.serveApply(req, origin)
 		if err != nil {
 			wire.WriteError(sw, err)
 			return
 		}
+		ans.Cluster = m.ClusterID
 		answer(ans)
 	case wire.PathMDCDigests:
 		var q digestQuery
@@ -388,8 +448,9 @@ func entriesOf(vs []object.VersionEntry) []*notify.Entry {
 	return es
 }
 
-// serveApply spools a batch (its signature is checked at its end) and applies it.
-func (r *replicator) serveApply(req *http.Request) (*ApplyAnswer, error) {
+// serveApply spools a batch (its signature is checked at its end) and applies it; from
+// is the sending cluster, the origin of the changes that name none.
+func (r *replicator) serveApply(req *http.Request, from string) (*ApplyAnswer, error) {
 	f, err := os.CreateTemp(r.dataDir, "mdc-batch-*")
 	if err != nil {
 		return nil, errors.E(errors.IO, err)
@@ -405,7 +466,7 @@ func (r *replicator) serveApply(req *http.Request) (*ApplyAnswer, error) {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return nil, errors.E(errors.IO, err)
 	}
-	return r.applyBatch(req.Context(), mdc.NewReader(f))
+	return r.applyBatch(req.Context(), mdc.NewReader(f), from)
 }
 
 // applyWorkers is how many changes of a batch are applied at once (the changes of one
@@ -417,21 +478,28 @@ const applyWorkers = 16
 // once the workers are idle, its body streamed from the spool.
 const applyInline = 1 << 20
 
-// applyBatch applies the changes read from br; a transient failure of any stops it (the
-// sender sends the whole batch again: applying twice is harmless).
-func (r *replicator) applyBatch(ctx context.Context, br *mdc.Reader) (*ApplyAnswer, error) {
+// applyBatch applies the changes read from br, sent by cluster from; a transient failure
+// of any stops it (the sender sends the whole batch again: applying twice is harmless).
+// Each change keeps its origin (the sender's, or from if it names none), which its
+// holders stack with its link entries, so that it is not sent back there.
+func (r *replicator) applyBatch(ctx context.Context, br *mdc.Reader, from string) (*ApplyAnswer, error) {
 	ans := &ApplyAnswer{}
 	var mu sync.Mutex
 	var failed error
 	apply := func(c *mdc.Change, body io.Reader) {
 		rec := c.Rec
-		_, err := r.gw.ApplyRemote(ctx, c.Bucket, c.Key, &rec, body)
+		rec.Origin = cmp.Or(c.Origin, from)
+		written, err := r.gw.ApplyRemote(ctx, c.Bucket, c.Key, &rec, body)
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
 		case err == nil:
 			ans.Applied++
 			r.applied.Add(1)
+			if !written {
+				ans.Held++
+				r.held.Add(1)
+			}
 		case errors.Is(errors.Precondition, err) || errors.Is(errors.Invalid, err) || errors.Is(errors.NotExist, err):
 			// Never applied, and never will be (a locked version, an encrypted object,
 			// a bucket this cluster does not have): counted, not retried.
