@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -49,7 +50,8 @@ type replicator struct {
 	dropTest string
 
 	mu      sync.Mutex
-	secrets map[string]linkSecret // by link name
+	secrets map[string]linkSecret   // by link name
+	clients map[string]*http.Client // of links with a CA of their own, by the CA
 	// learned are the remote cluster ids of links whose map entry has none (the first
 	// side of a pair), from the remote's signed requests and answers, by linkKey.
 	learned map[string]string
@@ -77,7 +79,7 @@ const maxLinkRequest = 6 << 40
 
 func newReplicator(mgr *clustermap.Manager, gw *gateway.Gateway, box *secrets.Box, dataDir string, log *slog.Logger) *replicator {
 	return &replicator{mgr: mgr, gw: gw, box: box, dataDir: dataDir, log: log.With("component", "mdc"),
-		hc: &http.Client{Transport: rpc.NewTransport()}, secrets: map[string]linkSecret{}, learned: map[string]string{}, dropTest: os.Getenv("CAIRN_TEST_MDC_DROP")}
+		hc: &http.Client{Transport: rpc.NewTransport()}, secrets: map[string]linkSecret{}, clients: map[string]*http.Client{}, learned: map[string]string{}, dropTest: os.Getenv("CAIRN_TEST_MDC_DROP")}
 }
 
 // links returns the links that send bucket's changes, for the Stacker: not the link to
@@ -124,6 +126,39 @@ func (r *replicator) learn(l clustermap.Link, id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.learned[linkKey(l)] = id
+}
+
+// client returns the HTTP client of link l's remote: one verifying its certificate
+// against the link's CA, if it has one (kept per CA), else the system's roots.
+func (r *replicator) client(l clustermap.Link) (*http.Client, error) {
+	if l.CA == "" {
+		return r.hc, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.clients[l.CA]; ok {
+		return c, nil
+	}
+	c, err := linkClient(l.CA)
+	if err != nil {
+		return nil, fmt.Errorf("link %s: %w", l.Name, err)
+	}
+	r.clients[l.CA] = c
+	return c, nil
+}
+
+// linkClient returns an HTTP client trusting only the CA certificates caPEM ("": the
+// system's roots).
+func linkClient(caPEM string) (*http.Client, error) {
+	tr := rpc.NewTransport()
+	if caPEM != "" {
+		pool, err := clustermap.LinkCAPool(caPEM)
+		if err != nil {
+			return nil, err
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	return &http.Client{Transport: tr}, nil
 }
 
 // secret returns the opened secret of link l (kept, so that its replay guard lasts).
@@ -262,6 +297,10 @@ func (r *replicator) post(ctx context.Context, l clustermap.Link, path string, b
 	if err != nil {
 		return nil, err
 	}
+	hc, err := r.client(l)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	var rd io.Reader
@@ -287,7 +326,7 @@ func (r *replicator) post(ctx context.Context, l clustermap.Link, path string, b
 	}
 	req.Header.Set(hdrLink, l.Name)
 	sec.Sign(req, r.mgr.Current().ClusterID, 0, time.Now())
-	return doLink(r.hc, sec, req, out...)
+	return doLink(hc, sec, req, out...)
 }
 
 // doLink sends a signed link request and checks and decodes the signed answer.
@@ -379,16 +418,25 @@ func (r *replicator) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			wire.WriteError(sw, err)
 			return
 		}
+		if !q.Entries {
+			ds, err := r.clusterDigests(req.Context(), l, q.Partitions)
+			if err != nil {
+				wire.WriteError(sw, err)
+				return
+			}
+			answer(ds)
+			return
+		}
+		if len(q.Parts) == 0 || len(q.Parts) > maxEntryParts {
+			wire.WriteError(sw, errors.Errorf("", errors.Invalid, "the records of 1 to %d partitions at a time", maxEntryParts))
+			return
+		}
 		es, err := r.clusterEntries(req.Context(), l, q.Partitions, q.Parts)
 		if err != nil {
 			wire.WriteError(sw, err)
 			return
 		}
-		if q.Entries {
-			answer(es)
-			return
-		}
-		answer(mdc.Digests(es, q.Partitions))
+		answer(es)
 	case wire.PathMDCPush:
 		if !l.Send {
 			wire.WriteError(sw, errors.Errorf("", errors.Precondition, "link %s only receives on this side: it sends nothing back", name))
@@ -411,6 +459,10 @@ func (r *replicator) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		wire.WriteError(sw, errors.E(errors.NotExist, "no such link endpoint"))
 	}
 }
+
+// maxEntryParts bounds the partitions whose records one digest query asks for (an
+// investigation asks for investigateGroup).
+const maxEntryParts = 4 * investigateGroup
 
 // digestQuery asks a cluster for its digests (or, Entries, its records) of the linked
 // buckets in Parts of Partitions.
@@ -636,7 +688,8 @@ type LinkStatus struct {
 	Send     bool         `json:"send"`
 	Paused   bool         `json:"paused"`
 	Remote   string       `json:"remote,omitempty"`
-	Entries  int64        `json:"backlog_entries"` // over every node
+	CA       bool         `json:"private_ca,omitempty"` // the endpoint's certificate is checked against the link's CA
+	Entries  int64        `json:"backlog_entries"`      // over every node
 	Bytes    int64        `json:"backlog_bytes"`
 	Lag      float64      `json:"lag_seconds"` // the oldest unsent change's age, over every node
 	Nodes    []LinkOnNode `json:"nodes"`
@@ -666,7 +719,7 @@ type MDCView struct {
 func linkStatus(m *clustermap.Map, nodes []NotifyStatus) []LinkStatus {
 	var out []LinkStatus
 	for _, l := range m.Links {
-		ls := LinkStatus{Name: l.Name, Endpoint: l.Endpoint, Buckets: l.Buckets, Send: l.Send, Paused: l.Paused, Remote: l.Remote}
+		ls := LinkStatus{Name: l.Name, Endpoint: l.Endpoint, Buckets: l.Buckets, Send: l.Send, Paused: l.Paused, Remote: l.Remote, CA: l.CA != ""}
 		for _, n := range nodes {
 			on := LinkOnNode{Node: n.Node, Error: n.Error}
 			if b, ok := n.Targets[notify.LinkTarget(l.Name)]; ok {
@@ -710,9 +763,10 @@ func (r *replicator) exportMetrics(m *metrics.Metrics, d *notify.Deliverer) {
 
 // LinkHello asks the remote endpoint of link name, signing with the link's secret as
 // cluster clusterID, for its cluster id: `cairn mdc link` proves the secret with it
-// before it stores anything. NotExist: the remote has no link of that name yet;
-// Permission: it refused the secret.
-func LinkHello(ctx context.Context, endpoint, name, secret, clusterID string) (*Hello, error) {
+// before it stores anything. caPEM, if not empty, is the CA certificates the endpoint's
+// certificate is verified against (else the system's roots). NotExist: the remote has
+// no link of that name yet; Permission: it refused the secret.
+func LinkHello(ctx context.Context, endpoint, name, secret, clusterID, caPEM string) (*Hello, error) {
 	sec, err := rpc.NewSecret(secret)
 	if err != nil {
 		return nil, errors.E(errors.Invalid, fmt.Errorf("the link secret: %w", err))
@@ -725,8 +779,12 @@ func LinkHello(ctx context.Context, endpoint, name, secret, clusterID string) (*
 	}
 	req.Header.Set(hdrLink, name)
 	sec.Sign(req, clusterID, 0, time.Now())
+	hc, err := linkClient(caPEM)
+	if err != nil {
+		return nil, err
+	}
 	var h Hello
-	if _, err := doLink(&http.Client{Transport: rpc.NewTransport()}, sec, req, &h); err != nil {
+	if _, err := doLink(hc, sec, req, &h); err != nil {
 		return nil, err
 	}
 	return &h, nil
