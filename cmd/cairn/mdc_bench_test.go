@@ -33,7 +33,8 @@ import (
 //
 //	CAIRN_BENCH_MDC_BACKLOG=N   the backlog drained (default 5,000)
 //	CAIRN_BENCH_MDC_PPROF=FILE  A's CPU profile of the window with the link into FILE (and
-//	                            of the window without it into FILE.without)
+//	                            of the window without it into FILE.without), B's into
+//	                            FILE.b
 func BenchmarkMDC(b *testing.B) {
 	const (
 		clients = 16
@@ -52,7 +53,7 @@ func BenchmarkMDC(b *testing.B) {
 	if profile != "" {
 		aArgs = append(aArgs, "--pprof")
 	}
-	a, bb := startSide(b, "a", nil, aArgs...), startSide(b, "b", nil)
+	a, bb := startSide(b, "a", nil, aArgs...), startSide(b, "b", nil, aArgs...)
 	ca, cb := a.p.client(), bb.p.client()
 	for _, s := range []*mdcSide{a, bb} {
 		s.bucket("bench", false)
@@ -70,6 +71,13 @@ func BenchmarkMDC(b *testing.B) {
 			go func() {
 				defer wg.Done()
 				if err := fetchProfile(a.p.AdminAddr(), window-time.Second, file); err != nil {
+					b.Error(err)
+				}
+			}()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := fetchProfile(bb.p.AdminAddr(), window-time.Second, file+".b"); err != nil {
 					b.Error(err)
 				}
 			}()
