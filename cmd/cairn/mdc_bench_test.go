@@ -32,6 +32,8 @@ import (
 // The environment may change the run:
 //
 //	CAIRN_BENCH_MDC_BACKLOG=N   the backlog drained (default 5,000)
+//	CAIRN_BENCH_MDC_BOTH=1      the link both ways (B sends too; A's changes must not
+//	                            come back: they carry their origin)
 //	CAIRN_BENCH_MDC_PPROF=FILE  A's CPU profile of the window with the link into FILE (and
 //	                            of the window without it into FILE.without), B's into
 //	                            FILE.b
@@ -103,9 +105,13 @@ func BenchmarkMDC(b *testing.B) {
 		return puts / window.Seconds(), float64(cpuA.Milliseconds()) / puts, float64(cpuB.Milliseconds()) / puts
 	}
 	without, aWithout, bWithout := rate("plain", "r0", profile+".without")
-	// One way, A to B (B --receive-only): both ways, B would send every change back
-	// for A to drop (docs/design/mdc.md: echoes).
-	bb.link("ab", a.p.URL(), "--receive-only")
+	// One way, A to B (B --receive-only), or both ways: B then stacks nothing of what it
+	// applies from A (docs/design/mdc.md "Loops").
+	if os.Getenv("CAIRN_BENCH_MDC_BOTH") == "1" {
+		bb.link("ab", a.p.URL(), "--bucket", "bench")
+	} else {
+		bb.link("ab", a.p.URL(), "--receive-only")
+	}
 	a.link("ab", bb.p.URL(), "--bucket", "bench")
 	with, aWith, bWith := rate("bench", "r1", profile)
 	b.ReportMetric(without, "puts/s-without")

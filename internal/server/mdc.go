@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -247,9 +248,14 @@ type ApplyAnswer struct {
 	Cluster string `json:"cluster,omitempty"`
 }
 
+// smallBody is the body size up to which writeBatch reads a change's body into memory
+// rather than streaming it through a pipe.
+const smallBody = 64 << 10
+
 // writeBatch writes the changes of es to w.
 func (r *replicator) writeBatch(ctx context.Context, es []*notify.Entry, w io.Writer) error {
 	bw := mdc.NewWriter(w)
+	var buf bytes.Buffer
 	for _, e := range es {
 		c := &mdc.Change{Bucket: e.Bucket, Key: e.Key, Origin: e.Origin}
 		if e.Change == notify.ChangeDelete {
@@ -274,6 +280,19 @@ func (r *replicator) writeBatch(ctx context.Context, es []*notify.Entry, w io.Wr
 			continue
 		}
 		c.Rec.Body, c.Rec.Chunks, c.Rec.Inline, c.Rec.Embedded, c.Rec.Striped, c.Rec.Stripe = nil, nil, false, false, false, object.Stripe{}
+		if c.Rec.Size <= smallBody {
+			// A small body is read whole: no goroutine and pipe per change.
+			buf.Reset()
+			_, err = rd.WriteRange(ctx, &buf, 0, c.Rec.Size)
+			rd.Close()
+			if err == nil {
+				err = bw.Write(c, &buf)
+			}
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		pr, pw := io.Pipe()
 		go func() {
 			_, err := rd.WriteRange(ctx, pw, 0, c.Rec.Size)
@@ -306,8 +325,17 @@ func (r *replicator) post(ctx context.Context, l clustermap.Link, path string, b
 	var rd io.Reader
 	switch {
 	case fill != nil:
+		// Buffered: the transport flushes every write of a chunked request body to the
+		// connection (a system call, and one chunk for the receiver, per write).
 		pr, pw := io.Pipe()
-		go func() { pw.CloseWithError(fill(pw)) }()
+		go func() {
+			bw := bufio.NewWriterSize(pw, 64<<10)
+			err := fill(bw)
+			if err == nil {
+				err = bw.Flush()
+			}
+			pw.CloseWithError(err)
+		}()
 		defer pr.Close()
 		rd = pr
 	case body != nil:
