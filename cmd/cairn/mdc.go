@@ -258,12 +258,13 @@ func printMDC(w io.Writer, v *server.MDCView, status bool) error {
 		}
 		return tw.Flush()
 	}
-	fmt.Fprintf(tw, "cluster %s: received %d changes, refused %d%s\n", or(v.ClusterID, "-"), v.Applied, v.Refused, func() string {
-		if v.LastRefusal != "" {
-			return " (last: " + v.LastRefusal + ")"
-		}
-		return ""
-	}())
+	fmt.Fprintf(tw, "cluster %s: received %d changes (%d already here), refused %d%s; %d not sent back to their origin\n",
+		or(v.ClusterID, "-"), v.Applied, v.Held, v.Refused, func() string {
+			if v.LastRefusal != "" {
+				return " (last: " + v.LastRefusal + ")"
+			}
+			return ""
+		}(), v.Echoes)
 	fmt.Fprintln(tw, "LINK\tNODE\tBACKLOG\tBYTES\tLAG\tLAST ERROR")
 	for _, l := range v.Links {
 		state := ""

@@ -740,6 +740,8 @@ type MDCView struct {
 	Applied        int64           `json:"applied"` // changes received and applied, over every node since they started
 	Refused        int64           `json:"refused"`
 	LastRefusal    string          `json:"last_refusal,omitempty"`
+	Echoes         int64           `json:"echoes"` // stacked changes not sent back to the cluster they came from
+	Held           int64           `json:"held"`   // received changes that were already here (retries, echoes)
 	Investigations []Investigation `json:"investigations,omitempty"`
 }
 
