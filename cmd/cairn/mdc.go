@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -25,12 +26,16 @@ const mdcUsage = `Usage: cairn mdc COMMAND [FLAGS]
 Multi-data-center replication: links to other cairn clusters (docs/design/mdc.md).
 
   link NAME --endpoint URL --secret-file F [--bucket B[,B...]] [--receive-only]
+            [--endpoint-ca-file CA.pem]
         link this cluster to another: URL is its S3 endpoint (http://HOST:PORT or
         https://HOST:PORT, a node's --listen or a load balancer in front). Both clusters make a link of the same NAME
         and secret (a file, or - for standard input; at least 16 characters); the
         secret is checked with the remote before anything is stored (a wrong one is
         refused). --bucket: only these buckets (default: every bucket).
         --receive-only: this side sends nothing (the receiving end of a one-way link).
+        --endpoint-ca-file: PEM CA certificates the https endpoint's certificate is
+        verified against instead of the system's roots (a private CA); kept with the
+        link. (--ca-file is the admin address's CA, as in cairn admin.)
   list                   the links
   status                 per link and storage node: changes waiting (backlog), their
                          bytes, the age of the oldest (lag), the last failure;
@@ -54,6 +59,7 @@ func runMDC(args []string, stdout, stderr io.Writer) error {
 	secretFile := fs.String("secret-file", "", "file holding the link secret, - for standard input (link)")
 	buckets := fs.String("bucket", "", "comma-separated buckets the link replicates (link; default every bucket)")
 	receiveOnly := fs.Bool("receive-only", false, "this side of the link sends nothing (link)")
+	endpointCA := fs.String("endpoint-ca-file", "", "PEM CA certificates to verify the remote's https endpoint against, instead of the system's roots (link)")
 	if err := fs.Parse(hoistFlags(fs, args)); err != nil {
 		if err == flag.ErrHelp {
 			return nil
@@ -92,7 +98,8 @@ func runMDC(args []string, stdout, stderr io.Writer) error {
 		}
 		return printMDC(stdout, &v, cmd == "status")
 	case "link":
-		return c.mdcLink(stdout, box, name, *endpoint, *secretFile, *buckets, !*receiveOnly, *asJSON)
+		return c.mdcLink(stdout, box, linkFlags{name: name, endpoint: *endpoint, secretFile: *secretFile, caFile: *endpointCA,
+			buckets: *buckets, send: !*receiveOnly}, *asJSON)
 	case "unlink":
 		return c.applyNotify(stdout, clustermap.Command{Op: clustermap.OpRemoveLink, Name: name}, "removed link "+name, *asJSON)
 	case "pause":
@@ -105,7 +112,14 @@ func runMDC(args []string, stdout, stderr io.Writer) error {
 	return fmt.Errorf("mdc: unknown command %q\n\n%s", cmd, mdcUsage)
 }
 
-func (c *adminClient) mdcLink(stdout io.Writer, box *secrets.Box, name, endpoint, secretFile, buckets string, send, asJSON bool) error {
+// linkFlags are cairn mdc link's.
+type linkFlags struct {
+	name, endpoint, secretFile, caFile, buckets string
+	send                                        bool
+}
+
+func (c *adminClient) mdcLink(stdout io.Writer, box *secrets.Box, f linkFlags, asJSON bool) error {
+	name, endpoint, secretFile, buckets, send := f.name, f.endpoint, f.secretFile, f.buckets, f.send
 	switch {
 	case !clustermap.ValidTargetName(name):
 		return fmt.Errorf("mdc: link name %q: 1-64 letters, digits, '-', '_' or '.'", name)
@@ -117,8 +131,23 @@ func (c *adminClient) mdcLink(stdout io.Writer, box *secrets.Box, name, endpoint
 	if !strings.Contains(endpoint, "://") {
 		endpoint = "http://" + endpoint
 	}
-	if u, err := url.Parse(endpoint); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 		return fmt.Errorf("mdc: link %s: endpoint %q is not an http or https URL", name, endpoint)
+	}
+	caPEM := ""
+	if f.caFile != "" {
+		if u.Scheme != "https" {
+			return fmt.Errorf("mdc: link %s: --endpoint-ca-file is for an https endpoint, not %s", name, endpoint)
+		}
+		b, err := os.ReadFile(f.caFile)
+		if err != nil {
+			return fmt.Errorf("mdc: link %s: --endpoint-ca-file: %w", name, err)
+		}
+		if _, err := clustermap.LinkCAPool(string(b)); err != nil {
+			return fmt.Errorf("mdc: link %s: --endpoint-ca-file %s: %w", name, f.caFile, err)
+		}
+		caPEM = string(b)
 	}
 	sec, err := readSecretFile(secretFile)
 	if err != nil {
@@ -137,14 +166,14 @@ func (c *adminClient) mdcLink(stdout io.Writer, box *secrets.Box, name, endpoint
 		rand.Read(b[:])
 		id = "c-" + hex.EncodeToString(b[:])
 	}
-	l := clustermap.Link{Name: name, Endpoint: endpoint, Send: send}
+	l := clustermap.Link{Name: name, Endpoint: endpoint, Send: send, CA: caPEM}
 	for _, b := range strings.Split(buckets, ",") {
 		if b = strings.TrimSpace(b); b != "" {
 			l.Buckets = append(l.Buckets, b)
 		}
 	}
 	note := ""
-	h, err := server.LinkHello(context.Background(), endpoint, name, sec, id)
+	h, err := server.LinkHello(context.Background(), endpoint, name, sec, id, caPEM)
 	switch {
 	case err == nil:
 		l.Remote = h.ClusterID
@@ -212,7 +241,7 @@ func (c *adminClient) mdcInvestigate(stdout io.Writer, name string, asJSON bool)
 func printMDC(w io.Writer, v *server.MDCView, status bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if !status {
-		fmt.Fprintln(tw, "LINK\tENDPOINT\tBUCKETS\tDIRECTION\tSTATE\tREMOTE CLUSTER")
+		fmt.Fprintln(tw, "LINK\tENDPOINT\tBUCKETS\tDIRECTION\tSTATE\tREMOTE CLUSTER\tCA")
 		for _, l := range v.Links {
 			dir, state := "send+receive", "active"
 			if !l.Send {
@@ -221,16 +250,21 @@ func printMDC(w io.Writer, v *server.MDCView, status bool) error {
 			if l.Paused {
 				state = "paused"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l.Name, l.Endpoint, or(strings.Join(l.Buckets, ","), "*"), dir, state, or(l.Remote, "-"))
+			ca := "system"
+			if l.CA {
+				ca = "link's own"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.Name, l.Endpoint, or(strings.Join(l.Buckets, ","), "*"), dir, state, or(l.Remote, "-"), ca)
 		}
 		return tw.Flush()
 	}
-	fmt.Fprintf(tw, "cluster %s: received %d changes, refused %d%s\n", or(v.ClusterID, "-"), v.Applied, v.Refused, func() string {
-		if v.LastRefusal != "" {
-			return " (last: " + v.LastRefusal + ")"
-		}
-		return ""
-	}())
+	fmt.Fprintf(tw, "cluster %s: received %d changes (%d already here), refused %d%s; %d not sent back to their origin\n",
+		or(v.ClusterID, "-"), v.Applied, v.Held, v.Refused, func() string {
+			if v.LastRefusal != "" {
+				return " (last: " + v.LastRefusal + ")"
+			}
+			return ""
+		}(), v.Echoes)
 	fmt.Fprintln(tw, "LINK\tNODE\tBACKLOG\tBYTES\tLAG\tLAST ERROR")
 	for _, l := range v.Links {
 		state := ""

@@ -3,7 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,13 +26,36 @@ import (
 // whatever the machine's load), the replication lag (PUT acknowledged on A to the object
 // visible on B) at half the single-cluster rate, and the time to drain a backlog
 // stacked while the link was paused. Run it once: -benchtime 1x.
+//
+// Both clusters share this machine's cores, so the CPU each process spent per PUT in
+// each window is reported too (cpu-ms/put-a-*: the sender's cost, -b: the receiver's).
+// The environment may change the run:
+//
+//	CAIRN_BENCH_MDC_BACKLOG=N   the backlog drained (default 5,000)
+//	CAIRN_BENCH_MDC_BOTH=1      the link both ways (B sends too; A's changes must not
+//	                            come back: they carry their origin)
+//	CAIRN_BENCH_MDC_PPROF=FILE  A's CPU profile of the window with the link into FILE (and
+//	                            of the window without it into FILE.without), B's into
+//	                            FILE.b
 func BenchmarkMDC(b *testing.B) {
 	const (
 		clients = 16
 		window  = 5 * time.Second
-		backlog = 5000
 	)
-	a, bb := startSide(b, "a", nil), startSide(b, "b", nil)
+	backlog := 5000
+	if v := os.Getenv("CAIRN_BENCH_MDC_BACKLOG"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			b.Fatalf("CAIRN_BENCH_MDC_BACKLOG=%q: a count of changes", v)
+		}
+		backlog = n
+	}
+	profile := os.Getenv("CAIRN_BENCH_MDC_PPROF")
+	var aArgs []string
+	if profile != "" {
+		aArgs = append(aArgs, "--pprof")
+	}
+	a, bb := startSide(b, "a", nil, aArgs...), startSide(b, "b", nil, aArgs...)
 	ca, cb := a.p.client(), bb.p.client()
 	for _, s := range []*mdcSide{a, bb} {
 		s.bucket("bench", false)
@@ -36,9 +63,28 @@ func BenchmarkMDC(b *testing.B) {
 	}
 	body := strings.Repeat("x", 1024)
 	ctx := context.Background()
-	rate := func(bucket, tag string) float64 {
+	// rate runs the PUT window, profiling A into file if asked; it returns the PUT rate
+	// and the CPU A and B spent per PUT.
+	rate := func(bucket, tag, file string) (float64, float64, float64) {
 		var n atomic.Int64
 		var wg sync.WaitGroup
+		if profile != "" {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := fetchProfile(a.p.AdminAddr(), window-time.Second, file); err != nil {
+					b.Error(err)
+				}
+			}()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := fetchProfile(bb.p.AdminAddr(), window-time.Second, file+".b"); err != nil {
+					b.Error(err)
+				}
+			}()
+		}
+		cpuA, cpuB := cpuTime(b, a.p.PID()), cpuTime(b, bb.p.PID())
 		end := time.Now().Add(window)
 		for w := 0; w < clients; w++ {
 			wg.Add(1)
@@ -54,17 +100,27 @@ func BenchmarkMDC(b *testing.B) {
 			}()
 		}
 		wg.Wait()
-		return float64(n.Load()) / window.Seconds()
+		puts := float64(n.Load())
+		cpuA, cpuB = cpuTime(b, a.p.PID())-cpuA, cpuTime(b, bb.p.PID())-cpuB
+		return puts / window.Seconds(), float64(cpuA.Milliseconds()) / puts, float64(cpuB.Milliseconds()) / puts
 	}
-	without := rate("plain", "r0")
-	// One way, A to B (B --receive-only): both ways, B would send every change back
-	// for A to drop (docs/design/mdc.md: echoes).
-	bb.link("ab", a.p.URL(), "--receive-only")
+	without, aWithout, bWithout := rate("plain", "r0", profile+".without")
+	// One way, A to B (B --receive-only), or both ways: B then stacks nothing of what it
+	// applies from A (docs/design/mdc.md "Loops").
+	if os.Getenv("CAIRN_BENCH_MDC_BOTH") == "1" {
+		bb.link("ab", a.p.URL(), "--bucket", "bench")
+	} else {
+		bb.link("ab", a.p.URL(), "--receive-only")
+	}
 	a.link("ab", bb.p.URL(), "--bucket", "bench")
-	with := rate("bench", "r1")
+	with, aWith, bWith := rate("bench", "r1", profile)
 	b.ReportMetric(without, "puts/s-without")
 	b.ReportMetric(with, "puts/s-with-link")
 	b.ReportMetric(with/without, "ratio")
+	b.ReportMetric(aWithout, "cpu-ms/put-a-without")
+	b.ReportMetric(aWith, "cpu-ms/put-a-with")
+	b.ReportMetric(bWithout, "cpu-ms/put-b-without")
+	b.ReportMetric(bWith, "cpu-ms/put-b-with")
 	// Let the link catch up before measuring lag.
 	proctest.WaitFor(b, 5*time.Minute, func() error {
 		if n, err := count(cb, "bench", "r1/"); err != nil || float64(n) < with*window.Seconds() {
@@ -146,5 +202,41 @@ func BenchmarkMDC(b *testing.B) {
 	})
 	d := time.Since(start)
 	b.ReportMetric(d.Seconds(), "drain-s")
-	b.ReportMetric(backlog/d.Seconds(), "drain-changes/s")
+	b.ReportMetric(float64(backlog)/d.Seconds(), "drain-changes/s")
+	b.ReportMetric(float64(backlog), "backlog")
+}
+
+// cpuTime returns the CPU time (user and system) process pid has used so far.
+func cpuTime(tb testing.TB, pid int) time.Duration {
+	tb.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// The fields after the command's closing parenthesis: state is field 3, utime 14,
+	// stime 15, in clock ticks (100 a second on Linux).
+	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+	if len(f) < 13 {
+		tb.Fatalf("/proc/%d/stat: %q", pid, data)
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// fetchProfile writes a CPU profile of d of the server at admin (--pprof) to file.
+func fetchProfile(admin string, d time.Duration, file string) error {
+	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", admin, int(d.Seconds())))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("profile: %s", resp.Status)
+	}
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, data, 0o644)
 }

@@ -33,6 +33,9 @@ type mdcSide struct {
 	t   testing.TB
 	p   *testProc
 	dir string
+	// tls: the side serves its S3 and admin listeners over TLS with a certificate of
+	// this private CA (nil: plain HTTP).
+	tls *tlsFiles
 }
 
 func startSide(t testing.TB, name string, env []string, extra ...string) *mdcSide {
@@ -44,7 +47,11 @@ func startSide(t testing.TB, name string, env []string, extra ...string) *mdcSid
 
 // mdc runs cairn mdc against this side, with stdin.
 func (s *mdcSide) mdc(stdin string, args ...string) (string, error) {
-	cmd := exec.Command(proctest.Bin(s.t), append([]string{"mdc", "--admin", s.p.AdminAddr(), "--data", s.dir}, args...)...)
+	conn := []string{"mdc", "--admin", s.p.AdminAddr(), "--data", s.dir}
+	if s.tls != nil {
+		conn = append(conn, "--ca-file", s.tls.CAFile)
+	}
+	cmd := exec.Command(proctest.Bin(s.t), append(conn, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
@@ -65,9 +72,17 @@ func (s *mdcSide) link(name, endpoint string, extra ...string) string {
 	return s.mustMDC(linkSecret+"\n", append([]string{"link", name, "--endpoint", endpoint, "--secret-file", "-"}, extra...)...)
 }
 
+// client is an S3 client of this side.
+func (s *mdcSide) client() *s3.Client {
+	if s.tls != nil {
+		return s3Client(s.p.URL(), s.tls.ca.ClientConfig())
+	}
+	return s.p.client()
+}
+
 func (s *mdcSide) bucket(name string, versioned bool) {
 	s.t.Helper()
-	c := s.p.client()
+	c := s.client()
 	ctx := context.Background()
 	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
 		s.t.Fatal(err)
@@ -227,6 +242,42 @@ func TestMDCLink(t *testing.T) {
 		return nil
 	})
 
+	// Changes carry their origin: what B applies from A is not stacked for the link back
+	// to A (B linked first, so it learned A's id from A's signed batches). With B's side
+	// paused, A's writes reach B and B's backlog holds only B's own write made after them.
+	b.mustMDC("", "pause", "ab")
+	for i := 0; i < 20; i++ {
+		put(t, ca, "rep", fmt.Sprintf("origin/%d", i), "from a")
+	}
+	converge(t, 30*time.Second, ca, cb, "rep")
+	put(t, cb, "rep", "origin/b", "from b")
+	backlog := func(s *mdcSide) (int64, error) {
+		var v struct {
+			Links []struct {
+				Entries int64 `json:"backlog_entries"`
+			} `json:"links"`
+		}
+		if err := jsonOf(s.mustMDC("", "status", "--json"), &v); err != nil {
+			return 0, err
+		}
+		if len(v.Links) != 1 {
+			return 0, fmt.Errorf("links: %+v", v.Links)
+		}
+		return v.Links[0].Entries, nil
+	}
+	proctest.WaitFor(t, 30*time.Second, func() error {
+		n, err := backlog(b)
+		if err == nil && n == 0 {
+			err = fmt.Errorf("b's own write is not in its backlog yet")
+		}
+		return err
+	})
+	if n, err := backlog(b); err != nil || n != 1 {
+		t.Fatalf("b's backlog with its link paused after a's 20 writes and its own 1: %d entries (%v); want 1: a's changes are not sent back", n, err)
+	}
+	b.mustMDC("", "resume", "ab")
+	converge(t, 30*time.Second, ca, cb, "rep")
+
 	// Paused: changes wait, lag and backlog show; resumed, they drain.
 	a.mustMDC("", "pause", "ab")
 	for i := 0; i < 30; i++ {
@@ -288,16 +339,33 @@ func TestMDCLink(t *testing.T) {
 }
 
 // TestMDCQueue: the sender's queue survives a SIGKILL, and the investigation repairs
-// what no queue holds (a test-only hook drops the entries of keys under lost/).
+// what no queue holds (a test-only hook drops the entries of keys under lost/). The
+// receiver serves TLS with a certificate of a private CA: the link verifies it against
+// --endpoint-ca-file (without it, the link is refused and nothing stored).
 func TestMDCQueue(t *testing.T) {
 	skipShort(t)
 	a := startSide(t, "a", []string{"CAIRN_TEST_MDC_DROP=lost/"})
-	b := startSide(t, "b", nil)
-	ca, cb := a.p.client(), b.p.client()
+	tf := newTLSFiles(t)
+	tf.issue(t, 1)
+	b := startSide(t, "b", nil, "--tls-cert", tf.CertFile, "--tls-key", tf.KeyFile, "--tls-reload-interval", "-1s")
+	b.tls = tf
+	ca, cb := a.p.client(), b.client()
 	a.bucket("rep", false)
 	b.bucket("rep", false)
 	b.link("ab", a.p.URL(), "--receive-only")
-	a.link("ab", b.p.URL())
+	if !strings.HasPrefix(b.p.URL(), "https://") {
+		t.Fatalf("b's endpoint %s", b.p.URL())
+	}
+	if out, err := a.mdc(linkSecret+"\n", "link", "ab", "--endpoint", b.p.URL(), "--secret-file", "-"); err == nil || !strings.Contains(out, "certificate") {
+		t.Fatalf("a link to a private CA's endpoint without its CA: %v\n%s", err, out)
+	}
+	if out := a.mustMDC("", "list"); strings.Contains(out, "ab") {
+		t.Fatalf("a link was stored after a refusal:\n%s", out)
+	}
+	a.link("ab", b.p.URL(), "--endpoint-ca-file", tf.CAFile)
+	if out := a.mustMDC("", "list"); !strings.Contains(out, "link's own") {
+		t.Fatalf("list:\n%s", out)
+	}
 	a.mustMDC("", "pause", "ab")
 	for i := 0; i < 200; i++ {
 		put(t, ca, "rep", fmt.Sprintf("k/%d", i), fmt.Sprintf("body %d", i))

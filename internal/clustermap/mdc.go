@@ -1,6 +1,9 @@
 package clustermap
 
 import (
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
 	"net/url"
 	"strings"
 
@@ -29,6 +32,10 @@ type Link struct {
 	// Remote is the remote cluster's id, as it answered when the link was made ("": it
 	// had no link of this name yet).
 	Remote string `json:"remote,omitempty"`
+	// CA is PEM CA certificates the remote's https endpoint certificate is verified
+	// against instead of the system's roots (cairn mdc link --endpoint-ca-file; a private
+	// CA). Empty: the system's roots.
+	CA string `json:"ca,omitempty"`
 }
 
 // Replicates reports whether the link carries bucket's changes.
@@ -73,6 +80,14 @@ func validateLink(l *Link) error {
 	u, err := url.Parse(l.Endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return errors.Errorf(opFSM, errors.Invalid, "link %s: endpoint %q is not an http or https URL", l.Name, l.Endpoint)
+	}
+	if l.CA != "" {
+		if u.Scheme != "https" {
+			return errors.Errorf(opFSM, errors.Invalid, "link %s: a CA for endpoint %q, which is not https", l.Name, l.Endpoint)
+		}
+		if _, err := LinkCAPool(l.CA); err != nil {
+			return errors.E(opFSM, errors.Invalid, err)
+		}
 	}
 	return nil
 }
@@ -123,4 +138,32 @@ func applyLinkCommand(nm *Map, c Command) error {
 		nm.Links = ls
 	}
 	return nil
+}
+
+// LinkCAPool parses a link's CA (PEM certificates) into a pool; an error if it holds
+// no certificate or one that does not parse.
+func LinkCAPool(pemCerts string) (*x509.CertPool, error) {
+	pool := x509.NewCertPool()
+	rest := []byte(pemCerts)
+	n := 0
+	for {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, errors.E(errors.Invalid, fmt.Errorf("a link's CA certificate does not parse: %w", err))
+		}
+		pool.AddCert(c)
+		n++
+	}
+	if n == 0 {
+		return nil, errors.E(errors.Invalid, "a link's CA holds no PEM certificate")
+	}
+	return pool, nil
 }

@@ -19,32 +19,40 @@ import (
 // so the newest HLC wins on every holder whichever side wrote it, a copy of a version a
 // holder has only brings it the metadata changes it lacks, and this node's clock moves
 // past the remote's. A version under Object Lock is never removed: the holders refuse it
-// (Precondition, object.ErrLocked).
-func (g *Gateway) ApplyRemote(ctx context.Context, bucket, key string, rec *object.Object, body io.Reader) (*object.Object, error) {
+// (Precondition, object.ErrLocked). rec.Origin, the cluster the change was made in,
+// travels with the write to every holder, which stack it with the change's link entries:
+// no link sends the change back there (docs/design/mdc.md "Loops").
+//
+// written is false for a version the first holder already had (nothing was written:
+// a retry, or an echo of this cluster's own change).
+func (g *Gateway) ApplyRemote(ctx context.Context, bucket, key string, rec *object.Object, body io.Reader) (written bool, err error) {
 	const op errors.Op = "gateway.ApplyRemote"
 	if rec.HLC == 0 {
-		return nil, errors.E(op, errors.Invalid, "a replicated change without a version")
+		return false, errors.E(op, errors.Invalid, "a replicated change without a version")
 	}
 	if rec.SSE.Algorithm != "" {
-		return nil, errors.E(op, errors.Invalid, "objects with server-side encryption are not replicated between clusters")
+		return false, errors.E(op, errors.Invalid, "objects with server-side encryption are not replicated between clusters")
 	}
 	g.clock.Observe(rec.HLC)
 	g.clock.Observe(rec.MetaHLC)
 	if rec.Deleted {
 		d := replica.Deletion(rec)
 		d.Bypass = false // replication never bypasses a GOVERNANCE retention
-		return g.DeleteRecord(ctx, bucket, key, d)
+		if _, err := g.DeleteRecord(ctx, bucket, key, d); err != nil {
+			return false, err
+		}
+		return true, nil
 	}
 	defer g.cache.drop(bucket, key)
 	if err := g.ensureBucket(ctx, bucket); err != nil {
-		return nil, errors.E(op, err)
+		return false, errors.E(op, err)
 	}
 	cls, ts, err := g.topo.Replicas(bucket, key)
 	if err != nil {
-		return nil, errors.E(op, err)
+		return false, errors.E(op, err)
 	}
 	if g.holds(ctx, ts, bucket, key, rec) {
-		return rec, nil // an echo of this cluster's own change, or a copy already here
+		return false, nil // an echo of this cluster's own change, or a copy already here
 	}
 	m := *rec
 	m.Body, m.Chunks, m.Inline, m.Embedded = nil, nil, false, false
@@ -58,11 +66,10 @@ func (g *Gateway) ApplyRemote(ctx context.Context, bucket, key string, rec *obje
 	if body == nil {
 		body = eofReader{}
 	}
-	o, err := g.write(ctx, ts, cls.W, replica.Write{Bucket: bucket, Key: key, Meta: &m, Version: rec.HLC}, body, rec.Size, nil)
-	if err != nil {
-		return nil, errors.E(op, err)
+	if _, err := g.write(ctx, ts, cls.W, replica.Write{Bucket: bucket, Key: key, Meta: &m, Version: rec.HLC}, body, rec.Size, nil); err != nil {
+		return false, errors.E(op, err)
 	}
-	return o, nil
+	return true, nil
 }
 
 // holds reports whether the first holder of bucket/key that answers already has rec's

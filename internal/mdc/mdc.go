@@ -34,6 +34,10 @@ type Change struct {
 	Bucket string        `json:"b"`
 	Key    string        `json:"k"`
 	Rec    object.Object `json:"r"`
+	// Origin is the id of the cluster the change was made in, if not the sender's (a
+	// change the sender received over another link); "" for the sender's own. A reader
+	// before it ignores it.
+	Origin string `json:"o,omitempty"`
 }
 
 // HasBody reports whether a body follows the change's header.
@@ -64,7 +68,7 @@ func (bw *Writer) Write(c *Change, body io.Reader) error {
 	}
 	rec := c.Rec
 	rec.Body, rec.Chunks = nil, nil
-	hdr, err := json.Marshal(Change{Bucket: c.Bucket, Key: c.Key, Rec: rec})
+	hdr, err := json.Marshal(Change{Bucket: c.Bucket, Key: c.Key, Rec: rec, Origin: c.Origin})
 	if err != nil {
 		return errors.E(op, errors.Invalid, err)
 	}
@@ -184,6 +188,8 @@ func (c *Change) check() error {
 		return errors.E(errors.Invalid, "a purge of an unversioned key")
 	case len(c.Rec.Body) > 0 || len(c.Rec.Chunks) > 0:
 		return errors.E(errors.Invalid, "a change header that carries a layout")
+	case len(c.Origin) > 64:
+		return errors.E(errors.Invalid, "a change with an impossible origin")
 	}
 	return nil
 }

@@ -29,7 +29,7 @@ func TestRoundTrip(t *testing.T) {
 	cs := []Change{
 		{Bucket: "b", Key: "k1", Rec: object.Object{HLC: 10, Size: 5, ETag: "e", Tags: [][2]string{{"a", "b"}}, MetaHLC: 11}},
 		{Bucket: "b", Key: "k2", Rec: object.Object{HLC: 12, Deleted: true, Versioned: true, DeleteMarker: true}},
-		{Bucket: "b", Key: "k3", Rec: object.Object{HLC: 13, Size: 0}},
+		{Bucket: "b", Key: "k3", Rec: object.Object{HLC: 13, Size: 0}, Origin: "c-0123456789abcdef"},
 	}
 	data := batch(t, cs, []string{"hello", "", ""})
 	r := NewReader(bytes.NewReader(data))
@@ -38,7 +38,7 @@ func TestRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("change %d: %v", i, err)
 		}
-		if c.Key != cs[i].Key || c.Rec.HLC != cs[i].Rec.HLC || c.Rec.Deleted != cs[i].Rec.Deleted || c.Rec.MetaHLC != cs[i].Rec.MetaHLC {
+		if c.Key != cs[i].Key || c.Rec.HLC != cs[i].Rec.HLC || c.Rec.Deleted != cs[i].Rec.Deleted || c.Rec.MetaHLC != cs[i].Rec.MetaHLC || c.Origin != cs[i].Origin {
 			t.Fatalf("change %d: %+v, want %+v", i, c, cs[i])
 		}
 		if (body != nil) != cs[i].HasBody() {
@@ -69,12 +69,14 @@ func TestMalformed(t *testing.T) {
 		"cut header":  good[:len(magic)+5],
 		"cut body":    good[:len(good)-1],
 		"no version":  nil,
+		"origin":      nil,
 		"zero length": append([]byte(magic), 0),
 	} {
-		if name == "no version" {
+		hdr := map[string]string{"no version": `{"b":"b","k":"k","r":{"HLC":0}}`,
+			"origin": `{"b":"b","k":"k","r":{"HLC":1,"Deleted":true},"o":"` + strings.Repeat("c", 65) + `"}`}[name]
+		if hdr != "" {
 			var b bytes.Buffer
 			b.WriteString(magic)
-			hdr := `{"b":"b","k":"k","r":{"HLC":0}}`
 			b.WriteByte(byte(len(hdr)))
 			b.WriteString(hdr)
 			data = b.Bytes()
@@ -124,6 +126,7 @@ func TestDiff(t *testing.T) {
 func FuzzReader(f *testing.F) {
 	f.Add(batch(f, []Change{{Bucket: "b", Key: "k", Rec: object.Object{HLC: 1, Size: 3}}}, []string{"abc"}))
 	f.Add(batch(f, []Change{{Bucket: "b", Key: "k", Rec: object.Object{HLC: 1, Deleted: true, Versioned: true, Purged: true}}}, []string{""}))
+	f.Add(batch(f, []Change{{Bucket: "b", Key: "k", Rec: object.Object{HLC: 2, Size: 1}, Origin: "c-0123456789abcdef"}}, []string{"x"}))
 	f.Add([]byte(magic + "\x05{}"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := NewReader(bytes.NewReader(data))
@@ -132,7 +135,7 @@ func FuzzReader(f *testing.F) {
 			if err != nil {
 				return
 			}
-			if c.Rec.HLC == 0 || c.Bucket == "" || c.Key == "" {
+			if c.Rec.HLC == 0 || c.Bucket == "" || c.Key == "" || len(c.Origin) > 64 {
 				t.Fatalf("accepted %+v", c)
 			}
 			if body != nil {

@@ -1,8 +1,11 @@
 package notify
 
 import (
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 const ns = `xmlns="http://s3.amazonaws.com/doc/2006-03-01/"`
@@ -141,4 +144,41 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("canonical form does not parse to itself: %v\n%s\n%s", err, canon, canon2)
 		}
 	})
+}
+
+// TestLinkEntriesOrigin: a replicated change's link entries name its origin, and the
+// link to the origin gets none; an entry written before origins decodes without one.
+func TestLinkEntriesOrigin(t *testing.T) {
+	stk := &Stacker{Doc: func(string) string { return "" }, Links: func(bucket, key, origin string) []string {
+		if origin == "c-b" {
+			return []string{"to-c"} // not "to-b"
+		}
+		return []string{"to-b", "to-c"}
+	}}
+	for _, tc := range []struct {
+		origin string
+		want   []string // targets
+	}{
+		{"", []string{"mdc:to-b", "mdc:to-c"}},
+		{"c-b", []string{"mdc:to-c"}},
+	} {
+		var got []string
+		for _, b := range stk.Entries("bk", "k", &object.Object{HLC: 5, Size: 1, Origin: tc.origin}) {
+			e, err := UnmarshalEntry(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Origin != tc.origin {
+				t.Errorf("origin %q: entry %+v", tc.origin, e)
+			}
+			got = append(got, e.Target)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("origin %q: targets %v, want %v", tc.origin, got, tc.want)
+		}
+	}
+	old := `{"t":"mdc:to-b","b":"bk","k":"k","h":5,"m":1,"q":2,"x":"put"}`
+	if e, err := UnmarshalEntry([]byte(old)); err != nil || e.Origin != "" || e.HLC != 5 || e.Change != ChangePut {
+		t.Errorf("an entry from before origins: %+v %v", e, err)
+	}
 }

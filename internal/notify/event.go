@@ -35,6 +35,10 @@ type Entry struct {
 	// version HLC).
 	Marker bool `json:"dm,omitempty"`
 	Purged bool `json:"p,omitempty"`
+	// Origin is a link entry's origin: the id of the linked cluster the change was
+	// replicated from (object.Object.Origin; empty for a change made in this cluster, and
+	// in entries written before it). The change is not sent back to that cluster.
+	Origin string `json:"o,omitempty"`
 }
 
 // The kinds of change a replication link's entry carries (Entry.Change).
@@ -184,9 +188,11 @@ func (e *Entry) Message(region string) []byte {
 type Stacker struct {
 	// Doc returns a bucket's stored notification configuration ("" for none).
 	Doc func(bucket string) string
-	// Links returns the replication links that send the changes of bucket/key (nil:
-	// none); each committed change gets one entry per link, targeted at LinkTarget(link).
-	Links func(bucket, key string) []string
+	// Links returns the replication links that send the changes of bucket/key that came
+	// from origin (a linked cluster's id, "" for a change made here), not the link to
+	// origin itself (nil: none); each committed change gets one entry per link, targeted
+	// at LinkTarget(link) and naming origin.
+	Links func(bucket, key, origin string) []string
 	// Now is the clock of Entry.Stacked (nil: time.Now).
 	Now func() time.Time
 
@@ -245,7 +251,7 @@ func (s *Stacker) linkEntries(out [][]byte, bucket, key string, o *object.Object
 	if s.Links == nil || o.Mutable {
 		return out
 	}
-	links := s.Links(bucket, key)
+	links := s.Links(bucket, key, o.Origin)
 	if len(links) == 0 {
 		return out
 	}
@@ -259,7 +265,7 @@ func (s *Stacker) linkEntries(out [][]byte, bucket, key string, o *object.Object
 	now := s.now()().UnixNano()
 	for _, l := range links {
 		e := Entry{Target: LinkTarget(l), Change: kind, Bucket: bucket, Key: key, HLC: o.HLC, Versioned: o.Versioned,
-			ModTime: o.ModTime, Stacked: now}
+			ModTime: o.ModTime, Stacked: now, Origin: o.Origin}
 		if !o.Deleted && !meta {
 			e.Size = o.Size
 		}

@@ -128,6 +128,11 @@ type Object struct {
 	// Restore is the x-amz-restore value a HEAD answers, never stored: the gateway sets it
 	// for an archived version of a restore-mode tier being restored (docs/design/tiering.md).
 	Restore string `json:"-"`
+	// Origin is a request flag, never stored: the id of the linked cluster a replicated
+	// change came from (docs/design/mdc.md "Loops"), which the holders stack with its
+	// link entries so that no link sends the change back to that cluster. Empty for a
+	// change made here.
+	Origin string `json:"-"`
 }
 
 // Encryption is how a version's body is encrypted at rest (docs/design/sse.md). The S3

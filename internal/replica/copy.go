@@ -51,7 +51,7 @@ func Copy(ctx context.Context, src, dst Replica, bucket, key string, version uin
 // Deletion returns the fields of a record without a body (tombstone, delete marker,
 // purge record) that Delete writes.
 func Deletion(o *object.Object) object.Object {
-	return object.Object{HLC: o.HLC, ModTime: o.ModTime, Versioned: o.Versioned, DeleteMarker: o.DeleteMarker, Purged: o.Purged, Bypass: o.Bypass}
+	return object.Object{HLC: o.HLC, ModTime: o.ModTime, Versioned: o.Versioned, DeleteMarker: o.DeleteMarker, Purged: o.Purged, Bypass: o.Bypass, Origin: o.Origin}
 }
 
 // CopyMeta gives dst's record of version src.HLC the in-place metadata (tags) of src, a

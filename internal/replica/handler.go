@@ -188,6 +188,7 @@ func (h *Handler) object(w http.ResponseWriter, r *http.Request) {
 		}
 		d := parseDeleteFlags(r.URL.Query().Get(wire.QFlags))
 		d.HLC, d.ModTime = uintParam(r, wire.QVersion), intParam(r, wire.QModTime)
+		d.Origin = r.URL.Query().Get(wire.QOrigin)
 		o, err := h.local.Delete(r.Context(), bucket, key, d)
 		if err != nil {
 			wire.WriteError(w, err)

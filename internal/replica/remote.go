@@ -249,6 +249,9 @@ func (r *Remote) Delete(ctx context.Context, bucket, key string, d object.Object
 	if f := deleteFlags(d); f != "" {
 		q.Set(wire.QFlags, f)
 	}
+	if d.Origin != "" {
+		q.Set(wire.QOrigin, d.Origin)
+	}
 	o, err := r.call(ctx, &rpc.Request{Method: http.MethodDelete, Path: wire.PathObject,
 		Query: q, Cap: &rpc.Cap{Op: rpc.CapDelete, Bucket: bucket, Key: key}})
 	if err == nil && o == nil {

@@ -120,6 +120,8 @@ func (a *adminHandler) mdcStatus(ctx context.Context) *MDCView {
 		if n.MDC != nil {
 			v.Applied += n.MDC.Applied
 			v.Refused += n.MDC.Refused
+			v.Echoes += n.MDC.Echoes
+			v.Held += n.MDC.Held
 			if n.MDC.LastRefusal != "" {
 				v.LastRefusal = n.MDC.LastRefusal
 			}

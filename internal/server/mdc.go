@@ -1,8 +1,11 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
+	"cmp"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -48,10 +51,18 @@ type replicator struct {
 	dropTest string
 
 	mu      sync.Mutex
-	secrets map[string]linkSecret // by link name
+	secrets map[string]linkSecret   // by link name
+	clients map[string]*http.Client // of links with a CA of their own, by the CA
+	// learned are the remote cluster ids of links whose map entry has none (the first
+	// side of a pair), from the remote's signed requests and answers, by linkKey.
+	learned map[string]string
 
 	applied, refused, superseded atomic.Int64
-	lastRefusal                  atomic.Pointer[string]
+	// echoes: stacked changes not sent because they came from the link's remote cluster;
+	// held: received changes this cluster already held (a retry, or an echo from a
+	// sender that did not know their origin).
+	echoes, held atomic.Int64
+	lastRefusal  atomic.Pointer[string]
 
 	inv investigations
 }
@@ -69,11 +80,12 @@ const maxLinkRequest = 6 << 40
 
 func newReplicator(mgr *clustermap.Manager, gw *gateway.Gateway, box *secrets.Box, dataDir string, log *slog.Logger) *replicator {
 	return &replicator{mgr: mgr, gw: gw, box: box, dataDir: dataDir, log: log.With("component", "mdc"),
-		hc: &http.Client{Transport: rpc.NewTransport()}, secrets: map[string]linkSecret{}, dropTest: os.Getenv("CAIRN_TEST_MDC_DROP")}
+		hc: &http.Client{Transport: rpc.NewTransport()}, secrets: map[string]linkSecret{}, clients: map[string]*http.Client{}, learned: map[string]string{}, dropTest: os.Getenv("CAIRN_TEST_MDC_DROP")}
 }
 
-// links returns the links that send bucket's changes, for the Stacker.
-func (r *replicator) links(bucket, key string) []string {
+// links returns the links that send bucket's changes, for the Stacker: not the link to
+// origin, the cluster the change came from, if this node knows which that is.
+func (r *replicator) links(bucket, key, origin string) []string {
 	m := r.mgr.Current()
 	if len(m.Links) == 0 {
 		return nil
@@ -83,12 +95,71 @@ func (r *replicator) links(bucket, key string) []string {
 	}
 	var out []string
 	for name, l := range m.Links {
-		if l.Send && l.Replicates(bucket) {
+		if l.Send && l.Replicates(bucket) && (origin == "" || r.remote(l) != origin) {
 			out = append(out, name)
 		}
 	}
 	slices.Sort(out)
 	return out
+}
+
+// linkKey names a link's definition: a link made again to another endpoint or with
+// another secret may lead to another cluster.
+func linkKey(l clustermap.Link) string { return l.Name + "\x00" + l.Endpoint + "\x00" + l.Secret }
+
+// remote returns the id of link l's remote cluster: the map's, or one learned from the
+// remote ("": not known yet).
+func (r *replicator) remote(l clustermap.Link) string {
+	if l.Remote != "" {
+		return l.Remote
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.learned[linkKey(l)]
+}
+
+// learn records id as link l's remote cluster, from a request or an answer signed with
+// its secret.
+func (r *replicator) learn(l clustermap.Link, id string) {
+	if l.Remote != "" || id == "" {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.learned[linkKey(l)] = id
+}
+
+// client returns the HTTP client of link l's remote: one verifying its certificate
+// against the link's CA, if it has one (kept per CA), else the system's roots.
+func (r *replicator) client(l clustermap.Link) (*http.Client, error) {
+	if l.CA == "" {
+		return r.hc, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.clients[l.CA]; ok {
+		return c, nil
+	}
+	c, err := linkClient(l.CA)
+	if err != nil {
+		return nil, fmt.Errorf("link %s: %w", l.Name, err)
+	}
+	r.clients[l.CA] = c
+	return c, nil
+}
+
+// linkClient returns an HTTP client trusting only the CA certificates caPEM ("": the
+// system's roots).
+func linkClient(caPEM string) (*http.Client, error) {
+	tr := rpc.NewTransport()
+	if caPEM != "" {
+		pool, err := clustermap.LinkCAPool(caPEM)
+		if err != nil {
+			return nil, err
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	return &http.Client{Transport: tr}, nil
 }
 
 // secret returns the opened secret of link l (kept, so that its replay guard lasts).
@@ -144,7 +215,25 @@ func (t *linkTarget) Close() error { return nil }
 // holds it now and its body. A version that is gone (overwritten, deleted, purged) is
 // left out: the change that replaced it has its own entry.
 func (t *linkTarget) SendEntries(ctx context.Context, es []*notify.Entry) error {
-	_, err := t.r.post(ctx, t.link, wire.PathMDCApply, nil, func(w io.Writer) error { return t.r.writeBatch(ctx, es, w) })
+	// Changes that came from the remote itself (stacked before this node knew the
+	// remote's id) are not sent back.
+	if remote := t.r.remote(t.link); remote != "" {
+		kept := es[:0:0]
+		for _, e := range es {
+			if e.Origin == remote {
+				t.r.echoes.Add(1)
+				continue
+			}
+			kept = append(kept, e)
+		}
+		if es = kept; len(es) == 0 {
+			return nil
+		}
+	}
+	ans, err := t.r.post(ctx, t.link, wire.PathMDCApply, nil, func(w io.Writer) error { return t.r.writeBatch(ctx, es, w) })
+	if err == nil {
+		t.r.learn(t.link, ans.Cluster)
+	}
 	return err
 }
 
@@ -153,13 +242,22 @@ type ApplyAnswer struct {
 	Applied    int    `json:"applied"`
 	Refused    int    `json:"refused"` // a version under Object Lock, an encrypted object...
 	LastRefuse string `json:"last_refusal,omitempty"`
+	// Held: changes the receiver already held (skipped: a retry, an echo).
+	Held int `json:"held,omitempty"`
+	// Cluster is the receiver's cluster id (absent from binaries before it).
+	Cluster string `json:"cluster,omitempty"`
 }
+
+// smallBody is the body size up to which writeBatch reads a change's body into memory
+// rather than streaming it through a pipe.
+const smallBody = 64 << 10
 
 // writeBatch writes the changes of es to w.
 func (r *replicator) writeBatch(ctx context.Context, es []*notify.Entry, w io.Writer) error {
 	bw := mdc.NewWriter(w)
+	var buf bytes.Buffer
 	for _, e := range es {
-		c := &mdc.Change{Bucket: e.Bucket, Key: e.Key}
+		c := &mdc.Change{Bucket: e.Bucket, Key: e.Key, Origin: e.Origin}
 		if e.Change == notify.ChangeDelete {
 			c.Rec = object.Object{HLC: e.HLC, ModTime: e.ModTime, Deleted: true, Versioned: e.Versioned, DeleteMarker: e.Marker, Purged: e.Purged}
 			if err := bw.Write(c, nil); err != nil {
@@ -182,6 +280,19 @@ func (r *replicator) writeBatch(ctx context.Context, es []*notify.Entry, w io.Wr
 			continue
 		}
 		c.Rec.Body, c.Rec.Chunks, c.Rec.Inline, c.Rec.Embedded, c.Rec.Striped, c.Rec.Stripe = nil, nil, false, false, false, object.Stripe{}
+		if c.Rec.Size <= smallBody {
+			// A small body is read whole: no goroutine and pipe per change.
+			buf.Reset()
+			_, err = rd.WriteRange(ctx, &buf, 0, c.Rec.Size)
+			rd.Close()
+			if err == nil {
+				err = bw.Write(c, &buf)
+			}
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		pr, pw := io.Pipe()
 		go func() {
 			_, err := rd.WriteRange(ctx, pw, 0, c.Rec.Size)
@@ -205,13 +316,26 @@ func (r *replicator) post(ctx context.Context, l clustermap.Link, path string, b
 	if err != nil {
 		return nil, err
 	}
+	hc, err := r.client(l)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	var rd io.Reader
 	switch {
 	case fill != nil:
+		// Buffered: the transport flushes every write of a chunked request body to the
+		// connection (a system call, and one chunk for the receiver, per write).
 		pr, pw := io.Pipe()
-		go func() { pw.CloseWithError(fill(pw)) }()
+		go func() {
+			bw := bufio.NewWriterSize(pw, 64<<10)
+			err := fill(bw)
+			if err == nil {
+				err = bw.Flush()
+			}
+			pw.CloseWithError(err)
+		}()
 		defer pr.Close()
 		rd = pr
 	case body != nil:
@@ -230,7 +354,7 @@ func (r *replicator) post(ctx context.Context, l clustermap.Link, path string, b
 	}
 	req.Header.Set(hdrLink, l.Name)
 	sec.Sign(req, r.mgr.Current().ClusterID, 0, time.Now())
-	return doLink(r.hc, sec, req, out...)
+	return doLink(hc, sec, req, out...)
 }
 
 // doLink sends a signed link request and checks and decodes the signed answer.
@@ -299,6 +423,8 @@ func (r *replicator) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		wire.WriteError(sw, errors.E(errors.Invalid, "a link request from this cluster itself (a link to its own endpoint?)"))
 		return
 	}
+	r.learn(l, origin) // signed with the link's secret: the remote of l
+
 	answer := func(v any) {
 		b, _ := json.Marshal(v)
 		rpc.WriteSignedBody(sw, "application/json", b)
@@ -307,11 +433,12 @@ func (r *replicator) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	case wire.PathMDCHello:
 		answer(Hello{ClusterID: m.ClusterID, Node: r.gw.NodeID()})
 	case wire.PathMDCApply:
-		ans, err := r.serveApply(req)
+		ans, err := r.serveApply(req, origin)
 		if err != nil {
 			wire.WriteError(sw, err)
 			return
 		}
+		ans.Cluster = m.ClusterID
 		answer(ans)
 	case wire.PathMDCDigests:
 		var q digestQuery
@@ -319,16 +446,25 @@ func (r *replicator) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			wire.WriteError(sw, err)
 			return
 		}
+		if !q.Entries {
+			ds, err := r.clusterDigests(req.Context(), l, q.Partitions)
+			if err != nil {
+				wire.WriteError(sw, err)
+				return
+			}
+			answer(ds)
+			return
+		}
+		if len(q.Parts) == 0 || len(q.Parts) > maxEntryParts {
+			wire.WriteError(sw, errors.Errorf("", errors.Invalid, "the records of 1 to %d partitions at a time", maxEntryParts))
+			return
+		}
 		es, err := r.clusterEntries(req.Context(), l, q.Partitions, q.Parts)
 		if err != nil {
 			wire.WriteError(sw, err)
 			return
 		}
-		if q.Entries {
-			answer(es)
-			return
-		}
-		answer(mdc.Digests(es, q.Partitions))
+		answer(es)
 	case wire.PathMDCPush:
 		if !l.Send {
 			wire.WriteError(sw, errors.Errorf("", errors.Precondition, "link %s only receives on this side: it sends nothing back", name))
@@ -351,6 +487,10 @@ func (r *replicator) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		wire.WriteError(sw, errors.E(errors.NotExist, "no such link endpoint"))
 	}
 }
+
+// maxEntryParts bounds the partitions whose records one digest query asks for (an
+// investigation asks for investigateGroup).
+const maxEntryParts = 4 * investigateGroup
 
 // digestQuery asks a cluster for its digests (or, Entries, its records) of the linked
 // buckets in Parts of Partitions.
@@ -388,8 +528,9 @@ func entriesOf(vs []object.VersionEntry) []*notify.Entry {
 	return es
 }
 
-// serveApply spools a batch (its signature is checked at its end) and applies it.
-func (r *replicator) serveApply(req *http.Request) (*ApplyAnswer, error) {
+// serveApply spools a batch (its signature is checked at its end) and applies it; from
+// is the sending cluster, the origin of the changes that name none.
+func (r *replicator) serveApply(req *http.Request, from string) (*ApplyAnswer, error) {
 	f, err := os.CreateTemp(r.dataDir, "mdc-batch-*")
 	if err != nil {
 		return nil, errors.E(errors.IO, err)
@@ -405,7 +546,7 @@ func (r *replicator) serveApply(req *http.Request) (*ApplyAnswer, error) {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return nil, errors.E(errors.IO, err)
 	}
-	return r.applyBatch(req.Context(), mdc.NewReader(f))
+	return r.applyBatch(req.Context(), mdc.NewReader(f), from)
 }
 
 // applyWorkers is how many changes of a batch are applied at once (the changes of one
@@ -417,21 +558,28 @@ const applyWorkers = 16
 // once the workers are idle, its body streamed from the spool.
 const applyInline = 1 << 20
 
-// applyBatch applies the changes read from br; a transient failure of any stops it (the
-// sender sends the whole batch again: applying twice is harmless).
-func (r *replicator) applyBatch(ctx context.Context, br *mdc.Reader) (*ApplyAnswer, error) {
+// applyBatch applies the changes read from br, sent by cluster from; a transient failure
+// of any stops it (the sender sends the whole batch again: applying twice is harmless).
+// Each change keeps its origin (the sender's, or from if it names none), which its
+// holders stack with its link entries, so that it is not sent back there.
+func (r *replicator) applyBatch(ctx context.Context, br *mdc.Reader, from string) (*ApplyAnswer, error) {
 	ans := &ApplyAnswer{}
 	var mu sync.Mutex
 	var failed error
 	apply := func(c *mdc.Change, body io.Reader) {
 		rec := c.Rec
-		_, err := r.gw.ApplyRemote(ctx, c.Bucket, c.Key, &rec, body)
+		rec.Origin = cmp.Or(c.Origin, from)
+		written, err := r.gw.ApplyRemote(ctx, c.Bucket, c.Key, &rec, body)
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
 		case err == nil:
 			ans.Applied++
 			r.applied.Add(1)
+			if !written {
+				ans.Held++
+				r.held.Add(1)
+			}
 		case errors.Is(errors.Precondition, err) || errors.Is(errors.Invalid, err) || errors.Is(errors.NotExist, err):
 			// Never applied, and never will be (a locked version, an encrypted object,
 			// a bucket this cluster does not have): counted, not retried.
@@ -568,7 +716,8 @@ type LinkStatus struct {
 	Send     bool         `json:"send"`
 	Paused   bool         `json:"paused"`
 	Remote   string       `json:"remote,omitempty"`
-	Entries  int64        `json:"backlog_entries"` // over every node
+	CA       bool         `json:"private_ca,omitempty"` // the endpoint's certificate is checked against the link's CA
+	Entries  int64        `json:"backlog_entries"`      // over every node
 	Bytes    int64        `json:"backlog_bytes"`
 	Lag      float64      `json:"lag_seconds"` // the oldest unsent change's age, over every node
 	Nodes    []LinkOnNode `json:"nodes"`
@@ -591,6 +740,8 @@ type MDCView struct {
 	Applied        int64           `json:"applied"` // changes received and applied, over every node since they started
 	Refused        int64           `json:"refused"`
 	LastRefusal    string          `json:"last_refusal,omitempty"`
+	Echoes         int64           `json:"echoes"` // stacked changes not sent back to the cluster they came from
+	Held           int64           `json:"held"`   // received changes that were already here (retries, echoes)
 	Investigations []Investigation `json:"investigations,omitempty"`
 }
 
@@ -598,7 +749,7 @@ type MDCView struct {
 func linkStatus(m *clustermap.Map, nodes []NotifyStatus) []LinkStatus {
 	var out []LinkStatus
 	for _, l := range m.Links {
-		ls := LinkStatus{Name: l.Name, Endpoint: l.Endpoint, Buckets: l.Buckets, Send: l.Send, Paused: l.Paused, Remote: l.Remote}
+		ls := LinkStatus{Name: l.Name, Endpoint: l.Endpoint, Buckets: l.Buckets, Send: l.Send, Paused: l.Paused, Remote: l.Remote, CA: l.CA != ""}
 		for _, n := range nodes {
 			on := LinkOnNode{Node: n.Node, Error: n.Error}
 			if b, ok := n.Targets[notify.LinkTarget(l.Name)]; ok {
@@ -642,9 +793,10 @@ func (r *replicator) exportMetrics(m *metrics.Metrics, d *notify.Deliverer) {
 
 // LinkHello asks the remote endpoint of link name, signing with the link's secret as
 // cluster clusterID, for its cluster id: `cairn mdc link` proves the secret with it
-// before it stores anything. NotExist: the remote has no link of that name yet;
-// Permission: it refused the secret.
-func LinkHello(ctx context.Context, endpoint, name, secret, clusterID string) (*Hello, error) {
+// before it stores anything. caPEM, if not empty, is the CA certificates the endpoint's
+// certificate is verified against (else the system's roots). NotExist: the remote has
+// no link of that name yet; Permission: it refused the secret.
+func LinkHello(ctx context.Context, endpoint, name, secret, clusterID, caPEM string) (*Hello, error) {
 	sec, err := rpc.NewSecret(secret)
 	if err != nil {
 		return nil, errors.E(errors.Invalid, fmt.Errorf("the link secret: %w", err))
@@ -657,8 +809,12 @@ func LinkHello(ctx context.Context, endpoint, name, secret, clusterID string) (*
 	}
 	req.Header.Set(hdrLink, name)
 	sec.Sign(req, clusterID, 0, time.Now())
+	hc, err := linkClient(caPEM)
+	if err != nil {
+		return nil, err
+	}
 	var h Hello
-	if _, err := doLink(&http.Client{Transport: rpc.NewTransport()}, sec, req, &h); err != nil {
+	if _, err := doLink(hc, sec, req, &h); err != nil {
 		return nil, err
 	}
 	return &h, nil

@@ -27,8 +27,35 @@ import (
 // a link made after the data was written.
 const investigatePartitions = 256
 
-// investigateGroup is how many differing partitions' records are exchanged at a time.
+// investigateGroup is how many partitions' records are in memory at a time: the digests
+// are summed, and the differing partitions' records exchanged, that many partitions at
+// a time (each group one scan of every storage node's records). The records of a
+// group, this side's and the remote's, are what an investigation holds: about
+// investigateGroup/investigatePartitions (1/16) of the linked buckets' records each.
 const investigateGroup = 16
+
+// clusterDigests returns the digests of link l's buckets per partition of
+// `partitions`, summed investigateGroup partitions at a time.
+func (r *replicator) clusterDigests(ctx context.Context, l clustermap.Link, partitions int) ([]uint64, error) {
+	if partitions <= 0 || partitions > 1<<16 {
+		return nil, errors.E(errors.Invalid, "partitions: 1 to 65536")
+	}
+	ds := make([]uint64, partitions)
+	for lo := 0; lo < partitions; lo += investigateGroup {
+		var parts []int
+		for p := lo; p < min(lo+investigateGroup, partitions); p++ {
+			parts = append(parts, p)
+		}
+		es, err := r.clusterEntries(ctx, l, partitions, parts)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range es {
+			ds[mdc.Partition(e.Bucket, e.Key, partitions)] += mdc.Hash(e)
+		}
+	}
+	return ds, nil
+}
 
 // Investigation is the progress of the last investigation of a link on this node.
 type Investigation struct {
@@ -118,11 +145,10 @@ func (r *replicator) investigate(ctx context.Context, l clustermap.Link) {
 
 func (r *replicator) investigateOnce(ctx context.Context, l clustermap.Link) error {
 	const P = investigatePartitions
-	local, err := r.clusterEntries(ctx, l, P, nil)
+	ld, err := r.clusterDigests(ctx, l, P)
 	if err != nil {
 		return err
 	}
-	ld := mdc.Digests(local, P)
 	var rd []uint64
 	q, _ := json.Marshal(digestQuery{Partitions: P})
 	if _, err := r.post(ctx, l, wire.PathMDCDigests, q, nil, &rd); err != nil {
@@ -130,11 +156,6 @@ func (r *replicator) investigateOnce(ctx context.Context, l clustermap.Link) err
 	}
 	if len(rd) != P {
 		return errors.E(errors.Invalid, "the remote answered digests of another partition count")
-	}
-	byPart := map[int][]object.VersionEntry{}
-	for _, e := range local {
-		p := mdc.Partition(e.Bucket, e.Key, P)
-		byPart[p] = append(byPart[p], e)
 	}
 	var differ []int
 	for p := range P {
@@ -154,9 +175,9 @@ func (r *replicator) investigateOnce(ctx context.Context, l clustermap.Link) err
 		if _, err := r.post(ctx, l, wire.PathMDCDigests, q, nil, &remote); err != nil {
 			return fmt.Errorf("the remote's records: %w", err)
 		}
-		var mine []object.VersionEntry
-		for _, p := range parts {
-			mine = append(mine, byPart[p]...)
+		mine, err := r.clusterEntries(ctx, l, P, parts)
+		if err != nil {
+			return err
 		}
 		push, pull := mdc.Diff(mine, remote)
 		var pushed, pulled, refused int

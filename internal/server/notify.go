@@ -45,9 +45,9 @@ type openTarget struct {
 func newNotifier(box *secrets.Box, log *slog.Logger) *notifier {
 	nt := &notifier{box: box, log: log.With("component", "notify"), open: map[string]openTarget{}}
 	nt.stk.Doc = nt.doc
-	nt.stk.Links = func(bucket, key string) []string {
+	nt.stk.Links = func(bucket, key, origin string) []string {
 		if r := nt.mdc.Load(); r != nil {
-			return r.links(bucket, key)
+			return r.links(bucket, key, origin)
 		}
 		return nil
 	}
@@ -146,14 +146,19 @@ type NotifyStatus struct {
 
 // MDCReceived is what a node received over replication links since it started.
 type MDCReceived struct {
-	Applied     int64  `json:"applied"`
-	Refused     int64  `json:"refused"`
-	Superseded  int64  `json:"superseded"` // stacked changes not sent: their version was gone
+	Applied    int64 `json:"applied"`
+	Refused    int64 `json:"refused"`
+	Superseded int64 `json:"superseded"` // stacked changes not sent: their version was gone
+	// Echoes: stacked changes not sent because they came from the link's remote; Held:
+	// received changes that were already here (a retry, an echo).
+	Echoes      int64  `json:"echoes"`
+	Held        int64  `json:"held"`
 	LastRefusal string `json:"last_refusal,omitempty"`
 }
 
 func (r *replicator) received() *MDCReceived {
-	m := &MDCReceived{Applied: r.applied.Load(), Refused: r.refused.Load(), Superseded: r.superseded.Load()}
+	m := &MDCReceived{Applied: r.applied.Load(), Refused: r.refused.Load(), Superseded: r.superseded.Load(),
+		Echoes: r.echoes.Load(), Held: r.held.Load()}
 	if s := r.lastRefusal.Load(); s != nil {
 		m.LastRefusal = *s
 	}

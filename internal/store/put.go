@@ -509,7 +509,7 @@ func (s *Store) DeleteRecord(bucket, key string, d object.Object) (*object.Objec
 	if d.Purged && (!d.Versioned || d.HLC == 0) {
 		return nil, errors.E(op, errors.Invalid, "a purge names a version of a versioned key")
 	}
-	o := &object.Object{Deleted: true, ModTime: d.ModTime, Versioned: d.Versioned, DeleteMarker: d.DeleteMarker, Purged: d.Purged}
+	o := &object.Object{Deleted: true, ModTime: d.ModTime, Versioned: d.Versioned, DeleteMarker: d.DeleteMarker, Purged: d.Purged, Origin: d.Origin}
 	return s.commitObject(op, bucket, key, o, &body{inline: []byte{}}, object.PutOptions{Version: d.HLC})
 }
 
@@ -592,6 +592,7 @@ func (s *Store) mergeMeta(op errors.Op, bucket, key string, rkey []byte, old, sr
 	if !o.MergeMeta(src) {
 		return old, nil
 	}
+	o.Origin = src.Origin // the link entries of a replicated metadata change name its origin
 	b := s.db.NewBatch()
 	b.Set(rkey, marshalRecord(&o), nil)
 	events := s.stackMeta(b, bucket, key, &o)

@@ -51,6 +51,10 @@ type Meta struct {
 	SSE    *object.Encryption `json:"sse,omitempty"`
 	// Mutable: a volume data object (object.Object.Mutable).
 	Mutable bool `json:"mutable,omitempty"`
+	// Origin: a write of a change replicated from a linked cluster names that cluster
+	// (object.Object.Origin). A binary before it ignores it and stacks the change for
+	// the link back too (the origin then skips the echo: docs/design/mdc.md "Loops").
+	Origin string `json:"origin,omitempty"`
 }
 
 // Stripe is an erasure-coded object's layout on the wire.
@@ -74,7 +78,7 @@ func MetaOf(o *object.Object) *Meta {
 		PartSizes: o.PartSizes, Striped: o.Striped, Tags: o.Tags, MetaHLC: o.MetaHLC, PartChecksums: o.PartChecksums,
 		Versioned: o.Versioned, DeleteMarker: o.DeleteMarker, Purged: o.Purged,
 		TagsHLC: o.TagsHLC, LockMode: o.Retention.Mode, LockUntil: o.Retention.Until, RetentionHLC: o.RetentionHLC, LegalHold: o.LegalHold, HoldHLC: o.HoldHLC,
-		Owner: o.Owner, ACL: o.ACL, ACLHLC: o.ACLHLC, Mutable: o.Mutable}
+		Owner: o.Owner, ACL: o.ACL, ACLHLC: o.ACLHLC, Mutable: o.Mutable, Origin: o.Origin}
 	if !o.SSE.IsZero() {
 		e := o.SSE
 		m.SSE = &e
@@ -97,7 +101,7 @@ func (m *Meta) Object() *object.Object {
 		PartSizes: m.PartSizes, Striped: m.Striped, Tags: m.Tags, MetaHLC: m.MetaHLC, PartChecksums: m.PartChecksums,
 		Versioned: m.Versioned, DeleteMarker: m.DeleteMarker, Purged: m.Purged,
 		TagsHLC: m.TagsHLC, Retention: object.Retention{Mode: m.LockMode, Until: m.LockUntil}, RetentionHLC: m.RetentionHLC, LegalHold: m.LegalHold, HoldHLC: m.HoldHLC,
-		Owner: m.Owner, ACL: m.ACL, ACLHLC: m.ACLHLC, Mutable: m.Mutable}
+		Owner: m.Owner, ACL: m.ACL, ACLHLC: m.ACLHLC, Mutable: m.Mutable, Origin: m.Origin}
 	if m.SSE != nil {
 		o.SSE = *m.SSE
 	}

@@ -225,6 +225,7 @@ const (
 	QUploadMkr = "um"       // uploads listing: upload id marker
 	QNullMkr   = "nm"       // versions listing: "1": resume after the key marker's null version
 	QFlags     = "flags"    // DELETE: the record's flags: "v" versioned, "m" delete marker, "p" purge
+	QOrigin    = "origin"   // DELETE: the linked cluster a replicated deletion came from (object.Object.Origin)
 	QSize      = "size"     // range write: the mutable object's size
 	QPrev      = "prev"     // range write: the order the object must be at
 	QNext      = "next"     // range write: the order it is left at

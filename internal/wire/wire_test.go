@@ -97,6 +97,7 @@ func TestMetaRoundTrip(t *testing.T) {
 		{HLC: 11, Owner: "alice", ACL: "public-read", ACLHLC: 12, MetaHLC: 12,
 			SSE: object.Encryption{Algorithm: "AES256", KeyID: "k1", SealedKey: []byte{1, 2}, KeyMD5: "m", PlainSize: 3}},
 		{HLC: 1<<40 | 3, Size: 4 << 20, Mutable: true},
+		{HLC: 13, Size: 1, Origin: "c-0123456789abcdef"},
 	} {
 		got, err := DecodeMeta(EncodeMeta(o))
 		if err != nil || !reflect.DeepEqual(got, o) {
