@@ -35,10 +35,25 @@ import (
 // volume I/O and to take volume writes until a confirmation sent after it came back
 // succeeds, by which time its map shows a lease that moved; attach --force waits until
 // the old holder is marked down, longer than freshFor.
+//
+// Volume I/O that finds the map stale waits for the next confirmation (wait) rather
+// than failing: a node starved of CPU confirms late, and a client would see an I/O
+// error for a lease it still holds.
 type leaseClock struct {
 	mgr    *clustermap.Manager
 	client *rpc.Client
+	log    *slog.Logger
+	now    func() time.Time // time.Now; tests set it
 	last   atomic.Pointer[time.Time] // when the last successful confirmation was sent
+
+	kick chan struct{} // a waiter asks for a confirmation now (buffered, 1)
+
+	mu        sync.Mutex
+	confirmed chan struct{} // closed at the next successful confirmation
+	stale     time.Time     // when the first waiter of the current stale spell came (zero: none)
+	spell     int64         // I/O that waited in this spell
+
+	waits, timeouts atomic.Int64 // I/O that waited for a confirmation; that saw none in time
 }
 
 const (
@@ -46,31 +61,86 @@ const (
 	freshFor        = 2 * time.Second
 )
 
+func newLeaseClock(mgr *clustermap.Manager, client *rpc.Client, log *slog.Logger) *leaseClock {
+	return &leaseClock{mgr: mgr, client: client, log: log.With("component", "lease"), now: time.Now,
+		kick: make(chan struct{}, 1), confirmed: make(chan struct{})}
+}
+
 // fresh returns an error unless a confirmation sent less than freshFor ago succeeded.
 func (lc *leaseClock) fresh() error {
 	last := lc.last.Load()
 	if last == nil {
 		return errors.E(errors.Transient, "this node has not confirmed its cluster map with the Raft leader yet")
 	}
-	if age := time.Since(*last); age > freshFor {
+	if age := lc.now().Sub(*last); age > freshFor {
 		return errors.Errorf("", errors.Transient, "this node last confirmed its cluster map with the Raft leader %s ago", age.Round(time.Millisecond))
 	}
 	return nil
 }
 
-// run confirms the map every confirmInterval until ctx ends.
+// wait returns once the map is fresh, waiting for confirmations until ctx ends; then it
+// returns the reason the map is not fresh. The first waiter of a stale spell logs it, and
+// the confirmation that ends the spell logs how long it lasted (record).
+func (lc *leaseClock) wait(ctx context.Context) error {
+	if lc.fresh() == nil {
+		return nil
+	}
+	lc.waits.Add(1)
+	lc.mu.Lock()
+	if lc.stale.IsZero() {
+		lc.stale = lc.now()
+		lc.log.Warn("volume I/O waits: this node's cluster map is not confirmed by the Raft leader lately", "err", lc.fresh())
+	}
+	lc.spell++
+	lc.mu.Unlock()
+	for {
+		lc.mu.Lock()
+		ch := lc.confirmed
+		lc.mu.Unlock()
+		err := lc.fresh()
+		if err == nil {
+			return nil
+		}
+		select {
+		case lc.kick <- struct{}{}:
+		default:
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			lc.timeouts.Add(1)
+			return errors.Errorf("", errors.Transient, "no confirmation of this node's cluster map came in time (%v): %v", context.Cause(ctx), err)
+		}
+	}
+}
+
+// record notes a successful confirmation sent at sent and wakes the waiters.
+func (lc *leaseClock) record(sent time.Time) {
+	lc.last.Store(&sent)
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	close(lc.confirmed)
+	lc.confirmed = make(chan struct{})
+	if !lc.stale.IsZero() && lc.fresh() == nil {
+		lc.log.Info("volume I/O resumes: this node's cluster map is confirmed again", "waited", lc.now().Sub(lc.stale).Round(time.Millisecond), "requests", lc.spell)
+		lc.stale, lc.spell = time.Time{}, 0
+	}
+}
+
+// run confirms the map every confirmInterval (at once when an I/O waits) until ctx ends.
 func (lc *leaseClock) run(ctx context.Context) {
 	t := time.NewTicker(confirmInterval)
 	defer t.Stop()
 	for {
-		sent := time.Now()
+		sent := lc.now()
 		if lc.confirm(ctx) == nil {
-			lc.last.Store(&sent)
+			lc.record(sent)
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-lc.kick:
 		}
 	}
 }
