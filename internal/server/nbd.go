@@ -43,7 +43,7 @@ type leaseClock struct {
 	mgr    *clustermap.Manager
 	client *rpc.Client
 	log    *slog.Logger
-	now    func() time.Time // time.Now; tests set it
+	now    func() time.Time          // time.Now; tests set it
 	last   atomic.Pointer[time.Time] // when the last successful confirmation was sent
 
 	kick chan struct{} // a waiter asks for a confirmation now (buffered, 1)
