@@ -330,6 +330,15 @@ func (a *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err := a.nbdClientCert(w, r); err != nil {
 			wire.WriteError(w, err)
 		}
+	case path == "volume-client-cert/revoke" && r.Method == http.MethodPost:
+		out, err := a.revokeNBDClient(r.Context(), q.Get("serial"), q.Get("name"))
+		if err != nil {
+			wire.WriteError(w, err)
+			return
+		}
+		writeJSON(w, out)
+	case path == "volume-client-certs":
+		writeJSON(w, a.nbdClientCerts())
 	case strings.HasPrefix(path, "volume/") && r.Method == http.MethodPost:
 		out, err := a.volumeAction(r.Context(), strings.TrimPrefix(path, "volume/"), q)
 		if err != nil {

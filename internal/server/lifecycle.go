@@ -616,7 +616,7 @@ func (n *instance) run(ctx context.Context) (err error) {
 		nbdAddr = n.nbdLn.Addr().String()
 		nsrv := &nbd.Server{Catalog: n.vols, Log: log, Allow: allowNBD(cfg.NBDAllow, cfg.NBDTLS), Authorize: authorizeNBD(cfg.NBDTLS)}
 		if cfg.NBDTLS {
-			nsrv.TLS, nsrv.TLSRequired = n.itls.nbdTLS(), true
+			nsrv.TLS, nsrv.TLSRequired = n.itls.nbdTLS(n.mgr.Current), true
 			nbdTLSHint(log, nbdAddr, n.self.Addr)
 		}
 		servers.Go(func() error {
