@@ -133,7 +133,9 @@ func (a *adminHandler) mdcStatus(ctx context.Context) *MDCView {
 
 // Status is the answer of /admin/v1/status.
 type Status struct {
-	Epoch      uint64              `json:"epoch"`
+	Epoch uint64 `json:"epoch"`
+	// Level is the map's feature level: what every node of the cluster can read.
+	Level      int                 `json:"level"`
 	Digest     string              `json:"digest"`
 	Partitions int                 `json:"partitions"`
 	Replicas   int                 `json:"replicas"`
@@ -630,7 +632,7 @@ func (a *adminHandler) notifyStatus(ctx context.Context) *NotifyView {
 // status gathers the map, the managers and every node's own figures.
 func (a *adminHandler) status(ctx context.Context) *Status {
 	m := a.mgr.Current()
-	st := &Status{Epoch: m.Epoch, Digest: m.Digest(), Partitions: m.Partitions, Replicas: m.Replicas, Buckets: len(m.Buckets), Map: m}
+	st := &Status{Epoch: m.Epoch, Level: m.Level, Digest: m.Digest(), Partitions: m.Partitions, Replicas: m.Replicas, Buckets: len(m.Buckets), Map: m}
 	st.Class, _ = m.Class("")
 	st.Effective = m.EffectiveClass(st.Class)
 	for _, c := range m.Classes {
