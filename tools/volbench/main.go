@@ -31,7 +31,8 @@
 //
 // --phases runs only some of the phases (randread, randwrite, read, write), and
 // --profile DIR starts the nodes with --pprof and writes a CPU profile of every node
-// during each cairn phase to DIR/PHASE-nodeN.pprof (go tool pprof reads them).
+// during each cairn phase to DIR/PHASE-nodeN.pprof (go tool pprof reads them), and where
+// every goroutine waits half way through the phase to DIR/PHASE-nodeN.goroutines.txt.
 //
 //	go run ./tools/volbench --cairn bin/cairn --dir /var/tmp --phases randwrite --profile /tmp/prof
 package main
@@ -245,8 +246,22 @@ func profileNodes(dir, phase string, runtime time.Duration) func() {
 	if dir == "" {
 		return func() {}
 	}
-	errs := make(chan error, len(adminAddrs))
+	errs := make(chan error, 2*len(adminAddrs))
 	for i, a := range adminAddrs {
+		go func() { // where every goroutine waits, half way through
+			time.Sleep(2*time.Second + runtime/2)
+			resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/goroutine?debug=1", a))
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-node%d.goroutines.txt", phase, i+1)), b, 0o644)
+			}
+			errs <- err
+		}()
 		go func() {
 			resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", a, int(runtime.Seconds())))
 			if err != nil {
@@ -265,7 +280,7 @@ func profileNodes(dir, phase string, runtime time.Duration) func() {
 		}()
 	}
 	return func() {
-		for range adminAddrs {
+		for range 2 * len(adminAddrs) {
 			if err := <-errs; err != nil {
 				fail(err)
 			}
