@@ -338,6 +338,9 @@ func (a *adminHandler) revokeNBDClient(ctx context.Context, serial, name string)
 	if (serial == "") == (name == "") {
 		return nil, errors.E(op, errors.Invalid, "give the certificate's serial or its name (serial= or name=)")
 	}
+	if lvl := a.mgr.Current().Level; lvl < nbdClientLevel {
+		return nil, errors.Errorf(op, errors.Precondition, "the cluster is at feature level %d: revoking NBD client certificates needs level %d (every node at this release; the leader raises it by itself)", lvl, nbdClientLevel)
+	}
 	nm, err := a.apply.Apply(ctx, clustermap.Command{Op: clustermap.OpRevokeNBDClient, NBDClient: &clustermap.NBDClient{Serial: serial, Name: name, Revoked: time.Now().UnixNano()}})
 	if err != nil {
 		return nil, errors.E(op, err)
