@@ -1,6 +1,7 @@
 package clustermap
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/cairnfs/cairn/internal/errors"
@@ -76,4 +77,55 @@ func TestNBDClientCommands(t *testing.T) {
 	if _, ok := m.NBDClientRevoked("ff"); ok {
 		t.Error("ff revoked")
 	}
+}
+
+// FuzzNBDClientCommands: any NBD client command (as JSON in the Raft log) applied to a map
+// with records leaves that map unchanged, and an accepted one leaves only well-formed,
+// unexpired records. Seeded with the table test's kinds of commands.
+func FuzzNBDClientCommands(f *testing.F) {
+	for _, c := range []Command{
+		{Op: OpIssueNBDClient, NBDClient: &NBDClient{Serial: "0a1b", Name: "hv1", Volumes: []string{"vm*"}, Issued: 10, NotAfter: 1000}},
+		{Op: OpIssueNBDClient, NBDClient: &NBDClient{Serial: "ab", Name: "hv9", Issued: 2000, NotAfter: 3000}},
+		{Op: OpRevokeNBDClient, NBDClient: &NBDClient{Serial: "0a1c", Revoked: 20}},
+		{Op: OpRevokeNBDClient, NBDClient: &NBDClient{Name: "hv1", Revoked: 22}},
+		{Op: OpRevokeNBDClient, NBDClient: &NBDClient{Serial: "XYZ", Name: "hv1"}},
+		{Op: OpIssueNBDClient},
+	} {
+		b, _ := json.Marshal(c)
+		f.Add(b)
+	}
+	base, err := ApplyCommand(&Map{}, Command{Op: OpInit, Init: &Map{Partitions: 8, Replicas: 1, Nodes: []Node{{ID: "n1", Addr: "a:1"}}}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, c := range []Command{
+		{Op: OpIssueNBDClient, NBDClient: &NBDClient{Serial: "0a1c", Name: "hv1", Issued: 11, NotAfter: 2000}},
+		{Op: OpIssueNBDClient, NBDClient: &NBDClient{Serial: "ff", Name: "hv2", Issued: 12, NotAfter: 5000}},
+	} {
+		if base, err = ApplyCommand(base, c); err != nil {
+			f.Fatal(err)
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var c Command
+		if json.Unmarshal(b, &c) != nil || (c.Op != OpIssueNBDClient && c.Op != OpRevokeNBDClient) {
+			return
+		}
+		before := base.Digest()
+		nm, err := ApplyCommand(base, c)
+		if base.Digest() != before {
+			t.Fatal("the map applied to changed")
+		}
+		if err != nil {
+			return
+		}
+		if len(nm.NBDClients) > MaxNBDClients {
+			t.Fatalf("%d records", len(nm.NBDClients))
+		}
+		for s, r := range nm.NBDClients {
+			if s != r.Serial || ValidSerial(s) != nil {
+				t.Fatalf("record %q: %+v", s, r)
+			}
+		}
+	})
 }
