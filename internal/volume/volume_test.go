@@ -3,7 +3,6 @@ package volume
 import (
 	"bytes"
 	"context"
-	stderrors "errors"
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
@@ -407,7 +406,7 @@ func TestStaleMapWaits(t *testing.T) {
 		m.Volumes["vm"] = v
 	})
 	lease.set(true)
-	if err := <-wrote; !errors.Is(errors.Permission, err) || !stderrors.Is(err, ErrLeaseLost) || !strings.Contains(err.Error(), `"n2"`) {
+	if err := <-wrote; !errors.Is(errors.Permission, err) || !errors.IsErr(err, ErrLeaseLost) || !strings.Contains(err.Error(), `"n2"`) {
 		t.Fatalf("write after the lease moved: %v", err)
 	}
 	for id, st := range c.stores {
@@ -428,7 +427,7 @@ func TestStaleMapWaits(t *testing.T) {
 	s2.cfg.Fresh, s2.cfg.FreshWait = lease.wait, time.Millisecond
 	d2 := openDevice(t, s2, "vm")
 	lease.set(false)
-	if _, err := d2.WriteAt([]byte("late"), 0); !errors.Is(errors.Permission, err) || !stderrors.Is(err, ErrLeaseLost) {
+	if _, err := d2.WriteAt([]byte("late"), 0); !errors.Is(errors.Permission, err) || !errors.IsErr(err, ErrLeaseLost) {
 		t.Fatalf("write with no confirmation: %v", err)
 	}
 	if _, _, err := s2.Open(context.Background(), "vm"); !errors.Is(errors.Permission, err) {
