@@ -349,7 +349,7 @@ func (a *adminHandler) revokeNBDClient(ctx context.Context, serial, name string)
 	for _, c := range nm.NBDClients {
 		if (serial != "" && c.Serial == serial) || (name != "" && c.Name == name) {
 			out = append(out, nbdClientInfo(c))
-			a.log.Info("revoked an NBD client certificate", "name", c.Name, "serial", c.Serial, "remote_node", a.self)
+			a.log.Info("revoked an NBD client certificate", "name", c.Name, "serial", c.Serial)
 		}
 	}
 	if err := a.waitEpoch(ctx, nm, "the certificate is revoked", "until they have, they may still accept it: retry the revoke (it is idempotent)"); err != nil {
