@@ -78,6 +78,7 @@ func main() {
 		fail(err)
 	}
 	defer os.RemoveAll(work)
+	cleanups = append(cleanups, func() { os.RemoveAll(work) })
 	if *withTLS {
 		tlsBench(*bin, work, *size, *runtime)
 		return
@@ -91,6 +92,7 @@ func main() {
 	}
 	uri, vol, stop := startCairn(*bin, work, *nodes, *size, extra...)
 	defer stop()
+	cleanups = append(cleanups, stop)
 	if *snaps {
 		snapshotBench(*bin, work, uri, vol, *nodes)
 		return
@@ -354,7 +356,14 @@ func fioCommand(args ...string) *exec.Cmd {
 	return cmd
 }
 
+// cleanups run, last first, when fail ends the run (os.Exit skips deferred calls): the
+// nodes stopped, the work directory removed.
+var cleanups []func()
+
 func fail(err error) {
+	for i := len(cleanups) - 1; i >= 0; i-- {
+		cleanups[i]()
+	}
 	fmt.Fprintln(os.Stderr, "volbench:", err)
 	os.Exit(1)
 }
