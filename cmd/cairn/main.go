@@ -122,6 +122,7 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.NBDListen, "nbd-listen", "", "serve block volumes over NBD on this address (off by default; e.g. 127.0.0.1:10809); an address that is not loopback needs --nbd-tls require or --nbd-allow")
 	nbdAllow := fs.String("nbd-allow", "", "comma-separated networks (CIDR) NBD clients may connect from besides loopback (plain NBD has no authentication)")
 	nbdTLS := fs.String("nbd-tls", "off", "NBD over TLS: off, or require (TLS 1.3 via NBD_OPT_STARTTLS before anything else, a client certificate of the cluster CA naming the volume: cairn volume client-cert; the node presents its internode certificate)")
+	fs.DurationVar(&cfg.VolumeFreshWait, "volume-fresh-wait", 30*time.Second, "how long a volume I/O waits for this node's cluster map to be confirmed by the Raft leader when the last confirmation is over 2 s old (a node short of CPU); past it the I/O fails with EPERM")
 	domains := fs.String("domain", "localhost", "comma-separated base domains for virtual-host-style requests (bucket.DOMAIN)")
 	capacity := fs.String("capacity", "", "capacity of this node's storage the device class's water marks refer to (e.g. 500GiB; default: the data disk's size)")
 	cacheSize := fs.String("cache-size", "64MiB", "index block cache (bounds the metadata memory; e.g. 16MiB, 1GiB)")

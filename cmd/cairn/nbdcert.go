@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/nodetls"
@@ -36,6 +37,9 @@ func volumeClientCert(c *adminClient, name, out, volumes, valid string, asJSON b
 	}
 	if volumes == "" {
 		volumes = name
+	}
+	if name == "list" || name == "revoke" {
+		return fmt.Errorf("volume: client-cert %s: the name is taken by the subcommand (cairn volume client-cert %s)", name, name)
 	}
 	keyPath := filepath.Join(out, nbdKeyFile)
 	if _, err := os.Stat(keyPath); err == nil {
@@ -101,10 +105,13 @@ func volumeClientCert(c *adminClient, name, out, volumes, valid string, asJSON b
 		}
 	}
 	if asJSON {
-		return printJSON(stdout, map[string]any{"name": ans.Name, "volumes": ans.Volumes, "serial": ans.Serial, "not_after": ans.NotAfter, "dir": out})
+		return printJSON(stdout, map[string]any{"name": ans.Name, "volumes": ans.Volumes, "serial": ans.Serial, "not_after": ans.NotAfter, "dir": out, "recorded": ans.Recorded})
 	}
 	abs, _ := filepath.Abs(out)
 	fmt.Fprintf(stdout, "NBD client certificate %q for volumes %s, valid until %s (serial %s)\n", ans.Name, strings.Join(ans.Volumes, ","), ans.NotAfter.UTC().Format(time.RFC3339), ans.Serial)
+	if !ans.Recorded {
+		fmt.Fprintf(stdout, "not recorded in the cluster map (it is below feature level 10): it is not listed, and can be revoked only by its serial\n")
+	}
 	fmt.Fprintf(stdout, "wrote %s/{%s,%s,%s} (the key 0600; keep it on this machine)\n", abs, nbdCAFile, nbdCertFile, nbdKeyFile)
 	fmt.Fprintf(stdout, "nbdinfo 'nbds://HOST:PORT/VOLUME?tls-certificates=%s'\n", abs)
 	fmt.Fprintf(stdout, "qemu-img info --object tls-creds-x509,id=tls0,dir=%s,endpoint=client --image-opts driver=nbd,host=HOST,port=PORT,export=VOLUME,tls-creds=tls0\n", abs)
@@ -122,4 +129,63 @@ func (c *adminClient) doSigned(method, path string, body []byte) ([]byte, error)
 	}
 	defer resp.Body.Close()
 	return rpc.ReadSignedBody(resp, 64<<10)
+}
+
+// volumeClientCertList is cairn volume client-cert list.
+func volumeClientCertList(c *adminClient, asJSON bool, stdout io.Writer) error {
+	var cs []server.NBDClientInfo
+	if err := c.do(http.MethodGet, "volume-client-certs", &cs); err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(stdout, cs)
+	}
+	printNBDClients(stdout, cs)
+	return nil
+}
+
+// volumeClientCertRevoke is cairn volume client-cert revoke.
+func volumeClientCertRevoke(c *adminClient, serial, name string, asJSON bool, stdout io.Writer) error {
+	q := url.Values{}
+	if serial != "" {
+		q.Set("serial", serial)
+	} else {
+		q.Set("name", name)
+	}
+	var cs []server.NBDClientInfo
+	if err := c.do(http.MethodPost, "volume-client-cert/revoke?"+q.Encode(), &cs); err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(stdout, cs)
+	}
+	fmt.Fprintf(stdout, "revoked %d NBD client certificate(s); every NBD listener refuses them at the TLS handshake\n", len(cs))
+	printNBDClients(stdout, cs)
+	return nil
+}
+
+func printNBDClients(w io.Writer, cs []server.NBDClientInfo) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERIAL\tNAME\tVOLUMES\tISSUED\tEXPIRES\tSTATE")
+	at := func(t *time.Time) string {
+		if t == nil {
+			return "-"
+		}
+		return t.UTC().Format(time.RFC3339)
+	}
+	for _, c := range cs {
+		state := "issued"
+		if c.Revoked != nil {
+			state = "revoked " + at(c.Revoked)
+		}
+		name, vols := c.Name, strings.Join(c.Volumes, ",")
+		if name == "" {
+			name = "-"
+		}
+		if vols == "" {
+			vols = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Serial, name, vols, at(c.Issued), at(c.NotAfter), state)
+	}
+	tw.Flush()
 }

@@ -2,12 +2,18 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/server"
+	"github.com/cairnfs/cairn/internal/testutil/proctest"
 )
 
 // NBD over TLS end to end: a node started with --nbd-tls require, a client certificate
@@ -19,6 +25,12 @@ func TestVolumeNBDTLS(t *testing.T) {
 	tool(t, "nbdinfo")
 	tc := startCluster(t, 1, "--nbd-listen", "127.0.0.1:0", "--nbd-tls", "require", "--replicas", "1")
 	tc.add("--nbd-listen", "127.0.0.1:0", "--nbd-tls", "require", "--roles", "gateway,storage")
+	proctest.WaitFor(t, 20*time.Second, func() error { // certificates are recorded from feature level 10
+		if st := tc.status(0); st.Level < 10 {
+			return fmt.Errorf("the map is at feature level %d", st.Level)
+		}
+		return nil
+	})
 	tc.mustVolume(0, "create", "vm1", "--size", "8MiB")
 	tc.mustVolume(0, "create", "vm2", "--size", "8MiB")
 	addr := tc.procs[0].NBDAddr()
@@ -81,5 +93,75 @@ func TestVolumeNBDTLS(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "ca-cert.pem")); !bytes.Contains(b, []byte("BEGIN CERTIFICATE")) {
 		t.Error("ca-cert.pem holds no certificate")
+	}
+
+	// Revocation: hv1 by name, hv2 (vm2, served by the second node) by serial; hv3, a
+	// second certificate for vm1, keeps working. Every node refuses a revoked
+	// certificate at the TLS handshake, and says so in its log.
+	dir3 := filepath.Join(t.TempDir(), "hv3")
+	if out, err := tc.volume(0, "client-cert", "hv3", "--volumes", "vm1", "--out", dir3); err != nil {
+		t.Fatalf("client-cert hv3: %v\n%s", err, out)
+	}
+	addr2 := tc.procs[1].NBDAddr()
+	if v := tc.mustVolume(0, "attach", "vm2", "--node", tc.procs[1].NodeID()); v.URI != "nbds://"+addr2+"/vm2" {
+		t.Fatalf("attach vm2 on the second node: %+v", v)
+	}
+	vm2 := func() ([]byte, error) {
+		return exec.Command(tool(t, "nbdinfo"), "nbds://"+addr2+"/vm2?tls-certificates="+vm2dir).CombinedOutput()
+	}
+	if out, err := vm2(); err != nil {
+		t.Fatalf("hv2 on the second node before revocation: %v\n%s", err, out)
+	}
+	certs := func() map[string]server.NBDClientInfo {
+		out, err := tc.volume(0, "client-cert", "list", "--json")
+		if err != nil {
+			t.Fatalf("client-cert list: %v\n%s", err, out)
+		}
+		var cs []server.NBDClientInfo
+		if err := json.Unmarshal([]byte(out), &cs); err != nil {
+			t.Fatalf("client-cert list: %v\n%s", err, out)
+		}
+		by := map[string]server.NBDClientInfo{}
+		for _, c := range cs {
+			by[c.Name] = c
+		}
+		return by
+	}
+	issued := certs()
+	for _, n := range []string{"hv1", "hv2", "hv3"} {
+		if c, ok := issued[n]; !ok || c.Revoked != nil || c.Serial == "" {
+			t.Fatalf("client-cert list: %s is %+v (%v)", n, c, ok)
+		}
+	}
+	if out, err := tc.volume(0, "client-cert", "revoke", "--name", "hv1"); err != nil || !strings.Contains(out, "revoked 1") {
+		t.Fatalf("revoke --name hv1: %v\n%s", err, out)
+	}
+	if out, err := tc.volume(1, "client-cert", "revoke", strings.ToUpper(issued["hv2"].Serial)); err != nil || !strings.Contains(out, "revoked 1") {
+		t.Fatalf("revoke hv2's serial through the second node: %v\n%s", err, out)
+	}
+	if out, err := tc.volume(0, "client-cert", "revoke", "--name", "nobody"); err == nil {
+		t.Errorf("revoke of an unknown name:\n%s", out)
+	}
+	if out, err := qio(dir, "read -P 0x6b 65536 131072"); err == nil && !strings.Contains(out, "failed") {
+		t.Errorf("hv1's certificate still opens vm1 after its revocation:\n%s", out)
+	}
+	if out, err := vm2(); err == nil {
+		t.Errorf("hv2's certificate still opens vm2 after its revocation:\n%s", out)
+	}
+	if out, err := qio(dir3, "write -P 0x3c 0 4096", "flush", "read -P 0x3c 0 4096", "read -P 0x6b 65536 131072"); err != nil || strings.Contains(out, "failed") {
+		t.Fatalf("hv3, not revoked: %v\n%s", err, out)
+	}
+	for i, serial := range []string{issued["hv1"].Serial, issued["hv2"].Serial} {
+		p := tc.procs[i]
+		if log := p.Output(); !strings.Contains(log, "serial "+serial+") was revoked") {
+			t.Errorf("%s logged no refusal of the revoked certificate %s", p.Name(), serial)
+		}
+	}
+	after := certs()
+	if after["hv1"].Revoked == nil || after["hv2"].Revoked == nil || after["hv3"].Revoked != nil {
+		t.Errorf("client-cert list after the revocations: %+v", after)
+	}
+	if out, err := tc.volume(0, "client-cert", "list"); err != nil || !strings.Contains(out, "revoked 20") || !strings.Contains(out, "hv3") {
+		t.Errorf("client-cert list: %v\n%s", err, out)
 	}
 }

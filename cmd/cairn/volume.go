@@ -75,7 +75,15 @@ Commands:
                          client-key.pem (the key made here, 0600, never sent), the layout of
                          qemu's tls-creds-x509 dir= and libnbd's tls-certificates=; valid
                          DURATION (default 8760h); --admin must be a manager (it holds the
-                         CA key)
+                         CA key); the certificate is recorded in the cluster map (feature
+                         level 10) before it is handed out
+  client-cert list       the NBD client certificates issued (not yet expired): serial, name,
+                         volumes, issued, expiry, and whether revoked
+  client-cert revoke SERIAL | --name NAME
+                         revoke the certificate of SERIAL (hex, as list and client-cert
+                         print it), or every one issued to NAME: every NBD listener refuses
+                         it at the TLS handshake from the moment the command returns
+                         (connections opened before stay open)
 
 The admin address, the cluster secret and --ca-file are found as for cairn admin.
 `
@@ -97,6 +105,7 @@ func runVolume(args []string, stdout, stderr io.Writer) error {
 	certOut := fs.String("out", "", "directory for the client certificate's files (client-cert)")
 	certVolumes := fs.String("volumes", "", "volumes the client certificate opens: names, PREFIX*, or * (client-cert; default: NAME)")
 	certValid := fs.String("valid", "", "validity of the client certificate, e.g. 720h (client-cert; default 8760h)")
+	certName := fs.String("name", "", "revoke every client certificate issued to this name (client-cert revoke)")
 	if err := fs.Parse(hoistFlags(fs, args)); err != nil {
 		if err == flag.ErrHelp {
 			return nil
@@ -154,8 +163,20 @@ func runVolume(args []string, stdout, stderr io.Writer) error {
 		}
 		return volumeImport(c, rest[0], file, *size, importOptions{quiet: *quiet, onto: *onto, forceBase: *forceBase}, os.Stdin, stdout, stderr)
 	case "client-cert":
-		if len(rest) != 1 {
-			return fmt.Errorf("volume: usage: cairn volume client-cert NAME --out DIR [--volumes LIST] [--valid DURATION] (cairn volume help)")
+		switch {
+		case len(rest) == 1 && rest[0] == "list":
+			return volumeClientCertList(c, *asJSON, stdout)
+		case len(rest) >= 1 && rest[0] == "revoke":
+			serial := ""
+			if len(rest) == 2 {
+				serial = rest[1]
+			}
+			if len(rest) > 2 || (serial == "") == (*certName == "") {
+				return fmt.Errorf("volume: usage: cairn volume client-cert revoke SERIAL | --name NAME (cairn volume help)")
+			}
+			return volumeClientCertRevoke(c, serial, *certName, *asJSON, stdout)
+		case len(rest) != 1:
+			return fmt.Errorf("volume: usage: cairn volume client-cert NAME --out DIR [--volumes LIST] [--valid DURATION] | list | revoke SERIAL|--name NAME (cairn volume help)")
 		}
 		return volumeClientCert(c, rest[0], *certOut, *certVolumes, *certValid, *asJSON, stdout)
 	case "snapshots":

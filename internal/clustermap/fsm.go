@@ -54,6 +54,8 @@ type Command struct {
 	// Link and ClusterID are OpPutLink's (mdc.go).
 	Link      *Link  `json:"link,omitempty"`
 	ClusterID string `json:"cluster_id,omitempty"`
+	// NBDClient is the NBD client commands' record (nbdclients.go).
+	NBDClient *NBDClient `json:"nbd_client,omitempty"`
 }
 
 // The command operations.
@@ -95,6 +97,8 @@ type Command struct {
 //     described in mdc.go.
 //   - The tier commands (OpPutTier, OpRemoveTier, OpSetWaterMarks) are described in
 //     tiers.go.
+//   - The NBD client commands (OpIssueNBDClient, OpRevokeNBDClient) are described in
+//     nbdclients.go.
 //   - OpSetInternodeTLS (Internode): sets the cluster's internode TLS. Invalid without a
 //     CA, with one over MaxInternodeCA bytes, with another CA than the one set, or
 //     turning Required off once it is on.
@@ -344,6 +348,10 @@ func applyCommand(m *Map, c Command) (*Map, error) {
 		}
 	case OpPutTier, OpRemoveTier, OpSetWaterMarks:
 		if err := applyTierCommand(nm, c); err != nil {
+			return nil, err
+		}
+	case OpIssueNBDClient, OpRevokeNBDClient:
+		if err := applyNBDClientCommand(nm, c); err != nil {
 			return nil, err
 		}
 	case OpSetInternodeTLS:

@@ -242,6 +242,9 @@ type Map struct {
 	// replication links by name (mdc.go). Never modified in place.
 	ClusterID string          `json:"cluster_id,omitempty"`
 	Links     map[string]Link `json:"links,omitempty"`
+	// NBDClients are the records of the NBD client certificates issued, by serial
+	// (nbdclients.go); nil when empty. Never modified in place.
+	NBDClients map[string]NBDClient `json:"nbd_clients,omitempty"`
 }
 
 // InternodeTLS is the cluster's internode mutual TLS: the CA every node certificate
@@ -300,6 +303,7 @@ func (m *Map) Clone() *Map {
 	}
 	c.Targets = m.Targets // replaced, never modified, by commands
 	c.ClusterID, c.Links = m.ClusterID, m.Links
+	c.NBDClients = m.NBDClients // replaced, never modified, by commands
 	if m.Nodes != nil {
 		c.Nodes = make([]Node, len(m.Nodes))
 		for i, n := range m.Nodes {

@@ -84,7 +84,7 @@ func keyPEM(t testing.TB, key any) []byte {
 
 // serverConfig is the listener's TLS configuration, as package server builds it.
 func (p *pki) serverConfig() *tls.Config {
-	return nodetls.NBDServerConfig(func() (*tls.Certificate, error) { return p.node, nil }, p.ca.Pool())
+	return nodetls.NBDServerConfig(func() (*tls.Certificate, error) { return p.node, nil }, p.ca.Pool(), nil)
 }
 
 // clientCert issues an NBD client certificate for name opening volumes.

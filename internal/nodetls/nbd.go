@@ -148,8 +148,9 @@ func NBDClientOf(c *x509.Certificate) (NBDClient, error) {
 // clients by the cluster CA: TLS 1.3, cert presented (called at each handshake), a client
 // certificate required, verified against pool and checked to be an NBD client
 // certificate (a node certificate is refused), no session tickets (every connection
-// shows its certificate).
-func NBDServerConfig(cert func() (*tls.Certificate, error), pool *x509.CertPool) *tls.Config {
+// shows its certificate). check, if set, may refuse a verified client certificate too (a
+// revoked one): its error fails the handshake.
+func NBDServerConfig(cert func() (*tls.Certificate, error), pool *x509.CertPool, check func(*x509.Certificate) error) *tls.Config {
 	return &tls.Config{MinVersion: tls.VersionTLS13, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool,
 		SessionTicketsDisabled: true,
 		GetCertificate:         func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cert() },
@@ -157,7 +158,12 @@ func NBDServerConfig(cert func() (*tls.Certificate, error), pool *x509.CertPool)
 			if len(cs.PeerCertificates) == 0 {
 				return errors.E(errors.Permission, "an NBD client certificate is required")
 			}
-			_, err := NBDClientOf(cs.PeerCertificates[0])
-			return err
+			if _, err := NBDClientOf(cs.PeerCertificates[0]); err != nil {
+				return err
+			}
+			if check != nil {
+				return check(cs.PeerCertificates[0])
+			}
+			return nil
 		}}
 }

@@ -135,7 +135,9 @@ func (a *adminHandler) mdcStatus(ctx context.Context) *MDCView {
 
 // Status is the answer of /admin/v1/status.
 type Status struct {
-	Epoch      uint64              `json:"epoch"`
+	Epoch uint64 `json:"epoch"`
+	// Level is the map's feature level: what every node of the cluster can read.
+	Level      int                 `json:"level"`
 	Digest     string              `json:"digest"`
 	Partitions int                 `json:"partitions"`
 	Replicas   int                 `json:"replicas"`
@@ -332,6 +334,15 @@ func (a *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err := a.nbdClientCert(w, r); err != nil {
 			wire.WriteError(w, err)
 		}
+	case path == "volume-client-cert/revoke" && r.Method == http.MethodPost:
+		out, err := a.revokeNBDClient(r.Context(), q.Get("serial"), q.Get("name"))
+		if err != nil {
+			wire.WriteError(w, err)
+			return
+		}
+		writeJSON(w, out)
+	case path == "volume-client-certs":
+		writeJSON(w, a.nbdClientCerts())
 	case strings.HasPrefix(path, "volume/") && r.Method == http.MethodPost:
 		out, err := a.volumeAction(r.Context(), strings.TrimPrefix(path, "volume/"), q)
 		if err != nil {
@@ -623,7 +634,7 @@ func (a *adminHandler) notifyStatus(ctx context.Context) *NotifyView {
 // status gathers the map, the managers and every node's own figures.
 func (a *adminHandler) status(ctx context.Context) *Status {
 	m := a.mgr.Current()
-	st := &Status{Epoch: m.Epoch, Digest: m.Digest(), Partitions: m.Partitions, Replicas: m.Replicas, Buckets: len(m.Buckets), Map: m}
+	st := &Status{Epoch: m.Epoch, Level: m.Level, Digest: m.Digest(), Partitions: m.Partitions, Replicas: m.Replicas, Buckets: len(m.Buckets), Map: m}
 	st.Class, _ = m.Class("")
 	st.Effective = m.EffectiveClass(st.Class)
 	for _, c := range m.Classes {

@@ -79,7 +79,14 @@ type mapInfo struct {
 // Level 9 also: multi-data-center replication links (OpPutLink, OpRemoveLink): a link is
 // made only once every storage node stacks changes for links and serves the link
 // endpoint (docs/design/mdc.md).
-const featureLevel = 9
+// Level 10: the records of NBD client certificates (OpIssueNBDClient, OpRevokeNBDClient;
+// nbdClientLevel): an older node's state machine does not know the commands, and its NBD
+// listener would not refuse a revoked certificate.
+const featureLevel = 10
+
+// nbdClientLevel is the map Level from which issued NBD client certificates are recorded
+// in the map and can be revoked.
+const nbdClientLevel = 10
 
 // journalLevel is the map Level from which volume writes go through the holders' journals.
 const journalLevel = 9
@@ -117,6 +124,8 @@ func commandLevel(c clustermap.Command) int {
 		return 8
 	case clustermap.OpPutLink, clustermap.OpRemoveLink, clustermap.OpPauseLink, clustermap.OpResumeLink:
 		return 9
+	case clustermap.OpIssueNBDClient, clustermap.OpRevokeNBDClient:
+		return nbdClientLevel
 	case clustermap.OpSnapshotVolume, clustermap.OpCloneVolume, clustermap.OpRollbackVolume, clustermap.OpDeleteSnapshot, clustermap.OpReclaimDone,
 		clustermap.OpPutNotifyTarget, clustermap.OpRemoveNotifyTarget:
 		return 7

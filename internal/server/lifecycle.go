@@ -197,12 +197,14 @@ func assemble(cfg Config) (_ *instance, err error) {
 	}
 	n.onClose(n.hints.Close)
 	n.m.GaugeFunc("cairn_hints_pending", "Replica writes queued for retry on this node (hinted retry and read repair).", func() float64 { return float64(n.hints.Len()) })
-	n.lease = &leaseClock{mgr: n.mgr, client: n.client}
+	n.lease = newLeaseClock(n.mgr, n.client, log)
 	fresh := n.lease.fresh
+	n.m.CounterFunc("cairn_volume_lease_waits_total", "Volume I/O that found this node's cluster map not confirmed by the Raft leader lately and waited for a confirmation.", func() float64 { return float64(n.lease.waits.Load()) })
+	n.m.CounterFunc("cairn_volume_lease_wait_timeouts_total", "Volume I/O refused (EPERM) because no confirmation of this node's cluster map came within the bound (--volume-fresh-wait).", func() float64 { return float64(n.lease.timeouts.Load()) })
 	n.gw = gateway.New(gateway.Config{NodeID: n.nodeID, Store: n.st, Maps: n.mgr, RPC: n.client, Apply: n.app.Apply, Refresh: n.app.Refresh,
 		Hints: n.hints, Clock: clock, Logger: log, StragglerWait: cfg.StragglerWait, ObjectCache: cfg.ObjectCache, Fence: volume.Fence(n.mgr, fresh),
 		Tiers: newTierClients(n.mgr, n.box).get})
-	n.vols = volume.New(volume.Config{Self: n.nodeID, Maps: n.mgr, Topology: n.gw.Topology(), Replica: n.gw.Replica, Fresh: fresh, Logger: log,
+	n.vols = volume.New(volume.Config{Self: n.nodeID, Maps: n.mgr, Topology: n.gw.Topology(), Replica: n.gw.Replica, Fresh: n.lease.wait, FreshWait: cfg.VolumeFreshWait, Logger: log,
 		Observe: n.m.ObserveVolume, Delete: n.gw.DeleteObject, Journal: func() bool { return n.mgr.Current().Level >= journalLevel }})
 	n.onClose(func() error { n.gw.Close(); return nil })
 	mgr := n.mgr
@@ -614,7 +616,7 @@ func (n *instance) run(ctx context.Context) (err error) {
 		nbdAddr = n.nbdLn.Addr().String()
 		nsrv := &nbd.Server{Catalog: n.vols, Log: log, Allow: allowNBD(cfg.NBDAllow, cfg.NBDTLS), Authorize: authorizeNBD(cfg.NBDTLS)}
 		if cfg.NBDTLS {
-			nsrv.TLS, nsrv.TLSRequired = n.itls.nbdTLS(), true
+			nsrv.TLS, nsrv.TLSRequired = n.itls.nbdTLS(n.mgr.Current), true
 			nbdTLSHint(log, nbdAddr, n.self.Addr)
 		}
 		servers.Go(func() error {

@@ -35,10 +35,25 @@ import (
 // volume I/O and to take volume writes until a confirmation sent after it came back
 // succeeds, by which time its map shows a lease that moved; attach --force waits until
 // the old holder is marked down, longer than freshFor.
+//
+// Volume I/O that finds the map stale waits for the next confirmation (wait) rather
+// than failing: a node starved of CPU confirms late, and a client would see an I/O
+// error for a lease it still holds.
 type leaseClock struct {
 	mgr    *clustermap.Manager
 	client *rpc.Client
+	log    *slog.Logger
+	now    func() time.Time          // time.Now; tests set it
 	last   atomic.Pointer[time.Time] // when the last successful confirmation was sent
+
+	kick chan struct{} // a waiter asks for a confirmation now (buffered, 1)
+
+	mu        sync.Mutex
+	confirmed chan struct{} // closed at the next successful confirmation
+	stale     time.Time     // when the first waiter of the current stale spell came (zero: none)
+	spell     int64         // I/O that waited in this spell
+
+	waits, timeouts atomic.Int64 // I/O that waited for a confirmation; that saw none in time
 }
 
 const (
@@ -46,31 +61,86 @@ const (
 	freshFor        = 2 * time.Second
 )
 
+func newLeaseClock(mgr *clustermap.Manager, client *rpc.Client, log *slog.Logger) *leaseClock {
+	return &leaseClock{mgr: mgr, client: client, log: log.With("component", "lease"), now: time.Now,
+		kick: make(chan struct{}, 1), confirmed: make(chan struct{})}
+}
+
 // fresh returns an error unless a confirmation sent less than freshFor ago succeeded.
 func (lc *leaseClock) fresh() error {
 	last := lc.last.Load()
 	if last == nil {
 		return errors.E(errors.Transient, "this node has not confirmed its cluster map with the Raft leader yet")
 	}
-	if age := time.Since(*last); age > freshFor {
+	if age := lc.now().Sub(*last); age > freshFor {
 		return errors.Errorf("", errors.Transient, "this node last confirmed its cluster map with the Raft leader %s ago", age.Round(time.Millisecond))
 	}
 	return nil
 }
 
-// run confirms the map every confirmInterval until ctx ends.
+// wait returns once the map is fresh, waiting for confirmations until ctx ends; then it
+// returns the reason the map is not fresh. The first waiter of a stale spell logs it, and
+// the confirmation that ends the spell logs how long it lasted (record).
+func (lc *leaseClock) wait(ctx context.Context) error {
+	if lc.fresh() == nil {
+		return nil
+	}
+	lc.waits.Add(1)
+	lc.mu.Lock()
+	if lc.stale.IsZero() {
+		lc.stale = lc.now()
+		lc.log.Warn("volume I/O waits: this node's cluster map is not confirmed by the Raft leader lately", "err", lc.fresh())
+	}
+	lc.spell++
+	lc.mu.Unlock()
+	for {
+		lc.mu.Lock()
+		ch := lc.confirmed
+		lc.mu.Unlock()
+		err := lc.fresh()
+		if err == nil {
+			return nil
+		}
+		select {
+		case lc.kick <- struct{}{}:
+		default:
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			lc.timeouts.Add(1)
+			return errors.Errorf("", errors.Transient, "no confirmation of this node's cluster map came in time (%v): %v", context.Cause(ctx), err)
+		}
+	}
+}
+
+// record notes a successful confirmation sent at sent and wakes the waiters.
+func (lc *leaseClock) record(sent time.Time) {
+	lc.last.Store(&sent)
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	close(lc.confirmed)
+	lc.confirmed = make(chan struct{})
+	if !lc.stale.IsZero() && lc.fresh() == nil {
+		lc.log.Info("volume I/O resumes: this node's cluster map is confirmed again", "waited", lc.now().Sub(lc.stale).Round(time.Millisecond), "requests", lc.spell)
+		lc.stale, lc.spell = time.Time{}, 0
+	}
+}
+
+// run confirms the map every confirmInterval (at once when an I/O waits) until ctx ends.
 func (lc *leaseClock) run(ctx context.Context) {
 	t := time.NewTicker(confirmInterval)
 	defer t.Stop()
 	for {
-		sent := time.Now()
+		sent := lc.now()
 		if lc.confirm(ctx) == nil {
-			lc.last.Store(&sent)
+			lc.record(sent)
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-lc.kick:
 		}
 	}
 }
@@ -139,8 +209,9 @@ func allowNBD(allow []netip.Prefix, requireTLS bool) func(net.Addr) bool {
 
 // nbdTLS is the NBD listener's TLS (--nbd-tls require): the node's internode certificate
 // presented, a client certificate of the cluster CA required (an NBD client's, not a
-// node's), each connection configured at its handshake from what the node holds then.
-func (t *internodeTLS) nbdTLS() *tls.Config {
+// node's, and not one the map records as revoked: checkRevoked), each connection
+// configured at its handshake from what the node holds then.
+func (t *internodeTLS) nbdTLS(maps func() *clustermap.Map) *tls.Config {
 	cert := func() (*tls.Certificate, error) {
 		if c := t.cert.Load(); c != nil {
 			return c, nil
@@ -164,8 +235,21 @@ func (t *internodeTLS) nbdTLS() *tls.Config {
 			}
 			p := pool.p
 			mu.Unlock()
-			return nodetls.NBDServerConfig(cert, p), nil
+			return nodetls.NBDServerConfig(cert, p, func(c *x509.Certificate) error { return checkRevoked(maps(), c) }), nil
 		}}
+}
+
+// checkRevoked refuses an NBD client certificate the map records as revoked (cairn
+// volume client-cert revoke); the handshake's error is logged by the NBD server
+// ("nbd: connection refused").
+func checkRevoked(m *clustermap.Map, c *x509.Certificate) error {
+	serial := c.SerialNumber.Text(16)
+	r, ok := m.NBDClientRevoked(serial)
+	if !ok {
+		return nil
+	}
+	return errors.Errorf("", errors.Permission, "the NBD client certificate of %q (serial %s) was revoked at %s (cairn volume client-cert list)",
+		c.Subject.CommonName, serial, time.Unix(0, r.Revoked).UTC().Format(time.RFC3339))
 }
 
 // authorizeNBD is the NBD listener's export check under TLS: the client certificate
@@ -190,6 +274,88 @@ type NBDClientCert struct {
 	CA       string    `json:"ca"`   // PEM
 	Serial   string    `json:"serial"`
 	NotAfter time.Time `json:"not_after"`
+	// Recorded says the certificate is in the map's records (feature level 10): it is
+	// listed and can be revoked by name (by serial, it can be revoked anyway).
+	Recorded bool `json:"recorded"`
+}
+
+// NBDClientInfo is an NBD client certificate's record as GET /admin/v1/volume-client-certs
+// and POST /admin/v1/volume-client-cert/revoke show it.
+type NBDClientInfo struct {
+	Serial   string     `json:"serial"`
+	Name     string     `json:"name,omitempty"`
+	Volumes  []string   `json:"volumes,omitempty"`
+	Issued   *time.Time `json:"issued,omitempty"`
+	NotAfter *time.Time `json:"not_after,omitempty"`
+	Revoked  *time.Time `json:"revoked,omitempty"`
+}
+
+func nbdClientInfo(c clustermap.NBDClient) NBDClientInfo {
+	at := func(ns int64) *time.Time {
+		if ns == 0 {
+			return nil
+		}
+		t := time.Unix(0, ns).UTC()
+		return &t
+	}
+	return NBDClientInfo{Serial: c.Serial, Name: c.Name, Volumes: c.Volumes, Issued: at(c.Issued), NotAfter: at(c.NotAfter), Revoked: at(c.Revoked)}
+}
+
+// nbdClientCerts lists the map's NBD client certificate records, oldest first (those
+// revoked by serial without a record last).
+func (a *adminHandler) nbdClientCerts() []NBDClientInfo {
+	m := a.mgr.Current()
+	out := make([]NBDClientInfo, 0, len(m.NBDClients))
+	for _, c := range m.NBDClients {
+		out = append(out, nbdClientInfo(c))
+	}
+	slices.SortFunc(out, func(x, y NBDClientInfo) int {
+		switch {
+		case x.Issued == nil && y.Issued != nil:
+			return 1
+		case x.Issued != nil && y.Issued == nil:
+			return -1
+		case x.Issued != nil && !x.Issued.Equal(*y.Issued):
+			return x.Issued.Compare(*y.Issued)
+		}
+		return strings.Compare(x.Serial, y.Serial)
+	})
+	return out
+}
+
+// revokeNBDClient revokes the NBD client certificate of serial, or every one recorded for
+// name (clustermap.OpRevokeNBDClient), and returns once every storage node that is up has
+// applied the revocation: from then on their NBD listeners refuse the certificate at the
+// TLS handshake. Connections opened before stay open.
+func (a *adminHandler) revokeNBDClient(ctx context.Context, serial, name string) ([]NBDClientInfo, error) {
+	const op errors.Op = "server.revokeNBDClient"
+	serial = strings.ToLower(strings.TrimPrefix(serial, "0x"))
+	if serial != "" {
+		if err := clustermap.ValidSerial(serial); err != nil {
+			return nil, errors.E(op, err)
+		}
+	}
+	if (serial == "") == (name == "") {
+		return nil, errors.E(op, errors.Invalid, "give the certificate's serial or its name (serial= or name=)")
+	}
+	if lvl := a.mgr.Current().Level; lvl < nbdClientLevel {
+		return nil, errors.Errorf(op, errors.Precondition, "the cluster is at feature level %d: revoking NBD client certificates needs level %d (every node at this release; the leader raises it by itself)", lvl, nbdClientLevel)
+	}
+	nm, err := a.apply.Apply(ctx, clustermap.Command{Op: clustermap.OpRevokeNBDClient, NBDClient: &clustermap.NBDClient{Serial: serial, Name: name, Revoked: time.Now().UnixNano()}})
+	if err != nil {
+		return nil, errors.E(op, err)
+	}
+	var out []NBDClientInfo
+	for _, c := range nm.NBDClients {
+		if (serial != "" && c.Serial == serial) || (name != "" && c.Name == name) {
+			out = append(out, nbdClientInfo(c))
+			a.log.Info("revoked an NBD client certificate", "name", c.Name, "serial", c.Serial)
+		}
+	}
+	if err := a.waitEpoch(ctx, nm, "the certificate is revoked", "until they have, they may still accept it: retry the revoke (it is idempotent)"); err != nil {
+		return out, errors.E(op, err)
+	}
+	return out, nil
 }
 
 // maxClientCSR bounds the body of a client certificate request.
@@ -245,6 +411,14 @@ func (a *adminHandler) nbdClientCert(w http.ResponseWriter, r *http.Request) err
 		return errors.E(op, errors.Invalid, err)
 	}
 	ans := NBDClientCert{Name: name, Volumes: volumes, Cert: string(p), CA: string(ca.CertPEM), Serial: leaf.SerialNumber.Text(16), NotAfter: leaf.NotAfter}
+	if m.Level >= nbdClientLevel {
+		// Recorded before it is handed out: every certificate answered can be revoked.
+		rec := clustermap.NBDClient{Serial: ans.Serial, Name: name, Volumes: volumes, Issued: time.Now().UnixNano(), NotAfter: leaf.NotAfter.UnixNano()}
+		if _, err := a.apply.Apply(r.Context(), clustermap.Command{Op: clustermap.OpIssueNBDClient, NBDClient: &rec}); err != nil {
+			return errors.E(op, fmt.Errorf("the certificate was not recorded, so not handed out: %w", err))
+		}
+		ans.Recorded = true
+	}
 	body, _ := json.Marshal(ans)
 	a.log.Info("issued an NBD client certificate", "name", name, "volumes", strings.Join(volumes, ","), "serial", ans.Serial, "not_after", leaf.NotAfter, "remote", r.RemoteAddr)
 	rpc.WriteSignedBody(w, "application/json", body)

@@ -1,17 +1,20 @@
 package server
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"net"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/nodetls"
+	"github.com/cairnfs/cairn/internal/testutil"
 )
 
 // A listener that is not on loopback needs TLS or an allow-list; with TLS and no list,
@@ -72,5 +75,50 @@ func TestAuthorizeNBD(t *testing.T) {
 	}
 	if !authorizeNBD(false)(nil, "vm1") {
 		t.Error("a plain listener refuses a plain connection")
+	}
+}
+
+// Volume I/O that finds the map unconfirmed waits for a confirmation (one sent less than
+// freshFor ago) and then goes on; a confirmation that came too late to count does not
+// release it; no confirmation by the end of the context is an error. The clock is the
+// test's; the waiter's kick (its request for a confirmation now) says it is waiting.
+func TestLeaseClockWait(t *testing.T) {
+	lc := newLeaseClock(nil, nil, testutil.NewLogger(t))
+	base := time.Now()
+	var now atomic.Pointer[time.Time]
+	set := func(d time.Duration) { at := base.Add(d); now.Store(&at) }
+	set(0)
+	lc.now = func() time.Time { return *now.Load() }
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := lc.wait(ctx); !errors.Is(errors.Transient, err) || !strings.Contains(err.Error(), "not confirmed") {
+		t.Fatalf("never confirmed, context ended: %v", err)
+	}
+	lc.record(base)
+	if err := lc.wait(ctx); err != nil {
+		t.Fatalf("fresh: %v", err)
+	}
+	if lc.waits.Load() != 1 || lc.timeouts.Load() != 1 {
+		t.Fatalf("waits %d, timeouts %d, want 1 and 1", lc.waits.Load(), lc.timeouts.Load())
+	}
+
+	set(3 * time.Second) // the last confirmation is stale
+	done := make(chan error, 1)
+	go func() { done <- lc.wait(context.Background()) }()
+	<-lc.kick
+	lc.record(base.Add(500 * time.Millisecond)) // sent 2.5 s ago: too late to count
+	<-lc.kick                                   // woken, still stale, waiting again
+	select {
+	case err := <-done:
+		t.Fatalf("released by a stale confirmation: %v", err)
+	default:
+	}
+	lc.record(base.Add(2900 * time.Millisecond))
+	if err := <-done; err != nil {
+		t.Fatalf("after a fresh confirmation: %v", err)
+	}
+	if lc.waits.Load() != 2 || lc.timeouts.Load() != 1 {
+		t.Fatalf("waits %d, timeouts %d, want 2 and 1", lc.waits.Load(), lc.timeouts.Load())
 	}
 }

@@ -51,6 +51,11 @@ type Config struct {
 	// client-cert); the listener presents the node's internode certificate. It needs
 	// internode TLS (docs/design/volumes.md, "NBD over TLS").
 	NBDTLS bool
+	// VolumeFreshWait bounds how long a volume I/O on the lease holder waits for this
+	// node's map to be confirmed by the Raft leader when it finds the last confirmation
+	// too old (a node starved of CPU confirms late); past it the I/O fails with EPERM
+	// (0: 30 s). See docs/design/volumes.md, "The single-writer lease and fencing".
+	VolumeFreshWait time.Duration
 	// Internode configures mutual TLS on the node address (on by default for a new
 	// cluster; see docs/design/internode-tls.md).
 	Internode InternodeTLS
@@ -204,6 +209,9 @@ func (c *Config) validate() error {
 	}
 	if c.NBDTLS && c.Internode.Off {
 		return errors.E(errors.Invalid, "--nbd-tls require authenticates clients with the cluster CA of internode TLS: it cannot go with --internode-tls off")
+	}
+	if c.VolumeFreshWait < 0 {
+		return errors.Errorf("", errors.Invalid, "--volume-fresh-wait %s: want a duration of 0 (30s) or more", c.VolumeFreshWait)
 	}
 	if c.NBDTLS && c.NBDListen == "" {
 		return errors.E(errors.Invalid, "--nbd-tls require needs --nbd-listen")

@@ -240,7 +240,10 @@ func (s *Store) commitRange(op errors.Op, w object.RangeWrite, bd *body, sync bo
 			b.Set(segKey(bd.locs[i]), segValue(id, c.Size), nil)
 			e := extent{off: pos, n: int64(c.Size), chunk: id, inChunk: true}
 			b.Set(extentKey(o.VersionID, pos), e.value(), nil)
-			refs[id]++
+			// A chunk new in this batch has one reference, this extent: its count is
+			// set, not read (a lookup of an id no key has yet cost a fifth of the CPU
+			// of 1 MiB overwrites, docs/benchmarks.md); cutExtents never names it.
+			b.Set(chunkRefKey(id), binary.AppendUvarint(nil, 1), nil)
 			pos += int64(c.Size)
 		}
 	}
@@ -325,7 +328,8 @@ func (s *Store) cutExtents(b *pebble.Batch, vid [16]byte, from, to int64, refs m
 
 // applyRefs adds to b the reference counts changed by refs, and the deletion of the chunks
 // no extent references any more; it returns their locations (for the live-bytes
-// accounting after the commit). A chunk new in this batch has no count yet.
+// accounting after the commit). refs names chunks indexed before the batch only (a chunk
+// new in the batch has its count set by the caller).
 func (s *Store) applyRefs(b *pebble.Batch, refs map[segment.ID]int) ([]segment.Loc, error) {
 	var freed []segment.Loc
 	for id, d := range refs {

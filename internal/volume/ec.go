@@ -602,7 +602,7 @@ func (d *Device) ecWrite(ctx context.Context, i, off, n int64, data []byte) erro
 	if data == nil && st.order == 0 {
 		return nil // zeroes into an object never written
 	}
-	if err := d.check(); err != nil {
+	if err := d.check(ctx); err != nil {
 		return err
 	}
 	s0, s1 := off/ECStripe, (off+n+ECStripe-1)/ECStripe

@@ -59,10 +59,16 @@ type Config struct {
 	// Topology finds the holders of a data object; Replica reaches one.
 	Topology *topology.Topology
 	Replica  func(topology.Target) replica.Replica
-	// Fresh, if set, says whether this node may act on what its map says now: an error
-	// while it has not heard from the Raft leader lately (a node that was paused or cut
-	// off may hold a lease that moved).
-	Fresh func() error
+	// Fresh, if set, returns once this node may act on what its map says now: while the
+	// Raft leader has not confirmed the map lately (a node that was paused, cut off or
+	// starved of CPU may hold a lease that moved), it waits for the next confirmation
+	// until ctx ends, and then returns an error. An I/O that finds the map unconfirmed
+	// therefore waits instead of failing; only one that sees no confirmation within
+	// FreshWait (or finds the lease moved once confirmed) fails, with ErrLeaseLost.
+	Fresh func(ctx context.Context) error
+	// FreshWait bounds an I/O's wait for Fresh (default 30 s; the I/O's own deadline,
+	// WriteTimeout, bounds it too).
+	FreshWait time.Duration
 	// WriteTimeout bounds a write's wait for holders that do not answer (default 30 s):
 	// a holder that cannot be reached is retried until the cluster marks it down, then
 	// left to repair.
@@ -106,6 +112,9 @@ func New(cfg Config) *Service {
 	}
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 30 * time.Second
+	}
+	if cfg.FreshWait <= 0 {
+		cfg.FreshWait = 30 * time.Second
 	}
 	return &Service{cfg: cfg, log: cfg.Logger.With("component", "volume"), open: map[string]*Device{}}
 }
@@ -177,9 +186,24 @@ func (s *Service) Info(_ context.Context, name string) (nbd.ExportInfo, error) {
 	return info(v, false), nil
 }
 
+// fresh waits (Config.Fresh) until this node's map is confirmed, at most FreshWait and
+// until ctx ends; its error is ErrLeaseLost (Permission): this node cannot show that it
+// still holds any lease.
+func (s *Service) fresh(ctx context.Context) error {
+	if s.cfg.Fresh == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.FreshWait)
+	defer cancel()
+	if err := s.cfg.Fresh(ctx); err != nil {
+		return errors.E(errors.Permission, fmt.Errorf("%w: %v", ErrLeaseLost, err))
+	}
+	return nil
+}
+
 // Open implements nbd.Catalog: every connection to a volume (or to a snapshot,
 // "volume@name", read-only, on any node) shares one Device.
-func (s *Service) Open(_ context.Context, name string) (nbd.Device, nbd.ExportInfo, error) {
+func (s *Service) Open(ctx context.Context, name string) (nbd.Device, nbd.ExportInfo, error) {
 	ro := strings.Contains(name, "@")
 	var v clustermap.Volume
 	var err error
@@ -191,8 +215,11 @@ func (s *Service) Open(_ context.Context, name string) (nbd.Device, nbd.ExportIn
 	if err != nil {
 		return nil, nbd.ExportInfo{}, err
 	}
-	if s.cfg.Fresh != nil && !ro {
-		if err := s.cfg.Fresh(); err != nil {
+	if !ro {
+		if err := s.fresh(ctx); err != nil {
+			return nil, nbd.ExportInfo{}, err
+		}
+		if v, err = s.held(name); err != nil { // the map as confirmed
 			return nil, nbd.ExportInfo{}, err
 		}
 	}
@@ -316,11 +343,17 @@ var errMoved = errors.New("the volume's head moved")
 
 // enter checks that the device may serve I/O (check) and holds the gate shared, moving
 // the device to a new head first if a snapshot gave the volume one. The caller calls
-// d.gate.RUnlock when done, if enter returned no error.
-func (d *Device) enter() error {
+// d.gate.RUnlock when done, if enter returned no error. A wait for this node's map to
+// be confirmed (Config.Fresh) happens before the gate is taken.
+func (d *Device) enter(ctx context.Context) error {
+	if !d.ro {
+		if err := d.s.fresh(ctx); err != nil {
+			return err
+		}
+	}
 	for {
 		d.gate.RLock()
-		err := d.check()
+		err := d.check(ctx)
 		if err != errMoved {
 			if err != nil {
 				d.gate.RUnlock()
@@ -329,7 +362,7 @@ func (d *Device) enter() error {
 		}
 		d.gate.RUnlock()
 		d.gate.Lock()
-		if d.check() == errMoved {
+		if d.check(ctx) == errMoved {
 			d.move()
 		}
 		d.gate.Unlock()
@@ -363,8 +396,9 @@ func (d *Device) move() {
 }
 
 // check refuses I/O unless this node still holds the lease the device was opened under,
-// by a map it may trust (Config.Fresh); errMoved if the volume has a new head.
-func (d *Device) check() error {
+// by a map it may trust (Config.Fresh: a map not confirmed lately is waited for, not
+// refused at once); errMoved if the volume has a new head.
+func (d *Device) check(ctx context.Context) error {
 	if d.ro {
 		m := d.s.cfg.Maps.Current()
 		if !strings.Contains(d.vol.Name, "@") { // a detached volume read for export
@@ -379,14 +413,12 @@ func (d *Device) check() error {
 		}
 		return nil
 	}
-	if d.s.cfg.Fresh != nil {
-		if err := d.s.cfg.Fresh(); err != nil {
-			return errors.E(errors.Permission, fmt.Errorf("%w: %v", ErrLeaseLost, err))
-		}
+	if err := d.s.fresh(ctx); err != nil {
+		return err
 	}
 	v, ok := d.s.cfg.Maps.Current().Volumes[d.vol.Name]
 	if !ok || v.Created != d.vol.Created || v.Holder != d.s.cfg.Self || v.Epoch != d.vol.Epoch {
-		return errors.E(errors.Permission, fmt.Errorf("%w (volume %s)", ErrLeaseLost, d.vol.Name))
+		return errors.E(errors.Permission, fmt.Errorf("%w (volume %s): the map gives it to %q at lease epoch %d, this device writes under epoch %d", ErrLeaseLost, d.vol.Name, v.Holder, v.Epoch, d.vol.Epoch))
 	}
 	if v.ID != d.vol.ID {
 		return errMoved
@@ -427,12 +459,12 @@ func (d *Device) observe(op string, n int64, start time.Time, err error) {
 // ReadAt implements io.ReaderAt.
 func (d *Device) ReadAt(p []byte, off int64) (n int, err error) {
 	defer func(start time.Time) { d.observe("read", int64(n), start, err) }(time.Now())
-	if err := d.enter(); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), d.s.cfg.WriteTimeout)
+	defer cancel()
+	if err := d.enter(ctx); err != nil {
 		return 0, err
 	}
 	defer d.gate.RUnlock()
-	ctx, cancel := context.WithTimeout(context.Background(), d.s.cfg.WriteTimeout)
-	defer cancel()
 	err = d.pieces(off, int64(len(p)), func(i, objOff, pos, k int64) error {
 		if d.ec != nil {
 			return d.ecRead(ctx, i, objOff, p[pos:pos+k])
@@ -539,12 +571,12 @@ func (d *Device) WriteAt(p []byte, off int64) (n int, err error) {
 // unsynced write since the last FLUSH (a write synced when it was answered needs nothing).
 func (d *Device) Flush() (err error) {
 	defer func(start time.Time) { d.observe("flush", 0, start, err) }(time.Now())
-	if err := d.enter(); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), d.s.cfg.WriteTimeout)
+	defer cancel()
+	if err := d.enter(ctx); err != nil {
 		return err
 	}
 	defer d.gate.RUnlock()
-	ctx, cancel := context.WithTimeout(context.Background(), d.s.cfg.WriteTimeout)
-	defer cancel()
 	return d.flushJournals(ctx)
 }
 
@@ -635,12 +667,12 @@ func (d *Device) writeRange(off, n int64, p []byte) error {
 }
 
 func (d *Device) writeRangeOnce(off, n int64, p []byte) error {
-	if err := d.enter(); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), d.s.cfg.WriteTimeout)
+	defer cancel()
+	if err := d.enter(ctx); err != nil {
 		return err
 	}
 	defer d.gate.RUnlock()
-	ctx, cancel := context.WithTimeout(context.Background(), d.s.cfg.WriteTimeout)
-	defer cancel()
 	return d.pieces(off, n, func(i, objOff, pos, k int64) error {
 		if d.ec != nil {
 			var data []byte
@@ -670,7 +702,7 @@ func (d *Device) write(ctx context.Context, i int64, w object.RangeWrite) error 
 	if w.Data == nil && st.order == 0 && st.base == "" {
 		return nil // zeroes into an object never written: it reads as zeroes already
 	}
-	if err := d.check(); err != nil {
+	if err := d.check(ctx); err != nil {
 		return err
 	}
 	cow := ""

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -323,5 +325,112 @@ func TestFence(t *testing.T) {
 		if err := fence(tc.w); errors.KindOf(err) != tc.kind {
 			t.Errorf("%s: %v, want kind %v", tc.name, err, tc.kind)
 		}
+	}
+}
+
+// fakeLease is a confirmation source for Config.Fresh: stale until the test confirms.
+type fakeLease struct {
+	mu        sync.Mutex
+	fresh     bool
+	confirmed chan struct{}
+	waiting   chan struct{} // one value per wait that found the map stale
+}
+
+func newFakeLease() *fakeLease {
+	return &fakeLease{fresh: true, confirmed: make(chan struct{}), waiting: make(chan struct{}, 16)}
+}
+
+func (l *fakeLease) wait(ctx context.Context) error {
+	for {
+		l.mu.Lock()
+		fresh, ch := l.fresh, l.confirmed
+		l.mu.Unlock()
+		if fresh {
+			return nil
+		}
+		l.waiting <- struct{}{}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return errors.E(errors.Transient, "no confirmation")
+		}
+	}
+}
+
+func (l *fakeLease) set(fresh bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.fresh = fresh
+	close(l.confirmed)
+	l.confirmed = make(chan struct{})
+}
+
+// I/O on a holder whose map is not confirmed lately waits for a confirmation and then
+// goes on (a starved node is not a lost lease); once confirmed, a map that gives the
+// lease to another node fails the I/O without changing a byte; no confirmation within
+// FreshWait fails it too.
+func TestStaleMapWaits(t *testing.T) {
+	c := newCluster(t)
+	lease := newFakeLease()
+	s := c.service("n1")
+	s.cfg.Fresh = lease.wait
+	d := openDevice(t, s, "vm")
+	if _, err := d.WriteAt([]byte("before"), 0); err != nil {
+		t.Fatal(err)
+	}
+
+	lease.set(false)
+	wrote, read := make(chan error, 1), make(chan error, 1)
+	go func() { _, err := d.WriteAt([]byte("during"), 0); wrote <- err }()
+	go func() { _, err := d.ReadAt(make([]byte, 6), 0); read <- err }()
+	<-lease.waiting
+	<-lease.waiting
+	lease.set(true)
+	if err := <-wrote; err != nil {
+		t.Fatalf("write after the confirmation: %v", err)
+	}
+	if err := <-read; err != nil {
+		t.Fatalf("read after the confirmation: %v", err)
+	}
+	if got := readAt(t, d, 0, 6); string(got) != "during" {
+		t.Fatalf("read %q", got)
+	}
+
+	// Stale, then confirmed by a map in which the lease moved: refused.
+	lease.set(false)
+	go func() { _, err := d.WriteAt([]byte("stale!"), 0); wrote <- err }()
+	<-lease.waiting
+	c.setMap(func(m *clustermap.Map) {
+		v := m.Volumes["vm"]
+		v.Holder, v.Epoch = "n2", 2
+		m.Volumes["vm"] = v
+	})
+	lease.set(true)
+	if err := <-wrote; !errors.Is(errors.Permission, err) || !errors.IsErr(err, ErrLeaseLost) || !strings.Contains(err.Error(), `"n2"`) {
+		t.Fatalf("write after the lease moved: %v", err)
+	}
+	for id, st := range c.stores {
+		r, err := st.OpenObject(clustermap.VolumeBucket, ObjectKey("00000000000000aa", 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		r.WriteRange(context.Background(), &buf, 0, 6)
+		r.Close()
+		if buf.String() != "during" {
+			t.Errorf("node %s holds %q", id, buf.String())
+		}
+	}
+
+	// No confirmation within the bound: refused, on n2 (the holder now).
+	s2 := c.service("n2")
+	s2.cfg.Fresh, s2.cfg.FreshWait = lease.wait, time.Millisecond
+	d2 := openDevice(t, s2, "vm")
+	lease.set(false)
+	if _, err := d2.WriteAt([]byte("late"), 0); !errors.Is(errors.Permission, err) || !errors.IsErr(err, ErrLeaseLost) {
+		t.Fatalf("write with no confirmation: %v", err)
+	}
+	if _, _, err := s2.Open(context.Background(), "vm"); !errors.Is(errors.Permission, err) {
+		t.Fatalf("open with no confirmation: %v", err)
 	}
 }

@@ -28,6 +28,13 @@
 // alternated between them.
 //
 //	go run ./tools/volbench --cairn bin/cairn --dir /var/tmp --tls --runtime 10s
+//
+// --phases runs only some of the phases (randread, randwrite, read, write), and
+// --profile DIR starts the nodes with --pprof and writes a CPU profile of every node
+// during each cairn phase to DIR/PHASE-nodeN.pprof (go tool pprof reads them), and where
+// every goroutine waits half way through the phase to DIR/PHASE-nodeN.goroutines.txt.
+//
+//	go run ./tools/volbench --cairn bin/cairn --dir /var/tmp --phases randwrite --profile /tmp/prof
 package main
 
 import (
@@ -35,6 +42,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,8 +55,11 @@ import (
 
 const secret = "volbench-cluster-secret-0123456789abcdef"
 
-// adminAddr is the admin address of the first node.
-var adminAddr string
+// adminAddr is the admin address of the first node; adminAddrs every node's.
+var (
+	adminAddr  string
+	adminAddrs []string
+)
 
 func main() {
 	bin := flag.String("cairn", "bin/cairn", "the cairn binary")
@@ -58,18 +70,29 @@ func main() {
 	snaps := flag.Bool("snapshots", false, "measure snapshots, clones, copy on write and incremental export instead")
 	ec := flag.String("ec", "", "compare a volume in an erasure-coded class of this code (4+2) with a replicated one instead")
 	withTLS := flag.Bool("tls", false, "compare NBD over TLS with plain NBD instead (two single-node clusters)")
+	only := flag.String("phases", "", "comma-separated phases to run (randread, randwrite, read, write; default all)")
+	profile := flag.String("profile", "", "write a CPU profile of every node during each cairn phase to this directory (the nodes run with --pprof)")
 	flag.Parse()
 	work, err := os.MkdirTemp(*dir, "volbench-")
 	if err != nil {
 		fail(err)
 	}
 	defer os.RemoveAll(work)
+	cleanups = append(cleanups, func() { os.RemoveAll(work) })
 	if *withTLS {
 		tlsBench(*bin, work, *size, *runtime)
 		return
 	}
-	uri, vol, stop := startCairn(*bin, work, *nodes, *size)
+	var extra []string
+	if *profile != "" {
+		if err := os.MkdirAll(*profile, 0o755); err != nil {
+			fail(err)
+		}
+		extra = append(extra, "--pprof")
+	}
+	uri, vol, stop := startCairn(*bin, work, *nodes, *size, extra...)
 	defer stop()
+	cleanups = append(cleanups, stop)
 	if *snaps {
 		snapshotBench(*bin, work, uri, vol, *nodes)
 		return
@@ -85,6 +108,20 @@ func main() {
 		{"1m read", "read", "1m"},
 		{"1m write", "write", "1m"},
 	}
+	if *only != "" {
+		var some []struct{ name, rw, bs string }
+		for _, p := range phases {
+			for _, o := range strings.Split(*only, ",") {
+				if o == p.rw {
+					some = append(some, p)
+				}
+			}
+		}
+		if len(some) == 0 {
+			fail(fmt.Errorf("--phases %q names none of randread, randwrite, read, write", *only))
+		}
+		phases = some
+	}
 	// Fill both first, so that reads read data and not holes.
 	for _, target := range []string{"nbd", "file"} {
 		run(target, uri, file, *size, "write", "1m", 0, false)
@@ -92,7 +129,9 @@ func main() {
 	type row struct{ cairn, disk, diskSync float64 }
 	rows := make([]row, len(phases))
 	for i, p := range phases {
+		done := profileNodes(*profile, p.rw, *runtime)
 		rows[i].cairn = run("nbd", uri, file, *size, p.rw, p.bs, *runtime, false)
+		done()
 		rows[i].disk = run("file", uri, file, *size, p.rw, p.bs, *runtime, false)
 		if strings.Contains(p.rw, "write") {
 			rows[i].diskSync = run("file", uri, file, *size, p.rw, p.bs, *runtime, true)
@@ -113,6 +152,35 @@ func main() {
 		fmt.Printf("%-14s %14s %14s %9.2f %16s %9s\n", p.name, fmt.Sprintf("%.0f %s", rows[i].cairn, unit), fmt.Sprintf("%.0f %s", rows[i].disk, unit),
 			rows[i].cairn/rows[i].disk, syncCol, syncRatio)
 	}
+	fmt.Printf("volume I/O that waited for a node's map to be confirmed: %s; refused for lack of one: %s\n",
+		metricSum("cairn_volume_lease_waits_total"), metricSum("cairn_volume_lease_wait_timeouts_total"))
+}
+
+// metricSum is the sum of a counter over every node's /metrics ("?" if one cannot be read
+// or lacks it: an older binary).
+func metricSum(name string) string {
+	sum := 0.0
+	for _, a := range adminAddrs {
+		resp, err := http.Get("http://" + a + "/metrics")
+		if err != nil {
+			return "?"
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		found := false
+		for _, line := range strings.Split(string(b), "\n") {
+			var v float64
+			if rest, ok := strings.CutPrefix(line, name+" "); ok {
+				if _, err := fmt.Sscan(rest, &v); err == nil {
+					sum, found = sum+v, true
+				}
+			}
+		}
+		if !found {
+			return "?"
+		}
+	}
+	return fmt.Sprint(sum)
 }
 
 // startCairn starts the nodes, creates and attaches a volume, and returns its NBD URI.
@@ -137,7 +205,10 @@ func startCairn(bin, dir string, nodes int, size string, extra ...string) (strin
 		}
 		procs = append(procs, p)
 	}
-	adminAddr = procs[0].AdminAddr()
+	adminAddr, adminAddrs = procs[0].AdminAddr(), nil
+	for _, p := range procs {
+		adminAddrs = append(adminAddrs, p.AdminAddr())
+	}
 	vol := func(args ...string) []byte {
 		cmd := exec.Command(bin, append([]string{"volume", "--admin", procs[0].AdminAddr(), "--json"}, args...)...)
 		cmd.Env = append(os.Environ(), "CAIRN_CLUSTER_SECRET="+secret)
@@ -169,6 +240,54 @@ func startCairn(bin, dir string, nodes int, size string, extra ...string) (strin
 		fail(err)
 	}
 	return v.URI, vol, stop
+}
+
+// profileNodes starts a CPU profile of every node for runtime (dir "": none) and returns
+// the function that waits for them and writes them to dir/phase-nodeN.pprof.
+func profileNodes(dir, phase string, runtime time.Duration) func() {
+	if dir == "" {
+		return func() {}
+	}
+	errs := make(chan error, 2*len(adminAddrs))
+	for i, a := range adminAddrs {
+		go func() { // where every goroutine waits, half way through
+			time.Sleep(2*time.Second + runtime/2)
+			resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/goroutine?debug=1", a))
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-node%d.goroutines.txt", phase, i+1)), b, 0o644)
+			}
+			errs <- err
+		}()
+		go func() {
+			resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", a, int(runtime.Seconds())))
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			if err == nil && resp.StatusCode != http.StatusOK {
+				err = fmt.Errorf("profile of node%d: %s: %s", i+1, resp.Status, b)
+			}
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-node%d.pprof", phase, i+1)), b, 0o644)
+			}
+			errs <- err
+		}()
+	}
+	return func() {
+		for range 2 * len(adminAddrs) {
+			if err := <-errs; err != nil {
+				fail(err)
+			}
+		}
+	}
 }
 
 // run runs one fio phase and returns IOPS (4k) or MiB/s (1m).
@@ -237,7 +356,14 @@ func fioCommand(args ...string) *exec.Cmd {
 	return cmd
 }
 
+// cleanups run, last first, when fail ends the run (os.Exit skips deferred calls): the
+// nodes stopped, the work directory removed.
+var cleanups []func()
+
 func fail(err error) {
+	for i := len(cleanups) - 1; i >= 0; i-- {
+		cleanups[i]()
+	}
 	fmt.Fprintln(os.Stderr, "volbench:", err)
 	os.Exit(1)
 }
