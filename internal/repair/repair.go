@@ -69,6 +69,9 @@ type Coordinator interface {
 	// Migrate archives version v of bucket/key in the external tier named tier
 	// (gateway.Gateway.Migrate): the bytes moved, 0 if there was nothing to do.
 	Migrate(ctx context.Context, bucket, key string, v uint64, tier string) (int64, error)
+	// MigrateNoncurrent is Migrate for a noncurrent version v
+	// (gateway.Gateway.MigrateNoncurrent).
+	MigrateNoncurrent(ctx context.Context, bucket, key string, v uint64, tier string) (int64, error)
 	// DeleteTierCopy deletes an archived version's copy from its tier (absent is not an
 	// error; NotExist if the tier is not in the map).
 	DeleteTierCopy(ctx context.Context, tier, key string) error
