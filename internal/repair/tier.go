@@ -112,12 +112,19 @@ func (l *Loops) RunTiering(ctx context.Context) {
 	}
 }
 
-// firstUpHolderIn reports whether this node is the first holder in ids that is up and of
-// device class dc: the one node of the marked class that migrates the key (a key's
-// holders may be of several device classes, and only the marked one's nodes migrate).
-func (l *Loops) firstUpHolderIn(m *clustermap.Map, ids []string, dc string) bool {
+// firstUpMarkedHolder reports whether this node is the first holder in ids that is up and
+// of a device class with water marks: the one node that migrates the key. A key's holders
+// may be of several device classes: an unmarked one's nodes (archive nodes, say) never
+// migrate, so they are passed over; of the marked ones only the first holder across all
+// of them migrates, so a key held by two marked classes that are both past their high
+// marks is copied to the tier once, not once per class (two copies, one never named).
+func (l *Loops) firstUpMarkedHolder(m *clustermap.Map, ids []string) bool {
 	for _, id := range ids {
-		if n, ok := m.Node(id); ok && n.State == clustermap.StateUp && n.DeviceClass == dc {
+		n, ok := m.Node(id)
+		if !ok || n.State != clustermap.StateUp {
+			continue
+		}
+		if _, marked := m.WaterMarks[n.DeviceClass]; marked {
 			return id == l.self
 		}
 	}
@@ -192,7 +199,7 @@ func (l *Loops) TierPass(ctx context.Context) int64 {
 		if e.Deleted || e.Noncurrent || e.DeleteMarker || e.Striped || e.Size == 0 {
 			return nil
 		}
-		if l.firstUpHolderIn(m, tc.Table.Lookup(e.Bucket, e.Key), self.DeviceClass) {
+		if l.firstUpMarkedHolder(m, tc.Table.Lookup(e.Bucket, e.Key)) {
 			cands = append(cands, tierCandidate{bucket: e.Bucket, key: e.Key, hlc: e.HLC, size: e.Size})
 		}
 		return nil
