@@ -24,7 +24,9 @@ import (
 // 1 MB, two-way set-associative) answers a read of a key noted in the period with at
 // most two atomic loads, without the lock: the keys read often stay in it, the others
 // (a set's third key, a key not read since its set moved on) take the lock and the hash
-// set's answer, as before. Times are hints: a crash loses those not flushed yet, and the
+// set's answer, as before; a key is put in the cache when it is noted, and again one
+// time in accessAdmit that the hash set answers for it (so a scan of more keys than the
+// cache holds does not rewrite it at every read). Times are hints: a crash loses those not flushed yet, and the
 // entry of a deleted object stays (it is ignored: the tier pass looks times up for the
 // objects it holds only).
 
@@ -35,7 +37,11 @@ const accessShards = 32
 const accessSeenMax = 1 << 16
 
 // accessCacheSlots is the size of the table of marks (a power of 2; 8 bytes a slot).
-const accessCacheSlots = 1 << 17
+const accessCacheSlots = 1 << 15
+
+// accessAdmit: a key noted already but missing from the cache is put in it once in
+// accessAdmit such reads (per shard).
+const accessAdmit = 8
 
 type accessTracker struct {
 	seed  maphash.Seed
@@ -52,6 +58,7 @@ type accessShard struct {
 	period  int64
 	seen    map[uint64]struct{} // hashes of the keys written (or pending) in period
 	pending []accessEntry
+	admit   uint8 // reads of noted keys missing from the cache (accessAdmit)
 }
 
 type accessEntry struct {
@@ -70,6 +77,16 @@ func (s *Store) granularity() time.Duration {
 		return g
 	}
 	return time.Hour
+}
+
+// cache1 puts mark in its set b: the newest mark in slot b, the one it replaces moved to
+// b+1 (two keys of one set read in turn both stay), the older one there forgotten (the
+// hash set still has it). A mark lost to a concurrent cache1 of the set costs one more
+// look in the hash set.
+func (a *accessTracker) cache1(b, mark uint64) {
+	if prev := a.cache[b].Swap(mark); prev != mark {
+		a.cache[b+1].Store(prev)
+	}
 }
 
 func (a *accessTracker) init() {
@@ -107,17 +124,18 @@ func (s *Store) touch(bucket, key string, now int64) {
 	sh := &a.shards[h%accessShards]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	// The newest mark of a set in slot b, the one it replaces moved to b+1 (two keys of
-	// one set read in turn both stay), the older one there forgotten (it is in seen).
-	if prev := a.cache[b].Swap(mark); prev != mark {
-		a.cache[b+1].Store(prev)
-	}
 	if sh.period != t || len(sh.seen) >= accessSeenMax {
 		sh.period, sh.seen = t, nil
 	}
 	if _, ok := sh.seen[h]; ok {
+		// Noted, but not in the cache: cached again one time in accessAdmit, so that
+		// more keys read in turn than the cache holds do not rewrite it on every read.
+		if sh.admit++; sh.admit%accessAdmit == 0 {
+			a.cache1(b, mark)
+		}
 		return
 	}
+	a.cache1(b, mark)
 	if sh.seen == nil {
 		sh.seen = make(map[uint64]struct{}, 1024)
 	}
