@@ -103,7 +103,8 @@ func TestTierRestoreExpiry(t *testing.T) {
 // water marks, both past their high marks, is migrated by one node only: the first up
 // holder across the marked classes (the archive nodes, unmarked, are passed over), not
 // the first of each class; so with both classes' passes running at once the tier holds
-// one copy per key, and every holder has the stub.
+// one copy per key, and every holder has the stub. The passes hold 5 candidates at a
+// time (batches of the least recently used, scanned again until done).
 func TestTierTwoMarkedClasses(t *testing.T) {
 	c, _ := newTierCluster(t, clustermap.RecallTransparent)
 	ctx := context.Background()
@@ -141,6 +142,7 @@ func TestTierTwoMarkedClasses(t *testing.T) {
 	}
 	done := make(chan int64, 2)
 	for _, n := range c.nodes[:2] {
+		n.loops.tierBatch = 5 // each pass holds 5 candidates at a time: three batches for 12 keys
 		go func() { done <- n.loops.TierPass(ctx) }()
 	}
 	moved := <-done + <-done

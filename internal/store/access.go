@@ -177,6 +177,21 @@ func (s *Store) FlushAccess() (int, error) {
 	return n, nil
 }
 
+// AccessTime returns the last-access time of bucket/key as last flushed (unix
+// nanoseconds, truncated to the granularity); false if it was never read since tracking
+// began, or cannot be read (the times are hints).
+func (s *Store) AccessTime(bucket, key string) (int64, bool) {
+	v, closer, err := s.db.Get(accessKey(bucket, key))
+	if err != nil {
+		return 0, false
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(v)), true
+}
+
 // AccessTimes returns the last-access times of bucket's objects that were read since
 // tracking began (unix nanoseconds, truncated to the granularity), by key.
 func (s *Store) AccessTimes(bucket string) (map[string]int64, error) {
