@@ -371,7 +371,7 @@ func (c *adminClient) lifecycleCmd(stdout io.Writer, args []string, asJSON bool)
 		}
 		n := l.Last
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", l.Bucket, l.Node, state, when(l.Finished), when(l.Next),
-			n.Scanned, n.ExpiredCurrent, n.ExpiredNoncurrent, n.RemovedMarkers, n.AbortedUploads, n.Transitioned, n.SkippedLocked, n.Errors)
+			n.Scanned, n.ExpiredCurrent, n.ExpiredNoncurrent, n.RemovedMarkers, n.AbortedUploads, n.Transitioned+n.TransitionedNoncurrent, n.SkippedLocked, n.Errors)
 	}
 	tw.Flush()
 	return nil

@@ -6,7 +6,9 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/object"
@@ -292,5 +294,85 @@ func BenchmarkGetCached(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkGetAccessTimes is the cost of access tracking (store.Touch, for tiering) on a
+// 4 KiB GET through the coordinator of an in-process 3-node cluster (no HTTP, no SigV4:
+// the cheapest GET there is), as a same-run ratio: two gateways on node 0 of one cluster,
+// one noting reads and one not (Config.NoAccessTimes), alternated in blocks of 500 GETs
+// (ABBA order, so drift in the machine's load falls on both). Reported per GET of each:
+// the wall time and the process's CPU time (user + system, from getrusage: on a loaded
+// machine the wall time is mostly the wait for a core), and the CPU difference in percent.
+func BenchmarkGetAccessTimes(b *testing.B) {
+	ctx := context.Background()
+	body := randBody(2, 4<<10)
+	c := newCluster(b, 3, clusterConfig{class: clustermap.Class{N: 3, W: 2, R: 1, D: 2}})
+	c.createBucket("bench")
+	on := c.nodes[0].gw
+	cfg := on.cfg
+	cfg.NoAccessTimes = true
+	off := New(cfg)
+	b.Cleanup(func() { off.Close() })
+	const keys = 64
+	for i := range keys {
+		if _, err := put(ctx, on, "bench", "get/"+strconv.Itoa(i), body, int64(len(body))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var buf bytes.Buffer
+	get := func(g *Gateway, i int) {
+		rd, err := g.OpenObject(ctx, "bench", "get/"+strconv.Itoa(i%keys))
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf.Reset()
+		n, err := rd.WriteRange(ctx, &buf, 0, rd.Info().Size)
+		rd.Close()
+		if err != nil || n != int64(len(body)) {
+			b.Fatalf("read %d bytes: %v", n, err)
+		}
+	}
+	for i := range 2 * keys { // warm both (the first reads of a period are the writes)
+		get(on, i)
+		get(off, i)
+	}
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			b.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	const block = 500
+	var wall, used [2]time.Duration // [0] with access times, [1] without
+	var count [2]int
+	i := 0
+	b.ResetTimer()
+	for round := 0; count[0]+count[1] < b.N; round++ {
+		for j := range 2 {
+			side := j ^ round%2
+			g := on
+			if side == 1 {
+				g = off
+			}
+			n := min(block, b.N-count[0]-count[1])
+			start, c0 := time.Now(), cpu()
+			for range n {
+				get(g, i)
+				i++
+			}
+			wall[side] += time.Since(start)
+			used[side] += cpu() - c0
+			count[side] += n
+		}
+	}
+	if count[0] > 0 && count[1] > 0 {
+		per := func(d [2]time.Duration, side int) float64 { return float64(d[side]) / float64(count[side]) }
+		b.ReportMetric(per(wall, 0), "wall-ns/get-on")
+		b.ReportMetric(per(wall, 1), "wall-ns/get-off")
+		b.ReportMetric(per(used, 0), "cpu-ns/get-on")
+		b.ReportMetric(per(used, 1), "cpu-ns/get-off")
+		b.ReportMetric(100*(per(used, 0)-per(used, 1))/per(used, 1), "%cpu-cost")
 	}
 }

@@ -272,11 +272,14 @@ func (g *Gateway) openCurrent(ctx context.Context, bucket, key string, useCache 
 		// A client's read of a key this node holds: its last access, noted in memory and
 		// written in batches (store.Touch), orders migration to a tier (tier.go).
 		holder := false
-		for _, t := range ts {
-			holder = holder || t.ID == g.cfg.NodeID
+		for i := range ts {
+			if ts[i].ID == g.cfg.NodeID {
+				holder = true
+				break
+			}
 		}
 		if holder {
-			defer g.touch(bucket, key, &err)
+			defer g.touch(bucket, key, &err) // not in the loop: an open-coded defer
 		}
 	}
 	r := g.readQuorum(cls, ts)
@@ -342,9 +345,10 @@ func (g *Gateway) openStriped(o *object.Object, bucket, key string, fill func(Ob
 	return fill(rd, bucket, key), nil
 }
 
-// touch notes a client's read of bucket/key in this node's store, if the read succeeded.
+// touch notes a client's read of bucket/key in this node's store, if the read succeeded
+// (by the store's monotonic clock: cheaper than time.Now on the GET path).
 func (g *Gateway) touch(bucket, key string, err *error) {
 	if *err == nil {
-		g.cfg.Store.Touch(bucket, key, time.Now())
+		g.cfg.Store.TouchNow(bucket, key)
 	}
 }

@@ -97,6 +97,34 @@ func (g *Gateway) tierStore(name string) (TierStore, error) {
 // same bytes) and the next attempt writes it again.
 func (g *Gateway) Migrate(ctx context.Context, bucket, key string, v uint64, tierName string) (int64, error) {
 	const op errors.Op = "gateway.Migrate"
+	return g.migrate(ctx, op, bucket, key, v, tierName, func() (ObjectReader, error) {
+		rd, err := g.openObject(ctx, bucket, key, false)
+		if err == nil && rd.Info().HLC != v {
+			rd.Close()
+			return nil, errors.E(errors.NotExist, "not the current version") // a newer version or a delete came first
+		}
+		return rd, err
+	})
+}
+
+// MigrateNoncurrent is Migrate for version v of bucket/key when it is a noncurrent
+// version (a lifecycle NoncurrentVersionTransition): the version, read by its id from
+// its holders, is copied and stubbed in the same way, whatever the key's current version
+// is (the caller decided that v is noncurrent). 0 when v is gone (purged), a delete
+// marker, archived already, empty, or locked and the tier external.
+func (g *Gateway) MigrateNoncurrent(ctx context.Context, bucket, key string, v uint64, tierName string) (int64, error) {
+	const op errors.Op = "gateway.MigrateNoncurrent"
+	if v == 0 {
+		return 0, errors.E(op, errors.Invalid, "a noncurrent version is named by its HLC")
+	}
+	return g.migrate(ctx, op, bucket, key, v, tierName, func() (ObjectReader, error) {
+		return g.OpenVersion(ctx, bucket, key, v) // a stub streams from its tier: Tiered, skipped below
+	})
+}
+
+// migrate is Migrate and MigrateNoncurrent: open opens version v (NotExist: nothing to
+// do).
+func (g *Gateway) migrate(ctx context.Context, op errors.Op, bucket, key string, v uint64, tierName string, open func() (ObjectReader, error)) (int64, error) {
 	ts0, err := g.tierStore(tierName)
 	if err != nil {
 		return 0, errors.E(op, err)
@@ -110,7 +138,7 @@ func (g *Gateway) Migrate(ctx context.Context, bucket, key string, v uint64, tie
 			return 0, errors.Errorf(op, errors.Transient, "holder %s is down: every holder must take the stub", t.ID)
 		}
 	}
-	rd, err := g.openObject(ctx, bucket, key, false)
+	rd, err := open()
 	if errors.Is(errors.NotExist, err) {
 		return 0, nil
 	}
@@ -157,8 +185,8 @@ func (g *Gateway) Migrate(ctx context.Context, bucket, key string, v uint64, tie
 		return 0, errors.E(op, quorumFailure("stub", ok, failed, len(ts), len(ts)))
 	}
 	for _, r := range ok {
-		if r.o != nil && r.o.HLC != v {
-			return 0, nil // a newer write came first on a holder: it is not archived there
+		if r.o != nil && (r.o.HLC != v || r.o.Purged || r.o.Deleted) {
+			return 0, nil // a newer write (or a purge) came first on a holder: it is not archived there
 		}
 	}
 	g.tiers.migrated.Add(1)

@@ -355,3 +355,68 @@ func TestTierGarbage(t *testing.T) {
 		t.Fatalf("%d copies left in the tier after the recall", mt.len())
 	}
 }
+
+// MigrateNoncurrent archives a noncurrent version by its id in an external tier: the
+// stub on every holder, the current version untouched, the archived version read back by
+// its id; again, nothing to do; a version under a retention stays local (an external
+// tier cannot keep the lock's guarantee); a purged version is nothing to do.
+func TestMigrateNoncurrent(t *testing.T) {
+	ctx := context.Background()
+	c, mt := tierCluster(t)
+	g := c.nodes[0].gw
+	put := func(body []byte, meta object.Object) *object.Object {
+		meta.Versioned = true
+		o, err := g.PutObject(ctx, "b", "k", &meta, bytes.NewReader(body), int64(len(body)), object.PutOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	b1, b2, b3 := randBody(31, 200<<10), randBody(32, 1000), randBody(33, 5000)
+	v1 := put(b1, object.Object{})
+	v2 := put(b2, object.Object{Retention: object.Retention{Mode: object.LockCompliance, Until: time.Now().Add(time.Hour).UnixNano()}})
+	v3 := put(b3, object.Object{})
+	if n, err := c.nodes[1].gw.MigrateNoncurrent(ctx, "b", "k", v1.HLC, "remote"); err != nil || n != int64(len(b1)) {
+		t.Fatalf("migrate v1: %d, %v", n, err)
+	}
+	if n, err := c.nodes[2].gw.MigrateNoncurrent(ctx, "b", "k", v1.HLC, "remote"); err != nil || n != 0 {
+		t.Fatalf("migrate v1 again: %d, %v", n, err)
+	}
+	if n, err := c.nodes[1].gw.MigrateNoncurrent(ctx, "b", "k", v2.HLC, "remote"); err != nil || n != 0 {
+		t.Fatalf("migrate the locked v2 to an external tier: %d, %v", n, err)
+	}
+	if mt.len() != 1 {
+		t.Fatalf("%d copies in the tier, want 1", mt.len())
+	}
+	for _, nd := range c.nodes {
+		o1, err1 := nd.store.StatAt("b", "k", v1.HLC)
+		o2, err2 := nd.store.StatAt("b", "k", v2.HLC)
+		cur, err3 := nd.store.StatObject("b", "k")
+		if err1 != nil || err2 != nil || err3 != nil || !o1.Tiered() || o2.Tiered() || cur.HLC != v3.HLC || cur.Tiered() || o1.ETag != v1.ETag {
+			t.Fatalf("%s: v1 %+v %v, v2 %v, current %v: want v1 archived only", nd.id, o1, err1, err2, err3)
+		}
+	}
+	rd, err := c.nodes[2].gw.OpenVersion(ctx, "b", "k", v1.HLC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	_, err = rd.WriteRange(ctx, &buf, 0, rd.Info().Size)
+	rd.Close()
+	if err != nil || !bytes.Equal(buf.Bytes(), b1) {
+		t.Fatalf("read v1 by its id: %d bytes, %v", buf.Len(), err)
+	}
+	if got, _, err := get(ctx, g, "b", "k", 0, -1); err != nil || !bytes.Equal(got, b3) {
+		t.Fatalf("the current version: %v", err)
+	}
+	// A purged version: nothing to do (and the purge collects v1's copy as garbage).
+	if _, err := g.DeleteRecord(ctx, "b", "k", object.Object{HLC: v1.HLC, Versioned: true, Purged: true}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := g.MigrateNoncurrent(ctx, "b", "k", v1.HLC, "remote"); err != nil || n != 0 {
+		t.Fatalf("migrate the purged v1: %d, %v", n, err)
+	}
+	if gc, err := c.nodes[0].store.TierGarbage(100); err != nil || len(gc) != 1 {
+		t.Fatalf("tier garbage after the purge of v1: %+v, %v", gc, err)
+	}
+}

@@ -65,11 +65,11 @@ type Rule struct {
 	Expiration                     *Expiration                     `xml:"Expiration"`
 	NoncurrentVersionExpiration    *NoncurrentVersionExpiration    `xml:"NoncurrentVersionExpiration"`
 	AbortIncompleteMultipartUpload *AbortIncompleteMultipartUpload `xml:"AbortIncompleteMultipartUpload"`
-	// Transitions move current versions to an archive tier (at most one per rule in
-	// cairn); NoncurrentVersionTransitions are decoded only to be refused (noncurrent
-	// versions are not migrated).
-	Transitions           []Transition `xml:"Transition"`
-	NoncurrentTransitions []xml.Name   `xml:"NoncurrentVersionTransition"`
+	// Transitions move current versions, NoncurrentTransitions noncurrent ones, to an
+	// archive tier (at most one of each per rule in cairn: an archived version does not
+	// move on from tier to tier).
+	Transitions           []Transition                  `xml:"Transition"`
+	NoncurrentTransitions []NoncurrentVersionTransition `xml:"NoncurrentVersionTransition"`
 }
 
 // Transition moves a current version, Days after its creation or from a Date on, to the
@@ -85,6 +85,18 @@ type Transition struct {
 
 // Tier is the name of the tier a Transition's StorageClass names.
 func (t *Transition) Tier() string { return strings.ToLower(t.StorageClass) }
+
+// NoncurrentVersionTransition moves a noncurrent version, NoncurrentDays after it became
+// noncurrent (its successor's creation), to the archive tier its StorageClass names (as
+// a Transition's), keeping the NewerNoncurrentVersions newest noncurrent versions local.
+type NoncurrentVersionTransition struct {
+	NoncurrentDays          *int   `xml:"NoncurrentDays"`
+	StorageClass            string `xml:"StorageClass"`
+	NewerNoncurrentVersions *int   `xml:"NewerNoncurrentVersions"`
+}
+
+// Tier is the name of the tier the StorageClass names.
+func (t *NoncurrentVersionTransition) Tier() string { return strings.ToLower(t.StorageClass) }
 
 // Filter chooses the objects a rule applies to: at most one of its elements.
 type Filter struct {
@@ -199,13 +211,13 @@ func (rl *Rule) validate() error {
 	if (rl.Prefix == nil) == (rl.Filter == nil) {
 		return malformed() // exactly one of the legacy Prefix and Filter
 	}
-	if len(rl.NoncurrentTransitions) > 0 {
-		return &Error{501, "NotImplemented", "NoncurrentVersionTransition is not implemented: cairn migrates current versions only; use Transition, or NoncurrentVersionExpiration"}
-	}
 	if len(rl.Transitions) > 1 {
 		return &Error{501, "NotImplemented", "More than one Transition in a rule is not implemented: cairn moves an object to one archive tier, where it stays until it is read"}
 	}
-	if rl.Expiration == nil && rl.NoncurrentVersionExpiration == nil && rl.AbortIncompleteMultipartUpload == nil && len(rl.Transitions) == 0 {
+	if len(rl.NoncurrentTransitions) > 1 {
+		return &Error{501, "NotImplemented", "More than one NoncurrentVersionTransition in a rule is not implemented: cairn moves a version to one archive tier, where it stays"}
+	}
+	if rl.Expiration == nil && rl.NoncurrentVersionExpiration == nil && rl.AbortIncompleteMultipartUpload == nil && len(rl.Transitions) == 0 && len(rl.NoncurrentTransitions) == 0 {
 		return invalidReq("At least one action needs to be specified in a rule")
 	}
 	tags, sizes := false, false
@@ -281,6 +293,11 @@ func (rl *Rule) validate() error {
 		}
 		if v := nc.NewerNoncurrentVersions; v != nil && (*v <= 0 || *v > maxNewer) {
 			return invalidArg("'NewerNoncurrentVersions' for NoncurrentVersionExpiration action must be a positive integer up to %d", maxNewer)
+		}
+	}
+	for i := range rl.NoncurrentTransitions { // after the NoncurrentVersionExpiration, which they are compared with
+		if err := rl.NoncurrentTransitions[i].validate(rl.NoncurrentVersionExpiration); err != nil {
+			return err
 		}
 	}
 	if a := rl.AbortIncompleteMultipartUpload; a != nil {
@@ -373,23 +390,50 @@ func (t *Transition) validate(e *Expiration) error {
 	return nil
 }
 
-// CheckTiers refuses (InvalidStorageClass) a configuration whose Transition names a
-// tier for which known is false: the cluster has no such archive tier.
+// validate checks a NoncurrentVersionTransition against S3's rules, and against the
+// rule's NoncurrentVersionExpiration e (nil: none), which must come later.
+func (t *NoncurrentVersionTransition) validate(e *NoncurrentVersionExpiration) error {
+	if t.NoncurrentDays == nil || t.StorageClass == "" {
+		return malformed()
+	}
+	if *t.NoncurrentDays < 0 {
+		return invalidArg("'NoncurrentDays' in NoncurrentVersionTransition action must be nonnegative")
+	}
+	if v := t.NewerNoncurrentVersions; v != nil && (*v <= 0 || *v > maxNewer) {
+		return invalidArg("'NewerNoncurrentVersions' for NoncurrentVersionTransition action must be a positive integer up to %d", maxNewer)
+	}
+	if e != nil && e.NoncurrentDays != nil && *e.NoncurrentDays <= *t.NoncurrentDays {
+		return invalidArg("'NoncurrentDays' in NoncurrentVersionExpiration action must be greater than 'NoncurrentDays' in NoncurrentVersionTransition action")
+	}
+	return nil
+}
+
+// CheckTiers refuses (InvalidStorageClass) a configuration whose Transition or
+// NoncurrentVersionTransition names a tier for which known is false: the cluster has no
+// such archive tier.
 func (c *Config) CheckTiers(known func(tier string) bool) error {
+	refuse := func(class string) error {
+		return &Error{400, "InvalidStorageClass", fmt.Sprintf("The storage class you specified is not valid: %q names no archive tier of this cluster (cairn admin tier list)", class)}
+	}
 	for i := range c.Rules {
 		for _, t := range c.Rules[i].Transitions {
 			if !known(t.Tier()) {
-				return &Error{400, "InvalidStorageClass", fmt.Sprintf("The storage class you specified is not valid: %q names no archive tier of this cluster (cairn admin tier list)", t.StorageClass)}
+				return refuse(t.StorageClass)
+			}
+		}
+		for _, t := range c.Rules[i].NoncurrentTransitions {
+			if !known(t.Tier()) {
+				return refuse(t.StorageClass)
 			}
 		}
 	}
 	return nil
 }
 
-// Transitions reports whether any rule has a Transition.
+// Transitions reports whether any rule has a Transition or a NoncurrentVersionTransition.
 func (c *Config) Transitions() bool {
 	for i := range c.Rules {
-		if len(c.Rules[i].Transitions) > 0 {
+		if len(c.Rules[i].Transitions) > 0 || len(c.Rules[i].NoncurrentTransitions) > 0 {
 			return true
 		}
 	}

@@ -32,6 +32,8 @@ const (
 	AbortUpload Kind = "abort_upload"
 	// TransitionCurrent moves the current version to the archive tier Action.Tier.
 	TransitionCurrent Kind = "transition"
+	// TransitionNoncurrent moves a noncurrent version to the archive tier Action.Tier.
+	TransitionNoncurrent Kind = "transition_noncurrent"
 )
 
 // Action is an action due on one version.
@@ -125,8 +127,9 @@ func sizeOK(size int64, gt, lt *int64) bool {
 // Evaluate returns the actions due at now on a key's versions, given newest first (the
 // first is the current one). Rules may overlap, as current S3 allows: every enabled
 // rule that matches a version is considered, and a version gets one action, from the
-// first rule (in document order) under which it is due; an expiry of the current
-// version before a Transition of it (which is never due on an archived version). ExpireCurrent is never due on a
+// first rule (in document order) under which it is due; an expiry before a Transition
+// (of the current version) or a NoncurrentVersionTransition (of a noncurrent one), and
+// neither is due on an archived version or a delete marker. ExpireCurrent is never due on a
 // delete marker; RemoveMarker only on a current delete marker with no other version (by
 // ExpiredObjectDeleteMarker, or by Days once the marker is that old).
 func (c *Config) Evaluate(key string, versions []Version, now time.Time) []Action {
@@ -179,25 +182,47 @@ func (c *Config) Evaluate(key string, versions []Version, now time.Time) []Actio
 	}
 	// Noncurrent versions: version i became noncurrent when version i-1 was written.
 	for i := 1; i < len(versions); i++ {
-		v := versions[i]
-		since := versions[i-1].ModTime
-		for j := range c.Rules {
-			rl := &c.Rules[j]
-			nc := rl.NoncurrentVersionExpiration
-			if rl.Status != "Enabled" || nc == nil || !rl.prefixOK(key) {
-				continue
-			}
-			if nc.NewerNoncurrentVersions != nil && i-1 < *nc.NewerNoncurrentVersions {
-				continue // one of the newest noncurrent versions the rule keeps
-			}
-			if now.Before(dueAfter(since, *nc.NoncurrentDays)) || !rl.matches(key, v.Size, v.Tags) {
-				continue
-			}
-			out = append(out, Action{Kind: ExpireNoncurrent, HLC: v.HLC, Rule: rl.ID})
-			break
+		if a, ok := c.noncurrent(key, i, versions, now); ok {
+			out = append(out, a)
 		}
 	}
 	return out
+}
+
+// noncurrent returns the action due on versions[i], a noncurrent version: its
+// expiration by the first rule under which one is due, else (a version that is neither
+// a delete marker nor archived already) its NoncurrentVersionTransition by the first
+// rule under which one is due. Permanent deletion comes before transition, as in S3.
+func (c *Config) noncurrent(key string, i int, versions []Version, now time.Time) (Action, bool) {
+	v := versions[i]
+	since := versions[i-1].ModTime
+	kept := func(newer *int) bool { return newer != nil && i-1 < *newer } // one of the newest noncurrent versions a rule keeps
+	for j := range c.Rules {
+		rl := &c.Rules[j]
+		nc := rl.NoncurrentVersionExpiration
+		if rl.Status != "Enabled" || nc == nil || !rl.prefixOK(key) || kept(nc.NewerNoncurrentVersions) {
+			continue
+		}
+		if now.Before(dueAfter(since, *nc.NoncurrentDays)) || !rl.matches(key, v.Size, v.Tags) {
+			continue
+		}
+		return Action{Kind: ExpireNoncurrent, HLC: v.HLC, Rule: rl.ID}, true
+	}
+	if v.DeleteMarker || v.Archived {
+		return Action{}, false
+	}
+	for j := range c.Rules {
+		rl := &c.Rules[j]
+		if rl.Status != "Enabled" || len(rl.NoncurrentTransitions) == 0 || !rl.prefixOK(key) {
+			continue
+		}
+		t := &rl.NoncurrentTransitions[0]
+		if kept(t.NewerNoncurrentVersions) || now.Before(dueAfter(since, *t.NoncurrentDays)) || !rl.matches(key, v.Size, v.Tags) {
+			continue
+		}
+		return Action{Kind: TransitionNoncurrent, HLC: v.HLC, Rule: rl.ID, Tier: t.Tier()}, true
+	}
+	return Action{}, false
 }
 
 // due returns when a current version written at mod expires by e (false: e does not

@@ -69,7 +69,16 @@ var parseTests = []struct {
 	{"expiration date before transition", doc(`<Rule><Filter/><Status>Enabled</Status><Transition><Date>2027-02-01T00:00:00Z</Date><StorageClass>cold</StorageClass></Transition><Expiration><Date>2027-01-01T00:00:00Z</Date></Expiration></Rule>`), "InvalidArgument"},
 	{"transition days, expiration date", doc(`<Rule><Filter/><Status>Enabled</Status><Transition><Days>3</Days><StorageClass>cold</StorageClass></Transition><Expiration><Date>2027-01-01T00:00:00Z</Date></Expiration></Rule>`), "InvalidRequest"},
 	{"two transitions", doc(`<Rule><Filter/><Status>Enabled</Status><Transition><Days>3</Days><StorageClass>cold</StorageClass></Transition><Transition><Days>30</Days><StorageClass>remote</StorageClass></Transition></Rule>`), "NotImplemented"},
-	{"noncurrent transition", doc(`<Rule><Filter/><Status>Enabled</Status><NoncurrentVersionTransition><NoncurrentDays>30</NoncurrentDays><StorageClass>GLACIER</StorageClass></NoncurrentVersionTransition></Rule>`), "NotImplemented"},
+	{"noncurrent transition", doc(`<Rule><Filter/><Status>Enabled</Status><NoncurrentVersionTransition><NoncurrentDays>30</NoncurrentDays><StorageClass>GLACIER</StorageClass></NoncurrentVersionTransition></Rule>`), ""},
+	{"noncurrent transition newer", doc(`<Rule><Filter><Tag><Key>k</Key><Value>v</Value></Tag></Filter><Status>Enabled</Status><NoncurrentVersionTransition><NoncurrentDays>0</NoncurrentDays><StorageClass>cold</StorageClass><NewerNoncurrentVersions>2</NewerNoncurrentVersions></NoncurrentVersionTransition><NoncurrentVersionExpiration><NoncurrentDays>1</NoncurrentDays></NoncurrentVersionExpiration></Rule>`), ""},
+	{"noncurrent transition alone in a rule with transition", doc(`<Rule><Filter/><Status>Enabled</Status><Transition><Days>10</Days><StorageClass>cold</StorageClass></Transition><NoncurrentVersionTransition><NoncurrentDays>5</NoncurrentDays><StorageClass>cold</StorageClass></NoncurrentVersionTransition></Rule>`), ""},
+	{"noncurrent transition negative", doc(`<Rule><Filter/><Status>Enabled</Status><NoncurrentVersionTransition><NoncurrentDays>-1</NoncurrentDays><StorageClass>cold</StorageClass></NoncurrentVersionTransition></Rule>`), "InvalidArgument"},
+	{"noncurrent transition no days", doc(`<Rule><Filter/><Status>Enabled</Status><NoncurrentVersionTransition><StorageClass>cold</StorageClass></NoncurrentVersionTransition></Rule>`), "MalformedXML"},
+	{"noncurrent transition no class", doc(`<Rule><Filter/><Status>Enabled</Status><NoncurrentVersionTransition><NoncurrentDays>3</NoncurrentDays></NoncurrentVersionTransition></Rule>`), "MalformedXML"},
+	{"noncurrent transition newer zero", doc(`<Rule><Filter/><Status>Enabled</Status><NoncurrentVersionTransition><NoncurrentDays>3</NoncurrentDays><StorageClass>cold</StorageClass><NewerNoncurrentVersions>0</NewerNoncurrentVersions></NoncurrentVersionTransition></Rule>`), "InvalidArgument"},
+	{"noncurrent transition newer too many", doc(`<Rule><Filter/><Status>Enabled</Status><NoncurrentVersionTransition><NoncurrentDays>3</NoncurrentDays><StorageClass>cold</StorageClass><NewerNoncurrentVersions>101</NewerNoncurrentVersions></NoncurrentVersionTransition></Rule>`), "InvalidArgument"},
+	{"noncurrent expiration before transition", doc(`<Rule><Filter/><Status>Enabled</Status><NoncurrentVersionTransition><NoncurrentDays>30</NoncurrentDays><StorageClass>cold</StorageClass></NoncurrentVersionTransition><NoncurrentVersionExpiration><NoncurrentDays>30</NoncurrentDays></NoncurrentVersionExpiration></Rule>`), "InvalidArgument"},
+	{"two noncurrent transitions", doc(`<Rule><Filter/><Status>Enabled</Status><NoncurrentVersionTransition><NoncurrentDays>3</NoncurrentDays><StorageClass>cold</StorageClass></NoncurrentVersionTransition><NoncurrentVersionTransition><NoncurrentDays>30</NoncurrentDays><StorageClass>remote</StorageClass></NoncurrentVersionTransition></Rule>`), "NotImplemented"},
 	{"too many rules", doc(strings.Repeat(`<Rule><Filter/><Status>Enabled</Status><Expiration><Days>1</Days></Expiration></Rule>`, MaxRules+1)), "MalformedXML"},
 }
 
@@ -261,6 +270,60 @@ func TestEvaluateTransition(t *testing.T) {
 	}
 	if err := c.CheckTiers(func(string) bool { return true }); err != nil {
 		t.Fatalf("CheckTiers: %v", err)
+	}
+}
+
+// TestEvaluateNoncurrentTransition: a NoncurrentVersionTransition is due NoncurrentDays
+// after the version became noncurrent (its successor's creation, S3's rounding), on
+// noncurrent versions only, beyond the NewerNoncurrentVersions newest, never on a delete
+// marker, an archived version or one due to expire (deletion first).
+func TestEvaluateNoncurrentTransition(t *testing.T) {
+	c := mustParse(t,
+		`<Rule><ID>nt</ID><Filter><Prefix>v/</Prefix></Filter><Status>Enabled</Status>`+
+			`<NoncurrentVersionTransition><NoncurrentDays>10</NoncurrentDays><StorageClass>COLD</StorageClass><NewerNoncurrentVersions>1</NewerNoncurrentVersions></NoncurrentVersionTransition>`+
+			`<NoncurrentVersionExpiration><NoncurrentDays>100</NoncurrentDays></NoncurrentVersionExpiration></Rule>`,
+		`<Rule><ID>all</ID><Filter><Prefix>a/</Prefix></Filter><Status>Enabled</Status><NoncurrentVersionTransition><NoncurrentDays>0</NoncurrentDays><StorageClass>remote</StorageClass></NoncurrentVersionTransition></Rule>`,
+	)
+	at := func(days int) time.Time { return day0.Add(time.Duration(days) * 24 * time.Hour) }
+	v := func(hlc uint64, mod time.Time) Version { return Version{HLC: hlc, ModTime: mod, Size: 1} }
+	archived := v(1, day0)
+	archived.Archived = true
+	tests := []struct {
+		name string
+		key  string
+		vs   []Version
+		now  time.Time
+		want string
+	}{
+		{"current only", "a/k", []Version{v(1, day0)}, at(100), ""},
+		{"same day", "a/k", []Version{v(2, at(1)), v(1, day0)}, at(1), ""},
+		{"next midnight", "a/k", []Version{v(2, at(1)), v(1, day0)}, at(2), "transition_noncurrent:1:all:remote"},
+		// Counted from the successor's creation (day 5), not the version's own (day 0).
+		{"not yet", "v/k", []Version{v(3, at(20)), v(2, at(5)), v(1, day0)}, at(15), ""},
+		{"due", "v/k", []Version{v(3, at(20)), v(2, at(5)), v(1, day0)}, at(16), "transition_noncurrent:1:nt:cold"},
+		{"newest noncurrent kept", "v/k", []Version{v(3, at(20)), v(2, at(5)), v(1, day0)}, at(60), "transition_noncurrent:1:nt:cold"},
+		{"archived", "v/k", []Version{v(3, at(20)), v(2, at(5)), archived}, at(60), ""},
+		{"marker", "v/k", []Version{v(3, at(20)), {HLC: 2, ModTime: at(5), DeleteMarker: true}, v(1, day0)}, at(60), "transition_noncurrent:1:nt:cold"},
+		{"expires instead", "v/k", []Version{v(3, at(200)), v(2, at(5)), v(1, day0)}, at(106), "expire_noncurrent:1:nt:"},
+		{"archived expires", "v/k", []Version{v(3, at(200)), v(2, at(5)), archived}, at(106), "expire_noncurrent:1:nt:"},
+		{"other prefix", "x/k", []Version{v(2, at(1)), v(1, day0)}, at(1000), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, a := range c.Evaluate(tt.key, tt.vs, tt.now) {
+				got = append(got, fmt.Sprintf("%s:%d:%s:%s", a.Kind, a.HLC, a.Rule, a.Tier))
+			}
+			if g := strings.Join(got, " "); g != tt.want {
+				t.Fatalf("got %q, want %q", g, tt.want)
+			}
+		})
+	}
+	if err := c.CheckTiers(func(tier string) bool { return tier == "cold" }); err == nil || !strings.Contains(err.Error(), "remote") {
+		t.Fatalf("CheckTiers with remote missing: %v", err)
+	}
+	if !c.Transitions() {
+		t.Fatal("Transitions false for noncurrent transitions")
 	}
 }
 

@@ -64,10 +64,12 @@ type LifecycleCounts struct {
 	RemovedMarkers    int64 `json:"removed_markers"`
 	AbortedUploads    int64 `json:"aborted_uploads"`
 	Transitioned      int64 `json:"transitioned"`       // current versions moved to an archive tier
-	TransitionedBytes int64 `json:"transitioned_bytes"` // of those
-	SkippedLocked     int64 `json:"skipped_locked"`     // versions Object Lock protects
-	Raced             int64 `json:"raced"`              // a newer write came first
-	Errors            int64 `json:"errors"`
+	TransitionedBytes int64 `json:"transitioned_bytes"` // of those and of the noncurrent ones
+	// TransitionedNoncurrent counts noncurrent versions moved to an archive tier.
+	TransitionedNoncurrent int64 `json:"transitioned_noncurrent"`
+	SkippedLocked          int64 `json:"skipped_locked"` // versions Object Lock protects
+	Raced                  int64 `json:"raced"`          // a newer write came first
+	Errors                 int64 `json:"errors"`
 }
 
 func (c *LifecycleCounts) add(o LifecycleCounts) {
@@ -77,6 +79,7 @@ func (c *LifecycleCounts) add(o LifecycleCounts) {
 	c.RemovedMarkers += o.RemovedMarkers
 	c.AbortedUploads += o.AbortedUploads
 	c.Transitioned += o.Transitioned
+	c.TransitionedNoncurrent += o.TransitionedNoncurrent
 	c.TransitionedBytes += o.TransitionedBytes
 	c.SkippedLocked += o.SkippedLocked
 	c.Raced += o.Raced
@@ -514,6 +517,21 @@ func (r *lcRound) act(ctx context.Context, key string, a lifecycle.Action, o *ob
 		r.transition(ctx, key, a, o)
 		return
 	}
+	if a.Kind == lifecycle.TransitionNoncurrent {
+		// Migrate decides about Object Lock (a locked version goes only to a class tier,
+		// which keeps the lock's guarantee); the version must still be noncurrent as the
+		// cluster has it (a purge of its successor makes it current again).
+		ok, err := r.confirmed(ctx, key, a)
+		switch {
+		case err != nil:
+			r.fail(key, a, err)
+		case !ok:
+			r.counts.Raced++
+		default:
+			r.transition(ctx, key, a, o)
+		}
+		return
+	}
 	if a.Kind != lifecycle.ExpireCurrent && o.Locked(r.now.UnixNano(), false) {
 		r.counts.SkippedLocked++
 		return
@@ -575,24 +593,33 @@ func (r *lcRound) act(ctx context.Context, key string, a lifecycle.Action, o *ob
 	}
 }
 
-// transition moves the current version o of key to the archive tier a.Tier through the
-// tiers' migration (the coordinator's Migrate: copy checked against its MD5, then the
+// transition moves version o of key (the current one, or a noncurrent one for
+// TransitionNoncurrent) to the archive tier a.Tier through the tiers' migration (the
+// coordinator's Migrate or MigrateNoncurrent: copy checked against its MD5, then the
 // stub on every holder, then the local bodies dropped), paced by the object's size. The
-// tier must still be in the map. Migrate does nothing (counted as raced) for a version
-// no longer current, archived already, empty, or under Object Lock when the tier is
-// external; it is idempotent: a repeated action finds the version archived.
+// tier must still be in the map. Migrate does nothing (counted as raced) for a current
+// version no longer current, a version purged, archived already, empty, or under Object
+// Lock when the tier is external; it is idempotent: a repeated action finds the version
+// archived.
 func (r *lcRound) transition(ctx context.Context, key string, a lifecycle.Action, o *object.Object) {
 	if _, ok := r.l.maps.Current().Tiers[a.Tier]; !ok {
 		r.fail(key, a, errors.Errorf("", errors.NotExist, "no archive tier %q in the cluster map", a.Tier))
 		return
 	}
 	r.pace.wait(ctx, o.Size)
-	n, err := r.l.coord.Migrate(ctx, r.bucket, key, o.HLC, a.Tier)
+	migrate := r.l.coord.Migrate
+	if a.Kind == lifecycle.TransitionNoncurrent {
+		migrate = r.l.coord.MigrateNoncurrent
+	}
+	n, err := migrate(ctx, r.bucket, key, o.HLC, a.Tier)
 	switch {
 	case err != nil:
 		r.fail(key, a, err)
 	case n == 0:
 		r.counts.Raced++
+	case a.Kind == lifecycle.TransitionNoncurrent:
+		r.counts.TransitionedNoncurrent++
+		r.counts.TransitionedBytes += n
 	default:
 		r.counts.Transitioned++
 		r.counts.TransitionedBytes += n
@@ -600,7 +627,7 @@ func (r *lcRound) transition(ctx context.Context, key string, a lifecycle.Action
 }
 
 // confirmed reports whether action a (a purge: a noncurrent version's or a lone delete
-// marker's) is still due when key's versions are read as the cluster has them, every
+// marker's; or a noncurrent version's transition) is still due when key's versions are read as the cluster has them, every
 // storage node's records merged, rather than as this node's store has them. This node may
 // have missed a change that others took: the permanent delete of the version that made
 // a.HLC noncurrent, say, after which a.HLC is the key's current version again and must
@@ -621,7 +648,7 @@ func (r *lcRound) confirmed(ctx context.Context, key string, a lifecycle.Action)
 				break
 			}
 			o := v.Object
-			in = append(in, lifecycle.Version{HLC: o.HLC, ModTime: time.Unix(0, o.ModTime), Size: o.Size, Tags: o.Tags, DeleteMarker: o.DeleteMarker})
+			in = append(in, lifecycle.Version{HLC: o.HLC, ModTime: time.Unix(0, o.ModTime), Size: o.Size, Tags: o.Tags, DeleteMarker: o.DeleteMarker, Archived: o.Tiered()})
 		}
 		// A page ends inside the key's versions only if the key fills it: its versions
 		// come first, then the keys it prefixes.

@@ -783,3 +783,97 @@ func TestLifecycleTransition(t *testing.T) {
 		t.Fatal("archived in a tier the map lacks")
 	}
 }
+
+// TestLifecycleNoncurrentTransition: a NoncurrentVersionTransition moves noncurrent
+// versions to a class tier NoncurrentDays after their successor was written (the clock
+// moved forward), beyond the NewerNoncurrentVersions newest, once over the four nodes;
+// the current version stays local; a version under a retention goes too (a class tier
+// keeps the lock's guarantee) and keeps its lock; the archived versions read back
+// identical by their id; a later round finds nothing to do.
+func TestLifecycleNoncurrentTransition(t *testing.T) {
+	c, clock := newTierCluster(t, clustermap.RecallTransparent)
+	ctx := context.Background()
+	start := clock.now()
+	day := func(n int) time.Time { return start.Add(time.Duration(n) * 24 * time.Hour) }
+	doc := `<LifecycleConfiguration><Rule><ID>nt</ID><Filter/><Status>Enabled</Status>` +
+		`<NoncurrentVersionTransition><NoncurrentDays>10</NoncurrentDays><StorageClass>COLD</StorageClass><NewerNoncurrentVersions>1</NewerNoncurrentVersions></NoncurrentVersionTransition>` +
+		`</Rule></LifecycleConfiguration>`
+	c.setBuckets(t, map[string]map[string]string{"nt": {lifecycleKind: doc, "versioning": "Enabled"}, clustermap.TierBucket: nil})
+	v := object.Object{Versioned: true, ContentType: "text/x-nt"}
+	retained := v
+	retained.Retention = object.Retention{Mode: object.LockCompliance, Until: day(400).UnixNano()}
+	bodies := map[uint64][]byte{}
+	put := func(key string, i int, meta object.Object) *object.Object {
+		b := bytes.Repeat([]byte{byte('a' + i)}, 100<<10+i)
+		o := putMeta(t, c, "nt", key, b, meta)
+		bodies[o.HLC] = b
+		return o
+	}
+	k1, k2, k3 := put("k", 0, v), put("k", 1, v), put("k", 2, v) // k1 and k2 noncurrent, k2 the newest of them
+	l1 := put("locked", 3, retained)
+	l2, l3 := put("locked", 4, v), put("locked", 5, v)
+	keyOf := map[*object.Object]string{k1: "k", k2: "k", k3: "k", l1: "locked", l2: "locked", l3: "locked"}
+	archived := func(key string, hlc uint64) bool {
+		_, ts, err := c.nodes[0].gw.Topology().Replicas("nt", key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all := true
+		for _, tg := range ts {
+			for _, n := range c.nodes {
+				if n.id == tg.ID {
+					o, err := n.st.StatAt("nt", key, hlc)
+					all = all && err == nil && o.Tiered()
+				}
+			}
+		}
+		return all
+	}
+	want := func(when string, arch ...*object.Object) {
+		t.Helper()
+		for _, o := range []*object.Object{k1, k2, k3, l1, l2, l3} {
+			w := false
+			for _, a := range arch {
+				w = w || a == o
+			}
+			if got := archived(keyOf[o], o.HLC); got != w {
+				t.Fatalf("%s: version %x archived %v, want %v", when, o.HLC, got, w)
+			}
+		}
+	}
+	clock.set(day(10)) // due at the midnight after day 10
+	if got := c.lifecycleRound(t, "nt"); got.TransitionedNoncurrent != 0 || got.Errors != 0 {
+		t.Fatalf("round at day 10: %+v", got)
+	}
+	want("at day 10")
+	clock.set(day(12))
+	got := c.lifecycleRound(t, "nt")
+	if got.TransitionedNoncurrent != 2 || got.Transitioned != 0 || got.TransitionedBytes != int64(len(bodies[k1.HLC])+len(bodies[l1.HLC])) || got.Errors != 0 {
+		t.Fatalf("round at day 12: %+v, want k1 and l1 moved", got)
+	}
+	want("at day 12", k1, l1)
+	if got := c.lifecycleRound(t, "nt"); got.TransitionedNoncurrent != 0 || got.Errors != 0 {
+		t.Fatalf("round again: %+v, want nothing to do", got)
+	}
+	for _, n := range c.nodes {
+		if o, err := n.st.StatAt("nt", "locked", l1.HLC); err == nil && (o.Retention != retained.Retention || !o.Locked(day(12).UnixNano(), false)) {
+			t.Fatalf("%s: the archived locked version lost its lock: %+v", n.id, o.Retention)
+		}
+	}
+	if _, err := c.nodes[0].gw.DeleteRecord(ctx, "nt", "locked", object.Object{HLC: l1.HLC, Versioned: true, Purged: true}); err == nil {
+		t.Fatal("the archived locked version was purged")
+	}
+	for _, o := range []*object.Object{k1, l1} {
+		rd, err := c.nodes[1].gw.OpenVersion(ctx, "nt", keyOf[o], o.HLC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		_, err = rd.WriteRange(ctx, &buf, 0, rd.Info().Size)
+		info := rd.Info()
+		rd.Close()
+		if err != nil || !bytes.Equal(buf.Bytes(), bodies[o.HLC]) || info.ContentType != "text/x-nt" {
+			t.Fatalf("read %x: %d bytes, %v, %q; want the %d written", o.HLC, buf.Len(), err, info.ContentType, len(bodies[o.HLC]))
+		}
+	}
+}

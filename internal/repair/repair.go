@@ -69,6 +69,9 @@ type Coordinator interface {
 	// Migrate archives version v of bucket/key in the external tier named tier
 	// (gateway.Gateway.Migrate): the bytes moved, 0 if there was nothing to do.
 	Migrate(ctx context.Context, bucket, key string, v uint64, tier string) (int64, error)
+	// MigrateNoncurrent is Migrate for a noncurrent version v
+	// (gateway.Gateway.MigrateNoncurrent).
+	MigrateNoncurrent(ctx context.Context, bucket, key string, v uint64, tier string) (int64, error)
 	// DeleteTierCopy deletes an archived version's copy from its tier (absent is not an
 	// error; NotExist if the tier is not in the map).
 	DeleteTierCopy(ctx context.Context, tier, key string) error
@@ -136,6 +139,7 @@ type Loops struct {
 	lcInterval, lcTick time.Duration
 	lcRetry            time.Duration
 	lcPage             int // versions a round reads at once (lifecyclePage; tests make it small)
+	tierBatch          int // migration candidates a pass holds at once (tierBatch; tests make it small)
 	// tier is the migration's state (tier.go).
 	tier     tierState
 	tierTick time.Duration
@@ -165,7 +169,7 @@ func New(cfg Config) *Loops {
 	if cfg.TierTick <= 0 {
 		cfg.TierTick = 30 * time.Second
 	}
-	return &Loops{tierTick: cfg.TierTick, now: cfg.Now, lcInterval: cfg.LifecycleInterval, lcTick: cfg.LifecycleTick, lcRetry: min(cfg.LifecycleInterval/10, 10*time.Minute), lcPage: lifecyclePage, lc: lifecycleState{runNow: make(chan struct{}, 1)}, self: cfg.NodeID, store: cfg.Store, maps: cfg.Maps, topo: cfg.Topology, replica: cfg.Replica, stripes: cfg.Stripes,
+	return &Loops{tierTick: cfg.TierTick, now: cfg.Now, lcInterval: cfg.LifecycleInterval, lcTick: cfg.LifecycleTick, lcRetry: min(cfg.LifecycleInterval/10, 10*time.Minute), lcPage: lifecyclePage, tierBatch: tierBatch, lc: lifecycleState{runNow: make(chan struct{}, 1)}, self: cfg.NodeID, store: cfg.Store, maps: cfg.Maps, topo: cfg.Topology, replica: cfg.Replica, stripes: cfg.Stripes,
 		coord: cfg.Coordinator, hints: cfg.Hints, clock: cfg.Clock, timeout: cfg.Timeout, log: cfg.Logger.With("component", "repair"),
 		budget: cfg.Budget}
 }

@@ -1,6 +1,7 @@
 package repair
 
 import (
+	"container/heap"
 	"context"
 	"sort"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/topology"
 )
 
 // Pressure-driven migration (docs/design/tiering.md): a storage node whose device class
@@ -112,12 +114,19 @@ func (l *Loops) RunTiering(ctx context.Context) {
 	}
 }
 
-// firstUpHolderIn reports whether this node is the first holder in ids that is up and of
-// device class dc: the one node of the marked class that migrates the key (a key's
-// holders may be of several device classes, and only the marked one's nodes migrate).
-func (l *Loops) firstUpHolderIn(m *clustermap.Map, ids []string, dc string) bool {
+// firstUpMarkedHolder reports whether this node is the first holder in ids that is up and
+// of a device class with water marks: the one node that migrates the key. A key's holders
+// may be of several device classes: an unmarked one's nodes (archive nodes, say) never
+// migrate, so they are passed over; of the marked ones only the first holder across all
+// of them migrates, so a key held by two marked classes that are both past their high
+// marks is copied to the tier once, not once per class (two copies, one never named).
+func (l *Loops) firstUpMarkedHolder(m *clustermap.Map, ids []string) bool {
 	for _, id := range ids {
-		if n, ok := m.Node(id); ok && n.State == clustermap.StateUp && n.DeviceClass == dc {
+		n, ok := m.Node(id)
+		if !ok || n.State != clustermap.StateUp {
+			continue
+		}
+		if _, marked := m.WaterMarks[n.DeviceClass]; marked {
 			return id == l.self
 		}
 	}
@@ -136,6 +145,81 @@ type tierCandidate struct {
 	hlc         uint64
 	size        int64
 	last        int64
+}
+
+// tierBatch is how many migration candidates a pass holds at once by default.
+const tierBatch = 10000
+
+// candHeap is a max-heap of candidates by use (the most recently used on top, to be
+// dropped first when a less recently used one comes).
+type candHeap []tierCandidate
+
+func (h candHeap) Len() int           { return len(h) }
+func (h candHeap) Less(i, j int) bool { return h[j].before(h[i]) }
+func (h candHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *candHeap) Push(x any)        { *h = append(*h, x.(tierCandidate)) }
+func (h *candHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// before orders candidates least recently used first: the older use, then the older
+// write.
+func (c tierCandidate) before(d tierCandidate) bool {
+	if c.last != d.last {
+		return c.last < d.last
+	}
+	return c.hlc < d.hlc
+}
+
+// tierCandidates returns the l.tierBatch least recently used current versions this node
+// migrates (whole copies, not archived yet, not left by this pass already), least
+// recently used first. Its use is the
+// last read this node noted (store.Touch), else the write (an HLC is the time of its
+// write, in microseconds, in its high bits), to the same granularity. It holds at most
+// l.tierBatch candidates, whatever the number of objects (about 150 bytes each with
+// their names: 1.5 MB for the default 10 000).
+func (l *Loops) tierCandidates(m *clustermap.Map, tc *topology.Layout, left map[string]struct{}) ([]tierCandidate, error) {
+	g := int64(l.store.AccessGranularity())
+	h := &candHeap{}
+	err := l.store.Scan(func(b, _ string) bool {
+		_, ok := m.Buckets[b]
+		return ok && b != clustermap.VolumeBucket && b != clustermap.TierBucket && !strings.HasPrefix(b, store.InternalPrefix)
+	}, func(e object.VersionEntry) error {
+		// Whole copies only: an erasure-coded object's bytes are on its class's nodes.
+		if e.Deleted || e.Noncurrent || e.DeleteMarker || e.Striped || e.Size == 0 {
+			return nil
+		}
+		if !l.firstUpMarkedHolder(m, tc.Table.Lookup(e.Bucket, e.Key)) {
+			return nil
+		}
+		if len(left) > 0 {
+			if _, ok := left[e.Bucket+"\x00"+e.Key]; ok {
+				return nil
+			}
+		}
+		c := tierCandidate{bucket: e.Bucket, key: e.Key, hlc: e.HLC, size: e.Size}
+		c.last = int64(c.hlc>>12) * 1000 / g * g
+		if t, ok := l.store.AccessTime(e.Bucket, e.Key); ok && t > c.last {
+			c.last = t
+		}
+		switch {
+		case h.Len() < l.tierBatch:
+			heap.Push(h, c)
+		case c.before((*h)[0]):
+			(*h)[0] = c
+			heap.Fix(h, 0)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := []tierCandidate(*h)
+	sort.Slice(out, func(i, j int) bool { return out[i].before(out[j]) })
+	return out, nil
 }
 
 // TierPass migrates versions to the device class's tier while this node is past its
@@ -183,93 +267,74 @@ func (l *Loops) TierPass(ctx context.Context) int64 {
 		l.tierUpdate(func(p *TierProgress) { p.Err = err.Error() })
 		return 0
 	}
-	var cands []tierCandidate
-	err = l.store.Scan(func(b, _ string) bool {
-		_, ok := m.Buckets[b]
-		return ok && b != clustermap.VolumeBucket && b != clustermap.TierBucket && !strings.HasPrefix(b, store.InternalPrefix)
-	}, func(e object.VersionEntry) error {
-		// Whole copies only: an erasure-coded object's bytes are on its class's nodes.
-		if e.Deleted || e.Noncurrent || e.DeleteMarker || e.Striped || e.Size == 0 {
-			return nil
-		}
-		if l.firstUpHolderIn(m, tc.Table.Lookup(e.Bucket, e.Key), self.DeviceClass) {
-			cands = append(cands, tierCandidate{bucket: e.Bucket, key: e.Key, hlc: e.HLC, size: e.Size})
-		}
-		return nil
-	})
-	if err != nil {
-		l.tierUpdate(func(p *TierProgress) { p.Err = err.Error() })
-		return 0
-	}
-	// Least recently used first: the last read this node noted (store.Touch), else the
-	// write (an HLC is the time of its write, in microseconds, in its high bits), to the
-	// same granularity; the older write first among equals.
+	// Least recently used first, in batches: a scan keeps the tierBatch least recently
+	// used candidates (a bounded heap: the memory of a pass does not grow with the
+	// objects this node holds), they are migrated, and while the node is still over its
+	// low mark the next scan takes the next batch (archived versions are stubs, which
+	// the scan passes over).
 	if _, err := l.store.FlushAccess(); err != nil {
 		l.log.Warn("tier: cannot write the access times", "err", err)
 	}
-	g := int64(l.store.AccessGranularity())
-	times := map[string]map[string]int64{}
-	for i := range cands {
-		c := &cands[i]
-		at, ok := times[c.bucket]
-		if !ok {
-			if at, err = l.store.AccessTimes(c.bucket); err != nil {
-				l.log.Warn("tier: cannot read the access times", "bucket", c.bucket, "err", err)
-			}
-			times[c.bucket] = at
-		}
-		c.last = int64(c.hlc>>12) * 1000 / g * g
-		if t, ok := at[c.key]; ok && t > c.last {
-			c.last = t
-		}
-	}
-	sort.Slice(cands, func(i, j int) bool {
-		if cands[i].last != cands[j].last {
-			return cands[i].last < cands[j].last
-		}
-		return cands[i].hlc < cands[j].hlc
-	})
 	pace := l.pacer()
 	var done int64
 	var lastErr error
 	failed := 0 // in a row: a tier that does not answer ends the run (the next tick retries)
-	for _, c := range cands {
-		if ctx.Err() != nil || l.usedBytes() <= low || failed >= tierMaxFailures {
+	// left are the versions this pass tried and left (locked, raced, failed): the next
+	// batches pass over them (the memory of the pass grows by one name per version left).
+	left := map[string]struct{}{}
+	for more := true; more; {
+		cands, err := l.tierCandidates(m, tc, left)
+		if err != nil {
+			l.tierUpdate(func(p *TierProgress) { p.Err = err.Error() })
 			break
 		}
-		if m := l.maps.Current(); m.WaterMarks[self.DeviceClass].Paused {
-			l.tierUpdate(func(p *TierProgress) { p.Paused = true })
-			break
-		}
-		pace.wait(ctx, c.size)
-		n, err := l.coord.Migrate(ctx, c.bucket, c.key, c.hlc, w.Tier)
-		done += n
-		l.tierUpdate(func(p *TierProgress) {
-			switch {
-			case err != nil:
-				p.Errors++
-				p.Err = err.Error()
-			case n == 0:
-				p.Skipped++
-			default:
-				p.Objects++
-				p.Done += n
+		more = len(cands) == l.tierBatch
+		moved := 0
+		for _, c := range cands {
+			if ctx.Err() != nil || l.usedBytes() <= low || failed >= tierMaxFailures {
+				more = false
+				break
 			}
-			p.UsedBytes = l.usedBytes()
-		})
-		l.tier.mu.Lock()
-		if err != nil {
-			l.tier.totals.Errors++
-		} else if n > 0 {
-			l.tier.totals.Objects++
-			l.tier.totals.Bytes += n
-		}
-		l.tier.mu.Unlock()
-		if err != nil {
-			lastErr = err
-			failed++
-		} else {
-			failed = 0
+			if m := l.maps.Current(); m.WaterMarks[self.DeviceClass].Paused {
+				l.tierUpdate(func(p *TierProgress) { p.Paused = true })
+				more = false
+				break
+			}
+			pace.wait(ctx, c.size)
+			n, err := l.coord.Migrate(ctx, c.bucket, c.key, c.hlc, w.Tier)
+			done += n
+			if n > 0 {
+				moved++
+			} else {
+				left[c.bucket+"\x00"+c.key] = struct{}{}
+			}
+			l.tierUpdate(func(p *TierProgress) {
+				switch {
+				case err != nil:
+					p.Errors++
+					p.Err = err.Error()
+				case n == 0:
+					p.Skipped++
+				default:
+					p.Objects++
+					p.Done += n
+				}
+				p.UsedBytes = l.usedBytes()
+			})
+			l.tier.mu.Lock()
+			if err != nil {
+				l.tier.totals.Errors++
+			} else if n > 0 {
+				l.tier.totals.Objects++
+				l.tier.totals.Bytes += n
+			}
+			l.tier.mu.Unlock()
+			if err != nil {
+				lastErr = err
+				failed++
+			} else {
+				failed = 0
+			}
 		}
 	}
 	if lastErr != nil {

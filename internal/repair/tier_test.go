@@ -98,3 +98,75 @@ func TestTierRestoreExpiry(t *testing.T) {
 		t.Fatalf("get after the expiry: %v, want InvalidObjectState", err)
 	}
 }
+
+// TestTierTwoMarkedClasses: a key held by nodes of two device classes that both have
+// water marks, both past their high marks, is migrated by one node only: the first up
+// holder across the marked classes (the archive nodes, unmarked, are passed over), not
+// the first of each class; so with both classes' passes running at once the tier holds
+// one copy per key, and every holder has the stub. The passes hold 5 candidates at a
+// time (batches of the least recently used, scanned again until done).
+func TestTierTwoMarkedClasses(t *testing.T) {
+	c, _ := newTierCluster(t, clustermap.RecallTransparent)
+	ctx := context.Background()
+	m := c.maps.Current().Clone()
+	m.Epoch++
+	m.Nodes[0].DeviceClass, m.Nodes[1].DeviceClass = "ssd", "nvme"
+	m.Nodes[0].Capacity, m.Nodes[1].Capacity = 1000, 1000 // past any mark, never under the low one
+	m.WaterMarks = map[string]clustermap.WaterMarks{
+		"ssd":  {DeviceClass: "ssd", High: 50, Low: 10, Tier: "cold"},
+		"nvme": {DeviceClass: "nvme", High: 50, Low: 10, Tier: "cold"},
+	}
+	c.maps.Set(m)
+	c.setBuckets(t, map[string]map[string]string{"two": nil, clustermap.TierBucket: nil})
+	var keys []string
+	for i := range 12 {
+		k := fmt.Sprintf("k%02d", i)
+		keys = append(keys, k)
+		putMeta(t, c, "two", k, bytes.Repeat([]byte{byte(i)}, 20<<10), object.Object{})
+	}
+	c.settle(t, "two")
+	tc, err := c.nodes[0].gw.Topology().Layout(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		var who []string
+		for _, n := range c.nodes {
+			if n.loops.firstUpMarkedHolder(m, tc.Table.Lookup("two", k)) {
+				who = append(who, n.id)
+			}
+		}
+		if len(who) != 1 || (who[0] != c.nodes[0].id && who[0] != c.nodes[1].id) {
+			t.Fatalf("%s is migrated by %v, want one node of a marked class", k, who)
+		}
+	}
+	done := make(chan int64, 2)
+	for _, n := range c.nodes[:2] {
+		n.loops.tierBatch = 5 // each pass holds 5 candidates at a time: three batches for 12 keys
+		go func() { done <- n.loops.TierPass(ctx) }()
+	}
+	moved := <-done + <-done
+	if want := int64(len(keys) * 20 << 10); moved != want {
+		t.Fatalf("the two passes moved %d bytes, want %d (each key once)", moved, want)
+	}
+	copies := 0
+	page, err := c.nodes[2].st.ListVersions(clustermap.TierBucket, object.VersionListOptions{Prefix: "cold/", Max: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range page.Versions {
+		if v.Current && !v.Object.DeleteMarker && !v.Object.Deleted {
+			copies++
+		}
+	}
+	if copies != len(keys) {
+		t.Fatalf("%d copies in the tier for %d keys", copies, len(keys))
+	}
+	for _, k := range keys {
+		for _, n := range c.nodes {
+			if o, err := n.st.StatVersion("two", k); err != nil || !o.Tiered() {
+				t.Fatalf("%s on %s: %+v, %v; want the stub", k, n.id, o, err)
+			}
+		}
+	}
+}

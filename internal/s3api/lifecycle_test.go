@@ -108,7 +108,9 @@ func TestBucketLifecycle(t *testing.T) {
 		{"expiration before transition", rule("<Transition><Days>30</Days><StorageClass>GLACIER</StorageClass></Transition><Expiration><Days>10</Days></Expiration>"), 400, "InvalidArgument"},
 		{"transition without class", rule("<Transition><Days>30</Days></Transition>"), 400, "MalformedXML"},
 		{"two transitions", rule("<Transition><Days>30</Days><StorageClass>a</StorageClass></Transition><Transition><Days>60</Days><StorageClass>b</StorageClass></Transition>"), 501, "NotImplemented"},
-		{"noncurrent transition", rule("<NoncurrentVersionTransition><NoncurrentDays>30</NoncurrentDays><StorageClass>GLACIER</StorageClass></NoncurrentVersionTransition>"), 501, "NotImplemented"},
+		{"noncurrent transition to no tier", rule("<NoncurrentVersionTransition><NoncurrentDays>30</NoncurrentDays><StorageClass>GLACIER</StorageClass></NoncurrentVersionTransition>"), 400, "InvalidStorageClass"},
+		{"noncurrent transition negative", rule("<NoncurrentVersionTransition><NoncurrentDays>-1</NoncurrentDays><StorageClass>GLACIER</StorageClass></NoncurrentVersionTransition>"), 400, "InvalidArgument"},
+		{"two noncurrent transitions", rule("<NoncurrentVersionTransition><NoncurrentDays>3</NoncurrentDays><StorageClass>a</StorageClass></NoncurrentVersionTransition><NoncurrentVersionTransition><NoncurrentDays>30</NoncurrentDays><StorageClass>b</StorageClass></NoncurrentVersionTransition>"), 501, "NotImplemented"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			status, body := do(t, signed(t, "PUT", srv.URL+"/lcb?lifecycle", []byte(tt.doc), map[string]string{"Content-MD5": contentMD5([]byte(tt.doc))}, time.Now()))

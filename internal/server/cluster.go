@@ -66,8 +66,9 @@ type mapInfo struct {
 // layer keeps one only once the map's Level is 9.
 // Level 9 also: class tiers take migrations (their copies
 // are objects of clustermap.TierBucket, which OpPutTier creates only from level 9 on:
-// an older gateway cannot read them), and lifecycle configurations with Transition
-// rules (an older runner refuses to parse them and would expire nothing in the bucket).
+// an older gateway cannot read them), and lifecycle configurations with Transition or
+// NoncurrentVersionTransition rules (an older runner refuses to parse them and would
+// expire nothing in the bucket).
 // Level 9 also: erasure-coded PUTs name their stripes by a
 // tag and take their version once the body is complete (gateway.LevelTaggedStripes),
 // only once every node's shard collection keeps a tag's stripes while the PUT may still

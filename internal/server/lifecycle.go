@@ -250,11 +250,12 @@ func assemble(cfg Config) (_ *instance, err error) {
 		return func() float64 { return float64(f(rep.LifecycleTotals())) }
 	}
 	n.m.LabeledCounterFunc("cairn_lifecycle_actions_total", "Lifecycle actions this node applied, by kind.", "kind", map[string]func() float64{
-		"expire_current":    lcTotal(func(s repair.LifecycleStats) int64 { return s.ExpiredCurrent }),
-		"expire_noncurrent": lcTotal(func(s repair.LifecycleStats) int64 { return s.ExpiredNoncurrent }),
-		"remove_marker":     lcTotal(func(s repair.LifecycleStats) int64 { return s.RemovedMarkers }),
-		"transition":        lcTotal(func(s repair.LifecycleStats) int64 { return s.Transitioned }),
-		"abort_upload":      lcTotal(func(s repair.LifecycleStats) int64 { return s.AbortedUploads }),
+		"expire_current":        lcTotal(func(s repair.LifecycleStats) int64 { return s.ExpiredCurrent }),
+		"expire_noncurrent":     lcTotal(func(s repair.LifecycleStats) int64 { return s.ExpiredNoncurrent }),
+		"remove_marker":         lcTotal(func(s repair.LifecycleStats) int64 { return s.RemovedMarkers }),
+		"transition":            lcTotal(func(s repair.LifecycleStats) int64 { return s.Transitioned }),
+		"transition_noncurrent": lcTotal(func(s repair.LifecycleStats) int64 { return s.TransitionedNoncurrent }),
+		"abort_upload":          lcTotal(func(s repair.LifecycleStats) int64 { return s.AbortedUploads }),
 	})
 	tierTotal := func(f func(repair.TierTotals) int64) func() float64 {
 		return func() float64 { return float64(f(rep.TierTotals())) }

@@ -2,6 +2,8 @@ package store
 
 import (
 	"fmt"
+	"hash/maphash"
+	"sync"
 	"testing"
 	"time"
 )
@@ -38,6 +40,109 @@ func TestAccessTimes(t *testing.T) {
 	if c, _ := s.AccessTimes("c"); len(c) != 1 {
 		t.Fatalf("access times of c: %v", c)
 	}
+}
+
+// A key is noted once a period whether its read is answered by the cache of marks or by
+// the hash set behind it: 10 000 keys read three times, and three keys of one cache set
+// read in turn, are noted once each; TouchNow notes with the monotonic clock, truncated
+// to the granularity; concurrent reads of the same keys note each once (run under -race).
+func TestAccessCache(t *testing.T) {
+	s := openStore(t, testConfig(t))
+	t0 := time.Date(2026, 12, 1, 10, 17, 0, 0, time.UTC)
+	keys := make([]string, 10000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%05d", i)
+	}
+	pass := func(keys []string) int {
+		for _, k := range keys {
+			s.Touch("b", k, t0)
+		}
+		n, err := s.FlushAccess()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for i, want := range []int{len(keys), 0, 0} {
+		if n := pass(keys); n != want {
+			t.Fatalf("pass %d: %d noted, want %d", i, n, want)
+		}
+	}
+	// Three keys of one cache set (found by their marks), read in turn: one evicts
+	// another's mark each time, and the hash set still knows them.
+	a := &s.access
+	set := func(k string) uint64 {
+		h := maphash.String(a.seed, k) ^ maphash.String(a.seed, "b")*0x9e3779b97f4a7c15
+		return (accessMark(h, t0.Truncate(time.Hour).UnixNano()) >> 1) & (accessCacheSlots - 1) &^ 1
+	}
+	by := map[uint64][]string{}
+	var three []string
+	for i := 0; three == nil; i++ {
+		k := fmt.Sprintf("c%d", i)
+		by[set(k)] = append(by[set(k)], k)
+		if l := by[set(k)]; len(l) == 3 {
+			three = l
+		}
+	}
+	if n := pass(three); n != 3 {
+		t.Fatalf("three keys of one set: %d noted, want 3", n)
+	}
+	for range 3 {
+		if n := pass(three); n != 0 {
+			t.Fatalf("three keys of one set read again: %d noted, want 0", n)
+		}
+	}
+
+	before := time.Now()
+	s.TouchNow("now", "k")
+	s.TouchNow("now", "k")
+	if n, _ := s.FlushAccess(); n != 1 {
+		t.Fatalf("TouchNow twice: %d noted, want 1", n)
+	}
+	at, err := s.AccessTimes("now")
+	if g := s.AccessGranularity(); err != nil || at["k"] < before.Truncate(g).UnixNano() || at["k"] > time.Now().UnixNano() {
+		t.Fatalf("TouchNow's time %v (%v), read at %v", time.Unix(0, at["k"]), err, before)
+	}
+
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for _, k := range keys[:1000] {
+				s.Touch("c", k, t0)
+			}
+		})
+	}
+	wg.Wait()
+	if n, _ := s.FlushAccess(); n != 1000 {
+		t.Fatalf("4 concurrent passes over 1000 keys: %d noted, want 1000", n)
+	}
+}
+
+// BenchmarkTouchHot is the note a GET of a key read often pays (the GET benchmarks read
+// 64 keys in turn): with the caller's time.Now (Touch) and with the store's monotonic
+// clock (TouchNow, what the gateway calls).
+func BenchmarkTouchHot(b *testing.B) {
+	s := openStore(b, testConfig(b))
+	names := make([]string, 64)
+	for i := range names {
+		names[i] = fmt.Sprintf("get/%d", i)
+	}
+	b.Run("Touch", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			s.Touch("bench", names[i%len(names)], time.Now())
+			i++
+		}
+	})
+	b.Run("TouchNow", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			s.TouchNow("bench", names[i%len(names)])
+			i++
+		}
+	})
 }
 
 // BenchmarkTouch is the cost a GET pays: a key read again in the same period (the common
