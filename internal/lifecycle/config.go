@@ -430,6 +430,16 @@ func (c *Config) CheckTiers(known func(tier string) bool) error {
 	return nil
 }
 
+// NoncurrentTransitions reports whether some rule has a NoncurrentVersionTransition.
+func (c *Config) NoncurrentTransitions() bool {
+	for i := range c.Rules {
+		if len(c.Rules[i].NoncurrentTransitions) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Transitions reports whether any rule has a Transition or a NoncurrentVersionTransition.
 func (c *Config) Transitions() bool {
 	for i := range c.Rules {

@@ -23,6 +23,7 @@ import (
 // lifecycleKind is the bucket configuration kind (also the runner's).
 const lifecycleKind = "lifecycle"
 
+var errNoncurrentTransitionUpgrade = &apiError{"ServiceUnavailable", "The cluster is being upgraded: lifecycle NoncurrentVersionTransition rules work once every node runs a build of feature level 10.", 503}
 var errLifecycleUpgrade = &apiError{"ServiceUnavailable", "The cluster is being upgraded: lifecycle Transition rules work once every node runs a build of feature level 9.", 503}
 
 var errNoSuchLifecycle = &apiError{"NoSuchLifecycleConfiguration", "The lifecycle configuration does not exist", 404}
@@ -67,6 +68,10 @@ func (h *Handler) putBucketLifecycle(w http.ResponseWriter, r *http.Request, rq 
 		// An older runner refuses to parse Transitions, and would expire nothing here.
 		if !h.levelAtLeast(9) {
 			return errLifecycleUpgrade
+		}
+		// A runner of level 9 parses Transitions but refuses NoncurrentVersionTransitions.
+		if cfg.NoncurrentTransitions() && !h.levelAtLeast(10) {
+			return errNoncurrentTransitionUpgrade
 		}
 		known := func(tier string) bool { return h.cfg.ArchiveTier != nil && h.cfg.ArchiveTier(tier) }
 		if err := cfg.CheckTiers(known); err != nil {

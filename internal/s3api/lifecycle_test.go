@@ -12,6 +12,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/cairnfs/cairn/internal/s3api"
+	"github.com/cairnfs/cairn/internal/store"
+	"github.com/cairnfs/cairn/internal/testutil"
 )
 
 // TestBucketLifecycle: put, get and delete a lifecycle configuration through
@@ -209,4 +213,45 @@ func getLifecycleDoc(t *testing.T, url string) string {
 		t.Fatalf("GET ?lifecycle: %d %s", status, body)
 	}
 	return body
+}
+
+// TestLifecycleTransitionLevels: during a rolling upgrade a Transition rule is accepted
+// from feature level 9 and a NoncurrentVersionTransition only from level 10 (a level-9
+// runner refuses to parse it and would expire nothing in the bucket).
+func TestLifecycleTransitionLevels(t *testing.T) {
+	ctx := context.Background()
+	transition := &types.Transition{Days: aws.Int32(30), StorageClass: "GLACIER"}
+	noncurrent := &types.NoncurrentVersionTransition{NoncurrentDays: aws.Int32(30), StorageClass: "GLACIER"}
+	for _, c := range []struct {
+		level           int
+		transition, non string // the error code, or "" for accepted
+	}{
+		{8, "ServiceUnavailable", "ServiceUnavailable"},
+		{9, "", "ServiceUnavailable"},
+		{10, "", ""},
+	} {
+		srv := testutil.StartServer(t, store.Config{Reserve: 1}, func(cfg *s3api.Config) {
+			cfg.FeatureLevel = func() int { return c.level }
+			cfg.ArchiveTier = func(name string) bool { return name == "glacier" }
+		})
+		cl := newClient(t, srv.URL, testutil.AccessKey, testutil.SecretKey)
+		mustCreateBucket(t, cl, "lvl")
+		for _, rule := range []struct {
+			want string
+			r    types.LifecycleRule
+		}{
+			{c.transition, types.LifecycleRule{Status: types.ExpirationStatusEnabled, Filter: &types.LifecycleRuleFilter{}, Transitions: []types.Transition{*transition}}},
+			{c.non, types.LifecycleRule{Status: types.ExpirationStatusEnabled, Filter: &types.LifecycleRuleFilter{}, NoncurrentVersionTransitions: []types.NoncurrentVersionTransition{*noncurrent}}},
+		} {
+			_, err := cl.PutBucketLifecycleConfiguration(ctx, &s3.PutBucketLifecycleConfigurationInput{Bucket: aws.String("lvl"),
+				LifecycleConfiguration: &types.BucketLifecycleConfiguration{Rules: []types.LifecycleRule{rule.r}}})
+			if rule.want == "" {
+				if err != nil {
+					t.Errorf("level %d: %+v refused: %v", c.level, rule.r, err)
+				}
+				continue
+			}
+			wantCode(t, err, rule.want)
+		}
+	}
 }

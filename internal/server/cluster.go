@@ -82,7 +82,9 @@ type mapInfo struct {
 // endpoint (docs/design/mdc.md).
 // Level 10: the records of NBD client certificates (OpIssueNBDClient, OpRevokeNBDClient;
 // nbdClientLevel): an older node's state machine does not know the commands, and its NBD
-// listener would not refuse a revoked certificate.
+// listener would not refuse a revoked certificate. Level 10 also: lifecycle
+// configurations with NoncurrentVersionTransition rules (a level-9 runner refuses to
+// parse them and would expire nothing in the bucket).
 const featureLevel = 10
 
 // nbdClientLevel is the map Level from which issued NBD client certificates are recorded
