@@ -7,6 +7,7 @@ import (
 	"io"
 	"runtime"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/cairnfs/cairn/internal/object"
@@ -113,4 +114,50 @@ func BenchmarkRangeOverwrite(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkPutVersioned measures durable 4 KiB PUTs overwriting 4,096 keys (8 writers) in
+// a bucket that never had versioning and in one whose writes keep every version, in the
+// same store, rounds alternating: the engine's part of BenchmarkVersioned in package s3api
+// (docs/benchmarks.md), without HTTP. cpu-ns/op is this process's CPU time per PUT.
+func BenchmarkPutVersioned(b *testing.B) {
+	s := benchStore(b)
+	if err := s.CreateBucket("versioned"); err != nil {
+		b.Fatal(err)
+	}
+	data := make([]byte, 4096)
+	for range 4 {
+		for _, bucket := range []string{"bench", "versioned"} {
+			b.Run(bucket, func(b *testing.B) {
+				var n atomic.Int64
+				b.SetBytes(int64(len(data)))
+				b.SetParallelism(max(1, 8/runtimeProcs()))
+				cpu0 := processCPU()
+				defer func() { b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op") }()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						meta := &object.Object{Versioned: bucket == "versioned"}
+						key := fmt.Sprintf("k%d", n.Add(1)%4096)
+						if _, err := s.PutObject(context.Background(), bucket, key, meta, bytes.NewReader(data), int64(len(data)), object.PutOptions{}); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			})
+		}
+	}
+	m := s.db.Metrics()
+	t := m.Total()
+	b.Logf("index: %d L0 files, %d compactions, %d flushes, write amplification %.1f",
+		m.Levels[0].TablesCount, m.Compact.Count, m.Flush.Count, t.WriteAmp())
+}
+
+// processCPU returns the CPU time (user and system) this process has used, in ns.
+func processCPU() int64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }

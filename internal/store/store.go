@@ -173,6 +173,7 @@ type Store struct {
 
 	vmu      sync.Mutex
 	vbuckets map[string]bool // buckets with noncurrent records (versions.go)
+	vbound   versionBound    // bounds the versions of the V/ records (versions.go)
 
 	buckets bucketCache // bucket records and configurations (bucketcache.go)
 

@@ -104,13 +104,18 @@ func (s *Store) countUsage(ctx context.Context, it, versIt *pebble.Iterator) {
 		}
 	}
 	flush()
-	// Noncurrent versions: V/<bucket>\x00<key>\x00<8 bytes>.
+	// Noncurrent versions: V/<bucket>\x00<key>\x00<8 bytes>. The newest version a V/ key
+	// names bounds them (versionBound), once every key is read.
+	var vmax uint64
 	for ok := versIt.First(); ok && it.Error() == nil; ok = versIt.Next() {
 		if records++; records%4096 == 0 && ctx.Err() != nil {
 			s.usageIncomplete.Store(true)
 			return
 		}
 		k := versIt.Key()[len(pfxVersion):]
+		if h, ok := keyVersion(k); ok && h > vmax {
+			vmax = h
+		}
 		i := bytes.IndexByte(k, 0)
 		size, live, ok := recordSize(versIt.Value())
 		if i < 0 || !ok {
@@ -127,6 +132,10 @@ func (s *Store) countUsage(ctx context.Context, it, versIt *pebble.Iterator) {
 	if err := versIt.Error(); err != nil && it.Error() == nil {
 		s.usageIncomplete.Store(true)
 		s.log.Warn("the index of noncurrent versions could not be read in full", "err", firstLine(err.Error()))
+	}
+	if it.Error() == nil && versIt.Error() == nil {
+		s.vbound.raise(vmax)
+		s.vbound.known.Store(true)
 	}
 	if err := it.Error(); err != nil {
 		s.usageIncomplete.Store(true)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -37,6 +38,38 @@ func versionPrefix(bucket, key string) []byte {
 // sorts a key's records newest first.
 func versionKey(bucket, key string, hlc uint64) []byte {
 	return binary.BigEndian.AppendUint64(versionPrefix(bucket, key), ^hlc)
+}
+
+// versionBound bounds the versions (HLCs) of the V/ records in the index, so that a write
+// of a new version need not look for a record at its own version: none can be there if
+// the version is above the bound. The bound is known once the count of the index at open
+// (countUsage) has read every V/ key; every commit that sets a V/ key raises it first, so
+// at any time it is at least the version of every V/ record written (deletions leave it
+// where it is). Until it is known, and if that count met damage, every write looks.
+type versionBound struct {
+	max   atomic.Uint64
+	known atomic.Bool
+}
+
+// raise makes the bound at least h.
+func (v *versionBound) raise(h uint64) {
+	for {
+		m := v.max.Load()
+		if h <= m || v.max.CompareAndSwap(m, h) {
+			return
+		}
+	}
+}
+
+// above reports whether no V/ record can have version h or newer.
+func (v *versionBound) above(h uint64) bool { return v.known.Load() && h > v.max.Load() }
+
+// keyVersion returns the version a V/ key names (its last 8 bytes, inverted).
+func keyVersion(k []byte) (uint64, bool) {
+	if len(k) < 8 {
+		return 0, false
+	}
+	return ^binary.BigEndian.Uint64(k[len(k)-8:]), true
 }
 
 // markVersioned notes that bucket has V/ records. The set only grows while the bucket
@@ -177,16 +210,24 @@ func (s *Store) commitVersion(op errors.Op, bucket, key string, o *object.Object
 func (s *Store) commitVersionIn(op errors.Op, b *pebble.Batch, bucket, key string, o *object.Object, bd *body, old *object.Object, opts object.PutOptions) (*object.Object, error) {
 	okey := objectKey(bucket, key)
 	vkey := func(h uint64) []byte { return versionKey(bucket, key, h) }
-	// The record held for this very version, current or not.
-	same, sameCurrent := old, true
-	if old == nil || old.HLC != o.HLC {
-		sameCurrent = false
-		r, err := getObject(s.db, vkey(o.HLC))
-		if err != nil && !errors.Is(errors.NotExist, err) {
-			b.Close()
-			return nil, errors.E(op, err)
+	// setV adds the V/ record of version h to b, raising the bound of V/ versions first.
+	setV := func(h uint64, rec []byte) {
+		s.vbound.raise(h)
+		b.Set(vkey(h), rec, nil)
+	}
+	// The record held for this very version, current or not: none under V/ if o's
+	// version is above every V/ record's (a new version, the usual write).
+	same, sameCurrent := old, old != nil && old.HLC == o.HLC
+	if !sameCurrent {
+		same = nil
+		if !s.vbound.above(o.HLC) {
+			r, err := getObject(s.db, vkey(o.HLC))
+			if err != nil && !errors.Is(errors.NotExist, err) {
+				b.Close()
+				return nil, errors.E(op, err)
+			}
+			same = r
 		}
-		same = r
 	}
 	var freed []segment.Loc
 	var nc noncurrent
@@ -242,7 +283,7 @@ func (s *Store) commitVersionIn(op errors.Op, b *pebble.Batch, bucket, key strin
 			nc.add(same, -1)
 		}
 		place()
-		b.Set(vkey(o.HLC), marshalRecord(o), nil)
+		setV(o.HLC, marshalRecord(o))
 	case same != nil:
 		loc := okey
 		if !sameCurrent {
@@ -278,7 +319,7 @@ func (s *Store) commitVersionIn(op errors.Op, b *pebble.Batch, bucket, key strin
 	case o.Purged:
 		// A version never held here: the purge record keeps a late copy out.
 		place()
-		b.Set(vkey(o.HLC), marshalRecord(o), nil)
+		setV(o.HLC, marshalRecord(o))
 	default:
 		nullHLC := uint64(0) // a null record removed from V/ (promote skips it)
 		if !o.Versioned {
@@ -317,13 +358,13 @@ func (s *Store) commitVersionIn(op errors.Op, b *pebble.Batch, bucket, key strin
 		switch {
 		case o.Visible() && (cur == nil || !cur.Visible() || o.HLC > cur.HLC):
 			if cur != nil {
-				b.Set(vkey(cur.HLC), marshalRecord(cur), nil)
+				setV(cur.HLC, marshalRecord(cur))
 				nc.add(cur, 1)
 			}
 			b.Set(okey, rec, nil)
 			cur = o
 		case o.Visible() || (cur != nil && cur.Visible()):
-			b.Set(vkey(o.HLC), rec, nil)
+			setV(o.HLC, rec)
 			nc.add(o, 1)
 		default:
 			// A tombstone, and no visible current record: the newest visible version
@@ -336,16 +377,16 @@ func (s *Store) commitVersionIn(op errors.Op, b *pebble.Batch, bucket, key strin
 			case p != nil:
 				nc.add(p, -1)
 				if cur != nil {
-					b.Set(vkey(cur.HLC), marshalRecord(cur), nil)
+					setV(cur.HLC, marshalRecord(cur))
 				}
 				b.Set(okey, marshalRecord(p), nil)
-				b.Set(vkey(o.HLC), rec, nil)
+				setV(o.HLC, rec)
 				cur = p
 			case cur != nil && cur.HLC > o.HLC:
-				b.Set(vkey(o.HLC), rec, nil)
+				setV(o.HLC, rec)
 			default:
 				if cur != nil {
-					b.Set(vkey(cur.HLC), marshalRecord(cur), nil)
+					setV(cur.HLC, marshalRecord(cur))
 				}
 				b.Set(okey, rec, nil)
 				cur = o

@@ -303,3 +303,62 @@ func checkVersions(t *testing.T, s *Store, model vmodel, paged bool) {
 		t.Fatalf("usage %+v, want %+v", g, u)
 	}
 }
+
+// TestVersionBound: a write of a version looks for a noncurrent record at its own version
+// unless the version is above every V/ record's (versionBound), on a live store and after
+// a reopen, whose count of the index reads the bound: a late copy of a purged version and
+// a second delivery of a noncurrent version are still found, and new versions are kept.
+func TestVersionBound(t *testing.T) {
+	cfg := testConfig(t)
+	s := openStore(t, cfg)
+	if err := s.CreateBucket("b"); err != nil {
+		t.Fatal(err)
+	}
+	waitCounted(t, s)
+	ver := func(h uint64, body string) vwrite {
+		return vwrite{key: "k", rec: object.Object{HLC: h, Versioned: true}, body: []byte(body)}
+	}
+	purge := vwrite{key: "k", rec: object.Object{HLC: 50, Deleted: true, Versioned: true, Purged: true}}
+	for _, w := range []vwrite{ver(10, "a"), ver(20, "b"), purge} {
+		w.apply(t, s)
+	}
+	model := vmodel{"k": {{hlc: 20, versioned: true, body: []byte("b")}, {hlc: 10, versioned: true, body: []byte("a")}}}
+	bound := func(when string, want uint64) {
+		t.Helper()
+		if !s.vbound.above(want+1) || s.vbound.above(want) {
+			t.Fatalf("%s: the bound of V/ versions is %d (known %v), want %d", when, s.vbound.max.Load(), s.vbound.known.Load(), want)
+		}
+	}
+	redeliver := func(when string) {
+		t.Helper()
+		for _, w := range []vwrite{ver(50, "late"), ver(10, "again")} {
+			w.apply(t, s)
+		}
+		if o, err := s.StatAt("b", "k", 50); err != nil || !o.Purged {
+			t.Fatalf("%s: version 50 after its late copy: %+v, %v; want the purge record", when, o, err)
+		}
+		checkVersions(t, s, model, false)
+	}
+	bound("live", 50)
+	redeliver("live")
+
+	// The count of the index finds the bound by itself.
+	s.vbound.max.Store(0)
+	s.vbound.known.Store(false)
+	recount(t, s, func() {
+		if s.vbound.above(11) {
+			t.Fatal("the bound is known before the count read the index")
+		}
+	})
+	bound("recounted", 50)
+
+	s.Close()
+	s = openStore(t, cfg)
+	waitCounted(t, s)
+	bound("reopened", 50)
+	redeliver("reopened")
+	ver(60, "c").apply(t, s)
+	model["k"] = append([]mver{{hlc: 60, versioned: true, body: []byte("c")}}, model["k"]...)
+	bound("after a new version", 50) // the version moved to V/ is 20, below the bound
+	checkVersions(t, s, model, false)
+}
