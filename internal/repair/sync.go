@@ -331,6 +331,11 @@ func (l *Loops) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts [
 		}
 	}
 	if len(diffs) == 0 || ctx.Err() != nil {
+		// A round with nothing to copy is still a round: `cairn admin recovery` shows its
+		// start, and whoever waits for a round after a change (a mark-out) sees it end.
+		l.progress(func(p *SyncProgress) {
+			p.Running, p.Started, p.ObjectsToDo, p.BytesToDo, p.ObjectsDone, p.BytesDone = false, st.Start, 0, 0, 0, 0
+		})
 		return nil
 	}
 	// This node's newest version of each record, for the partitions that differ on some
