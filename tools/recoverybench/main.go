@@ -23,7 +23,7 @@
 //
 //	go run ./tools/recoverybench --cairn bin/cairn [--fill 1GiB] [--object-size 1MiB]
 //	    [--disk-size 512MiB] [--get-duration 5s] [--get-clients 16] [--during-rate 64MiB]
-//	    [--dir DIR] [--keep]
+//	    [--dir DIR] [--keep] [--log-level debug]
 package main
 
 import (
@@ -80,6 +80,7 @@ type config struct {
 	getKeys     int
 	duringRate  string
 	timeout     time.Duration
+	logLevel    string
 }
 
 func main() {
@@ -102,6 +103,7 @@ func main() {
 	flag.IntVar(&cfg.getKeys, "get-keys", 1000, "4 KiB objects read")
 	flag.StringVar(&cfg.duringRate, "during-rate", defaultRate, "copy rate per node (cairn admin recovery set --rate) during the second recovery")
 	flag.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "give up on a recovery after this long")
+	flag.StringVar(&cfg.logLevel, "log-level", "info", "the nodes' --log-level (debug logs every failed copy with its cause; see --keep)")
 	flag.Parse()
 	var err error
 	if cfg.diskSize, err = parseSize(diskSize); err != nil {
@@ -356,7 +358,7 @@ func (b *bench) startCluster() {
 	log.Printf("starting %d nodes (N=3, %d zones)", b.cfg.nodes, b.cfg.zones)
 	for i := 0; i < b.cfg.nodes; i++ {
 		n := &node{id: fmt.Sprintf("node%d", i+1)}
-		args := []string{"--node-id", n.id, "--zone", fmt.Sprintf("z%d", i%b.cfg.zones+1)}
+		args := []string{"--node-id", n.id, "--zone", fmt.Sprintf("z%d", i%b.cfg.zones+1), "--log-level", b.cfg.logLevel}
 		if i > 0 {
 			args = append(args, "--join", b.nodes[0].addr)
 		}
