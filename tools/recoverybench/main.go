@@ -237,6 +237,8 @@ type recovery struct {
 	objects       int64 // copied, from the sync rounds' figures
 	bytes         int64
 	errors        int
+	present       int    // versions that arrived during the round (read repair), not copied
+	firstError    string // a node's first_error, if any
 	rounds        int
 	firstStart    time.Time // earliest round start on a survivor
 	lastEnd       time.Time // latest round end
@@ -469,8 +471,10 @@ type statusJSON struct {
 		State string `json:"state"`
 		Stats *struct {
 			LastSync *struct {
-				Start  time.Time `json:"start"`
-				Errors int       `json:"errors"`
+				Start      time.Time `json:"start"`
+				Errors     int       `json:"errors"`
+				Present    int       `json:"present"`
+				FirstError string    `json:"first_error"`
 			} `json:"last_sync"`
 		} `json:"stats"`
 	} `json:"nodes"`
@@ -583,10 +587,14 @@ func (b *bench) loseNode(i int, running func()) recovery {
 	for _, x := range st.Nodes {
 		if x.Stats != nil && x.Stats.LastSync != nil && !x.Stats.LastSync.Start.Before(r.markedOut) {
 			r.errors += x.Stats.LastSync.Errors
+			r.present += x.Stats.LastSync.Present
+			if r.firstError == "" && x.Stats.LastSync.FirstError != "" {
+				r.firstError = x.ID + ": " + x.Stats.LastSync.FirstError
+			}
 		}
 	}
-	log.Printf("%s lost: %d objects, %s copied in %d rounds, %.2fs from the mark-out to the last round's end (%.0f MiB/s), %d copy errors",
-		n.id, r.objects, human(r.bytes), r.rounds, r.took().Seconds(), mib(r.bytes)/r.took().Seconds(), r.errors)
+	log.Printf("%s lost: %d objects, %s copied in %d rounds, %.2fs from the mark-out to the last round's end (%.0f MiB/s), %d copy errors (%s), %d present (arrived meanwhile)",
+		n.id, r.objects, human(r.bytes), r.rounds, r.took().Seconds(), mib(r.bytes)/r.took().Seconds(), r.errors, r.firstError, r.present)
 	return r
 }
 
@@ -763,8 +771,8 @@ func (b *bench) report(started time.Time) {
 	r2 := b.rec2
 	fmt.Printf("| 4 KiB GET during the recovery of %s at %s/s per node (%.1fs) | %.0f ops/s, p50 %.2f ms, **p99 %.2f ms**, %d errors | |\n", r2.lost, b.cfg.duringRate, g1.seconds, g1.ops, g1.p50, g1.p99, g1.errors)
 	fmt.Printf("| p99 during / without recovery (ops/s ratio) | **%.2fx** (%.2f) | <= 2x |\n", g1.p99/g0.p99, g1.ops/g0.ops)
-	fmt.Printf("| that recovery: copied | %d objects, %s in %.2fs (%.0f MiB/s over %d nodes), %d errors | |\n", r2.objects, human(r2.bytes), r2.took().Seconds(),
-		mib(r2.bytes)/r2.took().Seconds(), b.cfg.nodes-2, r2.errors)
+	fmt.Printf("| that recovery: copied | %d objects, %s in %.2fs (%.0f MiB/s over %d nodes), %d errors, %d present | |\n", r2.objects, human(r2.bytes), r2.took().Seconds(),
+		mib(r2.bytes)/r2.took().Seconds(), b.cfg.nodes-2, r2.errors, r2.present)
 	if len(b.cpu) > 0 {
 		fmt.Printf("\n| phase | CPU of this run's processes (cores) | CPU of other processes (cores) |\n|---|---|---|\n%s\n", strings.Join(b.cpu, "\n"))
 	}
