@@ -57,10 +57,11 @@ const maxHashedBody = 64 << 10
 // valid as another. It also holds this process's request counter and the nonces seen
 // from others.
 type Secret struct {
-	req, resp, capa, raft []byte
-	boot                  string        // this process's random id, in its nonces
-	counter               atomic.Uint64 // its requests
-	seen                  replayGuard
+	req, resp, capa *keyedMAC
+	raft            []byte
+	boot            string        // this process's random id, in its nonces
+	counter         atomic.Uint64 // its requests
+	seen            replayGuard
 }
 
 // NewSecret derives the keys from the cluster secret. An empty secret is refused.
@@ -75,7 +76,7 @@ func NewSecret(s string) (*Secret, error) {
 	}
 	var b [8]byte
 	rand.Read(b[:])
-	return &Secret{req: derive("request"), resp: derive("response"), capa: derive("capability"), raft: derive("raft"),
+	return &Secret{req: newKeyedMAC(derive("request")), resp: newKeyedMAC(derive("response")), capa: newKeyedMAC(derive("capability")), raft: derive("raft"),
 		boot: hex.EncodeToString(b[:])}, nil
 }
 
@@ -83,30 +84,69 @@ func NewSecret(s string) (*Secret, error) {
 // (a key holding a separator, say) give the same input.
 func mac(key []byte, parts ...string) []byte {
 	m := hmac.New(sha256.New, key)
+	writeParts(m, parts)
+	return m.Sum(nil)
+}
+
+func writeParts(m hash.Hash, parts []string) {
 	var n [8]byte
 	for _, p := range parts {
 		binary.BigEndian.PutUint64(n[:], uint64(len(p)))
 		m.Write(n[:])
-		m.Write([]byte(p))
+		io.WriteString(m, p)
 	}
-	return m.Sum(nil)
+}
+
+// keyedMAC is a key of the request, response or capability MACs, with a pool of HMAC
+// states for it: every internode call computes three MACs on each side, and a new HMAC
+// costs allocations and two hashed blocks of key padding that Reset does not.
+type keyedMAC struct {
+	key  []byte
+	pool sync.Pool // of hash.Hash: hmac.New(sha256.New, key)
+}
+
+func newKeyedMAC(key []byte) *keyedMAC { return &keyedMAC{key: key} }
+
+// mac is mac(k.key, parts...).
+func (k *keyedMAC) mac(parts ...string) []byte {
+	m, _ := k.pool.Get().(hash.Hash)
+	if m == nil {
+		m = hmac.New(sha256.New, k.key)
+	} else {
+		m.Reset()
+	}
+	writeParts(m, parts)
+	sum := m.Sum(make([]byte, 0, sha256.Size))
+	k.pool.Put(m)
+	return sum
 }
 
 // cairnHeaders is the canonical form of h's X-Cairn-* headers but skip: sorted names
 // with their values, so that none can be added, removed or changed unseen.
 func cairnHeaders(h http.Header, skip ...string) string {
-	var names []string
-	for k := range h {
-		if len(k) > 8 && strings.EqualFold(k[:8], "X-Cairn-") && !slices.Contains(skip, http.CanonicalHeaderKey(k)) {
-			names = append(names, http.CanonicalHeaderKey(k))
+	var room [16]string // a request has about ten: no allocation for the names
+	names := room[:0]
+	size := 0
+	for k, vs := range h {
+		if len(k) > 8 && strings.EqualFold(k[:8], "X-Cairn-") {
+			ck := http.CanonicalHeaderKey(k)
+			if slices.Contains(skip, ck) {
+				continue
+			}
+			names = append(names, ck)
+			size += len(ck) + 2
+			for _, v := range vs {
+				size += len(v) + 1
+			}
 		}
 	}
 	slices.Sort(names)
 	var b strings.Builder
+	b.Grow(size) // one allocation for the whole canonical form
 	for _, k := range names {
 		b.WriteString(k)
 		b.WriteByte(':')
-		for i, v := range h.Values(k) {
+		for i, v := range h[k] { // k is canonical: h.Values(k)
 			if i > 0 {
 				b.WriteByte(',')
 			}
@@ -155,7 +195,7 @@ func (s *Secret) SignAs(r *http.Request, node string, epoch uint64, now time.Tim
 		r.Header.Set(HdrBody, "stream")
 		stream = true
 	}
-	sig := hex.EncodeToString(mac(s.req, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, cairnHeaders(r.Header, HdrSig)))
+	sig := hex.EncodeToString(s.req.mac(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, cairnHeaders(r.Header, HdrSig)))
 	r.Header.Set(HdrSig, sig)
 	if stream {
 		if r.Trailer == nil {
@@ -165,7 +205,7 @@ func (s *Secret) SignAs(r *http.Request, node string, epoch uint64, now time.Tim
 		r.ContentLength = -1 // chunked: trailers follow the body
 		tr := r.Trailer
 		r.Body = &macReader{r: r.Body, sum: sha256.New(), atEOF: func(sum []byte) error {
-			tr.Set(HdrBodyMAC, hex.EncodeToString(mac(s.req, sig, string(sum), cairnHeaders(tr, HdrBodyMAC))))
+			tr.Set(HdrBodyMAC, hex.EncodeToString(s.req.mac(sig, string(sum), cairnHeaders(tr, HdrBodyMAC))))
 			return nil
 		}, closer: r.Body}
 	}
@@ -218,7 +258,7 @@ func (s *Secret) Verify(r *http.Request, now time.Time) (node string, epoch uint
 	if err != nil || len(sig) == 0 {
 		return "", 0, errors.E(op, errors.Permission, "missing or malformed internode signature")
 	}
-	if !hmac.Equal(sig, mac(s.req, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, cairnHeaders(r.Header, HdrSig))) {
+	if !hmac.Equal(sig, s.req.mac(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, cairnHeaders(r.Header, HdrSig))) {
 		return "", 0, errors.E(op, errors.Permission, "bad internode signature (wrong cluster secret, or the request was changed)")
 	}
 	if err := wire.CheckVersion(r.Header.Get(wire.HdrProto)); err != nil {
@@ -246,7 +286,7 @@ func (s *Secret) Verify(r *http.Request, now time.Time) (node string, epoch uint
 	case "stream":
 		body := r.Body
 		r.Body = &macReader{r: body, closer: body, sum: sha256.New(), atEOF: func(sum []byte) error {
-			want := mac(s.req, sigHex, string(sum), cairnHeaders(r.Trailer, HdrBodyMAC))
+			want := s.req.mac(sigHex, string(sum), cairnHeaders(r.Trailer, HdrBodyMAC))
 			got, _ := hex.DecodeString(r.Trailer.Get(HdrBodyMAC))
 			if !hmac.Equal(got, want) {
 				return errors.E(op, errors.Permission, "the body does not match its signature (changed in transit, or cut)")
@@ -257,7 +297,7 @@ func (s *Secret) Verify(r *http.Request, now time.Time) (node string, epoch uint
 		if r.ContentLength < 0 || r.ContentLength > maxHashedBody {
 			return "", 0, errors.E(op, errors.Permission, "a hashed body of the wrong length")
 		}
-		data, err := io.ReadAll(io.LimitReader(r.Body, maxHashedBody+1))
+		data, err := readHashed(r.Body, r.ContentLength)
 		if err != nil {
 			return "", 0, errors.E(op, errors.Transient, fmt.Errorf("reading the body: %w", err))
 		}
@@ -268,6 +308,21 @@ func (s *Secret) Verify(r *http.Request, now time.Time) (node string, epoch uint
 		r.Body = io.NopCloser(bytes.NewReader(data))
 	}
 	return node, epoch, nil
+}
+
+// readHashed reads a hashed body, declared to be n bytes (at most maxHashedBody), into
+// one buffer of that size: what it returns is the whole body, up to one byte more if it
+// is longer (the hash check then refuses it), or short if it ends early.
+func readHashed(body io.Reader, n int64) ([]byte, error) {
+	if n < 0 {
+		n = maxHashedBody // unknown (chunked): at most what a hashed body may be
+	}
+	buf := make([]byte, n+1)
+	got, err := io.ReadFull(body, buf)
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		err = nil
+	}
+	return buf[:got], err
 }
 
 // SignResponse adds to a response's headers (before they are written) a MAC over its
@@ -281,14 +336,14 @@ func (s *Secret) SignResponse(h http.Header, status int, reqNonce, reqProto stri
 		reqProto = wire.ProtoValue
 	}
 	h.Set(wire.HdrProto, reqProto)
-	h.Set(HdrRespSig, hex.EncodeToString(mac(s.resp, strconv.Itoa(status), reqNonce, cairnHeaders(h, HdrRespSig))))
+	h.Set(HdrRespSig, hex.EncodeToString(s.resp.mac(strconv.Itoa(status), reqNonce, cairnHeaders(h, HdrRespSig))))
 }
 
 // VerifyResponse checks the MAC SignResponse added, for the request whose nonce was
 // reqNonce.
 func (s *Secret) VerifyResponse(resp *http.Response, reqNonce string) error {
 	got, err := hex.DecodeString(resp.Header.Get(HdrRespSig))
-	if err != nil || !hmac.Equal(got, mac(s.resp, strconv.Itoa(resp.StatusCode), reqNonce, cairnHeaders(resp.Header, HdrRespSig))) {
+	if err != nil || !hmac.Equal(got, s.resp.mac(strconv.Itoa(resp.StatusCode), reqNonce, cairnHeaders(resp.Header, HdrRespSig))) {
 		return errors.E(errors.Op("rpc.VerifyResponse"), errors.Permission, "the answer is not signed by the cluster (changed in transit, or not from a node)")
 	}
 	return wire.CheckVersion(resp.Header.Get(wire.HdrProto))
@@ -443,7 +498,7 @@ func (s *Secret) MintCap(op, bucket, key string, now time.Time, ttl time.Duratio
 	exp := now.Add(ttl).Unix()
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], uint64(exp))
-	sum := mac(s.capa, op, bucket, key, strconv.FormatInt(exp, 10))
+	sum := s.capa.mac(op, bucket, key, strconv.FormatInt(exp, 10))
 	return base64.RawURLEncoding.EncodeToString(append(b[:], sum...))
 }
 
@@ -455,7 +510,7 @@ func (s *Secret) CheckCap(token, op, bucket, key string, now time.Time) error {
 		return errors.E(eop, errors.Permission, "missing or malformed capability")
 	}
 	exp := int64(binary.BigEndian.Uint64(raw[:8]))
-	if !hmac.Equal(raw[8:], mac(s.capa, op, bucket, key, strconv.FormatInt(exp, 10))) {
+	if !hmac.Equal(raw[8:], s.capa.mac(op, bucket, key, strconv.FormatInt(exp, 10))) {
 		return errors.E(eop, errors.Permission, fmt.Sprintf("capability not valid for %s of %s/%s", op, bucket, key))
 	}
 	if now.Unix() > exp {

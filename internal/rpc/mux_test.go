@@ -248,7 +248,7 @@ func TestMuxRefusesBadRaftHandshake(t *testing.T) {
 		{name: "random proof", proof: func(nc, ns []byte) []byte { b := make([]byte, raftMACSize); rand.Read(b); return b }},
 		{name: "zero proof", proof: func(nc, ns []byte) []byte { return make([]byte, raftMACSize) }},
 		{name: "other secret", proof: func(nc, ns []byte) []byte { return raftProof(other.raft, "client", nc, ns) }},
-		{name: "request key", proof: func(nc, ns []byte) []byte { return raftProof(e.secret.req, "client", nc, ns) }},
+		{name: "request key", proof: func(nc, ns []byte) []byte { return raftProof(e.secret.req.key, "client", nc, ns) }},
 		{name: "server's own proof", proof: func(nc, ns []byte) []byte { return raftProof(e.secret.raft, "server", nc, ns) }},
 		{name: "replayed proof", proof: func(nc, ns []byte) []byte { return recorded }},
 		{name: "short proof", proof: func(nc, ns []byte) []byte { return raftProof(e.secret.raft, "client", nc, ns)[:raftMACSize-1] }},
