@@ -705,9 +705,13 @@ func (l *Loops) RunSync(ctx context.Context, interval time.Duration, last func(S
 			l.log.Warn("sync round failed", "err", err)
 		}
 		if st.Copied+st.Deleted > 0 || st.Errors > 0 {
-			l.log.Info("sync round", "partitions", st.Partitions, "peers", st.Peers, "compared", st.Compared,
+			args := []any{"partitions", st.Partitions, "peers", st.Peers, "compared", st.Compared,
 				"copied", st.Copied, "deleted", st.Deleted, "present", st.Present, "bytes", st.Bytes, "errors", st.Errors,
-				"first_error", st.FirstError, "took", st.Duration.Round(time.Millisecond))
+				"took", st.Duration.Round(time.Millisecond)}
+			if st.FirstError != "" {
+				args = append(args, "first_error", st.FirstError)
+			}
+			l.log.Info("sync round", args...)
 		}
 		if last != nil {
 			last(st)
