@@ -178,7 +178,7 @@ func smallBody(body io.Reader, size int64) (*bytes.Reader, error) {
 	}
 	if int64(n) != size {
 		if int64(n) > size {
-			return nil, errors.E(errors.Invalid, fmt.Errorf("request body of more than %d bytes declared", size))
+			return nil, errors.E(errors.Invalid, fmt.Errorf("request body longer than the %d bytes declared", size))
 		}
 		return nil, errors.E(errors.Invalid, fmt.Errorf("request body of %d bytes, %d declared", n, size))
 	}
