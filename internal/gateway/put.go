@@ -325,11 +325,14 @@ func (g *Gateway) write(ctx context.Context, ts []topology.Target, need int, w r
 				return nil, err
 			}
 		}
+		shared := w
+		shared.FinalNow = &fin
+		shared = shared.SharedEncoding() // the metadata is encoded once for every remote holder
 		ok, failed = g.fanOut(ctx, ts, need, bucket, key, fin.HLC, hint, func(ctx context.Context, t topology.Target) (*object.Object, error) {
 			ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout+time.Duration(size/(1<<20))*time.Second)
 			defer cancel()
-			rw := w
-			rw.Body, rw.Size, rw.FinalNow = bytes.NewReader(buf), size, &fin
+			rw := shared
+			rw.Body, rw.Size = bytes.NewReader(buf), size
 			return g.replica(t).Put(ctx, rw)
 		})
 	} else {

@@ -43,8 +43,24 @@ type SyncStats struct {
 	Collected     int           `json:"collected"`      // shards no longer readable removed (replaced versions, aborted or replaced uploads)
 	UploadsEnded  int           `json:"uploads_ended"`  // stale pending uploads dropped here (ended on a peer, or expired)
 	EndsExpired   int           `json:"ends_expired"`   // upload end records removed after store.UploadEndLifetime
-	Errors        int           `json:"errors"`
-	Err           string        `json:"error,omitempty"`
+	// Present counts the versions found here (or replaced here by a newer write) when
+	// their turn to be copied came: they arrived after the round compared its records (a
+	// read repair, a hinted retry or a client's write), so nothing was copied. Not errors.
+	Present int `json:"present"`
+	// Errors counts the steps of the round that failed (a copy, a comparison with a peer);
+	// each is retried by the next round, which comes within 10 s of a round with errors.
+	// FirstError is the first of them, with what failed.
+	Errors     int    `json:"errors"`
+	FirstError string `json:"first_error,omitempty"`
+	Err        string `json:"error,omitempty"`
+}
+
+// fail counts one failed step of the round, keeping the first with what failed.
+func (st *SyncStats) fail(what string, err error) {
+	st.Errors++
+	if st.FirstError == "" {
+		st.FirstError = what + ": " + err.Error()
+	}
 }
 
 // SyncProgress is the copying of the round in progress: what this node lacks and how
@@ -258,14 +274,14 @@ func (l *Loops) Sync(ctx context.Context) (st SyncStats, err error) {
 // is applied here, which drops the upload and its parts.
 func (l *Loops) syncUploads(ctx context.Context, st *SyncStats) {
 	if n, err := l.store.GCUploadEnds(time.Now().Add(-store.UploadEndLifetime)); err != nil {
-		st.Errors++
+		st.fail("removing expired upload end records", err)
 		l.log.Warn("removing expired upload end records", "err", err)
 	} else {
 		st.EndsExpired += n
 	}
 	var ups []object.PendingUpload
 	if err := l.store.PendingUploads(func(u object.PendingUpload) error { ups = append(ups, u); return nil }); err != nil {
-		st.Errors++
+		st.fail("listing pending uploads", err)
 		l.log.Warn("listing pending uploads", "err", err)
 		return
 	}
@@ -278,7 +294,7 @@ func (l *Loops) syncUploads(ctx context.Context, st *SyncStats) {
 			continue
 		}
 		if err := l.store.EndUpload(end); err != nil {
-			st.Errors++
+			st.fail("dropping stale upload "+u.UploadID+" of "+u.Bucket+"/"+u.Key, err)
 			l.log.Warn("dropping a stale upload", "bucket", u.Bucket, "key", u.Key, "upload", u.UploadID, "err", err)
 			continue
 		}
@@ -317,7 +333,7 @@ func (l *Loops) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts [
 		src := topology.Target{ID: n.ID, Addr: n.Addr}
 		differ, err := l.differing(ctx, src, P, parts, digests)
 		if err != nil {
-			st.Errors++
+			st.fail("comparing digests with "+n.ID, err)
 			l.log.Warn("sync: could not compare digests with a peer", "peer", n.ID, "err", err)
 			continue
 		}
@@ -331,6 +347,11 @@ func (l *Loops) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts [
 		}
 	}
 	if len(diffs) == 0 || ctx.Err() != nil {
+		// A round with nothing to copy is still a round: `cairn admin recovery` shows its
+		// start, and whoever waits for a round after a change (a mark-out) sees it end.
+		l.progress(func(p *SyncProgress) {
+			p.Running, p.Started, p.ObjectsToDo, p.BytesToDo, p.ObjectsDone, p.BytesDone = false, st.Start, 0, 0, 0, 0
+		})
 		return nil
 	}
 	// This node's newest version of each record, for the partitions that differ on some
@@ -344,7 +365,7 @@ func (l *Loops) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts [
 			}
 		}
 	}); err != nil {
-		st.Errors++
+		st.fail("reading this node's records of the differing partitions", err)
 		l.log.Warn("sync: could not read this node's records of the differing partitions", "err", err)
 		return nil
 	}
@@ -364,7 +385,7 @@ func (l *Loops) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts [
 			}
 		})
 		if err != nil {
-			st.Errors++
+			st.fail("comparing records with "+src.ID, err)
 			l.log.Warn("sync: could not compare with a peer", "peer", src.ID, "err", err)
 		}
 	}
@@ -391,13 +412,15 @@ func (l *Loops) pullNewer(ctx context.Context, m *clustermap.Map, P int, parts [
 			defer wg.Done()
 			for x := range work {
 				limiter.wait(ctx, x.e.Size)
-				n, err := l.pull(ctx, x.src, x.e)
+				n, present, err := l.pull(ctx, x.src, x.e)
 				l.progress(func(p *SyncProgress) { p.ObjectsDone++; p.BytesDone += x.e.Size })
 				mu.Lock()
 				switch {
 				case err != nil:
-					st.Errors++
+					st.fail("copying "+x.e.Bucket+"/"+x.e.Key+" from "+x.src.ID, err)
 					l.log.Debug("sync: copy failed", "bucket", x.e.Bucket, "key", x.e.Key, "from", x.src.ID, "err", err)
+				case present:
+					st.Present++
 				case x.e.Deleted:
 					st.Deleted++
 				default:
@@ -474,7 +497,7 @@ func (l *Loops) handOff(ctx context.Context, m *clustermap.Map, tc *topology.Lay
 			}
 		})
 		if err != nil {
-			st.Errors++
+			st.fail("hand-off: comparing records with "+id, err)
 			l.log.Warn("hand-off: could not compare with a holder", "node", id, "err", err)
 			continue
 		}
@@ -496,7 +519,7 @@ func (l *Loops) handOff(ctx context.Context, m *clustermap.Map, tc *topology.Lay
 					forget = l.store.ForgetVersion
 				}
 				if gone, err := forget(e.Bucket, e.Key, e.HLC, e.MetaHLC); err != nil {
-					st.Errors++
+					st.fail("hand-off: removing "+e.Bucket+"/"+e.Key, err)
 					l.log.Warn("hand-off: could not remove a copy", "bucket", e.Bucket, "key", e.Key, "err", err)
 				} else if gone {
 					st.HandedOff++
@@ -571,28 +594,40 @@ func (p *pacer) wait(ctx context.Context, n int64) {
 }
 
 // pull copies version e of an object from src into the local store and returns the body
-// bytes copied.
-func (l *Loops) pull(ctx context.Context, src topology.Target, e object.VersionEntry) (int64, error) {
+// bytes copied; present says that the version was here already, with its metadata.
+func (l *Loops) pull(ctx context.Context, src topology.Target, e object.VersionEntry) (n int64, present bool, err error) {
 	if err := l.coord.EnsureLocalBucket(e.Bucket); err != nil {
-		return 0, err // the bucket was deleted meanwhile
+		return 0, false, err // the bucket was deleted meanwhile
 	}
 	if e.Deleted && !e.DeleteMarker {
 		_, err := l.store.DeleteRecord(e.Bucket, e.Key, object.Object{HLC: e.HLC, Versioned: e.Versioned, Purged: e.Purged})
-		return 0, err
+		return 0, false, err
 	}
 	if have, err := l.store.StatAt(e.Bucket, e.Key, e.HLC); err == nil && !have.Deleted && !e.Deleted {
-		// The version is here: it arrived after this round's scan, or only an in-place
-		// change of its metadata (tags, retention, legal hold) is missing.
+		// The version is here: it arrived after this round's scan (a read repair, a
+		// hinted retry or a write of clients during a recovery do that), or only an
+		// in-place change of its metadata (tags, retention, legal hold) is missing. (The
+		// first is no error: taking it for the second made recoveries under read load
+		// count copy errors, docs/benchmarks.md.)
 		if have.MetaHLC >= e.MetaHLC {
-			return 0, nil
+			return 0, true, nil
 		}
 		rec, err := l.sourceRecord(ctx, src, e)
 		if err != nil {
-			return 0, err
+			return 0, false, err
 		}
-		return 0, replica.CopyMeta(ctx, l.replica(topology.Target{ID: l.self, Local: true}), e.Bucket, e.Key, rec)
+		return 0, false, replica.CopyMeta(ctx, l.replica(topology.Target{ID: l.self, Local: true}), e.Bucket, e.Key, rec)
 	}
-	return l.copyVersion(ctx, src, topology.Target{ID: l.self, Local: true}, e.Bucket, e.Key, e.HLC, false)
+	if !e.Versioned {
+		// A newer null record (a client's overwrite or delete during the round) replaces
+		// the null version e: there is nothing to copy (and the source may have replaced
+		// it too). A versioned record above it keeps it as a noncurrent version: copy it.
+		if cur, err := l.store.StatVersion(e.Bucket, e.Key); err == nil && cur.HLC > e.HLC && !cur.Versioned {
+			return 0, true, nil
+		}
+	}
+	n, err = l.copyVersion(ctx, src, topology.Target{ID: l.self, Local: true}, e.Bucket, e.Key, e.HLC, false)
+	return n, false, err
 }
 
 // sourceRecord fetches src's record of version e (without its body).
@@ -670,8 +705,13 @@ func (l *Loops) RunSync(ctx context.Context, interval time.Duration, last func(S
 			l.log.Warn("sync round failed", "err", err)
 		}
 		if st.Copied+st.Deleted > 0 || st.Errors > 0 {
-			l.log.Info("sync round", "partitions", st.Partitions, "peers", st.Peers, "compared", st.Compared,
-				"copied", st.Copied, "deleted", st.Deleted, "bytes", st.Bytes, "errors", st.Errors, "took", st.Duration.Round(time.Millisecond))
+			args := []any{"partitions", st.Partitions, "peers", st.Peers, "compared", st.Compared,
+				"copied", st.Copied, "deleted", st.Deleted, "present", st.Present, "bytes", st.Bytes, "errors", st.Errors,
+				"took", st.Duration.Round(time.Millisecond)}
+			if st.FirstError != "" {
+				args = append(args, "first_error", st.FirstError)
+			}
+			l.log.Info("sync round", args...)
 		}
 		if last != nil {
 			last(st)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -68,7 +69,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.Serv
 
 // capFor checks the request's capability for op on the bucket and key in its query.
 func (h *Handler) capFor(r *http.Request, op string) (bucket, key string, err error) {
-	q := r.URL.Query()
+	return h.capForQuery(r, r.URL.Query(), op)
+}
+
+// capForQuery is capFor with the request's query already parsed.
+func (h *Handler) capForQuery(r *http.Request, q url.Values, op string) (bucket, key string, err error) {
 	bucket, key = q.Get(wire.QBucket), q.Get(wire.QKey)
 	if op == rpc.CapList {
 		key = q.Get(wire.QPrefix)
@@ -80,13 +85,17 @@ func (h *Handler) capFor(r *http.Request, op string) (bucket, key string, err er
 	return bucket, key, nil
 }
 
-func uintParam(r *http.Request, name string) uint64 {
-	v, _ := strconv.ParseUint(r.URL.Query().Get(name), 10, 64)
+func uintParam(r *http.Request, name string) uint64 { return uintQuery(r.URL.Query(), name) }
+
+func intParam(r *http.Request, name string) int64 { return intQuery(r.URL.Query(), name) }
+
+func uintQuery(q url.Values, name string) uint64 {
+	v, _ := strconv.ParseUint(q.Get(name), 10, 64)
 	return v
 }
 
-func intParam(r *http.Request, name string) int64 {
-	v, _ := strconv.ParseInt(r.URL.Query().Get(name), 10, 64)
+func intQuery(q url.Values, name string) int64 {
+	v, _ := strconv.ParseInt(q.Get(name), 10, 64)
 	return v
 }
 
@@ -118,7 +127,8 @@ func finalOf(r *http.Request) func() *object.Object {
 func (h *Handler) object(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodPut:
-		bucket, key, err := h.capFor(r, rpc.CapWrite)
+		q := r.URL.Query() // parsed once: every replica write of every PUT comes here
+		bucket, key, err := h.capForQuery(r, q, rpc.CapWrite)
 		var meta *object.Object
 		if err == nil {
 			meta, err = wire.DecodeMeta(r.Header.Get(wire.HdrMeta))
@@ -127,10 +137,9 @@ func (h *Handler) object(w http.ResponseWriter, r *http.Request) {
 			wire.WriteError(w, err)
 			return
 		}
-		meta.ModTime = intParam(r, wire.QModTime)
-		q := r.URL.Query()
+		meta.ModTime = intQuery(q, wire.QModTime)
 		o, err := h.local.Put(r.Context(), Write{Bucket: bucket, Key: key, Meta: meta, Body: r.Body, Size: r.ContentLength,
-			Version: uintParam(r, wire.QVersion), Final: finalOf(r), Repair: q.Get(wire.QRepair) == "1", IfAbsent: q.Get(wire.QIfAbsent) == "1"})
+			Version: uintQuery(q, wire.QVersion), Final: finalOf(r), Repair: q.Get(wire.QRepair) == "1", IfAbsent: q.Get(wire.QIfAbsent) == "1"})
 		if err != nil {
 			wire.WriteError(w, err)
 			return

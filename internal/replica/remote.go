@@ -102,10 +102,13 @@ func (r *Remote) Put(ctx context.Context, w Write) (*object.Object, error) {
 		} else if w.IfAbsent {
 			req.Query.Set(wire.QIfAbsent, "1")
 		}
-		hdr.Set(wire.HdrMeta, wire.EncodeMeta(w.Meta))
+	}
+	meta, final := w.encoded()
+	if w.Part == 0 {
+		hdr.Set(wire.HdrMeta, meta)
 	}
 	if w.FinalNow != nil {
-		hdr.Set(wire.HdrFinal, wire.EncodeMeta(w.FinalNow))
+		hdr.Set(wire.HdrFinal, final)
 	} else {
 		// The final metadata goes as a trailer, once the body is complete.
 		tr := http.Header{wire.HdrFinal: nil}

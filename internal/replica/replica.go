@@ -11,8 +11,10 @@ package replica
 import (
 	"context"
 	"io"
+	"sync"
 
 	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/wire"
 )
 
 // Replica is one holder of objects, as a coordinator sees it. Errors carry the kinds of
@@ -89,6 +91,43 @@ type Write struct {
 	// copy over a damaged one); IfAbsent stores only if the key holds nothing (a shard on
 	// a free node).
 	Repair, IfAbsent bool
+
+	enc *encodedMeta // see SharedEncoding
+}
+
+// SharedEncoding returns w with a cache of the wire encoding of its Meta and FinalNow,
+// shared by every copy of the Write made from it: a coordinator sending one body it holds
+// in memory to several holders encodes the metadata once, not once per holder. Meta and
+// FinalNow must not change afterwards.
+func (w Write) SharedEncoding() Write {
+	w.enc = new(encodedMeta)
+	return w
+}
+
+// encodedMeta is the wire encoding of a Write's Meta and FinalNow, made once.
+type encodedMeta struct {
+	once        sync.Once
+	meta, final string
+}
+
+// encoded returns the wire encoding of w.Meta (of an object write) and w.FinalNow (""
+// for nil ones).
+func (w *Write) encoded() (meta, final string) {
+	enc := func() (string, string) {
+		var m, f string
+		if w.Meta != nil && w.Part == 0 {
+			m = wire.EncodeMeta(w.Meta)
+		}
+		if w.FinalNow != nil {
+			f = wire.EncodeMeta(w.FinalNow)
+		}
+		return m, f
+	}
+	if w.enc == nil {
+		return enc()
+	}
+	w.enc.once.Do(func() { w.enc.meta, w.enc.final = enc() })
+	return w.enc.meta, w.enc.final
 }
 
 // final returns the coordinator's final metadata (nil: abandoned).

@@ -326,7 +326,7 @@ func (s *Secret) Verify(r *http.Request, now time.Time) (node string, epoch uint
 		if r.ContentLength < 0 || r.ContentLength > maxHashedBody {
 			return "", 0, errors.E(op, errors.Permission, "a hashed body of the wrong length")
 		}
-		data, err := io.ReadAll(io.LimitReader(r.Body, maxHashedBody+1))
+		data, err := readHashed(r.Body, r.ContentLength)
 		if err != nil {
 			return "", 0, errors.E(op, errors.Transient, fmt.Errorf("reading the body: %w", err))
 		}
@@ -337,6 +337,21 @@ func (s *Secret) Verify(r *http.Request, now time.Time) (node string, epoch uint
 		r.Body = io.NopCloser(bytes.NewReader(data))
 	}
 	return node, epoch, nil
+}
+
+// readHashed reads a hashed body, declared to be n bytes (at most maxHashedBody), into
+// one buffer of that size: what it returns is the whole body, up to one byte more if it
+// is longer (the hash check then refuses it), or short if it ends early.
+func readHashed(body io.Reader, n int64) ([]byte, error) {
+	if n < 0 {
+		n = maxHashedBody // unknown (chunked): at most what a hashed body may be
+	}
+	buf := make([]byte, n+1)
+	got, err := io.ReadFull(body, buf)
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		err = nil
+	}
+	return buf[:got], err
 }
 
 // SignResponse adds to a response's headers (before they are written) a MAC over its

@@ -95,16 +95,13 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 	}
 	body := r.Body
 	if body != nil && r.Size > 0 && r.Size <= maxHashedBody {
-		// Small: read it now, so that its hash goes into the signature.
-		buf, err := io.ReadAll(io.LimitReader(body, r.Size+1))
+		// Small: in memory before it is sent, so that its hash goes into the signature.
+		br, err := smallBody(body, r.Size)
 		if err != nil {
-			return nil, errors.E(errors.IO, err)
+			return nil, err
 		}
-		if int64(len(buf)) != r.Size {
-			return nil, errors.E(errors.Invalid, fmt.Errorf("request body of %d bytes, %d declared", len(buf), r.Size))
-		}
-		c.sent.Add(int64(len(buf)))
-		body = bytes.NewReader(buf)
+		c.sent.Add(r.Size)
+		body = br
 	} else if body != nil {
 		body = countingReader{r: body, n: &c.sent}
 	}
@@ -160,6 +157,32 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 	}
 	resp.Body = countingBody{countingReader{r: resp.Body, n: &c.received}, resp.Body}
 	return resp, nil
+}
+
+// smallBody returns body, of size bytes (at most maxHashedBody), as a bytes.Reader, which
+// http.NewRequest can replay (GetBody) for the signature's hash: body itself if it is one
+// holding exactly size bytes (a gateway's in-memory body, sent to each replica: no copy),
+// else the bytes read from it into a buffer of that size.
+func smallBody(body io.Reader, size int64) (*bytes.Reader, error) {
+	if br, ok := body.(*bytes.Reader); ok && int64(br.Len()) == size {
+		return br, nil
+	}
+	buf := make([]byte, size+1) // one more: a longer body is refused
+	n, err := io.ReadFull(body, buf)
+	switch {
+	case err == io.ErrUnexpectedEOF || (err == nil && n == len(buf)):
+	case err == io.EOF:
+		n = 0
+	case err != nil:
+		return nil, errors.E(errors.IO, err)
+	}
+	if int64(n) != size {
+		if int64(n) > size {
+			return nil, errors.E(errors.Invalid, fmt.Errorf("request body longer than the %d bytes declared", size))
+		}
+		return nil, errors.E(errors.Invalid, fmt.Errorf("request body of %d bytes, %d declared", n, size))
+	}
+	return bytes.NewReader(buf[:n]), nil
 }
 
 // DoJSON sends r and decodes a JSON answer into out (if non-nil).

@@ -186,6 +186,8 @@ type Store struct {
 	// usageIncomplete: the count at start met damage in the index.
 	usageIncomplete atomic.Bool
 
+	space spaceCache // checkSpace's last statfs
+
 	bufPool sync.Pool
 	clock   *hlc.Clock
 
@@ -531,13 +533,47 @@ func (s *Store) keyLock(bucket, key string) *sync.Mutex {
 	return &s.keyLocks[h.Sum32()%uint32(len(s.keyLocks))]
 }
 
-// checkSpace refuses a write of n bytes that would leave less than the reserve free. It asks
-// the filesystem every time (statfs costs about a microsecond), so space freed by deletes and
-// compaction is seen at once.
+// Free-space checks without statfs: while the last statfs is younger than spaceCacheAge
+// and, less what writes checked since then, leaves more than spaceCacheMargin above the
+// reserve, a write does not ask the filesystem again.
+const (
+	spaceCacheAge    = 100 * time.Millisecond
+	spaceCacheMargin = 1 << 30
+)
+
+// spaceCache is the free space of the last statfs, less the bytes checked since.
+type spaceCache struct {
+	mu   sync.Mutex
+	at   time.Time // of the statfs; zero: none
+	free int64
+}
+
+// checkSpace refuses a write of n bytes that would leave less than the reserve free. Near
+// the reserve (within spaceCacheMargin) it asks the filesystem every time, so space freed
+// by deletes and compaction is seen at once when it matters; further from it, at most
+// every spaceCacheAge (statfs showed in profiles of small PUTs: every copy of every write
+// asked).
 func (s *Store) checkSpace(n int64) error {
+	cached := s.cfg.FreeSpace == nil // a test's FreeSpace is asked every time
+	if cached {
+		s.space.mu.Lock()
+		ok := !s.space.at.IsZero() && time.Since(s.space.at) < spaceCacheAge && s.space.free-n >= s.cfg.Reserve+spaceCacheMargin
+		if ok {
+			s.space.free -= n
+		}
+		s.space.mu.Unlock()
+		if ok {
+			return nil
+		}
+	}
 	free, err := s.freeSpace()
 	if err != nil {
 		return errors.E(errors.Op("store.checkSpace"), errors.IO, err)
+	}
+	if cached {
+		s.space.mu.Lock()
+		s.space.at, s.space.free = time.Now(), free-n
+		s.space.mu.Unlock()
 	}
 	if free-n < s.cfg.Reserve {
 		return errors.Errorf(errors.Op("store.checkSpace"), errors.NoSpace,

@@ -23,7 +23,7 @@
 //
 //	go run ./tools/recoverybench --cairn bin/cairn [--fill 1GiB] [--object-size 1MiB]
 //	    [--disk-size 512MiB] [--get-duration 5s] [--get-clients 16] [--during-rate 64MiB]
-//	    [--dir DIR] [--keep]
+//	    [--dir DIR] [--keep] [--log-level debug]
 package main
 
 import (
@@ -80,6 +80,7 @@ type config struct {
 	getKeys     int
 	duringRate  string
 	timeout     time.Duration
+	logLevel    string
 }
 
 func main() {
@@ -102,6 +103,7 @@ func main() {
 	flag.IntVar(&cfg.getKeys, "get-keys", 1000, "4 KiB objects read")
 	flag.StringVar(&cfg.duringRate, "during-rate", defaultRate, "copy rate per node (cairn admin recovery set --rate) during the second recovery")
 	flag.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "give up on a recovery after this long")
+	flag.StringVar(&cfg.logLevel, "log-level", "info", "the nodes' --log-level (debug logs every failed copy with its cause; see --keep)")
 	flag.Parse()
 	var err error
 	if cfg.diskSize, err = parseSize(diskSize); err != nil {
@@ -235,6 +237,8 @@ type recovery struct {
 	objects       int64 // copied, from the sync rounds' figures
 	bytes         int64
 	errors        int
+	present       int    // versions that arrived during the round (read repair), not copied
+	firstError    string // a node's first_error, if any
 	rounds        int
 	firstStart    time.Time // earliest round start on a survivor
 	lastEnd       time.Time // latest round end
@@ -356,7 +360,7 @@ func (b *bench) startCluster() {
 	log.Printf("starting %d nodes (N=3, %d zones)", b.cfg.nodes, b.cfg.zones)
 	for i := 0; i < b.cfg.nodes; i++ {
 		n := &node{id: fmt.Sprintf("node%d", i+1)}
-		args := []string{"--node-id", n.id, "--zone", fmt.Sprintf("z%d", i%b.cfg.zones+1)}
+		args := []string{"--node-id", n.id, "--zone", fmt.Sprintf("z%d", i%b.cfg.zones+1), "--log-level", b.cfg.logLevel}
 		if i > 0 {
 			args = append(args, "--join", b.nodes[0].addr)
 		}
@@ -467,8 +471,10 @@ type statusJSON struct {
 		State string `json:"state"`
 		Stats *struct {
 			LastSync *struct {
-				Start  time.Time `json:"start"`
-				Errors int       `json:"errors"`
+				Start      time.Time `json:"start"`
+				Errors     int       `json:"errors"`
+				Present    int       `json:"present"`
+				FirstError string    `json:"first_error"`
 			} `json:"last_sync"`
 		} `json:"stats"`
 	} `json:"nodes"`
@@ -581,10 +587,14 @@ func (b *bench) loseNode(i int, running func()) recovery {
 	for _, x := range st.Nodes {
 		if x.Stats != nil && x.Stats.LastSync != nil && !x.Stats.LastSync.Start.Before(r.markedOut) {
 			r.errors += x.Stats.LastSync.Errors
+			r.present += x.Stats.LastSync.Present
+			if r.firstError == "" && x.Stats.LastSync.FirstError != "" {
+				r.firstError = x.ID + ": " + x.Stats.LastSync.FirstError
+			}
 		}
 	}
-	log.Printf("%s lost: %d objects, %s copied in %d rounds, %.2fs from the mark-out to the last round's end (%.0f MiB/s), %d copy errors",
-		n.id, r.objects, human(r.bytes), r.rounds, r.took().Seconds(), mib(r.bytes)/r.took().Seconds(), r.errors)
+	log.Printf("%s lost: %d objects, %s copied in %d rounds, %.2fs from the mark-out to the last round's end (%.0f MiB/s), %d copy errors (%s), %d present (arrived meanwhile)",
+		n.id, r.objects, human(r.bytes), r.rounds, r.took().Seconds(), mib(r.bytes)/r.took().Seconds(), r.errors, r.firstError, r.present)
 	return r
 }
 
@@ -761,8 +771,8 @@ func (b *bench) report(started time.Time) {
 	r2 := b.rec2
 	fmt.Printf("| 4 KiB GET during the recovery of %s at %s/s per node (%.1fs) | %.0f ops/s, p50 %.2f ms, **p99 %.2f ms**, %d errors | |\n", r2.lost, b.cfg.duringRate, g1.seconds, g1.ops, g1.p50, g1.p99, g1.errors)
 	fmt.Printf("| p99 during / without recovery (ops/s ratio) | **%.2fx** (%.2f) | <= 2x |\n", g1.p99/g0.p99, g1.ops/g0.ops)
-	fmt.Printf("| that recovery: copied | %d objects, %s in %.2fs (%.0f MiB/s over %d nodes), %d errors | |\n", r2.objects, human(r2.bytes), r2.took().Seconds(),
-		mib(r2.bytes)/r2.took().Seconds(), b.cfg.nodes-2, r2.errors)
+	fmt.Printf("| that recovery: copied | %d objects, %s in %.2fs (%.0f MiB/s over %d nodes), %d errors, %d present | |\n", r2.objects, human(r2.bytes), r2.took().Seconds(),
+		mib(r2.bytes)/r2.took().Seconds(), b.cfg.nodes-2, r2.errors, r2.present)
 	if len(b.cpu) > 0 {
 		fmt.Printf("\n| phase | CPU of this run's processes (cores) | CPU of other processes (cores) |\n|---|---|---|\n%s\n", strings.Join(b.cpu, "\n"))
 	}
