@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -387,13 +386,7 @@ func BenchmarkGetAccessTimes(b *testing.B) {
 		get(on, i)
 		get(off, i)
 	}
-	cpu := func() time.Duration {
-		var ru syscall.Rusage
-		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-			b.Fatal(err)
-		}
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
+	cpu := func() time.Duration { return time.Duration(processCPU()) }
 	const block = 500
 	var wall, used [2]time.Duration // [0] with access times, [1] without
 	var count [2]int
