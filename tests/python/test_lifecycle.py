@@ -41,9 +41,12 @@ def test_boto3_lifecycle_configuration(s3, cairn_server, bucket):
     for bad, want in [
         ({"Status": "Enabled", "Filter": {}, "Expiration": {"Days": 0}}, "InvalidArgument"),
         ({"Status": "Enabled", "Filter": {}, "Expiration": {"Date": "2031-01-01T10:00:00Z"}}, "InvalidArgument"),
-        # A Transition's StorageClass names an archive tier; this server has none.
+        # A Transition's (or NoncurrentVersionTransition's) StorageClass names an archive
+        # tier; this server has none.
         ({"Status": "Enabled", "Filter": {}, "Transitions": [{"Days": 30, "StorageClass": "GLACIER"}]}, "InvalidStorageClass"),
-        ({"Status": "Enabled", "Filter": {}, "NoncurrentVersionTransitions": [{"NoncurrentDays": 30, "StorageClass": "GLACIER"}]}, "NotImplemented"),
+        ({"Status": "Enabled", "Filter": {}, "NoncurrentVersionTransitions": [{"NoncurrentDays": 30, "StorageClass": "GLACIER"}]}, "InvalidStorageClass"),
+        # More than one transition in a rule is not built.
+        ({"Status": "Enabled", "Filter": {}, "NoncurrentVersionTransitions": [{"NoncurrentDays": 3, "StorageClass": "A"}, {"NoncurrentDays": 30, "StorageClass": "B"}]}, "NotImplemented"),
     ]:
         with pytest.raises(ClientError) as e:
             s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": [bad]})
