@@ -502,3 +502,104 @@ func (w *benchWriter) Write(p []byte) (int, error) {
 }
 
 func (w *benchWriter) SetWriteDeadline(time.Time) error { return nil }
+
+// BenchmarkListArchived compares a bucket of archived objects (stubs: the record of a
+// version whose bytes are in an archive tier, docs/design/tiering.md) with a bucket of
+// local ones, 1,000,000 each by default ($CAIRN_BENCH_ARCHIVED), written to the store
+// directly: the first page of a listing, a full listing (ListObjectsV2, 1,000 keys a
+// page) and HEAD, through HTTP. Neither touches a tier: a stub carries the size, ETag and
+// metadata. Run with -benchtime 1x for one full listing of each.
+func BenchmarkListArchived(b *testing.B) {
+	total := 1_000_000
+	if v := os.Getenv("CAIRN_BENCH_ARCHIVED"); v != "" {
+		fmt.Sscan(v, &total)
+	}
+	srv := testutil.StartServer(b, store.Config{Reserve: 1}, nil)
+	key := func(i int64) string { return fmt.Sprintf("dir%03d/key%07d", i%1000, i) }
+	for _, bucket := range []string{"local", "archived"} {
+		if err := srv.Store.CreateBucket(bucket); err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range 64 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				body := bytes.Repeat([]byte("x"), 100)
+				for i := next.Add(1) - 1; i < int64(total); i = next.Add(1) - 1 {
+					meta, src := &object.Object{ETag: "0123456789abcdef0123456789abcdef"}, bytes.NewReader(body)
+					if bucket == "archived" {
+						meta = &object.Object{ETag: "0123456789abcdef0123456789abcdef", Size: 4 << 20, Striped: true,
+							Stripe: object.TierStub("archive", fmt.Sprintf("archived/%s/%016x", key(i), i), 4<<20)}
+						src = bytes.NewReader(nil)
+					}
+					if _, err := srv.Store.PutObject(context.Background(), bucket, key(i), meta, src, int64(src.Len()), object.PutOptions{}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		b.Logf("%d %s objects written in %v", total, bucket, time.Since(start).Round(time.Millisecond))
+	}
+	client := &http.Client{}
+	do := func(method, path string) (*http.Response, []byte, error) {
+		r, _ := http.NewRequest(method, srv.URL+path, nil)
+		sigv4.SignRequest(r, testutil.AccessKey, testutil.SecretKey, "us-east-1", "UNSIGNED-PAYLOAD", time.Now())
+		resp, err := client.Do(r)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return resp, body, err
+	}
+	for _, bucket := range []string{"local", "archived"} {
+		b.Run("first-page/"+bucket, func(b *testing.B) {
+			for b.Loop() {
+				if _, body, err := do("GET", "/"+bucket+"?list-type=2"); err != nil || !bytes.Contains(body, []byte("<IsTruncated>true</IsTruncated>")) {
+					b.Fatal(err, string(body[:min(len(body), 300)]))
+				}
+			}
+		})
+		b.Run("head/"+bucket, func(b *testing.B) {
+			i := int64(0)
+			for b.Loop() {
+				i = (i + 7919) % int64(total)
+				resp, _, err := do("HEAD", "/"+bucket+"/"+key(i))
+				if err != nil || resp.StatusCode != 200 || resp.Header.Get("Etag") == "" {
+					b.Fatal(err, resp)
+				}
+			}
+		})
+		b.Run("full-listing/"+bucket, func(b *testing.B) {
+			for b.Loop() {
+				n, token := 0, ""
+				for {
+					path := "/" + bucket + "?list-type=2"
+					if token != "" {
+						path += "&continuation-token=" + url.QueryEscape(token)
+					}
+					_, body, err := do("GET", path)
+					if err != nil {
+						b.Fatal(err)
+					}
+					n += bytes.Count(body, []byte("<Key>"))
+					_, rest, ok := bytes.Cut(body, []byte("<NextContinuationToken>"))
+					if !ok {
+						break
+					}
+					tok, _, _ := bytes.Cut(rest, []byte("<"))
+					token = string(tok)
+				}
+				if n != total {
+					b.Fatalf("listed %d keys of %d", n, total)
+				}
+			}
+			b.ReportMetric(float64(total)*float64(b.N)/b.Elapsed().Seconds(), "keys/s")
+		})
+	}
+}
