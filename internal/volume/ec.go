@@ -795,7 +795,9 @@ func (d *Device) ecFan(ctx context.Context, i int64, phase int, fn func(ctx cont
 			case errors.Is(errors.Permission, err):
 				return errors.E(errors.Permission, fmt.Errorf("node %s refused the write: %w", ts[j].ID, err))
 			case errors.Is(errors.Transient, err) || errors.Is(errors.IO, err):
-				d.s.log.Warn("a shard holder of an erasure-coded volume did not take a write; retrying until it is marked down", "volume", d.vol.Name, "node", ts[j].ID, "err", err)
+				if ok, held := d.warns.allow("shard write "+ts[j].ID, time.Now()); ok {
+					d.s.log.Warn("a shard holder of an erasure-coded volume did not take a write; retrying until it is marked down", "volume", d.vol.Name, "node", ts[j].ID, "err", err, "same_warnings_held", held)
+				}
 				retry = true
 			case errors.Is(errors.NoSpace, err):
 				return errors.E(errors.NoSpace, fmt.Errorf("node %s: %w", ts[j].ID, err))

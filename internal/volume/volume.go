@@ -309,6 +309,38 @@ type Device struct {
 	objs map[int64]*objState
 	// dirty: the holders sent unsynced writes since the last FLUSH took the set (by id).
 	dirty map[string]topology.Target
+
+	warns warnLimit // the "retrying" warnings, at most one a holder every warnEvery
+}
+
+// warnEvery is how often a device logs that one holder keeps failing the same way
+// (retried writes: every write in flight retries every 200 ms while a holder is slow or
+// its map stale, and each would log a line).
+const warnEvery = 10 * time.Second
+
+// warnLimit lets through one warning of a kind every warnEvery and counts the others.
+type warnLimit struct {
+	mu      sync.Mutex
+	last    map[string]time.Time
+	skipped map[string]int
+}
+
+// allow reports whether the warning of kind may be logged now and how many were held
+// back since the last one that was.
+func (w *warnLimit) allow(kind string, now time.Time) (ok bool, held int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.last == nil {
+		w.last, w.skipped = map[string]time.Time{}, map[string]int{}
+	}
+	if t, seen := w.last[kind]; seen && now.Sub(t) < warnEvery {
+		w.skipped[kind]++
+		return false, 0
+	}
+	held = w.skipped[kind]
+	w.last[kind] = now
+	delete(w.skipped, kind)
+	return true, held
 }
 
 // objState is what the device knows of one data object.
@@ -610,7 +642,9 @@ func (d *Device) flushJournals(ctx context.Context) error {
 					errs <- nil
 					return
 				}
-				d.s.log.Warn("a holder of a volume's data objects did not sync its journal; retrying until it is marked down", "volume", d.vol.Name, "node", t.ID, "err", err)
+				if ok, held := d.warns.allow("sync "+t.ID, time.Now()); ok {
+					d.s.log.Warn("a holder of a volume's data objects did not sync its journal; retrying until it is marked down", "volume", d.vol.Name, "node", t.ID, "err", err, "same_warnings_held", held)
+				}
 				select {
 				case <-ctx.Done():
 					errs <- errors.Errorf("", errors.IO, "volume %s: node %s did not sync its journal within %s: %v", d.vol.Name, t.ID, d.s.cfg.WriteTimeout, err)
@@ -833,7 +867,9 @@ func (d *Device) fanOut(ctx context.Context, ts []topology.Target, w object.Rang
 		case errors.Is(errors.Permission, res.err):
 			err = errors.E(errors.Permission, fmt.Errorf("node %s refused the write: %w", res.t.ID, res.err))
 		case errors.Is(errors.Transient, res.err) || errors.Is(errors.IO, res.err):
-			d.s.log.Warn("a holder of a volume's data object did not take a write; retrying until it is marked down", "volume", d.vol.Name, "node", res.t.ID, "err", res.err)
+			if ok, held := d.warns.allow("write "+res.t.ID, time.Now()); ok {
+				d.s.log.Warn("a holder of a volume's data object did not take a write; retrying until it is marked down", "volume", d.vol.Name, "node", res.t.ID, "err", res.err, "same_warnings_held", held)
+			}
 			retry = true
 		case errors.Is(errors.NoSpace, res.err):
 			err = errors.E(errors.NoSpace, fmt.Errorf("node %s: %w", res.t.ID, res.err)) // ENOSPC to the client
