@@ -176,15 +176,24 @@ func (s *netSwitch) forward(i, j int, frame []byte) {
 	}
 }
 
-// deliver writes the frames of one delay line out of port j when they are due.
+// deliver writes the frames of one delay line out of port j when they are due, until the
+// switch closes.
 func (s *netSwitch) deliver(j int, line chan delayedFrame) {
+	timer := time.NewTimer(0)
+	<-timer.C
 	for {
 		select {
 		case <-s.done:
 			return
 		case f := <-line:
 			if wait := time.Until(f.due); wait > 0 {
-				time.Sleep(wait)
+				timer.Reset(wait)
+				select {
+				case <-s.done:
+					timer.Stop()
+					return
+				case <-timer.C:
+				}
 			}
 			s.write(j, f.frame)
 		}

@@ -132,16 +132,7 @@ func BenchmarkGet4KiB(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
-				rd, err := bg.g.OpenObject(ctx, "bench", "get/"+strconv.Itoa(i%keys))
-				if err != nil {
-					b.Fatal(err)
-				}
-				buf.Reset()
-				n, err := rd.WriteRange(ctx, &buf, 0, rd.Info().Size)
-				rd.Close()
-				if err != nil || n != int64(len(body)) {
-					b.Fatalf("read %d bytes: %v", n, err)
-				}
+				benchGet(b, bg.g, &buf, "get/"+strconv.Itoa(i%keys), len(body))
 				i++
 			}
 			if !bytes.Equal(buf.Bytes(), body) {
@@ -370,18 +361,7 @@ func BenchmarkGetAccessTimes(b *testing.B) {
 		}
 	}
 	var buf bytes.Buffer
-	get := func(g *Gateway, i int) {
-		rd, err := g.OpenObject(ctx, "bench", "get/"+strconv.Itoa(i%keys))
-		if err != nil {
-			b.Fatal(err)
-		}
-		buf.Reset()
-		n, err := rd.WriteRange(ctx, &buf, 0, rd.Info().Size)
-		rd.Close()
-		if err != nil || n != int64(len(body)) {
-			b.Fatalf("read %d bytes: %v", n, err)
-		}
-	}
+	get := func(g *Gateway, i int) { benchGet(b, g, &buf, "get/"+strconv.Itoa(i%keys), len(body)) }
 	for i := range 2 * keys { // warm both (the first reads of a period are the writes)
 		get(on, i)
 		get(off, i)
@@ -417,5 +397,21 @@ func BenchmarkGetAccessTimes(b *testing.B) {
 		b.ReportMetric(per(used, 0), "cpu-ns/get-on")
 		b.ReportMetric(per(used, 1), "cpu-ns/get-off")
 		b.ReportMetric(100*(per(used, 0)-per(used, 1))/per(used, 1), "%cpu-cost")
+	}
+}
+
+// benchGet reads bucket "bench"'s key through g into buf (reset first) and fails b unless
+// it got size bytes.
+func benchGet(b *testing.B, g *Gateway, buf *bytes.Buffer, key string, size int) {
+	ctx := context.Background()
+	rd, err := g.OpenObject(ctx, "bench", key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf.Reset()
+	n, err := rd.WriteRange(ctx, buf, 0, rd.Info().Size)
+	rd.Close()
+	if err != nil || n != int64(size) {
+		b.Fatalf("read %d bytes: %v", n, err)
 	}
 }
