@@ -381,7 +381,7 @@ func TestCopyOnWriteCrash(t *testing.T) {
 				switch {
 				case reached == 0 && !errors.Is(errors.NotExist, err):
 					t.Errorf("node %s has a head object no write made: %v", id, err)
-				case reached > 0 && (err != nil || o.HLC != OrderOf(1)+1):
+				case reached > 0 && (err != nil || o.HLC != OrderOf(2)+1): // spread, then stamped by lease 2
 					t.Errorf("node %s: %v %+v", id, err, o)
 				}
 			}

@@ -74,7 +74,8 @@ type Config struct {
 	// left to repair.
 	WriteTimeout time.Duration
 	// Observe, if set, is told of every I/O a device serves (op: read, write, trim, zero,
-	// flush), for per-volume metrics.
+	// flush; stamp: a data object moved to the device's lease epoch, Device.sync), for
+	// per-volume metrics.
 	Observe func(volume, op string, bytes int64, d time.Duration, err error)
 	// Delete, if set, deletes an object of every holder: a device deletes the data
 	// object of an unnamed layer it copied on write and that no one else reads
@@ -736,6 +737,12 @@ func (d *Device) write(ctx context.Context, i int64, w object.RangeWrite) error 
 	if w.Data == nil && st.order == 0 && st.base == "" {
 		return nil // zeroes into an object never written: it reads as zeroes already
 	}
+	return d.apply(ctx, i, st, w, false)
+}
+
+// apply applies w to data object i on every holder, once the device knows the object
+// (sync); stamp, that w is sync's stamp (it changes no byte). The caller holds st.mu.
+func (d *Device) apply(ctx context.Context, i int64, st *objState, w object.RangeWrite, stamp bool) error {
 	if err := d.check(ctx); err != nil {
 		return err
 	}
@@ -761,7 +768,9 @@ func (d *Device) write(ctx context.Context, i int64, w object.RangeWrite) error 
 		w.Off, w.Data, w.Len = 0, buf, 0
 	}
 	w.Prev, w.Next = st.order, Next(st.order, d.vol.Epoch)
-	w.Unsynced = d.s.cfg.Journal != nil && d.s.cfg.Journal()
+	// A stamp (sync) is synced when answered whatever the journal: a power cut must
+	// not take the holders back to the order a returning holder could beat.
+	w.Unsynced = !stamp && d.s.cfg.Journal != nil && d.s.cfg.Journal()
 	for {
 		ts, err := d.targets(w.Key)
 		if err != nil {
@@ -952,11 +961,14 @@ func orderString(o uint64) string {
 // was told was done is on every holder; a write that reached only some is kept, as a disk
 // may keep a write it did not acknowledge), and the holders behind get the object whole.
 // The caller holds st.mu.
+//
+// The lease holder's device then stamps the object with its own lease epoch (stamp)
+// when it must, so that no copy left by an earlier lease can win later.
 func (d *Device) sync(ctx context.Context, i int64, st *objState) error {
 	if st.synced {
 		return nil
 	}
-	order, err := d.syncKey(ctx, ObjectKey(d.vol.ID, i), !d.ro)
+	order, all, err := d.syncKey(ctx, ObjectKey(d.vol.ID, i), !d.ro)
 	if err != nil {
 		return err
 	}
@@ -964,7 +976,7 @@ func (d *Device) sync(ctx context.Context, i int64, st *objState) error {
 	if order == 0 {
 		// The head lacks it: the newest layer of the chain that has it is read.
 		for _, l := range d.chain {
-			bo, err := d.syncKey(ctx, ObjectKey(l, i), false)
+			bo, _, err := d.syncKey(ctx, ObjectKey(l, i), false)
 			if err != nil {
 				return err
 			}
@@ -975,15 +987,51 @@ func (d *Device) sync(ctx context.Context, i int64, st *objState) error {
 		}
 	}
 	st.synced, st.unsure = true, false
+	// A copy written under an earlier lease may be ahead of what its writer was told
+	// was done: a holder paused (or cut off) between taking a write itself and sending
+	// it on keeps the write alone, at (old epoch, sequence+1). Unstamped, that copy
+	// would win when its holder comes back (a higher order), and a block this device
+	// had read would change under the client. Stamped at this lease's epoch, every
+	// holder reached is past any order of an earlier lease.
+	if !d.ro && (order > 0 && EpochOf(order) < d.vol.Epoch || order == 0 && !all) {
+		if err := d.stamp(ctx, i, st); err != nil {
+			st.synced = false
+			return err
+		}
+	}
 	return nil
 }
 
+// stamp moves data object i to this lease's epoch on every holder without changing a
+// byte: it writes the object's first byte again (a hole where it reads as zeroes; where
+// the head lacks the object and a base has it, the write copies the base on write as
+// any first write does). It is synced when answered. The caller holds st.mu.
+func (d *Device) stamp(ctx context.Context, i int64, st *objState) (err error) {
+	defer func(start time.Time) { d.observe("stamp", 0, start, err) }(time.Now())
+	w := object.RangeWrite{Bucket: clustermap.VolumeBucket, Key: ObjectKey(d.vol.ID, i), Size: d.vol.BlockSize}
+	switch {
+	case st.order > 0 || st.base != "":
+		layer, order := d.vol.ID, st.order
+		if order == 0 {
+			layer, order = st.base, st.baseOrder
+		}
+		w.Data = make([]byte, 1)
+		if err := d.read(ctx, ObjectKey(layer, i), order, 0, w.Data); err != nil {
+			return err
+		}
+	default:
+		w.Len = 1
+	}
+	return d.apply(ctx, i, st, w, true)
+}
+
 // syncKey brings the holders of data object key to one order and returns it (0: no
-// holder has it); lease, that a later lease epoch than the device's means its lease moved.
-func (d *Device) syncKey(ctx context.Context, key string, lease bool) (uint64, error) {
+// holder has it), and whether every holder answered; lease, that a later lease epoch
+// than the device's means its lease moved.
+func (d *Device) syncKey(ctx context.Context, key string, lease bool) (uint64, bool, error) {
 	ts, err := d.targets(key)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	type stat struct {
 		t     topology.Target
@@ -1027,20 +1075,20 @@ func (d *Device) syncKey(ctx context.Context, key string, lease bool) (uint64, e
 		}
 	}
 	if reached == 0 {
-		return 0, errors.Errorf("", errors.IO, "volume %s, data object %s: no holder can be reached", d.vol.Name, key)
+		return 0, false, errors.Errorf("", errors.IO, "volume %s, data object %s: no holder can be reached", d.vol.Name, key)
 	}
 	if lease && EpochOf(best) > d.vol.Epoch {
-		return 0, errors.E(errors.Permission, fmt.Errorf("%w: data object %s was written under lease epoch %d", ErrLeaseLost, key, EpochOf(best)))
+		return 0, false, errors.E(errors.Permission, fmt.Errorf("%w: data object %s was written under lease epoch %d", ErrLeaseLost, key, EpochOf(best)))
 	}
 	for _, s := range stats {
 		if s.err != nil || s.order == best {
 			continue
 		}
 		if _, err := replica.Copy(ctx, d.s.cfg.Replica(src), d.s.cfg.Replica(s.t), clustermap.VolumeBucket, key, best, false); err != nil {
-			return 0, errors.E(errors.IO, fmt.Errorf("volume %s, data object %s: catching up node %s: %w", d.vol.Name, key, s.t.ID, err))
+			return 0, false, errors.E(errors.IO, fmt.Errorf("volume %s, data object %s: catching up node %s: %w", d.vol.Name, key, s.t.ID, err))
 		}
 	}
-	return best, nil
+	return best, reached == len(ts), nil
 }
 
 // Fence returns the check a holder makes before each range write (replica.Local.Fence):

@@ -434,3 +434,78 @@ func TestStaleMapWaits(t *testing.T) {
 		t.Fatalf("open with no confirmation: %v", err)
 	}
 }
+
+// A holder paused between taking a write itself and sending it on keeps a write no one
+// was told was done, at (old epoch, sequence+1), ahead of the other holders. Once the
+// lease moved, the new holder's device reads without it; when the paused holder comes
+// back, its copy must lose (the first touch stamped the object with the new epoch), or a
+// block the client read would change under it. Likewise for an object the paused
+// holder alone created.
+func TestPausedHolderWrite(t *testing.T) {
+	c := newCluster(t)
+	old := openDevice(t, c.service("n1"), "vm")
+	if _, err := old.WriteAt([]byte("before"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// n1's own store takes the next write of object 0 and the first of object 1; the
+	// process stops before sending them on.
+	key0, key1 := ObjectKey("00000000000000aa", 0), ObjectKey("00000000000000aa", 1)
+	o, err := c.stores["n1"].StatObject(clustermap.VolumeBucket, key0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []object.RangeWrite{
+		{Key: key0, Data: []byte("unack!"), Prev: o.HLC, Next: Next(o.HLC, 1)},
+		{Key: key1, Data: []byte("unack!"), Next: Next(0, 1)},
+	} {
+		w.Bucket, w.Size = clustermap.VolumeBucket, blockSize
+		if _, err := c.stores["n1"].WriteRange(context.Background(), w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.faults["n1"].Partition()
+	c.setMap(func(m *clustermap.Map) {
+		m.Nodes[0].State = clustermap.StateDown
+		v := m.Volumes["vm"]
+		v.Holder, v.Epoch = "n2", 2
+		m.Volumes["vm"] = v
+	})
+	d2 := openDevice(t, c.service("n2"), "vm")
+	if got := readAt(t, d2, 0, 6); string(got) != "before" {
+		t.Fatalf("the new holder reads %q", got)
+	}
+	if got := readAt(t, d2, blockSize, 6); !bytes.Equal(got, make([]byte, 6)) {
+		t.Fatalf("the new holder reads %q in an object never acknowledged", got)
+	}
+
+	// n1 comes back; a device that syncs every holder (the lease moves on to n3) and
+	// the holders' own copies keep what the client read.
+	c.faults["n1"].Heal()
+	c.setMap(func(m *clustermap.Map) {
+		m.Nodes[0].State = clustermap.StateUp
+		v := m.Volumes["vm"]
+		v.Holder, v.Epoch = "n3", 3
+		m.Volumes["vm"] = v
+	})
+	d3 := openDevice(t, c.service("n3"), "vm")
+	if got := readAt(t, d3, 0, 6); string(got) != "before" {
+		t.Fatalf("after the paused holder came back, the volume reads %q", got)
+	}
+	if got := readAt(t, d3, blockSize, 6); !bytes.Equal(got, make([]byte, 6)) {
+		t.Fatalf("after the paused holder came back, the volume reads %q in an object never acknowledged", got)
+	}
+	for id, st := range c.stores {
+		for _, key := range []string{key0, key1} {
+			o, err := st.StatObject(clustermap.VolumeBucket, key)
+			if err != nil {
+				t.Fatalf("node %s, %s: %v", id, key, err)
+			}
+			if EpochOf(o.HLC) != 3 {
+				t.Errorf("node %s holds %s at order %s, not stamped with epoch 3", id, key, orderString(o.HLC))
+			}
+		}
+	}
+}
