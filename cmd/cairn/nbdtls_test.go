@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -133,8 +135,61 @@ func TestVolumeNBDTLS(t *testing.T) {
 			t.Fatalf("client-cert list: %s is %+v (%v)", n, c, ok)
 		}
 	}
+	// hv1 holds a connection open across its revocation (qemu-io reading commands from
+	// its standard input): the node closes it, and its next read fails.
+	held := exec.Command(tool(t, "qemu-io"), opts(dir)...)
+	heldIn, err := held.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	heldOut, err := held.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	held.Stderr = held.Stdout
+	if err := held.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { held.Process.Kill(); held.Wait() })
+	lines := make(chan string, 64)
+	go func() {
+		sc := bufio.NewScanner(heldOut)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	heldRead := func() string {
+		t.Helper()
+		fmt.Fprintln(heldIn, "read -P 0x6b 65536 4096")
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					return "qemu-io exited"
+				}
+				if strings.Contains(l, "read ") || strings.Contains(l, "failed") || strings.Contains(l, "rror") {
+					return l
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("qemu-io answered nothing within 30 s")
+			}
+		}
+	}
+	if l := heldRead(); !strings.Contains(l, "read 4096/4096 bytes") {
+		t.Fatalf("qemu-io holding a connection: %s", l)
+	}
 	if out, err := tc.volume(0, "client-cert", "revoke", "--name", "hv1"); err != nil || !strings.Contains(out, "revoked 1") {
 		t.Fatalf("revoke --name hv1: %v\n%s", err, out)
+	}
+	proctest.WaitFor(t, 20*time.Second, func() error {
+		if !strings.Contains(tc.procs[0].Output(), "closed a connection whose client certificate is no longer accepted") {
+			return errors.New("the node has not closed hv1's connection")
+		}
+		return nil
+	})
+	if l := heldRead(); strings.Contains(l, "read 4096/4096 bytes") {
+		t.Errorf("hv1's connection opened before its revocation still reads: %s", l)
 	}
 	if out, err := tc.volume(1, "client-cert", "revoke", strings.ToUpper(issued["hv2"].Serial)); err != nil || !strings.Contains(out, "revoked 1") {
 		t.Fatalf("revoke hv2's serial through the second node: %v\n%s", err, out)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -97,6 +98,37 @@ type Server struct {
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
+	// tlsConns are the connections in their transmission phase over TLS, with the
+	// client certificate that authenticated them (Drop).
+	tlsConns map[net.Conn]*x509.Certificate
+	dropped  func(*x509.Certificate) error // Drop's last check, for connections that finish their handshake after it
+}
+
+// Drop closes every connection in its transmission phase whose client certificate
+// check refuses now (a certificate revoked after the connection was authenticated), logs
+// each with the reason, and returns how many it closed. Requests in flight on them fail
+// with the connection; a write the client was not answered for may or may not be done,
+// as with any lost connection. Plain connections are not checked.
+func (s *Server) Drop(check func(*x509.Certificate) error) int {
+	type victim struct {
+		c   net.Conn
+		err error
+	}
+	var vs []victim
+	s.mu.Lock()
+	s.dropped = check
+	for c, cert := range s.tlsConns {
+		if err := check(cert); err != nil {
+			vs = append(vs, victim{c, err})
+			delete(s.tlsConns, c)
+		}
+	}
+	s.mu.Unlock()
+	for _, v := range vs {
+		s.log().Warn("nbd: closed a connection whose client certificate is no longer accepted", "client", v.c.RemoteAddr().String(), "err", v.err)
+		v.c.Close()
+	}
+	return len(vs)
 }
 
 func (s *Server) log() *slog.Logger {
@@ -193,7 +225,27 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
 		defer cl.Close()
 	}
 	if hs.cs != nil {
-		log = log.With("tls", true, "client_cert", hs.cs.PeerCertificates[0].Subject.CommonName)
+		cert := hs.cs.PeerCertificates[0]
+		log = log.With("tls", true, "client_cert", cert.Subject.CommonName)
+		s.mu.Lock()
+		if s.tlsConns == nil {
+			s.tlsConns = map[net.Conn]*x509.Certificate{}
+		}
+		s.tlsConns[c] = cert
+		var err error
+		if s.dropped != nil {
+			err = s.dropped(cert) // revoked between its handshake's check and now
+		}
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			delete(s.tlsConns, c)
+			s.mu.Unlock()
+		}()
+		if err != nil {
+			log.Warn("nbd: closed a connection whose client certificate is no longer accepted", "err", err)
+			return
+		}
 	}
 	t := &transmission{s: s, c: hs.c, r: hs.r, w: hs.w, dev: dev, info: info, structured: hs.structured, log: log.With("export", info.Name)}
 	t.run(ctx)

@@ -479,3 +479,55 @@ func TestTLSClients(t *testing.T) {
 	})
 	unchanged("other")
 }
+
+// Drop closes the connections whose client certificate its check refuses (a revocation
+// after they were authenticated), leaves the others serving, and closes a connection
+// that finishes its handshake after it, as soon as the transmission phase starts.
+func TestTLSDrop(t *testing.T) {
+	p := newPKI(t)
+	orig := bytes.Repeat([]byte("drop"), 1<<16)
+	addr, _, srv := startServerWith(t, func(dir string) { writeFile(t, filepath.Join(dir, "disk"), orig) }, func(s *Server) {
+		s.TLS, s.TLSRequired = p.serverConfig(), true
+		s.Authorize = func(cs *tls.ConnectionState, export string) bool { return cs != nil }
+	})
+	hv1, hv2 := p.clientCert("hv1", "disk"), p.clientCert("hv2", "disk")
+	open := func(c tls.Certificate) *rawClient {
+		r := dial(t, addr)
+		r.greet(clientFixedNewstyle | clientNoZeroes)
+		if err := r.startTLS(p.clientConfig(c)); err != nil {
+			t.Fatal(err)
+		}
+		r.goExport("disk")
+		return r
+	}
+	read := func(r *rawClient, cookie uint64) {
+		t.Helper()
+		r.request(cmdRead, 0, cookie, 0, 4096, nil)
+		if errno, b := r.simpleReply(cookie, 4096); errno != 0 || !bytes.Equal(b, orig[:4096]) {
+			t.Fatalf("read: errno %d", errno)
+		}
+	}
+	c1, c2 := open(hv1), open(hv2)
+	read(c1, 1)
+	read(c2, 1)
+	revoked := func(c *x509.Certificate) error {
+		if c.Subject.CommonName == "hv1" {
+			return os.ErrPermission
+		}
+		return nil
+	}
+	if n := srv.Drop(revoked); n != 1 {
+		t.Fatalf("Drop closed %d connections, want 1", n)
+	}
+	if !c1.closed() {
+		t.Error("the connection of the refused certificate is still open")
+	}
+	read(c2, 2)
+	if n := srv.Drop(revoked); n != 0 {
+		t.Errorf("a second Drop closed %d connections", n)
+	}
+	if !open(hv1).closed() {
+		t.Error("a connection of the refused certificate opened after Drop is still open")
+	}
+	read(c2, 3)
+}

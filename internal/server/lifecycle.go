@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net"
@@ -619,6 +620,13 @@ func (n *instance) run(ctx context.Context) (err error) {
 		if cfg.NBDTLS {
 			nsrv.TLS, nsrv.TLSRequired = n.itls.nbdTLS(n.mgr.Current), true
 			nbdTLSHint(log, nbdAddr, n.self.Addr)
+			// A certificate revoked after its connections were authenticated closes them
+			// as soon as this node applies the revocation.
+			loop(func(ctx context.Context) {
+				for m := range n.mgr.Watch(ctx) {
+					nsrv.Drop(func(c *x509.Certificate) error { return checkRevoked(m, c) })
+				}
+			})
 		}
 		servers.Go(func() error {
 			if err := nsrv.Serve(loopCtx, n.nbdLn); err != nil {
