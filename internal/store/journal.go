@@ -342,6 +342,17 @@ func (s *Store) openJournal(sc *jscan) error {
 	j.room = make(chan struct{})
 	last := sc.last
 	s.jnl = j
+	// The records' chunks may be in the page cache only (a SIGKILL, not a power cut):
+	// synced before any extent references them, as the applier does.
+	seen := map[uint32]bool{}
+	for _, l := range sc.locs() {
+		if !seen[l.Seg] {
+			seen[l.Seg] = true
+			if err := s.segs.Sync(l.Seg); err != nil && !errors.Is(errors.NotExist, err) {
+				return err
+			}
+		}
+	}
 	if len(sc.recs) > 0 {
 		replayed := 0
 		for i, e := range sc.recs {
