@@ -39,8 +39,9 @@ func journalBytes(t *testing.T, dataDir string) int64 {
 // TestVolumeJournal: writes of a replicated volume go through the holders' journals
 // (feature level 9). Reads during heavy unflushed writing see the newest bytes; data
 // written and flushed survives SIGKILL of every node (all three hold every data object),
-// and after the restart each 4 KiB block written after the last flush holds its old
-// bytes or one of the patterns written to it, never anything else.
+// and after the restart each 4 KiB block written after the last flush (by 4 KiB writes
+// and by writes larger than InlineMax, journaled as references to unsynced chunks) holds
+// its old bytes or one of the patterns written to it, never anything else.
 func TestVolumeJournal(t *testing.T) {
 	skipShort(t)
 	tool(t, "qemu-io")
@@ -84,14 +85,22 @@ func TestVolumeJournal(t *testing.T) {
 		}
 	}
 
-	// Unflushed 4 KiB writes, cut by SIGKILL of every node.
+	// Unflushed writes, cut by SIGKILL of every node: 4 KiB ones, and every eighth one
+	// of 132 KiB to 1 MiB (over InlineMax: its chunks are appended unsynced to segments
+	// and its journal record references them).
 	cands := map[int][]byte{} // block -> patterns written to it after the flush
 	cmds = cmds[:0]
 	for i := range 400 {
-		b := rng.IntN(size / block)
+		n := 1
+		if i%8 == 7 {
+			n = 33 + rng.IntN(224)
+		}
+		b := rng.IntN(size/block - n + 1)
 		p := byte(1 + i%250)
-		cmds = append(cmds, fmt.Sprintf("write -P %d %d %d", p, b*block, block))
-		cands[b] = append(cands[b], p)
+		cmds = append(cmds, fmt.Sprintf("write -P %d %d %d", p, b*block, n*block))
+		for k := b; k < b+n; k++ {
+			cands[k] = append(cands[k], p)
+		}
 	}
 	killed := false
 	qemuIOThen(t, v.URI, func() {

@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/store/segment"
 )
 
 // jmodel is what a test expects of the mutable objects it writes through the journal:
@@ -221,7 +222,7 @@ func TestJournalTornTail(t *testing.T) {
 	}
 	var ends []int // where each record ends
 	for p := jnlHeaderSize; p < len(whole); {
-		_, n, err := decodeJournalRecord(whole[p:])
+		_, n, err := decodeJournalRecord(whole[p:], jnlVersion)
 		if err != nil {
 			t.Fatalf("record at %d of %d (%d found, length field %x): %v", p, len(whole), len(ends), whole[p:p+8], err)
 		}
@@ -279,22 +280,257 @@ func TestJournalTornTail(t *testing.T) {
 }
 
 // FuzzJournalRecord: the decoder never panics, and what it accepts encodes back to the
-// same bytes.
+// same bytes; a version 1 file's decoder refuses a record referencing chunks.
 func FuzzJournalRecord(f *testing.F) {
-	for _, r := range []jrec{
-		{seq: 1, w: object.RangeWrite{Bucket: "_volumes", Key: "v/0000000000000001", Size: 4 << 20, Off: 4096, Data: []byte("hello"), Prev: 0, Next: 1 << 40}},
-		{seq: 9, w: object.RangeWrite{Bucket: "b", Key: "k", Size: 100, Off: 10, Len: 90, Prev: 3, Next: 4}},
-	} {
+	for _, r := range journalRecordSeeds() {
 		f.Add(encodeJournalRecord(nil, &r))
 	}
 	f.Add([]byte{0, 0, 0, 1, 0, 0, 0, 0, 9})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, n, err := decodeJournalRecord(b)
-		if err != nil {
-			return
-		}
-		if again := encodeJournalRecord(nil, r); !bytes.Equal(again, b[:n]) {
-			t.Fatalf("decoded %+v, which encodes to other bytes", r)
+		for _, v := range []uint32{1, 2} {
+			r, n, err := decodeJournalRecord(b, v)
+			if err != nil {
+				continue
+			}
+			if v == 1 && r.bd != nil {
+				t.Fatalf("a version 1 decoder accepted a record referencing chunks")
+			}
+			if again := encodeJournalRecord(nil, r); !bytes.Equal(again, b[:n]) {
+				t.Fatalf("decoded %+v, which encodes to other bytes", r)
+			}
 		}
 	})
+}
+
+func journalRecordSeeds() []jrec {
+	id := func(b byte) object.ChunkID { return object.ChunkID{b, 1, 2, 3} }
+	return []jrec{
+		{seq: 1, w: object.RangeWrite{Bucket: "_volumes", Key: "v/0000000000000001", Size: 4 << 20, Off: 4096, Data: []byte("hello"), Prev: 0, Next: 1 << 40}},
+		{seq: 9, w: object.RangeWrite{Bucket: "b", Key: "k", Size: 100, Off: 10, Len: 90, Prev: 3, Next: 4}},
+		{seq: 12, w: object.RangeWrite{Bucket: "_volumes", Key: "v/0000000000000002", Size: 4 << 20, Off: 1 << 20, Len: 96 << 10, Prev: 7, Next: 8},
+			bd: &body{size: 96 << 10, chunks: []object.Chunk{{ID: id(1), Size: 64 << 10}, {ID: id(2), Size: 32 << 10}},
+				locs: []segment.Loc{{Seg: 3, Off: 4096, Len: 64 << 10}, {Seg: 4, Off: 0, Len: 32 << 10}}}},
+	}
+}
+
+// TestJournalRecordVersions: each kind of record decodes back to itself from a version 2
+// file; a version 1 file's records (data and holes) still decode, one referencing chunks
+// does not.
+func TestJournalRecordVersions(t *testing.T) {
+	for _, r := range journalRecordSeeds() {
+		t.Run(fmt.Sprint("seq", r.seq), func(t *testing.T) {
+			b := encodeJournalRecord(nil, &r)
+			got, n, err := decodeJournalRecord(b, 2)
+			if err != nil || n != len(b) {
+				t.Fatalf("version 2: %v (%d of %d bytes)", err, n, len(b))
+			}
+			if got.seq != r.seq || got.w.Length() != r.w.Length() || (got.bd == nil) != (r.bd == nil) {
+				t.Fatalf("decoded %+v, want %+v", got, r)
+			}
+			if r.bd != nil && (!slices.Equal(got.bd.chunks, r.bd.chunks) || !slices.Equal(got.bd.locs, r.bd.locs)) {
+				t.Fatalf("chunks %v at %v, want %v at %v", got.bd.chunks, got.bd.locs, r.bd.chunks, r.bd.locs)
+			}
+			_, _, err = decodeJournalRecord(b, 1)
+			if (err != nil) != (r.bd != nil) {
+				t.Fatalf("version 1: %v", err)
+			}
+		})
+	}
+}
+
+// TestJournalTornChunks: a journal record of a large write references chunks appended
+// unsynced to segments. When the journal reached the disk but those segment bytes did not
+// (the journal file whole, the segments as of the last sync), replay applies exactly the
+// records before the first one whose chunks are not whole and nothing after it; a chunk
+// damaged on disk stops the replay at its record the same way. The applier is held, so
+// the index has none of the journaled writes.
+func TestJournalTornChunks(t *testing.T) {
+	logs := &testLogs{}
+	fs := vfs.NewCrashableMem()
+	cfg := func(fs vfs.FS) Config {
+		c := journalConfig(fs, logs)
+		c.JournalSize = 64 << 20 // the applier is held: every write stays in the journal
+		return c
+	}
+	s, err := Open(cfg(fs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.jnl.hold.Store(true)
+	if err := s.CreateBucket("vol"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WriteRange(context.Background(), object.RangeWrite{Bucket: "vol", Key: "z", Size: 4096, Data: make([]byte, 10), Next: 1}); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	keys := []string{"a", "b"}
+	m := newJModel(512<<10, keys...)
+	var order []string           // the key of each journal record
+	var large []int              // the records referencing chunks
+	var firstChunk []segment.Loc // of each record referencing chunks
+	write := func(n int) {
+		for range n {
+			k := keys[rng.IntN(len(keys))]
+			w := m.write(t, s, rng, k)
+			if len(w.Data) > s.cfg.InlineMax {
+				large = append(large, len(order))
+				j := s.jnl
+				j.mu.Lock()
+				firstChunk = append(firstChunk, j.queue[len(j.queue)-1].bd.locs[0])
+				j.mu.Unlock()
+			}
+			order = append(order, k)
+		}
+	}
+	write(30)
+	if err := s.SyncJournal(); err != nil {
+		t.Fatal(err)
+	}
+	synced := len(order)
+	syncedLarge := len(large)
+	write(30)
+	for len(large) == syncedLarge { // at least one large write after the sync
+		write(5)
+	}
+	if syncedLarge == 0 {
+		t.Fatal("no large write before the sync: change the seed")
+	}
+	name := s.jnl.files[len(s.jnl.files)-1].name
+	whole, err := readJournalFile(fs, name) // the live file, synced or not
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, damage func(c *vfs.MemFS), complete int) {
+		t.Helper()
+		c := fs.CrashClone(vfs.CrashCloneCfg{}) // what was synced
+		f, err := c.Create(name, vfs.WriteCategoryUnspecified)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write(slices.Clone(whole)); err != nil { // the journal, whole
+			t.Fatal(err)
+		}
+		f.Sync()
+		f.Close()
+		if damage != nil {
+			damage(c)
+		}
+		st, err := Open(cfg(c))
+		if err != nil {
+			t.Fatalf("%s: open: %v", what, err)
+		}
+		defer st.Close()
+		want := map[string]int{}
+		for _, k := range order[:complete] {
+			want[k]++
+		}
+		for _, k := range keys {
+			if got := m.state(t, st, k); got != want[k] {
+				t.Fatalf("%s: %s is at state %d, want %d (%d records replayed)\n%s", what, k, got, want[k], complete, logs.String())
+			}
+		}
+		// The store takes writes again after the dropped tail, and they survive a restart.
+		if _, err := st.WriteRange(context.Background(), object.RangeWrite{Bucket: "vol", Key: "z", Size: 4096, Data: make([]byte, 200<<10)[:4096], Prev: 1, Next: 2, Unsynced: true}); err != nil {
+			t.Fatalf("%s: a write after the replay: %v", what, err)
+		}
+	}
+	check("segments as of the sync", nil, large[syncedLarge])
+	// A chunk of a synced record damaged on disk: the replay stops at that record.
+	victim := syncedLarge / 2
+	check("damaged chunk", func(c *vfs.MemFS) {
+		l := firstChunk[victim]
+		path := c.PathJoin("/data/segments", fmt.Sprintf("%08d.seg", l.Seg))
+		f, err := c.OpenReadWrite(path, vfs.WriteCategoryUnspecified)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, 1)
+		if _, err := f.ReadAt(b, l.Off+segment.HeaderSize+7); err != nil {
+			t.Fatal(err)
+		}
+		b[0] ^= 0x10
+		if _, err := f.WriteAt(b, l.Off+segment.HeaderSize+7); err != nil {
+			t.Fatal(err)
+		}
+		f.Sync()
+		f.Close()
+	}, large[victim])
+	if large[victim] >= synced {
+		t.Fatal("the damaged chunk is not of a synced record")
+	}
+	// SIGKILL (every byte written kept, in the page cache), the replay, then a power cut
+	// at once: every write is there, its chunks synced before replay referenced them.
+	k := pageCacheClone(t, fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rand.New(rand.NewPCG(1, 2))}), "/data/segments")
+	ks, err := Open(cfg(k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ks.Close()
+	cut := k.CrashClone(vfs.CrashCloneCfg{})
+	cs, err := Open(cfg(cut))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	for _, key := range keys {
+		if got, want := m.state(t, cs, key), len(m.states[key])-1; got != want {
+			t.Fatalf("SIGKILL, replay, power cut: %s is at state %d, want %d\n%s", key, got, want, logs.String())
+		}
+	}
+}
+
+// pageCacheClone copies src into a new crashable file system, every file synced except
+// those under unsynced (their bytes as if in the page cache only: a SIGKILL's state,
+// which a power cut then loses unless they are synced).
+func pageCacheClone(t *testing.T, src *vfs.MemFS, unsynced string) *vfs.MemFS {
+	t.Helper()
+	dst := vfs.NewCrashableMem()
+	var walk func(dir string)
+	walk = func(dir string) {
+		if err := dst.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		names, err := src.List(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			path := src.PathJoin(dir, n)
+			st, err := src.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.IsDir() {
+				walk(path)
+				continue
+			}
+			b, err := readJournalFile(src, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := dst.Create(path, vfs.WriteCategoryUnspecified)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Write(b); err != nil {
+				t.Fatal(err)
+			}
+			if dir != unsynced {
+				if err := f.Sync(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.Close()
+		}
+		d, err := dst.OpenDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Sync()
+		d.Close()
+	}
+	walk("/")
+	return dst
 }

@@ -135,10 +135,11 @@ func (s *Store) WriteRange(ctx context.Context, w object.RangeWrite) (*object.Ob
 			return nil, errors.E(op, err)
 		}
 	}
-	// Writes up to InlineMax (and holes) go to the journal; a larger one is written
-	// once, to segments, and synced as before: journaling its bytes too wrote them twice
-	// and halved sequential writes (docs/benchmarks.md, issue 17).
-	if w.Unsynced && s.jnl != nil && len(w.Data) <= s.cfg.InlineMax {
+	// An unsynced write goes to the journal: its bytes (up to InlineMax, or a hole), or,
+	// for a larger one, a reference to its chunks appended unsynced to segments (its
+	// bytes are written once; journaling them too halved sequential writes,
+	// docs/benchmarks.md, issue 17).
+	if w.Unsynced && s.jnl != nil {
 		return s.jnl.write(ctx, op, w)
 	}
 	// A synced write comes after the writes of the object the journal holds.
@@ -229,10 +230,10 @@ func (s *Store) commitRange(op errors.Op, w object.RangeWrite, bd *body, sync bo
 		return nil, errors.E(op, err)
 	}
 	switch {
-	case w.Data == nil: // a hole
+	case bd == nil && w.Data == nil: // a hole
 	case bd == nil:
 		b.Set(extentKey(o.VersionID, w.Off), extent{data: w.Data}.value(), nil)
-	default:
+	default: // chunks (a journaled one has no w.Data)
 		pos := w.Off
 		for i, c := range bd.chunks {
 			id := segment.ID(c.ID)

@@ -286,7 +286,17 @@ func Open(cfg Config) (*Store, error) {
 		db.Close()
 		return nil, errors.E(op, err)
 	}
-	if err := s.recover(); err != nil {
+	var jscan *jscan
+	if cfg.JournalSize > 0 {
+		// The journal's records may reference chunks the index does not: recover keeps
+		// them, and replay (below, once the committer runs) checks and applies them.
+		if jscan, err = s.scanJournal(); err != nil {
+			segs.Close()
+			db.Close()
+			return nil, errors.E(op, err)
+		}
+	}
+	if err := s.recover(jscan.locs()); err != nil {
 		segs.Close()
 		db.Close()
 		return nil, errors.E(op, err)
@@ -315,20 +325,25 @@ func Open(cfg Config) (*Store, error) {
 	go s.committer()
 	ctx, cancel := context.WithCancel(context.Background())
 	s.compactStop = cancel
-	s.wg.Add(2)
-	go func() {
-		defer s.wg.Done()
-		s.compactLoop(ctx)
-	}()
+	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		s.countUsage(ctx, usageIt, versIt)
 	}()
 	if cfg.JournalSize > 0 {
-		if err := s.openJournal(); err != nil {
+		// Replayed before compaction starts: the chunks of the journal's records are
+		// referenced by no index entry until then.
+		if err := s.openJournal(jscan); err != nil {
 			s.Close()
 			return nil, errors.E(op, err)
 		}
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.compactLoop(ctx)
+	}()
+	if cfg.JournalSize > 0 {
 		s.jstop, s.jdone = make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(s.jdone)
@@ -339,9 +354,13 @@ func Open(cfg Config) (*Store, error) {
 }
 
 // recover derives the live bytes of every segment from the index, and truncates each sealed segment after its last referenced record: whatever a
-// crash left there (torn or complete but never committed) is dropped.
-func (s *Store) recover() error {
-	maxEnd := map[uint32]int64{}
+// crash left there (torn or complete but never committed) is dropped. The records at keep
+// (the volume journal's) count as referenced.
+func (s *Store) recover(keep []segment.Loc) error {
+	maxEnd, keepEnd := map[uint32]int64{}, map[uint32]int64{}
+	for _, l := range keep { // the volume journal's chunks, not indexed yet
+		keepEnd[l.Seg] = max(keepEnd[l.Seg], l.End())
+	}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(pfxSeg), UpperBound: prefixEnd([]byte(pfxSeg))})
 	if err != nil {
 		return errors.E(errors.IO, err)
@@ -369,7 +388,8 @@ func (s *Store) recover() error {
 		if info.Active {
 			continue
 		}
-		end := maxEnd[info.ID]
+		indexed := maxEnd[info.ID]
+		end := max(indexed, keepEnd[info.ID])
 		switch {
 		case end == 0:
 			if err := s.segs.Remove(info.ID); err != nil {
@@ -383,8 +403,10 @@ func (s *Store) recover() error {
 				return err
 			}
 			s.log.Info("dropped unreferenced segment tail", "segment", info.ID, "bytes", info.Size-end)
-		case info.Size < end:
-			s.log.Error("segment shorter than its index says: records lost", "segment", info.ID, "size", info.Size, "indexed_end", end)
+		case info.Size < indexed:
+			// (A shorter segment than the journal's records say is a torn tail that
+			// replay drops: not an error.)
+			s.log.Error("segment shorter than its index says: records lost", "segment", info.ID, "size", info.Size, "indexed_end", indexed)
 		}
 	}
 	return nil
