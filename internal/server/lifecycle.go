@@ -205,7 +205,8 @@ func assemble(cfg Config) (_ *instance, err error) {
 		Hints: n.hints, Clock: clock, Logger: log, StragglerWait: cfg.StragglerWait, ObjectCache: cfg.ObjectCache, Fence: volume.Fence(n.mgr, fresh),
 		Tiers: newTierClients(n.mgr, n.box).get})
 	n.vols = volume.New(volume.Config{Self: n.nodeID, Maps: n.mgr, Topology: n.gw.Topology(), Replica: n.gw.Replica, Fresh: n.lease.wait, FreshWait: cfg.VolumeFreshWait, Logger: log,
-		Observe: n.m.ObserveVolume, Delete: n.gw.DeleteObject, Journal: func() bool { return n.mgr.Current().Level >= journalLevel }})
+		Observe: n.m.ObserveVolume, Delete: n.gw.DeleteObject, Journal: func() bool { return n.mgr.Current().Level >= journalLevel },
+		Batch: func() bool { return n.mgr.Current().Level >= rangeBatchLevel }})
 	n.onClose(func() error { n.gw.Close(); return nil })
 	mgr := n.mgr
 	if n.notify != nil {

@@ -81,6 +81,8 @@ func (c *cluster) service(self string) *Service {
 	// Writes go through the holders' volume journals (answered unsynced; FLUSH syncs).
 	return New(Config{Self: self, Maps: c.maps, Topology: topo, WriteTimeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler),
 		Journal: func() bool { return true },
+		// The writes queued for a holder other than self go in range batches.
+		Batch:   func() bool { return true },
 		Replica: func(t topology.Target) replica.Replica { return c.faults[t.ID].Wrap(c.locals[t.ID]) },
 		Delete: func(_ context.Context, bucket, key string) error {
 			c.deletes.Add(1)
