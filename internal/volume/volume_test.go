@@ -35,7 +35,7 @@ type cluster struct {
 
 const blockSize = 256 << 10
 
-func newCluster(t *testing.T) *cluster {
+func newCluster(t testing.TB) *cluster {
 	t.Helper()
 	m := &clustermap.Map{Epoch: 1, Partitions: 16, Replicas: 3,
 		Classes: map[string]clustermap.Class{clustermap.StandardClass: {Name: clustermap.StandardClass, N: 3, W: 2, R: 1, D: 2}},
@@ -47,7 +47,7 @@ func newCluster(t *testing.T) *cluster {
 // startNodes adds n storage nodes n1..nN to m, each with a store in its own directory
 // holding bucket (and its volume shards' writes fenced, with fence), and returns the
 // in-process cluster serving m.
-func startNodes(t *testing.T, m *clustermap.Map, n int, bucket string, fence bool) *cluster {
+func startNodes(t testing.TB, m *clustermap.Map, n int, bucket string, fence bool) *cluster {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	c := &cluster{maps: &topology.Maps{}, locals: map[string]*replica.Local{}, faults: map[string]*replica.Faults{}, stores: map[string]*store.Store{}}
