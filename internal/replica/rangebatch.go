@@ -31,6 +31,13 @@ type RangeBatcher interface {
 	WriteRanges(ctx context.Context, ws []object.RangeWrite) ([]RangeResult, error)
 }
 
+// The bounds of one range batch: its writes, and the bytes of their data (a larger
+// write goes alone, as a WriteRange).
+const (
+	MaxBatchWrites = wire.MaxRangeBatchWrites
+	MaxBatchData   = wire.MaxRangeBatchData
+)
+
 // RangeResult is the outcome of one write of a batch: the record afterwards, or the
 // error WriteRange would have returned.
 type RangeResult struct {

@@ -10,15 +10,14 @@ import (
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/replica"
 	"github.com/cairnfs/cairn/internal/topology"
-	"github.com/cairnfs/cairn/internal/wire"
 )
 
 // Range batches (docs/design/volumes.md, "Range batches"): a node's writes to one remote
 // holder, from every device it serves, go through that holder's sender. A write finding
 // fewer than maxInFlight requests in flight to the holder is sent at once, alone (no
 // added latency); one finding them all busy waits in the sender's queue, and when a
-// request ends, what is queued goes as one batch (bounded by wire.MaxRangeBatchWrites
-// and wire.MaxRangeBatchData). The holder applies each write with its own order check
+// request ends, what is queued goes as one batch (bounded by replica.MaxBatchWrites
+// and replica.MaxBatchData). The holder applies each write with its own order check
 // and fence and answers each one's result, so the device's per-write logic (resolve on
 // Precondition, Permission, a retry on Transient) is unchanged. Writes of one data object
 // are serialized by the device (objState.mu), so a batch never holds two of one object
@@ -150,12 +149,12 @@ func (sd *sender) send(batch []*queued, rb replica.RangeBatcher, rw replica.Rang
 }
 
 // take removes the writes of the next request from the queue: the oldest first, at most
-// wire.MaxRangeBatchWrites of them and wire.MaxRangeBatchData bytes (a larger first one
+// replica.MaxBatchWrites of them and replica.MaxBatchData bytes (a larger first one
 // goes alone). The caller holds sd.mu.
 func (sd *sender) take() []*queued {
 	n, data := 0, 0
 	for _, q := range sd.queue {
-		if n == wire.MaxRangeBatchWrites || (n > 0 && data+len(q.w.Data) > wire.MaxRangeBatchData) {
+		if n == replica.MaxBatchWrites || (n > 0 && data+len(q.w.Data) > replica.MaxBatchData) {
 			break
 		}
 		n++
