@@ -59,6 +59,7 @@ func NewHandler(cfg HandlerConfig) *Handler {
 	h.mux.HandleFunc(wire.PathVersions, h.versions)
 	h.mux.HandleFunc(wire.PathRange, h.rangeWrite)
 	h.mux.HandleFunc(wire.PathJournalSync, h.journalSync)
+	h.mux.HandleFunc(wire.PathRangeBatch, h.rangeBatch)
 	if cfg.Leases != nil {
 		h.mux.HandleFunc(wire.PathLease, h.lease)
 	}

@@ -521,6 +521,9 @@ const (
 	CapWrite  = "write"
 	CapDelete = "delete"
 	CapList   = "list"
+	// CapRangeBatch grants a batch of in-place writes of a bucket's mutable objects
+	// (wire.PathRangeBatch): the bucket is named, the keys are the batch's.
+	CapRangeBatch = "range-batch"
 )
 
 // MintCap returns a capability for op on bucket/key valid until now+ttl. A gateway mints

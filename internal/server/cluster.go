@@ -85,7 +85,14 @@ type mapInfo struct {
 // listener would not refuse a revoked certificate. Level 10 also: lifecycle
 // configurations with NoncurrentVersionTransition rules (a level-9 runner refuses to
 // parse them and would expire nothing in the bucket).
-const featureLevel = 10
+// Level 11: range batches (wire.PathRangeBatch; rangeBatchLevel): a volume's writer sends
+// the writes queued for one holder in one request only once every node serves the path;
+// no map command is new.
+const featureLevel = 11
+
+// rangeBatchLevel is the map Level from which a volume's writes to one holder may go in
+// one request (range batches, internal/volume batch.go).
+const rangeBatchLevel = 11
 
 // nbdClientLevel is the map Level from which issued NBD client certificates are recorded
 // in the map and can be revoked.

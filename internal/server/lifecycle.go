@@ -206,7 +206,11 @@ func assemble(cfg Config) (_ *instance, err error) {
 		Hints: n.hints, Clock: clock, Logger: log, StragglerWait: cfg.StragglerWait, ObjectCache: cfg.ObjectCache, Fence: volume.Fence(n.mgr, fresh),
 		Tiers: newTierClients(n.mgr, n.box).get})
 	n.vols = volume.New(volume.Config{Self: n.nodeID, Maps: n.mgr, Topology: n.gw.Topology(), Replica: n.gw.Replica, Fresh: n.lease.wait, FreshWait: cfg.VolumeFreshWait, Logger: log,
-		Observe: n.m.ObserveVolume, Delete: n.gw.DeleteObject, Journal: func() bool { return n.mgr.Current().Level >= journalLevel }})
+		Observe: n.m.ObserveVolume, Delete: n.gw.DeleteObject, Journal: func() bool { return n.mgr.Current().Level >= journalLevel },
+		Batch: func() bool { return n.mgr.Current().Level >= rangeBatchLevel }})
+	vols := n.vols
+	n.m.CounterFunc("cairn_volume_range_batches_total", "Range batches this node's volume devices sent: several writes to one holder in one request (feature level 11).", func() float64 { b, _ := vols.BatchStats(); return float64(b) })
+	n.m.CounterFunc("cairn_volume_range_batch_writes_total", "Volume writes sent in range batches (writes sent alone are not counted).", func() float64 { _, w := vols.BatchStats(); return float64(w) })
 	n.onClose(func() error { n.gw.Close(); return nil })
 	mgr := n.mgr
 	if n.notify != nil {

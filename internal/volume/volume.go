@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/clustermap"
@@ -87,7 +88,12 @@ type Config struct {
 	// one. It must say false until every node takes journal syncs (feature level 9).
 	// Unset or false, every write is synced before it is answered.
 	Journal func() bool
-	Logger  *slog.Logger
+	// Batch, if set and true, lets the writes queued for one remote holder go in one
+	// request (a range batch, replica.RangeBatcher; see batch.go). It must say false
+	// until every node serves range batches (feature level 11). Unset or false, every
+	// write is one request to each remote holder.
+	Batch  func() bool
+	Logger *slog.Logger
 
 	// crash, if set (tests), is asked before each shard write of an erasure-coded
 	// volume (phase 1: intents, 2: shards) whether the writer dies instead.
@@ -104,7 +110,16 @@ type Service struct {
 
 	mu   sync.Mutex
 	open map[string]*Device // by volume name
+
+	sendMu  sync.Mutex
+	senders map[string]*sender // by holder node id
+	// batches and batched count the range batches sent and the writes they carried.
+	batches, batched atomic.Int64
 }
+
+// BatchStats returns how many range batches this node's devices sent and how many writes
+// they carried (writes sent alone are not counted).
+func (s *Service) BatchStats() (batches, writes int64) { return s.batches.Load(), s.batched.Load() }
 
 // New returns a Service.
 func New(cfg Config) *Service {
@@ -727,10 +742,20 @@ func (d *Device) writeRangeOnce(off, n int64, p []byte) error {
 }
 
 // write applies w to data object i on every holder.
-func (d *Device) write(ctx context.Context, i int64, w object.RangeWrite) error {
+func (d *Device) write(ctx context.Context, i int64, w object.RangeWrite) (err error) {
 	st := d.obj(i)
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	// A write that failed may be on some holders and not on others (a holder that
+	// took it and whose answer was lost, or that was still to be sent a batch that
+	// held it): the next use of the object brings its holders to one order again first
+	// (sync). Else the next write would carry this one's orders, and a holder that took
+	// this one would count the next as taken already and miss it.
+	defer func() {
+		if err != nil {
+			st.synced = false
+		}
+	}()
 	if err := d.sync(ctx, i, st); err != nil {
 		return err
 	}
@@ -861,7 +886,7 @@ func (d *Device) fanOut(ctx context.Context, ts []topology.Target, w object.Rang
 				results <- result{t: t, err: errors.E(errors.Invalid, "holder takes no range writes")}
 				return
 			}
-			o, err := rw.WriteRange(ctx, w)
+			o, err := d.writeTo(ctx, t, r, rw, w)
 			if errors.Is(errors.Precondition, err) {
 				o, err = d.resolve(ctx, r, ts, w)
 			}

@@ -35,7 +35,7 @@ type cluster struct {
 
 const blockSize = 256 << 10
 
-func newCluster(t *testing.T) *cluster {
+func newCluster(t testing.TB) *cluster {
 	t.Helper()
 	m := &clustermap.Map{Epoch: 1, Partitions: 16, Replicas: 3,
 		Classes: map[string]clustermap.Class{clustermap.StandardClass: {Name: clustermap.StandardClass, N: 3, W: 2, R: 1, D: 2}},
@@ -47,7 +47,7 @@ func newCluster(t *testing.T) *cluster {
 // startNodes adds n storage nodes n1..nN to m, each with a store in its own directory
 // holding bucket (and its volume shards' writes fenced, with fence), and returns the
 // in-process cluster serving m.
-func startNodes(t *testing.T, m *clustermap.Map, n int, bucket string, fence bool) *cluster {
+func startNodes(t testing.TB, m *clustermap.Map, n int, bucket string, fence bool) *cluster {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	c := &cluster{maps: &topology.Maps{}, locals: map[string]*replica.Local{}, faults: map[string]*replica.Faults{}, stores: map[string]*store.Store{}}
@@ -81,6 +81,8 @@ func (c *cluster) service(self string) *Service {
 	// Writes go through the holders' volume journals (answered unsynced; FLUSH syncs).
 	return New(Config{Self: self, Maps: c.maps, Topology: topo, WriteTimeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler),
 		Journal: func() bool { return true },
+		// The writes queued for a holder other than self go in range batches.
+		Batch:   func() bool { return true },
 		Replica: func(t topology.Target) replica.Replica { return c.faults[t.ID].Wrap(c.locals[t.ID]) },
 		Delete: func(_ context.Context, bucket, key string) error {
 			c.deletes.Add(1)

@@ -105,16 +105,20 @@ func statusOf(k errors.Kind) int {
 	return http.StatusInternalServerError
 }
 
+// sentinelName is the wire name of the sentinel err wraps ("": none).
+func sentinelName(err error) string {
+	for n, s := range sentinels {
+		if errors.IsErr(err, s) {
+			return n
+		}
+	}
+	return ""
+}
+
 // WriteError answers an internode request with err: its code and sentinel name in
 // HdrError, its message in the body.
 func WriteError(w http.ResponseWriter, err error) {
-	name := ""
-	for n, s := range sentinels {
-		if errors.IsErr(err, s) {
-			name = n
-			break
-		}
-	}
+	name := sentinelName(err)
 	kind := errors.KindOf(err)
 	w.Header().Set(HdrError, strconv.Itoa(int(CodeOf(kind)))+" "+name)
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -104,6 +104,10 @@ const (
 	// PathJournalSync: POST: the holder syncs its volume journal (every range write it
 	// took with QUnsynced before is durable when it answers; feature level 9).
 	PathJournalSync = "/internal/v1/journal/sync"
+	// PathRangeBatch: POST several in-place writes of mutable objects of one bucket
+	// (QBucket) in one body (DecodeRangeBatch); the answer is a RangeBatchAnswer, one
+	// result per write, its body signed (HdrBodySum). Feature level 11.
+	PathRangeBatch = "/internal/v1/range/batch"
 )
 
 // Paths of the cluster protocol, served on the node address by every node (package

@@ -154,6 +154,8 @@ func main() {
 	}
 	fmt.Printf("volume I/O that waited for a node's map to be confirmed: %s; refused for lack of one: %s\n",
 		metricSum("cairn_volume_lease_waits_total"), metricSum("cairn_volume_lease_wait_timeouts_total"))
+	fmt.Printf("volume writes sent to holders in range batches: %s, in %s batches\n",
+		metricSum("cairn_volume_range_batch_writes_total"), metricSum("cairn_volume_range_batches_total"))
 }
 
 // metricSum is the sum of a counter over every node's /metrics ("?" if one cannot be read

@@ -42,6 +42,7 @@ func Run(t *testing.T, newReplica func(t *testing.T) replica.Replica) {
 		{"UpdateMeta", testUpdateMeta},
 		{"LateVersion", testLateVersion},
 		{"RangeWrites", testRangeWrites},
+		{"RangeBatches", testRangeBatches},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newReplica(t)) })
 	}
@@ -592,6 +593,57 @@ func testRangeWrites(t *testing.T, r replica.Replica) {
 	next[0] = 'q'
 	if got := readRange(t, r, "vol", 0, -1); !bytes.Equal(got, next) {
 		t.Fatal("the object differs after a whole copy and a write")
+	}
+}
+
+// testRangeBatches: a batch of range writes (inline, large, a hole, unsynced, two of one
+// key in order, one at the wrong order) applies each as it would alone and answers each
+// one's outcome: the write at the wrong order is a Precondition error and changes
+// nothing, the others read back.
+func testRangeBatches(t *testing.T, r replica.Replica) {
+	rb, ok := r.(replica.RangeBatcher)
+	if !ok {
+		t.Fatalf("%T takes no range batches", r)
+	}
+	const size = 1 << 20
+	models := map[string][]byte{"v1": make([]byte, size), "v2": make([]byte, size), "v3": make([]byte, size)}
+	ws := []object.RangeWrite{
+		{Key: "v1", Off: 100, Data: body(11, 500), Prev: 0, Next: 1},
+		{Key: "v2", Off: 4096, Data: body(12, 200<<10), Prev: 0, Next: 1},
+		{Key: "v1", Off: 300, Data: body(13, 4096), Prev: 1, Next: 2, Unsynced: true},
+		{Key: "v3", Off: 0, Data: body(14, 10), Prev: 5, Next: 6}, // the wrong order
+		{Key: "v2", Off: 5000, Len: 10000, Prev: 1, Next: 2},
+	}
+	for i := range ws {
+		ws[i].Bucket, ws[i].Size = Bucket, size
+	}
+	res, err := rb.WriteRanges(ctx, ws)
+	if err != nil || len(res) != len(ws) {
+		t.Fatalf("batch: %d results, %v", len(res), err)
+	}
+	for i, w := range ws {
+		if w.Key == "v3" {
+			if !errors.Is(errors.Precondition, res[i].Err) {
+				t.Fatalf("write %d at the wrong order: %v", i, res[i].Err)
+			}
+			continue
+		}
+		if res[i].Err != nil || res[i].Object == nil || res[i].Object.HLC != w.Next {
+			t.Fatalf("write %d: %+v, %v", i, res[i].Object, res[i].Err)
+		}
+		if w.Data != nil {
+			copy(models[w.Key][w.Off:], w.Data)
+		} else {
+			clear(models[w.Key][w.Off : w.Off+w.Len])
+		}
+	}
+	for _, k := range []string{"v1", "v2"} {
+		if got := readRange(t, r, k, 0, -1); !bytes.Equal(got, models[k]) {
+			t.Fatalf("%s differs from its batched writes", k)
+		}
+	}
+	if _, err := r.Stat(ctx, Bucket, "v3"); !errors.Is(errors.NotExist, err) {
+		t.Fatalf("the refused write left a record: %v", err)
 	}
 }
 
