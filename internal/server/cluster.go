@@ -85,7 +85,10 @@ type mapInfo struct {
 // listener would not refuse a revoked certificate. Level 10 also: lifecycle
 // configurations with NoncurrentVersionTransition rules (a level-9 runner refuses to
 // parse them and would expire nothing in the bucket).
-const featureLevel = 10
+// Level 11: read leases of the object cache (gateway.LevelReadLeases): gateways ask the
+// holders for a lease with their version checks only once every node grants and revokes
+// them (wire.QReadLease, wire.PathRevoke); no map command is new.
+const featureLevel = 11
 
 // nbdClientLevel is the map Level from which issued NBD client certificates are recorded
 // in the map and can be revoked.
