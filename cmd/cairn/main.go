@@ -128,6 +128,7 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	cacheSize := fs.String("cache-size", "64MiB", "index block cache (bounds the metadata memory; e.g. 16MiB, 1GiB)")
 	volumeJournal := fs.String("volume-journal", "256MiB", "volume journal: the most bytes of replicated volumes' unsynced writes (NBD writes without FUA) held before they are applied; a write waits for room, it never fails (0: off, every volume write is synced before it is answered)")
 	objectCache := fs.String("object-cache", "64MiB", "gateway object cache: memory for the bodies of small (up to 1 MiB) hot objects, served after a version check with the read quorum (0: off)")
+	fs.DurationVar(&cfg.CacheLease, "object-cache-lease", 2*time.Second, "read lease the object cache asks the read quorum's holders for with each version check: while it lasts a hit needs no check, and a holder changing the object revokes it first (or waits it out if this gateway cannot be reached); at most 5s, 0: off (cluster feature level 11)")
 	segmentSize := fs.String("segment-size", "256MiB", "size at which a segment file is sealed (compaction granularity)")
 	fs.DurationVar(&cfg.Store.CompactInterval, "compact-interval", 30*time.Second, "how often compaction looks for segments to reclaim")
 	fs.StringVar(&cfg.NodeAddr, "node-addr", "127.0.0.1:0", "internode address (RPC and Raft) other nodes reach this node at")
@@ -226,6 +227,9 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	cfg.Store.CacheSize = cache
 	if cfg.ObjectCache, err = parseSize(*objectCache); err != nil {
 		return fmt.Errorf("server: bad --object-cache %q (want e.g. 256MiB, or 0 to disable)", *objectCache)
+	}
+	if cfg.CacheLease < 0 || cfg.CacheLease > 5*time.Second {
+		return fmt.Errorf("server: bad --object-cache-lease %s (want 0 to 5s)", cfg.CacheLease)
 	}
 	if cfg.Store.JournalSize, err = parseSize(*volumeJournal); err != nil || cfg.Store.JournalSize < 0 || (cfg.Store.JournalSize > 0 && cfg.Store.JournalSize < 64<<20) {
 		return fmt.Errorf("server: bad --volume-journal %q (want e.g. 256MiB, at least 64MiB, or 0 to sync every volume write)", *volumeJournal)

@@ -34,6 +34,16 @@ func TestServerLifecycleIntervalFlag(t *testing.T) {
 	}
 }
 
+// A read lease outside 0 to 5s is refused before the server starts.
+func TestServerObjectCacheLeaseFlag(t *testing.T) {
+	for _, v := range []string{"-1s", "6s", "1h"} {
+		err := runServer([]string{"--object-cache-lease", v, "--data", t.TempDir()}, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "--object-cache-lease") {
+			t.Errorf("--object-cache-lease %q: %v, want an error naming the flag", v, err)
+		}
+	}
+}
+
 // A bad --object-cache is refused before the server starts.
 func TestServerObjectCacheFlag(t *testing.T) {
 	for _, v := range []string{"lots", "-1MiB", "12x"} {

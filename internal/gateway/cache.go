@@ -3,6 +3,10 @@ package gateway
 import (
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/topology"
 )
 
 // MaxCachedObject is the largest body the object cache keeps (1 MiB, LeoFS's threshold
@@ -34,6 +38,15 @@ type objectCache struct {
 	used       int64
 
 	hits, misses, evictions, stale, checks, checkFailures atomic.Int64
+	// leaseHits are hits served under a read lease (no check); leasesTaken the leases taken
+	// with checks; revoked the revokes holders sent.
+	leaseHits, leasesTaken, revoked atomic.Int64
+
+	// gens count the revokes received, by a hash of the key: a check notes its key's
+	// count before it is sent, and the lease it brings back is taken only if no revoke
+	// of the key (or of another key of the same count) arrived meanwhile: the revoke may
+	// overtake the answer granting the lease it revokes.
+	gens [256]atomic.Uint64
 
 	// flights coalesces freshness checks of one object (see freshVersion).
 	fmu     sync.Mutex
@@ -49,6 +62,15 @@ type cacheEntry struct {
 	body       []byte
 	charge     int64
 	prev, next *cacheEntry
+
+	// The read lease (zero until: none): until then, while the map gives the same
+	// targets (ids and down marks), quorum and epoch, a GET is served rec and body with
+	// no check (openCached).
+	rec   *object.Object
+	until time.Time
+	ts    []topology.Target
+	r     int
+	epoch uint64
 }
 
 // newObjectCache returns a cache of budget bytes, or nil if budget <= 0 (disabled).
@@ -124,6 +146,92 @@ func (c *objectCache) put(bucket, key string, version uint64, etag string, body 
 	c.entries[k] = e
 	c.used += e.charge
 	c.pushFront(e)
+}
+
+// gen is the revoke count of bucket/key's hash.
+func (c *objectCache) gen(bucket, key string) *atomic.Uint64 {
+	h := uint32(2166136261)
+	for i := 0; i < len(bucket); i++ {
+		h = (h ^ uint32(bucket[i])) * 16777619
+	}
+	h = (h ^ 0xff) * 16777619
+	for i := 0; i < len(key); i++ {
+		h = (h ^ uint32(key[i])) * 16777619
+	}
+	return &c.gens[h%uint32(len(c.gens))]
+}
+
+// leaseGrant is the read lease a check brought back: zero until for none; gen is the
+// key's revoke count before the check was sent.
+type leaseGrant struct {
+	until time.Time
+	gen   uint64
+}
+
+// leased returns the record and body of bucket/key if a read lease on it is live at now
+// for the targets ts, quorum r and map epoch, and marks the entry recently used.
+func (c *objectCache) leased(bucket, key string, ts []topology.Target, r int, epoch uint64, now time.Time) (*object.Object, []byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[cacheKey{bucket, key}]
+	if !ok || e.rec == nil || !now.Before(e.until) || e.r != r || e.epoch != epoch || !sameTargets(e.ts, ts) {
+		return nil, nil, false
+	}
+	c.moveToFront(e)
+	return e.rec, e.body, true
+}
+
+// sameTargets reports whether a and b name the same holders in the same order with the
+// same down marks: the holders a read would ask, in the order it asks them.
+func sameTargets(a, b []topology.Target) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].ID != b[i].ID || a[i].Down != b[i].Down {
+			return false
+		}
+	}
+	return true
+}
+
+// setLease gives the cached body of o's version a read lease lg, taken by a check of
+// targets ts with quorum r under map epoch, unless a revoke of the key arrived since the
+// check was sent or the entry is of another version.
+func (c *objectCache) setLease(bucket, key string, o *object.Object, lg leaseGrant, ts []topology.Target, r int, epoch uint64) {
+	if lg.until.IsZero() {
+		return
+	}
+	g := c.gen(bucket, key)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g.Load() != lg.gen {
+		return
+	}
+	e, ok := c.entries[cacheKey{bucket, key}]
+	if !ok || e.version != o.HLC || e.etag != o.ETag {
+		return
+	}
+	rec := *o
+	e.rec, e.until, e.r, e.epoch = &rec, lg.until, r, epoch
+	e.ts = append(e.ts[:0], ts...)
+	c.leasesTaken.Add(1)
+}
+
+// revoke drops the read lease on bucket/key (the body stays: it is of a version, and the
+// next GET checks it) and makes the leases of checks in flight void. When it returns no
+// GET begins to be served under the lease.
+func (c *objectCache) revoke(bucket, key string) {
+	if c == nil {
+		return
+	}
+	c.gen(bucket, key).Add(1)
+	c.revoked.Add(1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.entries[cacheKey{bucket, key}]; ok {
+		e.rec, e.until, e.ts = nil, time.Time{}, nil
+	}
 }
 
 // drop removes bucket/key (any version).
@@ -214,6 +322,9 @@ type CacheStats struct {
 	// freshness checks that failed (the GET then went the uncached way); Checks the
 	// freshness checks sent (fewer than the hits when concurrent GETs shared them).
 	Hits, Misses, Evictions, Stale, Checks, CheckFailures int64
+	// LeaseHits are the hits served under a read lease, with no check; Leased the read
+	// leases checks brought back and the cache took; Revoked the revokes holders sent.
+	LeaseHits, Leased, Revoked int64
 }
 
 // CacheStats returns the object cache's counters.
@@ -224,5 +335,6 @@ func (g *Gateway) CacheStats() CacheStats {
 	}
 	used, n := c.usage()
 	return CacheStats{Enabled: true, Budget: c.budget, Bytes: used, Entries: n, Hits: c.hits.Load(), Misses: c.misses.Load(),
-		Evictions: c.evictions.Load(), Stale: c.stale.Load(), Checks: c.checks.Load(), CheckFailures: c.checkFailures.Load()}
+		Evictions: c.evictions.Load(), Stale: c.stale.Load(), Checks: c.checks.Load(), CheckFailures: c.checkFailures.Load(),
+		LeaseHits: c.leaseHits.Load(), Leased: c.leasesTaken.Load(), Revoked: c.revoked.Load()}
 }

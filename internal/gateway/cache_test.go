@@ -338,7 +338,16 @@ func TestObjectCacheQuorumPartition(t *testing.T) {
 // return a value an acknowledged write had replaced before the read began. Reads through
 // non-holders are most of them, and some must be hits.
 func TestObjectCacheHistory(t *testing.T) {
-	c := newCluster(t, 5, clusterConfig{class: clustermap.Class{Name: clustermap.StandardClass, N: 3, W: 2, R: 2, D: 2}, cache: 8 << 20})
+	cacheHistory(t, clusterConfig{class: clustermap.Class{Name: clustermap.StandardClass, N: 3, W: 2, R: 2, D: 2}, cache: 8 << 20}, 0)
+}
+
+// cacheHistory runs TestObjectCacheHistory's clients and checker on a 5-node cluster
+// made with cfg, its map at feature level; it returns the cluster once checked.
+func cacheHistory(t *testing.T, cfg clusterConfig, level int) *testCluster {
+	c := newCluster(t, 5, cfg)
+	if level > 0 {
+		c.setLevel(level)
+	}
 	c.createBucket("h")
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
@@ -435,6 +444,7 @@ func TestObjectCacheHistory(t *testing.T) {
 	if reads < 50 || hits == 0 {
 		t.Fatalf("too little to check: %d reads, %d hits", reads, hits)
 	}
+	return c
 }
 
 // heldAnswers holds the answer of every Stat made while hold is set (after the holder
@@ -655,7 +665,7 @@ func TestObjectCacheCheckOtherQuorum(t *testing.T) {
 				cancel() // it waits for the check it joined: only its context ends the wait
 			}
 			before := g.cache.checks.Load()
-			o, err := g.freshVersion(cctx, tt.ts, tt.r, "b", key)
+			o, _, err := g.freshVersion(cctx, tt.ts, tt.r, "b", key, 0)
 			sent := g.cache.checks.Load() - before
 			switch {
 			case tt.join && (sent != 0 || err != context.Canceled):

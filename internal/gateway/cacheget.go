@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"io"
+	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
@@ -36,17 +37,29 @@ func (c *objectCache) cacheable(o *object.Object) bool {
 // cached version is not the newest).
 func (g *Gateway) openCached(ctx context.Context, ts []topology.Target, r int, bucket, key string) (rd ObjectReader, ok bool, err error) {
 	c := g.cache
+	ttl := g.leaseTTL()
+	var epoch uint64
+	if ttl > 0 {
+		epoch = g.cfg.Maps.Current().Epoch
+		if rec, body, ok := c.leased(bucket, key, ts, r, epoch, time.Now()); ok {
+			c.hits.Add(1)
+			c.leaseHits.Add(1)
+			o := *rec // the caller may change its record
+			return &memReader{o: &o, body: body}, true, nil
+		}
+	}
 	if !c.has(bucket, key) {
 		return nil, false, nil
 	}
 	var o *object.Object
+	var lg leaseGrant
 	if r <= 1 && localFirst(ts) {
 		// The check is a lookup in this node's own index: cheaper than sharing it,
 		// whose lock every concurrent GET of the object would take twice.
 		c.checks.Add(1)
 		o, _, err = g.versions(ctx, ts, r, bucket, key)
 	} else {
-		o, err = g.freshVersion(ctx, ts, r, bucket, key)
+		o, lg, err = g.freshVersion(ctx, ts, r, bucket, key, ttl)
 	}
 	if err != nil {
 		c.checkFailures.Add(1)
@@ -62,7 +75,48 @@ func (g *Gateway) openCached(ctx context.Context, ts []topology.Target, r int, b
 		return nil, false, nil
 	}
 	c.hits.Add(1)
+	if ttl > 0 {
+		c.setLease(bucket, key, o, lg, ts, r, epoch)
+	}
 	return &memReader{o: o, body: body}, true, nil
+}
+
+// LevelReadLeases is the cluster feature level (clustermap.Map.Level) from which
+// gateways ask holders for read leases with their version checks (every holder then
+// grants and revokes them; an older one would ignore the ask and answer without a lease
+// anyway, and an older gateway never asks). Level 11.
+const LevelReadLeases = 11
+
+// leaseTTL is the read lease this gateway asks for with each check: 0 (none) with the
+// cache or its leases off, or below LevelReadLeases. The one place the level is checked.
+func (g *Gateway) leaseTTL() time.Duration {
+	if g.cache == nil || g.cfg.CacheLease <= 0 || g.cfg.Maps.Current().Level < LevelReadLeases {
+		return 0
+	}
+	return g.cfg.CacheLease
+}
+
+// RevokeLease drops this gateway's read lease on bucket/key (a holder is taking a change
+// of it): when it returns, no GET begins to be served under that lease, and the lease a
+// check in flight brings back is not taken. The handler of wire.PathRevoke calls it.
+func (g *Gateway) RevokeLease(bucket, key string) { g.cache.revoke(bucket, key) }
+
+// check reads bucket/key's newest record with quorum r from ts, asking the holders for a
+// read lease of ttl (0: none); the lease is counted from before the ask was sent, less a
+// margin for the holders' clocks running slower than this node's.
+func (g *Gateway) check(ctx context.Context, ts []topology.Target, r int, bucket, key string, ttl time.Duration) (*object.Object, leaseGrant, error) {
+	c := g.cache
+	c.checks.Add(1)
+	var lg leaseGrant
+	if ttl > 0 {
+		lg.gen = c.gen(bucket, key).Load()
+	}
+	start := time.Now()
+	o, _, d, err := g.versionsLeased(ctx, ts, r, bucket, key, ttl)
+	if d > 0 && err == nil {
+		lg.until = start.Add(d - d/32)
+	}
+	return o, lg, err
 }
 
 // localFirst reports whether this node is the first of ts that is not marked down: the
@@ -87,16 +141,18 @@ type flight struct {
 type check struct {
 	done chan struct{}
 	// ts and r are the targets and quorum of the first request that joined.
-	ts  []topology.Target
-	r   int
-	o   *object.Object
-	err error
+	ts    []topology.Target
+	r     int
+	ttl   time.Duration
+	o     *object.Object
+	lease leaseGrant
+	err   error
 }
 
 // serves reports whether the check reads what a request with targets ts and quorum r
 // would read itself: the same quorum of the same holders.
-func (p *check) serves(ts []topology.Target, r int) bool {
-	if p.r != r || len(p.ts) != len(ts) {
+func (p *check) serves(ts []topology.Target, r int, ttl time.Duration) bool {
+	if p.r != r || p.ttl != ttl || len(p.ts) != len(ts) {
 		return false
 	}
 	for i := range ts {
@@ -115,7 +171,9 @@ func (p *check) serves(ts []topology.Target, r int) bool {
 // just before the request), nor is one that reads with another quorum or other holders
 // (a map change between two requests), so each answer is as fresh as the request's own
 // read: one made, in its entirety, after the request began, with its R.
-func (g *Gateway) freshVersion(ctx context.Context, ts []topology.Target, r int, bucket, key string) (*object.Object, error) {
+//
+// With ttl > 0 each check asks for a read lease of ttl too, which the answer carries.
+func (g *Gateway) freshVersion(ctx context.Context, ts []topology.Target, r int, bucket, key string, ttl time.Duration) (*object.Object, leaseGrant, error) {
 	c := g.cache
 	k := cacheKey{bucket, key}
 	c.fmu.Lock()
@@ -128,30 +186,27 @@ func (g *Gateway) freshVersion(ctx context.Context, ts []topology.Target, r int,
 		// Nothing running: check now, on this request's own context.
 		f.running = true
 		c.fmu.Unlock()
-		c.checks.Add(1)
-		o, _, err := g.versions(ctx, ts, r, bucket, key)
+		o, lg, err := g.check(ctx, ts, r, bucket, key, ttl)
 		g.nextCheck(k, f)
-		return o, err
+		return o, lg, err
 	}
 	p := f.next
-	if p != nil && !p.serves(ts, r) {
+	if p != nil && !p.serves(ts, r, ttl) {
 		// The waiting check reads with another quorum or other holders (the map changed
 		// between the requests): it would not be this request's read. Check alone.
 		c.fmu.Unlock()
-		c.checks.Add(1)
-		o, _, err := g.versions(ctx, ts, r, bucket, key)
-		return o, err
+		return g.check(ctx, ts, r, bucket, key, ttl)
 	}
 	if p == nil {
-		p = &check{done: make(chan struct{}), ts: ts, r: r}
+		p = &check{done: make(chan struct{}), ts: ts, r: r, ttl: ttl}
 		f.next = p
 	}
 	c.fmu.Unlock()
 	select {
 	case <-p.done:
-		return p.o, p.err
+		return p.o, p.lease, p.err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, leaseGrant{}, ctx.Err()
 	}
 }
 
@@ -174,8 +229,7 @@ func (g *Gateway) nextCheck(k cacheKey, f *flight) {
 	go func() {
 		defer g.bg.Done()
 		ctx, cancel := context.WithTimeout(g.closing, g.cfg.Timeout)
-		c.checks.Add(1)
-		p.o, _, p.err = g.versions(ctx, p.ts, p.r, k.bucket, k.key)
+		p.o, p.lease, p.err = g.check(ctx, p.ts, p.r, k.bucket, k.key, p.ttl)
 		cancel()
 		close(p.done)
 		g.nextCheck(k, f)

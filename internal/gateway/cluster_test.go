@@ -79,6 +79,7 @@ func (m *testMaps) apply(_ context.Context, c clustermap.Command) (*clustermap.M
 type testNode struct {
 	id      string
 	store   *store.Store
+	rleases *replica.ReadLeases
 	hints   *hints.Queue
 	gw      *Gateway
 	rep     *repair.Loops
@@ -138,6 +139,11 @@ type clusterConfig struct {
 	straggler time.Duration    // default 200ms
 	timeout   time.Duration    // gateway.Config.Timeout; default 10s
 	cache     int64            // gateway.Config.ObjectCache; default 0 (off)
+	// lease is gateway.Config.CacheLease (0: none); leases are asked for only once the
+	// map's Level is LevelReadLeases (setLevel). The holders' tables grant up to it.
+	lease time.Duration
+	// leaseClock, if set, is node i's read lease clock (as a holder).
+	leaseClock func(i int) replica.LeaseClock
 	// wrap, if set, wraps what gateway node from asks of each replica, inside the faults.
 	wrap func(from string, r replica.Replica) replica.Replica
 	// store, if set, adjusts node i's store configuration before it opens.
@@ -198,6 +204,14 @@ func newCluster(tb testing.TB, n int, cfg clusterConfig) *testCluster {
 		id := "n" + strconv.Itoa(i+1)
 		clock := new(hlc.Clock)
 		sc := testStoreConfig(dirs[i][0], clock)
+		nd := &testNode{id: id, tr: rpc.NewTransport()}
+		var lc replica.LeaseClock
+		if cfg.leaseClock != nil {
+			lc = cfg.leaseClock(i)
+		}
+		nd.rleases = replica.NewReadLeases(replica.ReadLeaseConfig{Max: cfg.lease, Clock: lc, Logger: testLogger().With("node", id),
+			Revoke: func(ctx context.Context, node, bucket, key string) error { return c.revoke(ctx, nd, node, bucket, key) }})
+		sc.Changing = nd.rleases.Changing
 		if cfg.store != nil {
 			cfg.store(i, &sc)
 		}
@@ -205,7 +219,7 @@ func newCluster(tb testing.TB, n int, cfg clusterConfig) *testCluster {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		nd := &testNode{id: id, store: st, tr: rpc.NewTransport()}
+		nd.store = st
 		c.nodes = append(c.nodes, nd)
 		if nd.hints, err = hints.Open(dirs[i][1]); err != nil {
 			tb.Fatal(err)
@@ -221,6 +235,8 @@ func newCluster(tb testing.TB, n int, cfg clusterConfig) *testCluster {
 			StragglerWait: cfg.straggler,
 			Timeout:       cfg.timeout,
 			ObjectCache:   cfg.cache,
+			CacheLease:    cfg.lease,
+			ReadLeases:    nd.rleases,
 			Tiers:         cfg.tiers,
 			NoAccessTimes: cfg.noAccessTimes,
 			Logger:        testLogger().With("node", id),
@@ -233,7 +249,8 @@ func newCluster(tb testing.TB, n int, cfg clusterConfig) *testCluster {
 		})
 		nd.rep = repair.New(repair.Config{NodeID: id, Store: st, Maps: c.maps, Topology: nd.gw.Topology(), Replica: nd.gw.Replica,
 			Stripes: nd.gw.Stripes(), Coordinator: nd.gw, Hints: nd.hints, Clock: clock, Timeout: cfg.timeout, Logger: testLogger().With("node", id)})
-		nh := replica.NewHandler(replica.HandlerConfig{Local: &replica.Local{Node: id, Store: st, EnsureBucket: nd.gw.EnsureLocalBucket}, Secret: secret, Leases: nd.gw.Leases(), Logger: testLogger().With("node", id)})
+		nh := replica.NewHandler(replica.HandlerConfig{Local: &replica.Local{Node: id, Store: st, EnsureBucket: nd.gw.EnsureLocalBucket}, Secret: secret, Leases: nd.gw.Leases(),
+			ReadLeases: nd.rleases, Revoked: nd.gw.RevokeLease, Logger: testLogger().With("node", id)})
 		nd.handler = c.internodeAuth(nh)
 		nd.srv = c.serve(nd.handler)
 		m.Nodes = append(m.Nodes, clustermap.Node{ID: id, Addr: nd.srv.Listener.Addr().String(),
@@ -243,6 +260,20 @@ func newCluster(tb testing.TB, n int, cfg clusterConfig) *testCluster {
 	slices.SortFunc(m.Nodes, func(a, b clustermap.Node) int { return strings.Compare(a.ID, b.ID) })
 	c.maps.Set(m)
 	return c
+}
+
+// revoke is node from's ReadLeaseConfig.Revoke: the internode revoke to gateway node,
+// through the faults injected between the two nodes (a partitioned gateway cannot be
+// told), or a direct call to from's own gateway.
+func (c *testCluster) revoke(ctx context.Context, from *testNode, node, bucket, key string) error {
+	if c.faults(from.id, node).Unreachable() {
+		return errors.E(errors.Transient, fmt.Errorf("node %s: unreachable (injected partition)", node))
+	}
+	addr := func(id string) (string, bool) {
+		n, ok := c.maps.Current().Node(id)
+		return n.Addr, ok
+	}
+	return replica.RevokeVia(&rpc.Client{Secret: c.secret, Node: from.id, HTTP: &http.Client{Transport: from.tr}}, from.id, from.gw.RevokeLease, addr)(ctx, node, bucket, key)
 }
 
 // internodeAuth is internal/server's middleware without the wait for a newer epoch.

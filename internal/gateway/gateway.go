@@ -89,6 +89,14 @@ type Config struct {
 	// kept in memory and served after a freshness check of their version with the read
 	// quorum (cache.go, cacheget.go).
 	ObjectCache int64
+	// CacheLease is the read lease the object cache asks the holders for with each
+	// freshness check (0: none): while one is live a GET of the object is served with no
+	// check (cacheget.go; cluster feature level 11, LevelReadLeases). At most
+	// replica.MaxReadLease.
+	CacheLease time.Duration
+	// ReadLeases is this node's table of the read leases it grants as a holder (nil:
+	// none); this node's own gateway takes leases from it too.
+	ReadLeases *replica.ReadLeases
 	// WrapReplica, if set, wraps every replica the gateway talks to (tests inject faults
 	// with replica.Faulty).
 	WrapReplica func(replica.Replica) replica.Replica
@@ -142,10 +150,11 @@ func New(cfg Config) *Gateway {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
 	}
+	cfg.CacheLease = min(cfg.CacheLease, replica.MaxReadLease)
 	g := &Gateway{cfg: cfg, log: cfg.Logger.With("component", "gateway"), clock: cfg.Clock, cache: newObjectCache(cfg.ObjectCache)}
 	g.topo = topology.NewTopology(cfg.Maps, cfg.NodeID, cfg.Store != nil, g.log)
 	if cfg.Store != nil {
-		g.local = &replica.Local{Node: cfg.NodeID, Store: cfg.Store, EnsureBucket: g.EnsureLocalBucket, Fence: cfg.Fence}
+		g.local = &replica.Local{Node: cfg.NodeID, Store: cfg.Store, EnsureBucket: g.EnsureLocalBucket, Fence: cfg.Fence, ReadLeases: cfg.ReadLeases}
 	}
 	g.ec = stripe.New(stripe.Config{Self: cfg.NodeID, Maps: cfg.Maps, Topology: g.topo, Replica: g.replica, Clock: g.clock,
 		Timeout: cfg.Timeout, Logger: g.log})

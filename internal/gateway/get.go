@@ -21,10 +21,34 @@ const readGrace = 50 * time.Millisecond
 // live version: the common read costs one lookup and no network hop when this node holds
 // a copy. Replicas that answered with an older record are repaired in the background.
 func (g *Gateway) versions(ctx context.Context, ts []topology.Target, r int, bucket, key string) (*object.Object, []topology.Target, error) {
+	o, holders, _, err := g.versionsLeased(ctx, ts, r, bucket, key, 0)
+	return o, holders, err
+}
+
+// stat asks holder t for its record of bucket/key and, if ttl > 0 and it grants them,
+// for a read lease of ttl (replica.LeaseStatter); it returns the lease granted.
+func (g *Gateway) stat(ctx context.Context, t topology.Target, bucket, key string, ttl time.Duration) (*object.Object, time.Duration, error) {
+	rep := g.replica(t)
+	if ttl > 0 {
+		if ls, ok := rep.(replica.LeaseStatter); ok {
+			return ls.StatLease(ctx, bucket, key, ttl)
+		}
+	}
+	o, err := rep.Stat(ctx, bucket, key)
+	return o, 0, err
+}
+
+// versionsLeased is versions that, with ttl > 0, asks each holder for a read lease of ttl
+// with its record, and returns the lease the read as a whole holds (0: none): the
+// shortest granted, if every holder that answered granted one, all answered with the
+// newest version and no holder asked failed. Only then does every change of the key
+// acknowledged by a holder this read asked revoke it first (docs/design/object-cache-leases.md).
+func (g *Gateway) versionsLeased(ctx context.Context, ts []topology.Target, r int, bucket, key string, ttl time.Duration) (*object.Object, []topology.Target, time.Duration, error) {
 	type answer struct {
-		t   topology.Target
-		o   *object.Object // nil: the replica has no record
-		err error
+		t     topology.Target
+		o     *object.Object // nil: the replica has no record
+		err   error
+		lease time.Duration
 	}
 	var answers []answer
 	var lastErr error
@@ -36,19 +60,19 @@ func (g *Gateway) versions(ctx context.Context, ts []topology.Target, r int, buc
 		live++
 	}
 	if r > live {
-		return nil, nil, replica.QuorumErr("read", live, r, len(ts), errors.E(errors.Transient, "replicas marked down"))
+		return nil, nil, 0, replica.QuorumErr("read", live, r, len(ts), errors.E(errors.Transient, "replicas marked down"))
 	}
 	if r <= 1 {
 		for _, t := range ts {
 			if t.Down {
 				continue
 			}
-			o, err := g.replica(t).Stat(ctx, bucket, key)
+			o, lease, err := g.stat(ctx, t, bucket, key, ttl)
 			if err != nil && !errors.Is(errors.NotExist, err) {
 				lastErr = err
 				continue
 			}
-			answers = append(answers, answer{t: t, o: o})
+			answers = append(answers, answer{t: t, o: o, lease: lease})
 			if o != nil && !o.Deleted {
 				break
 			}
@@ -69,8 +93,8 @@ func (g *Gateway) versions(ctx context.Context, ts []topology.Target, r int, buc
 			}
 			asked++
 			go func() {
-				o, err := g.replica(t).Stat(sctx, bucket, key)
-				ch <- answer{t: t, o: o, err: err}
+				o, lease, err := g.stat(sctx, t, bucket, key, ttl)
+				ch <- answer{t: t, o: o, err: err, lease: lease}
 			}()
 		}
 		for ; asked > 0 && len(answers) < r; asked-- {
@@ -78,7 +102,7 @@ func (g *Gateway) versions(ctx context.Context, ts []topology.Target, r int, buc
 			select {
 			case a = <-ch:
 			case <-ctx.Done():
-				return nil, nil, errors.E(errors.Transient, ctx.Err())
+				return nil, nil, 0, errors.E(errors.Transient, ctx.Err())
 			}
 			if a.err != nil && !errors.Is(errors.NotExist, a.err) {
 				lastErr = a.err
@@ -108,7 +132,9 @@ func (g *Gateway) versions(ctx context.Context, ts []topology.Target, r int, buc
 					asked--
 					delete(pending, a.t.ID)
 					if a.err == nil || errors.Is(errors.NotExist, a.err) {
-						answers = append(answers, answer{t: a.t, o: a.o})
+						answers = append(answers, answer{t: a.t, o: a.o, lease: a.lease})
+					} else {
+						lastErr = a.err
 					}
 				case <-grace.C:
 					for id := range pending {
@@ -120,7 +146,7 @@ func (g *Gateway) versions(ctx context.Context, ts []topology.Target, r int, buc
 		}
 	}
 	if len(answers) < r || len(answers) == 0 {
-		return nil, nil, replica.QuorumErr("read", len(answers), max(r, 1), len(ts), lastErr)
+		return nil, nil, 0, replica.QuorumErr("read", len(answers), max(r, 1), len(ts), lastErr)
 	}
 	var best *object.Object
 	for _, a := range answers {
@@ -139,7 +165,7 @@ func (g *Gateway) versions(ctx context.Context, ts []topology.Target, r int, buc
 			o, err := g.replica(t).Stat(ctx, bucket, key)
 			if err == nil && !o.Deleted {
 				g.clock.Observe(o.HLC)
-				return o, []topology.Target{t}, nil
+				return o, []topology.Target{t}, 0, nil
 			}
 		}
 	}
@@ -157,7 +183,14 @@ func (g *Gateway) versions(ctx context.Context, ts []topology.Target, r int, buc
 			g.repair(a.t, bucket, key, best.HLC)
 		}
 	}
-	return best, append(holders, staleMeta...), nil
+	var lease time.Duration
+	if ttl > 0 && lastErr == nil && best != nil && !best.Deleted && len(staleMeta) == 0 && len(holders) == len(answers) {
+		lease = ttl
+		for _, a := range answers {
+			lease = min(lease, a.lease)
+		}
+	}
+	return best, append(holders, staleMeta...), lease, nil
 }
 
 // repair brings a stale replica up to version in the background (read repair): the hint

@@ -63,6 +63,14 @@ func (f *Faults) Heal() {
 	f.hangAfter, f.cutAfter, f.healed = -1, -1, make(chan struct{})
 }
 
+// Unreachable reports whether calls fail without reaching the holder (a partition or an
+// injected error): tests use it for calls made the other way (a holder revoking a lease
+// of the caller).
+func (f *Faults) Unreachable() bool {
+	s := f.state()
+	return s.partitioned || s.err != nil
+}
+
 func (f *Faults) set(fn func()) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -223,6 +231,27 @@ func (x *faulty) Stat(ctx context.Context, bucket, key string) (*object.Object, 
 	}
 	o, err := x.r.Stat(ctx, bucket, key)
 	return after(s, x.r.ID(), o, err)
+}
+
+// StatLease passes a lease ask on, with the faults of a Stat, to a replica that grants
+// leases; others answer a plain Stat without one.
+func (x *faulty) StatLease(ctx context.Context, bucket, key string, ttl time.Duration) (*object.Object, time.Duration, error) {
+	s, err := x.before(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	var o *object.Object
+	var d time.Duration
+	if ls, ok := x.r.(LeaseStatter); ok {
+		o, d, err = ls.StatLease(ctx, bucket, key, ttl)
+	} else {
+		o, err = x.r.Stat(ctx, bucket, key)
+	}
+	o, err = after(s, x.r.ID(), o, err)
+	if err != nil {
+		d = 0
+	}
+	return o, d, err
 }
 
 func (x *faulty) Delete(ctx context.Context, bucket, key string, d object.Object) (*object.Object, error) {

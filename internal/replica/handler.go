@@ -25,7 +25,13 @@ type HandlerConfig struct {
 	OnCorrupt func(bucket, key string, version uint64)
 	// Leases, if set, is this node's lease table, served on wire.PathLease (lease.go).
 	Leases *Leases
-	Logger *slog.Logger
+	// ReadLeases, if set, is this node's table of read leases: a version check that asks
+	// for one (wire.QReadLease) is granted it from here.
+	ReadLeases *ReadLeases
+	// Revoked, if set, serves wire.PathRevoke: this node's gateway drops its read lease
+	// on the key (ServeRevoke).
+	Revoked func(bucket, key string)
+	Logger  *slog.Logger
 }
 
 // Handler serves a node's Local replica to the other nodes: the server side of Remote.
@@ -62,6 +68,9 @@ func NewHandler(cfg HandlerConfig) *Handler {
 	h.mux.HandleFunc(wire.PathRangeBatch, h.rangeBatch)
 	if cfg.Leases != nil {
 		h.mux.HandleFunc(wire.PathLease, h.lease)
+	}
+	if cfg.Revoked != nil {
+		h.mux.HandleFunc(wire.PathRevoke, ServeRevoke(cfg.Revoked))
 	}
 	return h
 }
@@ -147,15 +156,21 @@ func (h *Handler) object(w http.ResponseWriter, r *http.Request) {
 		}
 		writeMeta(w, o)
 	case http.MethodHead:
-		bucket, key, err := h.capFor(r, rpc.CapRead)
+		q := r.URL.Query()
+		bucket, key, err := h.capForQuery(r, q, rpc.CapRead)
 		if err != nil {
 			wire.WriteError(w, err)
 			return
 		}
+		// A read lease is recorded before the record is read (ReadLeases.Grant).
+		lease := h.cfg.ReadLeases.Grant(r.Header.Get(rpc.HdrNode), bucket, key, parseLease(q.Get(wire.QReadLease)))
 		o, err := h.local.Stat(r.Context(), bucket, key)
 		if err != nil {
 			wire.WriteError(w, err)
 			return
+		}
+		if lease > 0 {
+			w.Header().Set(wire.HdrReadLease, grantHeader(lease))
 		}
 		writeMeta(w, o)
 	case http.MethodGet:

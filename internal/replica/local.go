@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
@@ -21,6 +22,9 @@ type Local struct {
 	// the writer may still write: the node refuses writes under a lease that moved by its
 	// map (docs/design/volumes.md).
 	Fence func(w object.RangeWrite) error
+	// ReadLeases, if set, is this node's table of read leases: StatLease grants this
+	// node's own gateway leases from it.
+	ReadLeases *ReadLeases
 }
 
 var _ Replica = (*Local)(nil)
@@ -112,6 +116,17 @@ func (r localReader) Info() *object.Object { return r.Object }
 // Stat implements Replica.
 func (l *Local) Stat(ctx context.Context, bucket, key string) (*object.Object, error) {
 	return l.Store.StatVersion(bucket, key)
+}
+
+// StatLease implements LeaseStatter: this node's own gateway's lease, recorded before
+// the read (see ReadLeases.Grant).
+func (l *Local) StatLease(ctx context.Context, bucket, key string, ttl time.Duration) (*object.Object, time.Duration, error) {
+	d := l.ReadLeases.Grant(l.Node, bucket, key, ttl)
+	o, err := l.Stat(ctx, bucket, key)
+	if err != nil {
+		return nil, 0, err
+	}
+	return o, d, nil
 }
 
 // Delete implements Replica.

@@ -246,6 +246,31 @@ func (r *Remote) Stat(ctx context.Context, bucket, key string) (*object.Object, 
 	return o, err
 }
 
+// StatLease implements LeaseStatter: a Stat whose answer may carry a read lease.
+func (r *Remote) StatLease(ctx context.Context, bucket, key string, ttl time.Duration) (*object.Object, time.Duration, error) {
+	if ttl <= 0 {
+		o, err := r.Stat(ctx, bucket, key)
+		return o, 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.timeout())
+	defer cancel()
+	resp, err := r.RPC.Do(ctx, &rpc.Request{Method: http.MethodHead, Addr: r.Addr, Path: wire.PathObject,
+		Query: query(bucket, key, wire.QReadLease, i64(ttl.Milliseconds())), Cap: &rpc.Cap{Op: rpc.CapRead, Bucket: bucket, Key: key}})
+	if err != nil {
+		return nil, 0, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.Header.Get(wire.HdrMeta) == "" {
+		return nil, 0, errors.E(errors.Invalid, "malformed object metadata")
+	}
+	o, err := wire.DecodeMeta(resp.Header.Get(wire.HdrMeta))
+	if err != nil {
+		return nil, 0, err
+	}
+	return o, min(parseLease(resp.Header.Get(wire.HdrReadLease)), ttl), nil
+}
+
 // Delete implements Replica.
 func (r *Remote) Delete(ctx context.Context, bucket, key string, d object.Object) (*object.Object, error) {
 	q := query(bucket, key, wire.QVersion, u64(d.HLC), wire.QModTime, i64(d.ModTime))

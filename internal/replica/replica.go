@@ -3,8 +3,9 @@
 // versions, reads and ranges, records, tombstones, multipart uploads, listings, digests
 // and scans of partitions), its two implementations (Local over this node's store, Remote
 // over the internode protocol of package wire), the Handler that serves a Local to the
-// other nodes, and Faulty, a wrapper that injects delays, errors, hangs, cut bodies and
-// partitions for tests. Package replicatest is the conformance suite every
+// other nodes, the read leases a holder grants gateways' object caches and revokes before
+// every change of the key (ReadLeases, readlease.go), and Faulty, a wrapper that injects
+// delays, errors, hangs, cut bodies and partitions for tests. Package replicatest is the conformance suite every
 // implementation passes.
 package replica
 

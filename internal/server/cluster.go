@@ -86,8 +86,11 @@ type mapInfo struct {
 // configurations with NoncurrentVersionTransition rules (a level-9 runner refuses to
 // parse them and would expire nothing in the bucket).
 // Level 11: range batches (wire.PathRangeBatch; rangeBatchLevel): a volume's writer sends
-// the writes queued for one holder in one request only once every node serves the path;
-// no map command is new.
+// the writes queued for one holder in one request only once every node serves the path.
+// Level 11 also: read leases of the object cache (gateway.LevelReadLeases): gateways ask
+// the holders for a lease with their version checks only once every node grants and
+// revokes them (wire.QReadLease, wire.PathRevoke). Neither has a new map command; both
+// came in the same release, so one level says every node serves both.
 const featureLevel = 11
 
 // rangeBatchLevel is the map Level from which a volume's writes to one holder may go in

@@ -82,8 +82,9 @@ type instance struct {
 	keys              *keyring
 	alog              *accessLog // nil: no access log
 	budget            *budget.Budget
-	blog              *bucketLogs  // S3 server access logging (PutBucketLogging)
-	st                *store.Store // nil without the storage role
+	blog              *bucketLogs         // S3 server access logging (PutBucketLogging)
+	st                *store.Store        // nil without the storage role
+	rleases           *replica.ReadLeases // read leases this node grants as a holder (nil without the storage role)
 	mux               *rpc.Mux
 	ln, aln, nlim     *limitListener // S3, admin (nil: off), node
 	nbdLn             net.Listener   // block volumes (nil: off)
@@ -203,7 +204,7 @@ func assemble(cfg Config) (_ *instance, err error) {
 	n.m.CounterFunc("cairn_volume_lease_waits_total", "Volume I/O that found this node's cluster map not confirmed by the Raft leader lately and waited for a confirmation.", func() float64 { return float64(n.lease.waits.Load()) })
 	n.m.CounterFunc("cairn_volume_lease_wait_timeouts_total", "Volume I/O refused (EPERM) because no confirmation of this node's cluster map came within the bound (--volume-fresh-wait).", func() float64 { return float64(n.lease.timeouts.Load()) })
 	n.gw = gateway.New(gateway.Config{NodeID: n.nodeID, Store: n.st, Maps: n.mgr, RPC: n.client, Apply: n.app.Apply, Refresh: n.app.Refresh,
-		Hints: n.hints, Clock: clock, Logger: log, StragglerWait: cfg.StragglerWait, ObjectCache: cfg.ObjectCache, Fence: volume.Fence(n.mgr, fresh),
+		Hints: n.hints, Clock: clock, Logger: log, StragglerWait: cfg.StragglerWait, ObjectCache: cfg.ObjectCache, CacheLease: cfg.CacheLease, ReadLeases: n.rleases, Fence: volume.Fence(n.mgr, fresh),
 		Tiers: newTierClients(n.mgr, n.box).get})
 	n.vols = volume.New(volume.Config{Self: n.nodeID, Maps: n.mgr, Topology: n.gw.Topology(), Replica: n.gw.Replica, Fresh: n.lease.wait, FreshWait: cfg.VolumeFreshWait, Logger: log,
 		Observe: n.m.ObserveVolume, Delete: n.gw.DeleteObject, Journal: func() bool { return n.mgr.Current().Level >= journalLevel },
@@ -241,6 +242,20 @@ func assemble(cfg Config) (_ *instance, err error) {
 		n.m.GaugeFunc("cairn_object_cache_bytes", "Bytes held by the object cache (bodies, names, per-entry overhead).", cs(func(s gateway.CacheStats) int64 { return s.Bytes }))
 		n.m.GaugeFunc("cairn_object_cache_entries", "Objects held by the object cache.", cs(func(s gateway.CacheStats) int64 { return int64(s.Entries) }))
 		n.m.GaugeFunc("cairn_object_cache_budget_bytes", "Most bytes the object cache may hold (--object-cache).", cs(func(s gateway.CacheStats) int64 { return s.Budget }))
+		n.m.CounterFunc("cairn_object_cache_lease_hits_total", "Object cache hits served under a read lease, with no freshness check.", cs(func(s gateway.CacheStats) int64 { return s.LeaseHits }))
+		n.m.CounterFunc("cairn_object_cache_leases_total", "Read leases the object cache took with its freshness checks.", cs(func(s gateway.CacheStats) int64 { return s.Leased }))
+		n.m.CounterFunc("cairn_object_cache_revokes_total", "Read lease revokes this gateway received from holders taking a change.", cs(func(s gateway.CacheStats) int64 { return s.Revoked }))
+	}
+	if rl := n.rleases; rl != nil {
+		ls := func(f func(replica.ReadLeaseStats) int64) func() float64 {
+			return func() float64 { return float64(f(rl.Stats())) }
+		}
+		n.m.CounterFunc("cairn_read_lease_grants_total", "Read leases this holder granted to gateways' object caches (renewals included).", ls(func(s replica.ReadLeaseStats) int64 { return s.Grants }))
+		n.m.CounterFunc("cairn_read_lease_refused_total", "Read lease asks this holder answered without a lease (a gateway at its limit).", ls(func(s replica.ReadLeaseStats) int64 { return s.Refused }))
+		n.m.CounterFunc("cairn_read_lease_revokes_total", "Read leases this holder revoked before acknowledging a change (the gateway confirmed).", ls(func(s replica.ReadLeaseStats) int64 { return s.Revoked }))
+		n.m.CounterFunc("cairn_read_lease_revoke_failures_total", "Read lease revokes a gateway did not confirm: the change waited for the lease to expire.", ls(func(s replica.ReadLeaseStats) int64 { return s.RevokeFailed }))
+		n.m.CounterFunc("cairn_read_lease_held_total", "Changes held back after a restart, until the leases the previous process granted had expired.", ls(func(s replica.ReadLeaseStats) int64 { return s.Held }))
+		n.m.GaugeFunc("cairn_read_leases", "Read leases in this holder's table.", ls(func(s replica.ReadLeaseStats) int64 { return s.Live }))
 	}
 	n.budget = budget.New(budget.Config{Ceiling: max(cfg.RecoveryRate, 0), Controller: budget.Controller{Target: cfg.BackgroundTarget}})
 	bud := n.budget
@@ -318,6 +333,16 @@ func (n *instance) openStore(clock *hlc.Clock) error {
 	scfg.OnCommit = n.m.ObserveCommit
 	scfg.OnSegmentSync = n.m.ObserveSegmentSync
 	scfg.Clock = clock
+	// The read leases this node grants: revoked before a change of the key is acknowledged
+	// (the store calls Changing). n.client, n.mgr and n.gw are set before anything is served.
+	n.rleases = replica.NewReadLeases(replica.ReadLeaseConfig{Max: n.cfg.CacheLease, Marker: filepath.Join(n.cfg.DataDir, "read-leases"), Logger: n.log,
+		Revoke: func(ctx context.Context, node, bucket, key string) error {
+			return replica.RevokeVia(n.client, n.nodeID, n.gw.RevokeLease, func(id string) (string, bool) {
+				nd, ok := n.mgr.Current().Node(id)
+				return nd.Addr, ok
+			})(ctx, node, bucket, key)
+		}})
+	scfg.Changing = n.rleases.Changing
 	n.notify = newNotifier(n.box, n.log)
 	n.notify.storeHooks(&scfg)
 	st, err := store.Open(scfg)
@@ -510,7 +535,10 @@ func (n *instance) internodeMux() *http.ServeMux {
 	}
 	if n.st != nil {
 		imux.Handle("/internal/v1/", replica.NewHandler(replica.HandlerConfig{Local: &replica.Local{Node: n.nodeID, Store: n.st, EnsureBucket: n.gw.EnsureLocalBucket,
-			Fence: volume.Fence(n.mgr, n.lease.fresh)}, Secret: n.secret, OnCorrupt: n.gw.RepairLocal, Leases: n.gw.Leases(), Logger: n.log}))
+			Fence: volume.Fence(n.mgr, n.lease.fresh)}, Secret: n.secret, OnCorrupt: n.gw.RepairLocal, Leases: n.gw.Leases(),
+			ReadLeases: n.rleases, Revoked: n.gw.RevokeLease, Logger: n.log}))
+	} else {
+		imux.Handle(wire.PathRevoke, replica.ServeRevoke(n.gw.RevokeLease))
 	}
 	return imux
 }

@@ -129,6 +129,10 @@ type Config struct {
 	// ObjectCache is the gateway object cache's budget in bytes (0: no cache; cmd/cairn
 	// defaults to 64 MiB). See gateway.Config.ObjectCache.
 	ObjectCache int64
+	// CacheLease is the read lease the object cache asks holders for (0: none); it is
+	// also the longest lease this node grants as a holder (default
+	// replica.DefaultReadLease when zero there). See gateway.Config.CacheLease.
+	CacheLease time.Duration
 	// HintInterval is how often queued replica writes are retried (default 1s).
 	HintInterval time.Duration
 	// Capacity overrides the capacity reported in the map (default: the data disk's size).

@@ -208,6 +208,7 @@ func (s *Store) CompleteUpload(bucket, key, uploadID string, list []object.Compl
 // is stored, the upload is consumed but the object is left as it is, and that newer record is
 // returned.
 func (s *Store) CompleteUploadVersion(bucket, key, uploadID string, list []object.CompletePart, minPart int64, version uint64, modTime int64, finish func(o *object.Object, parts []*object.Object) error) (*object.Object, error) {
+	defer s.changing(bucket, key)()
 	const op errors.Op = "store.CompleteUpload"
 	if len(list) == 0 {
 		return nil, errors.E(op, errors.Invalid, "no parts given")

@@ -314,6 +314,7 @@ func indexErr(err error) error {
 // PutObject stores src (size bytes, or until EOF if size < 0) as bucket/key with the
 // metadata in meta, replacing any previous version. It returns the stored record.
 func (s *Store) PutObject(ctx context.Context, bucket, key string, meta *object.Object, src io.Reader, size int64, opts object.PutOptions) (*object.Object, error) {
+	defer s.changing(bucket, key)()
 	const op errors.Op = "store.PutObject"
 	if err := s.drain(bucket, key); err != nil {
 		return nil, errors.E(op, err)
@@ -469,6 +470,7 @@ func (s *Store) stat(op errors.Op, get func(getter, []byte) (*object.Object, err
 // DeleteObject deletes bucket/key. Deleting a missing object is not an error (S3 semantics);
 // a missing bucket is.
 func (s *Store) DeleteObject(bucket, key string) error {
+	defer s.changing(bucket, key)()
 	const op errors.Op = "store.DeleteObject"
 	if err := s.drain(bucket, key); err != nil {
 		return errors.E(op, err)
@@ -484,6 +486,7 @@ func (s *Store) DeleteObject(bucket, key string) error {
 // replaces the object with a tombstone unless the stored record is newer. It returns the
 // record that is current afterwards (the tombstone, or the newer record).
 func (s *Store) DeleteVersion(bucket, key string, version uint64, modTime int64) (*object.Object, error) {
+	defer s.changing(bucket, key)()
 	const op errors.Op = "store.DeleteVersion"
 	if err := s.drain(bucket, key); err != nil {
 		return nil, errors.E(op, err)
@@ -499,6 +502,7 @@ func (s *Store) DeleteVersion(bucket, key string, version uint64, modTime int64)
 // or the purge of version d.HLC (d.Purged, d.Versioned). It returns the record the key
 // holds for that version afterwards: d, or what was there (a newer null version, a purge).
 func (s *Store) DeleteRecord(bucket, key string, d object.Object) (*object.Object, error) {
+	defer s.changing(bucket, key)()
 	const op errors.Op = "store.DeleteRecord"
 	if err := s.drain(bucket, key); err != nil {
 		return nil, errors.E(op, err)
@@ -518,6 +522,7 @@ func (s *Store) DeleteRecord(bucket, key string, d object.Object) (*object.Objec
 // whether it removed anything. Nodes use it to hand off data they no longer hold once the
 // new holders confirmed their copies: a newer write that arrived meanwhile is kept.
 func (s *Store) Forget(bucket, key string, version uint64) (bool, error) {
+	defer s.changing(bucket, key)()
 	if err := s.drain(bucket, key); err != nil {
 		return false, err
 	}
@@ -527,6 +532,7 @@ func (s *Store) Forget(bucket, key string, version uint64) (bool, error) {
 // ForgetMeta is Forget that also keeps the record if its metadata changed after metaHLC
 // (a tagging update that arrived after the new holders confirmed their copies).
 func (s *Store) ForgetMeta(bucket, key string, version, metaHLC uint64) (bool, error) {
+	defer s.changing(bucket, key)()
 	if err := s.drain(bucket, key); err != nil {
 		return false, err
 	}
@@ -542,6 +548,7 @@ func (s *Store) ForgetMeta(bucket, key string, version, metaHLC uint64) (bool, e
 // learn what happened: a newer version, an older one this store missed u.Version for, a
 // tombstone). A key without any record is a NotExist error.
 func (s *Store) UpdateMeta(u object.MetaUpdate) (*object.Object, error) {
+	defer s.changing(u.Bucket, u.Key)()
 	const op errors.Op = "store.UpdateMeta"
 	if err := s.drain(u.Bucket, u.Key); err != nil {
 		return nil, errors.E(op, err)

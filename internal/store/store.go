@@ -70,6 +70,13 @@ type Config struct {
 	OnCommit func(batches int)
 	// OnSegmentSync, if set, is called with the number of writers served by each segment sync.
 	OnSegmentSync func(writers int)
+	// Changing, if set, is called first by every call that may change a key's records
+	// (an object's write, delete, tombstone, purge, in-place metadata change, completion,
+	// hand-off), with no lock of the store held, and the function it returns when that
+	// call returns: a node's read leases on the key are revoked there before the change
+	// is committed, and none granted until it is done (replica.ReadLeases.Changing). It
+	// may block.
+	Changing func(bucket, key string) (done func())
 	// FreeSpace, if set, replaces statfs for the free-space check (tests of disk-full paths
 	// use a real small filesystem instead where they can).
 	FreeSpace func() (int64, error)
@@ -916,3 +923,14 @@ func (p pebbleLogger) Fatalf(format string, args ...any) {
 	p.l.Error(fmt.Sprintf(format, args...))
 	os.Exit(1)
 }
+
+// changing calls Config.Changing for bucket/key and returns what to call when the
+// change returns.
+func (s *Store) changing(bucket, key string) (done func()) {
+	if s.cfg.Changing == nil {
+		return noChange
+	}
+	return s.cfg.Changing(bucket, key)
+}
+
+func noChange() {}

@@ -657,6 +657,7 @@ func versionEntry(bucket, key string, o *object.Object, noncurrent bool) object.
 // metaHLC or older) and its body, leaving nothing behind: the hand-off of a drained or
 // moved partition. It reports whether it removed anything.
 func (s *Store) ForgetVersion(bucket, key string, hlc, metaHLC uint64) (bool, error) {
+	defer s.changing(bucket, key)()
 	if err := s.drain(bucket, key); err != nil {
 		return false, err
 	}

@@ -3,7 +3,8 @@
 // internode bytes each 16 MiB PUT costs, read from the nodes' own counters. With
 // --object-cache it measures the gateway object cache instead (cache.go): a hot 4 KiB GET
 // through a node that holds a copy and through one that holds none, on a cluster with the
-// cache on and one with it off, in the same run. With --internode-tls it measures
+// cache and its read leases, one with the cache but no leases and one with no cache, in
+// the same run. With --internode-tls it measures
 // internode mutual TLS (internode.go): a cluster with it and one without, up at once, the
 // phases alternated between them in one run.
 //
@@ -68,7 +69,7 @@ func main() {
 	bin := flag.String("cairn", "bin/cairn", "cairn binary")
 	nodes := flag.Int("nodes", 3, "cluster size")
 	dur := flag.Duration("duration", 10*time.Second, "length of each measured phase")
-	cacheBench := flag.Bool("object-cache", false, "measure the gateway object cache (hot 4 KiB GET through a holder and a non-holder, cache on and off) instead")
+	cacheBench := flag.Bool("object-cache", false, "measure the gateway object cache (hot 4 KiB GET through a holder and a non-holder: cache with read leases, cache without, no cache) instead")
 	conc := flag.Int("concurrency", 16, "concurrent clients of the --object-cache phases")
 	rounds := flag.Int("rounds", 1, "--object-cache, --internode-tls: measure each cluster's phases this many times, alternating")
 	internodeBench := flag.Bool("internode-tls", false, "measure internode mutual TLS: a cluster with it and one without, phases alternated (--rounds)")
