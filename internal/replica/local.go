@@ -113,9 +113,9 @@ type localReader struct{ *store.Reader }
 
 func (r localReader) Info() *object.Object { return r.Object }
 
-// Stat implements Replica.
+// Stat implements Replica. The record has no Body, as over the wire.
 func (l *Local) Stat(ctx context.Context, bucket, key string) (*object.Object, error) {
-	return l.Store.StatVersion(bucket, key)
+	return l.Store.StatMeta(bucket, key)
 }
 
 // StatLease implements LeaseStatter: this node's own gateway's lease, recorded before

@@ -33,7 +33,8 @@ type Replica interface {
 	// version it lacks is Precondition if the key has a current record, else NotExist. A
 	// striped object's record has no body.
 	Open(ctx context.Context, bucket, key string, o OpenOptions) (Reader, error)
-	// Stat returns the holder's record of bucket/key, tombstones included.
+	// Stat returns the holder's record of bucket/key, tombstones included, without the
+	// embedded body of a small object (Body nil: read it with Open).
 	Stat(ctx context.Context, bucket, key string) (*object.Object, error)
 	// Delete writes a record without a body at version d.HLC (d.ModTime: its time, Unix
 	// nanoseconds): a tombstone, or with d's flags a delete marker (d.DeleteMarker) or

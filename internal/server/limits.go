@@ -121,15 +121,35 @@ func remoteIP(c net.Conn) string {
 	return host
 }
 
-// limitedConn gives its slot back when closed.
+// limitedConn gives its slot back when closed. It also holds the writes of a small
+// answer until the answer is complete (coalesce.go).
 type limitedConn struct {
 	net.Conn
 	l    *limitListener
 	ip   string
 	once sync.Once
+
+	mu     sync.Mutex
+	hold   bool    // writes are held (startHold) until release
+	pend   *[]byte // what is held, from holdPool
+	closed bool
 }
 
+// Close writes what an answer held (net/http closes a connection it does not keep
+// alive right after the answer's last write), then closes the connection. Writes after
+// Close fail.
 func (c *limitedConn) Close() error {
+	c.mu.Lock()
+	held := c.takeLocked()
+	c.hold, c.closed = false, true
+	c.mu.Unlock()
+	if held != nil {
+		if len(*held) > 0 {
+			c.Conn.SetWriteDeadline(time.Now().Add(closeFlushTimeout))
+			c.Conn.Write(*held) // the connection closes next: a failure has nobody to tell
+		}
+		c.putHeld(held)
+	}
 	err := c.Conn.Close()
 	c.once.Do(func() { c.l.release(c.ip) })
 	return err
@@ -182,5 +202,6 @@ func serveLimited(handler http.Handler, lim Limits, errLog func(*http.Server)) *
 	if errLog != nil {
 		errLog(s)
 	}
+	coalesceWrites(s)
 	return s
 }

@@ -19,7 +19,7 @@ import (
 // internode listener is plain (--internode-tls off): the tests that use it speak raw
 // internode HTTP (limits, signatures, protocol versions); internode TLS is tested in
 // internal/rpc (the listener), internode_test.go (the rules) and cmd/cairn (clusters).
-func startNode(t *testing.T, s3, admin, node Limits) Ready {
+func startNode(t testing.TB, s3, admin, node Limits) Ready {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan Ready, 1)

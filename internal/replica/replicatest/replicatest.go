@@ -136,6 +136,9 @@ func testPutOpenStat(t *testing.T, r replica.Replica) {
 					t.Fatalf("record of %s: %+v", key, rec)
 				}
 			}
+			if st.Body != nil {
+				t.Fatalf("stat of %s returned a body of %d bytes: a record's Stat has none", key, len(st.Body))
+			}
 		}
 	}
 }
