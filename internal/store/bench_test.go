@@ -149,8 +149,10 @@ func BenchmarkPutVersioned(b *testing.B) {
 	}
 	m := s.db.Metrics()
 	t := m.Total()
-	b.Logf("index: %d L0 files, %d compactions, %d flushes, write amplification %.1f",
-		m.Levels[0].TablesCount, m.Compact.Count, m.Flush.Count, t.WriteAmp())
+	b.Logf("index: %d L0 files, %d compactions, %d flushes, write amplification %.1f; "+
+		"compactions read %d MiB of tables, wrote %d MiB of tables and %d MiB of blob files",
+		m.Levels[0].TablesCount, m.Compact.Count, m.Flush.Count, t.WriteAmp(),
+		t.TableBytesRead>>20, t.TableBytesCompacted>>20, t.BlobBytesCompacted>>20)
 }
 
 // processCPU returns the CPU time (user and system) this process has used, in ns.
