@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -120,12 +122,25 @@ func BenchmarkRangeOverwrite(b *testing.B) {
 // a bucket that never had versioning and in one whose writes keep every version, in the
 // same store, rounds alternating: the engine's part of BenchmarkVersioned in package s3api
 // (docs/benchmarks.md), without HTTP. cpu-ns/op is this process's CPU time per PUT.
+//
+// CAIRN_BENCH_LEGACY_INDEX=1 opens the index as builds before value separation did
+// (every value in its table); CAIRN_BENCH_RANDOM=1 writes incompressible bodies instead
+// of zeros (which snappy shrinks many times, so that compactions move few bytes).
 func BenchmarkPutVersioned(b *testing.B) {
-	s := benchStore(b)
-	if err := s.CreateBucket("versioned"); err != nil {
+	s, err := Open(Config{Dir: b.TempDir(), Reserve: 1, legacyIndex: os.Getenv("CAIRN_BENCH_LEGACY_INDEX") == "1"})
+	if err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(func() { s.Close() })
+	for _, name := range []string{"bench", "versioned"} {
+		if err := s.CreateBucket(name); err != nil {
+			b.Fatal(err)
+		}
+	}
 	data := make([]byte, 4096)
+	if os.Getenv("CAIRN_BENCH_RANDOM") == "1" {
+		data = randBytes(1, len(data))
+	}
 	for range 4 {
 		for _, bucket := range []string{"bench", "versioned"} {
 			b.Run(bucket, func(b *testing.B) {
@@ -149,8 +164,10 @@ func BenchmarkPutVersioned(b *testing.B) {
 	}
 	m := s.db.Metrics()
 	t := m.Total()
-	b.Logf("index: %d L0 files, %d compactions, %d flushes, write amplification %.1f",
-		m.Levels[0].TablesCount, m.Compact.Count, m.Flush.Count, t.WriteAmp())
+	b.Logf("index: %d L0 files, %d compactions, %d flushes, write amplification %.1f; "+
+		"compactions read %d MiB of tables, wrote %d MiB of tables and %d MiB of blob files",
+		m.Levels[0].TablesCount, m.Compact.Count, m.Flush.Count, t.WriteAmp(),
+		t.TableBytesRead>>20, t.TableBytesCompacted>>20, t.BlobBytesCompacted>>20)
 }
 
 // processCPU returns the CPU time (user and system) this process has used, in ns.
@@ -160,4 +177,45 @@ func processCPU() int64 {
 		return 0
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// BenchmarkListVersionBodies measures a page of 1,000 versions of keys whose versions have
+// 4 KiB bodies (embedded in their records: the noncurrent ones are in blob files unless
+// CAIRN_BENCH_LEGACY_INDEX=1), 5,000 keys of 4 versions, the index flushed.
+func BenchmarkListVersionBodies(b *testing.B) {
+	s, err := Open(Config{Dir: b.TempDir(), Reserve: 1, legacyIndex: os.Getenv("CAIRN_BENCH_LEGACY_INDEX") == "1"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	if err := s.CreateBucket("v"); err != nil {
+		b.Fatal(err)
+	}
+	data := randBytes(1, 4096)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1) - 1; i < 20000; i = next.Add(1) - 1 {
+				key := fmt.Sprintf("k%05d", i%5000)
+				if _, err := s.PutObject(context.Background(), "v", key, &object.Object{Versioned: true}, bytes.NewReader(data), int64(len(data)), object.PutOptions{}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := s.db.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		res, err := s.ListVersions("v", object.VersionListOptions{Max: 1000, KeyMarker: "k02000"})
+		if err != nil || len(res.Versions) != 1000 {
+			b.Fatal(len(res.Versions), err)
+		}
+	}
 }

@@ -125,7 +125,11 @@ func (s *Store) scan(op errors.Op, pfx string, noncurrent bool, keep func(bucket
 		if keep != nil && !keep(bucket, key) {
 			continue
 		}
-		if err := unmarshalRecord(&o, it.Value()); err != nil {
+		v, err := s.iterValue(it)
+		if err != nil {
+			return errors.E(op, err)
+		}
+		if err := unmarshalRecord(&o, v); err != nil {
 			return errors.E(op, err)
 		}
 		if err := fn(versionEntry(bucket, key, &o, noncurrent)); err != nil {

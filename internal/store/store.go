@@ -106,6 +106,10 @@ type Config struct {
 	// writes taken and not applied to the index yet. A write that would pass it waits
 	// for the applier (default 256 MiB; negative: no journal, every write is synced).
 	JournalSize int64
+
+	// legacyIndex opens the index as builds before value separation did (pebble's oldest
+	// format, every value in its table): tests write an index of that layout with it.
+	legacyIndex bool
 }
 
 func (c *Config) setDefaults() {
@@ -243,6 +247,13 @@ func Open(cfg Config) (*Store, error) {
 	// before have none and are read as before.
 	for i := range opts.Levels {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	// Noncurrent versions' values go to blob files that compactions do not rewrite
+	// (versions.go, indexFormat); the index is ratcheted to that format at open.
+	if !cfg.legacyIndex {
+		opts.FormatMajorVersion = indexFormat
+		opts.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy { return versionValues }
+		opts.Experimental.SpanPolicyFunc = indexSpanPolicy
 	}
 	el := pebble.MakeLoggingEventListener(pebbleLogger{ilog})
 	// A damaged index block fails the reads that need it (an error of kind Corrupt: the
@@ -861,11 +872,18 @@ func (s *Store) emptyRange(p []byte) (bool, error) {
 	}
 	defer it.Close()
 	for ok := it.First(); ok; ok = it.Next() {
-		if !isHidden(it.Value()) {
+		v, err := s.iterValue(it)
+		if err != nil {
+			return false, err
+		}
+		if !isHidden(v) {
 			return false, nil
 		}
 	}
-	return true, it.Error()
+	if err := it.Error(); err != nil {
+		return false, indexErr(err)
+	}
+	return true, nil
 }
 
 // isTombstone reports whether an encoded record is a tombstone, without decoding it.

@@ -117,7 +117,11 @@ func (s *Store) countUsage(ctx context.Context, it, versIt *pebble.Iterator) {
 			vmax = h
 		}
 		i := bytes.IndexByte(k, 0)
-		size, live, ok := recordSize(versIt.Value())
+		v, err := versIt.ValueAndErr() // in a blob file, maybe: a failed read ends the loop
+		if err != nil {
+			break
+		}
+		size, live, ok := recordSize(v)
 		if i < 0 || !ok {
 			malformed++
 			continue
@@ -130,6 +134,7 @@ func (s *Store) countUsage(ctx context.Context, it, versIt *pebble.Iterator) {
 		}
 	}
 	if err := versIt.Error(); err != nil && it.Error() == nil {
+		s.valueErr(err) // a damaged blob file is noted
 		s.usageIncomplete.Store(true)
 		s.log.Warn("the index of noncurrent versions could not be read in full", "err", firstLine(err.Error()))
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -137,8 +138,12 @@ func (s *Store) versionsFrom(g interface {
 		if len(it.Key()) != len(p)+8 {
 			continue // a record of a longer key that starts with key and NUL
 		}
+		v, err := s.iterValue(it)
+		if err != nil {
+			return err
+		}
 		o := new(object.Object)
-		if err := unmarshalRecord(o, it.Value()); err != nil {
+		if err := unmarshalRecord(o, v); err != nil {
 			return err
 		}
 		if o.Body != nil {
@@ -481,7 +486,11 @@ func (s *Store) recordAt(g getter, bucket, key string, hlc uint64) (*object.Obje
 	if err != nil && !errors.Is(errors.NotExist, err) {
 		return nil, err
 	}
-	return getObject(g, versionKey(bucket, key, hlc))
+	o, err = getObject(g, versionKey(bucket, key, hlc))
+	if errors.Is(errors.Corrupt, err) {
+		s.noteBlobDamage(err.Error())
+	}
+	return o, err
 }
 
 // OpenVersion returns a Reader of bucket/key's version hlc, current or not. A delete
@@ -662,4 +671,98 @@ func (s *Store) ForgetVersion(bucket, key string, hlc, metaHLC uint64) (bool, er
 		return false, err
 	}
 	return s.dropAt(errors.Op("store.ForgetVersion"), bucket, key, versionKey(bucket, key, hlc), func(o *object.Object) bool { return o.MetaHLC <= metaHLC })
+}
+
+// The index keeps noncurrent records' values in blob files (pebble's value separation):
+// a V/ record of at least versionValues.MinimumSize bytes (one with an embedded body,
+// mostly) is written to a blob file when its memtable is flushed, and compactions then
+// move only its key and a reference, instead of rewriting every kept version each time
+// its level is compacted (docs/benchmarks.md, Versioned buckets vs unversioned). Every
+// other range keeps its values in its tables (indexSpanPolicy): a GET of a current
+// version stays one lookup in one table. Reads of a noncurrent version, a listing of
+// versions and the count at open read the blob file too.
+//
+// indexFormat is the index's format major version: blob files need it (and it writes
+// tables in pebble's columnar format). An index written by an older build (pebble's
+// oldest format, which builds before this one left it at) is ratcheted at open; its
+// tables are read as they are and rewritten by compactions in their own time. The
+// ratchet is one way for pebble builds older than the one in go.mod, not for cairn
+// builds: they use this pebble and open the index at the format it has
+// (TestIndexFormatUpgrade).
+const indexFormat = pebble.FormatValueSeparation
+
+var versionValues = pebble.ValueSeparationPolicy{
+	Enabled: true,
+	// Smaller records (no body, or a small one) are cheap to rewrite and stay in place.
+	MinimumSize: 1024,
+	// pebble's recommended values (those CockroachDB runs with): a table references at
+	// most 10 overlapping blob files before a compaction rewrites its values, and a blob
+	// file more than 5 minutes old with over 20 % of unreferenced values (versions
+	// removed for good) is rewritten to reclaim the space.
+	MaxBlobReferenceDepth: 10,
+	RewriteMinimumAge:     5 * time.Minute,
+	TargetGarbageRatio:    0.2,
+}
+
+var (
+	versionSpanStart = []byte(pfxVersion)
+	versionSpanEnd   = prefixEnd([]byte(pfxVersion))
+)
+
+// indexSpanPolicy is the index's pebble.SpanPolicyFunc: values under V/ may be separated
+// (versionValues), every other range keeps its values in place.
+func indexSpanPolicy(start []byte) (pebble.SpanPolicy, []byte, error) {
+	inPlace := pebble.SpanPolicy{ValueStoragePolicy: pebble.ValueStorageLowReadLatency}
+	switch {
+	case bytes.Compare(start, versionSpanStart) < 0:
+		return inPlace, versionSpanStart, nil
+	case bytes.Compare(start, versionSpanEnd) < 0:
+		return pebble.SpanPolicy{}, versionSpanEnd, nil
+	default:
+		return inPlace, nil, nil
+	}
+}
+
+// iterValue is it.Value for a range whose values may be in blob files (V/): a value that
+// cannot be read is an error (Corrupt for a damaged block, else IO), not a nil value.
+func (s *Store) iterValue(it *pebble.Iterator) ([]byte, error) {
+	v, err := it.ValueAndErr()
+	if err != nil {
+		return nil, s.valueErr(err)
+	}
+	return v, nil
+}
+
+// valueErr is indexErr for reads of values that may be in blob files. pebble reports a
+// damaged table to the store's event listener, not a damaged blob file: valueErr adds a
+// blob file a corruption error names to the store's damage (Damaged).
+func (s *Store) valueErr(err error) error {
+	if pebble.IsCorruptionError(err) {
+		s.noteBlobDamage(err.Error())
+	}
+	return indexErr(err)
+}
+
+// noteBlobDamage notes the blob file msg (pebble's "file 000123: ..." message) names.
+func (s *Store) noteBlobDamage(msg string) {
+	i := strings.Index(msg, "file ")
+	if i < 0 {
+		return
+	}
+	j := i + len("file ")
+	for j < len(msg) && msg[j] >= '0' && msg[j] <= '9' {
+		j++
+	}
+	p := filepath.Join(s.cfg.Dir, "index", msg[i+len("file "):j]+".blob")
+	if j == i+len("file ") {
+		return
+	}
+	if _, err := s.fs.Stat(p); err != nil {
+		return // not a blob file: a table, which pebble reported itself
+	}
+	if s.damage.note(p) {
+		s.log.Error("the index is damaged: reads that need this file fail over to other replicas; "+
+			"drain the node and replace its data directory (docs/operations.md, Damaged disk or index)",
+			"file", p, "err", firstLine(msg))
+	}
 }
