@@ -9,7 +9,7 @@ RACE_PKGS := ./internal/errors/... ./internal/lifecycle/... ./internal/store/...
              ./internal/hlc/... ./internal/placement/... ./internal/policy/... ./internal/erasure/... ./internal/clustermap/... ./internal/rpc/... ./internal/replica/... ./internal/wire/... ./internal/object/... ./internal/metrics/... ./internal/gateway/... ./internal/topology/... ./internal/stripe/... ./internal/hints/... ./internal/repair/... \
              ./internal/proc/... ./internal/testutil/... ./internal/console/... ./internal/nbd/... ./internal/volume/... \
              ./internal/access/... ./internal/budget/... ./internal/nodetls/... ./internal/secrets/... ./internal/sse/... ./internal/notify/... ./internal/mdc/... ./internal/tier/...
-FUZZTIME ?= 6s
+FUZZTIME ?= 4s
 FUZZFLAGS ?=
 SOAK_DURATION ?= 10m
 SOAK_SEED ?=
@@ -44,10 +44,10 @@ test: deps build ## install test tools and run every suite (two lanes at once), 
 	echo "make test: all suites passed in $$(( $$(date +%s) - start )) s"
 
 test-lane-cpu: # the fuzzers run one worker each here: the other core is the other lane's
-	@$(MAKE) --no-print-directory lint test-race fuzz test-python FUZZFLAGS=-parallel=1
+	@$(MAKE) --no-print-directory lint test-race fuzz FUZZFLAGS=-parallel=1
 
-test-lane-proc:
-	@$(MAKE) --no-print-directory test-long test-soak
+test-lane-proc: # test-python here: the CPU lane (race, fuzz) is the longer one
+	@$(MAKE) --no-print-directory test-long test-soak test-python
 
 test-short: ## the fast loop: every package's tests with -short (no process-level test), well under 2 minutes
 	$(GO) test -short ./...
@@ -91,7 +91,7 @@ soak: build ## the fault soak (docs/soak.md): SOAK_DURATION=10m of faults under 
 # A run that fails with a bare "context deadline exceeded" and writes no failing input is
 # Go 1.26's fuzz-coordinator race at the -fuzztime deadline (go.dev/issue/75804), not a
 # finding: it is reported and the target run once more; any failing input fails the build.
-fuzz: ## run every fuzz target briefly (FUZZTIME=6s each), seeded from the table tests
+fuzz: ## run every fuzz target briefly (FUZZTIME=4s each), seeded from the table tests
 	$(SUITE)
 _fuzz:
 	@set -e; log=$$(mktemp); trap 'rm -f $$log' EXIT; for pkg in $$($(GO) list ./internal/...); do \
