@@ -283,7 +283,10 @@ func getLive(g getter, key []byte) (*object.Object, error) {
 }
 
 // getObject returns the record under key, a tombstone included.
-func getObject(g getter, key []byte) (*object.Object, error) {
+func getObject(g getter, key []byte) (*object.Object, error) { return readRecord(g, key, true) }
+
+// readRecord reads the record under key, with a copy of its embedded body or without it.
+func readRecord(g getter, key []byte, body bool) (*object.Object, error) {
 	v, c, err := g.Get(key)
 	if err == pebble.ErrNotFound {
 		return nil, errors.E(errors.NotExist, object.ErrNoSuchKey)
@@ -296,8 +299,11 @@ func getObject(g getter, key []byte) (*object.Object, error) {
 	if err := unmarshalRecord(o, v); err != nil {
 		return nil, err
 	}
-	if o.Body != nil {
-		o.Body = append([]byte{}, o.Body...) // v is only valid until c.Close
+	switch {
+	case !body:
+		o.Body = nil // a sub-slice of v, valid only until c.Close
+	case o.Body != nil:
+		o.Body = append([]byte{}, o.Body...)
 	}
 	return o, nil
 }
@@ -465,22 +471,7 @@ func (s *Store) StatMeta(bucket, key string) (*object.Object, error) {
 }
 
 // getMeta is getObject without the embedded body.
-func getMeta(g getter, key []byte) (*object.Object, error) {
-	v, c, err := g.Get(key)
-	if err == pebble.ErrNotFound {
-		return nil, errors.E(errors.NotExist, object.ErrNoSuchKey)
-	}
-	if err != nil {
-		return nil, indexErr(err)
-	}
-	defer c.Close()
-	o := new(object.Object)
-	if err := unmarshalRecord(o, v); err != nil {
-		return nil, err
-	}
-	o.Body = nil // a sub-slice of v, valid only until c.Close
-	return o, nil
-}
+func getMeta(g getter, key []byte) (*object.Object, error) { return readRecord(g, key, false) }
 
 func (s *Store) stat(op errors.Op, get func(getter, []byte) (*object.Object, error), bucket, key string) (*object.Object, error) {
 	o, err := get(s.db, objectKey(bucket, key))
