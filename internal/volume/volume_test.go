@@ -468,37 +468,30 @@ func TestPausedHolderWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The lease moves to holder (n1 in state n1State), whose device must read what the
+	// client read: "before", and zeroes in the object no write was acknowledged for.
+	moveAndRead := func(holder string, epoch uint64, n1State clustermap.NodeState, when string) {
+		t.Helper()
+		c.setMap(func(m *clustermap.Map) {
+			m.Nodes[0].State = n1State
+			v := m.Volumes["vm"]
+			v.Holder, v.Epoch = holder, epoch
+			m.Volumes["vm"] = v
+		})
+		d := openDevice(t, c.service(holder), "vm")
+		if got := readAt(t, d, 0, 6); string(got) != "before" {
+			t.Fatalf("%s, the volume reads %q", when, got)
+		}
+		if got := readAt(t, d, blockSize, 6); !bytes.Equal(got, make([]byte, 6)) {
+			t.Fatalf("%s, the volume reads %q in an object never acknowledged", when, got)
+		}
+	}
 	c.faults["n1"].Partition()
-	c.setMap(func(m *clustermap.Map) {
-		m.Nodes[0].State = clustermap.StateDown
-		v := m.Volumes["vm"]
-		v.Holder, v.Epoch = "n2", 2
-		m.Volumes["vm"] = v
-	})
-	d2 := openDevice(t, c.service("n2"), "vm")
-	if got := readAt(t, d2, 0, 6); string(got) != "before" {
-		t.Fatalf("the new holder reads %q", got)
-	}
-	if got := readAt(t, d2, blockSize, 6); !bytes.Equal(got, make([]byte, 6)) {
-		t.Fatalf("the new holder reads %q in an object never acknowledged", got)
-	}
-
+	moveAndRead("n2", 2, clustermap.StateDown, "with the paused holder cut off")
 	// n1 comes back; a device that syncs every holder (the lease moves on to n3) and
 	// the holders' own copies keep what the client read.
 	c.faults["n1"].Heal()
-	c.setMap(func(m *clustermap.Map) {
-		m.Nodes[0].State = clustermap.StateUp
-		v := m.Volumes["vm"]
-		v.Holder, v.Epoch = "n3", 3
-		m.Volumes["vm"] = v
-	})
-	d3 := openDevice(t, c.service("n3"), "vm")
-	if got := readAt(t, d3, 0, 6); string(got) != "before" {
-		t.Fatalf("after the paused holder came back, the volume reads %q", got)
-	}
-	if got := readAt(t, d3, blockSize, 6); !bytes.Equal(got, make([]byte, 6)) {
-		t.Fatalf("after the paused holder came back, the volume reads %q in an object never acknowledged", got)
-	}
+	moveAndRead("n3", 3, clustermap.StateUp, "after the paused holder came back")
 	for id, st := range c.stores {
 		for _, key := range []string{key0, key1} {
 			o, err := st.StatObject(clustermap.VolumeBucket, key)
