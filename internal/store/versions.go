@@ -117,13 +117,14 @@ func (s *Store) loadVersioned() error {
 func (s *Store) keyVersions(g interface {
 	NewIter(*pebble.IterOptions) (*pebble.Iterator, error)
 }, bucket, key string, fn func(o *object.Object) bool) error {
-	return s.versionsFrom(g, bucket, key, 0, fn)
+	return s.versionsFrom(g, bucket, key, 0, true, fn)
 }
 
-// versionsFrom is keyVersions starting after version after (0: from the newest).
+// versionsFrom is keyVersions starting after version after (0: from the newest); body,
+// whether fn gets the records' embedded bodies (a listing does not: they are not copied).
 func (s *Store) versionsFrom(g interface {
 	NewIter(*pebble.IterOptions) (*pebble.Iterator, error)
-}, bucket, key string, after uint64, fn func(o *object.Object) bool) error {
+}, bucket, key string, after uint64, body bool, fn func(o *object.Object) bool) error {
 	p := versionPrefix(bucket, key)
 	it, err := g.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
 	if err != nil {
@@ -146,7 +147,10 @@ func (s *Store) versionsFrom(g interface {
 		if err := unmarshalRecord(o, v); err != nil {
 			return err
 		}
-		if o.Body != nil {
+		switch {
+		case !body:
+			o.Body = nil // a sub-slice of the iterator's value
+		case o.Body != nil:
 			o.Body = append([]byte{}, o.Body...)
 		}
 		if !fn(o) {
@@ -613,7 +617,7 @@ func (s *Store) ListVersions(bucket string, opts object.VersionListOptions) (*ob
 		}
 		curDone := after != 0 && cur.HLC >= after
 		full := false
-		if err := s.versionsFrom(snap, bucket, key, after, func(o *object.Object) bool {
+		if err := s.versionsFrom(snap, bucket, key, after, false, func(o *object.Object) bool {
 			if !curDone && cur.HLC > o.HLC {
 				curDone = true
 				if !emit(cur) {
@@ -621,7 +625,6 @@ func (s *Store) ListVersions(bucket string, opts object.VersionListOptions) (*ob
 					return false
 				}
 			}
-			o.Body = nil
 			if !emit(o) {
 				full = true
 				return false
