@@ -20,7 +20,7 @@ STATICCHECK         := $(TOOLS)/staticcheck
 # A suite's recipe runs its _NAME target through .ci/timed, which prints "suite NAME: N s".
 SUITE = +@$(CURDIR)/.ci/timed $@ $(MAKE) --no-print-directory _$@
 
-.PHONY: help build run test test-lane-cpu test-lane-proc test-short test-race test-long test-e2e test-soak test-python fuzz bench soak lint tools \
+.PHONY: help build run test test-short test-race test-long test-e2e test-soak test-python fuzz bench soak lint tools \
         deps deps-python deps-apt clean _lint _test-race _test-long _test-soak _test-python _fuzz
 
 help: ## list targets
@@ -33,21 +33,16 @@ build: ## build bin/cairn
 run: build ## start a single-node cairn: S3 on 127.0.0.1:9000, block volumes over NBD on 127.0.0.1:10809, data in ./data
 	./$(BIN) server --data ./data --listen 127.0.0.1:9000 --admin-listen 127.0.0.1:9001 --node-addr 127.0.0.1:9002 --nbd-listen 127.0.0.1:10809
 
-# Two lanes, one per core, so at most two suites run at once: lint, the race tests and the
-# fuzzers keep the CPU busy; the process-level suites mostly wait on their clusters
-# (timeouts, convergence), so they run beside them. When one lane is done, its slot goes to
-# the other lane's next suite. Each suite prints its timing line; a failure fails the run.
-# Measured on 2 shared cores: 7 min, against 17 for the suites one after the other.
-test: deps build ## install test tools and run every suite (two lanes at once), one timing line per suite
+# At most two suites at a time, one per core, longest first: make starts the next suite on
+# the list whenever one ends (lint, the race tests and the fuzzers keep a core busy; the
+# process-level suites mostly wait on their clusters). The fuzzers run one worker each:
+# the other core is the other suite's. Each suite prints its timing line; a failure fails
+# the run.
+TEST_SUITES := test-long test-race fuzz test-soak test-python lint
+test: deps build ## install test tools and run every suite (two at once), one timing line per suite
 	@start=$$(date +%s); \
-	$(MAKE) --no-print-directory -j2 test-lane-cpu test-lane-proc && \
+	$(MAKE) --no-print-directory -j2 $(TEST_SUITES) FUZZFLAGS=-test.parallel=1 && \
 	echo "make test: all suites passed in $$(( $$(date +%s) - start )) s"
-
-test-lane-cpu: # the fuzzers run one worker each here: the other core is the other lane's
-	@$(MAKE) --no-print-directory lint test-race fuzz FUZZFLAGS=-parallel=1
-
-test-lane-proc: # test-python here: the CPU lane (race, fuzz) is the longer one
-	@$(MAKE) --no-print-directory test-long test-soak test-python
 
 test-short: ## the fast loop: every package's tests with -short (no process-level test), well under 2 minutes
 	$(GO) test -short ./...
@@ -74,7 +69,8 @@ test-long: build ## the long tier: process-level tests (crash safety, memory, cl
 _test-long:
 	CAIRN_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m ./cmd/... ./tools/... ./internal/bench/plot
 	$(GO) test -count=1 -run 'Alloc' ./internal/erasure/ ./internal/policy/ # allocation bounds: skipped under -race, so run here
-	$(GO) test -count=1 -run 'TestPowerCut|TestFormatV1' ./internal/store/ # the full power-cut test (short under -race)
+	$(GO) test -count=1 -run 'TestPowerCut|TestJournalPowerCut|TestFormatV1' ./internal/store/ # the full power-cut tests (short under -race)
+	$(GO) test -count=1 -run 'TestECPowerCut' ./internal/volume/ # the full erasure-coded volume power-cut test (short under -race)
 	$(GO) test -count=1 -run 'TestBrowser' ./internal/s3api/ # headless Chromium: POST forms and CORS (skipped under -race and -short)
 
 test-e2e: test-long # the long tier's former name
@@ -88,20 +84,26 @@ _test-soak:
 soak: build ## the fault soak (docs/soak.md): SOAK_DURATION=10m of faults under load, SOAK_SEED=N repeats a run
 	$(GO) run ./tools/soak --cairn $(BIN) --duration $(SOAK_DURATION) $(if $(SOAK_SEED),--seed $(SOAK_SEED))
 
+# Each package with fuzz targets is built once, instrumented (go test -c -fuzz), and its
+# test binary runs every target in turn from the package directory, so the seed corpora
+# in testdata/fuzz are found and a failing input is written there, as go test -fuzz does.
 # A run that fails with a bare "context deadline exceeded" and writes no failing input is
 # Go 1.26's fuzz-coordinator race at the -fuzztime deadline (go.dev/issue/75804), not a
 # finding: it is reported and the target run once more; any failing input fails the build.
 fuzz: ## run every fuzz target briefly (FUZZTIME=4s each), seeded from the table tests
 	$(SUITE)
 _fuzz:
-	@set -e; log=$$(mktemp); trap 'rm -f $$log' EXIT; for pkg in $$($(GO) list ./internal/...); do \
-	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; cache=$$($(GO) env GOCACHE)/fuzz; \
+	for dir in $$(grep -l '^func Fuzz' $$(find internal -name '*_test.go') | xargs -n1 dirname | sort -u); do \
+	  pkg=$$($(GO) list ./$$dir); bin=$$tmp/$$(echo $$dir | tr / _).test; \
+	  $(GO) test -c -fuzz=. -o $$bin ./$$dir; \
+	  for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go | sed 's/^func //'); do \
 	    echo "fuzz $$f ($$pkg, $(FUZZTIME))"; \
 	    for try in 1 2; do \
-	      if $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $(FUZZFLAGS) $$pkg > $$log 2>&1; then break; fi; \
-	      if grep -q 'context deadline exceeded' $$log && ! grep -q 'Failing input written' $$log && [ $$try = 1 ]; then \
+	      if (cd $$dir && $$bin -test.run='^$$' -test.fuzz="^$$f$$" -test.fuzztime=$(FUZZTIME) -test.fuzzcachedir=$$cache/$$pkg $(FUZZFLAGS)) > $$tmp/log 2>&1; then break; fi; \
+	      if grep -q 'context deadline exceeded' $$tmp/log && ! grep -q 'Failing input written' $$tmp/log && [ $$try = 1 ]; then \
 	        echo "  $$f: fuzz coordinator deadline race (go.dev/issue/75804), no failing input: running it again"; continue; fi; \
-	      cat $$log; exit 1; \
+	      cat $$tmp/log; exit 1; \
 	    done; \
 	  done; \
 	done

@@ -78,6 +78,7 @@ func (m *testMaps) apply(_ context.Context, c clustermap.Command) (*clustermap.M
 // testNode is one node of a testCluster.
 type testNode struct {
 	id      string
+	clock   *hlc.Clock
 	store   *store.Store
 	rleases *replica.ReadLeases
 	hints   *hints.Queue
@@ -152,6 +153,10 @@ type clusterConfig struct {
 	tiers func(name string) (TierStore, error)
 	// noAccessTimes is gateway.Config.NoAccessTimes.
 	noAccessTimes bool
+	// clockNow, if set, is every node's HLC wall clock (hlc.Clock.Now).
+	clockNow func() time.Time
+	// untagged leaves the nodes' clocks without the map's tags (internal/server sets them).
+	untagged bool
 }
 
 func testLogger() *slog.Logger {
@@ -202,9 +207,9 @@ func newCluster(tb testing.TB, n int, cfg clusterConfig) *testCluster {
 		Buckets: map[string]clustermap.Bucket{}, Users: map[string]clustermap.User{}}
 	for i := range n {
 		id := "n" + strconv.Itoa(i+1)
-		clock := new(hlc.Clock)
+		clock := &hlc.Clock{Now: cfg.clockNow}
 		sc := testStoreConfig(dirs[i][0], clock)
-		nd := &testNode{id: id, tr: rpc.NewTransport()}
+		nd := &testNode{id: id, clock: clock, tr: rpc.NewTransport()}
 		var lc replica.LeaseClock
 		if cfg.leaseClock != nil {
 			lc = cfg.leaseClock(i)
@@ -258,6 +263,11 @@ func newCluster(tb testing.TB, n int, cfg clusterConfig) *testCluster {
 			Roles: []string{clustermap.RoleStorage, clustermap.RoleGateway}})
 	}
 	slices.SortFunc(m.Nodes, func(a, b clustermap.Node) int { return strings.Compare(a.ID, b.ID) })
+	if !cfg.untagged {
+		for _, nd := range c.nodes {
+			nd.clock.SetTag(m.ClockTag(nd.id)) // as internal/server's map watcher does
+		}
+	}
 	c.maps.Set(m)
 	return c
 }

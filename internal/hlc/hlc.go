@@ -3,8 +3,15 @@
 // backwards on one node and always exceed every timestamp the node has observed from
 // others (a 12-bit logical counter in the low bits breaks ties). Microseconds, not
 // milliseconds: two gateways on clocks that agree order writes made one after the other
-// by their wall time, as a write takes far longer than a microsecond. Object versions are ordered by these timestamps, so a node whose wall
-// clock is behind cannot make an older write win over a newer one it has seen.
+// by their wall time, as a write takes far longer than a microsecond. Object versions are
+// ordered by these timestamps, so a node whose wall clock is behind cannot make an older
+// write win over a newer one it has seen.
+//
+// A timestamp names an object version, so two nodes must never issue the same one. A
+// Clock given a tag (SetTag: a cairn node's, unique in its cluster map) issues only
+// timestamps whose low 12 bits are the tag: two nodes with different tags cannot collide
+// even in the same microsecond, and a node issues at most one timestamp per microsecond
+// of its clock (more run the clock ahead of the wall, as any HLC does when it must).
 package hlc
 
 import (
@@ -18,6 +25,9 @@ type Timestamp = uint64
 // LogicalBits is the width of the logical counter.
 const LogicalBits = 12
 
+// MaxTag is the largest clock tag; tags are 1..MaxTag, 0 means none.
+const MaxTag = 1<<LogicalBits - 1
+
 // FromTime returns the smallest timestamp at wall time t.
 func FromTime(t time.Time) Timestamp { return uint64(t.UnixMicro()) << LogicalBits }
 
@@ -28,6 +38,7 @@ func Time(ts Timestamp) time.Time { return time.UnixMicro(int64(ts >> LogicalBit
 type Clock struct {
 	mu   sync.Mutex
 	last Timestamp
+	tag  Timestamp // 0: the low bits are a plain counter
 	// Now, for tests; nil means time.Now.
 	Now func() time.Time
 }
@@ -48,17 +59,32 @@ func (c *Clock) wall() Timestamp {
 	return FromTime(time.Now())
 }
 
-// Next returns a timestamp larger than every one issued or observed before.
+// SetTag makes every later Next end in tag (its low LogicalBits bits), so that clocks
+// with different tags never issue the same timestamp. Tag 0 turns tagging off; a tag
+// above MaxTag is taken modulo 2^LogicalBits. It may change at any time: Next stays
+// monotonic.
+func (c *Clock) SetTag(tag uint16) {
+	c.mu.Lock()
+	c.tag = Timestamp(tag) & MaxTag
+	c.mu.Unlock()
+}
+
+// Next returns a timestamp larger than every one issued or observed before; with a tag,
+// the smallest such timestamp ending in the tag.
 func (c *Clock) Next() Timestamp {
 	w := c.wall()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if w > c.last {
-		c.last = w
-	} else {
-		c.last++
+	n := max(w, c.last+1)
+	if c.tag != 0 {
+		t := n&^MaxTag | c.tag
+		if t < n {
+			t += 1 << LogicalBits
+		}
+		n = t
 	}
-	return c.last
+	c.last = n
+	return n
 }
 
 // Observe records a timestamp seen from elsewhere, so later Next values exceed it.

@@ -73,6 +73,7 @@ type instance struct {
 	log               *slog.Logger
 	m                 *metrics.Metrics
 	nodeID            string
+	clock             *hlc.Clock // the node's one clock: store, gateway, stripes, repair
 	raftDir           string
 	member, bootstrap bool // restarting member; bootstrapping a new cluster
 	secretS           string
@@ -170,7 +171,11 @@ func assemble(cfg Config) (_ *instance, err error) {
 	if n.itls, err = openInternodeTLS(filepath.Join(cfg.DataDir, "internode"), n.nodeID, cfg.Internode, log); err != nil {
 		return nil, err
 	}
+	// The clock's tag keeps this node's versions distinct from every other node's; the map
+	// watcher in run moves it to the map's assignment.
 	clock := new(hlc.Clock)
+	clock.SetTag(clustermap.DefaultClockTag(n.nodeID))
+	n.clock = clock
 	if err := n.openStore(clock); err != nil {
 		return nil, err
 	}
@@ -645,6 +650,11 @@ func (n *instance) run(ctx context.Context) (err error) {
 		}
 	})
 	serve("s3", srv, n.ln)
+	loop(func(ctx context.Context) {
+		for m := range n.mgr.Watch(ctx) {
+			n.clock.SetTag(m.ClockTag(n.nodeID))
+		}
+	})
 	nbdAddr := ""
 	if n.nbdLn != nil {
 		nbdAddr = n.nbdLn.Addr().String()

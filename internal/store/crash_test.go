@@ -27,7 +27,7 @@ import (
 
 var (
 	crashSeed = flag.Uint64("crash.seed", 0, "run TestPowerCut with this seed only")
-	crashRuns = flag.Int("crash.runs", 0, "TestPowerCut runs (0: 60, or 12 with -short or -race)")
+	crashRuns = flag.Int("crash.runs", 0, "TestPowerCut runs (0: 60, 12 with -short, 3 with -race)")
 )
 
 // TestPowerCut cuts power under a random workload and checks what survives. Each run keeps
@@ -50,8 +50,12 @@ var (
 func TestPowerCut(t *testing.T) {
 	runs := *crashRuns
 	if runs == 0 {
+		// make test runs all 60 without the race detector (test-long) and 3 under it.
 		runs = 60
-		if testing.Short() || raceBuild {
+		switch {
+		case raceBuild:
+			runs = 3
+		case testing.Short():
 			runs = 12
 		}
 	}

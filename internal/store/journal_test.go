@@ -104,7 +104,11 @@ func journalConfig(fs vfs.FS, logs *testLogs) Config {
 func TestJournalPowerCut(t *testing.T) {
 	defer func(v int64) { jnlFileSize = v }(jnlFileSize)
 	jnlFileSize = 256 << 10 // many files: switching and deleting them is exercised
-	for seed := range uint64(4) {
+	seeds := uint64(4)      // make test runs all four without the race detector (test-long), one under it
+	if raceBuild || testing.Short() {
+		seeds = 1
+	}
+	for seed := range seeds {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			logs := &testLogs{}
 			fs := vfs.NewCrashableMem()

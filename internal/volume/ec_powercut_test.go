@@ -509,8 +509,8 @@ func TestECPowerCut(t *testing.T) {
 		switch {
 		case testing.Short():
 			runs, rounds = 3, 10
-		case raceBuild:
-			runs, rounds = 5, 12
+		case raceBuild: // make test runs the full test without the race detector too (test-long)
+			runs, rounds = 2, 10
 		}
 	}
 	seeds := make([]uint64, runs)
