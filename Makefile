@@ -38,10 +38,13 @@ run: build ## start a single-node cairn: S3 on 127.0.0.1:9000, block volumes ove
 # process-level suites mostly wait on their clusters). The fuzzers run one worker each:
 # the other core is the other suite's. Each suite prints its timing line; a failure fails
 # the run.
+# The suites' prerequisites (build, deps-python) are made first, by `test` itself: a suite
+# waiting on one would let the shorter ones after it start first.
 TEST_SUITES := test-long test-race fuzz test-soak test-python lint
+SUITE_DEPS  ?= build
 test: deps build ## install test tools and run every suite (two at once), one timing line per suite
 	@start=$$(date +%s); \
-	$(MAKE) --no-print-directory -j2 $(TEST_SUITES) FUZZFLAGS=-test.parallel=1 && \
+	$(MAKE) --no-print-directory -j2 $(TEST_SUITES) FUZZFLAGS=-test.parallel=1 SUITE_DEPS= && \
 	echo "make test: all suites passed in $$(( $$(date +%s) - start )) s"
 
 test-short: ## the fast loop: every package's tests with -short (no process-level test), well under 2 minutes
@@ -64,7 +67,7 @@ test-race: ## unit and API tests under the race detector
 _test-race:
 	$(GO) test -race -count=1 $(RACE_PKGS)
 
-test-long: build ## the long tier: process-level tests (crash safety, memory, clusters, the binary, the tools), chart rendering and the browser tests, without the race detector
+test-long: $(SUITE_DEPS) ## the long tier: process-level tests (crash safety, memory, clusters, the binary, the tools), chart rendering and the browser tests, without the race detector
 	$(SUITE)
 _test-long:
 	CAIRN_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m ./cmd/... ./tools/... ./internal/bench/plot
@@ -75,7 +78,7 @@ _test-long:
 
 test-e2e: test-long # the long tier's former name
 
-test-soak: build ## the fault soak, short form (45 s of kills, pauses and full disks under load, then 20 s on a versioned bucket; about 3 minutes)
+test-soak: $(SUITE_DEPS) ## the fault soak, short form (45 s of kills, pauses and full disks under load, then 20 s on a versioned bucket; about 3 minutes)
 	$(SUITE)
 _test-soak:
 	$(GO) run ./tools/soak --cairn $(BIN) --duration 45s
@@ -108,7 +111,7 @@ _fuzz:
 	  done; \
 	done
 
-test-python: build deps-python ## boto3, aws cli and rclone against a real server
+test-python: $(SUITE_DEPS) $(if $(SUITE_DEPS),deps-python) ## boto3, aws cli and rclone against a real server
 	$(SUITE)
 _test-python:
 	CAIRN_BIN=$(CURDIR)/$(BIN) PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/python -m pytest -q tests/python
