@@ -20,7 +20,8 @@ import (
 // transmission is the transmission phase of one connection: the connection's goroutine
 // reads requests (and write payloads) in order and hands each to one of
 // Server.MaxInflight workers, with at most Server.MaxInflightBytes of buffers; replies go
-// out as requests finish, each written whole under wmu. The protocol lets replies come in
+// out as requests finish, each written whole under wmu (those that finish together in one
+// flush: see send). The protocol lets replies come in
 // any order; clients do not send overlapping writes without waiting for the first.
 type transmission struct {
 	s          *Server
