@@ -20,7 +20,8 @@ import (
 // transmission is the transmission phase of one connection: the connection's goroutine
 // reads requests (and write payloads) in order and hands each to one of
 // Server.MaxInflight workers, with at most Server.MaxInflightBytes of buffers; replies go
-// out as requests finish, each written whole under wmu. The protocol lets replies come in
+// out as requests finish, each written whole under wmu (those that finish together in one
+// flush: see send). The protocol lets replies come in
 // any order; clients do not send overlapping writes without waiting for the first.
 type transmission struct {
 	s          *Server
@@ -33,6 +34,7 @@ type transmission struct {
 	log        *slog.Logger
 
 	wmu     sync.Mutex
+	waiting atomic.Int32 // replies ready to be written, not yet under wmu
 	wg      sync.WaitGroup
 	budget  *semaphore.Weighted
 	budgetN int64
@@ -256,10 +258,15 @@ func (t *transmission) replyError(req request, errno uint32, msg string) {
 	t.send(appendSimpleReply(nil, errno, req.cookie), nil)
 }
 
-// send writes one reply whole; a failure ends the connection.
+// send writes one reply whole; a failure ends the connection. The buffered replies go
+// to the socket when no other reply is waiting for wmu: the last of several replies ready
+// at once flushes them all in one system call (the ones before it leave theirs in the
+// buffer for it), and a lone reply is flushed at once.
 func (t *transmission) send(h, data []byte) {
+	t.waiting.Add(1)
 	t.wmu.Lock()
 	defer t.wmu.Unlock()
+	last := t.waiting.Add(-1) == 0
 	if t.broken.Load() {
 		return
 	}
@@ -267,7 +274,7 @@ func (t *transmission) send(h, data []byte) {
 	if err == nil && len(data) > 0 {
 		_, err = t.w.Write(data)
 	}
-	if err == nil {
+	if err == nil && last {
 		err = t.w.Flush()
 	}
 	if err != nil {

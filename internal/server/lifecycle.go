@@ -211,7 +211,7 @@ func assemble(cfg Config) (_ *instance, err error) {
 	n.gw = gateway.New(gateway.Config{NodeID: n.nodeID, Store: n.st, Maps: n.mgr, RPC: n.client, Apply: n.app.Apply, Refresh: n.app.Refresh,
 		Hints: n.hints, Clock: clock, Logger: log, StragglerWait: cfg.StragglerWait, ObjectCache: cfg.ObjectCache, CacheLease: cfg.CacheLease, ReadLeases: n.rleases, Fence: volume.Fence(n.mgr, fresh),
 		Tiers: newTierClients(n.mgr, n.box).get})
-	n.vols = volume.New(volume.Config{Self: n.nodeID, Maps: n.mgr, Topology: n.gw.Topology(), Replica: n.gw.Replica, Fresh: n.lease.wait, FreshWait: cfg.VolumeFreshWait, Logger: log,
+	n.vols = volume.New(volume.Config{Self: n.nodeID, Maps: n.mgr, Topology: n.gw.Topology(), Replica: n.gw.Replica, Fresh: n.lease.wait, FreshNow: n.lease.freshNow, FreshWait: cfg.VolumeFreshWait, Logger: log,
 		Observe: n.m.ObserveVolume, Delete: n.gw.DeleteObject, Journal: func() bool { return n.mgr.Current().Level >= journalLevel },
 		Batch: func() bool { return n.mgr.Current().Level >= rangeBatchLevel }})
 	vols := n.vols

@@ -78,6 +78,12 @@ func (lc *leaseClock) fresh() error {
 	return nil
 }
 
+// freshNow says whether the map is fresh now (fresh, without the error's message).
+func (lc *leaseClock) freshNow() bool {
+	last := lc.last.Load()
+	return last != nil && lc.now().Sub(*last) <= freshFor
+}
+
 // wait returns once the map is fresh, waiting for confirmations until ctx ends; then it
 // returns the reason the map is not fresh. The first waiter of a stale spell logs it, and
 // the confirmation that ends the spell logs how long it lasted (record).

@@ -359,6 +359,13 @@ func (l *fakeLease) wait(ctx context.Context) error {
 	}
 }
 
+// now is Config.FreshNow: whether wait would return at once.
+func (l *fakeLease) now() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.fresh
+}
+
 func (l *fakeLease) set(fresh bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -375,7 +382,7 @@ func TestStaleMapWaits(t *testing.T) {
 	c := newCluster(t)
 	lease := newFakeLease()
 	s := c.service("n1")
-	s.cfg.Fresh = lease.wait
+	s.cfg.Fresh, s.cfg.FreshNow = lease.wait, lease.now
 	d := openDevice(t, s, "vm")
 	if _, err := d.WriteAt([]byte("before"), 0); err != nil {
 		t.Fatal(err)
