@@ -992,6 +992,7 @@ func TestClusterAutoOut(t *testing.T) {
 // marked out while it was stopped comes back up.
 func TestClusterFullRestart(t *testing.T) {
 	skipShort(t)
+	t.Parallel() // one of the longest: see heavyParallel
 	tc := startCluster(t, 4)
 	tc.waitVoters(3)
 	ctx := context.Background()

@@ -52,6 +52,7 @@ func content(key string, version int) []byte {
 // readable with its last acknowledged content, nothing is torn, and deletes stay deleted.
 func TestCrashSafety(t *testing.T) {
 	skipShort(t)
+	t.Parallel() // one of the longest: see heavyParallel
 	const (
 		rounds  = 22
 		workers = 8

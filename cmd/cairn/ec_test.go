@@ -301,6 +301,7 @@ func (g *gatedBody) Read(p []byte) (int, error) {
 // streams the full 5 GiB through a single node; 5 GiB here took 100-150 s of the suite.
 func TestClusterECLargeObjectMemory(t *testing.T) {
 	skipShort(t)
+	t.Parallel() // one of the longest: see heavyParallel
 	size := int64(1536 << 20)
 	if v := os.Getenv("CAIRN_EC_BIG_SIZE"); v != "" {
 		size, _ = strconv.ParseInt(v, 10, 64)

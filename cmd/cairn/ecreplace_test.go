@@ -80,6 +80,7 @@ func ecLiveBytes(st *server.Status) map[string]int64 {
 // through each of them, which needs a shard of every stripe on each replacement.
 func TestClusterECReplacementNodes(t *testing.T) {
 	skipShort(t)
+	t.Parallel() // one of the longest: see heavyParallel
 	start := time.Now()
 	// Sync rounds every 2 s (default 10 min): the heal runs on placement changes anyway,
 	// the short interval makes the rounds the wait below looks at come soon.

@@ -64,6 +64,7 @@ func signedReq(t *testing.T, method, url string, body io.Reader, n int64) *http.
 // and checks the server's peak RSS stays under 300 MiB and the bytes and ETag are right.
 func TestLargeObjectMemory(t *testing.T) {
 	skipShort(t)
+	t.Parallel() // one of the longest: see heavyParallel
 	size := int64(5 << 30)
 	if v := os.Getenv("CAIRN_BIG_SIZE"); v != "" {
 		size, _ = strconv.ParseInt(v, 10, 64)

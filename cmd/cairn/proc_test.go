@@ -33,6 +33,14 @@ const (
 	testSecret = "procTestSecret0123456789abcdefghijklmnop"
 )
 
+// heavyParallel: the six longest process tests (TestLargeObjectMemory,
+// TestClusterECLargeObjectMemory, TestCrashSafety, TestRollingUpgrade,
+// TestClusterECReplacementNodes, TestClusterFullRestart: about 240 s of the suite's 690)
+// call t.Parallel, so they run two at a time after the others: each spends most of its
+// time waiting on its own processes (streams, restarts, convergence), and none depends
+// on heartbeat timing, which a busier machine would upset. Their ports, directories and
+// processes are their own.
+
 // skipShort skips a process-level test under -short.
 func skipShort(t testing.TB) {
 	t.Helper()

@@ -80,6 +80,7 @@ func baselineBin(t *testing.T) string {
 // baseline kept in the clear is then sealed and gone from every node's files.
 func TestRollingUpgrade(t *testing.T) {
 	skipShort(t)
+	t.Parallel() // one of the longest: see heavyParallel
 	old := baselineBin(t)
 	tc := &testCluster{t: t, bin: old}
 	for range 3 {
