@@ -396,7 +396,17 @@ func (s *Store) commitObject(op errors.Op, bucket, key string, o *object.Object,
 	s.relocMu.RLock()
 	defer s.relocMu.RUnlock()
 	okey := objectKey(bucket, key)
-	old, oldRec, err := getStored(s.db, okey)
+	// A write that may keep versions keeps the current record's encoding too, to move it
+	// to V/ as it is; a plain write copies only what it needs (the versioned path encodes
+	// the record again when it has no encoding at hand).
+	var old *object.Object
+	var oldRec []byte
+	var err error
+	if o.Versioned || o.Purged || s.hasVersionedBucket(bucket) {
+		old, oldRec, err = getStored(s.db, okey)
+	} else {
+		old, err = getObject(s.db, okey)
+	}
 	if err != nil && !errors.Is(errors.NotExist, err) {
 		return nil, errors.E(op, err)
 	}
