@@ -219,3 +219,41 @@ func BenchmarkListVersionBodies(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkVersionedOverwrite measures one writer's 4 KiB PUTs overwriting 64 keys of a
+// bucket, without versioning and with it (each PUT then moves the version it supersedes
+// to V/). With -benchtime 2000x the index's memtable is never flushed, so B/op and
+// allocs/op are this path's own, not a compaction's (docs/benchmarks.md).
+func BenchmarkVersionedOverwrite(b *testing.B) {
+	for _, versioned := range []bool{false, true} {
+		name := map[bool]string{false: "plain", true: "versioned"}[versioned]
+		b.Run(name, func(b *testing.B) {
+			s, err := Open(Config{Dir: b.TempDir(), Reserve: 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			if err := s.CreateBucket("b"); err != nil {
+				b.Fatal(err)
+			}
+			data := make([]byte, 4096)
+			keys := make([]string, 64)
+			put := func(key string) {
+				meta := &object.Object{Versioned: versioned}
+				if _, err := s.PutObject(context.Background(), "b", key, meta, bytes.NewReader(data), int64(len(data)), object.PutOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for i := range keys {
+				keys[i] = fmt.Sprintf("k%d", i)
+				put(keys[i])
+			}
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				put(keys[i%len(keys)])
+			}
+		})
+	}
+}

@@ -356,7 +356,7 @@ func (s *Store) completeVersioned(op errors.Op, b *pebble.Batch, bucket, key, up
 		b.Close()
 		return nil, errors.E(op, err)
 	}
-	stored, err := s.commitVersionIn(op, b, bucket, key, o, nil, old, object.PutOptions{})
+	stored, err := s.commitVersionIn(op, b, bucket, key, o, nil, old, nil, object.PutOptions{})
 	if err != nil {
 		return nil, err
 	}

@@ -285,6 +285,26 @@ func getLive(g getter, key []byte) (*object.Object, error) {
 // getObject returns the record under key, a tombstone included.
 func getObject(g getter, key []byte) (*object.Object, error) { return readRecord(g, key, true) }
 
+// getStored is getObject returning also the record's encoding as stored, which holds the
+// object's embedded body (o.Body is a sub-slice of it): a versioned write moves the
+// current record to V/ as it is, without encoding it again.
+func getStored(g getter, key []byte) (*object.Object, []byte, error) {
+	v, c, err := g.Get(key)
+	if err == pebble.ErrNotFound {
+		return nil, nil, errors.E(errors.NotExist, object.ErrNoSuchKey)
+	}
+	if err != nil {
+		return nil, nil, indexErr(err)
+	}
+	rec := append([]byte(nil), v...)
+	c.Close()
+	o := new(object.Object)
+	if err := unmarshalRecord(o, rec); err != nil {
+		return nil, nil, err
+	}
+	return o, rec, nil
+}
+
 // readRecord reads the record under key, with a copy of its embedded body or without it.
 func readRecord(g getter, key []byte, body bool) (*object.Object, error) {
 	v, c, err := g.Get(key)
@@ -376,7 +396,17 @@ func (s *Store) commitObject(op errors.Op, bucket, key string, o *object.Object,
 	s.relocMu.RLock()
 	defer s.relocMu.RUnlock()
 	okey := objectKey(bucket, key)
-	old, err := getObject(s.db, okey)
+	// A write that may keep versions keeps the current record's encoding too, to move it
+	// to V/ as it is; a plain write copies only what it needs (the versioned path encodes
+	// the record again when it has no encoding at hand).
+	var old *object.Object
+	var oldRec []byte
+	var err error
+	if o.Versioned || o.Purged || s.hasVersionedBucket(bucket) {
+		old, oldRec, err = getStored(s.db, okey)
+	} else {
+		old, err = getObject(s.db, okey)
+	}
 	if err != nil && !errors.Is(errors.NotExist, err) {
 		return nil, errors.E(op, err)
 	}
@@ -384,7 +414,7 @@ func (s *Store) commitObject(op errors.Op, bucket, key string, o *object.Object,
 		return nil, errors.E(op, errors.Precondition, "object exists")
 	}
 	if o.Versioned || o.Purged || (old != nil && old.Versioned) || ((old == nil || o.Deleted) && s.hasVersionedBucket(bucket)) {
-		return s.commitVersion(op, bucket, key, o, bd, old, opts)
+		return s.commitVersionIn(op, s.db.NewBatch(), bucket, key, o, bd, old, oldRec, opts)
 	}
 	if old != nil && (old.HLC > o.HLC || (old.HLC == o.HLC && !opts.Repair)) {
 		if old.HLC == o.HLC && !old.Deleted && !o.Deleted {

@@ -59,7 +59,11 @@ const maxRecordList = 1 << 22
 
 // Marshal encodes o.
 func marshalRecord(o *object.Object) []byte {
-	b := make([]byte, 0, 128+len(o.Chunks)*20+len(o.PartSizes)*5)
+	n := 128 + len(o.Chunks)*20 + len(o.PartSizes)*5
+	if o.Embedded {
+		n += len(o.Body) // one allocation for a record with its body
+	}
+	b := make([]byte, 0, n)
 	withExt := o.Owner != "" || o.ACL != "" || o.ACLHLC != 0 || !o.SSE.IsZero()
 	withLock := withExt || o.RetentionHLC != 0 || o.HoldHLC != 0 || o.Retention != (object.Retention{}) || o.LegalHold
 	withMeta := withLock || o.MetaHLC != 0 || len(o.Tags) > 0 || len(o.PartChecksums) > 0

@@ -206,23 +206,28 @@ func (n *noncurrent) add(o *object.Object, sign int64) {
 	}
 }
 
-// commitVersion is commitObject for a key with versions, or a write of a version that is
-// kept beside the others (o.Versioned) or removes one (o.Purged). The caller holds the
-// key's lock, bucketMu.RLock and relocMu.RLock; old is the current record (nil: none).
-func (s *Store) commitVersion(op errors.Op, bucket, key string, o *object.Object, bd *body, old *object.Object, opts object.PutOptions) (*object.Object, error) {
-	return s.commitVersionIn(op, s.db.NewBatch(), bucket, key, o, bd, old, opts)
-}
-
-// commitVersionIn is commitVersion adding to batch b, which holds the caller's own changes
-// (a completion's upload and parts): b is committed whatever happens to o, or closed on
-// an error. A nil bd means o's body is in the index already (a completed upload's chunks).
-func (s *Store) commitVersionIn(op errors.Op, b *pebble.Batch, bucket, key string, o *object.Object, bd *body, old *object.Object, opts object.PutOptions) (*object.Object, error) {
+// commitVersionIn is commitObject for a key with versions, or a write of a version that
+// is kept beside the others (o.Versioned) or removes one (o.Purged), adding to batch b,
+// which may hold the caller's own changes (a completion's upload and parts): b is
+// committed whatever happens to o, or closed on an error. A nil bd means o's body is in
+// the index already (a completed upload's chunks). The caller holds the key's lock,
+// bucketMu.RLock and relocMu.RLock; old is the current record (nil: none) and oldRec its
+// encoding as stored (nil: not at hand), which becomes old's V/ record as it is when o
+// supersedes it.
+func (s *Store) commitVersionIn(op errors.Op, b *pebble.Batch, bucket, key string, o *object.Object, bd *body, old *object.Object, oldRec []byte, opts object.PutOptions) (*object.Object, error) {
 	okey := objectKey(bucket, key)
 	vkey := func(h uint64) []byte { return versionKey(bucket, key, h) }
 	// setV adds the V/ record of version h to b, raising the bound of V/ versions first.
 	setV := func(h uint64, rec []byte) {
 		s.vbound.raise(h)
 		b.Set(vkey(h), rec, nil)
+	}
+	// record is the encoding of r: the stored one for old, unchanged until o supersedes it.
+	record := func(r *object.Object) []byte {
+		if r == old && oldRec != nil {
+			return oldRec
+		}
+		return marshalRecord(r)
 	}
 	// The record held for this very version, current or not: none under V/ if o's
 	// version is above every V/ record's (a new version, the usual write).
@@ -367,7 +372,7 @@ func (s *Store) commitVersionIn(op errors.Op, b *pebble.Batch, bucket, key strin
 		switch {
 		case o.Visible() && (cur == nil || !cur.Visible() || o.HLC > cur.HLC):
 			if cur != nil {
-				setV(cur.HLC, marshalRecord(cur))
+				setV(cur.HLC, record(cur))
 				nc.add(cur, 1)
 			}
 			b.Set(okey, rec, nil)
@@ -386,7 +391,7 @@ func (s *Store) commitVersionIn(op errors.Op, b *pebble.Batch, bucket, key strin
 			case p != nil:
 				nc.add(p, -1)
 				if cur != nil {
-					setV(cur.HLC, marshalRecord(cur))
+					setV(cur.HLC, record(cur))
 				}
 				b.Set(okey, marshalRecord(p), nil)
 				setV(o.HLC, rec)
@@ -395,7 +400,7 @@ func (s *Store) commitVersionIn(op errors.Op, b *pebble.Batch, bucket, key strin
 				setV(o.HLC, rec)
 			default:
 				if cur != nil {
-					setV(cur.HLC, marshalRecord(cur))
+					setV(cur.HLC, record(cur))
 				}
 				b.Set(okey, rec, nil)
 				cur = o

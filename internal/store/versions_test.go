@@ -3,10 +3,14 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
@@ -361,4 +365,82 @@ func TestVersionBound(t *testing.T) {
 	model["k"] = append([]mver{{hlc: 60, versioned: true, body: []byte("c")}}, model["k"]...)
 	bound("after a new version", 50) // the version moved to V/ is 20, below the bound
 	checkVersions(t, s, model, false)
+}
+
+// TestMovedRecordAsStored: a versioned write moves the current record it supersedes to
+// V/ as it is stored, whatever the record's format (one of version 1, as the oldest
+// binaries wrote it; a null version with tags; a version with a 4 KiB embedded body):
+// the V/ value is the O/ value byte for byte, and it reads back as the version it was.
+func TestMovedRecordAsStored(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.InlineMax = 8 << 10
+	s := openStore(t, cfg)
+	if err := s.CreateBucket("b"); err != nil {
+		t.Fatal(err)
+	}
+	// A version-1 record: version 2 less its HLC (ModTime gives it), with an embedded body.
+	v1 := func(body []byte, mod int64) []byte {
+		rec := marshalRecord(&object.Object{Size: int64(len(body)), ModTime: mod, ETag: "e1", Inline: true, Embedded: true, Body: body})
+		at := 2 + 16 + len(binary.AppendVarint(nil, int64(len(body)))) + len(binary.AppendVarint(nil, mod))
+		if rec[0] != recordVersion || rec[at] != 0 {
+			t.Fatalf("the version-2 record has no HLC of 0 at %d: %x", at, rec[:at+1])
+		}
+		rec[0] = 1
+		return append(rec[:at:at], rec[at+1:]...)
+	}
+	mod := time.Unix(1_700_000_000, 0).UnixNano()
+	for _, tc := range []struct {
+		name  string
+		write func(key string) // stores the record to be moved
+		body  []byte
+	}{
+		{name: "v1", body: []byte("written by the oldest binaries"), write: func(key string) {
+			if err := s.db.Set(objectKey("b", key), v1([]byte("written by the oldest binaries"), mod), pebble.Sync); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "null-tagged", body: []byte("null"), write: func(key string) {
+			vwrite{key: key, rec: object.Object{HLC: 100, ModTime: mod, Tags: [][2]string{{"k", "v"}}}, body: []byte("null")}.apply(t, s)
+		}},
+		{name: "versioned-4KiB", body: randBytes(7, 4096), write: func(key string) {
+			vwrite{key: key, rec: object.Object{HLC: 100, ModTime: mod, Versioned: true, ContentType: "text/x"}, body: randBytes(7, 4096)}.apply(t, s)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.write(tc.name)
+			okey := objectKey("b", tc.name)
+			before, c, err := s.db.Get(okey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before = bytes.Clone(before)
+			c.Close()
+			old, err := s.StatVersion("b", tc.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			vwrite{key: tc.name, rec: object.Object{HLC: old.HLC + 1, Versioned: true}, body: []byte("new")}.apply(t, s)
+			moved, c, err := s.db.Get(versionKey("b", tc.name, old.HLC))
+			if err != nil {
+				t.Fatalf("V/ record of version %d: %v", old.HLC, err)
+			}
+			defer c.Close()
+			if !bytes.Equal(moved, before) {
+				t.Errorf("V/ record %x, want the O/ record as it was, %x", moved, before)
+			}
+			o, err := s.StatAt("b", tc.name, old.HLC)
+			if err != nil || o.ETag != old.ETag || o.Size != int64(len(tc.body)) || !slices.Equal(o.Tags, old.Tags) || o.Versioned != old.Versioned {
+				t.Fatalf("version %d after the move: %+v, %v; want %+v", old.HLC, o, err, old)
+			}
+			r, err := s.OpenVersion("b", tc.name, old.HLC)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			var buf bytes.Buffer
+			if _, err := r.WriteRange(context.Background(), &buf, 0, r.Object.Size); err != nil || !bytes.Equal(buf.Bytes(), tc.body) {
+				t.Errorf("body of version %d after the move: %q, %v; want %q", old.HLC, buf.Bytes(), err, tc.body)
+			}
+		})
+	}
 }
