@@ -174,6 +174,8 @@ func assemble(cfg Config) (_ *instance, err error) {
 	// The clock's tag keeps this node's versions distinct from every other node's; the map
 	// watcher in run moves it to the map's assignment.
 	clock := new(hlc.Clock)
+	var _ [clustermap.MaxClockTag - hlc.MaxTag]struct{} // the map's tags fit the clock's: equal bounds
+	var _ [hlc.MaxTag - clustermap.MaxClockTag]struct{}
 	clock.SetTag(clustermap.DefaultClockTag(n.nodeID))
 	n.clock = clock
 	if err := n.openStore(clock); err != nil {

@@ -78,11 +78,8 @@ func (lc *leaseClock) fresh() error {
 	return nil
 }
 
-// freshNow says whether the map is fresh now (fresh, without the error's message).
-func (lc *leaseClock) freshNow() bool {
-	last := lc.last.Load()
-	return last != nil && lc.now().Sub(*last) <= freshFor
-}
+// freshNow says whether the map is fresh now: fresh, which builds no error when it is.
+func (lc *leaseClock) freshNow() bool { return lc.fresh() == nil }
 
 // wait returns once the map is fresh, waiting for confirmations until ctx ends; then it
 // returns the reason the map is not fresh. The first waiter of a stale spell logs it, and

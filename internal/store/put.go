@@ -289,12 +289,9 @@ func getObject(g getter, key []byte) (*object.Object, error) { return readRecord
 // object's embedded body (o.Body is a sub-slice of it): a versioned write moves the
 // current record to V/ as it is, without encoding it again.
 func getStored(g getter, key []byte) (*object.Object, []byte, error) {
-	v, c, err := g.Get(key)
-	if err == pebble.ErrNotFound {
-		return nil, nil, errors.E(errors.NotExist, object.ErrNoSuchKey)
-	}
+	v, c, err := getValue(g, key)
 	if err != nil {
-		return nil, nil, indexErr(err)
+		return nil, nil, err
 	}
 	rec := append([]byte(nil), v...)
 	c.Close()
@@ -305,14 +302,24 @@ func getStored(g getter, key []byte) (*object.Object, []byte, error) {
 	return o, rec, nil
 }
 
-// readRecord reads the record under key, with a copy of its embedded body or without it.
-func readRecord(g getter, key []byte, body bool) (*object.Object, error) {
+// getValue reads the value under key (valid until the closer is closed): NotExist when
+// there is none, the index error (indexErr) when the read fails.
+func getValue(g getter, key []byte) ([]byte, io.Closer, error) {
 	v, c, err := g.Get(key)
 	if err == pebble.ErrNotFound {
-		return nil, errors.E(errors.NotExist, object.ErrNoSuchKey)
+		return nil, nil, errors.E(errors.NotExist, object.ErrNoSuchKey)
 	}
 	if err != nil {
-		return nil, indexErr(err)
+		return nil, nil, indexErr(err)
+	}
+	return v, c, nil
+}
+
+// readRecord reads the record under key, with a copy of its embedded body or without it.
+func readRecord(g getter, key []byte, body bool) (*object.Object, error) {
+	v, c, err := getValue(g, key)
+	if err != nil {
+		return nil, err
 	}
 	defer c.Close()
 	o := new(object.Object)
