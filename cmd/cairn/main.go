@@ -87,6 +87,10 @@ func main() {
 }
 
 // serverUsage heads `cairn server -h`; the flags and their defaults follow.
+// mallocTrimInterval is how often the server hands the C allocator's free memory back to
+// the kernel (trimMallocEvery).
+const mallocTrimInterval = 10 * time.Second
+
 const serverUsage = `Usage: cairn server [FLAGS]
 
 Runs one cairn node: S3 on --listen, metrics, health and the admin API on --admin-listen,
@@ -379,6 +383,7 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
+	go trimMallocEvery(ctx, mallocTrimInterval)
 	if err := server.Run(ctx, cfg); err != nil {
 		return err
 	}

@@ -24,6 +24,11 @@ static int cairn_set_arenas(int n) { return mallopt(M_ARENA_MAX, n); }
 */
 import "C"
 
+import (
+	"context"
+	"time"
+)
+
 // The index (pebble) allocates its block cache and memtables with C malloc when cgo is
 // on, as in this build. glibc's default is up to 8 arenas per core, one per thread that
 // allocates, and memory freed in one arena is reused only by that arena: the block
@@ -34,3 +39,26 @@ import "C"
 
 // setMallocArenas sets the bound at n; it reports whether glibc took it.
 func setMallocArenas(n int) bool { return C.cairn_set_arenas(C.int(n)) == 1 }
+
+// trimMallocEvery hands the C allocator's free memory back to the kernel every d until
+// ctx ends (glibc's malloc_trim, which also releases free pages inside an arena, not only
+// at its top). The block cache's churn leaves freed blocks scattered through the arenas:
+// after listing 10 M objects the server held 17 MiB less anonymous memory with it (107.5
+// against 90.1 MiB; docs/benchmarks.md, "10 M objects on one node"). A trim takes 1-20 ms
+// (a loaded machine), during which C allocations in the arena being trimmed wait: only
+// the index's cache misses and new memtables allocate there.
+func trimMallocEvery(ctx context.Context, d time.Duration) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			trimMalloc()
+		}
+	}
+}
+
+// trimMalloc runs one trim.
+func trimMalloc() { C.malloc_trim(0) }
