@@ -1,9 +1,11 @@
 package placement
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Version numbers a placement algorithm. Every node of a cluster must compute a
@@ -42,29 +44,42 @@ func NewVersion(v Version, nodes []Node, p, r int) (*Table, error) {
 	return nil, fmt.Errorf("%w %d (this build knows %d and %d)", ErrVersion, v, V1, V2)
 }
 
-// NewBounded computes a table like New, with bounded load: partitions are chosen in
-// order 0..p-1, and a node whose count has reached its limit, floor((1+eps) × its
-// share), is skipped, so the copy goes to the next node of the partition's ranking.
-// A node's share is its capped weight share of the p·r copies, computed per zone when
-// there are at least r zones (each zone's share is water-filled over the zones' total
-// weights with at most p copies a zone, then each node's over its zone's nodes), and
-// over all nodes otherwise (as ExpectedCounts).
+// NewBounded computes a table like New, with bounded load: no node holds more than
+// its limit, floor((1+eps) × its share) copies, where the rules and the other nodes'
+// limits allow it. A node's share is its capped weight share of the p·r copies,
+// computed per zone when there are at least r zones (each zone's share is water-filled
+// over the zones' total weights, at most p copies a zone, then each node's over its
+// zone's nodes), and over all nodes otherwise (as ExpectedCounts).
 //
-// The spreading rules are those of New and come first: each of New's three passes
-// (distinct zones, distinct hosts, any node) first takes the nodes of the ranking
-// below their limit, then, if the pass still has room, the others. So every list
-// spreads over exactly as many zones and hosts as New's, and only balance gives way
-// when the rules and the limits conflict (few copies per node, zones of unequal
-// weight with fewer than r zones).
+// The table starts as New's. Then the copies of the nodes above their limit are taken,
+// lowest score first over all such nodes (ties: lower node, then lower partition), and
+// while its node is still above its limit each copy moves to the first node of its
+// partition's ranking that is below its own limit, not in the list, and keeps the
+// list's distinct zones and hosts (it takes the moved node's position in the list). A
+// copy with no such node stays. So every list spreads over exactly as many zones and
+// hosts as New's, a node sheds the partitions it ranks lowest in, and a table differs
+// from New's only in the copies shed.
 //
 // Membership changes move more than with New: a join or a loss changes every share a
-// little, and each node at its limit then gains or loses a copy to a node other than
-// the new or the lost one (docs/placement-at-scale.md measures how much). eps must be
-// positive; the same nodes, p, r and eps always give the same table, in any node order.
+// little, and a node at its limit then sheds one copy more or one fewer, to or from a
+// node other than the new or the lost one (docs/placement-at-scale.md measures how
+// much). eps must be positive and finite; the same nodes, p, r and eps always give the
+// same table, in any node order.
 func NewBounded(nodes []Node, p, r int, eps float64) (*Table, error) {
+	if eps < 0 && eps > -1 { // EXPERIMENT
+		return newSequential(nodes, p, r, -eps)
+	}
 	if !(eps > 0) || math.IsInf(eps, 1) {
 		return nil, fmt.Errorf("placement: load bound %v must be positive and finite", eps)
 	}
+	if false { // EXPERIMENT
+		return newSequential(nodes, p, r, -eps)
+	}
+	return newShed(nodes, p, r, eps)
+}
+
+// newSequential is EXPERIMENT
+func newSequential(nodes []Node, p, r int, eps float64) (*Table, error) {
 	if p <= 0 {
 		return nil, fmt.Errorf("%w (got %d)", ErrPartitions, p)
 	}
@@ -241,4 +256,123 @@ func waterFill(weights []float64, total, limit float64) []float64 {
 		}
 	}
 	return out
+}
+
+// newShed is the other pass order tried for V2: New's table, then the copies of the
+// nodes above their limit, lowest score first over all of them, each moved to the
+// first node of its partition's ranking below its limit that keeps the list's zones
+// and hosts distinct.
+func newShed(nodes []Node, p, r int, eps float64) (*Table, error) {
+	t, err := New(nodes, p, r)
+	if err != nil {
+		return nil, err
+	}
+	cands, nZones, nHosts := eligible(nodes)
+	k := min(r, len(cands))
+	if k == 0 {
+		return t, nil
+	}
+	index := make(map[string]int, len(cands))
+	for j, c := range cands {
+		index[c.id] = j
+	}
+	limit := make([]int, len(cands))
+	for j, s := range shares(cands, nZones, p, k) {
+		limit[j] = int(math.Floor((1 + eps) * s))
+	}
+	count := make([]int, len(cands))
+	for _, list := range t.lists {
+		for _, id := range list {
+			count[index[id]]++
+		}
+	}
+	type copyOf struct {
+		score float64
+		node  int
+		part  int
+	}
+	var over []copyOf
+	for i, list := range t.lists {
+		for _, id := range list {
+			if j := index[id]; count[j] > limit[j] {
+				over = append(over, copyOf{score(uint64(i), &cands[j]), j, i})
+			}
+		}
+	}
+	slices.SortFunc(over, func(a, b copyOf) int {
+		if a.score != b.score {
+			return cmp.Compare(a.score, b.score)
+		}
+		if a.node != b.node {
+			return cmp.Compare(a.node, b.node)
+		}
+		return cmp.Compare(a.part, b.part)
+	})
+	s := selector{
+		cands:    cands,
+		heap:     make([]scored, 0, len(cands)),
+		ranked:   make([]scored, 0, len(cands)),
+		taken:    make([]bool, len(cands)),
+		zoneUsed: make([]int, nZones),
+		hostUsed: make([]int, nHosts),
+		nZones:   nZones,
+		nHosts:   nHosts,
+	}
+	members := make([]int, 0, k)
+	for _, o := range over {
+		if count[o.node] <= limit[o.node] {
+			continue
+		}
+		list := t.lists[o.part]
+		members = members[:0]
+		at := -1
+		for x, id := range list {
+			members = append(members, index[id])
+			if id == cands[o.node].id {
+				at = x
+			}
+		}
+		zonesBefore, hostsBefore := s.spread(members, -1, -1)
+		s.heap = s.heap[:0]
+		s.rankTop(uint64(o.part))
+		for pos := 0; ; pos++ {
+			sc, ok := s.at(pos)
+			if !ok {
+				break
+			}
+			y := sc.idx
+			if count[y] >= limit[y] || slices.Contains(members, y) {
+				continue
+			}
+			if z, h := s.spread(members, at, y); z < zonesBefore || h < hostsBefore {
+				continue
+			}
+			list[at] = cands[y].id
+			count[o.node]--
+			count[y]++
+			break
+		}
+	}
+	return t, nil
+}
+
+// spread returns the distinct zones and hosts of the candidates members, with
+// members[at] replaced by candidate y if at >= 0.
+func (s *selector) spread(members []int, at, y int) (zones, hosts int) {
+	s.gen++
+	for x, j := range members {
+		if x == at {
+			j = y
+		}
+		c := &s.cands[j]
+		if s.zoneUsed[c.zone] != s.gen {
+			s.zoneUsed[c.zone] = s.gen
+			zones++
+		}
+		if s.hostUsed[c.host] != s.gen {
+			s.hostUsed[c.host] = s.gen
+			hosts++
+		}
+	}
+	return zones, hosts
 }
