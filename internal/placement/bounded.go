@@ -66,126 +66,10 @@ func NewVersion(v Version, nodes []Node, p, r int) (*Table, error) {
 // much). eps must be positive and finite; the same nodes, p, r and eps always give the
 // same table, in any node order.
 func NewBounded(nodes []Node, p, r int, eps float64) (*Table, error) {
-	if eps < 0 && eps > -1 { // EXPERIMENT
-		return newSequential(nodes, p, r, -eps)
-	}
 	if !(eps > 0) || math.IsInf(eps, 1) {
 		return nil, fmt.Errorf("placement: load bound %v must be positive and finite", eps)
 	}
-	if false { // EXPERIMENT
-		return newSequential(nodes, p, r, -eps)
-	}
 	return newShed(nodes, p, r, eps)
-}
-
-// newSequential is EXPERIMENT
-func newSequential(nodes []Node, p, r int, eps float64) (*Table, error) {
-	if p <= 0 {
-		return nil, fmt.Errorf("%w (got %d)", ErrPartitions, p)
-	}
-	if r < 1 {
-		return nil, fmt.Errorf("%w (got %d)", ErrReplicas, r)
-	}
-	for _, n := range nodes {
-		if math.IsInf(n.Weight, 1) {
-			return nil, fmt.Errorf("%w: node %q", ErrWeight, n.ID)
-		}
-	}
-	cands, nZones, nHosts := eligible(nodes)
-	for i := 1; i < len(cands); i++ {
-		if cands[i].id == cands[i-1].id {
-			return nil, fmt.Errorf("%w %q", ErrDuplicateID, cands[i].id)
-		}
-	}
-	k := min(r, len(cands))
-	limit := make([]int, len(cands))
-	for j, s := range shares(cands, nZones, p, k) {
-		limit[j] = int(math.Floor((1 + eps) * s))
-	}
-	t := &Table{p: p, r: r, lists: make([][]string, p)}
-	backing := make([]string, p*k)
-	s := selector{
-		cands:    cands,
-		heap:     make([]scored, 0, len(cands)),
-		ranked:   make([]scored, 0, len(cands)),
-		taken:    make([]bool, len(cands)),
-		zoneUsed: make([]int, nZones),
-		hostUsed: make([]int, nHosts),
-		nZones:   nZones,
-		nHosts:   nHosts,
-	}
-	b := bounded{s: &s, count: make([]int, len(cands)), limit: limit}
-	for i := range p {
-		t.lists[i] = b.pick(uint64(i), backing[i*k:i*k:(i+1)*k])
-	}
-	return t, nil
-}
-
-// bounded is the state of NewBounded: the selector of New, and every node's count of
-// copies so far and limit.
-type bounded struct {
-	s            *selector
-	count, limit []int // by candidate index
-}
-
-// pick appends partition i's replicas to list (whose capacity is the number of
-// replicas to choose) and returns it: New's passes, each first over the nodes below
-// their limit, then over all.
-func (b *bounded) pick(i uint64, list []string) []string {
-	s := b.s
-	s.heap = s.heap[:0]
-	s.rankTop(i)
-	clear(s.taken)
-	s.gen++
-	k := cap(list)
-	zones, hosts := 0, 0
-	take := func(pos int) {
-		idx := s.ranked[pos].idx
-		c := &s.cands[idx]
-		s.taken[pos] = true
-		b.count[idx]++
-		if s.zoneUsed[c.zone] != s.gen {
-			s.zoneUsed[c.zone] = s.gen
-			zones++
-		}
-		if s.hostUsed[c.host] != s.gen {
-			s.hostUsed[c.host] = s.gen
-			hosts++
-		}
-		list = append(list, c.id)
-	}
-	// pass takes, in rank order, the nodes not taken that ok accepts (and that are
-	// below their limit if bound), while the list has room and more() holds.
-	pass := func(bound bool, more func() bool, ok func(c *candidate) bool) {
-		for pos := 0; len(list) < k && more(); pos++ {
-			sc, found := s.at(pos)
-			if !found {
-				return
-			}
-			if s.taken[pos] || (bound && b.count[sc.idx] >= b.limit[sc.idx]) {
-				continue
-			}
-			if ok(&s.cands[sc.idx]) {
-				take(pos)
-			}
-		}
-	}
-	moreZones := func() bool { return zones < s.nZones }
-	newZone := func(c *candidate) bool { return s.zoneUsed[c.zone] != s.gen }
-	moreHosts := func() bool { return hosts < s.nHosts }
-	newHost := func(c *candidate) bool { return s.hostUsed[c.host] != s.gen }
-	always := func() bool { return true }
-	anyNode := func(*candidate) bool { return true }
-	for _, bound := range []bool{true, false} {
-		pass(bound, moreZones, newZone)
-	}
-	for _, bound := range []bool{true, false} {
-		pass(bound, moreHosts, newHost)
-	}
-	for _, bound := range []bool{true, false} {
-		pass(bound, always, anyNode)
-	}
-	return list
 }
 
 // shares returns each candidate's share of the p·r copies of a table (r at most the
@@ -258,10 +142,7 @@ func waterFill(weights []float64, total, limit float64) []float64 {
 	return out
 }
 
-// newShed is the other pass order tried for V2: New's table, then the copies of the
-// nodes above their limit, lowest score first over all of them, each moved to the
-// first node of its partition's ranking below its limit that keeps the list's zones
-// and hosts distinct.
+// newShed is NewBounded's work once eps is checked.
 func newShed(nodes []Node, p, r int, eps float64) (*Table, error) {
 	t, err := New(nodes, p, r)
 	if err != nil {
@@ -276,10 +157,7 @@ func newShed(nodes []Node, p, r int, eps float64) (*Table, error) {
 	for j, c := range cands {
 		index[c.id] = j
 	}
-	limit := make([]int, len(cands))
-	for j, s := range shares(cands, nZones, p, k) {
-		limit[j] = int(math.Floor((1 + eps) * s))
-	}
+	limit := limits(cands, nZones, p, k, eps)
 	count := make([]int, len(cands))
 	for _, list := range t.lists {
 		for _, id := range list {
@@ -354,6 +232,15 @@ func newShed(nodes []Node, p, r int, eps float64) (*Table, error) {
 		}
 	}
 	return t, nil
+}
+
+// limits returns each candidate's limit, floor((1+eps) × share).
+func limits(cands []candidate, nZones, p, r int, eps float64) []int {
+	out := make([]int, len(cands))
+	for j, s := range shares(cands, nZones, p, r) {
+		out[j] = int(math.Floor((1 + eps) * s))
+	}
+	return out
 }
 
 // spread returns the distinct zones and hosts of the candidates members, with

@@ -21,12 +21,12 @@ func mustNewV2(t fataler, nodes []Node, p, r int) *Table {
 	return tb
 }
 
-// limits returns each eligible node's V2 limit, floor((1+V2Epsilon) × share), by ID.
-func limits(nodes []Node, p, r int) map[string]int {
+// limitsByID returns each eligible node's V2 limit by ID.
+func limitsByID(nodes []Node, p, r int) map[string]int {
 	cands, nZones, _ := eligible(nodes)
 	out := make(map[string]int, len(cands))
-	for j, s := range shares(cands, nZones, p, min(r, len(cands))) {
-		out[cands[j].id] = int(math.Floor((1 + V2Epsilon) * s))
+	for j, l := range limits(cands, nZones, p, min(r, len(cands)), V2Epsilon) {
+		out[cands[j].id] = l
 	}
 	return out
 }
@@ -146,7 +146,7 @@ func TestBoundedBalance(t *testing.T) {
 			sum += nd.Weight
 		}
 		p := int(math.Ceil(100 * sum / float64(r)))
-		lim := limits(nodes, p, r)
+		lim := limitsByID(nodes, p, r)
 		for id, c := range mustNewV2(t, nodes, p, r).Counts() {
 			if c > lim[id] {
 				t.Fatalf("%d nodes in %d zones, p=%d, r=%d: %s holds %d copies, its limit is %d", n, zones, p, r, id, c, lim[id])

@@ -120,7 +120,7 @@ func run(args []string, w, logw io.Writer) error {
 	if *epsilon != "" {
 		for _, f := range strings.Split(*epsilon, ",") {
 			e, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-			if err != nil || e == 0 {
+			if err != nil || e <= 0 {
 				return fmt.Errorf("--epsilon: bad value %q", f)
 			}
 			epss = append(epss, e)
