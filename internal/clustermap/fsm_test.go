@@ -539,3 +539,56 @@ func TestPlacementVersion(t *testing.T) {
 		t.Fatalf("back to version 1: %v, version %d", err, v1.PlacementVersion)
 	}
 }
+
+// FuzzPlacementCommands: an init or set_placement command (as JSON in the Raft log) never
+// leaves a map with a placement version this build does not know, or with version 2 below
+// PlacementV2Level, and never changes the map it is applied to. Seeded with
+// TestPlacementVersion's cases.
+func FuzzPlacementCommands(f *testing.F) {
+	for _, c := range []Command{
+		{Op: OpInit, Init: &Map{Partitions: 8, Replicas: 1, Level: PlacementV2Level, PlacementVersion: 2}},
+		{Op: OpInit, Init: &Map{Partitions: 8, Replicas: 1, Level: PlacementV2Level - 1, PlacementVersion: 2}},
+		{Op: OpInit, Init: &Map{Partitions: 8, Replicas: 1, PlacementVersion: 3}},
+		{Op: OpSetPlacement, Placement: 2},
+		{Op: OpSetPlacement, Placement: 1},
+		{Op: OpSetPlacement},
+		{Op: OpSetPlacement, Placement: -1},
+	} {
+		b, _ := json.Marshal(c)
+		f.Add(b, true)
+		f.Add(b, false)
+	}
+	bases := map[bool]*Map{}
+	for _, at := range []bool{true, false} {
+		lvl := PlacementV2Level - 1
+		if at {
+			lvl = PlacementV2Level
+		}
+		m, err := ApplyCommand(&Map{}, Command{Op: OpInit, Init: &Map{Partitions: 8, Replicas: 1, Level: lvl}})
+		if err != nil {
+			f.Fatal(err)
+		}
+		bases[at] = m
+	}
+	f.Fuzz(func(t *testing.T, b []byte, atLevel bool) {
+		var c Command
+		if json.Unmarshal(b, &c) != nil || (c.Op != OpInit && c.Op != OpSetPlacement) {
+			return
+		}
+		base := bases[atLevel]
+		if c.Op == OpInit {
+			base = &Map{}
+		}
+		before := base.Digest()
+		nm, err := ApplyCommand(base, c)
+		if base.Digest() != before {
+			t.Fatal("the map applied to changed")
+		}
+		if err != nil {
+			return
+		}
+		if v := nm.PlacementVersion; v < 0 || v > MaxPlacementVersion || (v >= 2 && nm.Level < PlacementV2Level) {
+			t.Fatalf("accepted a map with placement version %d at level %d", v, nm.Level)
+		}
+	})
+}
