@@ -501,7 +501,7 @@ func printJSON(w io.Writer, v any) error {
 }
 
 func printStatus(w io.Writer, st *server.Status) {
-	fmt.Fprintf(w, "map epoch %d (digest %.12s), %d partitions, %d bucket(s)\n", st.Epoch, st.Digest, st.Partitions, st.Buckets)
+	fmt.Fprintf(w, "map epoch %d (digest %.12s), %d partitions, placement v%d, %d bucket(s)\n", st.Epoch, st.Digest, st.Partitions, max(st.Placement, 1), st.Buckets)
 	if e, c := st.Effective, st.Class; e.N == c.N && e.W == c.W && e.R == c.R && e.D == c.D {
 		fmt.Fprintf(w, "STANDARD: N=%d W=%d R=%d D=%d\n", st.Class.N, st.Class.W, st.Class.R, st.Class.D)
 	} else {
