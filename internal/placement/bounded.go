@@ -19,9 +19,9 @@ const (
 	// V1 is weighted rendezvous hashing with zone and host spreading (New). Version 0
 	// (a map from before versions) means V1.
 	V1 Version = 1
-	// V2 is V1 with bounded load (NewBounded with V2Epsilon): a node that holds
-	// (1+V2Epsilon) times its share is skipped, so that no node holds more than that
-	// while the rules allow it.
+	// V2 is V1 with bounded load (NewBounded with V2Epsilon): V1's table, with the
+	// copies of the nodes above (1+V2Epsilon) times their share moved to others, so
+	// that no node holds more than that while the rules allow it.
 	V2 Version = 2
 )
 
@@ -196,8 +196,17 @@ func newShed(nodes []Node, p, r int, eps float64) (*Table, error) {
 		nZones:   nZones,
 		nHosts:   nHosts,
 	}
+	room := 0 // nodes below their limit: none left, and no copy can move
+	for j := range cands {
+		if count[j] < limit[j] {
+			room++
+		}
+	}
 	members := make([]int, 0, k)
 	for _, o := range over {
+		if room == 0 {
+			break
+		}
 		if count[o.node] <= limit[o.node] {
 			continue
 		}
@@ -226,8 +235,11 @@ func newShed(nodes []Node, p, r int, eps float64) (*Table, error) {
 				continue
 			}
 			list[at] = cands[y].id
-			count[o.node]--
+			count[o.node]-- // still at its limit or above: no room made
 			count[y]++
+			if count[y] == limit[y] {
+				room--
+			}
 			break
 		}
 	}
