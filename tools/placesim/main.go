@@ -1,8 +1,11 @@
 // Command placesim simulates placement and recovery at scale with cairn's own map and
 // placement code: cluster maps are built and changed with clustermap.ApplyCommand (init,
 // add_node, set_state out, as the managers apply them) and placed with
-// topology.Layout, which calls placement.New exactly as every gateway and storage node
-// does. Nothing of placement is re-implemented here; only the figures are computed.
+// topology.Layout, which calls placement.NewVersion with the map's placement version
+// (--placement: v1 weighted rendezvous, v2 bounded load) exactly as every gateway and
+// storage node does. Nothing of placement is re-implemented here; only the figures are
+// computed. --epsilon explores other load bounds than version 2's by calling
+// placement.NewBounded on the map's placement nodes instead.
 //
 // For each cluster (--nodes, with --zones zones, node i in zone i mod zones, capacities
 // drawn at random from --capacities, one host per node) it reports:
