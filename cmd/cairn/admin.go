@@ -33,6 +33,10 @@ Commands:
                          buckets (objects, bytes), recovery in progress, warnings
   nodes                  the nodes of the cluster map
   placement BUCKET KEY   the nodes that hold an object, and each replica's version
+  placement-version v1|v2 --yes
+                         switch the cluster's placement algorithm (v2: bounded load, no node above
+                         1.1 times its share; needs every node at feature level 13). It moves data:
+                         every partition may get new holders, which copy it as after a join
   drain NODE             move every partition off a node (its copies go to the others, then it
                          removes its own once they confirmed them; see recovery)
   remove NODE            remove a drained node (or one marked out) from the cluster map; refused
@@ -258,6 +262,8 @@ func runAdmin(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Node, r.HLC, r.Size, r.ETag, or(r.Class, "STANDARD"), or(r.Layout, "-"), tags, state)
 		}
 		tw.Flush()
+	case "placement-version":
+		return c.placementVersionCmd(stdout, rest)
 	case "drain", "remove":
 		if err := need(1, cmd+" NODE"); err != nil {
 			return err
@@ -495,7 +501,7 @@ func printJSON(w io.Writer, v any) error {
 }
 
 func printStatus(w io.Writer, st *server.Status) {
-	fmt.Fprintf(w, "map epoch %d (digest %.12s), %d partitions, %d bucket(s)\n", st.Epoch, st.Digest, st.Partitions, st.Buckets)
+	fmt.Fprintf(w, "map epoch %d (digest %.12s), %d partitions, placement v%d, %d bucket(s)\n", st.Epoch, st.Digest, st.Partitions, max(st.Placement, 1), st.Buckets)
 	if e, c := st.Effective, st.Class; e.N == c.N && e.W == c.W && e.R == c.R && e.D == c.D {
 		fmt.Fprintf(w, "STANDARD: N=%d W=%d R=%d D=%d\n", st.Class.N, st.Class.W, st.Class.R, st.Class.D)
 	} else {
@@ -955,4 +961,34 @@ func (c *adminClient) internodeCmd(stdout io.Writer, args []string, asJSON bool)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.ID, cert, n.NotAfter, key, n.Err)
 	}
 	return tw.Flush()
+}
+
+// placementVersionCmd switches the cluster map's placement version (OpSetPlacement), only
+// with --yes: a new version moves data.
+func (c *adminClient) placementVersionCmd(stdout io.Writer, args []string) error {
+	const usage = "admin: usage: cairn admin placement-version v1|v2 --yes"
+	if len(args) < 1 || len(args) > 2 {
+		return fmt.Errorf("%s", usage)
+	}
+	var v int
+	switch args[0] {
+	case "v1", "1":
+		v = 1
+	case "v2", "2":
+		v = 2
+	default:
+		return fmt.Errorf("admin: placement-version %q: want v1 or v2", args[0])
+	}
+	if len(args) != 2 || args[1] != "--yes" {
+		return fmt.Errorf("admin: placement-version %s changes the placement of every partition: data moves to new holders (as after a join, across the whole cluster) and the old ones keep their copies until the new ones confirm them; run it again with --yes to do it", args[0])
+	}
+	body, _ := json.Marshal(clustermap.Command{Op: clustermap.OpSetPlacement, Placement: v})
+	var ans struct {
+		Epoch uint64 `json:"epoch"`
+	}
+	if err := c.doBody(http.MethodPost, "apply", body, &ans); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "placement version v%d (map epoch %d): every node recomputes its tables and the storage nodes copy their new partitions (cairn admin recovery)\n", v, ans.Epoch)
+	return nil
 }

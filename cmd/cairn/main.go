@@ -144,6 +144,7 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	roles := fs.String("roles", "gateway,storage,manager", "comma-separated roles this node runs")
 	fs.IntVar(&cfg.Replicas, "replicas", 3, "copies of STANDARD objects (N) for a new cluster; W and D are a majority of N, R is 1")
 	fs.IntVar(&cfg.Partitions, "partitions", 4096, "partition count of a new cluster (fixed for its life)")
+	placement := fs.String("placement", "v1", "placement version of a new cluster: v1 (weighted rendezvous) or v2 (bounded load: no node above 1.1 times its share; needs every node at this release or later, docs/placement-at-scale.md); fixed at bootstrap, ignored on a join")
 	fs.IntVar(&cfg.Voters, "voters", 3, "voting managers kept in the Raft group (odd)")
 	secretFile := fs.String("cluster-secret-file", "", "file holding the cluster secret (default: $CAIRN_CLUSTER_SECRET, then DATA/cluster-secret)")
 	fs.DurationVar(&cfg.DownAfter, "down-after", 5*time.Second, "a node silent this long is marked down (reads and writes route around it)")
@@ -276,6 +277,14 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 		if d = strings.TrimSpace(d); d != "" {
 			cfg.Domains = append(cfg.Domains, strings.ToLower(d))
 		}
+	}
+	switch *placement {
+	case "v1", "1":
+		cfg.Placement = 0 // the map leaves the version out, as before versions
+	case "v2", "2":
+		cfg.Placement = 2
+	default:
+		return fmt.Errorf("--placement %q: want v1 or v2", *placement)
 	}
 	cfg.Roles = nil
 	for _, r := range strings.Split(*roles, ",") {

@@ -35,6 +35,8 @@ type Command struct {
 	Grant   *Grant   `json:"grant,omitempty"`
 	// Level is OpRaiseLevel's feature level.
 	Level int `json:"level,omitempty"`
+	// Placement is OpSetPlacement's placement version.
+	Placement int `json:"placement,omitempty"`
 	// Volume, Size and Force are the volume commands' (volumes.go).
 	Volume *Volume `json:"volume,omitempty"`
 	Size   int64   `json:"size,omitempty"`
@@ -93,6 +95,9 @@ type Command struct {
 //     described in notify.go.
 //   - OpRaiseLevel (Level): raises Map.Level to Level; Invalid if Level is not above
 //     it (the level never goes down).
+//   - OpSetPlacement (Placement): sets Map.PlacementVersion (moving data: every table
+//     changes). Invalid for a version other than 1 or MaxPlacementVersion;
+//     Precondition below Level PlacementV2Level (an older node would ignore the field).
 //   - The link commands (OpPutLink, OpRemoveLink, OpPauseLink, OpResumeLink) are
 //     described in mdc.go.
 //   - The tier commands (OpPutTier, OpRemoveTier, OpSetWaterMarks) are described in
@@ -121,6 +126,7 @@ const (
 
 	OpSetBucketConfig = "set_bucket_config"
 	OpRaiseLevel      = "raise_level"
+	OpSetPlacement    = "set_placement"
 	OpSetInternodeTLS = "set_internode_tls"
 )
 
@@ -333,6 +339,14 @@ func applyCommand(m *Map, c Command) (*Map, error) {
 			return nil, errors.Errorf(opFSM, errors.Invalid, "raise_level: level %d is not above the cluster's %d", c.Level, m.Level)
 		}
 		nm.Level = c.Level
+	case OpSetPlacement:
+		if err := checkPlacementVersion(c.Placement, m.Level); err != nil {
+			return nil, err
+		}
+		if c.Placement < 1 {
+			return nil, errors.Errorf(opFSM, errors.Invalid, "set_placement: version %d (want 1 to %d)", c.Placement, MaxPlacementVersion)
+		}
+		nm.PlacementVersion = c.Placement
 	case OpPutNotifyTarget, OpRemoveNotifyTarget:
 		if err := applyNotifyCommand(nm, c); err != nil {
 			return nil, err
@@ -510,6 +524,9 @@ func validateInit(m *Map) error {
 	if m.Replicas < 0 {
 		return errors.E(opFSM, errors.Invalid, "init: negative replicas")
 	}
+	if err := checkPlacementVersion(m.PlacementVersion, m.Level); err != nil {
+		return err
+	}
 	sortNodes(m.Nodes)
 	addrs := make(map[string]string)
 	for i := range m.Nodes {
@@ -636,3 +653,26 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 }
 
 func (s *fsmSnapshot) Release() {}
+
+// The placement versions the map knows (package placement's Version): 0 and 1 are
+// weighted rendezvous hashing, 2 rendezvous with bounded load.
+const (
+	// MaxPlacementVersion is the newest placement version this build computes.
+	MaxPlacementVersion = 2
+	// PlacementV2Level is the feature level from which a map may have placement
+	// version 2: every node at that level computes its tables, and no node below it
+	// can join a map at that level.
+	PlacementV2Level = 13
+)
+
+// checkPlacementVersion refuses a placement version this build does not know (Invalid),
+// and version 2 in a map below PlacementV2Level (Precondition).
+func checkPlacementVersion(v, level int) error {
+	switch {
+	case v < 0 || v > MaxPlacementVersion:
+		return errors.Errorf(opFSM, errors.Invalid, "placement version %d: this build knows 1 to %d", v, MaxPlacementVersion)
+	case v >= 2 && level < PlacementV2Level:
+		return errors.Errorf(opFSM, errors.Precondition, "placement version %d needs every node at feature level %d (the map is at %d)", v, PlacementV2Level, level)
+	}
+	return nil
+}

@@ -472,3 +472,123 @@ func TestRaiseLevel(t *testing.T) {
 		}
 	}
 }
+
+// A map has placement version 2 only at Level PlacementV2Level or above (so no node of an
+// older build, which would compute version 1's tables, can join it), whether it is set
+// at bootstrap or by set_placement; unknown versions are refused; the version survives
+// Clone and changes the digest.
+func TestPlacementVersion(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		version, level int
+		kind           errors.Kind
+	}{
+		{"v0", 0, 0, 0},
+		{"v1", 1, 0, 0},
+		{"v2 at its level", 2, PlacementV2Level, 0},
+		{"v2 above", 2, PlacementV2Level + 1, 0},
+		{"v2 below its level", 2, PlacementV2Level - 1, errors.Precondition},
+		{"v3", 3, PlacementV2Level, errors.Invalid},
+		{"negative", -1, PlacementV2Level, errors.Invalid},
+	} {
+		t.Run("init "+c.name, func(t *testing.T) {
+			m, err := ApplyCommand(&Map{}, Command{Op: OpInit, Init: &Map{Partitions: 8, Replicas: 1, Level: c.level, PlacementVersion: c.version}})
+			if c.kind != 0 {
+				if !errors.Is(c.kind, err) {
+					t.Fatalf("got %v, want a %v error", err, c.kind)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.PlacementVersion != c.version || m.Clone().PlacementVersion != c.version {
+				t.Fatalf("version %d (clone %d), want %d", m.PlacementVersion, m.Clone().PlacementVersion, c.version)
+			}
+		})
+	}
+	m, err := ApplyCommand(&Map{}, Command{Op: OpInit, Init: &Map{Partitions: 8, Replicas: 1, Level: PlacementV2Level - 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ApplyCommand(m, Command{Op: OpSetPlacement, Placement: 2}); !errors.Is(errors.Precondition, err) {
+		t.Fatalf("set_placement 2 below level %d: %v", PlacementV2Level, err)
+	}
+	if m, err = ApplyCommand(m, Command{Op: OpRaiseLevel, Level: PlacementV2Level}); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []int{0, 3, -1} {
+		if _, err := ApplyCommand(m, Command{Op: OpSetPlacement, Placement: v}); !errors.Is(errors.Invalid, err) {
+			t.Errorf("set_placement %d: %v, want Invalid", v, err)
+		}
+	}
+	v2, err := ApplyCommand(m, Command{Op: OpSetPlacement, Placement: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v2.PlacementVersion != 2 || v2.Epoch != m.Epoch+1 {
+		t.Fatalf("after set_placement 2: version %d epoch %d", v2.PlacementVersion, v2.Epoch)
+	}
+	same := v2.Clone()
+	same.PlacementVersion = 1
+	if same.Digest() == v2.Digest() {
+		t.Fatal("the digest does not cover the placement version")
+	}
+	v1, err := ApplyCommand(v2, Command{Op: OpSetPlacement, Placement: 1})
+	if err != nil || v1.PlacementVersion != 1 {
+		t.Fatalf("back to version 1: %v, version %d", err, v1.PlacementVersion)
+	}
+}
+
+// FuzzPlacementCommands: an init or set_placement command (as JSON in the Raft log) never
+// leaves a map with a placement version this build does not know, or with version 2 below
+// PlacementV2Level, and never changes the map it is applied to. Seeded with
+// TestPlacementVersion's cases.
+func FuzzPlacementCommands(f *testing.F) {
+	for _, c := range []Command{
+		{Op: OpInit, Init: &Map{Partitions: 8, Replicas: 1, Level: PlacementV2Level, PlacementVersion: 2}},
+		{Op: OpInit, Init: &Map{Partitions: 8, Replicas: 1, Level: PlacementV2Level - 1, PlacementVersion: 2}},
+		{Op: OpInit, Init: &Map{Partitions: 8, Replicas: 1, PlacementVersion: 3}},
+		{Op: OpSetPlacement, Placement: 2},
+		{Op: OpSetPlacement, Placement: 1},
+		{Op: OpSetPlacement},
+		{Op: OpSetPlacement, Placement: -1},
+	} {
+		b, _ := json.Marshal(c)
+		f.Add(b, true)
+		f.Add(b, false)
+	}
+	bases := map[bool]*Map{}
+	for _, at := range []bool{true, false} {
+		lvl := PlacementV2Level - 1
+		if at {
+			lvl = PlacementV2Level
+		}
+		m, err := ApplyCommand(&Map{}, Command{Op: OpInit, Init: &Map{Partitions: 8, Replicas: 1, Level: lvl}})
+		if err != nil {
+			f.Fatal(err)
+		}
+		bases[at] = m
+	}
+	f.Fuzz(func(t *testing.T, b []byte, atLevel bool) {
+		var c Command
+		if json.Unmarshal(b, &c) != nil || (c.Op != OpInit && c.Op != OpSetPlacement) {
+			return
+		}
+		base := bases[atLevel]
+		if c.Op == OpInit {
+			base = &Map{}
+		}
+		before := base.Digest()
+		nm, err := ApplyCommand(base, c)
+		if base.Digest() != before {
+			t.Fatal("the map applied to changed")
+		}
+		if err != nil {
+			return
+		}
+		if v := nm.PlacementVersion; v < 0 || v > MaxPlacementVersion || (v >= 2 && nm.Level < PlacementV2Level) {
+			t.Fatalf("accepted a map with placement version %d at level %d", v, nm.Level)
+		}
+	})
+}

@@ -218,6 +218,13 @@ type Map struct {
 	// an older build would misread (records with an owner, ACL or encryption: level 5)
 	// are used only once Level says every node can read it.
 	Level int `json:"level,omitempty"`
+	// PlacementVersion is the placement algorithm every node computes the tables with
+	// (package placement's Version): 0 or 1 is weighted rendezvous hashing (every map
+	// from before versions), 2 rendezvous with bounded load. Version 2 needs every node
+	// at PlacementV2Level: a map has it only with Level at least that (set at bootstrap,
+	// or by OpSetPlacement), so a node of an older build, which would ignore the field
+	// and compute other tables, cannot join (its join is refused below the map's Level).
+	PlacementVersion int `json:"placement_version,omitempty"`
 	// Volumes are the block volumes by name (volumes.go).
 	Volumes map[string]Volume `json:"volumes,omitempty"`
 	// Layers are the frozen layers of data objects under volumes and snapshots, by id;
@@ -278,16 +285,17 @@ func (m *Map) nodeIndex(id string) (int, bool) {
 // Clone returns a deep copy of m. The maps of the copy are never nil.
 func (m *Map) Clone() *Map {
 	c := &Map{
-		Epoch:      m.Epoch,
-		Partitions: m.Partitions,
-		Replicas:   m.Replicas,
-		Level:      m.Level,
-		Classes:    make(map[string]Class, len(m.Classes)),
-		Buckets:    make(map[string]Bucket, len(m.Buckets)),
-		Users:      make(map[string]User, len(m.Users)),
-		Accounts:   make(map[string]Account, len(m.Accounts)),
-		Keys:       make(map[string]Key, len(m.Keys)),
-		Volumes:    make(map[string]Volume, len(m.Volumes)),
+		Epoch:            m.Epoch,
+		Partitions:       m.Partitions,
+		Replicas:         m.Replicas,
+		Level:            m.Level,
+		PlacementVersion: m.PlacementVersion,
+		Classes:          make(map[string]Class, len(m.Classes)),
+		Buckets:          make(map[string]Bucket, len(m.Buckets)),
+		Users:            make(map[string]User, len(m.Users)),
+		Accounts:         make(map[string]Account, len(m.Accounts)),
+		Keys:             make(map[string]Key, len(m.Keys)),
+		Volumes:          make(map[string]Volume, len(m.Volumes)),
 	}
 	for k, v := range m.Volumes {
 		c.Volumes[k] = v

@@ -66,6 +66,15 @@
 // Apart from these, counts are binomially distributed around their
 // expectation: with P = 1024 and R = 3, equal nodes are within a few
 // percent of their share.
+//
+// # Versions
+//
+// What is described above is version 1 (New). Version 2 (NewBounded with
+// V2Epsilon, see NewVersion) starts from version 1's table and moves copies
+// off the nodes above 1.1 times their share, keeping the spreading rules, so
+// that no node is above that bound where the rules allow it; it trades a
+// little of the minimal movement for it. A cluster map names the version its
+// tables are computed with.
 package placement
 
 import (

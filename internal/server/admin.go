@@ -137,17 +137,19 @@ func (a *adminHandler) mdcStatus(ctx context.Context) *MDCView {
 type Status struct {
 	Epoch uint64 `json:"epoch"`
 	// Level is the map's feature level: what every node of the cluster can read.
-	Level      int                 `json:"level"`
-	Digest     string              `json:"digest"`
-	Partitions int                 `json:"partitions"`
-	Replicas   int                 `json:"replicas"`
-	Class      clustermap.Class    `json:"standard"`
-	Effective  clustermap.Class    `json:"effective"`
-	Classes    []clustermap.Class  `json:"classes"` // every class, by name
-	Leader     string              `json:"leader"`
-	Managers   []clustermap.Member `json:"managers"`
-	Nodes      []NodeStatus        `json:"nodes"`
-	Warnings   []string            `json:"warnings,omitempty"`
+	Level      int    `json:"level"`
+	Digest     string `json:"digest"`
+	Partitions int    `json:"partitions"`
+	// Placement is the map's placement version (1: weighted rendezvous, 2: bounded load).
+	Placement int                 `json:"placement"`
+	Replicas  int                 `json:"replicas"`
+	Class     clustermap.Class    `json:"standard"`
+	Effective clustermap.Class    `json:"effective"`
+	Classes   []clustermap.Class  `json:"classes"` // every class, by name
+	Leader    string              `json:"leader"`
+	Managers  []clustermap.Member `json:"managers"`
+	Nodes     []NodeStatus        `json:"nodes"`
+	Warnings  []string            `json:"warnings,omitempty"`
 	// Notes say how the cluster runs when that is expected but may surprise: fewer
 	// storage nodes than a class's copies, say.
 	Notes   []string `json:"notes,omitempty"`
@@ -634,7 +636,7 @@ func (a *adminHandler) notifyStatus(ctx context.Context) *NotifyView {
 // status gathers the map, the managers and every node's own figures.
 func (a *adminHandler) status(ctx context.Context) *Status {
 	m := a.mgr.Current()
-	st := &Status{Epoch: m.Epoch, Level: m.Level, Digest: m.Digest(), Partitions: m.Partitions, Replicas: m.Replicas, Buckets: len(m.Buckets), Map: m}
+	st := &Status{Epoch: m.Epoch, Level: m.Level, Digest: m.Digest(), Partitions: m.Partitions, Placement: max(m.PlacementVersion, 1), Replicas: m.Replicas, Buckets: len(m.Buckets), Map: m}
 	st.Class, _ = m.Class("")
 	st.Effective = m.EffectiveClass(st.Class)
 	for _, c := range m.Classes {

@@ -91,7 +91,11 @@ type mapInfo struct {
 // the holders for a lease with their version checks only once every node grants and
 // revokes them (wire.QReadLease, wire.PathRevoke). Neither has a new map command; both
 // came in the same release, so one level says every node serves both.
-const featureLevel = 11
+// Level 13: placement version 2, rendezvous with bounded load (Map.PlacementVersion,
+// OpSetPlacement; clustermap.PlacementV2Level): an older build ignores the map's version
+// and would compute other tables, so a map has version 2 only at Level 13 (a cluster
+// bootstrapped with --placement v2 starts there), and no older node can join it then.
+const featureLevel = 13
 
 // rangeBatchLevel is the map Level from which a volume's writes to one holder may go in
 // one request (range batches, internal/volume batch.go).
@@ -124,6 +128,8 @@ func commandLevel(c clustermap.Command) int {
 		return 2
 	case clustermap.OpRaiseLevel:
 		return c.Level
+	case clustermap.OpSetPlacement:
+		return clustermap.PlacementV2Level
 	case clustermap.OpCreateVolume:
 		if c.Volume != nil && c.Volume.Class != "" && c.Volume.Class != clustermap.StandardClass {
 			return 8

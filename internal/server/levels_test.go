@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -141,5 +142,40 @@ func TestHoldsECShards(t *testing.T) {
 	}
 	if err := holdsECShards(m, clustermap.Node{ID: "g"}); err != nil {
 		t.Fatalf("a node without shards: %v", err)
+	}
+}
+
+// A map with placement version 2 (as a cluster bootstrapped with --placement v2 starts)
+// is at feature level 13: a node of level 12, which would ignore the version and compute
+// version 1's tables, cannot join it, and set_placement waits for every node at 13.
+func TestPlacementV2Level(t *testing.T) {
+	boot := &clustermap.Map{Partitions: 64, Replicas: 3, Level: featureLevel, PlacementVersion: 2,
+		Nodes: []clustermap.Node{{ID: "a", Addr: "10.0.0.1:9002", Roles: []string{clustermap.RoleStorage}}}}
+	m, err := clustermap.ApplyCommand(&clustermap.Map{}, clustermap.Command{Op: clustermap.OpInit, Init: boot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.PlacementVersion != 2 || m.Level < clustermap.PlacementV2Level {
+		t.Fatalf("bootstrap map: version %d level %d", m.PlacementVersion, m.Level)
+	}
+	if err := joinLevelAllowed("12", m.Level); err == nil || !strings.Contains(err.Error(), "older cairn") {
+		t.Fatalf("a level-12 node joining a version-2 map: %v, want refused", err)
+	}
+	if err := joinLevelAllowed(fmt.Sprint(clustermap.PlacementV2Level), m.Level); err != nil {
+		t.Fatalf("a level-%d node: %v", clustermap.PlacementV2Level, err)
+	}
+	set := clustermap.Command{Op: clustermap.OpSetPlacement, Placement: 2}
+	if got := commandLevel(set); got != clustermap.PlacementV2Level || featureLevel < got {
+		t.Fatalf("set_placement needs level %d (this build %d)", got, featureLevel)
+	}
+	old := &clustermap.Map{Level: 12, Nodes: []clustermap.Node{{ID: "a"}, {ID: "b"}}}
+	var l levels
+	l.set("b", 12)
+	if err := l.check(old, "a", set); !errors.IsErr(err, gateway.ErrUpgrading) {
+		t.Fatalf("set_placement with a node at level 12: %v", err)
+	}
+	l.set("b", clustermap.PlacementV2Level)
+	if err := l.check(old, "a", set); err != nil {
+		t.Fatal(err)
 	}
 }

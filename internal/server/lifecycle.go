@@ -441,7 +441,7 @@ func (n *instance) openManager() error {
 		boot = &clustermap.Map{Partitions: cfg.Partitions, Replicas: cfg.Replicas, Nodes: []clustermap.Node{n.self},
 			Classes: map[string]clustermap.Class{clustermap.StandardClass: standardClass(cfg.Replicas)},
 			Buckets: map[string]clustermap.Bucket{}, Internode: n.bootInternode,
-			Accounts: accounts, Keys: keys, Level: featureLevel}
+			Accounts: accounts, Keys: keys, Level: featureLevel, PlacementVersion: cfg.Placement}
 		if n.st != nil { // a single node from before clustering keeps its buckets
 			bs, err := n.st.ListBuckets()
 			if err != nil {

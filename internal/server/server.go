@@ -122,6 +122,10 @@ type Config struct {
 	// Replicas is N of STANDARD for a new cluster (default 3); Partitions its partition
 	// count (default 4096). Both are fixed when the cluster is bootstrapped.
 	Replicas, Partitions int
+	// Placement is the placement version of a new cluster's map (0 or 1: weighted
+	// rendezvous, 2: bounded load, package placement); fixed at bootstrap like
+	// Partitions (a map command can change it later, moving data). Ignored on a join.
+	Placement int
 	// Voters is the number of voting managers (default 3).
 	Voters int
 	// StragglerWait: see gateway.Config.
@@ -201,6 +205,9 @@ func (c *Config) validate() error {
 	}
 	if c.Partitions < 1 || c.Partitions > 1<<20 {
 		return errors.Errorf("", errors.Invalid, "--partitions %d: want 1 to 1048576", c.Partitions)
+	}
+	if c.Placement < 0 || c.Placement > clustermap.MaxPlacementVersion {
+		return errors.Errorf("", errors.Invalid, "--placement v%d: want v1 or v2", c.Placement)
 	}
 	if c.Voters < 1 || c.Voters%2 == 0 {
 		return errors.Errorf("", errors.Invalid, "--voters %d: want an odd number", c.Voters)

@@ -134,7 +134,9 @@ func hostOf(addr string) string {
 	return addr
 }
 
-// Layout returns the placement of m: its Layout and the STANDARD class in force.
+// Layout returns the placement of m: its Layout and the STANDARD class in force. The
+// table is computed with m's placement version (placement.NewVersion); a version this
+// build does not know is an Invalid error.
 func (tp *Topology) Layout(m *clustermap.Map) (*Layout, error) {
 	if c := tp.tab.Load(); c != nil && c.Map == m {
 		return c, nil
@@ -151,7 +153,8 @@ func (tp *Topology) Layout(m *clustermap.Map) (*Layout, error) {
 	if p <= 0 {
 		p = 1
 	}
-	d := fmt.Sprint(p, cls.N, ns)
+	v := placement.Version(max(m.PlacementVersion, 1)) // 0: a map from before versions
+	d := fmt.Sprint(v, p, cls.N, ns)
 	if c != nil && c.Digest == d {
 		tp.noteReturns(c, m)
 		nc := *c
@@ -162,7 +165,7 @@ func (tp *Topology) Layout(m *clustermap.Map) (*Layout, error) {
 	if len(ns) == 0 {
 		return nil, errors.E(errors.Transient, "no storage nodes in the cluster map")
 	}
-	t, err := placement.New(ns, p, cls.N)
+	t, err := placement.NewVersion(v, ns, p, cls.N)
 	if err != nil {
 		return nil, errors.E(errors.Invalid, err)
 	}
@@ -390,13 +393,14 @@ func (tp *Topology) ShardTable(m *clustermap.Map, cls clustermap.Class, forWrite
 		return nil, errors.E(errors.Transient, "no storage nodes in placement")
 	}
 	width := min(k+p, len(ns)) // reads look further when nodes are missing
-	d := fmt.Sprint(m.Partitions, width, ns)
+	v := placement.Version(max(m.PlacementVersion, 1))
+	d := fmt.Sprint(v, m.Partitions, width, ns)
 	tp.shardMu.Lock()
 	defer tp.shardMu.Unlock()
 	if t, ok := tp.shardTables[cls.Name+"|"+cls.DeviceClass]; ok && t.digest == d {
 		return t.t, nil
 	}
-	t, err := placement.New(ns, max(m.Partitions, 1), width)
+	t, err := placement.NewVersion(v, ns, max(m.Partitions, 1), width)
 	if err != nil {
 		return nil, errors.E(errors.Invalid, err)
 	}

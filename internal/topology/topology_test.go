@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cairnfs/cairn/internal/clustermap"
+	"github.com/cairnfs/cairn/internal/placement"
 	"github.com/cairnfs/cairn/internal/store"
 )
 
@@ -161,5 +162,62 @@ func TestReplicasZoneFirst(t *testing.T) {
 	}
 	if found == 0 {
 		t.Fatal("no key placed on n4 behind a holder of another zone, and not on n1")
+	}
+}
+
+// TestLayoutPlacementVersion: the table follows the map's placement version (0 and 1
+// alike, 2 bounded load), a change of version alone is a new placement (the old table
+// becomes a former one), and a version this build does not know is an error.
+func TestLayoutPlacementVersion(t *testing.T) {
+	up := func(string) clustermap.NodeState { return clustermap.StateUp }
+	base := topoMap(1, 12, up)
+	for i := range base.Nodes {
+		base.Nodes[i].Weight = float64(1 + i%4) // unequal: v2 differs from v1
+	}
+	base.Partitions = 256 // few copies per node: v1 puts some above 1.1 times their share
+	tables := map[int]*placement.Table{}
+	for _, v := range []int{0, 1, 2} {
+		m := base.Clone()
+		m.PlacementVersion = v
+		l, err := NewTopology(&Maps{}, "", false, slog.New(slog.DiscardHandler)).Layout(m)
+		if err != nil {
+			t.Fatalf("version %d: %v", v, err)
+		}
+		want, err := placement.NewVersion(placement.Version(v), placementNodes(m), m.Partitions, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for p := range want.Partitions() {
+			if !slices.Equal(l.Table.Nodes(p), want.Nodes(p)) {
+				t.Fatalf("version %d, partition %d: %v, want %v", v, p, l.Table.Nodes(p), want.Nodes(p))
+			}
+		}
+		tables[v] = l.Table
+	}
+	if n, _ := placement.Moves(tables[0], tables[1]); n != 0 {
+		t.Fatalf("versions 0 and 1 differ by %d copies", n)
+	}
+	if n, _ := placement.Moves(tables[1], tables[2]); n == 0 {
+		t.Fatal("version 2 places unequal nodes as version 1 does")
+	}
+	maps := &Maps{}
+	maps.Set(base)
+	tp := NewTopology(maps, "", false, slog.New(slog.DiscardHandler))
+	if _, err := tp.Layout(base); err != nil {
+		t.Fatal(err)
+	}
+	v2 := base.Clone()
+	v2.Epoch, v2.PlacementVersion = 2, 2
+	l, err := tp.Layout(v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.former) != 1 {
+		t.Fatalf("after the version change: %d former tables", len(l.former))
+	}
+	bad := base.Clone()
+	bad.Epoch, bad.PlacementVersion = 3, 3
+	if _, err := tp.Layout(bad); err == nil {
+		t.Fatal("an unknown placement version gave a table")
 	}
 }

@@ -167,7 +167,9 @@ func (d *Device) ecTargets(id string, i int64) ([]topology.Target, error) {
 }
 
 // shardTable is the placement of volume v's shards in m: K+M of v.Nodes per stripe,
-// spread over zones as the object layer's shard tables are.
+// spread over zones as the object layer's shard tables are. It is placement version 1
+// whatever the map's PlacementVersion: a volume's shard nodes are fixed when it is
+// created, and its shards never move to rebalance.
 func shardTable(m *clustermap.Map, v clustermap.Volume, width int) (*placement.Table, error) {
 	var ns []placement.Node
 	for _, id := range v.Nodes {

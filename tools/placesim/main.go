@@ -1,8 +1,11 @@
 // Command placesim simulates placement and recovery at scale with cairn's own map and
 // placement code: cluster maps are built and changed with clustermap.ApplyCommand (init,
 // add_node, set_state out, as the managers apply them) and placed with
-// topology.Layout, which calls placement.New exactly as every gateway and storage node
-// does. Nothing of placement is re-implemented here; only the figures are computed.
+// topology.Layout, which calls placement.NewVersion with the map's placement version
+// (--placement: v1 weighted rendezvous, v2 bounded load) exactly as every gateway and
+// storage node does. Nothing of placement is re-implemented here; only the figures are
+// computed. --epsilon explores other load bounds than version 2's by calling
+// placement.NewBounded on the map's placement nodes instead.
 //
 // For each cluster (--nodes, with --zones zones, node i in zone i mod zones, capacities
 // drawn at random from --capacities, one host per node) it reports:
@@ -38,7 +41,7 @@
 //	GOMAXPROCS=1 go run ./tools/placesim [--nodes 100,1000,5000] [--zones 3,5,10]
 //	    [--per-node 100 | --partitions P] [--replicas 3] [--weights one,capacity,calibrated]
 //	    [--capacities 50,100,100,200] [--lost-tb 100] [--join-tb 100] [--rate 64MiB]
-//	    [--joins 1] [--seed 1] [--events=false] [--participants] [--cpuprofile FILE]
+//	    [--placement v1,v2] [--epsilon 0.05,0.1] [--joins 1] [--seed 1] [--events=false] [--participants] [--cpuprofile FILE]
 package main
 
 import (
@@ -80,6 +83,8 @@ func run(args []string, w, logw io.Writer) error {
 	seed := fs.Uint64("seed", 1, "seed of the capacity draw")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	participants := fs.Bool("participants", false, "list the nodes that take part in each re-protection (receivers and co-holders, with their copies)")
+	placements := fs.String("placement", "v1", "placement versions of the maps, comma separated: v1 (weighted rendezvous), v2 (bounded load)")
+	epsilon := fs.String("epsilon", "", "exploration: load bounds to try with placement.NewBounded instead of the map's version, comma separated")
 	events := fs.Bool("events", true, "simulate the join and the loss (false: the initial placement only)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -102,6 +107,30 @@ func run(args []string, w, logw io.Writer) error {
 	}
 	if len(zs) != 1 && len(zs) != len(ns) {
 		return fmt.Errorf("--zones: %d values for %d cluster sizes", len(zs), len(ns))
+	}
+	var versions []int
+	for _, f := range strings.Split(*placements, ",") {
+		switch strings.TrimSpace(f) {
+		case "v1":
+			versions = append(versions, 1)
+		case "v2":
+			versions = append(versions, 2)
+		default:
+			return fmt.Errorf("--placement: bad value %q (want v1 or v2)", f)
+		}
+	}
+	var epss []float64
+	if *epsilon != "" {
+		for _, f := range strings.Split(*epsilon, ",") {
+			e, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+			if err != nil || e <= 0 {
+				return fmt.Errorf("--epsilon: bad value %q", f)
+			}
+			epss = append(epss, e)
+		}
+		versions = []int{2}
+	} else {
+		epss = []float64{0}
 	}
 	var caps []float64
 	for _, f := range strings.Split(*capList, ",") {
@@ -141,15 +170,20 @@ func run(args []string, w, logw io.Writer) error {
 				p = pn * n
 			}
 			for _, mode := range strings.Split(*weights, ",") {
-				s := Spec{Nodes: n, Zones: z, Replicas: *replicas, Partitions: p, Weights: strings.TrimSpace(mode),
-					Capacities: caps, Seed: *seed, LostTB: *lostTB, JoinTB: *joinTB, Joins: *joins, Rate: bps, BalanceOnly: !*events}
-				t0 := time.Now()
-				r, err := Run(s)
-				if err != nil {
-					return fmt.Errorf("%d nodes, %s weights: %w", n, mode, err)
+				for _, v := range versions {
+					for _, e := range epss {
+						s := Spec{Nodes: n, Zones: z, Replicas: *replicas, Partitions: p, Weights: strings.TrimSpace(mode),
+							Capacities: caps, Seed: *seed, LostTB: *lostTB, JoinTB: *joinTB, Joins: *joins, Rate: bps, BalanceOnly: !*events,
+							Placement: v, Epsilon: e}
+						t0 := time.Now()
+						r, err := Run(s)
+						if err != nil {
+							return fmt.Errorf("%d nodes, %s weights, %s: %w", n, mode, s.version(), err)
+						}
+						fmt.Fprintf(logw, "placesim: %d nodes, P %d, %s weights, %s done in %s\n", n, p, mode, s.version(), time.Since(t0).Round(time.Millisecond))
+						results = append(results, r)
+					}
 				}
-				fmt.Fprintf(logw, "placesim: %d nodes, P %d, %s weights done in %s\n", n, p, mode, time.Since(t0).Round(time.Millisecond))
-				results = append(results, r)
 			}
 			if *parts != 0 {
 				break
@@ -169,31 +203,31 @@ func run(args []string, w, logw io.Writer) error {
 // report writes the results as two Markdown tables.
 func report(w io.Writer, rs []*Result, events bool) {
 	if !events {
-		fmt.Fprintln(w, "| nodes | zones | P | copies/node | weights | table time | max/mean | min/mean | zone viol. |")
-		fmt.Fprintln(w, "|---:|---:|---:|---:|---|---:|---:|---:|---:|")
+		fmt.Fprintln(w, "| nodes | zones | P | copies/node | weights | placement | table time | max/mean | min/mean | zone viol. |")
+		fmt.Fprintln(w, "|---:|---:|---:|---:|---|---|---:|---:|---:|---:|")
 		for _, r := range rs {
 			s := r.Spec
-			fmt.Fprintf(w, "| %d | %d | %d | %.0f | %s | %s | %.3f | %.3f | %d |\n", s.Nodes, s.Zones, s.Partitions,
-				r.CopiesMean, s.Weights, dur(r.Build), r.MaxMean, r.MinMean, r.ZoneViolations+r.HostViolations+r.Short)
+			fmt.Fprintf(w, "| %d | %d | %d | %.0f | %s | %s | %s | %.3f | %.3f | %d |\n", s.Nodes, s.Zones, s.Partitions,
+				r.CopiesMean, s.Weights, s.version(), dur(r.Build), r.MaxMean, r.MinMean, r.ZoneViolations+r.HostViolations+r.Short)
 		}
 		return
 	}
-	fmt.Fprintln(w, "| nodes | zones | P | copies/node | weights | table time | max/mean | min/mean | zone viol. | joins | join moved (mean) | 1/(n+1) | bound | moved/bound mean | worst | not to new node | loss moved/held |")
-	fmt.Fprintln(w, "|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| nodes | zones | P | copies/node | weights | placement | table time | max/mean | min/mean | zone viol. | joins | join moved (mean) | 1/(n+1) | bound | moved/bound mean | worst | not to new node | loss moved/held |")
+	fmt.Fprintln(w, "|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rs {
 		s := r.Spec
-		fmt.Fprintf(w, "| %d | %d | %d | %.0f | %s | %s | %.3f | %.3f | %d | %d | %.4f%% | %.4f%% | %.4f%% | %.3f | %.3f | %d | %d/%d |\n",
-			s.Nodes, s.Zones, s.Partitions, r.CopiesMean, s.Weights, dur(r.Build), r.MaxMean, r.MinMean,
+		fmt.Fprintf(w, "| %d | %d | %d | %.0f | %s | %s | %s | %.3f | %.3f | %d | %d | %.4f%% | %.4f%% | %.4f%% | %.3f | %.3f | %d | %d/%d |\n",
+			s.Nodes, s.Zones, s.Partitions, r.CopiesMean, s.Weights, s.version(), dur(r.Build), r.MaxMean, r.MinMean,
 			r.ZoneViolations+r.HostViolations+r.Short, r.Joins, 100*r.JoinFrac, 100*r.JoinNPlus1, 100*r.JoinBound,
 			r.JoinFrac/r.JoinBound, r.JoinWorst, r.JoinElsewhere, r.LossMoved, r.LostCopies)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| nodes | weights | lost copies | receivers | max recv | co-holders | max even share | lowest-ID senders | max lowest-ID | single node | senders (even) | pull (cairn) | pull, lowest-ID | table time |")
-	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| nodes | weights | placement | lost copies | receivers | max recv | co-holders | max even share | lowest-ID senders | max lowest-ID | single node | senders (even) | pull (cairn) | pull, lowest-ID | table time |")
+	fmt.Fprintln(w, "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rs {
 		rc := r.Recovery
-		fmt.Fprintf(w, "| %d | %s | %d | %d | %d | %d | %.1f | %d | %d | %s | %s | %s | %s | %s |\n",
-			r.Spec.Nodes, r.Spec.Weights, r.LostCopies, rc.Receivers, rc.MaxRecv, rc.CoHolders, rc.MaxShare,
+		fmt.Fprintf(w, "| %d | %s | %s | %d | %d | %d | %d | %.1f | %d | %d | %s | %s | %s | %s | %s |\n",
+			r.Spec.Nodes, r.Spec.Weights, r.Spec.version(), r.LostCopies, rc.Receivers, rc.MaxRecv, rc.CoHolders, rc.MaxShare,
 			rc.LowestID, rc.MaxLowest, dur(rc.Single), dur(rc.Senders), dur(rc.Pull), dur(rc.PullLoID), dur(r.LossBuild))
 	}
 }
@@ -224,6 +258,17 @@ func listParticipants(w io.Writer, r *Result) {
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// version names s's placement in the tables: v1, v2, or the load bound explored.
+func (s Spec) version() string {
+	switch {
+	case s.Epsilon != 0:
+		return fmt.Sprintf("ε=%g", s.Epsilon)
+	case s.Placement >= 2:
+		return "v2"
+	}
+	return "v1"
 }
 
 // dur rounds d for a table: hours and minutes, minutes and seconds, or milliseconds.

@@ -73,6 +73,36 @@ func TestInvariants(t *testing.T) {
 	}
 }
 
+// TestV2 checks version 2 on a small cluster through the map (PlacementVersion 2 at its
+// level) and topology.Layout: the zone rules hold, no node is above 1.1 times its share
+// (the shares here are the capacity shares: 4 zones of about equal capacity), and a join
+// and a loss move about the minimum.
+func TestV2(t *testing.T) {
+	s := Spec{Nodes: 60, Zones: 4, Replicas: 3, Partitions: 100 * 60, Weights: WeightsCapacity,
+		Capacities: []float64{50, 100, 100, 200}, Seed: 1, LostTB: 100, JoinTB: 100, Joins: 2, Rate: 64 << 20, Placement: 2}
+	r, err := Run(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Short != 0 || r.HostViolations != 0 || r.ZoneViolations != 0 {
+		t.Errorf("%d partitions short, %d with a node twice, %d with two copies in a zone", r.Short, r.HostViolations, r.ZoneViolations)
+	}
+	v1 := s
+	v1.Placement = 1
+	r1, err := Run(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("max/mean v1 %.3f, v2 %.3f; joins %.3f (worst %.3f, %d elsewhere), loss %d/%d",
+		r1.MaxMean, r.MaxMean, r.JoinFrac/r.JoinBound, r.JoinWorst, r.JoinElsewhere, r.LossMoved, r.LostCopies)
+	if r.MaxMean > 1.12 || r.MaxMean >= r1.MaxMean {
+		t.Errorf("v2 max/mean %.3f (v1 %.3f)", r.MaxMean, r1.MaxMean)
+	}
+	if r.JoinWorst > 1.2 || float64(r.LossMoved) > 1.15*float64(r.LostCopies) {
+		t.Errorf("joins worst %.3f times the bound, loss %d copies for %d", r.JoinWorst, r.LossMoved, r.LostCopies)
+	}
+}
+
 // TestRun runs the command on a tiny cluster and checks the report's shape.
 func TestRun(t *testing.T) {
 	var out, log bytes.Buffer
@@ -100,6 +130,9 @@ func TestRun(t *testing.T) {
 	}
 	if err := run([]string{"--nodes", "20", "--weights", "heavy"}, &out, &log); err == nil {
 		t.Error("unknown weight mode accepted")
+	}
+	if err := run([]string{"--nodes", "20", "--placement", "v3"}, &out, &log); err == nil {
+		t.Error("unknown placement version accepted")
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/clustermap"
@@ -40,6 +41,12 @@ type Spec struct {
 	Joins        int     // how many different nodes join (each alone); at least one
 	Rate         float64 // per-node recovery rate, bytes per second
 	BalanceOnly  bool    // skip the join and the loss
+	// Placement is the map's placement version (0 or 1: weighted rendezvous, 2: bounded
+	// load). Epsilon, if not 0, is an exploration: tables are computed by
+	// placement.NewBounded with that load bound on the map's placement nodes (as
+	// topology.Layout gives them), not by topology.Layout.
+	Placement int
+	Epsilon   float64
 }
 
 // Result holds the figures of one simulated cluster.
@@ -144,14 +151,44 @@ func reweight(m *clustermap.Map, mode string, replicas int) (*clustermap.Map, er
 // placement.New on the map's placement nodes), and how long that took: the CPU time
 // where the platform tells it (run with GOMAXPROCS=1, it is the time on one core), else
 // the wall time.
-func layout(m *clustermap.Map) (*topology.Layout, time.Duration, error) {
+func layout(m *clustermap.Map, eps float64) (*topology.Layout, time.Duration, error) {
 	tp := topology.NewTopology(&topology.Maps{}, "", false, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	start, cpu := time.Now(), cpuTime()
-	l, err := tp.Layout(m)
+	var l *topology.Layout
+	var err error
+	if eps != 0 {
+		l, err = boundedLayout(m, eps)
+	} else {
+		l, err = tp.Layout(m)
+	}
 	if c := cpuTime() - cpu; c > 0 {
 		return l, c, err
 	}
 	return l, time.Since(start), err
+}
+
+// boundedLayout is the exploration of Spec.Epsilon: m's table by placement.NewBounded,
+// with the nodes topology.Layout would give (weight 1 for a weight of 0, the host from
+// the address).
+func boundedLayout(m *clustermap.Map, eps float64) (*topology.Layout, error) {
+	var ns []placement.Node
+	for _, n := range m.PlacementNodes() {
+		w := n.Weight
+		if w <= 0 {
+			w = 1
+		}
+		host, _, _ := strings.Cut(n.Addr, ":")
+		ns = append(ns, placement.Node{ID: n.ID, Zone: n.Zone, Host: host, Weight: w})
+	}
+	n := m.Replicas
+	if c, ok := m.Class(clustermap.StandardClass); ok {
+		n = c.N
+	}
+	t, err := placement.NewBounded(ns, m.Partitions, n, eps)
+	if err != nil {
+		return nil, err
+	}
+	return &topology.Layout{Map: m, Table: t, Class: clustermap.Class{N: n}}, nil
 }
 
 // apply applies one command as every manager does.
@@ -166,7 +203,10 @@ func apply(m *clustermap.Map, c clustermap.Command) (*clustermap.Map, error) {
 // Build returns the initial map of s (weights set by s.Weights).
 func Build(s Spec) (*clustermap.Map, error) {
 	rng := rand.New(rand.NewPCG(s.Seed, 0x9ace))
-	init := &clustermap.Map{Partitions: s.Partitions, Replicas: s.Replicas}
+	init := &clustermap.Map{Partitions: s.Partitions, Replicas: s.Replicas, PlacementVersion: s.Placement}
+	if s.Placement >= 2 {
+		init.Level = clustermap.PlacementV2Level
+	}
 	for i := range s.Nodes {
 		init.Nodes = append(init.Nodes, node(i, s.Zones, s.Capacities[rng.IntN(len(s.Capacities))]))
 	}
@@ -184,7 +224,7 @@ func Run(s Spec) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	base, d, err := layout(m)
+	base, d, err := layout(m, s.Epsilon)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +274,7 @@ func Run(s Spec) (*Result, error) {
 		if mj, err = reweight(mj, s.Weights, s.Replicas); err != nil {
 			return nil, err
 		}
-		joined, d, err := layout(mj)
+		joined, d, err := layout(mj, s.Epsilon)
 		if err != nil {
 			return nil, err
 		}
@@ -263,7 +303,7 @@ func Run(s Spec) (*Result, error) {
 	if mo, err = reweight(mo, s.Weights, s.Replicas); err != nil {
 		return nil, err
 	}
-	after, d, err := layout(mo)
+	after, d, err := layout(mo, s.Epsilon)
 	if err != nil {
 		return nil, err
 	}
