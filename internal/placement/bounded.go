@@ -186,16 +186,7 @@ func newShed(nodes []Node, p, r int, eps float64) (*Table, error) {
 		}
 		return cmp.Compare(a.part, b.part)
 	})
-	s := selector{
-		cands:    cands,
-		heap:     make([]scored, 0, len(cands)),
-		ranked:   make([]scored, 0, len(cands)),
-		taken:    make([]bool, len(cands)),
-		zoneUsed: make([]int, nZones),
-		hostUsed: make([]int, nHosts),
-		nZones:   nZones,
-		nHosts:   nHosts,
-	}
+	s := newSelector(cands, nZones, nHosts)
 	room := 0 // nodes below their limit: none left, and no copy can move
 	for j := range cands {
 		if count[j] < limit[j] {

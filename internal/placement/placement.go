@@ -180,16 +180,7 @@ func New(nodes []Node, p, r int) (*Table, error) {
 	t := &Table{p: p, r: r, lists: make([][]string, p)}
 	// All lists share one backing array: one allocation instead of p.
 	backing := make([]string, p*k)
-	s := selector{
-		cands:    cands,
-		heap:     make([]scored, 0, len(cands)),
-		ranked:   make([]scored, 0, len(cands)),
-		taken:    make([]bool, len(cands)),
-		zoneUsed: make([]int, nZones),
-		hostUsed: make([]int, nHosts),
-		nZones:   nZones,
-		nHosts:   nHosts,
-	}
+	s := newSelector(cands, nZones, nHosts)
 	for i := range p {
 		t.lists[i] = s.pick(uint64(i), backing[i*k:i*k:(i+1)*k])
 	}
@@ -551,5 +542,19 @@ func ExpectedCounts(nodes []Node, p, r int) map[string]float64 {
 			}
 			return out
 		}
+	}
+}
+
+// newSelector returns a selector over cands, spread over nZones zones and nHosts hosts.
+func newSelector(cands []candidate, nZones, nHosts int) selector {
+	return selector{
+		cands:    cands,
+		heap:     make([]scored, 0, len(cands)),
+		ranked:   make([]scored, 0, len(cands)),
+		taken:    make([]bool, len(cands)),
+		zoneUsed: make([]int, nZones),
+		hostUsed: make([]int, nHosts),
+		nZones:   nZones,
+		nHosts:   nHosts,
 	}
 }
