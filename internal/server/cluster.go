@@ -91,7 +91,13 @@ type mapInfo struct {
 // the holders for a lease with their version checks only once every node grants and
 // revokes them (wire.QReadLease, wire.PathRevoke). Neither has a new map command; both
 // came in the same release, so one level says every node serves both.
-const featureLevel = 11
+// Level 12: put batches (wire.PathObjectBatch; gateway.LevelPutBatches): a gateway sends
+// the small object writes queued for one holder in one request only once every node
+// serves the path (an older node answers it 404). No map command is new.
+const featureLevel = 12
+
+// The gateway's put batches need a level this build serves.
+var _ [featureLevel - gateway.LevelPutBatches]struct{}
 
 // rangeBatchLevel is the map Level from which a volume's writes to one holder may go in
 // one request (range batches, internal/volume batch.go).
