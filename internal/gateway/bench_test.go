@@ -50,6 +50,13 @@ func benchGatewaysWith(b *testing.B, adjust func(*store.Config)) []struct {
 	}
 	c := newCluster(b, 3, clusterConfig{class: clustermap.Class{N: 3, W: 2, R: 1, D: 2}, store: perNode})
 	c.createBucket("bench")
+	// The level a cluster of this build runs at (put batches on); CAIRN_BENCH_LEVEL
+	// sets another (11: put batches off).
+	level := LevelPutBatches
+	if v, err := strconv.Atoi(os.Getenv("CAIRN_BENCH_LEVEL")); err == nil {
+		level = v
+	}
+	c.setLevel(level)
 	gws := []struct {
 		name string
 		g    *Gateway
@@ -112,6 +119,10 @@ func BenchmarkPut4KiBParallel(b *testing.B) {
 				}
 			})
 			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+			if bs, ws := bg.g.PutBatchStats(); bs > 0 {
+				b.ReportMetric(float64(ws)/float64(bs), "writes/batch")
+				b.ReportMetric(float64(ws)/float64(2*b.N), "batched-share")
+			}
 		})
 	}
 }
