@@ -22,20 +22,6 @@ import (
 // gateway sends put batches: every node serves wire.PathObjectBatch.
 const LevelPutBatches = 12
 
-// putSink sends object writes to one holder: alone as Put, together as PutBatch.
-type putSink struct {
-	r  replica.Replica
-	pb replica.PutBatcher
-}
-
-func (s putSink) One(ctx context.Context, w replica.Write) (*object.Object, error) {
-	return s.r.Put(ctx, w)
-}
-
-func (s putSink) Many(ctx context.Context, ws []replica.Write) ([]replica.RangeResult, error) {
-	return s.pb.PutBatch(ctx, ws)
-}
-
 // putBatching reports whether put batches may be sent (the map's level).
 func (g *Gateway) putBatching() bool { return g.cfg.Maps.Current().Level >= LevelPutBatches }
 
@@ -46,7 +32,7 @@ func (g *Gateway) putTo(ctx context.Context, t topology.Target, w replica.Write)
 	r := g.replica(t)
 	if pb, ok := r.(replica.PutBatcher); ok && !t.Local && w.Part == 0 && w.FinalNow != nil &&
 		w.Size >= 0 && w.Size <= replica.MaxBatchedBody && g.putBatching() {
-		return g.putSender(t.ID).Write(ctx, w, putSink{r, pb})
+		return g.putSender(t.ID).Write(ctx, w, replica.SinkFuncs[replica.Write]{OneFunc: r.Put, ManyFunc: pb.PutBatch})
 	}
 	return r.Put(ctx, w)
 }

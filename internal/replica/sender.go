@@ -35,6 +35,20 @@ type Sink[W any] interface {
 	Many(ctx context.Context, ws []W) ([]RangeResult, error)
 }
 
+// SinkFuncs is a Sink made of two functions (method values of a holder, typically).
+type SinkFuncs[W any] struct {
+	OneFunc  func(ctx context.Context, w W) (*object.Object, error)
+	ManyFunc func(ctx context.Context, ws []W) ([]RangeResult, error)
+}
+
+// One implements Sink.
+func (s SinkFuncs[W]) One(ctx context.Context, w W) (*object.Object, error) { return s.OneFunc(ctx, w) }
+
+// Many implements Sink.
+func (s SinkFuncs[W]) Many(ctx context.Context, ws []W) ([]RangeResult, error) {
+	return s.ManyFunc(ctx, ws)
+}
+
 // SenderConfig configures a Sender.
 type SenderConfig[W any] struct {
 	// MaxInFlight is how many requests may be in flight to the holder before writes wait

@@ -26,21 +26,6 @@ const maxInFlight = replica.DefaultMaxInFlight
 // sender queues the range writes to one holder.
 type sender = replica.Sender[object.RangeWrite]
 
-// rangeSink sends range writes to one holder: alone as WriteRange, together as
-// WriteRanges.
-type rangeSink struct {
-	rb replica.RangeBatcher
-	rw replica.RangeWriter
-}
-
-func (s rangeSink) One(ctx context.Context, w object.RangeWrite) (*object.Object, error) {
-	return s.rw.WriteRange(ctx, w)
-}
-
-func (s rangeSink) Many(ctx context.Context, ws []object.RangeWrite) ([]replica.RangeResult, error) {
-	return s.rb.WriteRanges(ctx, ws)
-}
-
 // batching reports whether writes to remote holders may go in range batches (every node
 // serves them: Config.Batch).
 func (s *Service) batching() bool { return s.cfg.Batch != nil && s.cfg.Batch() }
@@ -77,7 +62,7 @@ func (s *Service) BatchStats() (batches, writes int64) {
 // batches are on, else as one request.
 func (d *Device) writeTo(ctx context.Context, t topology.Target, r replica.Replica, rw replica.RangeWriter, w object.RangeWrite) (*object.Object, error) {
 	if rb, ok := r.(replica.RangeBatcher); ok && !t.Local && d.s.batching() {
-		return d.s.sender(t.ID).Write(ctx, w, rangeSink{rb, rw})
+		return d.s.sender(t.ID).Write(ctx, w, replica.SinkFuncs[object.RangeWrite]{OneFunc: rw.WriteRange, ManyFunc: rb.WriteRanges})
 	}
 	return rw.WriteRange(ctx, w)
 }

@@ -89,19 +89,10 @@ func runCompare(bin, base string, n int, dur time.Duration, rounds int) {
 
 // benchPut runs one 4 KiB PUT phase against t and returns its result.
 func benchPut(bin string, t target, dur time.Duration, jf string) opResult {
-	cmd := exec.Command(bin, "bench", "put", "--endpoint", t.endpoint, "--access-key", t.access, "--secret-key", t.secret,
-		"--size", "4KiB", "--concurrency", "16", "--duration", dur.String(), "--json", jf, "--quiet")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		log.Fatalf("bench put: %v", err)
-	}
-	data, err := os.ReadFile(jf)
+	r, err := runBench(bin, []string{"bench", "put", "--endpoint", t.endpoint, "--access-key", t.access, "--secret-key", t.secret,
+		"--size", "4KiB", "--concurrency", "16", "--duration", dur.String(), "--json", jf, "--quiet"}, jf)
 	if err != nil {
-		log.Fatal(err)
-	}
-	var r report
-	if err := json.Unmarshal(data, &r); err != nil || len(r.Results) == 0 {
-		log.Fatalf("%s: bad report: %v", jf, err)
+		log.Fatalf("bench put: %v", err)
 	}
 	return r.Results[0]
 }

@@ -132,19 +132,10 @@ func runAll(bin string, t target, dur time.Duration, dir, label string) ([]opRes
 		if p.workload == "get" && p.size == "16MiB" {
 			args = append(args, "--keys", "64")
 		}
-		cmd := exec.Command(bin, args...)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		log.Printf("%s: %s", label, p.name)
-		if err := cmd.Run(); err != nil {
-			log.Fatalf("%s %s: %v", label, p.name, err)
-		}
-		data, err := os.ReadFile(jf)
+		r, err := runBench(bin, args, jf)
 		if err != nil {
-			log.Fatal(err)
-		}
-		var r report
-		if err := json.Unmarshal(data, &r); err != nil || len(r.Results) == 0 {
-			log.Fatalf("%s: bad report: %v", jf, err)
+			log.Fatalf("%s %s: %v", label, p.name, err)
 		}
 		res := r.Results[0]
 		out = append(out, res)
@@ -153,6 +144,25 @@ func runAll(bin string, t target, dur time.Duration, dir, label string) ([]opRes
 		}
 	}
 	return out, perPut
+}
+
+// runBench runs `cairn` with args (a bench command writing its report to jf) and returns
+// the report, which has one result at least.
+func runBench(bin string, args []string, jf string) (report, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	var r report
+	if err := cmd.Run(); err != nil {
+		return r, err
+	}
+	data, err := os.ReadFile(jf)
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(data, &r); err != nil || len(r.Results) == 0 {
+		return r, fmt.Errorf("%s: bad report: %v", jf, err)
+	}
+	return r, nil
 }
 
 // internode sums the internode bytes every node has sent so far.
