@@ -67,10 +67,10 @@ type ackedPut struct {
 }
 
 // queueBehindHang hangs what node from sends node to, starts n PUTs of distinct keys
-// (prefix) through from's gateway, and waits until those that are not among the
-// requests in flight to the hung holder wait in from's sender for it; then it heals the
-// link and returns the acknowledged PUTs once all have returned. With batches off
-// (below LevelPutBatches) nothing queues: it waits for the PUTs to return first.
+// (prefix) through from's gateway, waits until those that are not among the requests in
+// flight to the hung holder wait in from's sender for it (with batches on), and until
+// every PUT was acknowledged (by the other two holders); then it heals the link and
+// returns the acknowledged PUTs.
 func queueBehindHang(t *testing.T, c *testCluster, from, to int, prefix string, n int, batches bool) []ackedPut {
 	t.Helper()
 	gw := c.nodes[from].gw
@@ -96,11 +96,11 @@ func queueBehindHang(t *testing.T, c *testCluster, from, to int, prefix string, 
 		if !waitFor(10*time.Second, func() bool { return gw.putSender(c.nodes[to].id).Queued() == n-replica.DefaultMaxInFlight }) {
 			t.Fatalf("%d writes queued for the hung holder, want %d", gw.putSender(c.nodes[to].id).Queued(), n-replica.DefaultMaxInFlight)
 		}
-	} else {
-		wg.Wait() // W=2 of the three: the hung holder's copies straggle
 	}
-	f.Heal()
+	// Every PUT is acknowledged while the holder still hangs: W=2 of the three, and the
+	// hung holder holds up no write to the other one (each holder has its own sender).
 	wg.Wait()
+	f.Heal()
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("PUT %d: %v", i, err)
@@ -145,7 +145,9 @@ func TestPutBatches(t *testing.T) {
 	c.setLevel(LevelPutBatches)
 
 	acked := queueBehindHang(t, c, 0, 2, "queued", 16, true)
-	if b, w := c.nodes[0].gw.putSender("n3").Stats(); b < 1 || w != 16-replica.DefaultMaxInFlight {
+	sd := c.nodes[0].gw.putSender("n3")
+	waitFor(10*time.Second, func() bool { _, w := sd.Stats(); return w == 16-replica.DefaultMaxInFlight })
+	if b, w := sd.Stats(); b < 1 || w != 16-replica.DefaultMaxInFlight {
 		t.Fatalf("%d batches to n3 carried %d writes; want the %d queued", b, w, 16-replica.DefaultMaxInFlight)
 	}
 	if x := calls.of("n1", "n3"); x[1].Load() < 1 {
