@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"net/http"
-	"net/url"
 	"strconv"
 	"sync"
 	"testing"
@@ -123,16 +122,7 @@ func TestPutBatchRefused(t *testing.T) {
 			if tc.cap == nil {
 				tc.cap = capOK
 			}
-			c := &rpc.Client{Secret: tc.secret, Node: "gw", HTTP: &http.Client{Transport: tc.rt}, Epoch: func() uint64 { return 1 }}
-			resp, err := c.Do(context.Background(), &rpc.Request{Method: http.MethodPost, Addr: b.srv.Listener.Addr().String(), Path: wire.PathObjectBatch,
-				Query: url.Values{wire.QBucket: {bucket}, wire.QLength: {tc.length}}, Body: bytes.NewReader(tc.body), Size: int64(len(tc.body)), Cap: tc.cap})
-			if err == nil {
-				resp.Body.Close()
-				t.Fatal("accepted")
-			}
-			if errors.KindOf(err) != tc.kind {
-				t.Fatalf("refused with %v, want kind %v", err, tc.kind)
-			}
+			b.wantRefused(t, wire.PathObjectBatch, tc.secret, tc.rt, tc.body, tc.length, tc.cap, tc.kind)
 			if got := b.orders(t, "k1", "k2"); got[0] != 0 || got[1] != 0 {
 				t.Fatalf("a refused batch wrote: orders %v", got)
 			}
