@@ -5,7 +5,9 @@ import (
 	"context"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -50,6 +52,13 @@ func benchGatewaysWith(b *testing.B, adjust func(*store.Config)) []struct {
 	}
 	c := newCluster(b, 3, clusterConfig{class: clustermap.Class{N: 3, W: 2, R: 1, D: 2}, store: perNode})
 	c.createBucket("bench")
+	// The level a cluster of this build runs at (put batches on); CAIRN_BENCH_LEVEL
+	// sets another (11: put batches off).
+	level := LevelPutBatches
+	if v, err := strconv.Atoi(os.Getenv("CAIRN_BENCH_LEVEL")); err == nil {
+		level = v
+	}
+	c.setLevel(level)
 	gws := []struct {
 		name string
 		g    *Gateway
@@ -101,17 +110,37 @@ func BenchmarkPut4KiBParallel(b *testing.B) {
 			b.ReportAllocs()
 			b.SetParallelism(max(1, 16/runtime.GOMAXPROCS(0)))
 			var next atomic.Int64
+			bs0, ws0 := bg.g.PutBatchStats()
+			var latMu sync.Mutex
+			var lats []time.Duration
 			cpu := processCPU()
 			b.RunParallel(func(pb *testing.PB) {
+				var mine []time.Duration
 				for pb.Next() {
 					i := next.Add(1)
+					start := time.Now()
 					if _, err := put(ctx, bg.g, "bench", "put/"+strconv.FormatInt(i%1024, 10), body, int64(len(body))); err != nil {
 						b.Error(err)
 						return
 					}
+					mine = append(mine, time.Since(start))
 				}
+				latMu.Lock()
+				lats = append(lats, mine...)
+				latMu.Unlock()
 			})
 			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+			if len(lats) > 0 {
+				// The latencies, to see stalls (reported, not asserted).
+				slices.Sort(lats)
+				b.ReportMetric(float64(lats[len(lats)*99/100].Microseconds())/1000, "p99-ms")
+				b.ReportMetric(float64(lats[len(lats)-1].Microseconds())/1000, "max-ms")
+			}
+			if bs, ws := bg.g.PutBatchStats(); bs > bs0 {
+				bs, ws = bs-bs0, ws-ws0
+				b.ReportMetric(float64(ws)/float64(bs), "writes/batch")
+				b.ReportMetric(float64(ws)/float64(2*b.N), "batched-share")
+			}
 		})
 	}
 }

@@ -137,6 +137,9 @@ type Gateway struct {
 	leases *replica.Leases
 	// tiers counts tier work and joins concurrent recalls (tier.go).
 	tiers tierState
+	// putSenders holds the put batches' sender of each remote holder
+	// (*replica.Sender[replica.Write] by node id; putbatch.go).
+	putSenders sync.Map
 }
 
 // New returns a Gateway.

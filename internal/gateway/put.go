@@ -333,7 +333,7 @@ func (g *Gateway) write(ctx context.Context, ts []topology.Target, need int, w r
 			defer cancel()
 			rw := shared
 			rw.Body, rw.Size = bytes.NewReader(buf), size
-			return g.replica(t).Put(ctx, rw)
+			return g.putTo(ctx, t, rw)
 		})
 	} else {
 		var err error

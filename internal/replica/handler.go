@@ -66,6 +66,7 @@ func NewHandler(cfg HandlerConfig) *Handler {
 	h.mux.HandleFunc(wire.PathRange, h.rangeWrite)
 	h.mux.HandleFunc(wire.PathJournalSync, h.journalSync)
 	h.mux.HandleFunc(wire.PathRangeBatch, h.rangeBatch)
+	h.mux.HandleFunc(wire.PathObjectBatch, h.objectBatch)
 	if cfg.Leases != nil {
 		h.mux.HandleFunc(wire.PathLease, h.lease)
 	}

@@ -54,31 +54,41 @@ var (
 // parallel (synced ones then share their syncs), those of one key one after the other.
 func (l *Local) WriteRanges(ctx context.Context, ws []object.RangeWrite) ([]RangeResult, error) {
 	res := make([]RangeResult, len(ws))
-	if len(ws) == 1 {
-		res[0].Object, res[0].Err = l.WriteRange(ctx, ws[0])
-		return res, nil
+	byKey(len(ws), func(i int) (string, string) { return ws[i].Bucket, ws[i].Key }, func(i int) {
+		res[i].Object, res[i].Err = l.WriteRange(ctx, ws[i])
+	})
+	return res, nil
+}
+
+// byKey calls apply(i) for each of n writes, those of distinct keys (key(i): bucket and
+// key) in parallel, those of one key one after the other in their order, and returns
+// when all have returned.
+func byKey(n int, key func(i int) (bucket, key string), apply func(i int)) {
+	if n == 1 {
+		apply(0)
+		return
 	}
-	byKey := make(map[string][]int, len(ws))
-	var keys []string
-	for i := range ws {
-		k := ws[i].Bucket + "\x00" + ws[i].Key
-		if _, ok := byKey[k]; !ok {
-			keys = append(keys, k)
+	idx := make(map[[2]string][]int, n)
+	var keys [][2]string
+	for i := range n {
+		b, k := key(i)
+		bk := [2]string{b, k}
+		if _, ok := idx[bk]; !ok {
+			keys = append(keys, bk)
 		}
-		byKey[k] = append(byKey[k], i)
+		idx[bk] = append(idx[bk], i)
 	}
 	var wg sync.WaitGroup
 	for _, k := range keys {
 		wg.Add(1)
-		go func(idx []int) {
+		go func(is []int) {
 			defer wg.Done()
-			for _, i := range idx {
-				res[i].Object, res[i].Err = l.WriteRange(ctx, ws[i])
+			for _, i := range is {
+				apply(i)
 			}
-		}(byKey[k])
+		}(idx[k])
 	}
 	wg.Wait()
-	return res, nil
 }
 
 // WriteRanges implements RangeBatcher: one signed request, whose answer's body is signed
@@ -124,23 +134,29 @@ func (r *Remote) WriteRanges(ctx context.Context, ws []object.RangeWrite) ([]Ran
 		size = len(heads) + total
 		body = &bufs
 	}
+	return r.batch(ctx, wire.PathRangeBatch, rpc.CapRangeBatch, bucket, body, size, len(ws))
+}
+
+// batch sends a batch body of size bytes and n writes to path, within Timeout, and
+// returns each write's result from the signed answer.
+func (r *Remote) batch(ctx context.Context, path, capOp, bucket string, body io.Reader, size, n int) ([]RangeResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout())
 	defer cancel()
-	resp, err := r.RPC.Do(ctx, &rpc.Request{Method: http.MethodPost, Addr: r.Addr, Path: wire.PathRangeBatch,
+	resp, err := r.RPC.Do(ctx, &rpc.Request{Method: http.MethodPost, Addr: r.Addr, Path: path,
 		Query: url.Values{wire.QBucket: {bucket}, wire.QLength: {strconv.Itoa(size)}},
-		Body:  body, Size: int64(size), Cap: &rpc.Cap{Op: rpc.CapRangeBatch, Bucket: bucket}})
+		Body:  body, Size: int64(size), Cap: &rpc.Cap{Op: capOp, Bucket: bucket}})
 	if err != nil {
 		return nil, err
 	}
 	raw, err := rpc.ReadSignedBody(resp, maxBatchAnswer)
 	if err != nil {
-		return nil, errors.E(errors.Transient, fmt.Errorf("node %s: the answer of a range batch: %w", r.Node, err))
+		return nil, errors.E(errors.Transient, fmt.Errorf("node %s: the answer of a batch: %w", r.Node, err))
 	}
 	var ans wire.RangeBatchAnswer
-	if err := json.Unmarshal(raw, &ans); err != nil || len(ans.Results) != len(ws) {
-		return nil, errors.E(errors.Transient, fmt.Errorf("node %s: malformed answer to a range batch of %d writes (%d results, %v): their outcome is unknown", r.Node, len(ws), len(ans.Results), err))
+	if err := json.Unmarshal(raw, &ans); err != nil || len(ans.Results) != n {
+		return nil, errors.E(errors.Transient, fmt.Errorf("node %s: malformed answer to a batch of %d writes (%d results, %v): their outcome is unknown", r.Node, n, len(ans.Results), err))
 	}
-	res := make([]RangeResult, len(ws))
+	res := make([]RangeResult, n)
 	for i, a := range ans.Results {
 		res[i].Object, res[i].Err = a.Outcome()
 	}
@@ -191,36 +207,8 @@ func (x *faulty) WriteRanges(ctx context.Context, ws []object.RangeWrite) ([]Ran
 // oversized batch writes nothing.
 func (h *Handler) rangeBatch(w http.ResponseWriter, r *http.Request) {
 	const op errors.Op = "replica.rangeBatch"
-	if r.Method != http.MethodPost {
-		wire.WriteError(w, errors.E(op, errors.Invalid, "range batches are POSTs"))
-		return
-	}
-	q := r.URL.Query()
-	bucket := q.Get(wire.QBucket)
-	if err := h.cfg.Secret.CheckCap(r.Header.Get(rpc.HdrCap), rpc.CapRangeBatch, bucket, "", time.Now()); err != nil {
-		h.log.Warn("refused an internode request", "path", r.URL.Path, "from", r.Header.Get(rpc.HdrNode), "remote", r.RemoteAddr, "err", err)
-		wire.WriteError(w, err)
-		return
-	}
-	n, err := strconv.Atoi(q.Get(wire.QLength))
-	if err != nil || n <= 0 {
-		wire.WriteError(w, errors.E(op, errors.Invalid, "a range batch needs its body's length: nothing was written"))
-		return
-	}
-	if n > wire.MaxRangeBatchBody {
-		wire.WriteError(w, errors.Errorf(op, errors.TooLarge, "a range batch body of %d bytes (at most %d): nothing was written", n, wire.MaxRangeBatchBody))
-		return
-	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r.Body, body); err != nil {
-		wire.WriteError(w, errors.E(op, errors.Invalid, fmt.Errorf("range batch body cut short: nothing was written: %w", err)))
-		return
-	}
-	// Reading to the end checks a streamed body against its signature (rpc).
-	if m, err := io.ReadFull(r.Body, make([]byte, 1)); m != 0 || err != io.EOF {
-		if err == nil || err == io.ErrUnexpectedEOF {
-			err = errors.E(op, errors.Invalid, "range batch body longer than its length: nothing was written")
-		}
+	bucket, body, err := h.readBatch(r, op, "a range batch", rpc.CapRangeBatch, wire.MaxRangeBatchBody)
+	if err != nil {
 		wire.WriteError(w, err)
 		return
 	}
@@ -240,6 +228,45 @@ func (h *Handler) rangeBatch(w http.ResponseWriter, r *http.Request) {
 		wire.WriteError(w, err)
 		return
 	}
+	answerBatch(w, res)
+}
+
+// readBatch checks a batch request (a POST with a capability for capOp on its bucket)
+// and reads its body whole: exactly QLength bytes, at most maxBody. Reading it to its
+// end checks it against its signature (rpc): a body cut, changed or too long is an
+// error, and the caller writes nothing.
+func (h *Handler) readBatch(r *http.Request, op errors.Op, what, capOp string, maxBody int) (bucket string, body []byte, err error) {
+	if r.Method != http.MethodPost {
+		return "", nil, errors.Errorf(op, errors.Invalid, "%s must be a POST", what)
+	}
+	q := r.URL.Query()
+	bucket = q.Get(wire.QBucket)
+	if err := h.cfg.Secret.CheckCap(r.Header.Get(rpc.HdrCap), capOp, bucket, "", time.Now()); err != nil {
+		h.log.Warn("refused an internode request", "path", r.URL.Path, "from", r.Header.Get(rpc.HdrNode), "remote", r.RemoteAddr, "err", err)
+		return "", nil, err
+	}
+	n, err := strconv.Atoi(q.Get(wire.QLength))
+	if err != nil || n <= 0 {
+		return "", nil, errors.Errorf(op, errors.Invalid, "%s needs its body's length: nothing was written", what)
+	}
+	if n > maxBody {
+		return "", nil, errors.Errorf(op, errors.TooLarge, "%s body of %d bytes (at most %d): nothing was written", what, n, maxBody)
+	}
+	body = make([]byte, n)
+	if _, err := io.ReadFull(r.Body, body); err != nil {
+		return "", nil, errors.E(op, errors.Invalid, fmt.Errorf("%s body cut short: nothing was written: %w", what, err))
+	}
+	if m, err := io.ReadFull(r.Body, make([]byte, 1)); m != 0 || err != io.EOF {
+		if err == nil || err == io.ErrUnexpectedEOF {
+			err = errors.Errorf(op, errors.Invalid, "%s body longer than its length: nothing was written", what)
+		}
+		return "", nil, err
+	}
+	return bucket, body, nil
+}
+
+// answerBatch answers a batch's results, in a signed body.
+func answerBatch(w http.ResponseWriter, res []RangeResult) {
 	ans := wire.RangeBatchAnswer{Results: make([]wire.RangeResult, len(res))}
 	for i, x := range res {
 		ans.Results[i] = wire.RangeResultOf(x.Object, x.Err)

@@ -181,16 +181,7 @@ func TestRangeBatchRefused(t *testing.T) {
 			if r.cap == nil {
 				r.cap = capOK
 			}
-			c := &rpc.Client{Secret: r.secret, Node: "gw", HTTP: &http.Client{Transport: r.rt}, Epoch: func() uint64 { return 1 }}
-			resp, err := c.Do(context.Background(), &rpc.Request{Method: http.MethodPost, Addr: b.srv.Listener.Addr().String(), Path: wire.PathRangeBatch,
-				Query: url.Values{wire.QBucket: {bucket}, wire.QLength: {r.length}}, Body: bytes.NewReader(r.body), Size: int64(len(r.body)), Cap: r.cap})
-			if err == nil {
-				resp.Body.Close()
-				t.Fatal("accepted")
-			}
-			if errors.KindOf(err) != tc.kind {
-				t.Fatalf("refused with %v, want kind %v", err, tc.kind)
-			}
+			b.wantRefused(t, wire.PathRangeBatch, r.secret, r.rt, r.body, r.length, r.cap, tc.kind)
 			if got := b.orders(t, "k1", "k2"); got[0] != 0 || got[1] != 0 {
 				t.Fatalf("a refused batch wrote: orders %v", got)
 			}
@@ -206,6 +197,22 @@ func TestRangeBatchRefused(t *testing.T) {
 		if err != nil || res[0].Err != nil || res[1].Err != nil {
 			t.Fatalf("the good batch: %v %+v", err, res)
 		}
+	}
+}
+
+// wantRefused posts body as a batch to path (its length in the query, a capability cap,
+// signed with s, through rt) and checks that the holder refuses it with kind.
+func (b *batchEnv) wantRefused(t *testing.T, path string, s *rpc.Secret, rt http.RoundTripper, body []byte, length string, cap *rpc.Cap, kind errors.Kind) {
+	t.Helper()
+	c := &rpc.Client{Secret: s, Node: "gw", HTTP: &http.Client{Transport: rt}, Epoch: func() uint64 { return 1 }}
+	resp, err := c.Do(context.Background(), &rpc.Request{Method: http.MethodPost, Addr: b.srv.Listener.Addr().String(), Path: path,
+		Query: url.Values{wire.QBucket: {bucket}, wire.QLength: {length}}, Body: bytes.NewReader(body), Size: int64(len(body)), Cap: cap})
+	if err == nil {
+		resp.Body.Close()
+		t.Fatal("accepted")
+	}
+	if errors.KindOf(err) != kind {
+		t.Fatalf("refused with %v, want kind %v", err, kind)
 	}
 }
 

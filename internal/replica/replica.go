@@ -132,6 +132,13 @@ func (w *Write) encoded() (meta, final string) {
 	return w.enc.meta, w.enc.final
 }
 
+// BatchSize is the bytes w counts against a put batch's bound (MaxBatchData): its body
+// and its encoded metadata.
+func (w *Write) BatchSize() int {
+	meta, final := w.encoded()
+	return len(meta) + len(final) + int(max(w.Size, 0))
+}
+
 // final returns the coordinator's final metadata (nil: abandoned).
 func (w *Write) final() *object.Object {
 	if w.FinalNow != nil {

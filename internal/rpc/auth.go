@@ -524,6 +524,9 @@ const (
 	// CapRangeBatch grants a batch of in-place writes of a bucket's mutable objects
 	// (wire.PathRangeBatch): the bucket is named, the keys are the batch's.
 	CapRangeBatch = "range-batch"
+	// CapObjectBatch grants a batch of replica writes of a bucket's object versions
+	// (wire.PathObjectBatch): the bucket is named, the keys are the batch's.
+	CapObjectBatch = "object-batch"
 )
 
 // MintCap returns a capability for op on bucket/key valid until now+ttl. A gateway mints

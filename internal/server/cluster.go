@@ -91,11 +91,18 @@ type mapInfo struct {
 // the holders for a lease with their version checks only once every node grants and
 // revokes them (wire.QReadLease, wire.PathRevoke). Neither has a new map command; both
 // came in the same release, so one level says every node serves both.
+// Level 12: put batches (wire.PathObjectBatch; gateway.LevelPutBatches): a gateway sends
+// the small object writes queued for one holder in one request only once every node
+// serves the path (an older node answers it 404). No map command is new.
+//
 // Level 13: placement version 2, rendezvous with bounded load (Map.PlacementVersion,
 // OpSetPlacement; clustermap.PlacementV2Level): an older build ignores the map's version
 // and would compute other tables, so a map has version 2 only at Level 13 (a cluster
 // bootstrapped with --placement v2 starts there), and no older node can join it then.
 const featureLevel = 13
+
+// The gateway's put batches need a level this build serves.
+var _ [featureLevel - gateway.LevelPutBatches]struct{}
 
 // rangeBatchLevel is the map Level from which a volume's writes to one holder may go in
 // one request (range batches, internal/volume batch.go).

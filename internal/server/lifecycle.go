@@ -219,6 +219,9 @@ func assemble(cfg Config) (_ *instance, err error) {
 	vols := n.vols
 	n.m.CounterFunc("cairn_volume_range_batches_total", "Range batches this node's volume devices sent: several writes to one holder in one request (feature level 11).", func() float64 { b, _ := vols.BatchStats(); return float64(b) })
 	n.m.CounterFunc("cairn_volume_range_batch_writes_total", "Volume writes sent in range batches (writes sent alone are not counted).", func() float64 { _, w := vols.BatchStats(); return float64(w) })
+	pgw := n.gw
+	n.m.CounterFunc("cairn_put_batches_total", "Put batches this node's gateway sent: several small object writes to one holder in one request (feature level 12).", func() float64 { b, _ := pgw.PutBatchStats(); return float64(b) })
+	n.m.CounterFunc("cairn_put_batch_writes_total", "Object writes sent in put batches (writes sent alone are not counted).", func() float64 { _, w := pgw.PutBatchStats(); return float64(w) })
 	n.onClose(func() error { n.gw.Close(); return nil })
 	mgr := n.mgr
 	if n.notify != nil {

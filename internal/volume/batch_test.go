@@ -97,10 +97,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func (s *Service) queued(id string) int {
-	sd := s.sender(id)
-	sd.mu.Lock()
-	defer sd.mu.Unlock()
-	return len(sd.queue)
+	return s.sender(id).Queued()
 }
 
 // concurrentWrites writes 4 KiB at off into each of objects 0..15 at once, while holder

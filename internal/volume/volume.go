@@ -23,7 +23,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/clustermap"
@@ -117,13 +116,7 @@ type Service struct {
 
 	sendMu  sync.Mutex
 	senders map[string]*sender // by holder node id
-	// batches and batched count the range batches sent and the writes they carried.
-	batches, batched atomic.Int64
 }
-
-// BatchStats returns how many range batches this node's devices sent and how many writes
-// they carried (writes sent alone are not counted).
-func (s *Service) BatchStats() (batches, writes int64) { return s.batches.Load(), s.batched.Load() }
 
 // New returns a Service.
 func New(cfg Config) *Service {

@@ -58,11 +58,7 @@ func AppendRangeWriteHead(dst []byte, w *object.RangeWrite) []byte {
 	if w.Unsynced {
 		flags |= rangeFlagUnsynced
 	}
-	dst = append(dst, flags)
-	dst = binary.BigEndian.AppendUint16(dst, uint16(len(w.Bucket)))
-	dst = append(dst, w.Bucket...)
-	dst = binary.BigEndian.AppendUint16(dst, uint16(len(w.Key)))
-	dst = append(dst, w.Key...)
+	dst = appendNames(append(dst, flags), w.Bucket, w.Key)
 	for _, v := range [...]uint64{uint64(w.Size), uint64(w.Off), w.Prev, w.Next, uint64(w.Length())} {
 		dst = binary.BigEndian.AppendUint64(dst, v)
 	}
@@ -79,8 +75,8 @@ func CheckRangeBatch(ws []object.RangeWrite) error {
 	data := 0
 	for i := range ws {
 		w := &ws[i]
-		if len(w.Bucket) == 0 || len(w.Bucket) > maxBatchBucket || len(w.Key) == 0 || len(w.Key) > maxBatchKey {
-			return errors.Errorf("wire.CheckRangeBatch", errors.Invalid, "write %d of a range batch: bucket or key name of a wrong length", i)
+		if err := checkNames("wire.CheckRangeBatch", "a range batch", i, w.Bucket, w.Key); err != nil {
+			return err
 		}
 		if data += len(w.Data); data > MaxRangeBatchData {
 			return errors.Errorf("wire.CheckRangeBatch", errors.TooLarge, "a range batch of more than %d bytes of data", MaxRangeBatchData)
@@ -94,54 +90,32 @@ func CheckRangeBatch(ws []object.RangeWrite) error {
 // TooLarge) as a whole: the caller applies nothing of it.
 func DecodeRangeBatch(b []byte) ([]object.RangeWrite, error) {
 	const op errors.Op = "wire.DecodeRangeBatch"
-	if len(b) > MaxRangeBatchBody {
-		return nil, errors.Errorf(op, errors.TooLarge, "a range batch body of %d bytes (at most %d)", len(b), MaxRangeBatchBody)
-	}
-	if len(b) < batchHead || string(b[:3]) != "CRB" {
-		return nil, errors.E(op, errors.Invalid, "not a range batch body")
-	}
-	if b[3] != RangeBatchVersion {
-		return nil, errors.Errorf(op, errors.Invalid, "range batch version %d; this node reads version %d", b[3], RangeBatchVersion)
-	}
-	n := binary.BigEndian.Uint32(b[4:8])
-	if n == 0 || n > MaxRangeBatchWrites {
-		return nil, errors.Errorf(op, errors.Invalid, "a range batch of %d writes (1 to %d)", n, MaxRangeBatchWrites)
+	n, err := batchHeadOf(op, "a range batch", b, "CRB", RangeBatchVersion, MaxRangeBatchBody, MaxRangeBatchWrites)
+	if err != nil {
+		return nil, err
 	}
 	ws := make([]object.RangeWrite, n)
-	p := b[batchHead:]
+	r := &batchReader{p: b[batchHead:]}
 	short := func(i int) error {
 		return errors.Errorf(op, errors.Invalid, "range batch cut short in write %d of %d", i, n)
 	}
 	data := 0
 	for i := range ws {
-		if len(p) < 1+2 {
-			return nil, short(i)
-		}
-		flags := p[0]
+		flags := r.u8()
 		if flags&^(rangeFlagHole|rangeFlagUnsynced) != 0 {
 			return nil, errors.Errorf(op, errors.Invalid, "write %d of a range batch: unknown flags %#x", i, flags)
 		}
-		bl := int(binary.BigEndian.Uint16(p[1:3]))
-		p = p[3:]
-		if bl == 0 || bl > maxBatchBucket || len(p) < bl+2 {
+		w := object.RangeWrite{Unsynced: flags&rangeFlagUnsynced != 0}
+		w.Bucket = string(r.next(r.u16()))
+		w.Key = string(r.next(r.u16()))
+		w.Size, w.Off, w.Prev, w.Next = int64(r.u64()), int64(r.u64()), r.u64(), r.u64()
+		length := r.u64()
+		if r.short {
 			return nil, short(i)
 		}
-		bucket := string(p[:bl])
-		p = p[bl:]
-		kl := int(binary.BigEndian.Uint16(p[:2]))
-		p = p[2:]
-		if kl == 0 || kl > maxBatchKey || len(p) < kl+5*8 {
-			return nil, short(i)
+		if err := checkNames(op, "a range batch", i, w.Bucket, w.Key); err != nil {
+			return nil, err
 		}
-		w := object.RangeWrite{Bucket: bucket, Key: string(p[:kl]), Unsynced: flags&rangeFlagUnsynced != 0}
-		p = p[kl:]
-		var v [5]uint64
-		for j := range v {
-			v[j] = binary.BigEndian.Uint64(p[8*j:])
-		}
-		p = p[5*8:]
-		w.Size, w.Off, w.Prev, w.Next = int64(v[0]), int64(v[1]), v[2], v[3]
-		length := v[4]
 		if length == 0 || length > MaxRangeBatchData || w.Size <= 0 || w.Off < 0 {
 			return nil, errors.Errorf(op, errors.Invalid, "write %d of a range batch: length %d at offset %d of an object of %d bytes", i, length, w.Off, w.Size)
 		}
@@ -151,21 +125,19 @@ func DecodeRangeBatch(b []byte) ([]object.RangeWrite, error) {
 			if data += int(length); data > MaxRangeBatchData {
 				return nil, errors.Errorf(op, errors.TooLarge, "a range batch of more than %d bytes of data", MaxRangeBatchData)
 			}
-			if uint64(len(p)) < length {
+			if w.Data = r.next(int(length)); r.short {
 				return nil, short(i)
 			}
-			w.Data = p[:length:length]
-			p = p[length:]
 		}
 		ws[i] = w
 	}
-	if len(p) != 0 {
-		return nil, errors.E(op, errors.Invalid, fmt.Sprintf("%d bytes after the last write of a range batch", len(p)))
+	if len(r.p) != 0 {
+		return nil, errors.E(op, errors.Invalid, fmt.Sprintf("%d bytes after the last write of a range batch", len(r.p)))
 	}
 	return ws, nil
 }
 
-// RangeBatchAnswer answers a range batch: one result per write, in the batch's order.
+// RangeBatchAnswer answers a range batch or an object batch: one result per write, in the batch's order.
 // Its body is bound to the signed answer (HdrBodySum): a result cannot be changed in
 // transit.
 type RangeBatchAnswer struct {

@@ -108,6 +108,11 @@ const (
 	// (QBucket) in one body (DecodeRangeBatch); the answer is a RangeBatchAnswer, one
 	// result per write, its body signed (HdrBodySum). Feature level 11.
 	PathRangeBatch = "/internal/v1/range/batch"
+	// PathObjectBatch: POST several replica writes of small object versions of one
+	// bucket (QBucket) in one body of QLength bytes (DecodeObjectBatch); the answer is a
+	// RangeBatchAnswer, one result per write, its body signed (HdrBodySum). Feature
+	// level 12 (put batches).
+	PathObjectBatch = "/internal/v1/object/batch"
 )
 
 // Paths of the cluster protocol, served on the node address by every node (package

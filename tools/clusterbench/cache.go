@@ -86,19 +86,10 @@ func runCacheBench(bin string, n int, dur time.Duration, conc, rounds int) {
 	bench := func(t target, endpoint, jf string, extra ...string) opResult {
 		args := append([]string{"bench", "get", "--endpoint", endpoint, "--access-key", t.access, "--secret-key", t.secret,
 			"--bucket", "hot", "--prefix", "hot/", "--keep", "--quiet", "--json", jf}, extra...)
-		cmd := exec.Command(bin, args...)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
+		r, err := runBench(bin, args, jf)
+		if err != nil {
 			stopAll()
 			log.Fatalf("bench: %v", err)
-		}
-		data, err := os.ReadFile(jf)
-		if err != nil {
-			log.Fatal(err)
-		}
-		var r report
-		if err := json.Unmarshal(data, &r); err != nil || len(r.Results) == 0 {
-			log.Fatalf("%s: bad report: %v", jf, err)
 		}
 		return r.Results[len(r.Results)-1]
 	}

@@ -6,11 +6,14 @@
 // cache and its read leases, one with the cache but no leases and one with no cache, in
 // the same run. With --internode-tls it measures
 // internode mutual TLS (internode.go): a cluster with it and one without, up at once, the
-// phases alternated between them in one run.
+// phases alternated between them in one run. With --compare BASE it measures the 4 KiB
+// PUT of a cluster of BASE and one of --cairn against a single node, rounds alternated
+// (compare.go), with the node CPU per PUT.
 //
 //	go run ./tools/clusterbench --cairn bin/cairn [--nodes 3] [--duration 10s]
 //	go run ./tools/clusterbench --cairn bin/cairn --object-cache [--nodes 6] [--duration 10s]
 //	go run ./tools/clusterbench --cairn bin/cairn --internode-tls [--rounds 3] [--duration 10s]
+//	go run ./tools/clusterbench --cairn bin/cairn --compare /tmp/cairn-base [--rounds 4] [--duration 8s]
 package main
 
 import (
@@ -73,7 +76,12 @@ func main() {
 	conc := flag.Int("concurrency", 16, "concurrent clients of the --object-cache phases")
 	rounds := flag.Int("rounds", 1, "--object-cache, --internode-tls: measure each cluster's phases this many times, alternating")
 	internodeBench := flag.Bool("internode-tls", false, "measure internode mutual TLS: a cluster with it and one without, phases alternated (--rounds)")
+	compare := flag.String("compare", "", "measure the 4 KiB PUT of this base binary's cluster and of --cairn's, alternated (--rounds), against a single node of --cairn: rates, node CPU per PUT, ratios, put batch sizes")
 	flag.Parse()
+	if *compare != "" {
+		runCompare(*bin, *compare, *nodes, *dur, *rounds)
+		return
+	}
 	if *internodeBench {
 		runInternodeBench(*bin, *nodes, *dur, *rounds)
 		return
@@ -124,19 +132,10 @@ func runAll(bin string, t target, dur time.Duration, dir, label string) ([]opRes
 		if p.workload == "get" && p.size == "16MiB" {
 			args = append(args, "--keys", "64")
 		}
-		cmd := exec.Command(bin, args...)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		log.Printf("%s: %s", label, p.name)
-		if err := cmd.Run(); err != nil {
-			log.Fatalf("%s %s: %v", label, p.name, err)
-		}
-		data, err := os.ReadFile(jf)
+		r, err := runBench(bin, args, jf)
 		if err != nil {
-			log.Fatal(err)
-		}
-		var r report
-		if err := json.Unmarshal(data, &r); err != nil || len(r.Results) == 0 {
-			log.Fatalf("%s: bad report: %v", jf, err)
+			log.Fatalf("%s %s: %v", label, p.name, err)
 		}
 		res := r.Results[0]
 		out = append(out, res)
@@ -145,6 +144,25 @@ func runAll(bin string, t target, dur time.Duration, dir, label string) ([]opRes
 		}
 	}
 	return out, perPut
+}
+
+// runBench runs `cairn` with args (a bench command writing its report to jf) and returns
+// the report, which has one result at least.
+func runBench(bin string, args []string, jf string) (report, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	var r report
+	if err := cmd.Run(); err != nil {
+		return r, err
+	}
+	data, err := os.ReadFile(jf)
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(data, &r); err != nil || len(r.Results) == 0 {
+		return r, fmt.Errorf("%s: bad report: %v", jf, err)
+	}
+	return r, nil
 }
 
 // internode sums the internode bytes every node has sent so far.
@@ -184,6 +202,12 @@ func randHex(n int) string {
 
 // startSingle starts one node with N=1 and returns it and its stop function.
 func startSingle(bin, dir string) (target, func()) {
+	t, _, stop := startSingleProc(bin, dir)
+	return t, stop
+}
+
+// startSingleProc is startSingle that also returns the process.
+func startSingleProc(bin, dir string) (target, *proc.Proc, func()) {
 	t := target{access: "CAIRNBENCH000000001", secret: "clusterbench-secret-key-0123456789"}
 	p, err := proc.Start(context.Background(), proc.Config{Bin: bin, Name: "single", Dir: dir, Args: []string{"--replicas", "1"},
 		Env: []string{"CAIRN_ACCESS_KEY=" + t.access, "CAIRN_SECRET_KEY=" + t.secret}})
@@ -191,7 +215,7 @@ func startSingle(bin, dir string) (target, func()) {
 		log.Fatal(err)
 	}
 	t.endpoint = p.URL()
-	return t, func() { p.Stop() }
+	return t, p, func() { p.Stop() }
 }
 
 // startCluster starts n nodes on loopback (node1 bootstraps, the others join it, zones

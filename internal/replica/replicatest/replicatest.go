@@ -43,6 +43,7 @@ func Run(t *testing.T, newReplica func(t *testing.T) replica.Replica) {
 		{"LateVersion", testLateVersion},
 		{"RangeWrites", testRangeWrites},
 		{"RangeBatches", testRangeBatches},
+		{"PutBatches", testPutBatches},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newReplica(t)) })
 	}
@@ -648,6 +649,47 @@ func testRangeBatches(t *testing.T, r replica.Replica) {
 	if _, err := r.Stat(ctx, Bucket, "v3"); !errors.Is(errors.NotExist, err) {
 		t.Fatalf("the refused write left a record: %v", err)
 	}
+}
+
+// testPutBatches: a batch of object writes (two of one key in order, a repair, an
+// if-absent write over a record, an older version than the holder's, an empty body)
+// applies each as Put would alone and answers each one's outcome.
+func testPutBatches(t *testing.T, r replica.Replica) {
+	pb, ok := r.(replica.PutBatcher)
+	if !ok {
+		t.Fatalf("%T takes no put batches", r)
+	}
+	if _, err := put(t, r, "old", 9, body(20, 100), false); err != nil {
+		t.Fatal(err)
+	}
+	w := func(key string, version uint64, b []byte) replica.Write {
+		meta := &object.Object{ContentType: "application/x-test", ModTime: 1000 + int64(version)}
+		fin := *meta
+		fin.Size, fin.ETag = int64(len(b)), etag(b)
+		return replica.Write{Bucket: Bucket, Key: key, Meta: meta, Body: bytes.NewReader(b), Size: int64(len(b)), Version: version, FinalNow: &fin}
+	}
+	a1, a2, c, e := body(21, 4096), body(22, 60<<10), body(23, 10), []byte{}
+	absent := w("old", 12, body(24, 10))
+	absent.IfAbsent = true
+	repair := w("old", 9, c)
+	repair.Repair = true
+	ws := []replica.Write{w("a", 5, a1), w("a", 6, a2), absent, w("old", 3, body(25, 10)), w("empty", 4, e), repair}
+	res, err := pb.PutBatch(ctx, ws)
+	if err != nil || len(res) != len(ws) {
+		t.Fatalf("batch: %d results, %v", len(res), err)
+	}
+	for i, want := range []uint64{5, 6, 0, 9, 4, 9} {
+		if want == 0 {
+			wantKind(t, "an if-absent write over a record", res[i].Err, errors.Precondition)
+			continue
+		}
+		if res[i].Err != nil || res[i].Object == nil || res[i].Object.HLC != want {
+			t.Fatalf("write %d (%s): %+v, %v; want version %d", i, ws[i].Key, res[i].Object, res[i].Err, want)
+		}
+	}
+	mustRead(t, r, "a", a2)
+	mustRead(t, r, "old", c)
+	mustRead(t, r, "empty", e)
 }
 
 // readRange reads n bytes of key from off (n < 0: to the end).
