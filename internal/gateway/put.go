@@ -44,10 +44,28 @@ func (g *Gateway) fanOut(ctx context.Context, ts []topology.Target, need int, bu
 // once the body is complete): version is asked at the time of each hint.
 func (g *Gateway) fanOutAt(ctx context.Context, ts []topology.Target, need int, bucket, key string, version func() uint64, hint func() bool,
 	write func(ctx context.Context, t topology.Target) (*object.Object, error)) (ok []replicaResult, failed []replicaResult) {
-	results := make(chan replicaResult, len(ts))
 	// Replica writes outlive the request if they straggle: their context is detached
 	// from the client's, bounded by the write itself.
 	wctx := context.WithoutCancel(ctx)
+	if len(ts) == 1 && !ts[0].Down {
+		// One copy (N = 1): nothing to race it against, so it runs on this goroutine,
+		// whose stack has grown already, instead of one that would grow its stack anew
+		// through the store for every write.
+		t := ts[0]
+		o, err := write(wctx, t)
+		g.topo.ClearSuspect(t.ID)
+		if o != nil {
+			g.clock.Observe(o.HLC)
+		}
+		if err != nil {
+			if hint() {
+				g.hint(t, bucket, key, version(), err)
+			}
+			return nil, []replicaResult{{t: t, o: o, err: err}}
+		}
+		return []replicaResult{{t: t, o: o}}, nil
+	}
+	results := make(chan replicaResult, len(ts))
 	started := 0
 	for _, t := range ts {
 		if t.Down {
