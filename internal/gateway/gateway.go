@@ -117,6 +117,8 @@ type Gateway struct {
 	clock *hlc.Clock
 	// bg tracks background replica work (stragglers, read repair) for Close.
 	bg sync.WaitGroup
+	// workers runs the replica writes of a PUT (fanOutAt).
+	workers workers
 	// local is this node's store as a replica (nil without one).
 	local *replica.Local
 	// closing is cancelled by Close: background work that may run long (a local repair)

@@ -74,11 +74,11 @@ func (g *Gateway) fanOutAt(ctx context.Context, ts []topology.Target, need int, 
 		}
 		started++
 		g.bg.Add(1)
-		go func() {
+		g.workers.run(func() {
 			defer g.bg.Done()
 			o, err := write(wctx, t)
 			results <- replicaResult{t: t, o: o, err: err}
-		}()
+		})
 	}
 	var straggle <-chan time.Time
 	pending := started
