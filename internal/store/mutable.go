@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/binary"
+	"hash/crc32"
 	"io"
 	"time"
 
@@ -183,6 +184,7 @@ func (s *Store) writeMutableChunks(data []byte, sync bool) (*body, error) {
 		}
 		bd.chunks = append(bd.chunks, object.Chunk{ID: object.ChunkID(id), Size: uint32(len(piece))})
 		bd.locs = append(bd.locs, loc)
+		bd.sums = append(bd.sums, blockSums(piece))
 	}
 	if !sync {
 		return bd, nil
@@ -237,7 +239,7 @@ func (s *Store) commitRange(op errors.Op, w object.RangeWrite, bd *body, sync bo
 		pos := w.Off
 		for i, c := range bd.chunks {
 			id := segment.ID(c.ID)
-			b.Set(chunkKey(id), encodeLoc(bd.locs[i]), nil)
+			b.Set(chunkKey(id), encodeChunkAt(bd.locs[i], bd.chunkSums(i)), nil)
 			b.Set(segKey(bd.locs[i]), segValue(id, c.Size), nil)
 			e := extent{off: pos, n: int64(c.Size), chunk: id, inChunk: true}
 			b.Set(extentKey(o.VersionID, pos), e.value(), nil)
@@ -396,7 +398,7 @@ func addMutableBody(b *pebble.Batch, o *object.Object, bd *body) {
 	var pos int64
 	for i, c := range bd.chunks {
 		id := segment.ID(c.ID)
-		b.Set(chunkKey(id), encodeLoc(bd.locs[i]), nil)
+		b.Set(chunkKey(id), encodeChunkAt(bd.locs[i], bd.chunkSums(i)), nil)
 		b.Set(segKey(bd.locs[i]), segValue(id, c.Size), nil)
 		b.Set(chunkRefKey(id), binary.AppendUvarint(nil, 1), nil)
 		b.Set(extentKey(o.VersionID, pos), extent{off: pos, n: int64(c.Size), chunk: id, inChunk: true}.value(), nil)
@@ -457,27 +459,9 @@ func (r *Reader) writeMutable(ctx context.Context, w io.Writer, off, n int64) (i
 		part := e.slice(max(e.off, pos), min(e.end(), end))
 		var p []byte
 		if part.inChunk {
-			loc, err := r.s.chunkLoc(r.snap, part.chunk)
-			if err != nil {
-				if errors.Is(errors.NotExist, err) {
-					err = errors.E(errors.Corrupt, err)
-				}
-				return written, err
-			}
-			bp := r.s.bufPool.Get().(*[]byte)
-			payload, err := r.s.segs.Read(loc, part.chunk, *bp)
-			if err != nil {
-				r.s.bufPool.Put(bp)
-				return written, err
-			}
-			if part.chunkOff+part.n > int64(len(payload)) {
-				r.s.bufPool.Put(bp)
-				return written, errors.E(errors.Corrupt, "extent beyond the end of its chunk")
-			}
-			m, werr := w.Write(payload[part.chunkOff : part.chunkOff+part.n])
-			r.s.bufPool.Put(bp)
-			written += int64(m)
-			pos += int64(m)
+			m, werr := r.writeChunkPart(w, part)
+			written += m
+			pos += m
 			if werr != nil {
 				return written, werr
 			}
@@ -498,6 +482,51 @@ func (r *Reader) writeMutable(ctx context.Context, w io.Writer, off, n int64) (i
 		return written, indexErr(err)
 	}
 	return written, zero(end)
+}
+
+// writeChunkPart writes the bytes of the chunk extent part to w. A chunk whose location
+// has block checksums (format 2) has only the blocks part covers read and checked; any
+// other is read and checked whole. Nothing of a block that fails its checksum reaches w.
+func (r *Reader) writeChunkPart(w io.Writer, part extent) (int64, error) {
+	var sumBuf [4 * mutableChunk / blockSize]byte
+	loc, sums, err := r.s.chunkAt(r.snap, part.chunk, sumBuf[:0])
+	if err != nil {
+		if errors.Is(errors.NotExist, err) {
+			err = errors.E(errors.Corrupt, err)
+		}
+		return 0, err
+	}
+	if part.chunkOff < 0 || part.chunkOff+part.n > int64(loc.Len) {
+		return 0, errors.E(errors.Corrupt, "extent beyond the end of its chunk")
+	}
+	bp := r.s.bufPool.Get().(*[]byte)
+	defer r.s.bufPool.Put(bp)
+	if sums == nil {
+		payload, err := r.s.segs.Read(loc, part.chunk, *bp)
+		if err != nil {
+			return 0, err
+		}
+		m, err := w.Write(payload[part.chunkOff : part.chunkOff+part.n])
+		return int64(m), err
+	}
+	first, last := int(part.chunkOff>>blockShift), blocks(part.chunkOff+part.n) // blocks [first, last)
+	from, to := int64(first)<<blockShift, min(int64(last)<<blockShift, int64(loc.Len))
+	buf := *bp
+	if int64(cap(buf)) < to-from {
+		buf = make([]byte, to-from)
+	}
+	buf = buf[:to-from]
+	if err := r.s.segs.ReadPayload(loc, from, buf); err != nil {
+		return 0, err
+	}
+	for i := first; i < last; i++ {
+		blk := buf[int64(i-first)<<blockShift : min(int64(i-first+1)<<blockShift, int64(len(buf)))]
+		if crc32.Checksum(blk, crcTable) != binary.BigEndian.Uint32(sums[4*i:]) {
+			return 0, errors.Errorf("", errors.Corrupt, "segment %d offset %d: chunk %s block %d fails its checksum", loc.Seg, loc.Off, part.chunk, i)
+		}
+	}
+	m, err := w.Write(buf[part.chunkOff-from : part.chunkOff-from+part.n])
+	return int64(m), err
 }
 
 // zeroes is what holes of mutable objects read as, a piece at a time.
