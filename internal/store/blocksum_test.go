@@ -6,6 +6,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/store/segment"
@@ -77,7 +79,8 @@ func FuzzChunkLocation(f *testing.F) {
 // none that does not. The checksums survive compaction; a chunk with a format-1 location
 // (written before format 2) is still read, checked whole.
 func TestBlockChecksums(t *testing.T) {
-	s := openStore(t, testConfig(t))
+	cfg := testConfig(t)
+	s := openStore(t, cfg)
 	ctx := context.Background()
 	if err := s.CreateBucket("vol"); err != nil {
 		t.Fatal(err)
@@ -202,11 +205,164 @@ func TestBlockChecksums(t *testing.T) {
 	}
 
 	// The same chunk with a format-1 location is checked whole: every read of it fails.
-	if err := s.db.Set(chunkKey(id), encodeLoc(loc), nil); err != nil {
+	if err := s.db.Set(chunkKey(id), encodeLoc(loc), pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.Close(); err != nil { // a new process: nothing cached
+		t.Fatal(err)
+	}
+	s = openStore(t, cfg)
 	t.Run("format 1, elsewhere in the chunk", func(t *testing.T) { check(t, 8192+mutableChunk, 4096, true) })
 	t.Run("format 1, another chunk", func(t *testing.T) { check(t, 8192, 4096, false) })
 	flip() // repaired
 	t.Run("format 1, repaired", func(t *testing.T) { check(t, 8192+mutableChunk, 2*mutableChunk, false) })
+}
+
+// cachedEntry returns the extent cache's entry for vid, whatever its order (nil if none).
+func cachedEntry(s *Store, vid [16]byte) *extentEntry {
+	s.extents.mu.Lock()
+	defer s.extents.mu.Unlock()
+	if sl := s.extents.slots[vid]; sl != nil {
+		return sl.entry
+	}
+	return nil
+}
+
+// Every path that changes a mutable object's extents or its chunks' locations drops the
+// extent cache's entry of the object, and reads then see the change; a reader holding an
+// older snapshot reads the old bytes and does not put them back in the cache.
+func TestExtentCacheInvalidation(t *testing.T) {
+	const size = 1 << 20
+	ctx := context.Background()
+	type env struct {
+		s     *Store
+		model []byte
+		order uint64
+		vid   [16]byte
+	}
+	write := func(t *testing.T, e *env, w object.RangeWrite) {
+		t.Helper()
+		w.Bucket, w.Key, w.Size, w.Prev, w.Next = "vol", "o", size, e.order, e.order+1
+		o, err := e.s.WriteRange(ctx, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Data != nil {
+			copy(e.model[w.Off:], w.Data)
+		} else {
+			clear(e.model[w.Off : w.Off+w.Len])
+		}
+		e.order = o.HLC
+	}
+	cases := []struct {
+		name    string
+		journal bool
+		op      func(t *testing.T, e *env)
+		gone    bool // the object no longer exists
+	}{
+		{"a chunked write", false, func(t *testing.T, e *env) {
+			write(t, e, object.RangeWrite{Off: 50 << 10, Data: randBytes(11, 100<<10)})
+		}, false},
+		{"an inline write", false, func(t *testing.T, e *env) {
+			write(t, e, object.RangeWrite{Off: 70 << 10, Data: randBytes(12, 4096)})
+		}, false},
+		{"a trim", false, func(t *testing.T, e *env) { write(t, e, object.RangeWrite{Off: 60 << 10, Len: 8192}) }, false},
+		{"a journaled write", true, func(t *testing.T, e *env) {
+			write(t, e, object.RangeWrite{Off: 10 << 10, Data: randBytes(13, 200<<10), Unsynced: true})
+			if _, err := e.s.StatObject("vol", "o"); err != nil { // applies the journaled write
+				t.Fatal(err)
+			}
+		}, false},
+		{"a whole copy (recovery, resync)", false, func(t *testing.T, e *env) {
+			e.model = randBytes(14, size)
+			e.order++
+			if _, err := e.s.PutObject(ctx, "vol", "o", &object.Object{Mutable: true}, bytes.NewReader(e.model), size,
+				object.PutOptions{Version: e.order, Repair: true}); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"a delete", false, func(t *testing.T, e *env) {
+			if err := e.s.DeleteObject("vol", "o"); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"a compaction", false, func(t *testing.T, e *env) {
+			put(t, e.s, "vol", "garbage", randBytes(15, 300<<10))
+			if err := e.s.DeleteObject("vol", "garbage"); err != nil {
+				t.Fatal(err)
+			}
+			for {
+				did, err := e.s.CompactOnce(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !did {
+					break
+				}
+			}
+		}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t)
+			if tc.journal {
+				cfg.JournalSize = 8 << 20
+			}
+			e := &env{s: openStore(t, cfg), model: make([]byte, size)}
+			if err := e.s.CreateBucket("vol"); err != nil {
+				t.Fatal(err)
+			}
+			write(t, e, object.RangeWrite{Off: 0, Data: randBytes(10, 256<<10)})
+			write(t, e, object.RangeWrite{Off: 300 << 10, Data: randBytes(16, 2048)})
+			old, err := e.s.OpenObject("vol", "o") // a reader of the version before the op
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer old.Close()
+			oldModel := bytes.Clone(e.model)
+			e.vid = old.Object.VersionID
+			if !bytes.Equal(readAll(t, e.s, "vol", "o"), e.model) {
+				t.Fatal("first read differs")
+			}
+			if c := cachedEntry(e.s, e.vid); c == nil || !c.ok || c.order != e.order {
+				t.Fatalf("nothing cached after a read: %+v", c)
+			}
+			compaction := tc.name == "a compaction"
+			if compaction { // it waits for the readers of the segments it moves from
+				old.Close()
+			}
+			tc.op(t, e)
+			if c := cachedEntry(e.s, e.vid); c != nil {
+				t.Fatalf("the entry of order %d is still cached after the change", c.order)
+			}
+			r, err := e.s.OpenObject("vol", "o")
+			if tc.gone {
+				if !errors.Is(errors.NotExist, err) {
+					t.Fatalf("open after a delete: %v", err)
+				}
+			} else {
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, rg := range [][2]int64{{0, size}, {0, size}, {64 << 10, 4096}, {300 << 10, 4096}} { // twice: filled, then from the cache
+					var buf bytes.Buffer
+					if _, err := r.WriteRange(ctx, &buf, rg[0], rg[1]); err != nil || !bytes.Equal(buf.Bytes(), e.model[rg[0]:rg[0]+rg[1]]) {
+						t.Fatalf("read [%d, +%d) after the change differs (%v)", rg[0], rg[1], err)
+					}
+				}
+				r.Close()
+			}
+			if compaction {
+				return
+			}
+			// The old reader sees the old version, and caches nothing of it.
+			var buf bytes.Buffer
+			if _, err := old.WriteRange(ctx, &buf, 0, size); err != nil || !bytes.Equal(buf.Bytes(), oldModel) {
+				t.Fatalf("the old reader read %d bytes (%v), not the old version", buf.Len(), err)
+			}
+			if c := cachedEntry(e.s, e.vid); c != nil && c.order != e.order {
+				t.Fatalf("the old reader put order %d back in the cache (the object is at %d)", c.order, e.order)
+			}
+		})
+	}
 }

@@ -216,7 +216,9 @@ func (s *Store) commitMoves(group []moved) error {
 		b.Set(segKey(m.to), segValue(m.id, m.to.Len), nil)
 		done = append(done, m)
 	}
-	if err := s.commit(b); err != nil {
+	err := s.commit(b)
+	s.extents.removeAll() // cached chunk locations may name the old ones
+	if err != nil {
 		return err
 	}
 	for _, m := range done {

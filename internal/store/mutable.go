@@ -1,10 +1,12 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"hash/crc32"
 	"io"
+	"sort"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -416,8 +418,117 @@ func (s *Store) dropMutableBody(b *pebble.Batch, o *object.Object) ([]segment.Lo
 	return s.applyRefs(b, refs)
 }
 
-// writeMutable writes n bytes of a mutable object's body from off to w, zeroes for holes.
+// writeMutable writes n bytes of a mutable object's body from off to w, zeroes for holes:
+// from the extent cache's map of the object at its order (filled from the reader's
+// snapshot if it has none), or, for an object the cache does not hold, from the index.
 func (r *Reader) writeMutable(ctx context.Context, w io.Writer, off, n int64) (int64, error) {
+	e := r.s.extents.get(r.Object.VersionID, r.Object.HLC)
+	if e == nil {
+		e = r.loadExtents()
+	}
+	if e == nil || !e.ok {
+		return r.writeMutableIndex(ctx, w, off, n)
+	}
+	return r.writeMutableCached(ctx, w, off, n, e)
+}
+
+// loadExtents reads the object's whole extent map from the reader's snapshot and offers
+// it to the extent cache; nil if the index could not be read (the read goes to the index
+// then, and reports the error).
+func (r *Reader) loadExtents() *extentEntry {
+	vid := r.Object.VersionID
+	p := extentPrefix(vid)
+	it, err := r.snap.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	if err != nil {
+		return nil
+	}
+	defer it.Close()
+	e := &extentEntry{order: r.Object.HLC, ok: true}
+	var inline int
+	for ok := it.First(); ok; ok = it.Next() {
+		x, err := decodeExtent(it.Key(), it.Value())
+		if err != nil {
+			return nil
+		}
+		inline += len(x.data)
+		if len(e.ext) == extentCacheMaxExtent || inline > extentCacheMaxInline {
+			e.ok, e.ext = false, nil
+			break
+		}
+		x.data = bytes.Clone(x.data)
+		e.ext = append(e.ext, cachedExtent{extent: x})
+	}
+	if it.Error() != nil {
+		return nil
+	}
+	r.s.extents.put(vid, r.extSeq, e)
+	return e
+}
+
+// writeMutableCached is writeMutable with the object's extent map e.
+func (r *Reader) writeMutableCached(ctx context.Context, w io.Writer, off, n int64, e *extentEntry) (int64, error) {
+	pos, end := off, off+n
+	var written int64
+	i := sort.Search(len(e.ext), func(i int) bool { return e.ext[i].end() > off })
+	for ; i < len(e.ext) && pos < end; i++ {
+		ce := &e.ext[i]
+		if ce.off >= end {
+			break
+		}
+		m, err := writeZeroes(w, ce.off-pos)
+		written += m
+		pos += m
+		if err != nil {
+			return written, err
+		}
+		part := ce.slice(max(ce.off, pos), min(ce.end(), end))
+		if part.inChunk {
+			pl := ce.at.Load()
+			if pl == nil {
+				loc, sums, err := r.s.chunkAt(r.snap, part.chunk, nil)
+				if err != nil {
+					if errors.Is(errors.NotExist, err) {
+						err = errors.E(errors.Corrupt, err)
+					}
+					return written, err
+				}
+				pl = &chunkPlace{loc: loc, sums: sums}
+				r.s.extents.place(r.Object.VersionID, r.extSeq, ce, pl)
+			}
+			m, err = r.writeChunkAt(w, part, pl.loc, pl.sums)
+		} else {
+			var k int
+			k, err = w.Write(part.data)
+			m = int64(k)
+		}
+		written += m
+		pos += m
+		if err != nil {
+			return written, err
+		}
+		if err := ctx.Err(); err != nil {
+			return written, err
+		}
+	}
+	m, err := writeZeroes(w, end-pos)
+	return written + m, err
+}
+
+// writeZeroes writes n zero bytes to w.
+func writeZeroes(w io.Writer, n int64) (int64, error) {
+	var written int64
+	for written < n {
+		m, err := w.Write(zeroes[:min(n-written, int64(len(zeroes)))])
+		written += int64(m)
+		if err != nil {
+			return written, err
+		}
+	}
+	return written, nil
+}
+
+// writeMutableIndex is writeMutable reading the extents from the index.
+func (r *Reader) writeMutableIndex(ctx context.Context, w io.Writer, off, n int64) (int64, error) {
 	vid := r.Object.VersionID
 	it, err := r.snap.NewIter(&pebble.IterOptions{LowerBound: extentPrefix(vid), UpperBound: extentKey(vid, off+n)})
 	if err != nil {
@@ -496,6 +607,12 @@ func (r *Reader) writeChunkPart(w io.Writer, part extent) (int64, error) {
 		}
 		return 0, err
 	}
+	return r.writeChunkAt(w, part, loc, sums)
+}
+
+// writeChunkAt is writeChunkPart with the chunk's location and block checksums (nil:
+// checked whole) known.
+func (r *Reader) writeChunkAt(w io.Writer, part extent, loc segment.Loc, sums []byte) (int64, error) {
 	if part.chunkOff < 0 || part.chunkOff+part.n > int64(loc.Len) {
 		return 0, errors.E(errors.Corrupt, "extent beyond the end of its chunk")
 	}
