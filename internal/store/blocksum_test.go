@@ -366,3 +366,48 @@ func TestExtentCacheInvalidation(t *testing.T) {
 		})
 	}
 }
+
+// The extent cache keeps within its bounds, and a reader that began before a removal
+// (of its object, or of an evicted slot) stores nothing.
+func TestExtentCacheBounds(t *testing.T) {
+	c := newExtentCache(4)
+	vid := func(i int) [16]byte { return [16]byte{byte(i)} }
+	big := &extentEntry{ok: true, cost: extentCacheBytes / 3}
+	for i := range 10 {
+		c.put(vid(i), c.begin(), big)
+		if len(c.slots) > 4 || c.bytes > extentCacheBytes {
+			t.Fatalf("after %d entries: %d slots, %d bytes", i+1, len(c.slots), c.bytes)
+		}
+	}
+	if n := c.bytes / big.cost; n != 3 {
+		t.Fatalf("%d entries held, want 3", n)
+	}
+	before := c.begin()
+	c.remove([][16]byte{vid(20)})
+	c.put(vid(20), before, big)
+	if c.get(vid(20), 0) != nil {
+		t.Fatal("an entry read before its removal was stored")
+	}
+	c.put(vid(21), before, big)
+	if c.get(vid(21), 0) == nil {
+		t.Fatal("another object's removal kept an entry out")
+	}
+	for i := 30; c.slots[vid(20)] != nil; i++ { // until vid(20)'s slot is evicted (at random)
+		if i == 10000 {
+			t.Fatal("slot never evicted")
+		}
+		c.remove([][16]byte{{byte(i), byte(i >> 8), 1}})
+	}
+	c.put(vid(20), before, big)
+	if c.get(vid(20), 0) != nil {
+		t.Fatal("an entry read before its evicted removal was stored")
+	}
+	c.removeAll()
+	if len(c.slots) != 0 || c.bytes != 0 {
+		t.Fatalf("after removeAll: %d slots, %d bytes", len(c.slots), c.bytes)
+	}
+	c.put(vid(21), before, big)
+	if c.get(vid(21), 0) != nil {
+		t.Fatal("an entry read before removeAll was stored")
+	}
+}

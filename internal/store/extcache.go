@@ -29,7 +29,8 @@ type extentCache struct {
 	// floor is the newest removal that no slot records (a slot evicted, or everything
 	// removed): a reader that began before it stores nothing.
 	floor uint64
-	max   int
+	max   int   // slots
+	bytes int64 // the entries' cost (extentEntry.cost), at most extentCacheBytes
 }
 
 // extentSlot is the cache's state for one version id: the sequence number of the last
@@ -46,7 +47,12 @@ type extentEntry struct {
 	order uint64
 	ok    bool
 	ext   []cachedExtent // in offset order, not overlapping
+	cost  int64          // bytes it holds, roughly: its extents, locations and inline bytes
 }
+
+// extentCost is what one cached extent costs besides its inline bytes: the extent, and a
+// chunk's location with 16 block checksums.
+const extentCost = 200
 
 // cachedExtent is an extent and, once a reader resolved it, its chunk's location.
 type cachedExtent struct {
@@ -61,12 +67,14 @@ type chunkPlace struct {
 }
 
 // Bounds of what the cache holds: objects (data objects of 4 MiB: 4 GiB of volume data),
-// extents of one object, and inline bytes of one object (small writes keep their bytes
-// in the index; an object of many of them is read from the index as before).
+// the bytes of all entries, and the extents and inline bytes of one object (small writes
+// keep their bytes in the index; an object of many of them is read from the index as
+// before).
 const (
 	extentCacheObjects   = 1024
+	extentCacheBytes     = 32 << 20
 	extentCacheMaxExtent = 1024
-	extentCacheMaxInline = 256 << 10
+	extentCacheMaxInline = 64 << 10
 )
 
 func newExtentCache(max int) *extentCache {
@@ -104,12 +112,20 @@ func (c *extentCache) put(vid [16]byte, seq uint64, e *extentEntry) {
 		return
 	}
 	sl := c.slots[vid]
-	if sl == nil {
-		c.evictLocked()
+	if sl != nil && sl.entry != nil {
+		c.bytes -= sl.entry.cost
+		sl.entry = nil
+	}
+	for c.bytes+e.cost > extentCacheBytes && len(c.slots) > 0 {
+		c.evictLocked(true)
+	}
+	if sl = c.slots[vid]; sl == nil { // evicted just now, or never there
+		c.evictLocked(false)
 		sl = &extentSlot{}
 		c.slots[vid] = sl
 	}
 	sl.entry = e
+	c.bytes += e.cost
 }
 
 // place stores p as the location of ce, an extent of vid's entry, if the reader that
@@ -122,13 +138,17 @@ func (c *extentCache) place(vid [16]byte, seq uint64, ce *cachedExtent, p *chunk
 	}
 }
 
-// evictLocked makes room for one slot, dropping an arbitrary one if the cache is full.
-func (c *extentCache) evictLocked() {
-	if len(c.slots) < c.max {
+// evictLocked makes room for one slot, dropping an arbitrary one if the cache has max
+// slots, or if always.
+func (c *extentCache) evictLocked(always bool) {
+	if !always && len(c.slots) < c.max {
 		return
 	}
 	for vid, sl := range c.slots {
 		c.floor = max(c.floor, sl.removed)
+		if sl.entry != nil {
+			c.bytes -= sl.entry.cost
+		}
 		delete(c.slots, vid)
 		return
 	}
@@ -142,9 +162,12 @@ func (c *extentCache) remove(vids [][16]byte) {
 	for _, vid := range vids {
 		sl := c.slots[vid]
 		if sl == nil {
-			c.evictLocked()
+			c.evictLocked(false)
 			sl = &extentSlot{}
 			c.slots[vid] = sl
+		}
+		if sl.entry != nil {
+			c.bytes -= sl.entry.cost
 		}
 		sl.removed, sl.entry = seq, nil
 	}
@@ -156,6 +179,7 @@ func (c *extentCache) removeAll() {
 	defer c.mu.Unlock()
 	c.floor = c.seq.Add(1)
 	clear(c.slots)
+	c.bytes = 0
 }
 
 // invalidate removes the entries a committed (or failed: it may be applied in part)

@@ -457,6 +457,7 @@ func (r *Reader) loadExtents() *extentEntry {
 		}
 		x.data = bytes.Clone(x.data)
 		e.ext = append(e.ext, cachedExtent{extent: x})
+		e.cost += extentCost + int64(len(x.data))
 	}
 	if it.Error() != nil {
 		return nil
