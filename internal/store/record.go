@@ -419,11 +419,6 @@ func encodeChunkAt(l segment.Loc, sums []byte) []byte {
 	return b
 }
 
-func decodeLoc(b []byte) (segment.Loc, error) {
-	l, _, err := decodeChunkAt(b)
-	return l, err
-}
-
 // decodeChunkAt decodes a location value of either format; sums (nil for format 1) is a
 // sub-slice of b.
 func decodeChunkAt(b []byte) (l segment.Loc, sums []byte, err error) {
