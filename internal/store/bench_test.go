@@ -110,12 +110,14 @@ func BenchmarkRangeOverwrite(b *testing.B) {
 	}
 	b.SetBytes(n)
 	b.ResetTimer()
+	cpu := processCPU()
 	for i := range b.N {
 		j := i % (objs * objSize / n)
 		if err := write(fmt.Sprintf("o%d", j/(objSize/n)), int64(j%(objSize/n))*n); err != nil {
 			b.Fatal(err)
 		}
 	}
+	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
 }
 
 // BenchmarkPutVersioned measures durable 4 KiB PUTs overwriting 4,096 keys (8 writers) in
