@@ -110,12 +110,14 @@ func BenchmarkRangeOverwrite(b *testing.B) {
 	}
 	b.SetBytes(n)
 	b.ResetTimer()
+	cpu := processCPU()
 	for i := range b.N {
 		j := i % (objs * objSize / n)
 		if err := write(fmt.Sprintf("o%d", j/(objSize/n)), int64(j%(objSize/n))*n); err != nil {
 			b.Fatal(err)
 		}
 	}
+	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
 }
 
 // BenchmarkPutVersioned measures durable 4 KiB PUTs overwriting 4,096 keys (8 writers) in
@@ -256,4 +258,42 @@ func BenchmarkVersionedOverwrite(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkMutableRead4K measures the store's part of a volume's 4 KiB random read: a
+// reader of a data object at its order (replica.Local's OpenVersion) and a 4 KiB
+// WriteRange, over 32 data objects of 4 MiB written in 1 MiB writes (64 KiB chunk
+// records), as volbench's fill leaves them. cpu-ns/op is this process's CPU per read.
+func BenchmarkMutableRead4K(b *testing.B) {
+	s := benchStore(b)
+	const objSize, n, objs = 4 << 20, 1 << 20, 32
+	data := randBytes(1, n)
+	order := make([]uint64, objs)
+	for i := range objs * objSize / n {
+		o := i / (objSize / n)
+		w := object.RangeWrite{Bucket: "bench", Key: fmt.Sprintf("o%d", o), Size: objSize, Off: int64(i%(objSize/n)) * n, Data: data, Prev: order[o], Next: order[o] + 1}
+		if _, err := s.WriteRange(context.Background(), w); err != nil {
+			b.Fatal(err)
+		}
+		order[o]++
+	}
+	buf := make([]byte, 4096)
+	rng := uint64(1)
+	b.SetBytes(4096)
+	b.ResetTimer()
+	cpu := processCPU()
+	for range b.N {
+		rng = rng*6364136223846793005 + 1442695040888963407
+		o, off := int(rng>>33)%objs, int64(rng>>12)%(objSize/4096)*4096
+		r, err := s.OpenVersion("bench", fmt.Sprintf("o%d", o), order[o])
+		if err != nil {
+			b.Fatal(err)
+		}
+		w := bytes.NewBuffer(buf[:0])
+		if _, err := r.WriteRange(context.Background(), w, off, 4096); err != nil {
+			b.Fatal(err)
+		}
+		r.Close()
+	}
+	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
 }

@@ -200,7 +200,7 @@ func (s *Store) commitMoves(group []moved) error {
 	b := s.db.NewBatch()
 	var done []moved
 	for _, m := range group {
-		cur, err := s.chunkLoc(s.db, m.id)
+		cur, sums, err := s.chunkAt(s.db, m.id, nil)
 		if errors.Is(errors.NotExist, err) {
 			continue
 		}
@@ -211,12 +211,14 @@ func (s *Store) commitMoves(group []moved) error {
 		if cur != m.from {
 			continue
 		}
-		b.Set(chunkKey(m.id), encodeLoc(m.to), nil)
+		b.Set(chunkKey(m.id), encodeChunkAt(m.to, sums), nil) // the block checksums move with it
 		b.Delete(segKey(m.from), nil)
 		b.Set(segKey(m.to), segValue(m.id, m.to.Len), nil)
 		done = append(done, m)
 	}
-	if err := s.commit(b); err != nil {
+	err := s.commit(b)
+	s.extents.removeAll() // cached chunk locations may name the old ones
+	if err != nil {
 		return err
 	}
 	for _, m := range done {

@@ -22,6 +22,7 @@ type Reader struct {
 	s      *Store
 	snap   *pebble.Snapshot
 	ticket uint64
+	extSeq uint64 // the extent cache's sequence number before snap was taken
 
 	mu     sync.Mutex
 	active int  // running WriteRange calls
@@ -44,6 +45,7 @@ func (s *Store) OpenObject(bucket, key string) (*Reader, error) {
 // error names the missing bucket if that is what is missing).
 func (s *Store) open(op errors.Op, bucket string, get func(g getter) (*object.Object, error)) (*Reader, error) {
 	ticket := s.readers.begin()
+	extSeq := s.extents.begin()
 	snap := s.db.NewSnapshot()
 	o, err := get(snap)
 	if err != nil {
@@ -56,7 +58,7 @@ func (s *Store) open(op errors.Op, bucket string, get func(g getter) (*object.Ob
 		}
 		return nil, errors.E(op, err)
 	}
-	return &Reader{Object: o, s: s, snap: snap, ticket: ticket}, nil
+	return &Reader{Object: o, s: s, snap: snap, ticket: ticket, extSeq: extSeq}, nil
 }
 
 // Close releases the reader's snapshot, at once or, if a WriteRange is running, when the

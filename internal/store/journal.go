@@ -785,11 +785,14 @@ func (j *journal) applyOne(e *jentry) error {
 			return nil // applied before (or moot): its chunks may be gone since
 		}
 		bp := s.bufPool.Get().(*[]byte)
+		bd.sums = make([][]byte, len(bd.chunks))
 		for i, c := range bd.chunks {
-			if _, err := s.segs.Read(bd.locs[i], segment.ID(c.ID), *bp); err != nil {
+			payload, err := s.segs.Read(bd.locs[i], segment.ID(c.ID), *bp)
+			if err != nil {
 				s.bufPool.Put(bp)
 				return fmt.Errorf("%w: chunk %s at segment %d offset %d: %w", errTornChunks, c.ID, bd.locs[i].Seg, bd.locs[i].Off, err)
 			}
+			bd.sums[i] = blockSums(payload) // from the bytes just checked whole
 		}
 		s.bufPool.Put(bp)
 	} else if e.w.Data != nil && len(e.w.Data) > s.cfg.InlineMax {

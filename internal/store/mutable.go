@@ -1,9 +1,12 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"hash/crc32"
 	"io"
+	"sort"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -183,6 +186,7 @@ func (s *Store) writeMutableChunks(data []byte, sync bool) (*body, error) {
 		}
 		bd.chunks = append(bd.chunks, object.Chunk{ID: object.ChunkID(id), Size: uint32(len(piece))})
 		bd.locs = append(bd.locs, loc)
+		bd.sums = append(bd.sums, blockSums(piece))
 	}
 	if !sync {
 		return bd, nil
@@ -237,7 +241,7 @@ func (s *Store) commitRange(op errors.Op, w object.RangeWrite, bd *body, sync bo
 		pos := w.Off
 		for i, c := range bd.chunks {
 			id := segment.ID(c.ID)
-			b.Set(chunkKey(id), encodeLoc(bd.locs[i]), nil)
+			b.Set(chunkKey(id), encodeChunkAt(bd.locs[i], bd.chunkSums(i)), nil)
 			b.Set(segKey(bd.locs[i]), segValue(id, c.Size), nil)
 			e := extent{off: pos, n: int64(c.Size), chunk: id, inChunk: true}
 			b.Set(extentKey(o.VersionID, pos), e.value(), nil)
@@ -396,7 +400,7 @@ func addMutableBody(b *pebble.Batch, o *object.Object, bd *body) {
 	var pos int64
 	for i, c := range bd.chunks {
 		id := segment.ID(c.ID)
-		b.Set(chunkKey(id), encodeLoc(bd.locs[i]), nil)
+		b.Set(chunkKey(id), encodeChunkAt(bd.locs[i], bd.chunkSums(i)), nil)
 		b.Set(segKey(bd.locs[i]), segValue(id, c.Size), nil)
 		b.Set(chunkRefKey(id), binary.AppendUvarint(nil, 1), nil)
 		b.Set(extentKey(o.VersionID, pos), extent{off: pos, n: int64(c.Size), chunk: id, inChunk: true}.value(), nil)
@@ -414,8 +418,118 @@ func (s *Store) dropMutableBody(b *pebble.Batch, o *object.Object) ([]segment.Lo
 	return s.applyRefs(b, refs)
 }
 
-// writeMutable writes n bytes of a mutable object's body from off to w, zeroes for holes.
+// writeMutable writes n bytes of a mutable object's body from off to w, zeroes for holes:
+// from the extent cache's map of the object at its order (filled from the reader's
+// snapshot if it has none), or, for an object the cache does not hold, from the index.
 func (r *Reader) writeMutable(ctx context.Context, w io.Writer, off, n int64) (int64, error) {
+	e := r.s.extents.get(r.Object.VersionID, r.Object.HLC)
+	if e == nil {
+		e = r.loadExtents()
+	}
+	if e == nil || !e.ok {
+		return r.writeMutableIndex(ctx, w, off, n)
+	}
+	return r.writeMutableCached(ctx, w, off, n, e)
+}
+
+// loadExtents reads the object's whole extent map from the reader's snapshot and offers
+// it to the extent cache; nil if the index could not be read (the read goes to the index
+// then, and reports the error).
+func (r *Reader) loadExtents() *extentEntry {
+	vid := r.Object.VersionID
+	p := extentPrefix(vid)
+	it, err := r.snap.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	if err != nil {
+		return nil
+	}
+	defer it.Close()
+	e := &extentEntry{order: r.Object.HLC, ok: true}
+	var inline int
+	for ok := it.First(); ok; ok = it.Next() {
+		x, err := decodeExtent(it.Key(), it.Value())
+		if err != nil {
+			return nil
+		}
+		inline += len(x.data)
+		if len(e.ext) == extentCacheMaxExtent || inline > extentCacheMaxInline {
+			e.ok, e.ext = false, nil
+			break
+		}
+		x.data = bytes.Clone(x.data)
+		e.ext = append(e.ext, cachedExtent{extent: x})
+		e.cost += extentCost + int64(len(x.data))
+	}
+	if it.Error() != nil {
+		return nil
+	}
+	r.s.extents.put(vid, r.extSeq, e)
+	return e
+}
+
+// writeMutableCached is writeMutable with the object's extent map e.
+func (r *Reader) writeMutableCached(ctx context.Context, w io.Writer, off, n int64, e *extentEntry) (int64, error) {
+	pos, end := off, off+n
+	var written int64
+	i := sort.Search(len(e.ext), func(i int) bool { return e.ext[i].end() > off })
+	for ; i < len(e.ext) && pos < end; i++ {
+		ce := &e.ext[i]
+		if ce.off >= end {
+			break
+		}
+		m, err := writeZeroes(w, ce.off-pos)
+		written += m
+		pos += m
+		if err != nil {
+			return written, err
+		}
+		part := ce.slice(max(ce.off, pos), min(ce.end(), end))
+		if part.inChunk {
+			pl := ce.at.Load()
+			if pl == nil {
+				loc, sums, err := r.s.chunkAt(r.snap, part.chunk, nil)
+				if err != nil {
+					if errors.Is(errors.NotExist, err) {
+						err = errors.E(errors.Corrupt, err)
+					}
+					return written, err
+				}
+				pl = &chunkPlace{loc: loc, sums: sums}
+				r.s.extents.place(r.Object.VersionID, r.extSeq, ce, pl)
+			}
+			m, err = r.writeChunkAt(w, part, pl.loc, pl.sums)
+		} else {
+			var k int
+			k, err = w.Write(part.data)
+			m = int64(k)
+		}
+		written += m
+		pos += m
+		if err != nil {
+			return written, err
+		}
+		if err := ctx.Err(); err != nil {
+			return written, err
+		}
+	}
+	m, err := writeZeroes(w, end-pos)
+	return written + m, err
+}
+
+// writeZeroes writes n zero bytes to w.
+func writeZeroes(w io.Writer, n int64) (int64, error) {
+	var written int64
+	for written < n {
+		m, err := w.Write(zeroes[:min(n-written, int64(len(zeroes)))])
+		written += int64(m)
+		if err != nil {
+			return written, err
+		}
+	}
+	return written, nil
+}
+
+// writeMutableIndex is writeMutable reading the extents from the index.
+func (r *Reader) writeMutableIndex(ctx context.Context, w io.Writer, off, n int64) (int64, error) {
 	vid := r.Object.VersionID
 	it, err := r.snap.NewIter(&pebble.IterOptions{LowerBound: extentPrefix(vid), UpperBound: extentKey(vid, off+n)})
 	if err != nil {
@@ -457,27 +571,9 @@ func (r *Reader) writeMutable(ctx context.Context, w io.Writer, off, n int64) (i
 		part := e.slice(max(e.off, pos), min(e.end(), end))
 		var p []byte
 		if part.inChunk {
-			loc, err := r.s.chunkLoc(r.snap, part.chunk)
-			if err != nil {
-				if errors.Is(errors.NotExist, err) {
-					err = errors.E(errors.Corrupt, err)
-				}
-				return written, err
-			}
-			bp := r.s.bufPool.Get().(*[]byte)
-			payload, err := r.s.segs.Read(loc, part.chunk, *bp)
-			if err != nil {
-				r.s.bufPool.Put(bp)
-				return written, err
-			}
-			if part.chunkOff+part.n > int64(len(payload)) {
-				r.s.bufPool.Put(bp)
-				return written, errors.E(errors.Corrupt, "extent beyond the end of its chunk")
-			}
-			m, werr := w.Write(payload[part.chunkOff : part.chunkOff+part.n])
-			r.s.bufPool.Put(bp)
-			written += int64(m)
-			pos += int64(m)
+			m, werr := r.writeChunkPart(w, part)
+			written += m
+			pos += m
 			if werr != nil {
 				return written, werr
 			}
@@ -498,6 +594,57 @@ func (r *Reader) writeMutable(ctx context.Context, w io.Writer, off, n int64) (i
 		return written, indexErr(err)
 	}
 	return written, zero(end)
+}
+
+// writeChunkPart writes the bytes of the chunk extent part to w. A chunk whose location
+// has block checksums (format 2) has only the blocks part covers read and checked; any
+// other is read and checked whole. Nothing of a block that fails its checksum reaches w.
+func (r *Reader) writeChunkPart(w io.Writer, part extent) (int64, error) {
+	var sumBuf [4 * mutableChunk / blockSize]byte
+	loc, sums, err := r.s.chunkAt(r.snap, part.chunk, sumBuf[:0])
+	if err != nil {
+		if errors.Is(errors.NotExist, err) {
+			err = errors.E(errors.Corrupt, err)
+		}
+		return 0, err
+	}
+	return r.writeChunkAt(w, part, loc, sums)
+}
+
+// writeChunkAt is writeChunkPart with the chunk's location and block checksums (nil:
+// checked whole) known.
+func (r *Reader) writeChunkAt(w io.Writer, part extent, loc segment.Loc, sums []byte) (int64, error) {
+	if part.chunkOff < 0 || part.chunkOff+part.n > int64(loc.Len) {
+		return 0, errors.E(errors.Corrupt, "extent beyond the end of its chunk")
+	}
+	bp := r.s.bufPool.Get().(*[]byte)
+	defer r.s.bufPool.Put(bp)
+	if sums == nil {
+		payload, err := r.s.segs.Read(loc, part.chunk, *bp)
+		if err != nil {
+			return 0, err
+		}
+		m, err := w.Write(payload[part.chunkOff : part.chunkOff+part.n])
+		return int64(m), err
+	}
+	first, last := int(part.chunkOff>>blockShift), blocks(part.chunkOff+part.n) // blocks [first, last)
+	from, to := int64(first)<<blockShift, min(int64(last)<<blockShift, int64(loc.Len))
+	buf := *bp
+	if int64(cap(buf)) < to-from {
+		buf = make([]byte, to-from)
+	}
+	buf = buf[:to-from]
+	if err := r.s.segs.ReadPayload(loc, from, buf); err != nil {
+		return 0, err
+	}
+	for i := first; i < last; i++ {
+		blk := buf[int64(i-first)<<blockShift : min(int64(i-first+1)<<blockShift, int64(len(buf)))]
+		if crc32.Checksum(blk, crcTable) != binary.BigEndian.Uint32(sums[4*i:]) {
+			return 0, errors.Errorf("", errors.Corrupt, "segment %d offset %d: chunk %s block %d fails its checksum", loc.Seg, loc.Off, part.chunk, i)
+		}
+	}
+	m, err := w.Write(buf[part.chunkOff-from : part.chunkOff-from+part.n])
+	return int64(m), err
 }
 
 // zeroes is what holes of mutable objects read as, a piece at a time.

@@ -20,6 +20,17 @@ type body struct {
 	inline []byte
 	chunks []object.Chunk
 	locs   []segment.Loc
+	// sums holds, for each chunk, its block checksums (blockSums), or is nil: the chunks
+	// then get format-1 locations (only mutable objects' writes compute them).
+	sums [][]byte
+}
+
+// chunkSums returns the block checksums of bd's chunk i, nil if none were computed.
+func (bd *body) chunkSums(i int) []byte {
+	if i < len(bd.sums) {
+		return bd.sums[i]
+	}
+	return nil
 }
 
 // release tells the segment set that the body's records are committed or abandoned, so
@@ -262,15 +273,26 @@ type getter interface {
 }
 
 func (s *Store) chunkLoc(g getter, id segment.ID) (segment.Loc, error) {
+	l, _, err := s.chunkAt(g, id, nil)
+	return l, err
+}
+
+// chunkAt returns a chunk's location and its block checksums appended to dst (nil if its
+// location has none: format 1).
+func (s *Store) chunkAt(g getter, id segment.ID, dst []byte) (segment.Loc, []byte, error) {
 	v, c, err := g.Get(chunkKey(id))
 	if err == pebble.ErrNotFound {
-		return segment.Loc{}, errors.Errorf("", errors.NotExist, "chunk %s not in index", id)
+		return segment.Loc{}, nil, errors.Errorf("", errors.NotExist, "chunk %s not in index", id)
 	}
 	if err != nil {
-		return segment.Loc{}, errors.E(errors.IO, err)
+		return segment.Loc{}, nil, errors.E(errors.IO, err)
 	}
 	defer c.Close()
-	return decodeLoc(v)
+	l, sums, err := decodeChunkAt(v)
+	if err != nil || sums == nil {
+		return l, nil, err
+	}
+	return l, append(dst, sums...), nil
 }
 
 // getLive is getObject for callers that must not see tombstones.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/binary"
+	"hash/crc32"
 	"math"
 	"time"
 
@@ -387,22 +388,74 @@ func unmarshalRecord(o *object.Object, b []byte) error {
 	return d.err
 }
 
-// chunk location value: seg u32, off u64, len u32.
-func encodeLoc(l segment.Loc) []byte {
-	b := make([]byte, 16)
+// A chunk location value (C/<chunk id>) has one of two formats:
+//
+//	format 1: seg u32, off u64, len u32 (16 bytes)
+//	format 2: format 1, then the block shift (1 byte, 12: 4 KiB blocks), then the
+//	          CRC-32C of each block of the payload, u32 each (the last block may be short)
+//
+// Format 2 is written for the chunks of mutable objects (volume data), whose small reads
+// then read and check only the blocks they cover (Reader.writeMutable); the record's own
+// checksum of the whole payload is still written and checked by whole reads (compaction,
+// the journal's replay). Format 1 is what every other chunk, and every chunk before
+// format 2, has; it is read as before: the whole record, checked whole.
+func encodeLoc(l segment.Loc) []byte { return encodeChunkAt(l, nil) }
+
+// encodeChunkAt encodes a location with the block checksums sums (format 2), or without
+// (format 1) if sums is nil.
+func encodeChunkAt(l segment.Loc, sums []byte) []byte {
+	n := 16
+	if sums != nil {
+		n += 1 + len(sums)
+	}
+	b := make([]byte, 16, n)
 	binary.BigEndian.PutUint32(b[0:], l.Seg)
 	binary.BigEndian.PutUint64(b[4:], uint64(l.Off))
 	binary.BigEndian.PutUint32(b[12:], l.Len)
+	if sums != nil {
+		b = append(b, blockShift)
+		b = append(b, sums...)
+	}
 	return b
 }
 
-func decodeLoc(b []byte) (segment.Loc, error) {
-	if len(b) != 16 {
-		return segment.Loc{}, errors.E(errors.Op("store.decodeLoc"), errors.Corrupt, "malformed chunk location")
+// decodeChunkAt decodes a location value of either format; sums (nil for format 1) is a
+// sub-slice of b.
+func decodeChunkAt(b []byte) (l segment.Loc, sums []byte, err error) {
+	if len(b) < 16 {
+		return segment.Loc{}, nil, errors.E(errors.Op("store.decodeLoc"), errors.Corrupt, "malformed chunk location")
 	}
-	return segment.Loc{
+	l = segment.Loc{
 		Seg: binary.BigEndian.Uint32(b[0:]),
 		Off: int64(binary.BigEndian.Uint64(b[4:])),
 		Len: binary.BigEndian.Uint32(b[12:]),
-	}, nil
+	}
+	if len(b) == 16 {
+		return l, nil, nil
+	}
+	if b[16] != blockShift {
+		return segment.Loc{}, nil, errors.Errorf(errors.Op("store.decodeLoc"), errors.Corrupt, "chunk location with block shift %d (this build knows %d)", b[16], blockShift)
+	}
+	if len(b) != 17+4*blocks(int64(l.Len)) {
+		return segment.Loc{}, nil, errors.E(errors.Op("store.decodeLoc"), errors.Corrupt, "chunk location with the wrong number of block checksums")
+	}
+	return l, b[17:], nil
+}
+
+// blockShift is log2 of the span of one block checksum of a format-2 chunk location.
+const (
+	blockShift = 12
+	blockSize  = 1 << blockShift
+)
+
+// blocks is the number of blocks of an n-byte payload.
+func blocks(n int64) int { return int((n + blockSize - 1) >> blockShift) }
+
+// blockSums returns the CRC-32C of each block of payload, u32 big-endian each.
+func blockSums(payload []byte) []byte {
+	sums := make([]byte, 0, 4*blocks(int64(len(payload))))
+	for off := 0; off < len(payload); off += blockSize {
+		sums = binary.BigEndian.AppendUint32(sums, crc32.Checksum(payload[off:min(off+blockSize, len(payload))], crcTable))
+	}
+	return sums
 }

@@ -176,7 +176,8 @@ type Store struct {
 	bucketMu    sync.RWMutex    // object writes hold R; bucket create/delete hold W
 	relocMu     sync.RWMutex    // chunk-reference deletes hold R; compaction's commit holds W
 	readers     readerTracker
-	compactMu   sync.Mutex // one compaction at a time
+	extents     *extentCache // mutable objects' extent maps (extcache.go)
+	compactMu   sync.Mutex   // one compaction at a time
 	compactStop context.CancelFunc
 
 	liveMu sync.Mutex
@@ -289,6 +290,7 @@ func Open(cfg Config) (*Store, error) {
 		dropped:  map[string]bool{},
 		vbuckets: map[string]bool{},
 		clock:    cfg.Clock,
+		extents:  newExtentCache(extentCacheObjects),
 	}
 	if s.clock == nil {
 		s.clock = new(hlc.Clock)
@@ -498,7 +500,9 @@ func (s *Store) commitNoSync(b *pebble.Batch) error {
 	if s.closed.Load() {
 		return errors.E(errors.Transient, "store is closed")
 	}
-	if err := b.Commit(pebble.NoSync); err != nil {
+	err := b.Commit(pebble.NoSync)
+	s.extents.invalidate(b)
+	if err != nil {
 		return errors.E(errors.Op("store.commit"), errors.IO, err)
 	}
 	return nil
@@ -559,7 +563,9 @@ func (s *Store) commit(b *pebble.Batch) error {
 	req := &commitReq{b: b, done: make(chan error, 1)}
 	s.commitCh <- req
 	s.closeMu.RUnlock()
-	if err := <-req.done; err != nil {
+	err := <-req.done
+	s.extents.invalidate(b)
+	if err != nil {
 		return errors.E(errors.Op("store.commit"), errors.IO, err)
 	}
 	return nil

@@ -477,6 +477,29 @@ func (s *Set) Read(loc Loc, want ID, buf []byte) ([]byte, error) {
 	return payload, nil
 }
 
+// ReadPayload reads len(buf) bytes of the payload of the record at loc, from payload offset
+// off, without reading the header or checking any checksum: the caller checks the bytes
+// against checksums of its own (the store's per-block checksums of volume chunks). A range
+// past the record's payload is Invalid, a short file Corrupt, a missing segment NotExist.
+func (s *Set) ReadPayload(loc Loc, off int64, buf []byte) error {
+	const op errors.Op = "segment.ReadPayload"
+	if off < 0 || off+int64(len(buf)) > int64(loc.Len) {
+		return errors.Errorf(op, errors.Invalid, "range [%d, +%d) outside a payload of %d bytes", off, len(buf), loc.Len)
+	}
+	sf, err := s.acquire(loc.Seg)
+	if err != nil {
+		return errors.E(op, err)
+	}
+	defer s.release(sf)
+	if _, err := sf.f.ReadAt(buf, loc.Off+HeaderSize+off); err != nil {
+		if err == io.EOF {
+			return errors.Errorf(op, errors.Corrupt, "record at segment %d offset %d is truncated", loc.Seg, loc.Off)
+		}
+		return errors.E(op, errors.IO, err)
+	}
+	return nil
+}
+
 // readAt reads the record at loc into buf (len(buf) = HeaderSize+loc.Len) through the page
 // cache, so hot objects are served from memory. For a large record it first asks the kernel
 // for the whole range at once: a cold read otherwise proceeds in readahead windows of a few
