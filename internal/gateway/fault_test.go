@@ -5,11 +5,14 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/replica"
 )
 
 // Gateway behaviour under replica faults injected through the replica seam
@@ -173,5 +176,59 @@ func TestFaultListWithoutUnreachableNode(t *testing.T) {
 	c.faults("n1", "n2").Partition()
 	if _, err := g.List(ctx, "b", object.ListOptions{Max: 1000}); !errors.Is(errors.Transient, err) {
 		t.Fatalf("listing with two of three nodes unreachable: %v, want a Transient error", err)
+	}
+}
+
+// With one copy per object (N = 1) the gateway writes that copy on the request's own
+// goroutine (fanOutAt). A copy that fails fails the PUT with the holder's error and
+// leaves nothing behind; one that hangs is bounded by the write's timeout and answered
+// as of unknown outcome; once the holder answers again, a retry with another body
+// succeeds and is what every gateway reads.
+func TestFaultOneCopy(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, 3, clusterConfig{timeout: 300 * time.Millisecond,
+		class: clustermap.Class{Name: clustermap.StandardClass, N: 1, W: 1, R: 1, D: 1}})
+	c.createBucket("b")
+	local := c.keyWhere("b", "local", func(r []int) bool { return r[0] == 0 })
+	body := randBody(3, 5000)
+	if o, err := put(ctx, c.nodes[0].gw, "b", local, body, int64(len(body))); err != nil || !c.holds(0, "b", local, o.HLC, body) {
+		t.Fatalf("put of a key the gateway holds alone: %v", err)
+	}
+	for i, tc := range []struct {
+		name    string
+		inject  func(*replica.Faults)
+		applied bool // the failed copy may have been applied (the error says so)
+	}{
+		{"fails", func(f *replica.Faults) { f.Fail(errors.E(errors.Transient, "injected failure")) }, false},
+		{"hangs", func(f *replica.Faults) { f.Hang() }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := c.keyWhere("b", "remote"+tc.name, func(r []int) bool { return r[0] == 2 })
+			tc.inject(c.faults("n1", "n3"))
+			_, err := put(ctx, c.nodes[0].gw, "b", key, body, int64(len(body)))
+			if err == nil {
+				t.Fatal("a PUT whose one copy failed was acknowledged")
+			}
+			if !errors.Is(errors.Transient, err) || !strings.Contains(err.Error(), "outcome is unknown") {
+				t.Fatalf("PUT error %v: want a transient one saying the outcome is unknown", err)
+			}
+			c.healAll()
+			if _, err := c.nodes[2].store.StatVersion("b", key); !tc.applied && !errors.Is(errors.NotExist, err) {
+				t.Fatalf("the failed copy left a record (%v)", err)
+			}
+			retry := randBody(uint64(10+i), 6000)
+			o, err := put(ctx, c.nodes[0].gw, "b", key, retry, int64(len(retry)))
+			if err != nil {
+				t.Fatalf("the PUT retried once the holder answers: %v", err)
+			}
+			for g := range c.nodes {
+				if got, _, err := get(ctx, c.nodes[g].gw, "b", key, 0, -1); err != nil || !bytes.Equal(got, retry) {
+					t.Fatalf("read through %s after the retried PUT: %v", c.nodes[g].id, err)
+				}
+			}
+			if !c.holds(2, "b", key, o.HLC, retry) {
+				t.Fatal("the holder does not hold the retried body")
+			}
+		})
 	}
 }

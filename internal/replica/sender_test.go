@@ -2,6 +2,7 @@ package replica_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/replica"
+	"github.com/cairnfs/cairn/internal/testutil/proctest"
 )
 
 // gateSink is a Sink whose lone writes wait for release (and fail when fail is set);
@@ -82,13 +84,13 @@ func TestSenderNoStall(t *testing.T) {
 					}
 				}()
 				if i < 2 {
-					waitUntil(t, func() bool { return sink.ones.Load() == int64(i+1) })
+					proctest.WaitFor(t, 10*time.Second, func() error { return want("lone writes sent", sink.ones.Load(), int64(i+1)) })
 				} else {
-					waitUntil(t, func() bool { return sd.Queued() == i-1 })
+					proctest.WaitFor(t, 10*time.Second, func() error { return want("writes queued", sd.Queued(), i-1) })
 				}
 			}
 			cancelGone() // write 5 leaves the queue
-			waitUntil(t, func() bool { return sd.Queued() == 7 })
+			proctest.WaitFor(t, 10*time.Second, func() error { return want("writes queued", sd.Queued(), 7) })
 			if tc.cancel {
 				cancelFirst()
 			} else {
@@ -126,13 +128,10 @@ func TestSenderNoStall(t *testing.T) {
 	}
 }
 
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10 s")
-		}
-		time.Sleep(time.Millisecond)
+// want is nil once got is w, else an error naming what is awaited.
+func want[T comparable](what string, got, w T) error {
+	if got != w {
+		return fmt.Errorf("%s: %v, want %v", what, got, w)
 	}
+	return nil
 }
