@@ -227,6 +227,7 @@ func assemble(cfg Config) (_ *instance, err error) {
 	if n.notify != nil {
 		n.notify.maps.Store(mgr)
 		n.mdc = newReplicator(mgr, n.gw, n.box, cfg.DataDir, log)
+		n.mdc.confirmed = n.lease.confirmedSinceStart
 		n.notify.mdc.Store(n.mdc)
 		n.notify.d.Store(notify.New(notify.Config{Outbox: n.st, Target: n.notify.target, Mine: n.gw.FirstHolder, FirstHolds: n.notifyHeld,
 			Hold: cfg.NotifyHold, Region: cfg.Region, MaxAttempts: cfg.NotifyMaxAttempts, Logger: log}))
@@ -768,6 +769,13 @@ func (n *instance) joinCluster(ctx context.Context, loop func(func(context.Conte
 			n.settle(ctx)
 		}
 	case waitForSelf(ctx, n.mgr, n.nodeID, 5*time.Second) == nil:
+		// Its map is its last snapshot until the Raft log is applied: serving from it
+		// would take writes by bucket settings and links older than the committed ones.
+		// Wait for a confirmation from the leader (bounded: without a majority of the
+		// managers there is none, and the node serves from what it has).
+		if !n.lease.catchUp(ctx, 5*time.Second) {
+			log.Warn("serving before this node's cluster map is confirmed by the Raft leader: its settings may lag the committed ones until it is")
+		}
 		loop(n.settle)
 	default:
 		loop(func(ctx context.Context) {

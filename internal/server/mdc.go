@@ -49,6 +49,10 @@ type replicator struct {
 	// dropTest, from $CAIRN_TEST_MDC_DROP (tests only): changes of keys with this prefix
 	// get no link entry, as if it was lost; the investigation must repair them.
 	dropTest string
+	// confirmed reports whether the node's map was confirmed by the Raft leader since it
+	// started (nil: always): until then a link missing from it may only be missing from
+	// a stale map.
+	confirmed func() bool
 
 	mu      sync.Mutex
 	secrets map[string]linkSecret   // by link name
@@ -185,6 +189,10 @@ func (r *replicator) secret(l clustermap.Link) (*rpc.Secret, error) {
 func (r *replicator) target(link string) notify.Target {
 	l, ok := r.mgr.Current().Links[link]
 	switch {
+	case (!ok || !l.Send) && r.confirmed != nil && !r.confirmed():
+		// A restarted node's map is its last snapshot until the log is applied: the
+		// link may be there, and its entries must not be dropped for a stale map.
+		return failing{fmt.Errorf("link %s is not in this node's cluster map, which is not confirmed by the Raft leader since the node started: %w", link, notify.ErrWait)}
 	case !ok || !l.Send:
 		return discard{} // unlinked (or made receive-only): its changes are dropped
 	case l.Paused:

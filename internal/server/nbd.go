@@ -54,6 +54,9 @@ type leaseClock struct {
 	spell     int64         // I/O that waited in this spell
 
 	waits, timeouts atomic.Int64 // I/O that waited for a confirmation; that saw none in time
+	// led: this node has been the leader since its last confirmation as one, which
+	// began with a barrier (a new leader may still be applying its log to its map).
+	led atomic.Bool
 }
 
 const (
@@ -148,12 +151,46 @@ func (lc *leaseClock) run(ctx context.Context) {
 	}
 }
 
+// confirmedSinceStart reports whether a confirmation succeeded since this process started: from
+// then on its map holds every change committed before the restart (a restarted node's
+// map starts from its last Raft snapshot and catches up as the log is applied).
+func (lc *leaseClock) confirmedSinceStart() bool { return lc.last.Load() != nil }
+
+// catchUp confirms the map at once, retrying until one succeeds or within ends: a
+// restarted member calls it before it serves, so that its first requests see the map
+// as committed rather than its last snapshot. It reports whether one succeeded.
+func (lc *leaseClock) catchUp(ctx context.Context, within time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	for {
+		sent := lc.now()
+		if lc.confirm(ctx) == nil {
+			lc.record(sent)
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 func (lc *leaseClock) confirm(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, freshFor)
 	defer cancel()
 	if lc.mgr.IsLeader() {
+		if !lc.led.Load() {
+			// Leader since the last look: its map may lag what it committed until a
+			// barrier has been applied.
+			if err := lc.mgr.Barrier(ctx); err != nil {
+				return err
+			}
+			lc.led.Store(true)
+		}
 		return lc.mgr.VerifyLeader(ctx)
 	}
+	lc.led.Store(false)
 	_, addr := lc.mgr.Leader()
 	if addr == "" {
 		return errors.E(errors.Transient, "no Raft leader")

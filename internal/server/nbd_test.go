@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	stderrors "errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -12,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnfs/cairn/internal/clustermap"
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/nodetls"
+	"github.com/cairnfs/cairn/internal/notify"
 	"github.com/cairnfs/cairn/internal/testutil"
 )
 
@@ -120,5 +124,81 @@ func TestLeaseClockWait(t *testing.T) {
 	}
 	if lc.waits.Load() != 2 || lc.timeouts.Load() != 1 {
 		t.Fatalf("waits %d, timeouts %d, want 2 and 1", lc.waits.Load(), lc.timeouts.Load())
+	}
+}
+
+// A restarted node's map starts from its last Raft snapshot and catches up as the log
+// after it is applied. catchUp returns once the leader confirmed the map, which then
+// holds every change committed before the restart; until a confirmation, the entries of
+// a link missing from the map wait (it may be missing only from a stale map) instead of
+// being dropped as a removed link's are.
+func TestCatchUpAfterRestart(t *testing.T) {
+	dir, log := t.TempDir(), testutil.NewLogger(t)
+	open := func() *clustermap.Manager {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := clustermap.Config{Dir: dir, ID: "n1", Addr: ln.Addr().String(), Listener: ln, Logger: log,
+			Dial: func(addr string, timeout time.Duration) (net.Conn, error) {
+				return net.DialTimeout("tcp", addr, timeout)
+			},
+			Bootstrap: &clustermap.Map{Partitions: 8, Replicas: 1,
+				Nodes:   []clustermap.Node{{ID: "n1", Addr: ln.Addr().String(), S3Addr: "s3", Capacity: 1 << 30, Weight: 1, Roles: []string{clustermap.RoleManager, clustermap.RoleStorage}}},
+				Classes: map[string]clustermap.Class{clustermap.StandardClass: {Name: clustermap.StandardClass, N: 1, W: 1, R: 1, D: 1}}}}
+		m, err := clustermap.Open(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	apply := func(m *clustermap.Manager, name string) {
+		t.Helper()
+		for {
+			_, err := m.Apply(ctx, clustermap.Command{Op: clustermap.OpCreateBucket, Bucket: &clustermap.Bucket{Name: name}})
+			if err == nil {
+				return
+			}
+			if ctx.Err() != nil || !errors.Is(errors.Transient, err) {
+				t.Fatalf("create %s: %v", name, err)
+			}
+			time.Sleep(20 * time.Millisecond) // not the leader yet
+		}
+	}
+	m := open()
+	apply(m, "before")
+	if err := m.Compact(ctx); err != nil { // the snapshot the restart starts from
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		apply(m, fmt.Sprintf("after-%d", i))
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	m = open()
+	defer m.Close()
+	lc := newLeaseClock(m, nil, log)
+	r := &replicator{mgr: m, confirmed: lc.confirmedSinceStart}
+	if lc.confirmedSinceStart() {
+		t.Fatal("confirmed before any confirmation")
+	}
+	if err := r.target("gone").Send(ctx, nil); !stderrors.Is(err, notify.ErrWait) {
+		t.Fatalf("a link missing from an unconfirmed map: %v, want a wait", err)
+	}
+	if !lc.catchUp(ctx, 30*time.Second) {
+		t.Fatal("no confirmation of a single node's map")
+	}
+	cur := m.Current()
+	for i := range 50 {
+		if _, ok := cur.Buckets[fmt.Sprintf("after-%d", i)]; !ok {
+			t.Fatalf("after catchUp, the map (epoch %d) lacks after-%d, committed before the restart", cur.Epoch, i)
+		}
+	}
+	if _, ok := r.target("gone").(discard); !ok {
+		t.Fatalf("a link missing from a confirmed map: %T, want its entries dropped", r.target("gone"))
 	}
 }
