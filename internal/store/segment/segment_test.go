@@ -71,7 +71,51 @@ func TestAppendReadConcurrent(t *testing.T) {
 			}
 		}(w)
 	}
+	// Groups of records in one write (AppendAlignedRecords), among the appends above.
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < 10; i++ {
+				sizes := [][]int{{64 << 10}, {64 << 10, 64 << 10, 64 << 10}, {1, 70 << 10, 0, 4096}}[i%3]
+				total := 0
+				for _, n := range sizes {
+					total += AlignedSize(n)
+				}
+				buf := AlignedBuffer(total)
+				ids := make([]ID, len(sizes))
+				datas := make([][]byte, len(sizes))
+				at := 0
+				for j, n := range sizes {
+					ids[j] = ID{0x80 | byte(w), byte(i), byte(j)}
+					datas[j] = payload(1e6+w*1000+i*10+j, n)
+					copy(buf[at+HeaderSize:], datas[j])
+					at += AlignedSize(n)
+				}
+				locs, err := s.AppendAlignedRecords(KindChunk, ids, sizes, buf)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := s.Sync(locs[0].Seg); err != nil {
+					t.Error(err)
+				}
+				mu.Lock()
+				for j, l := range locs {
+					if l.Seg != locs[0].Seg {
+						t.Errorf("a group's records in segments %d and %d", locs[0].Seg, l.Seg)
+					}
+					s.Done(l.Seg)
+					recs = append(recs, rec{ids[j], l, datas[j]})
+				}
+				mu.Unlock()
+			}
+		}(w)
+	}
 	wg.Wait()
+	if _, err := s.AppendAlignedRecords(KindChunk, []ID{{1}}, []int{64 << 10}, AlignedBuffer(4096)); !errors.Is(errors.Invalid, err) {
+		t.Fatalf("a buffer shorter than the records: %v", err)
+	}
 	if len(s.Segments()) < 2 {
 		t.Fatal("segments did not roll")
 	}
@@ -83,7 +127,7 @@ func TestAppendReadConcurrent(t *testing.T) {
 		if !bytes.Equal(got, r.data) {
 			t.Fatalf("record %v differs", r.loc)
 		}
-		if r.loc.Len >= 64<<10 && r.loc.Off%Alignment != 0 {
+		if (r.loc.Len >= 64<<10 || r.id[0]&0x80 != 0) && r.loc.Off%Alignment != 0 {
 			t.Fatalf("large record at unaligned offset %d", r.loc.Off)
 		}
 	}
