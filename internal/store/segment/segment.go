@@ -140,11 +140,6 @@ type file struct {
 	direct DirectWriter // f, if it can write with direct I/O
 	advise Advisor      // f, if it takes page-cache hints
 	size   atomic.Int64 // bytes reserved (the end of the last reserved record)
-	// wmu serializes the writes of large records (bigWrite) to the file: the kernel
-	// takes the file's inode lock for each write anyway, and writers that wait for it
-	// there spin on the CPU (11 concurrent 1 MiB volume writes spent most of a node's
-	// CPU in pwritev); here they sleep.
-	wmu sync.Mutex
 
 	refs    int  // guarded by Set.mu
 	pending int  // guarded by Set.mu: appended records whose writer has not called Done
@@ -390,10 +385,6 @@ func (s *Set) Active() uint32 {
 	return s.active.id
 }
 
-// bigWrite is the record size from which appends to one file are written one at a time
-// (file.wmu).
-const bigWrite = 64 << 10
-
 // Append writes a record with the given kind, id and payload and returns its location.
 // The record is not durable until Sync(loc.Seg) returns nil.
 func (s *Set) Append(kind uint8, id ID, payload []byte) (Loc, error) {
@@ -419,15 +410,7 @@ func (s *Set) Append(kind uint8, id ID, payload []byte) (Loc, error) {
 
 	var hdr [HeaderSize]byte
 	EncodeHeader(hdr[:], kind, id, payload)
-	big := n >= bigWrite
-	if big {
-		sf.wmu.Lock()
-	}
-	err := sf.f.WriteVec(off, hdr[:], payload)
-	if big {
-		sf.wmu.Unlock()
-	}
-	if err != nil {
+	if err := sf.f.WriteVec(off, hdr[:], payload); err != nil {
 		s.Done(sf.id)
 		if errors.IsErr(err, unix.ENOSPC) {
 			return Loc{}, errors.E(op, errors.NoSpace, err)
