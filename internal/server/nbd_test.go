@@ -19,6 +19,7 @@ import (
 	"github.com/cairnfs/cairn/internal/nodetls"
 	"github.com/cairnfs/cairn/internal/notify"
 	"github.com/cairnfs/cairn/internal/testutil"
+	"github.com/cairnfs/cairn/internal/testutil/proctest"
 )
 
 // A listener that is not on loopback needs TLS or an allow-list; with TLS and no list,
@@ -156,16 +157,13 @@ func TestCatchUpAfterRestart(t *testing.T) {
 	defer cancel()
 	apply := func(m *clustermap.Manager, name string) {
 		t.Helper()
-		for {
+		proctest.WaitFor(t, time.Minute, func() error { // until the node is the leader
 			_, err := m.Apply(ctx, clustermap.Command{Op: clustermap.OpCreateBucket, Bucket: &clustermap.Bucket{Name: name}})
-			if err == nil {
-				return
-			}
-			if ctx.Err() != nil || !errors.Is(errors.Transient, err) {
+			if err != nil && !errors.Is(errors.Transient, err) {
 				t.Fatalf("create %s: %v", name, err)
 			}
-			time.Sleep(20 * time.Millisecond) // not the leader yet
-		}
+			return err
+		})
 	}
 	m := open()
 	apply(m, "before")
