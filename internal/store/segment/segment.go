@@ -248,49 +248,11 @@ func AlignedBuffer(n int) []byte {
 // aligned length, so it is written with direct I/O where the filesystem supports it. Like
 // Append, the record is durable only after Sync.
 func (s *Set) AppendAligned(kind uint8, id ID, buf []byte, n int) (Loc, error) {
-	const op errors.Op = "segment.AppendAligned"
-	if n > MaxPayload {
-		return Loc{}, errors.E(op, errors.TooLarge, "payload too large")
-	}
-	total := AlignedSize(n)
-	if len(buf) < total {
-		return Loc{}, errors.E(op, errors.Invalid, "buffer shorter than the aligned record")
-	}
-	EncodeHeader(buf[:HeaderSize], kind, id, buf[HeaderSize:HeaderSize+n])
-	clear(buf[HeaderSize+n : total])
-	s.mu.Lock()
-	sf := s.active
-	off := (sf.size.Load() + Alignment - 1) &^ (Alignment - 1)
-	if sf.size.Load() > 0 && off+int64(total) > s.maxSize {
-		if err := s.rollLocked(); err != nil {
-			s.mu.Unlock()
-			return Loc{}, errors.E(op, err)
-		}
-		sf = s.active
-		off = 0
-	}
-	sf.size.Store(off + int64(total))
-	sf.refs++
-	sf.pending++
-	s.mu.Unlock()
-	defer s.release(sf)
-
-	err := ErrNoDirect
-	if sf.direct != nil {
-		err = sf.direct.WriteDirect(buf[:total], off)
-	}
-	if errors.IsErr(err, ErrNoDirect) {
-		// No direct I/O here (or an unaligned buffer): write through the page cache.
-		err = sf.f.WriteVec(off, buf[:total])
-	}
+	locs, err := s.AppendAlignedRecords(kind, []ID{id}, []int{n}, buf)
 	if err != nil {
-		s.Done(sf.id)
-		if errors.IsErr(err, unix.ENOSPC) {
-			return Loc{}, errors.E(op, errors.NoSpace, err)
-		}
-		return Loc{}, errors.E(op, errors.IO, err)
+		return Loc{}, err
 	}
-	return Loc{Seg: sf.id, Off: off, Len: uint32(n)}, nil
+	return locs[0], nil
 }
 
 // AppendAlignedRecords writes several records of one kind in one write: record i, with
