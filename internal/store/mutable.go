@@ -189,9 +189,12 @@ func (s *Store) writeMutableChunks(data []byte, sync bool) (*body, error) {
 	// Whole chunks go in groups, each one write with direct I/O of aligned records
 	// (buffered writes of large records and their fdatasync run at a fraction of the
 	// disk's rate); a short tail goes through the page cache.
+	bp := alignedChunks.Get().(*[]byte)
+	defer alignedChunks.Put(bp)
 	var ids []segment.ID
 	var sizes []int
-	flush := func(bp *[]byte) error {
+	at := 0 // where the next record starts in *bp
+	flush := func() error {
 		if len(ids) == 0 {
 			return nil
 		}
@@ -200,12 +203,9 @@ func (s *Store) writeMutableChunks(data []byte, sync bool) (*body, error) {
 			return err
 		}
 		bd.locs = append(bd.locs, locs...)
-		ids, sizes = ids[:0], sizes[:0]
+		ids, sizes, at = ids[:0], sizes[:0], 0
 		return nil
 	}
-	bp := alignedChunks.Get().(*[]byte)
-	defer alignedChunks.Put(bp)
-	at := 0 // where the next record starts in *bp
 	for off := 0; off < len(data); off += mutableChunk {
 		piece := data[off:min(off+mutableChunk, len(data))]
 		id := segment.ID(newID())
@@ -214,15 +214,12 @@ func (s *Store) writeMutableChunks(data []byte, sync bool) (*body, error) {
 			copy((*bp)[at+segment.HeaderSize:], piece)
 			ids, sizes = append(ids, id), append(sizes, len(piece))
 			if at += segment.AlignedSize(len(piece)); at+segment.AlignedSize(mutableChunk) > len(*bp) {
-				err, at = flush(bp), 0
+				err = flush()
 			}
-		} else {
-			if err = flush(bp); err == nil {
-				at = 0
-				var loc segment.Loc
-				if loc, err = s.segs.Append(segment.KindChunk, id, piece); err == nil {
-					bd.locs = append(bd.locs, loc)
-				}
+		} else if err = flush(); err == nil {
+			var loc segment.Loc
+			if loc, err = s.segs.Append(segment.KindChunk, id, piece); err == nil {
+				bd.locs = append(bd.locs, loc)
 			}
 		}
 		if err != nil {
@@ -232,7 +229,7 @@ func (s *Store) writeMutableChunks(data []byte, sync bool) (*body, error) {
 		bd.chunks = append(bd.chunks, object.Chunk{ID: object.ChunkID(id), Size: uint32(len(piece))})
 		bd.sums = append(bd.sums, blockSums(piece))
 	}
-	if err := flush(bp); err != nil {
+	if err := flush(); err != nil {
 		s.release(bd.locs)
 		return nil, err
 	}

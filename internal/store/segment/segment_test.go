@@ -6,7 +6,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cairnfs/cairn/internal/errors"
 )
@@ -196,5 +199,66 @@ func TestRemoveWhileReading(t *testing.T) {
 	}
 	if err := s.Remove(s.Active()); err == nil {
 		t.Fatal("removed the active segment")
+	}
+}
+
+// fullFS is the OS file system whose files' writes fail with ENOSPC once full is set.
+type fullFS struct {
+	FS
+	full *atomic.Bool
+}
+
+func (f fullFS) Create(name string) (File, error) {
+	file, err := f.FS.Create(name)
+	return fullFile{file, f.full}, err
+}
+
+type fullFile struct {
+	File
+	full *atomic.Bool
+}
+
+func (f fullFile) WriteVec(off int64, bufs ...[]byte) error {
+	if f.full.Load() {
+		return unix.ENOSPC
+	}
+	return f.File.WriteVec(off, bufs...)
+}
+
+// A group of records that the disk refuses is a NoSpace error, references nothing (no
+// append left pending), and the set goes on appending once there is room.
+func TestAppendAlignedRecordsDiskFull(t *testing.T) {
+	var full atomic.Bool
+	s, err := Open(Config{Dir: t.TempDir(), MaxSize: 1 << 20, FS: fullFS{OS, &full}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sizes := []int{64 << 10, 64 << 10}
+	buf := AlignedBuffer(2 * AlignedSize(64<<10))
+	ids := []ID{{1}, {2}}
+	full.Store(true)
+	if _, err := s.AppendAlignedRecords(KindChunk, ids, sizes, buf); !errors.Is(errors.NoSpace, err) {
+		t.Fatalf("a group on a full disk: %v, want NoSpace", err)
+	}
+	for _, in := range s.Segments() {
+		if in.Pending != 0 {
+			t.Fatalf("segment %d has %d pending appends after a refused group", in.ID, in.Pending)
+		}
+	}
+	full.Store(false)
+	data := payload(7, 64<<10)
+	copy(buf[HeaderSize:], data)
+	copy(buf[AlignedSize(64<<10)+HeaderSize:], data)
+	locs, err := s.AppendAlignedRecords(KindChunk, ids, sizes, buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range locs {
+		got, err := s.Read(l, ids[i], nil)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("record %d after the disk had room again: %v", i, err)
+		}
+		s.Done(l.Seg)
 	}
 }
