@@ -116,10 +116,11 @@ func (c *limitedConn) Write(p []byte) (int, error) {
 	c.hold = false
 	held := c.takeLocked()
 	c.mu.Unlock()
+	heldLen := int64(len(*held))
 	bufs := net.Buffers{*held, p}
 	n, err := bufs.WriteTo(c.Conn)
-	c.putHeld(held)
-	n -= int64(len(*held))
+	c.putHeld(held) // another connection may take it at once: held is not read again
+	n -= heldLen
 	if err != nil {
 		return int(max(n, 0)), err
 	}
