@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"math/rand/v2"
 	"os"
 	"testing"
 
@@ -409,5 +410,108 @@ func TestExtentCacheBounds(t *testing.T) {
 	c.put(vid(21), before, big)
 	if c.get(vid(21), 0) != nil {
 		t.Fatal("an entry read before removeAll was stored")
+	}
+}
+
+// A chunked object that small writes cut into many pieces, too many inline bytes for the
+// extent cache, reads back as the model says in whole and in part (a read looks each
+// chunk's location up once for all its pieces); a flipped byte in a block of a chunk
+// whose earlier pieces the same read already served still fails the read at that block.
+func TestFragmentedChunkReads(t *testing.T) {
+	s := openStore(t, testConfig(t)) // InlineMax 1 KiB, chunks of 64 KiB
+	ctx := context.Background()
+	if err := s.CreateBucket("vol"); err != nil {
+		t.Fatal(err)
+	}
+	const size = 1 << 20
+	model := make([]byte, size)
+	order := uint64(0)
+	write := func(off int64, data []byte) {
+		t.Helper()
+		o, err := s.WriteRange(ctx, object.RangeWrite{Bucket: "vol", Key: "o", Size: size, Off: off, Data: data, Prev: order, Next: order + 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		order = o.HLC
+		copy(model[off:], data)
+	}
+	write(0, randBytes(1, 4*mutableChunk))
+	for i := range 80 { // 80 KiB inline, in 1 KiB pieces 3 KiB apart
+		write(int64(i)*3<<10, randBytes(uint64(100+i), 1<<10))
+	}
+	open := func() *Reader {
+		t.Helper()
+		r, err := s.OpenObject("vol", "o")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	read := func(off, n int64) ([]byte, error) {
+		r := open()
+		defer r.Close()
+		var buf bytes.Buffer
+		_, err := r.WriteRange(ctx, &buf, off, n)
+		return buf.Bytes(), err
+	}
+	if got, err := read(0, size); err != nil || !bytes.Equal(got, model) {
+		t.Fatalf("whole read: %v, equal %v", err, bytes.Equal(got, model))
+	}
+	r := open()
+	if e := cachedEntry(s, r.Object.VersionID); e != nil && e.ok {
+		t.Fatal("the fragmented object is in the extent cache: the test reads nothing from the index")
+	}
+	vid := r.Object.VersionID
+	r.Close()
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 50 {
+		off := rng.Int64N(5 * mutableChunk)
+		n := 1 + rng.Int64N(size-off)
+		if got, err := read(off, n); err != nil || !bytes.Equal(got, model[off:off+n]) {
+			t.Fatalf("read [%d, +%d): %v", off, n, err)
+		}
+	}
+
+	// Flip a byte in block 9 of chunk 2 (object bytes [164 KiB, 168 KiB): a piece of the
+	// chunk, an inline write at 165 KiB, the piece [166 KiB, 168 KiB) with the byte), which
+	// comes after several pieces of that chunk.
+	at := int64(2*mutableChunk + 9*blockSize)
+	piece := at + 2048
+	v, c, err := s.db.Get(extentKey(vid, piece))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := decodeExtent(extentKey(vid, piece), v)
+	c.Close()
+	if err != nil || !e.inChunk {
+		t.Fatalf("extent at %d: %+v, %v", piece, e, err)
+	}
+	loc, _, err := s.chunkAt(s.db, e.chunk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(s.segs.Path(loc.Seg), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b [1]byte
+	pos := loc.Off + segment.HeaderSize + 9*blockSize + 3000
+	if _, err := f.ReadAt(b[:], pos); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 1
+	if _, err := f.WriteAt(b[:], pos); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	got, err := read(0, size)
+	if !errors.Is(errors.Corrupt, err) {
+		t.Fatalf("whole read over the flipped block: %v, want Corrupt", err)
+	}
+	if int64(len(got)) > at || !bytes.Equal(got, model[:len(got)]) {
+		t.Fatalf("%d bytes served (the bad block starts at %d), equal %v", len(got), at, bytes.Equal(got, model[:len(got)]))
+	}
+	if got, err := read(2*mutableChunk, 9*blockSize); err != nil || !bytes.Equal(got, model[2*mutableChunk:at]) {
+		t.Fatalf("the chunk's blocks before the flipped one: %v", err)
 	}
 }

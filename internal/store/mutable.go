@@ -599,8 +599,15 @@ func (r *Reader) writeMutableIndex(ctx context.Context, w io.Writer, off, n int6
 	if !ok {
 		ok = it.First()
 	}
+	// The pieces of one chunk that later small writes cut apart follow each other: the
+	// chunk's location is looked up once for all of them (same snapshot).
+	var last chunkMemo
 	for ; ok && pos < end; ok = it.Next() {
-		e, err := decodeExtent(it.Key(), it.Value())
+		v, err := r.s.iterValue(it)
+		if err != nil {
+			return written, err
+		}
+		e, err := decodeExtent(it.Key(), v)
 		if err != nil {
 			return written, err
 		}
@@ -616,7 +623,7 @@ func (r *Reader) writeMutableIndex(ctx context.Context, w io.Writer, off, n int6
 		part := e.slice(max(e.off, pos), min(e.end(), end))
 		var p []byte
 		if part.inChunk {
-			m, werr := r.writeChunkPart(w, part)
+			m, werr := r.writeChunkPartMemo(w, part, &last)
 			written += m
 			pos += m
 			if werr != nil {
@@ -645,15 +652,35 @@ func (r *Reader) writeMutableIndex(ctx context.Context, w io.Writer, off, n int6
 // has block checksums (format 2) has only the blocks part covers read and checked; any
 // other is read and checked whole. Nothing of a block that fails its checksum reaches w.
 func (r *Reader) writeChunkPart(w io.Writer, part extent) (int64, error) {
-	var sumBuf [4 * mutableChunk / blockSize]byte
-	loc, sums, err := r.s.chunkAt(r.snap, part.chunk, sumBuf[:0])
-	if err != nil {
-		if errors.Is(errors.NotExist, err) {
-			err = errors.E(errors.Corrupt, err)
+	var m chunkMemo
+	return r.writeChunkPartMemo(w, part, &m)
+}
+
+// chunkMemo is the location of the chunk a read looked up last, with room for its block
+// checksums.
+type chunkMemo struct {
+	ok   bool
+	id   segment.ID
+	loc  segment.Loc
+	sums []byte
+	buf  [4 * mutableChunk / blockSize]byte
+}
+
+// writeChunkPartMemo is writeChunkPart looking the chunk's location up only if it is not
+// the one in m, which it then holds.
+func (r *Reader) writeChunkPartMemo(w io.Writer, part extent, m *chunkMemo) (int64, error) {
+	if !m.ok || m.id != part.chunk {
+		m.ok = false
+		loc, sums, err := r.s.chunkAt(r.snap, part.chunk, m.buf[:0])
+		if err != nil {
+			if errors.Is(errors.NotExist, err) {
+				err = errors.E(errors.Corrupt, err)
+			}
+			return 0, err
 		}
-		return 0, err
+		m.ok, m.id, m.loc, m.sums = true, part.chunk, loc, sums
 	}
-	return r.writeChunkAt(w, part, loc, sums)
+	return r.writeChunkAt(w, part, m.loc, m.sums)
 }
 
 // writeChunkAt is writeChunkPart with the chunk's location and block checksums (nil:
