@@ -117,23 +117,7 @@ func TestBlockChecksums(t *testing.T) {
 	}
 	vid := r.Object.VersionID
 	r.Close()
-	chunk := func(pos int64) (segment.ID, segment.Loc, []byte) {
-		t.Helper()
-		v, c, err := s.db.Get(extentKey(vid, pos))
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := decodeExtent(extentKey(vid, pos), v)
-		c.Close()
-		if err != nil || !e.inChunk {
-			t.Fatalf("extent at %d: %+v, %v", pos, e, err)
-		}
-		l, sums, err := s.chunkAt(s.db, e.chunk, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e.chunk, l, sums
-	}
+	chunk := func(pos int64) (segment.ID, segment.Loc, []byte) { return chunkOfExtent(t, s, vid, pos) }
 	for i := range 4 {
 		if _, l, sums := chunk(8192 + int64(i)*mutableChunk); len(sums) != 4*blocks(int64(l.Len)) || l.Seg == 1 {
 			t.Fatalf("chunk %d: at %+v with %d bytes of checksums", i, l, len(sums))
@@ -142,23 +126,7 @@ func TestBlockChecksums(t *testing.T) {
 
 	// Flip a byte of block 5 of chunk 1: object bytes [8192+64 KiB+20480, +4096).
 	id, loc, _ := chunk(8192 + mutableChunk)
-	flip := func() {
-		t.Helper()
-		f, err := os.OpenFile(s.segs.Path(loc.Seg), os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		var b [1]byte
-		at := loc.Off + segment.HeaderSize + 5*blockSize + 7
-		if _, err := f.ReadAt(b[:], at); err != nil {
-			t.Fatal(err)
-		}
-		b[0] ^= 0x40
-		if _, err := f.WriteAt(b[:], at); err != nil {
-			t.Fatal(err)
-		}
-	}
+	flip := func() { flipPayloadBit(t, s, loc, 5*blockSize+7, 0x40) }
 	flip()
 	bad := int64(8192 + mutableChunk + 5*blockSize)
 	model := make([]byte, size)
@@ -477,33 +445,8 @@ func TestFragmentedChunkReads(t *testing.T) {
 	// comes after several pieces of that chunk.
 	at := int64(2*mutableChunk + 9*blockSize)
 	piece := at + 2048
-	v, c, err := s.db.Get(extentKey(vid, piece))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := decodeExtent(extentKey(vid, piece), v)
-	c.Close()
-	if err != nil || !e.inChunk {
-		t.Fatalf("extent at %d: %+v, %v", piece, e, err)
-	}
-	loc, _, err := s.chunkAt(s.db, e.chunk, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(s.segs.Path(loc.Seg), os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b [1]byte
-	pos := loc.Off + segment.HeaderSize + 9*blockSize + 3000
-	if _, err := f.ReadAt(b[:], pos); err != nil {
-		t.Fatal(err)
-	}
-	b[0] ^= 1
-	if _, err := f.WriteAt(b[:], pos); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	_, loc, _ := chunkOfExtent(t, s, vid, piece)
+	flipPayloadBit(t, s, loc, 9*blockSize+3000, 1)
 	got, err := read(0, size)
 	if !errors.Is(errors.Corrupt, err) {
 		t.Fatalf("whole read over the flipped block: %v, want Corrupt", err)
@@ -513,5 +456,45 @@ func TestFragmentedChunkReads(t *testing.T) {
 	}
 	if got, err := read(2*mutableChunk, 9*blockSize); err != nil || !bytes.Equal(got, model[2*mutableChunk:at]) {
 		t.Fatalf("the chunk's blocks before the flipped one: %v", err)
+	}
+}
+
+// chunkOfExtent returns the chunk the extent of object vid at pos references, with its
+// location and block checksums.
+func chunkOfExtent(t *testing.T, s *Store, vid [16]byte, pos int64) (segment.ID, segment.Loc, []byte) {
+	t.Helper()
+	v, c, err := s.db.Get(extentKey(vid, pos))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := decodeExtent(extentKey(vid, pos), v)
+	c.Close()
+	if err != nil || !e.inChunk {
+		t.Fatalf("extent at %d: %+v, %v", pos, e, err)
+	}
+	l, sums, err := s.chunkAt(s.db, e.chunk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.chunk, l, sums
+}
+
+// flipPayloadBit flips the bits mask of the byte at off in the payload of the chunk
+// record at loc, on disk.
+func flipPayloadBit(t *testing.T, s *Store, loc segment.Loc, off int64, mask byte) {
+	t.Helper()
+	f, err := os.OpenFile(s.segs.Path(loc.Seg), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var b [1]byte
+	at := loc.Off + segment.HeaderSize + off
+	if _, err := f.ReadAt(b[:], at); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= mask
+	if _, err := f.WriteAt(b[:], at); err != nil {
+		t.Fatal(err)
 	}
 }
