@@ -648,14 +648,6 @@ func (r *Reader) writeMutableIndex(ctx context.Context, w io.Writer, off, n int6
 	return written, zero(end)
 }
 
-// writeChunkPart writes the bytes of the chunk extent part to w. A chunk whose location
-// has block checksums (format 2) has only the blocks part covers read and checked; any
-// other is read and checked whole. Nothing of a block that fails its checksum reaches w.
-func (r *Reader) writeChunkPart(w io.Writer, part extent) (int64, error) {
-	var m chunkMemo
-	return r.writeChunkPartMemo(w, part, &m)
-}
-
 // chunkMemo is the location of the chunk a read looked up last, with room for its block
 // checksums.
 type chunkMemo struct {
@@ -666,8 +658,10 @@ type chunkMemo struct {
 	buf  [4 * mutableChunk / blockSize]byte
 }
 
-// writeChunkPartMemo is writeChunkPart looking the chunk's location up only if it is not
-// the one in m, which it then holds.
+// writeChunkPartMemo writes the bytes of the chunk extent part to w, looking the chunk's
+// location up only if it is not the one in m, which it then holds. A chunk whose location
+// has block checksums (format 2) has only the blocks part covers read and checked; any
+// other is read and checked whole. Nothing of a block that fails its checksum reaches w.
 func (r *Reader) writeChunkPartMemo(w io.Writer, part extent, m *chunkMemo) (int64, error) {
 	if !m.ok || m.id != part.chunk {
 		m.ok = false
@@ -683,7 +677,7 @@ func (r *Reader) writeChunkPartMemo(w io.Writer, part extent, m *chunkMemo) (int
 	return r.writeChunkAt(w, part, m.loc, m.sums)
 }
 
-// writeChunkAt is writeChunkPart with the chunk's location and block checksums (nil:
+// writeChunkAt is writeChunkPartMemo with the chunk's location and block checksums (nil:
 // checked whole) known.
 func (r *Reader) writeChunkAt(w io.Writer, part extent, loc segment.Loc, sums []byte) (int64, error) {
 	if part.chunkOff < 0 || part.chunkOff+part.n > int64(loc.Len) {
