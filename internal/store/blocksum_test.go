@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"testing"
@@ -75,12 +76,25 @@ func FuzzChunkLocation(f *testing.F) {
 	})
 }
 
+// The CRC-32C of whole blocks folded from their block checksums is the CRC-32C of the
+// bytes (a mutable chunk's record checksum is made that way).
+func TestWholeSum(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 16, mutableChunk / blockSize} {
+		for seed, data := range [][]byte{make([]byte, n*blockSize), randBytes(uint64(n), n*blockSize), bytes.Repeat([]byte{0xff}, n*blockSize)} {
+			if got, want := wholeSum(blockSums(data)), crc32.Checksum(data, crcTable); got != want {
+				t.Errorf("%d blocks, data %d: folded %08x, CRC-32C %08x", n, seed, got, want)
+			}
+		}
+	}
+}
+
 // A mutable object's chunks have block checksums: a read checks the blocks it covers, so a
 // flipped byte fails every read that covers it (a whole read, as deep scrub does, too) and
 // none that does not. The checksums survive compaction; a chunk with a format-1 location
 // (written before format 2) is still read, checked whole.
 func TestBlockChecksums(t *testing.T) {
 	cfg := testConfig(t)
+	cfg.SegmentSize = 4 << 20 // the chunks and the garbage below in one segment
 	s := openStore(t, cfg)
 	ctx := context.Background()
 	if err := s.CreateBucket("vol"); err != nil {
@@ -93,7 +107,7 @@ func TestBlockChecksums(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Compaction moves the chunks: their checksums go with them.
-	put(t, s, "vol", "garbage", randBytes(4, 200<<10))
+	put(t, s, "vol", "garbage", randBytes(4, 4*mutableChunk))
 	if err := s.DeleteObject("vol", "garbage"); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +138,7 @@ func TestBlockChecksums(t *testing.T) {
 		}
 	}
 
-	// Flip a byte of block 5 of chunk 1: object bytes [8192+64 KiB+20480, +4096).
+	// Flip a byte of block 5 of chunk 1: object bytes [8192+mutableChunk+20480, +4096).
 	id, loc, _ := chunk(8192 + mutableChunk)
 	flip := func() { flipPayloadBit(t, s, loc, 5*blockSize+7, 0x40) }
 	flip()
@@ -386,12 +400,12 @@ func TestExtentCacheBounds(t *testing.T) {
 // chunk's location up once for all its pieces); a flipped byte in a block of a chunk
 // whose earlier pieces the same read already served still fails the read at that block.
 func TestFragmentedChunkReads(t *testing.T) {
-	s := openStore(t, testConfig(t)) // InlineMax 1 KiB, chunks of 64 KiB
+	s := openStore(t, testConfig(t)) // InlineMax 1 KiB
 	ctx := context.Background()
 	if err := s.CreateBucket("vol"); err != nil {
 		t.Fatal(err)
 	}
-	const size = 1 << 20
+	const size = 4 * mutableChunk
 	model := make([]byte, size)
 	order := uint64(0)
 	write := func(off int64, data []byte) {
@@ -404,8 +418,9 @@ func TestFragmentedChunkReads(t *testing.T) {
 		copy(model[off:], data)
 	}
 	write(0, randBytes(1, 4*mutableChunk))
-	for i := range 80 { // 80 KiB inline, in 1 KiB pieces 3 KiB apart
-		write(int64(i)*3<<10, randBytes(uint64(100+i), 1<<10))
+	const gap = 12 << 10 // 80 KiB inline over 960 KiB, in 1 KiB pieces 12 KiB apart
+	for i := range 80 {
+		write(int64(i)*gap, randBytes(uint64(100+i), 1<<10))
 	}
 	open := func() *Reader {
 		t.Helper()
@@ -433,18 +448,21 @@ func TestFragmentedChunkReads(t *testing.T) {
 	r.Close()
 	rng := rand.New(rand.NewPCG(3, 4))
 	for range 50 {
-		off := rng.Int64N(5 * mutableChunk)
+		off := rng.Int64N(size)
 		n := 1 + rng.Int64N(size-off)
 		if got, err := read(off, n); err != nil || !bytes.Equal(got, model[off:off+n]) {
 			t.Fatalf("read [%d, +%d): %v", off, n, err)
 		}
 	}
 
-	// Flip a byte in block 9 of chunk 2 (object bytes [164 KiB, 168 KiB): a piece of the
-	// chunk, an inline write at 165 KiB, the piece [166 KiB, 168 KiB) with the byte), which
-	// comes after several pieces of that chunk.
+	// Flip a byte in block 9 of chunk 2 (object bytes [548 KiB, 552 KiB), inside the piece
+	// [541 KiB, 552 KiB) between two inline writes), which comes after several other
+	// pieces of that chunk.
 	at := int64(2*mutableChunk + 9*blockSize)
-	piece := at + 2048
+	if (at+3000)%gap < 1<<10 || (at+2048)%gap < 1<<10 {
+		t.Fatal("the flipped byte or the piece looked up is under an inline write: change gap")
+	}
+	piece := (at+2048)/gap*gap + 1<<10 // where the piece starts: its extent's key
 	_, loc, _ := chunkOfExtent(t, s, vid, piece)
 	flipPayloadBit(t, s, loc, 9*blockSize+3000, 1)
 	got, err := read(0, size)

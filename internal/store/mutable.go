@@ -165,12 +165,16 @@ func (s *Store) WriteRange(ctx context.Context, w object.RangeWrite) (*object.Ob
 }
 
 // mutableChunk is the size of the chunk records a mutable object's large writes are cut
-// into: a read of a few KiB reads and checksums one such record whole, so they are far
-// smaller than an S3 object's chunks (ChunkSize).
-const mutableChunk = 64 << 10
+// into, a multiple of blockSize. A read of a few KiB reads and checks only the blocks it
+// covers (block checksums, format 2), so the size weighs the index work of a large write
+// (four or five index keys per chunk, and as many to drop when it is overwritten: a
+// quarter of the CPU of 1 MiB writes at 64 KiB) against the space an overwritten chunk
+// holds until its last block is overwritten too. 256 KiB: docs/benchmarks.md, issue 17,
+// session 27.
+const mutableChunk = 256 << 10
 
 // alignedGroup is the most whole mutable chunks writeMutableChunks writes in one go.
-const alignedGroup = 16
+const alignedGroup = 4
 
 // alignedChunks are buffers for alignedGroup aligned mutable chunk records.
 var alignedChunks = sync.Pool{New: func() any {
@@ -193,26 +197,29 @@ func (s *Store) writeMutableChunks(data []byte, sync bool) (*body, error) {
 	defer alignedChunks.Put(bp)
 	var ids []segment.ID
 	var sizes []int
+	var crcs []uint32
 	at := 0 // where the next record starts in *bp
 	flush := func() error {
 		if len(ids) == 0 {
 			return nil
 		}
-		locs, err := s.segs.AppendAlignedRecords(segment.KindChunk, ids, sizes, *bp)
+		locs, err := s.segs.AppendAlignedRecords(segment.KindChunk, ids, sizes, crcs, *bp)
 		if err != nil {
 			return err
 		}
 		bd.locs = append(bd.locs, locs...)
-		ids, sizes, at = ids[:0], sizes[:0], 0
+		ids, sizes, crcs, at = ids[:0], sizes[:0], crcs[:0], 0
 		return nil
 	}
 	for off := 0; off < len(data); off += mutableChunk {
 		piece := data[off:min(off+mutableChunk, len(data))]
 		id := segment.ID(newID())
+		sums := blockSums(piece)
 		var err error
 		if len(piece) == mutableChunk {
+			// A whole chunk is whole blocks: its record's checksum is folded from theirs.
 			copy((*bp)[at+segment.HeaderSize:], piece)
-			ids, sizes = append(ids, id), append(sizes, len(piece))
+			ids, sizes, crcs = append(ids, id), append(sizes, len(piece)), append(crcs, wholeSum(sums))
 			if at += segment.AlignedSize(len(piece)); at+segment.AlignedSize(mutableChunk) > len(*bp) {
 				err = flush()
 			}
@@ -227,7 +234,7 @@ func (s *Store) writeMutableChunks(data []byte, sync bool) (*body, error) {
 			return nil, err
 		}
 		bd.chunks = append(bd.chunks, object.Chunk{ID: object.ChunkID(id), Size: uint32(len(piece))})
-		bd.sums = append(bd.sums, blockSums(piece))
+		bd.sums = append(bd.sums, sums)
 	}
 	if err := flush(); err != nil {
 		s.release(bd.locs)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"math"
+	"math/bits"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/errors"
@@ -450,6 +451,38 @@ const (
 
 // blocks is the number of blocks of an n-byte payload.
 func blocks(n int64) int { return int((n + blockSize - 1) >> blockShift) }
+
+// blockShiftOp is the linear map that appending blockSize zero bytes applies to a CRC-32C
+// register, as its images of the register's 32 bits. The CRC-32C of A||B, where B is one
+// block, is blockShiftOp applied to A's CRC, xor B's (the all-ones pre- and
+// post-conditioning cancel out): a chunk's record checksum follows from its block
+// checksums without a second pass over the chunk.
+var blockShiftOp = zerosOp(blockSize)
+
+func zerosOp(n int) (op [32]uint32) {
+	for i := range op {
+		r := uint32(1) << i
+		for range n {
+			r = crcTable[r&0xff] ^ r>>8
+		}
+		op[i] = r
+	}
+	return op
+}
+
+// wholeSum returns the CRC-32C of a payload of whole blocks from their checksums
+// (blockSums).
+func wholeSum(sums []byte) uint32 {
+	crc := binary.BigEndian.Uint32(sums)
+	for i := 4; i < len(sums); i += 4 {
+		var shifted uint32
+		for v := crc; v != 0; v &= v - 1 {
+			shifted ^= blockShiftOp[bits.TrailingZeros32(v)]
+		}
+		crc = shifted ^ binary.BigEndian.Uint32(sums[i:])
+	}
+	return crc
+}
 
 // blockSums returns the CRC-32C of each block of payload, u32 big-endian each.
 func blockSums(payload []byte) []byte {

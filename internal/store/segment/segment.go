@@ -71,13 +71,18 @@ type Header struct {
 
 // EncodeHeader writes h into b (len(b) >= HeaderSize), computing the header checksum.
 func EncodeHeader(b []byte, kind uint8, id ID, payload []byte) {
+	encodeHeader(b, kind, id, len(payload), crc32.Checksum(payload, castagnoli))
+}
+
+// encodeHeader is EncodeHeader with the payload's length n and CRC32C known.
+func encodeHeader(b []byte, kind uint8, id ID, n int, crc uint32) {
 	binary.LittleEndian.PutUint32(b[0:], magic)
 	b[4] = version
 	b[5] = kind
 	b[6], b[7] = 0, 0
 	copy(b[8:24], id[:])
-	binary.LittleEndian.PutUint32(b[24:], uint32(len(payload)))
-	binary.LittleEndian.PutUint32(b[28:], crc32.Checksum(payload, castagnoli))
+	binary.LittleEndian.PutUint32(b[24:], uint32(n))
+	binary.LittleEndian.PutUint32(b[28:], crc)
 	binary.LittleEndian.PutUint32(b[32:], crc32.Checksum(b[:32], castagnoli))
 }
 
@@ -248,7 +253,7 @@ func AlignedBuffer(n int) []byte {
 // aligned length, so it is written with direct I/O where the filesystem supports it. Like
 // Append, the record is durable only after Sync.
 func (s *Set) AppendAligned(kind uint8, id ID, buf []byte, n int) (Loc, error) {
-	locs, err := s.AppendAlignedRecords(kind, []ID{id}, []int{n}, buf)
+	locs, err := s.AppendAlignedRecords(kind, []ID{id}, []int{n}, nil, buf)
 	if err != nil {
 		return Loc{}, err
 	}
@@ -260,12 +265,15 @@ func (s *Set) AppendAligned(kind uint8, id ID, buf []byte, n int) (Loc, error) {
 // start(0) = 0 and start(i+1) = start(i) + AlignedSize(sizes[i]) (the caller placed the
 // payloads there). buf must be Alignment-aligned and hold the records' aligned sizes; the
 // records go to consecutive aligned offsets of one segment, with direct I/O where the
-// filesystem supports it. Each returned location needs its own Done; none is durable
-// before Sync. On an error nothing is referenced (and the caller calls no Done).
-func (s *Set) AppendAlignedRecords(kind uint8, ids []ID, sizes []int, buf []byte) ([]Loc, error) {
+// filesystem supports it. crcs, if not nil, holds the CRC32C of each payload, which the
+// caller computed from the same bytes (a store that checksums blocks folds their sums
+// into it rather than reading the payload twice); nil computes them. Each returned
+// location needs its own Done; none is durable before Sync. On an error nothing is
+// referenced (and the caller calls no Done).
+func (s *Set) AppendAlignedRecords(kind uint8, ids []ID, sizes []int, crcs []uint32, buf []byte) ([]Loc, error) {
 	const op errors.Op = "segment.AppendAlignedRecords"
-	if len(ids) != len(sizes) || len(ids) == 0 {
-		return nil, errors.E(op, errors.Invalid, "ids and sizes differ in length")
+	if len(ids) != len(sizes) || len(ids) == 0 || (crcs != nil && len(crcs) != len(ids)) {
+		return nil, errors.E(op, errors.Invalid, "ids, sizes and checksums differ in length")
 	}
 	total := 0
 	for i, n := range sizes {
@@ -276,7 +284,11 @@ func (s *Set) AppendAlignedRecords(kind uint8, ids []ID, sizes []int, buf []byte
 			return nil, errors.E(op, errors.Invalid, "buffer shorter than the aligned records")
 		}
 		rec := buf[total : total+AlignedSize(n)]
-		EncodeHeader(rec[:HeaderSize], kind, ids[i], rec[HeaderSize:HeaderSize+n])
+		if crcs != nil {
+			encodeHeader(rec[:HeaderSize], kind, ids[i], n, crcs[i])
+		} else {
+			EncodeHeader(rec[:HeaderSize], kind, ids[i], rec[HeaderSize:HeaderSize+n])
+		}
 		clear(rec[HeaderSize+n:])
 		total += AlignedSize(n)
 	}

@@ -95,7 +95,7 @@ func TestAppendReadConcurrent(t *testing.T) {
 					copy(buf[at+HeaderSize:], datas[j])
 					at += AlignedSize(n)
 				}
-				locs, err := s.AppendAlignedRecords(KindChunk, ids, sizes, buf)
+				locs, err := s.AppendAlignedRecords(KindChunk, ids, sizes, nil, buf)
 				if err != nil {
 					t.Error(err)
 					return
@@ -116,7 +116,7 @@ func TestAppendReadConcurrent(t *testing.T) {
 		}(w)
 	}
 	wg.Wait()
-	if _, err := s.AppendAlignedRecords(KindChunk, []ID{{1}}, []int{64 << 10}, AlignedBuffer(4096)); !errors.Is(errors.Invalid, err) {
+	if _, err := s.AppendAlignedRecords(KindChunk, []ID{{1}}, []int{64 << 10}, nil, AlignedBuffer(4096)); !errors.Is(errors.Invalid, err) {
 		t.Fatalf("a buffer shorter than the records: %v", err)
 	}
 	if len(s.Segments()) < 2 {
@@ -238,7 +238,7 @@ func TestAppendAlignedRecordsDiskFull(t *testing.T) {
 	buf := AlignedBuffer(2 * AlignedSize(64<<10))
 	ids := []ID{{1}, {2}}
 	full.Store(true)
-	if _, err := s.AppendAlignedRecords(KindChunk, ids, sizes, buf); !errors.Is(errors.NoSpace, err) {
+	if _, err := s.AppendAlignedRecords(KindChunk, ids, sizes, nil, buf); !errors.Is(errors.NoSpace, err) {
 		t.Fatalf("a group on a full disk: %v, want NoSpace", err)
 	}
 	for _, in := range s.Segments() {
@@ -250,7 +250,7 @@ func TestAppendAlignedRecordsDiskFull(t *testing.T) {
 	data := payload(7, 64<<10)
 	copy(buf[HeaderSize:], data)
 	copy(buf[AlignedSize(64<<10)+HeaderSize:], data)
-	locs, err := s.AppendAlignedRecords(KindChunk, ids, sizes, buf)
+	locs, err := s.AppendAlignedRecords(KindChunk, ids, sizes, nil, buf)
 	if err != nil {
 		t.Fatal(err)
 	}
