@@ -28,8 +28,11 @@ func TestIndexSpanPolicy(t *testing.T) {
 		{"the span's first key", "V/", pebble.SpanPolicy{}, "V0"},
 		{"noncurrent record", "V/b\x00k\x00\xff\xff\xff\xff\xff\xff\xff\xfe", pebble.SpanPolicy{}, "V0"},
 		{"last key before the span's end", "V/\xff\xff", pebble.SpanPolicy{}, "V0"},
-		{"the span's end", "V0", inPlace, ""},
-		{"extent", "X/v\x00", inPlace, ""},
+		{"the span's end", "V0", inPlace, "X/"},
+		{"a chunk's references", "K/0123456789abcdef", inPlace, "V/"},
+		{"extent", "X/v\x00", pebble.SpanPolicy{}, "X0"},
+		{"the extent span's end", "X0", inPlace, ""},
+		{"after every span", "Z", inPlace, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, end, err := indexSpanPolicy([]byte(tc.start))

@@ -355,7 +355,27 @@ func (s *Store) cutExtents(b *pebble.Batch, vid [16]byte, from, to int64, refs m
 		ok = it.First()
 	}
 	for ; ok; ok = it.Next() {
-		e, err := decodeExtent(it.Key(), it.Value())
+		// A value in a blob file (at least versionValues.MinimumSize bytes, so inline
+		// bytes, never a chunk reference) that the range covers whole is deleted unread:
+		// its length is in the table.
+		if lv := it.LazyValue(); lv.Len() >= versionValues.MinimumSize {
+			if _, separated := lv.TryGetShortAttribute(); separated {
+				k := it.Key()
+				if len(k) != len(pfxExtent)+16+4 {
+					return errors.E(errors.Corrupt, "malformed extent key of a mutable object")
+				}
+				off := int64(binary.BigEndian.Uint32(k[len(k)-4:]))
+				if off >= from && off+int64(lv.Len()-1) <= to {
+					b.Delete(k, nil)
+					continue
+				}
+			}
+		}
+		v, err := s.iterValue(it)
+		if err != nil {
+			return err
+		}
+		e, err := decodeExtent(it.Key(), v)
 		if err != nil {
 			return err
 		}
@@ -498,7 +518,11 @@ func (r *Reader) loadExtents() *extentEntry {
 	e := &extentEntry{order: r.Object.HLC, ok: true}
 	var inline int
 	for ok := it.First(); ok; ok = it.Next() {
-		x, err := decodeExtent(it.Key(), it.Value())
+		v, err := r.s.iterValue(it)
+		if err != nil {
+			return nil
+		}
+		x, err := decodeExtent(it.Key(), v)
 		if err != nil {
 			return nil
 		}

@@ -249,8 +249,9 @@ func Open(cfg Config) (*Store, error) {
 	for i := range opts.Levels {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
-	// Noncurrent versions' values go to blob files that compactions do not rewrite
-	// (versions.go, indexFormat); the index is ratcheted to that format at open.
+	// Noncurrent versions' values and mutable objects' inline bytes go to blob files that
+	// compactions do not rewrite (versions.go, indexFormat, indexSpanPolicy); the index is
+	// ratcheted to that format at open.
 	if !cfg.legacyIndex {
 		opts.FormatMajorVersion = indexFormat
 		opts.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy { return versionValues }

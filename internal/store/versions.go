@@ -717,8 +717,16 @@ var (
 	versionSpanEnd   = prefixEnd([]byte(pfxVersion))
 )
 
-// indexSpanPolicy is the index's pebble.SpanPolicyFunc: values under V/ may be separated
-// (versionValues), every other range keeps its values in place.
+var (
+	extentSpanStart = []byte(pfxExtent)
+	extentSpanEnd   = prefixEnd([]byte(pfxExtent))
+)
+
+// indexSpanPolicy is the index's pebble.SpanPolicyFunc: values under V/ and X/ may be
+// separated (versionValues: noncurrent versions, and the inline bytes of mutable objects'
+// small writes, which compactions then carry by reference instead of rewriting them and
+// which a write covering them deletes unread, cutExtents), every other range keeps its
+// values in place.
 func indexSpanPolicy(start []byte) (pebble.SpanPolicy, []byte, error) {
 	inPlace := pebble.SpanPolicy{ValueStoragePolicy: pebble.ValueStorageLowReadLatency}
 	switch {
@@ -726,6 +734,10 @@ func indexSpanPolicy(start []byte) (pebble.SpanPolicy, []byte, error) {
 		return inPlace, versionSpanStart, nil
 	case bytes.Compare(start, versionSpanEnd) < 0:
 		return pebble.SpanPolicy{}, versionSpanEnd, nil
+	case bytes.Compare(start, extentSpanStart) < 0:
+		return inPlace, extentSpanStart, nil
+	case bytes.Compare(start, extentSpanEnd) < 0:
+		return pebble.SpanPolicy{}, extentSpanEnd, nil
 	default:
 		return inPlace, nil, nil
 	}
