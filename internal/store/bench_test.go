@@ -262,7 +262,7 @@ func BenchmarkVersionedOverwrite(b *testing.B) {
 
 // BenchmarkMutableRead4K measures the store's part of a volume's 4 KiB random read: a
 // reader of a data object at its order (replica.Local's OpenVersion) and a 4 KiB
-// WriteRange, over 32 data objects of 4 MiB written in 1 MiB writes (64 KiB chunk
+// WriteRange, over 32 data objects of 4 MiB written in 1 MiB writes (256 KiB chunk
 // records), as volbench's fill leaves them. cpu-ns/op is this process's CPU per read.
 func BenchmarkMutableRead4K(b *testing.B) {
 	s := benchStore(b)

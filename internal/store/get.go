@@ -46,7 +46,7 @@ func (s *Store) OpenObject(bucket, key string) (*Reader, error) {
 func (s *Store) open(op errors.Op, bucket string, get func(g getter) (*object.Object, error)) (*Reader, error) {
 	ticket := s.readers.begin()
 	extSeq := s.extents.begin()
-	snap := s.db.NewSnapshot()
+	snap := s.snapshot()
 	o, err := get(snap)
 	if err != nil {
 		snap.Close()

@@ -100,7 +100,7 @@ func (s *Store) Scan(keep func(bucket, key string) bool, fn func(object.VersionE
 // in NUL and 8 bytes of version: noncurrent).
 func (s *Store) scan(op errors.Op, pfx string, noncurrent bool, keep func(bucket, key string) bool, fn func(object.VersionEntry) error) error {
 	p := []byte(pfx)
-	snap := s.db.NewSnapshot()
+	snap := s.snapshot()
 	defer snap.Close()
 	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
 	if err != nil {

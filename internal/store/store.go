@@ -176,6 +176,7 @@ type Store struct {
 	bucketMu    sync.RWMutex    // object writes hold R; bucket create/delete hold W
 	relocMu     sync.RWMutex    // chunk-reference deletes hold R; compaction's commit holds W
 	readers     readerTracker
+	floor       snapFloor    // a snapshot beneath the readers' (snapfloor.go)
 	extents     *extentCache // mutable objects' extent maps (extcache.go)
 	compactMu   sync.Mutex   // one compaction at a time
 	compactStop context.CancelFunc
@@ -459,6 +460,7 @@ func (s *Store) Close() error {
 	close(s.commitCh)
 	s.wg.Wait()
 	err1 := s.segs.Close()
+	s.closeFloor()
 	// Flush the memtable so that the next start need not replay the log.
 	if err := s.db.Flush(); err != nil {
 		s.log.Warn("flushing the index on close", "err", err)

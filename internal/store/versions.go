@@ -534,7 +534,7 @@ func (s *Store) ListVersions(bucket string, opts object.VersionListOptions) (*ob
 	if opts.Max <= 0 {
 		return res, nil
 	}
-	snap := s.db.NewSnapshot()
+	snap := s.snapshot()
 	defer snap.Close()
 	base := objectPrefix(bucket, "")
 	lower := objectPrefix(bucket, opts.Prefix)
