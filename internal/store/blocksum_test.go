@@ -401,26 +401,13 @@ func TestExtentCacheBounds(t *testing.T) {
 // whose earlier pieces the same read already served still fails the read at that block.
 func TestFragmentedChunkReads(t *testing.T) {
 	s := openStore(t, testConfig(t)) // InlineMax 1 KiB
-	ctx := context.Background()
-	if err := s.CreateBucket("vol"); err != nil {
-		t.Fatal(err)
-	}
 	const size = 4 * mutableChunk
-	model := make([]byte, size)
-	order := uint64(0)
-	write := func(off int64, data []byte) {
-		t.Helper()
-		o, err := s.WriteRange(ctx, object.RangeWrite{Bucket: "vol", Key: "o", Size: size, Off: off, Data: data, Prev: order, Next: order + 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		order = o.HLC
-		copy(model[off:], data)
-	}
-	write(0, randBytes(1, 4*mutableChunk))
+	m := newModelObject(t, s, size)
+	model, read := m.model, m.read
+	m.write(t, 0, randBytes(1, 4*mutableChunk))
 	const gap = 12 << 10 // 80 KiB inline over 960 KiB, in 1 KiB pieces 12 KiB apart
 	for i := range 80 {
-		write(int64(i)*gap, randBytes(uint64(100+i), 1<<10))
+		m.write(t, int64(i)*gap, randBytes(uint64(100+i), 1<<10))
 	}
 	open := func() *Reader {
 		t.Helper()
@@ -429,13 +416,6 @@ func TestFragmentedChunkReads(t *testing.T) {
 			t.Fatal(err)
 		}
 		return r
-	}
-	read := func(off, n int64) ([]byte, error) {
-		r := open()
-		defer r.Close()
-		var buf bytes.Buffer
-		_, err := r.WriteRange(ctx, &buf, off, n)
-		return buf.Bytes(), err
 	}
 	if got, err := read(0, size); err != nil || !bytes.Equal(got, model) {
 		t.Fatalf("whole read: %v, equal %v", err, bytes.Equal(got, model))
@@ -475,6 +455,48 @@ func TestFragmentedChunkReads(t *testing.T) {
 	if got, err := read(2*mutableChunk, 9*blockSize); err != nil || !bytes.Equal(got, model[2*mutableChunk:at]) {
 		t.Fatalf("the chunk's blocks before the flipped one: %v", err)
 	}
+}
+
+// modelObject is the mutable object vol/o of a test, written through the store, and the
+// bytes it must hold.
+type modelObject struct {
+	s     *Store
+	size  int64
+	model []byte
+	order uint64
+}
+
+// newModelObject creates bucket vol for a mutable object of size bytes, not yet written.
+func newModelObject(t *testing.T, s *Store, size int64) *modelObject {
+	t.Helper()
+	if err := s.CreateBucket("vol"); err != nil {
+		t.Fatal(err)
+	}
+	return &modelObject{s: s, size: size, model: make([]byte, size)}
+}
+
+// write writes data at off, at the next order, and into the model.
+func (m *modelObject) write(t *testing.T, off int64, data []byte) {
+	t.Helper()
+	o, err := m.s.WriteRange(context.Background(), object.RangeWrite{Bucket: "vol", Key: "o", Size: m.size, Off: off, Data: data, Prev: m.order, Next: m.order + 1})
+	if err != nil {
+		t.Fatalf("write [%d, +%d): %v", off, len(data), err)
+	}
+	m.order = o.HLC
+	copy(m.model[off:], data)
+}
+
+// read reads n bytes from off through a new reader of the object's current version: what
+// it served, and its error.
+func (m *modelObject) read(off, n int64) ([]byte, error) {
+	r, err := m.s.OpenObject("vol", "o")
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	var buf bytes.Buffer
+	_, err = r.WriteRange(context.Background(), &buf, off, n)
+	return buf.Bytes(), err
 }
 
 // chunkOfExtent returns the chunk the extent of object vid at pos references, with its

@@ -167,8 +167,8 @@ func (s *Store) WriteRange(ctx context.Context, w object.RangeWrite) (*object.Ob
 // mutableChunk is the size of the chunk records a mutable object's large writes are cut
 // into, a multiple of blockSize. A read of a few KiB reads and checks only the blocks it
 // covers (block checksums, format 2), so the size weighs the index work of a large write
-// (four or five index keys per chunk, and as many to drop when it is overwritten: a
-// quarter of the CPU of 1 MiB writes at 64 KiB) against the space an overwritten chunk
+// (four or five index keys per chunk, and as many to drop when it is overwritten: about
+// a third of the CPU of 1 MiB writes at 64 KiB) against the space an overwritten chunk
 // holds until its last block is overwritten too. 256 KiB: docs/benchmarks.md, issue 17,
 // session 27.
 const mutableChunk = 256 << 10

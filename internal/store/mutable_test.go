@@ -241,32 +241,13 @@ func TestMutableDiskFull(t *testing.T) {
 // when the object is deleted.
 func TestMutableBlobExtents(t *testing.T) {
 	s := openStore(t, testConfig(t)) // InlineMax 1 KiB: a 1 KiB write's value is 1,025 bytes
-	ctx := context.Background()
-	if err := s.CreateBucket("vol"); err != nil {
-		t.Fatal(err)
-	}
 	const size = 1 << 20
-	model := make([]byte, size)
-	order := uint64(0)
-	write := func(off int64, data []byte) {
-		t.Helper()
-		o, err := s.WriteRange(ctx, object.RangeWrite{Bucket: "vol", Key: "o", Size: size, Off: off, Data: data, Prev: order, Next: order + 1})
-		if err != nil {
-			t.Fatalf("write [%d, +%d): %v", off, len(data), err)
-		}
-		order = o.HLC
-		copy(model[off:], data)
-	}
+	m := newModelObject(t, s, size)
+	write := func(off int64, data []byte) { t.Helper(); m.write(t, off, data) }
 	check := func(what string) {
 		t.Helper()
-		r, err := s.OpenObject("vol", "o")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
-		var buf bytes.Buffer
-		if _, err := r.WriteRange(ctx, &buf, 0, size); err != nil || !bytes.Equal(buf.Bytes(), model) {
-			t.Fatalf("%s: read %v, equal %v", what, err, bytes.Equal(buf.Bytes(), model))
+		if got, err := m.read(0, size); err != nil || !bytes.Equal(got, m.model) {
+			t.Fatalf("%s: read %v, equal %v", what, err, bytes.Equal(got, m.model))
 		}
 	}
 	rng := rand.New(rand.NewPCG(5, 6))

@@ -3,6 +3,7 @@ package segment
 import (
 	"bytes"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"sync"
@@ -95,7 +96,13 @@ func TestAppendReadConcurrent(t *testing.T) {
 					copy(buf[at+HeaderSize:], datas[j])
 					at += AlignedSize(n)
 				}
-				locs, err := s.AppendAlignedRecords(KindChunk, ids, sizes, nil, buf)
+				var crcs []uint32 // every other group passes its checksums in, as the store does
+				if i%2 == 1 {
+					for _, d := range datas {
+						crcs = append(crcs, crc32.Checksum(d, castagnoli))
+					}
+				}
+				locs, err := s.AppendAlignedRecords(KindChunk, ids, sizes, crcs, buf)
 				if err != nil {
 					t.Error(err)
 					return
@@ -119,6 +126,23 @@ func TestAppendReadConcurrent(t *testing.T) {
 	if _, err := s.AppendAlignedRecords(KindChunk, []ID{{1}}, []int{64 << 10}, nil, AlignedBuffer(4096)); !errors.Is(errors.Invalid, err) {
 		t.Fatalf("a buffer shorter than the records: %v", err)
 	}
+	if _, err := s.AppendAlignedRecords(KindChunk, []ID{{1}}, []int{100}, []uint32{1, 2}, AlignedBuffer(4096)); !errors.Is(errors.Invalid, err) {
+		t.Fatalf("more checksums than records: %v", err)
+	}
+	// A checksum passed in is the one written: a wrong one fails the record's read.
+	bad := AlignedBuffer(AlignedSize(100))
+	copy(bad[HeaderSize:], payload(7, 100))
+	locs, err := s.AppendAlignedRecords(KindChunk, []ID{{2}}, []int{100}, []uint32{crc32.Checksum(bad[HeaderSize:HeaderSize+100], castagnoli) ^ 1}, bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(locs[0].Seg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Read(locs[0], ID{2}, nil); !errors.Is(errors.Corrupt, err) {
+		t.Fatalf("a record written with a wrong checksum read back: %v", err)
+	}
+	s.Done(locs[0].Seg)
 	if len(s.Segments()) < 2 {
 		t.Fatal("segments did not roll")
 	}
