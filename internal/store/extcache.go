@@ -4,8 +4,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/cockroachdb/pebble/v2"
-
 	"github.com/cairnfs/cairn/internal/store/segment"
 )
 
@@ -16,7 +14,7 @@ import (
 // in when first read.
 //
 // It is never stale: every index commit that sets or deletes an extent key removes the
-// entry of that version id after the commit (Store.commit scans the batch), a commit
+// entry of that version id after the commit (Store.invalidateExtents scans the batch), a commit
 // that moves chunks (compaction) or deletes a key range removes all of them, and an entry
 // or a location is stored only by a reader that began (took its snapshot) after the last
 // such removal that concerns it: removal and insertion are ordered by a sequence number,
@@ -180,35 +178,4 @@ func (c *extentCache) removeAll() {
 	c.floor = c.seq.Add(1)
 	clear(c.slots)
 	c.bytes = 0
-}
-
-// invalidate removes the entries a committed (or failed: it may be applied in part)
-// batch may have made stale: those of the version ids of the extent keys it sets or
-// deletes; all of them if it deletes a key range.
-func (c *extentCache) invalidate(b *pebble.Batch) {
-	var vids [][16]byte
-	r := b.Reader()
-	for {
-		kind, k, _, ok, err := r.Next()
-		if err != nil {
-			c.removeAll()
-			return
-		}
-		if !ok {
-			break
-		}
-		if kind == pebble.InternalKeyKindRangeDelete {
-			c.removeAll()
-			return
-		}
-		if len(k) >= len(pfxExtent)+16 && string(k[:len(pfxExtent)]) == pfxExtent {
-			vid := [16]byte(k[len(pfxExtent) : len(pfxExtent)+16])
-			if len(vids) == 0 || vids[len(vids)-1] != vid {
-				vids = append(vids, vid)
-			}
-		}
-	}
-	if len(vids) > 0 {
-		c.remove(vids)
-	}
 }

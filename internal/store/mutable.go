@@ -57,6 +57,9 @@ func extentKey(vid [16]byte, off int64) []byte {
 	return binary.BigEndian.AppendUint32(extentPrefix(vid), uint32(off))
 }
 
+// extentOffset is the offset an extent key (of the right length) names.
+func extentOffset(k []byte) uint32 { return binary.BigEndian.Uint32(k[len(k)-4:]) }
+
 func chunkRefKey(id segment.ID) []byte { return append([]byte(pfxChunkRef), id[:]...) }
 
 // extent is one decoded extent.
@@ -281,14 +284,35 @@ func (s *Store) commitRange(op errors.Op, w object.RangeWrite, bd *body, sync bo
 
 	b := s.db.NewBatch()
 	refs := map[segment.ID]int{}
-	if err := s.cutExtents(b, o.VersionID, w.Off, w.Off+w.Length(), refs); err != nil {
+	// The cut goes through the object's extent map if the store keeps one (extmap.go),
+	// else through the index; the map, changed by the write, is kept once it committed.
+	vid, from, to := o.VersionID, w.Off, w.Off+w.Length()
+	fresh := old == nil || old.Deleted || old.VersionID != vid
+	m, load := s.extMaps.take(vid, orderOf(old), fresh, b)
+	if m == nil && load {
+		m = s.loadExtentMap(vid, orderOf(old))
+	}
+	kept := false
+	defer func() {
+		if !kept {
+			s.extMaps.drop(vid)
+		}
+	}()
+	if m != nil {
+		err = s.cutMap(b, vid, from, to, refs, m)
+	} else {
+		err = s.cutExtents(b, vid, from, to, refs)
+	}
+	if err != nil {
 		b.Close()
 		return nil, errors.E(op, err)
 	}
+	var added []extMeta // the write's extents, for m
 	switch {
 	case bd == nil && w.Data == nil: // a hole
 	case bd == nil:
 		b.Set(extentKey(o.VersionID, w.Off), extent{data: w.Data}.value(), nil)
+		added = append(added, extMeta{off: w.Off, n: int64(len(w.Data))})
 	default: // chunks (a journaled one has no w.Data)
 		pos := w.Off
 		for i, c := range bd.chunks {
@@ -297,6 +321,7 @@ func (s *Store) commitRange(op errors.Op, w object.RangeWrite, bd *body, sync bo
 			b.Set(segKey(bd.locs[i]), segValue(id, c.Size), nil)
 			e := extent{off: pos, n: int64(c.Size), chunk: id, inChunk: true}
 			b.Set(extentKey(o.VersionID, pos), e.value(), nil)
+			added = append(added, metaOf(e))
 			// A chunk new in this batch has one reference, this extent: its count is
 			// set, not read (a lookup of an id no key has yet cost a fifth of the CPU
 			// of 1 MiB overwrites, docs/benchmarks.md); cutExtents never names it.
@@ -317,6 +342,12 @@ func (s *Store) commitRange(op errors.Op, w object.RangeWrite, bd *body, sync bo
 	}
 	if err != nil {
 		return nil, errors.E(op, err)
+	}
+	if m != nil {
+		m.insert(from, added)
+		m.order = o.HLC
+		s.extMaps.install(vid, m)
+		kept = true
 	}
 	if old == nil || old.Deleted {
 		s.count(w.Bucket, old, &o)
@@ -364,7 +395,7 @@ func (s *Store) cutExtents(b *pebble.Batch, vid [16]byte, from, to int64, refs m
 				if len(k) != len(pfxExtent)+16+4 {
 					return errors.E(errors.Corrupt, "malformed extent key of a mutable object")
 				}
-				off := int64(binary.BigEndian.Uint32(k[len(k)-4:]))
+				off := int64(extentOffset(k))
 				if off >= from && off+int64(lv.Len()-1) <= to {
 					b.Delete(k, nil)
 					continue

@@ -124,6 +124,7 @@ func TestMutableModel(t *testing.T) {
 				t.Fatalf("write %d: %v", i, err)
 			}
 			m.order = o.HLC
+			checkExtentMaps(t, s)
 		}
 		if i%40 == 0 {
 			check("after op " + string(rune('0'+i/40)))

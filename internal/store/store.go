@@ -177,7 +177,8 @@ type Store struct {
 	relocMu     sync.RWMutex    // chunk-reference deletes hold R; compaction's commit holds W
 	readers     readerTracker
 	floor       snapFloor    // a snapshot beneath the readers' (snapfloor.go)
-	extents     *extentCache // mutable objects' extent maps (extcache.go)
+	extents     *extentCache // mutable objects' extent maps, for reads (extcache.go)
+	extMaps     *extentMaps  // mutable objects' extent layouts, for writes (extmap.go)
 	compactMu   sync.Mutex   // one compaction at a time
 	compactStop context.CancelFunc
 
@@ -293,6 +294,7 @@ func Open(cfg Config) (*Store, error) {
 		vbuckets: map[string]bool{},
 		clock:    cfg.Clock,
 		extents:  newExtentCache(extentCacheObjects),
+		extMaps:  newExtentMaps(),
 	}
 	if s.clock == nil {
 		s.clock = new(hlc.Clock)
@@ -504,7 +506,7 @@ func (s *Store) commitNoSync(b *pebble.Batch) error {
 		return errors.E(errors.Transient, "store is closed")
 	}
 	err := b.Commit(pebble.NoSync)
-	s.extents.invalidate(b)
+	s.invalidateExtents(b)
 	if err != nil {
 		return errors.E(errors.Op("store.commit"), errors.IO, err)
 	}
@@ -567,7 +569,7 @@ func (s *Store) commit(b *pebble.Batch) error {
 	s.commitCh <- req
 	s.closeMu.RUnlock()
 	err := <-req.done
-	s.extents.invalidate(b)
+	s.invalidateExtents(b)
 	if err != nil {
 		return errors.E(errors.Op("store.commit"), errors.IO, err)
 	}
