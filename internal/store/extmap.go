@@ -55,8 +55,9 @@ type mapSlot struct {
 // extentMap is a mutable object's extents at one write order, in offset order, not
 // overlapping: exactly the object's extent keys in the index at that order.
 type extentMap struct {
-	order uint64
-	ext   []extMeta
+	order  uint64
+	ext    []extMeta
+	inline int64 // bytes of the inline extents, set by install
 }
 
 // extMeta is an extent without its bytes.
@@ -139,8 +140,36 @@ func (c *extentMaps) install(vid [16]byte, m *extentMap) {
 	}
 	for c.held+len(m.ext) > c.max && c.evictLocked() {
 	}
+	m.inline = 0
+	for _, e := range m.ext {
+		if !e.inChunk {
+			m.inline += e.n
+		}
+	}
 	*sl = mapSlot{m: m}
 	c.held += len(m.ext)
+}
+
+// span appends to buf the extents of vid's map at order that overlap [from, to), for a
+// reader whose snapshot shows the object at order (the map is then exactly the extents
+// the snapshot holds); false if the store keeps no such map, or if the extent cache would
+// keep the object (it holds chunk locations too: reads of objects of few extents and
+// little inline data are better served there).
+func (c *extentMaps) span(vid [16]byte, order uint64, from, to int64, buf []extMeta) ([]extMeta, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sl := c.slots[vid]
+	if sl == nil || sl.m == nil || sl.m.order != order {
+		return nil, false
+	}
+	m := sl.m
+	if len(m.ext) <= extentCacheMaxExtent && m.inline <= extentCacheMaxInline {
+		return nil, false
+	}
+	for i := sort.Search(len(m.ext), func(i int) bool { return m.ext[i].end() > from }); i < len(m.ext) && m.ext[i].off < to; i++ {
+		buf = append(buf, m.ext[i])
+	}
+	return buf, true
 }
 
 // drop ends the taker's hold of vid without a map (its commit failed, or it had none).

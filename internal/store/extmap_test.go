@@ -87,6 +87,23 @@ func TestExtentMapWrites(t *testing.T) {
 		t.Fatal("no extent map after the first write of a new object")
 	}
 	writes(150)
+	// Small writes only: the object has more inline bytes than the extent cache keeps,
+	// so reads go through its map (span), and read back as written.
+	for range 400 {
+		l := 1 + rng.IntN(1<<10)
+		m.write(t, rng.Int64N(size-int64(l)+1), randBytes(rng.Uint64(), l))
+	}
+	checkExtentMaps(t, s)
+	if _, ok := s.extMaps.span(vid(), m.order, 0, size, nil); !ok {
+		t.Fatal("reads of an object of many small writes do not go through its extent map")
+	}
+	for range 200 {
+		off := rng.Int64N(size)
+		n := 1 + rng.Int64N(min(size-off, 64<<10))
+		if got, err := m.read(off, n); err != nil || !bytes.Equal(got, m.model[off:off+n]) {
+			t.Fatalf("read [%d, +%d) through the extent map differs from the model (%v)", off, n, err)
+		}
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

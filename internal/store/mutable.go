@@ -527,6 +527,14 @@ func (s *Store) dropMutableBody(b *pebble.Batch, o *object.Object) ([]segment.Lo
 func (r *Reader) writeMutable(ctx context.Context, w io.Writer, off, n int64) (int64, error) {
 	e := r.s.extents.get(r.Object.VersionID, r.Object.HLC)
 	if e == nil {
+		// An object the extent cache would not keep (many extents, or much inline data:
+		// small random writes) is read through its extent map if the store keeps one
+		// at the reader's order: no seek of the index for the extents, a point read
+		// for each inline one.
+		var buf [8]extMeta
+		if span, ok := r.s.extMaps.span(r.Object.VersionID, r.Object.HLC, off, off+n, buf[:0]); ok {
+			return r.writeMutableMap(ctx, w, off, n, span)
+		}
 		e = r.loadExtents()
 	}
 	if e == nil || !e.ok {
@@ -608,6 +616,60 @@ func (r *Reader) writeMutableCached(ctx context.Context, w io.Writer, off, n int
 			var k int
 			k, err = w.Write(part.data)
 			m = int64(k)
+		}
+		written += m
+		pos += m
+		if err != nil {
+			return written, err
+		}
+		if err := ctx.Err(); err != nil {
+			return written, err
+		}
+	}
+	m, err := writeZeroes(w, end-pos)
+	return written + m, err
+}
+
+// writeMutableMap is writeMutable with span, the extents of the object's map (at the
+// reader's order) that overlap [off, off+n): an inline extent's bytes are read from the
+// reader's snapshot, a chunk's as writeMutableIndex reads them.
+func (r *Reader) writeMutableMap(ctx context.Context, w io.Writer, off, n int64, span []extMeta) (int64, error) {
+	vid := r.Object.VersionID
+	pos, end := off, off+n
+	var written int64
+	var last chunkMemo
+	for _, x := range span {
+		m, err := writeZeroes(w, x.off-pos)
+		written += m
+		pos += m
+		if err != nil {
+			return written, err
+		}
+		e := extent{off: x.off, n: x.n, chunk: x.chunk, chunkOff: x.chunkOff, inChunk: x.inChunk}
+		if !e.inChunk {
+			k := extentKey(vid, x.off)
+			v, c, err := r.snap.Get(k)
+			if err == pebble.ErrNotFound {
+				return written, errors.E(errors.Corrupt, "an extent of a mutable object is missing from the index")
+			}
+			if err != nil {
+				return written, r.s.valueErr(err)
+			}
+			e, err = decodeExtent(k, v)
+			if err == nil && (e.inChunk || e.n != x.n) {
+				err = errors.E(errors.Corrupt, "an extent of a mutable object differs from its map")
+			}
+			if err != nil {
+				c.Close()
+				return written, err
+			}
+			part := e.slice(max(e.off, pos), min(e.end(), end))
+			k2, werr := w.Write(part.data)
+			c.Close()
+			m = int64(k2)
+			err = werr
+		} else {
+			m, err = r.writeChunkPartMemo(w, e.slice(max(e.off, pos), min(e.end(), end)), &last)
 		}
 		written += m
 		pos += m

@@ -70,7 +70,7 @@ func main() {
 	snaps := flag.Bool("snapshots", false, "measure snapshots, clones, copy on write and incremental export instead")
 	ec := flag.String("ec", "", "compare a volume in an erasure-coded class of this code (4+2) with a replicated one instead")
 	withTLS := flag.Bool("tls", false, "compare NBD over TLS with plain NBD instead (two single-node clusters)")
-	only := flag.String("phases", "", "comma-separated phases to run (randread, randwrite, read, write; default all)")
+	only := flag.String("phases", "", "comma-separated phases to run, in that order (randread, randwrite, read, write; default all, in that order)")
 	profile := flag.String("profile", "", "write a CPU profile of every node during each cairn phase to this directory (the nodes run with --pprof)")
 	flag.Parse()
 	work, err := os.MkdirTemp(*dir, "volbench-")
@@ -109,9 +109,9 @@ func main() {
 		{"1m write", "write", "1m"},
 	}
 	if *only != "" {
-		var some []struct{ name, rw, bs string }
-		for _, p := range phases {
-			for _, o := range strings.Split(*only, ",") {
+		var some []struct{ name, rw, bs string } // in the order given
+		for _, o := range strings.Split(*only, ",") {
+			for _, p := range phases {
 				if o == p.rw {
 					some = append(some, p)
 				}
