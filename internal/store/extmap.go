@@ -152,7 +152,8 @@ func (c *extentMaps) install(vid [16]byte, m *extentMap) {
 
 // span appends to buf the extents of vid's map at order that overlap [from, to), for a
 // reader whose snapshot shows the object at order (the map is then exactly the extents
-// the snapshot holds); false if the store keeps no such map, or if the extent cache would
+// the snapshot holds); false if the store keeps no such map, if more than spanMax
+// extents overlap the range, or if the extent cache would
 // keep the object (it holds chunk locations too: reads of objects of few extents and
 // little inline data are better served there).
 func (c *extentMaps) span(vid [16]byte, order uint64, from, to int64, buf []extMeta) ([]extMeta, bool) {
@@ -167,10 +168,18 @@ func (c *extentMaps) span(vid [16]byte, order uint64, from, to int64, buf []extM
 		return nil, false
 	}
 	for i := sort.Search(len(m.ext), func(i int) bool { return m.ext[i].end() > from }); i < len(m.ext) && m.ext[i].off < to; i++ {
+		if len(buf) == spanMax {
+			return nil, false
+		}
 		buf = append(buf, m.ext[i])
 	}
 	return buf, true
 }
+
+// spanMax is the most extents a read goes through a map for: each inline one is a point
+// read, where the index's iterator reads neighbouring extents from the same blocks (1 MiB
+// sequential reads after random writes ran at a third of their rate through maps).
+const spanMax = 8
 
 // drop ends the taker's hold of vid without a map (its commit failed, or it had none).
 func (c *extentMaps) drop(vid [16]byte) {
