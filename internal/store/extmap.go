@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"sort"
 	"sync"
 
@@ -341,23 +342,10 @@ func (s *Store) cutMap(b *pebble.Batch, vid [16]byte, from, to int64, refs map[s
 		var x extent // e with its bytes, once needed
 		piece := func(lo, hi int64) ([]byte, extMeta, error) {
 			if !e.inChunk && x.data == nil {
-				v, c, err := s.db.Get(extentKey(vid, e.off))
-				if err != nil {
-					if err == pebble.ErrNotFound {
-						return nil, extMeta{}, errors.E(errors.Corrupt, "an extent of a mutable object is missing from the index")
-					}
-					return nil, extMeta{}, indexErr(err)
-				}
-				x, err = decodeExtent(extentKey(vid, e.off), v)
-				if err == nil && (x.inChunk || x.n != e.n) {
-					err = errors.E(errors.Corrupt, "an extent of a mutable object differs from its map")
-				}
-				if err != nil {
-					c.Close()
+				var err error
+				if x, err = s.inlineExtent(s.db, vid, e, nil); err != nil {
 					return nil, extMeta{}, err
 				}
-				x.data = append([]byte(nil), x.data...)
-				c.Close()
 			}
 			if e.inChunk {
 				x = extent{off: e.off, n: e.n, chunk: e.chunk, chunkOff: e.chunkOff, inChunk: true}
@@ -390,6 +378,34 @@ func (s *Store) cutMap(b *pebble.Batch, vid [16]byte, from, to int64, refs map[s
 	}
 	m.ext = replaceExtents(m.ext, i, j, kept[:nk])
 	return nil
+}
+
+// inlineExtent reads the inline extent e of object vid from g (the index, or a reader's
+// snapshot) and passes its bytes to use, if not nil, before they are released; with a nil
+// use, the extent returned holds a copy of them. An extent missing, or other than e
+// says, is Corrupt.
+func (s *Store) inlineExtent(g getter, vid [16]byte, e extMeta, use func(extent) error) (extent, error) {
+	k := extentKey(vid, e.off)
+	v, c, err := g.Get(k)
+	if err == pebble.ErrNotFound {
+		return extent{}, errors.E(errors.Corrupt, "an extent of a mutable object is missing from the index")
+	}
+	if err != nil {
+		return extent{}, s.valueErr(err)
+	}
+	defer c.Close()
+	x, err := decodeExtent(k, v)
+	if err == nil && (x.inChunk || x.n != e.n) {
+		err = errors.E(errors.Corrupt, "an extent of a mutable object differs from its map")
+	}
+	if err != nil {
+		return extent{}, err
+	}
+	if use != nil {
+		return x, use(x)
+	}
+	x.data = bytes.Clone(x.data)
+	return x, nil
 }
 
 // replaceExtents replaces ext[i:j] by with.

@@ -634,7 +634,6 @@ func (r *Reader) writeMutableCached(ctx context.Context, w io.Writer, off, n int
 // reader's order) that overlap [off, off+n): an inline extent's bytes are read from the
 // reader's snapshot, a chunk's as writeMutableIndex reads them.
 func (r *Reader) writeMutableMap(ctx context.Context, w io.Writer, off, n int64, span []extMeta) (int64, error) {
-	vid := r.Object.VersionID
 	pos, end := off, off+n
 	var written int64
 	var last chunkMemo
@@ -645,31 +644,16 @@ func (r *Reader) writeMutableMap(ctx context.Context, w io.Writer, off, n int64,
 		if err != nil {
 			return written, err
 		}
-		e := extent{off: x.off, n: x.n, chunk: x.chunk, chunkOff: x.chunkOff, inChunk: x.inChunk}
-		if !e.inChunk {
-			k := extentKey(vid, x.off)
-			v, c, err := r.snap.Get(k)
-			if err == pebble.ErrNotFound {
-				return written, errors.E(errors.Corrupt, "an extent of a mutable object is missing from the index")
-			}
-			if err != nil {
-				return written, r.s.valueErr(err)
-			}
-			e, err = decodeExtent(k, v)
-			if err == nil && (e.inChunk || e.n != x.n) {
-				err = errors.E(errors.Corrupt, "an extent of a mutable object differs from its map")
-			}
-			if err != nil {
-				c.Close()
-				return written, err
-			}
-			part := e.slice(max(e.off, pos), min(e.end(), end))
-			k2, werr := w.Write(part.data)
-			c.Close()
-			m = int64(k2)
-			err = werr
-		} else {
+		if x.inChunk {
+			e := extent{off: x.off, n: x.n, chunk: x.chunk, chunkOff: x.chunkOff, inChunk: true}
 			m, err = r.writeChunkPartMemo(w, e.slice(max(e.off, pos), min(e.end(), end)), &last)
+		} else {
+			m = 0
+			_, err = r.s.inlineExtent(r.snap, r.Object.VersionID, x, func(e extent) error {
+				k, err := w.Write(e.slice(max(e.off, pos), min(e.end(), end)).data)
+				m = int64(k)
+				return err
+			})
 		}
 		written += m
 		pos += m
