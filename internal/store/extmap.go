@@ -41,16 +41,19 @@ type extentMaps struct {
 	seen  map[[16]byte]struct{} // written once recently, no map
 	held  int                   // extents in the installed maps, at most max
 	max   int
+	tick  uint64 // tickets handed out by take
 }
 
 // mapSlot is the cache's state of one version id: its map (nil while a writer holds it),
-// and, while taken, the batch of the taker and whether another commit changed the
-// object's extents meanwhile.
+// and, while taken, the taker's ticket, its batch until that batch's commit is seen (a
+// closed batch is pooled and may come back as another), and whether another commit
+// changed the object's extents meanwhile.
 type mapSlot struct {
-	m     *extentMap
-	taken bool
-	owner *pebble.Batch
-	stale bool
+	m      *extentMap
+	taken  bool
+	ticket uint64
+	owner  *pebble.Batch
+	stale  bool
 }
 
 // extentMap is a mutable object's extents at one write order, in offset order, not
@@ -86,15 +89,15 @@ func newExtentMaps() *extentMaps {
 
 // take returns vid's map at order for the writer whose batch is b, and whether the
 // writer should load one from the index instead (the object is written often enough)
-// when none is returned. fresh says vid is new: its map is empty. Until install or drop,
-// vid's slot is the writer's.
-func (c *extentMaps) take(vid [16]byte, order uint64, fresh bool, b *pebble.Batch) (m *extentMap, load bool) {
+// when none is returned. fresh says vid is new: its map is empty. Until install or drop
+// with the ticket returned, vid's slot is the writer's.
+func (c *extentMaps) take(vid [16]byte, order uint64, fresh bool, b *pebble.Batch) (m *extentMap, load bool, ticket uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	sl := c.slots[vid]
 	if sl != nil && sl.taken {
 		// A writer holds it: cannot happen under the key lock, but never share a map.
-		return nil, false
+		return nil, false, 0
 	}
 	if sl != nil {
 		c.held -= len(sl.m.ext)
@@ -115,24 +118,25 @@ func (c *extentMaps) take(vid [16]byte, order uint64, fresh bool, b *pebble.Batc
 				clear(c.seen)
 			}
 			c.seen[vid] = struct{}{}
-			return nil, false
+			return nil, false, 0
 		}
 	}
 	if sl == nil {
 		sl = &mapSlot{}
 		c.slots[vid] = sl
 	}
-	*sl = mapSlot{taken: true, owner: b}
-	return m, load
+	c.tick++
+	*sl = mapSlot{taken: true, ticket: c.tick, owner: b}
+	return m, load, c.tick
 }
 
-// install puts m back as vid's map after the taker's batch committed, unless another
-// commit changed vid's extents meanwhile or m is too large.
-func (c *extentMaps) install(vid [16]byte, m *extentMap) {
+// install puts m back as vid's map after the batch of the taker of ticket committed,
+// unless another commit changed vid's extents meanwhile or m is too large.
+func (c *extentMaps) install(vid [16]byte, m *extentMap, ticket uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	sl := c.slots[vid]
-	if sl == nil || !sl.taken {
+	if sl == nil || !sl.taken || sl.ticket != ticket {
 		return
 	}
 	if sl.stale || len(m.ext) > extentMapPerObject {
@@ -182,11 +186,12 @@ func (c *extentMaps) span(vid [16]byte, order uint64, from, to int64, buf []extM
 // sequential reads after random writes ran at a third of their rate through maps).
 const spanMax = 8
 
-// drop ends the taker's hold of vid without a map (its commit failed, or it had none).
-func (c *extentMaps) drop(vid [16]byte) {
+// drop ends the hold of vid by the taker of ticket, without a map (its commit failed,
+// or it had none).
+func (c *extentMaps) drop(vid [16]byte, ticket uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if sl := c.slots[vid]; sl != nil && sl.taken {
+	if sl := c.slots[vid]; sl != nil && sl.taken && sl.ticket == ticket {
 		delete(c.slots, vid)
 	}
 }
@@ -213,7 +218,9 @@ func (c *extentMaps) remove(b *pebble.Batch, vids [][16]byte) {
 		switch {
 		case sl == nil:
 		case sl.taken:
-			if sl.owner != b {
+			if sl.owner == b {
+				sl.owner = nil // the taker's own commit: any later batch is another's
+			} else {
 				sl.stale = true
 			}
 		default:

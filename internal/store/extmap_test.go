@@ -158,56 +158,78 @@ func TestExtentMapInvalidation(t *testing.T) {
 		sl := c.slots[vid]
 		return sl != nil && !sl.taken && sl.m != nil
 	}
-	m, _ := c.take(a, 0, true, own)
+	m, _, tk := c.take(a, 0, true, own)
 	m.ext = append(m.ext, extMeta{off: 0, n: 10})
 	c.remove(own, [][16]byte{a}) // the taker's own commit
-	c.install(a, m)
+	c.install(a, m, tk)
 	if !installed(a) || c.held != 1 {
 		t.Fatalf("own commit dropped the map (held %d)", c.held)
 	}
-	if got, load := c.take(a, 7, false, own); got != nil || !load {
+	got, load, tk := c.take(a, 7, false, own)
+	if got != nil || !load {
 		t.Fatalf("a map taken at another order than its own: %v, load %v", got, load)
 	}
-	c.drop(a)
-	if installed(a) || c.held != 0 {
+	c.drop(a, tk)
+	if installed(a) || c.held != 0 || c.slots[a] != nil {
 		t.Fatalf("a map at another order was kept (held %d)", c.held)
 	}
 
-	m, _ = c.take(a, 0, true, own)
+	m, _, tk = c.take(a, 0, true, own)
 	c.remove(other, [][16]byte{a})
-	c.install(a, m)
+	c.install(a, m, tk)
 	if installed(a) {
 		t.Fatal("a map installed after another batch changed its extents")
 	}
-	m, _ = c.take(b, 0, true, own)
+	// The taker's batch, once its commit is seen, is pooled and may come back as
+	// another writer's: a second commit of that batch is another's.
+	m, _, tk = c.take(a, 0, true, own)
+	c.remove(own, [][16]byte{a})
+	c.remove(own, [][16]byte{a})
+	c.install(a, m, tk)
+	if installed(a) {
+		t.Fatal("a map installed after a later batch changed its extents")
+	}
+	m, _, tk = c.take(b, 0, true, own)
 	c.removeAll()
-	c.install(b, m)
+	c.install(b, m, tk)
 	if installed(b) {
 		t.Fatal("a map installed after every map was dropped")
 	}
+	// A ticket that is not the holder's neither installs nor drops.
+	m, _, tk = c.take(b, 0, true, own)
+	c.install(b, &extentMap{}, tk+1)
+	c.drop(b, tk+1)
+	if sl := c.slots[b]; sl == nil || !sl.taken {
+		t.Fatal("another ticket ended a writer's hold")
+	}
+	c.install(b, m, tk)
+	if !installed(b) {
+		t.Fatal("the holder's map was not installed")
+	}
 
 	// First write of an old object: no map, no load; the second loads.
-	if got, load := c.take(a, 5, false, own); got != nil || load {
+	if got, load, _ := c.take(a, 5, false, own); got != nil || load {
 		t.Fatalf("first write of an old object: %v, load %v", got, load)
 	}
-	if _, load := c.take(a, 5, false, own); !load {
+	_, load, tk = c.take(a, 5, false, own)
+	if !load {
 		t.Fatal("second write of an old object does not load its map")
 	}
-	c.drop(a)
+	c.drop(a, tk)
 
 	c.max = 3
 	for i := range 5 {
 		vid := [16]byte{byte(10 + i)}
-		m, _ := c.take(vid, 0, true, own)
+		m, _, tk := c.take(vid, 0, true, own)
 		m.ext = append(m.ext, extMeta{off: 0, n: 1})
-		c.install(vid, m)
+		c.install(vid, m, tk)
 		if c.held > c.max {
 			t.Fatalf("%d extents held, bound %d", c.held, c.max)
 		}
 	}
-	m, _ = c.take(a, 0, true, own)
+	m, _, tk = c.take(a, 0, true, own)
 	m.ext = make([]extMeta, extentMapPerObject+1)
-	c.install(a, m)
+	c.install(a, m, tk)
 	if installed(a) {
 		t.Fatal("a map of too many extents was kept")
 	}

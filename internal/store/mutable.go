@@ -288,14 +288,14 @@ func (s *Store) commitRange(op errors.Op, w object.RangeWrite, bd *body, sync bo
 	// else through the index; the map, changed by the write, is kept once it committed.
 	vid, from, to := o.VersionID, w.Off, w.Off+w.Length()
 	fresh := old == nil || old.Deleted || old.VersionID != vid
-	m, load := s.extMaps.take(vid, orderOf(old), fresh, b)
+	m, load, ticket := s.extMaps.take(vid, orderOf(old), fresh, b)
 	if m == nil && load {
 		m = s.loadExtentMap(vid, orderOf(old))
 	}
 	kept := false
 	defer func() {
 		if !kept {
-			s.extMaps.drop(vid)
+			s.extMaps.drop(vid, ticket)
 		}
 	}()
 	if m != nil {
@@ -346,7 +346,7 @@ func (s *Store) commitRange(op errors.Op, w object.RangeWrite, bd *body, sync bo
 	if m != nil {
 		m.insert(from, added)
 		m.order = o.HLC
-		s.extMaps.install(vid, m)
+		s.extMaps.install(vid, m, ticket)
 		kept = true
 	}
 	if old == nil || old.Deleted {
