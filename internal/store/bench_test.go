@@ -283,8 +283,7 @@ func BenchmarkMutableRead4K(b *testing.B) {
 	b.ResetTimer()
 	cpu := processCPU()
 	for range b.N {
-		rng = rng*6364136223846793005 + 1442695040888963407
-		o, off := int(rng>>33)%objs, int64(rng>>12)%(objSize/4096)*4096
+		o, off := randomBlock(&rng, objs, objSize)
 		r, err := s.OpenVersion("bench", fmt.Sprintf("o%d", o), order[o])
 		if err != nil {
 			b.Fatal(err)
@@ -323,12 +322,18 @@ func BenchmarkRandomWrite4K(b *testing.B) {
 	b.ResetTimer()
 	cpu := processCPU()
 	for range b.N {
-		rng = rng*6364136223846793005 + 1442695040888963407
-		o, off := int(rng>>33)%objs, int64(rng>>12)%(objSize/4096)*4096
+		o, off := randomBlock(&rng, objs, objSize)
 		write(o, off, data[off%(n-4096):][:4096], true)
 	}
 	if err := s.drainAll(); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+}
+
+// randomBlock steps the generator rng and returns a random object of objs and a random
+// 4 KiB block in it (objSize bytes).
+func randomBlock(rng *uint64, objs int, objSize int64) (int, int64) {
+	*rng = *rng*6364136223846793005 + 1442695040888963407
+	return int(*rng>>33) % objs, int64(*rng>>12) % (objSize / 4096) * 4096
 }
