@@ -239,7 +239,6 @@ type journal struct {
 	syncedSeq atomic.Uint64 // synced, read without syncMu
 	applyMu   sync.Mutex    // one application (the applier's, or a drain) at a time
 	applied   uint64        // the applied seq last written to the index (guarded by applyMu)
-	appliedAt time.Time     // when applied was written (guarded by applyMu)
 }
 
 func jkey(bucket, key string) string { return bucket + "\x00" + key }
@@ -853,13 +852,9 @@ func (j *journal) writeApplied(seq uint64) error {
 	if err := j.s.commit(b); err != nil {
 		return err
 	}
-	j.applied, j.appliedAt = seq, time.Now()
+	j.applied = seq
 	return nil
 }
-
-// appliedEvery is how many applied writes the applier records at once (or after a
-// second).
-const appliedEvery = 4096
 
 // appliedThrough is the seq up to which every write is applied.
 func (j *journal) appliedThrough() uint64 {
@@ -886,12 +881,7 @@ func (j *journal) run(stop <-chan struct{}) {
 			es := j.unapplied(4096)
 			err := j.apply(es)
 			if err == nil {
-				// Recorded every appliedEvery writes or second, not every round: each
-				// record is a synced commit, and while the applier keeps up its rounds
-				// are small (a sync each stalled the journal's appends, docs/
-				// benchmarks.md, session 28). A write applied but not yet below the
-				// record is found applied at replay (the object is at a later order).
-				if a := j.appliedThrough(); a > j.applied && (a-j.applied >= appliedEvery || time.Since(j.appliedAt) >= time.Second) {
+				if a := j.appliedThrough(); a > j.applied {
 					err = j.writeApplied(a)
 				}
 			}
