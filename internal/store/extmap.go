@@ -74,6 +74,11 @@ type extMeta struct {
 
 func (e extMeta) end() int64 { return e.off + e.n }
 
+// extent is e as an extent (without bytes: an inline one's are in the index).
+func (e extMeta) extent() extent {
+	return extent{off: e.off, n: e.n, chunk: e.chunk, chunkOff: e.chunkOff, inChunk: e.inChunk}
+}
+
 // Bounds: the extents held by all maps (56 bytes each: 28 MiB), of one map (a 4 MiB
 // object written 4 KiB at a time has 1,024; byte-sized writes make more, and such an
 // object is cut through the index), and the version ids remembered as written once.
@@ -355,7 +360,7 @@ func (s *Store) cutMap(b *pebble.Batch, vid [16]byte, from, to int64, refs map[s
 				}
 			}
 			if e.inChunk {
-				x = extent{off: e.off, n: e.n, chunk: e.chunk, chunkOff: e.chunkOff, inChunk: true}
+				x = e.extent()
 			}
 			p := x.slice(lo, hi)
 			return p.value(), metaOf(p), nil

@@ -134,14 +134,7 @@ func TestExtentMapWrites(t *testing.T) {
 	checkExtentMaps(t, s)
 	writes(40)
 	// The references the cuts counted are the extents': deleting the object frees all.
-	if err := s.DeleteObject("vol", "o"); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range []string{pfxExtent, pfxChunkRef, pfxChunk, pfxSeg} {
-		if n := countKeys(t, s, p); n != 0 {
-			t.Errorf("%d %s keys left after the object was deleted", n, p)
-		}
-	}
+	deleteMutable(t, s, "vol", "o")
 }
 
 // A map taken by a writer is not installed when another batch changed its object's

@@ -583,78 +583,65 @@ func (r *Reader) loadExtents() *extentEntry {
 
 // writeMutableCached is writeMutable with the object's extent map e.
 func (r *Reader) writeMutableCached(ctx context.Context, w io.Writer, off, n int64, e *extentEntry) (int64, error) {
-	pos, end := off, off+n
-	var written int64
 	i := sort.Search(len(e.ext), func(i int) bool { return e.ext[i].end() > off })
-	for ; i < len(e.ext) && pos < end; i++ {
-		ce := &e.ext[i]
-		if ce.off >= end {
-			break
-		}
-		m, err := writeZeroes(w, ce.off-pos)
-		written += m
-		pos += m
-		if err != nil {
-			return written, err
-		}
+	ext := e.ext[i:]
+	return writePieces(ctx, w, off, n, len(ext), func(i int) int64 { return ext[i].off }, func(i int, pos, end int64) (int64, error) {
+		ce := &ext[i]
 		part := ce.slice(max(ce.off, pos), min(ce.end(), end))
-		if part.inChunk {
-			pl := ce.at.Load()
-			if pl == nil {
-				loc, sums, err := r.s.chunkAt(r.snap, part.chunk, nil)
-				if err != nil {
-					if errors.Is(errors.NotExist, err) {
-						err = errors.E(errors.Corrupt, err)
-					}
-					return written, err
+		if !part.inChunk {
+			k, err := w.Write(part.data)
+			return int64(k), err
+		}
+		pl := ce.at.Load()
+		if pl == nil {
+			loc, sums, err := r.s.chunkAt(r.snap, part.chunk, nil)
+			if err != nil {
+				if errors.Is(errors.NotExist, err) {
+					err = errors.E(errors.Corrupt, err)
 				}
-				pl = &chunkPlace{loc: loc, sums: sums}
-				r.s.extents.place(r.Object.VersionID, r.extSeq, ce, pl)
+				return 0, err
 			}
-			m, err = r.writeChunkAt(w, part, pl.loc, pl.sums)
-		} else {
-			var k int
-			k, err = w.Write(part.data)
-			m = int64(k)
+			pl = &chunkPlace{loc: loc, sums: sums}
+			r.s.extents.place(r.Object.VersionID, r.extSeq, ce, pl)
 		}
-		written += m
-		pos += m
-		if err != nil {
-			return written, err
-		}
-		if err := ctx.Err(); err != nil {
-			return written, err
-		}
-	}
-	m, err := writeZeroes(w, end-pos)
-	return written + m, err
+		return r.writeChunkAt(w, part, pl.loc, pl.sums)
+	})
 }
 
 // writeMutableMap is writeMutable with span, the extents of the object's map (at the
 // reader's order) that overlap [off, off+n): an inline extent's bytes are read from the
 // reader's snapshot, a chunk's as writeMutableIndex reads them.
 func (r *Reader) writeMutableMap(ctx context.Context, w io.Writer, off, n int64, span []extMeta) (int64, error) {
+	var last chunkMemo
+	return writePieces(ctx, w, off, n, len(span), func(i int) int64 { return span[i].off }, func(i int, pos, end int64) (int64, error) {
+		x := span[i]
+		if x.inChunk {
+			return r.writeChunkPartMemo(w, x.extent().slice(max(x.off, pos), min(x.end(), end)), &last)
+		}
+		var m int64
+		_, err := r.s.inlineExtent(r.snap, r.Object.VersionID, x, func(e extent) error {
+			k, err := w.Write(e.slice(max(e.off, pos), min(e.end(), end)).data)
+			m = int64(k)
+			return err
+		})
+		return m, err
+	})
+}
+
+// writePieces writes [off, off+n) of a mutable object to w from count extents in offset
+// order, the first ending after off: zeroes where none is, and, through piece, the part
+// [pos, end) of extent i that the range covers (start(i) is where extent i starts).
+func writePieces(ctx context.Context, w io.Writer, off, n int64, count int, start func(i int) int64, piece func(i int, pos, end int64) (int64, error)) (int64, error) {
 	pos, end := off, off+n
 	var written int64
-	var last chunkMemo
-	for _, x := range span {
-		m, err := writeZeroes(w, x.off-pos)
+	for i := 0; i < count && pos < end && start(i) < end; i++ {
+		m, err := writeZeroes(w, start(i)-pos)
 		written += m
 		pos += m
 		if err != nil {
 			return written, err
 		}
-		if x.inChunk {
-			e := extent{off: x.off, n: x.n, chunk: x.chunk, chunkOff: x.chunkOff, inChunk: true}
-			m, err = r.writeChunkPartMemo(w, e.slice(max(e.off, pos), min(e.end(), end)), &last)
-		} else {
-			m = 0
-			_, err = r.s.inlineExtent(r.snap, r.Object.VersionID, x, func(e extent) error {
-				k, err := w.Write(e.slice(max(e.off, pos), min(e.end(), end)).data)
-				m = int64(k)
-				return err
-			})
-		}
+		m, err = piece(i, pos, end)
 		written += m
 		pos += m
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync/atomic"
@@ -131,8 +132,16 @@ func TestMutableModel(t *testing.T) {
 		}
 	}
 	check("at the end")
-	for key := range objs {
-		if err := s.DeleteObject("vol", key); err != nil {
+	deleteMutable(t, s, "vol", slices.Collect(maps.Keys(objs))...)
+}
+
+// deleteMutable deletes mutable objects and fails t if any extent, reference count or
+// chunk of the store is left: each must have been referenced by them alone, and
+// referenced as many times as counted.
+func deleteMutable(t *testing.T, s *Store, bucket string, keys ...string) {
+	t.Helper()
+	for _, key := range keys {
+		if err := s.DeleteObject(bucket, key); err != nil {
 			t.Fatal(err)
 		}
 	}
