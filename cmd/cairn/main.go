@@ -135,6 +135,7 @@ func runServer(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.CacheLease, "object-cache-lease", 2*time.Second, "read lease the object cache asks the read quorum's holders for with each version check: while it lasts a hit needs no check, and a holder changing the object revokes it first (or waits it out if this gateway cannot be reached); at most 5s, 0: off (cluster feature level 11)")
 	segmentSize := fs.String("segment-size", "256MiB", "size at which a segment file is sealed (compaction granularity)")
 	fs.DurationVar(&cfg.Store.CompactInterval, "compact-interval", 30*time.Second, "how often compaction looks for segments to reclaim")
+	fs.IntVar(&cfg.Store.SegmentSpares, "segment-spares", 8, "segment files emptied by compaction kept for new segments to reuse (writes into them need no block allocation; with any, compaction also runs whenever a segment is sealed; they are removed when free space falls to the reserve); 0: none")
 	fs.StringVar(&cfg.NodeAddr, "node-addr", "127.0.0.1:0", "internode address (RPC and Raft) other nodes reach this node at")
 	fs.StringVar(&cfg.Join, "join", "", "node address of any member of an existing cluster to join (empty: bootstrap a new cluster, or restart a member)")
 	fs.DurationVar(&cfg.JoinTimeout, "join-timeout", 30*time.Second, "how long a joining node keeps trying to reach the cluster at --join (which may still be starting) before it gives up")

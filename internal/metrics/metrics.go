@@ -90,8 +90,8 @@ func (m *Metrics) ObserveSegmentSync(int) { m.segSyncs.Inc() }
 
 // DiskStats are the engine's disk figures (see store.Stats).
 type DiskStats struct {
-	SegmentBytes, LiveBytes, GarbageBytes, IndexBytes, FreeBytes int64
-	Segments                                                     int
+	SegmentBytes, LiveBytes, GarbageBytes, IndexBytes, FreeBytes, SpareBytes int64
+	Segments                                                                 int
 }
 
 // WatchDisk exports the disk figures stats returns, read at scrape time.
@@ -106,6 +106,7 @@ func (m *Metrics) WatchDisk(stats func() DiskStats) {
 		gauge("cairn_disk_free_bytes", "Free bytes on the data disk.", func(st DiskStats) int64 { return st.FreeBytes }),
 		gauge("cairn_disk_garbage_bytes", "Bytes in segment files held by deleted or overwritten data, reclaimable by compaction.", func(st DiskStats) int64 { return st.GarbageBytes }),
 		gauge("cairn_disk_live_bytes", "Bytes of live chunk records in segment files.", func(st DiskStats) int64 { return st.LiveBytes }),
+		gauge("cairn_disk_spare_bytes", "Bytes of emptied segment files kept for new segments to reuse (counted in cairn_disk_free_bytes).", func(st DiskStats) int64 { return st.SpareBytes }),
 		gauge("cairn_index_bytes", "Bytes used by the metadata index.", func(st DiskStats) int64 { return st.IndexBytes }),
 		gauge("cairn_segments", "Number of segment files.", func(st DiskStats) int64 { return int64(st.Segments) }),
 	)

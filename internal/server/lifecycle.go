@@ -366,7 +366,7 @@ func (n *instance) openStore(clock *hlc.Clock) error {
 	n.m.WatchDisk(func() metrics.DiskStats {
 		d := st.Stats()
 		return metrics.DiskStats{SegmentBytes: d.SegmentBytes, LiveBytes: d.LiveBytes, GarbageBytes: d.GarbageBytes,
-			IndexBytes: d.IndexBytes, FreeBytes: d.FreeBytes, Segments: d.Segments}
+			IndexBytes: d.IndexBytes, FreeBytes: d.FreeBytes, SpareBytes: d.SpareBytes, Segments: d.Segments}
 	})
 	n.m.GaugeFunc("cairn_store_damaged_files", "Index files in which reads found corruption since the node started (0: none).",
 		func() float64 { f, _ := st.Damaged(); return float64(len(f)) })

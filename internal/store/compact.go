@@ -18,6 +18,7 @@ func (s *Store) compactLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-s.sealed:
 		}
 		for ctx.Err() == nil {
 			did, err := s.CompactOnce(ctx)

@@ -166,7 +166,8 @@ func crashConfig(fs vfs.FS, logs *testLogs) Config {
 		SegmentSize:     1 << 20,
 		Reserve:         1,
 		CacheSize:       1 << 20,
-		CompactInterval: 1 << 40, // compaction runs when the workload says so
+		CompactInterval: 1 << 40, // compaction runs when the workload says so, and at seals
+		SegmentSpares:   2,       // so that cuts also land in reused segment files
 		Logger:          logs.logger(),
 	}
 }

@@ -61,6 +61,13 @@ type Config struct {
 	CompactRatio float64
 	// CompactInterval is how often compaction looks for work (default 30s).
 	CompactInterval time.Duration
+	// SegmentSpares is how many segment files compaction empties are kept, renamed, for new
+	// segments to reuse (their writes then overwrite allocated blocks: no block allocation,
+	// no filesystem journal commit at fdatasync; segment.Config.Spares). With any, compaction
+	// also looks for work whenever a segment is sealed, so that files come back as spares
+	// about as fast as segments fill, and a write that would leave less than Reserve free
+	// drops the spares first. Zero keeps none (cmd/cairn's default is 8).
+	SegmentSpares int
 	// AccessGranularity is how coarse the last-access times of Touch are (default an
 	// hour; access.go).
 	AccessGranularity time.Duration
@@ -181,6 +188,7 @@ type Store struct {
 	extMaps     *extentMaps  // mutable objects' extent layouts, for writes (extmap.go)
 	compactMu   sync.Mutex   // one compaction at a time
 	compactStop context.CancelFunc
+	sealed      chan struct{} // a segment was sealed: compaction looks for work (SegmentSpares)
 
 	liveMu sync.Mutex
 	live   map[uint32]int64 // live bytes per segment (derived from the index at start)
@@ -275,7 +283,17 @@ func Open(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, errors.E(op, errors.IO, err)
 	}
-	segs, err := segment.Open(segment.Config{Dir: filepath.Join(cfg.Dir, "segments"), MaxSize: cfg.SegmentSize, Logger: cfg.Logger, FS: segFS})
+	sealed := make(chan struct{}, 1)
+	segCfg := segment.Config{Dir: filepath.Join(cfg.Dir, "segments"), MaxSize: cfg.SegmentSize, Logger: cfg.Logger, FS: segFS, Spares: cfg.SegmentSpares}
+	if cfg.SegmentSpares > 0 {
+		segCfg.OnSeal = func() {
+			select {
+			case sealed <- struct{}{}:
+			default:
+			}
+		}
+	}
+	segs, err := segment.Open(segCfg)
 	if err != nil {
 		db.Close()
 		return nil, errors.E(op, err)
@@ -287,6 +305,7 @@ func Open(cfg Config) (*Store, error) {
 		log:      cfg.Logger.With("component", "store"),
 		db:       db,
 		segs:     segs,
+		sealed:   sealed,
 		commitCh: make(chan *commitReq, 4096),
 		live:     map[uint32]int64{},
 		usage:    map[string]Usage{},
@@ -621,6 +640,15 @@ func (s *Store) checkSpace(n int64) error {
 	if err != nil {
 		return errors.E(errors.Op("store.checkSpace"), errors.IO, err)
 	}
+	if free-n < s.cfg.Reserve {
+		// Spare segment files go before a write is refused.
+		if freed, derr := s.segs.DropSpares(); freed > 0 {
+			s.log.Info("removed spare segment files: free space below the reserve", "bytes", freed, "err", derr)
+			if free, err = s.freeSpace(); err != nil {
+				return errors.E(errors.Op("store.checkSpace"), errors.IO, err)
+			}
+		}
+	}
 	if cached {
 		s.space.mu.Lock()
 		s.space.at, s.space.free = time.Now(), free-n
@@ -653,7 +681,8 @@ type Stats struct {
 	LiveBytes    int64 // bytes of referenced records
 	GarbageBytes int64 // SegmentBytes - LiveBytes: reclaimable by compaction
 	IndexBytes   int64 // size of the index on disk
-	FreeBytes    int64 // free space on the data disk
+	FreeBytes    int64 // free space on the data disk, SpareBytes included
+	SpareBytes   int64 // bytes of spare segment files kept for reuse (Config.SegmentSpares)
 	Segments     int
 }
 
@@ -674,6 +703,10 @@ func (s *Store) Stats() Stats {
 	m := s.db.Metrics()
 	st.IndexBytes = int64(m.DiskSpaceUsage())
 	st.FreeBytes, _ = s.freeSpace()
+	_, st.SpareBytes = s.segs.Spares()
+	if st.FreeBytes < math.MaxInt64-st.SpareBytes {
+		st.FreeBytes += st.SpareBytes
+	}
 	return st
 }
 

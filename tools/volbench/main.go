@@ -70,6 +70,7 @@ func main() {
 	snaps := flag.Bool("snapshots", false, "measure snapshots, clones, copy on write and incremental export instead")
 	ec := flag.String("ec", "", "compare a volume in an erasure-coded class of this code (4+2) with a replicated one instead")
 	withTLS := flag.Bool("tls", false, "compare NBD over TLS with plain NBD instead (two single-node clusters)")
+	nodeFlags := flag.String("node-flags", "", "more flags for every cairn node, space-separated (e.g. \"--segment-spares 8\")")
 	only := flag.String("phases", "", "comma-separated phases to run, in that order (randread, randwrite, read, write; default all, in that order)")
 	profile := flag.String("profile", "", "write a CPU profile of every node during each cairn phase to this directory (the nodes run with --pprof)")
 	flag.Parse()
@@ -83,7 +84,7 @@ func main() {
 		tlsBench(*bin, work, *size, *runtime)
 		return
 	}
-	var extra []string
+	extra := strings.Fields(*nodeFlags)
 	if *profile != "" {
 		if err := os.MkdirAll(*profile, 0o755); err != nil {
 			fail(err)

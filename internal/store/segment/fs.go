@@ -24,6 +24,9 @@ type FS interface {
 	Open(name string) (File, error)
 	// Remove unlinks name; like Create, durable only after SyncDir.
 	Remove(name string) error
+	// Rename gives the file oldname the name newname (which must not exist), in the same
+	// directory; like Create, durable only after SyncDir.
+	Rename(oldname, newname string) error
 	// List returns the names of the entries of dir, in no particular order.
 	List(dir string) ([]string, error)
 	// MkdirAll creates dir and any missing parents (durable only after SyncDir of each
@@ -102,6 +105,13 @@ func (osFS) Open(name string) (File, error) {
 }
 
 func (osFS) Remove(name string) error { return os.Remove(name) }
+
+func (osFS) Rename(oldname, newname string) error {
+	if _, err := os.Lstat(newname); err == nil {
+		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: os.ErrExist}
+	}
+	return os.Rename(oldname, newname)
+}
 
 func (osFS) List(dir string) ([]string, error) {
 	ents, err := os.ReadDir(dir)

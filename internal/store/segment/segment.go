@@ -10,6 +10,16 @@
 // Every file operation goes through an FS: OS, the default, writes large records with
 // direct I/O and gives the kernel page-cache hints; FromVFS keeps the files in a pebble
 // vfs.FS, such as the crashable memory file system the power-cut tests cut.
+//
+// A Set configured with Spares keeps that many removed segment files (renamed to
+// <number>.spare) and gives them to new segments instead of creating files: writes into a
+// reused file overwrite blocks the filesystem has already allocated, so they need no block
+// allocation and their fdatasync no journal commit of the file's extents (on ext4, 1 MiB
+// direct writes appended to a new file with an fdatasync every few milliseconds reached a
+// third of the rate of the same writes into written blocks). A reused file holds an older
+// life's records past the new ones: readers go by the caller's index, which references
+// only records written (and synced) in this life, and every read checks a record's
+// checksums and id.
 package segment
 
 import (
@@ -17,6 +27,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"log/slog"
 	"path/filepath"
 	"sort"
@@ -124,6 +135,12 @@ type Config struct {
 	Logger *slog.Logger
 	// FS holds the files. Nil means OS.
 	FS FS
+	// Spares is how many removed segment files of at least MaxSize/2 bytes are kept to be
+	// reused by new segments (see the package comment). Zero keeps none.
+	Spares int
+	// OnSeal, if not nil, is called (with the set's lock held: it must not block or call
+	// the set) whenever a new active segment seals the previous one.
+	OnSeal func()
 }
 
 // Set is a directory of segment files. It is safe for concurrent use.
@@ -133,11 +150,24 @@ type Set struct {
 	maxSize int64
 	log     *slog.Logger
 
+	maxSpares int
+	onSeal    func()
+
 	mu     sync.Mutex
 	files  map[uint32]*file
 	active *file
 	nextID uint32
+	spares []spare // removed files kept for reuse, at most maxSpares
+	reused uint64  // segments started in a spare since Open
 }
+
+// spare is a removed segment file kept for reuse.
+type spare struct {
+	name string // base name, <number>.spare
+	size int64
+}
+
+const spareSuffix = ".spare"
 
 type file struct {
 	id     uint32
@@ -181,12 +211,21 @@ func Open(cfg Config) (*Set, error) {
 	if err := mkdirAllSync(cfg.FS, cfg.Dir); err != nil {
 		return nil, errors.E(op, errors.IO, err)
 	}
-	s := &Set{fs: cfg.FS, dir: cfg.Dir, maxSize: cfg.MaxSize, log: cfg.Logger, files: map[uint32]*file{}, nextID: 1}
+	s := &Set{fs: cfg.FS, dir: cfg.Dir, maxSize: cfg.MaxSize, log: cfg.Logger, files: map[uint32]*file{}, nextID: 1,
+		maxSpares: max(cfg.Spares, 0), onSeal: cfg.OnSeal}
 	names, err := cfg.FS.List(cfg.Dir)
 	if err != nil {
 		return nil, errors.E(op, errors.IO, err)
 	}
+	sort.Strings(names)
 	for _, nm := range names {
+		if strings.HasSuffix(nm, spareSuffix) {
+			if err := s.openSpare(nm); err != nil {
+				s.closeAll()
+				return nil, errors.E(op, errors.IO, err)
+			}
+			continue
+		}
 		n, ok := strings.CutSuffix(nm, ".seg")
 		if !ok {
 			continue
@@ -334,10 +373,41 @@ func (s *Set) AppendAlignedRecords(kind uint8, ids []ID, sizes []int, crcs []uin
 	return locs, nil
 }
 
-// rollLocked starts a new active segment. s.mu must be held.
+// openSpare takes the spare file nm found at Open into the pool, or removes it if the pool
+// is full (or spares are off).
+func (s *Set) openSpare(nm string) error {
+	path := filepath.Join(s.dir, nm)
+	if id, err := strconv.ParseUint(strings.TrimSuffix(nm, spareSuffix), 10, 32); err == nil && uint32(id) >= s.nextID {
+		s.nextID = uint32(id) + 1 // a later segment of that number is never kept beside it
+	}
+	if len(s.spares) >= s.maxSpares {
+		if err := s.fs.Remove(path); err != nil {
+			return err
+		}
+		return s.fs.SyncDir(s.dir)
+	}
+	f, err := s.fs.Open(path)
+	if err != nil {
+		return err
+	}
+	size, err := f.Size()
+	f.Close()
+	if err != nil {
+		return err
+	}
+	s.spares = append(s.spares, spare{name: nm, size: size})
+	return nil
+}
+
+// rollLocked starts a new active segment, in a spare file if there is one. s.mu must be
+// held.
 func (s *Set) rollLocked() error {
 	id := s.nextID
-	f, err := s.fs.Create(filepath.Join(s.dir, name(id)))
+	path := filepath.Join(s.dir, name(id))
+	f, err := s.reuseLocked(path)
+	if f == nil && err == nil {
+		f, err = s.fs.Create(path)
+	}
 	if err != nil {
 		return errors.E(errors.IO, err)
 	}
@@ -348,8 +418,85 @@ func (s *Set) rollLocked() error {
 	s.nextID++
 	sf := newFile(id, f)
 	s.files[id] = sf
+	sealed := s.active != nil
 	s.active = sf
+	if sealed && s.onSeal != nil {
+		s.onSeal()
+	}
 	return nil
+}
+
+// reuseLocked renames a spare file to path and opens it (its bytes, an older life's, stay
+// until overwritten; the new segment's size starts at 0). It returns a nil File and no
+// error if there is no spare, or if the spare could not be renamed or opened (it is
+// dropped and removed): the caller creates a file then. s.mu must be held; the caller
+// syncs the directory.
+func (s *Set) reuseLocked(path string) (File, error) {
+	if len(s.spares) == 0 {
+		return nil, nil
+	}
+	sp := s.spares[len(s.spares)-1]
+	s.spares = s.spares[:len(s.spares)-1]
+	old := filepath.Join(s.dir, sp.name)
+	if err := s.fs.Rename(old, path); err != nil {
+		s.log.Warn("could not reuse a spare segment file; removing it", "file", sp.name, "err", err)
+		s.fs.Remove(old)
+		return nil, nil
+	}
+	f, err := s.fs.Open(path)
+	if err != nil {
+		// Renamed but not opened: removed, so that the caller creates a file there.
+		s.log.Warn("could not open a reused spare segment file; removing it", "file", path, "err", err)
+		if rerr := s.fs.Remove(path); rerr != nil {
+			return nil, err
+		}
+		return nil, nil
+	}
+	s.reused++
+	return f, nil
+}
+
+// Reused returns how many segments have started in a spare file since Open.
+func (s *Set) Reused() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reused
+}
+
+// Spares returns the number of spare files kept and their bytes on the disk.
+func (s *Set) Spares() (n int, bytes int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sp := range s.spares {
+		bytes += sp.size
+	}
+	return len(s.spares), bytes
+}
+
+// DropSpares removes every spare file (to give their space back to the filesystem) and
+// returns the bytes they held.
+func (s *Set) DropSpares() (int64, error) {
+	const op errors.Op = "segment.DropSpares"
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var freed int64
+	var err error
+	for len(s.spares) > 0 {
+		sp := s.spares[len(s.spares)-1]
+		if rerr := s.fs.Remove(filepath.Join(s.dir, sp.name)); rerr != nil && !errors.IsErr(rerr, fs.ErrNotExist) {
+			err = rerr
+			break
+		}
+		s.spares = s.spares[:len(s.spares)-1]
+		freed += sp.size
+	}
+	if serr := s.fs.SyncDir(s.dir); err == nil {
+		err = serr
+	}
+	if err != nil {
+		return freed, errors.E(op, errors.IO, err)
+	}
+	return freed, nil
 }
 
 // Active returns the number of the segment new records are appended to.
@@ -493,6 +640,10 @@ func (s *Set) Read(loc Loc, want ID, buf []byte) ([]byte, error) {
 		return nil, errors.E(op, err)
 	}
 	defer s.release(sf)
+	if loc.Off < 0 || loc.End() > sf.size.Load() {
+		// Past the records of this segment (in a reused file, an older life's bytes).
+		return nil, errors.Errorf(op, errors.Corrupt, "record at segment %d offset %d is truncated", loc.Seg, loc.Off)
+	}
 	n := HeaderSize + int(loc.Len)
 	if cap(buf) < n {
 		buf = make([]byte, n)
@@ -532,6 +683,9 @@ func (s *Set) ReadPayload(loc Loc, off int64, buf []byte) error {
 		return errors.E(op, err)
 	}
 	defer s.release(sf)
+	if loc.Off < 0 || loc.End() > sf.size.Load() {
+		return errors.Errorf(op, errors.Corrupt, "record at segment %d offset %d is truncated", loc.Seg, loc.Off)
+	}
 	if _, err := sf.f.ReadAt(buf, loc.Off+HeaderSize+off); err != nil {
 		if err == io.EOF {
 			return errors.Errorf(op, errors.Corrupt, "record at segment %d offset %d is truncated", loc.Seg, loc.Off)
@@ -601,8 +755,8 @@ func (s *Set) activeFile() *file {
 	return s.active
 }
 
-// Remove unlinks a sealed segment. Reads already in progress finish; later reads fail with
-// NotExist.
+// Remove unlinks a sealed segment, or keeps its file as a spare (see Config.Spares) if no
+// read is using it. Reads already in progress finish; later reads fail with NotExist.
 func (s *Set) Remove(seg uint32) error {
 	const op errors.Op = "segment.Remove"
 	s.mu.Lock()
@@ -618,8 +772,27 @@ func (s *Set) Remove(seg uint32) error {
 	sf.removed = true
 	delete(s.files, seg)
 	closeIt := sf.refs == 0
+	path := filepath.Join(s.dir, name(seg))
+	// A file still being read must keep its bytes; one that is closed at once can be
+	// reused. It is renamed with the lock held, so that a roll never sees a spare that is
+	// not there yet.
+	kept := false
+	if size := sf.size.Load(); closeIt && len(s.spares) < s.maxSpares && size >= s.maxSize/2 {
+		sf.close()
+		closeIt = false
+		nm := fmt.Sprintf("%08d%s", seg, spareSuffix)
+		if err := s.fs.Rename(path, filepath.Join(s.dir, nm)); err != nil {
+			s.log.Warn("could not keep a removed segment file as a spare; removing it", "segment", seg, "err", err)
+		} else {
+			s.spares = append(s.spares, spare{name: nm, size: size})
+			kept = true
+		}
+	}
 	s.mu.Unlock()
-	err := s.fs.Remove(filepath.Join(s.dir, name(seg)))
+	var err error
+	if !kept {
+		err = s.fs.Remove(path)
+	}
 	if closeIt {
 		sf.close()
 	}

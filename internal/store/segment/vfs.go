@@ -48,7 +48,14 @@ func (v vfsFS) Open(name string) (File, error) {
 	return &vfsFile{fs: v.fs, name: name, f: f}, nil
 }
 
-func (v vfsFS) Remove(name string) error          { return v.fs.Remove(name) }
+func (v vfsFS) Remove(name string) error { return v.fs.Remove(name) }
+
+func (v vfsFS) Rename(oldname, newname string) error {
+	if _, err := v.fs.Stat(newname); err == nil {
+		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: os.ErrExist}
+	}
+	return v.fs.Rename(oldname, newname)
+}
 func (v vfsFS) List(dir string) ([]string, error) { return v.fs.List(dir) }
 func (v vfsFS) MkdirAll(dir string) error         { return v.fs.MkdirAll(dir, 0o700) }
 

@@ -1,0 +1,111 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/errors"
+	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/testutil/proctest"
+)
+
+// With SegmentSpares, a sealed segment wakes compaction: segments emptied by overwrites
+// come back as spares without waiting for CompactInterval, new segments reuse them, every
+// object reads back, and spares go first when free space falls to the reserve.
+func TestSegmentSpares(t *testing.T) {
+	var free atomic.Int64
+	free.Store(1 << 40)
+	cfg := testConfig(t)
+	cfg.SegmentSpares = 2
+	cfg.CompactInterval = time.Hour // only seals wake compaction
+	cfg.Reserve = 1 << 20
+	cfg.FreeSpace = func() (int64, error) { return free.Load(), nil }
+	s := openStore(t, cfg)
+	ctx := context.Background()
+	if err := s.CreateBucket("b"); err != nil {
+		t.Fatal(err)
+	}
+	const size = 200 << 10 // chunked (ChunkSize 64 KiB); five fill a 1 MiB segment
+	bodies := map[string][]byte{}
+	put := func(key string, seed uint64) {
+		t.Helper()
+		body := randBytes(seed, size)
+		if _, err := s.PutObject(ctx, "b", key, &object.Object{}, bytes.NewReader(body), size, object.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		bodies[key] = body
+	}
+	// Overwrite 5 keys round after round: each round's segment holds only garbage once
+	// the next round is written.
+	seed := uint64(1)
+	for round := range 12 {
+		for k := range 5 {
+			put(fmt.Sprintf("k%d", k), seed)
+			seed++
+		}
+		if round == 5 {
+			// The rounds so far sealed segments full of garbage: compaction emptied them,
+			// and rolls reused them.
+			proctest.WaitFor(t, 10*time.Second, func() error {
+				if n := s.segs.Reused(); n < 2 {
+					return fmt.Errorf("%d segments started in spare files", n)
+				}
+				return nil
+			})
+		}
+	}
+	if n := s.segs.Reused(); n < 4 {
+		t.Fatalf("%d segments started in spare files after 12 rounds", n)
+	}
+	for k, want := range bodies {
+		if got := readAll(t, s, "b", k); !bytes.Equal(got, want) {
+			t.Fatalf("%s differs after writes into reused segment files", k)
+		}
+	}
+	// Deleted, the objects leave only garbage: once sealed, their segments come back
+	// as spares, and nothing is written after them.
+	for k := range bodies {
+		if err := s.DeleteObject("b", k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.segs.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	proctest.WaitFor(t, 10*time.Second, func() error {
+		if n, _ := s.segs.Spares(); n == 0 {
+			return fmt.Errorf("no spare")
+		}
+		return nil
+	})
+	st := s.Stats()
+	if st.SpareBytes == 0 || st.FreeBytes != 1<<40+st.SpareBytes {
+		t.Fatalf("Stats: %d spare bytes, %d free", st.SpareBytes, st.FreeBytes)
+	}
+	// Free space at the reserve: the spares are removed before a write is refused.
+	free.Store(cfg.Reserve)
+	if _, err := s.PutObject(ctx, "b", "full", &object.Object{}, bytes.NewReader(randBytes(99, size)), size, object.PutOptions{}); !errors.Is(errors.NoSpace, err) {
+		t.Fatalf("a write at the reserve: %v, want NoSpace", err)
+	}
+	if n, bytes := s.segs.Spares(); n != 0 {
+		t.Fatalf("%d spares (%d bytes) kept with free space at the reserve", n, bytes)
+	}
+	free.Store(1 << 40)
+	// A restart finds the objects whatever files their segments are in.
+	bodies = map[string][]byte{}
+	for k := range 5 {
+		put(fmt.Sprintf("k%d", k), seed)
+		seed++
+	}
+	s.Close()
+	s = openStore(t, cfg)
+	for k, want := range bodies {
+		if got := readAll(t, s, "b", k); !bytes.Equal(got, want) {
+			t.Fatalf("%s differs after a reopen", k)
+		}
+	}
+}
