@@ -640,7 +640,7 @@ func (s *Store) checkSpace(n int64) error {
 	if err != nil {
 		return errors.E(errors.Op("store.checkSpace"), errors.IO, err)
 	}
-	if free-n < s.cfg.Reserve {
+	if spares, _ := s.segs.Spares(); spares > 0 && free-n < s.cfg.Reserve {
 		// Spare segment files go before a write is refused.
 		if freed, derr := s.segs.DropSpares(); freed > 0 {
 			s.log.Info("removed spare segment files: free space below the reserve", "bytes", freed, "err", derr)

@@ -490,8 +490,10 @@ func (s *Set) DropSpares() (int64, error) {
 		s.spares = s.spares[:len(s.spares)-1]
 		freed += sp.size
 	}
-	if serr := s.fs.SyncDir(s.dir); err == nil {
-		err = serr
+	if freed > 0 {
+		if serr := s.fs.SyncDir(s.dir); err == nil {
+			err = serr
+		}
 	}
 	if err != nil {
 		return freed, errors.E(op, errors.IO, err)
