@@ -188,6 +188,7 @@ type Store struct {
 	extMaps     *extentMaps  // mutable objects' extent layouts, for writes (extmap.go)
 	compactMu   sync.Mutex   // one compaction at a time
 	compactStop context.CancelFunc
+	compactDone chan struct{} // closed when the compaction loop has returned
 	sealed      chan struct{} // a segment was sealed: compaction looks for work (SegmentSpares)
 
 	liveMu sync.Mutex
@@ -381,9 +382,9 @@ func Open(cfg Config) (*Store, error) {
 			return nil, errors.E(op, err)
 		}
 	}
-	s.wg.Add(1)
+	s.compactDone = make(chan struct{})
 	go func() {
-		defer s.wg.Done()
+		defer close(s.compactDone)
 		s.compactLoop(ctx)
 	}()
 	if cfg.JournalSize > 0 {
@@ -469,6 +470,11 @@ func (s *Store) Close() error {
 	if s.jstop != nil && !s.closed.Load() {
 		s.jonce.Do(s.closeJournal)
 	}
+	// Background compaction stops (its commits done) before commits are refused.
+	s.compactStop()
+	if s.compactDone != nil { // nil: Open failed before starting it
+		<-s.compactDone
+	}
 	s.closeMu.Lock()
 	already := s.closed.Swap(true)
 	s.closeMu.Unlock()
@@ -477,7 +483,6 @@ func (s *Store) Close() error {
 	}
 	// No commit can be between its check of closed and its send now: closing the
 	// channel is safe, and the committer answers every batch sent before it.
-	s.compactStop()
 	close(s.commitCh)
 	s.wg.Wait()
 	err1 := s.segs.Close()
