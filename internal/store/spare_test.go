@@ -10,6 +10,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/errors"
 	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/store/segment"
 	"github.com/cairnfs/cairn/internal/testutil/proctest"
 )
 
@@ -100,6 +101,103 @@ func TestSegmentSpares(t *testing.T) {
 	for k := range 5 {
 		put(fmt.Sprintf("k%d", k), seed)
 		seed++
+	}
+	s.Close()
+	s = openStore(t, cfg)
+	for k, want := range bodies {
+		if got := readAll(t, s, "b", k); !bytes.Equal(got, want) {
+			t.Fatalf("%s differs after a reopen", k)
+		}
+	}
+}
+
+// While compaction moves the live records of one segment, the segments that overwrites
+// emptied are removed between groups of moves rather than after the whole move, and every
+// object reads back.
+func TestCompactionReclaimsEmptyDuringMove(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.CompactInterval = time.Hour // compaction runs only when the test calls it
+	s := openStore(t, cfg)
+	s.moveGroup = 64 << 10 // one chunk per group: reclaims run between every move
+	ctx := context.Background()
+	if err := s.CreateBucket("b"); err != nil {
+		t.Fatal(err)
+	}
+	const size = 200 << 10
+	bodies := map[string][]byte{}
+	put := func(key string, seed uint64) {
+		t.Helper()
+		body := randBytes(seed, size)
+		if _, err := s.PutObject(ctx, "b", key, &object.Object{}, bytes.NewReader(body), size, object.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		bodies[key] = body
+	}
+	active := func() uint32 {
+		for _, in := range s.segs.Segments() {
+			if in.Active {
+				return in.ID
+			}
+		}
+		t.Fatal("no active segment")
+		return 0
+	}
+	// A segment of live data, then segments that overwrites and a delete leave empty.
+	for k := range 4 {
+		put(fmt.Sprintf("live%d", k), uint64(k+1))
+	}
+	liveSeg := active()
+	if err := s.segs.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 3 {
+		for k := range 4 {
+			put(fmt.Sprintf("g%d", k), uint64(100+10*round+k))
+		}
+		if err := s.segs.Roll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k := range 4 {
+		if err := s.DeleteObject("b", fmt.Sprintf("g%d", k)); err != nil {
+			t.Fatal(err)
+		}
+		delete(bodies, fmt.Sprintf("g%d", k))
+	}
+	var empty []uint32
+	for _, in := range s.segs.Segments() {
+		if !in.Active && in.ID != liveSeg {
+			empty = append(empty, in.ID)
+		}
+	}
+	if len(empty) < 3 {
+		t.Fatalf("%d sealed segments of garbage, want at least 3", len(empty))
+	}
+	var liveInfo segment.Info
+	for _, in := range s.segs.Segments() {
+		if in.ID == liveSeg {
+			liveInfo = in
+		}
+	}
+	s.compactMu.Lock()
+	err := s.compactSegment(ctx, liveInfo, true)
+	s.compactMu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := map[uint32]bool{}
+	for _, in := range s.segs.Segments() {
+		left[in.ID] = true
+	}
+	for _, id := range append(empty, liveSeg) {
+		if left[id] {
+			t.Errorf("segment %d still present after the compaction of %d", id, liveSeg)
+		}
+	}
+	for k, want := range bodies {
+		if got := readAll(t, s, "b", k); !bytes.Equal(got, want) {
+			t.Fatalf("%s differs after the compaction", k)
+		}
 	}
 	s.Close()
 	s = openStore(t, cfg)

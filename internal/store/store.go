@@ -214,6 +214,9 @@ type Store struct {
 	bufPool sync.Pool
 	clock   *hlc.Clock
 
+	// moveGroup is the bytes compaction moves between index commits (tests shrink it).
+	moveGroup int64
+
 	outSeq              atomic.Uint64 // the last outbox seq used
 	outPending, outDead atomic.Int64
 	outMu               sync.Mutex      // seq assignment and outInflight
@@ -300,21 +303,22 @@ func Open(cfg Config) (*Store, error) {
 		return nil, errors.E(op, err)
 	}
 	s := &Store{
-		damage:   dmg,
-		cfg:      cfg,
-		fs:       fsys,
-		log:      cfg.Logger.With("component", "store"),
-		db:       db,
-		segs:     segs,
-		sealed:   sealed,
-		commitCh: make(chan *commitReq, 4096),
-		live:     map[uint32]int64{},
-		usage:    map[string]Usage{},
-		dropped:  map[string]bool{},
-		vbuckets: map[string]bool{},
-		clock:    cfg.Clock,
-		extents:  newExtentCache(extentCacheObjects),
-		extMaps:  newExtentMaps(),
+		moveGroup: 16 << 20,
+		damage:    dmg,
+		cfg:       cfg,
+		fs:        fsys,
+		log:       cfg.Logger.With("component", "store"),
+		db:        db,
+		segs:      segs,
+		sealed:    sealed,
+		commitCh:  make(chan *commitReq, 4096),
+		live:      map[uint32]int64{},
+		usage:     map[string]Usage{},
+		dropped:   map[string]bool{},
+		vbuckets:  map[string]bool{},
+		clock:     cfg.Clock,
+		extents:   newExtentCache(extentCacheObjects),
+		extMaps:   newExtentMaps(),
 	}
 	if s.clock == nil {
 		s.clock = new(hlc.Clock)
