@@ -32,14 +32,7 @@ func TestSegmentSpares(t *testing.T) {
 	}
 	const size = 200 << 10 // chunked (ChunkSize 64 KiB); five fill a 1 MiB segment
 	bodies := map[string][]byte{}
-	put := func(key string, seed uint64) {
-		t.Helper()
-		body := randBytes(seed, size)
-		if _, err := s.PutObject(ctx, "b", key, &object.Object{}, bytes.NewReader(body), size, object.PutOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		bodies[key] = body
-	}
+	put := func(key string, seed uint64) { putRandom(t, s, bodies, key, seed, size) }
 	// Overwrite 5 keys round after round: each round's segment holds only garbage once
 	// the next round is written.
 	seed := uint64(1)
@@ -125,14 +118,7 @@ func TestCompactionReclaimsEmptyDuringMove(t *testing.T) {
 	}
 	const size = 200 << 10
 	bodies := map[string][]byte{}
-	put := func(key string, seed uint64) {
-		t.Helper()
-		body := randBytes(seed, size)
-		if _, err := s.PutObject(ctx, "b", key, &object.Object{}, bytes.NewReader(body), size, object.PutOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		bodies[key] = body
-	}
+	put := func(key string, seed uint64) { putRandom(t, s, bodies, key, seed, size) }
 	active := func() uint32 {
 		for _, in := range s.segs.Segments() {
 			if in.Active {
@@ -206,4 +192,14 @@ func TestCompactionReclaimsEmptyDuringMove(t *testing.T) {
 			t.Fatalf("%s differs after a reopen", k)
 		}
 	}
+}
+
+// putRandom writes size random bytes of seed to b/key and keeps them in bodies.
+func putRandom(t *testing.T, s *Store, bodies map[string][]byte, key string, seed uint64, size int) {
+	t.Helper()
+	body := randBytes(seed, size)
+	if _, err := s.PutObject(context.Background(), "b", key, &object.Object{}, bytes.NewReader(body), int64(size), object.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bodies[key] = body
 }
